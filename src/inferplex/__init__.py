@@ -1,0 +1,40 @@
+"""inferplex: run one ONNX model on every device of a machine at once.
+
+OpenVINO's Python runtime API (``import inferplex as ov``) over ONNX Runtime
+(CPU) and PyTorch (NVIDIA GPUs), with OpenVINO's multi-device modes: HETERO,
+PIPELINE_PARALLEL, MULTI and AUTO.
+
+    >>> import inferplex as ov
+    >>> core = ov.Core()
+    >>> compiled = core.compile_model("model.onnx", "CPU")       # doctest: +SKIP
+    >>> results = compiled({"x": array})                         # doctest: +SKIP
+"""
+
+from inferplex import errors, properties
+from inferplex.binding import InferResults
+from inferplex.core import Core
+from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingRecord
+from inferplex.model import ElementType, Model, Op, Port, save_model
+from inferplex.runtime import AsyncInferQueue, CompiledModel, InferRequest
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncInferQueue",
+    "CompiledModel",
+    "Core",
+    "DevicePlugin",
+    "DeviceProgram",
+    "ElementType",
+    "InferRequest",
+    "InferResults",
+    "MemoryInfo",
+    "Model",
+    "Op",
+    "Port",
+    "ProfilingRecord",
+    "__version__",
+    "errors",
+    "properties",
+    "save_model",
+]

@@ -1,0 +1,238 @@
+"""Core: devices, reading, querying and compiling models, properties.
+
+Built-in device families: ``CPU`` (ONNX Runtime) and ``GPU`` (PyTorch, loaded
+on first use so that ``import inferplex`` does not import torch).  Third-party
+devices register with :meth:`Core.register_plugin` or through the
+``inferplex.devices`` entry-point group (name: the family, e.g. ``NPU``; value:
+a DevicePlugin subclass or factory).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from typing import Any
+
+from inferplex.devices.base import DevicePlugin
+from inferplex.devices.cpu import CpuPlugin
+from inferplex.devices.registry import DeviceRegistry
+from inferplex.errors import DeviceNameError, PluginError, PropertyError
+from inferplex.executor import Executor, ProgramExecutor
+from inferplex.model import Model, load_model
+from inferplex.properties import (
+    VIRTUAL_DEVICES,
+    DeviceSpec,
+    parse_device_list,
+    parse_device_string,
+    normalize_config,
+)
+from inferplex.runtime import CompiledModel
+
+__all__ = ["Core"]
+
+_log = logging.getLogger("inferplex")
+
+
+def _gpu_plugin() -> DevicePlugin:
+    from inferplex.devices.gpu.plugin import GpuPlugin
+
+    return GpuPlugin()
+
+
+class Core:
+    """Entry point of the runtime (OpenVINO's ``ov.Core``)."""
+
+    def __init__(self) -> None:
+        self._registry = DeviceRegistry()
+        self._registry.register("CPU", CpuPlugin())
+        self._registry.register("GPU", _gpu_plugin)
+        self._virtual_config: dict[str, dict[str, Any]] = {name: {} for name in VIRTUAL_DEVICES}
+        self._load_entry_points()
+
+    # --- devices -----------------------------------------------------------------------
+
+    @property
+    def registry(self) -> DeviceRegistry:
+        """The device registry that virtual devices and tools build on."""
+        return self._registry
+
+    @property
+    def available_devices(self) -> list[str]:
+        """Devices present now, e.g. ``["CPU", "GPU.0", "GPU.1"]``."""
+        return self._registry.available_devices()
+
+    def get_available_devices(self) -> list[str]:
+        return self.available_devices
+
+    def get_versions(self, device_name: str) -> dict[str, str]:
+        """Engine versions of the devices in ``device_name`` (``"HETERO:GPU,CPU"`` lists both)."""
+        from inferplex import __version__
+
+        spec = parse_device_string(device_name)
+        names = spec.names or (() if spec.virtual else (device_name,))
+        versions = {spec.virtual: f"inferplex {__version__}"} if spec.virtual else {}
+        for name in names:
+            plugin, full = self._registry.resolve(name)
+            try:
+                versions[full] = str(plugin.device_property(full, "ENGINE"))
+            except KeyError:
+                versions[full] = f"inferplex {__version__}"
+        return versions
+
+    def register_plugin(self, plugin: DevicePlugin | type | Callable[[], DevicePlugin] | str,
+                        device_name: str | None = None) -> None:
+        """Add a device family: a DevicePlugin, its class, a factory, or ``"module:attr"``."""
+        if isinstance(plugin, str):
+            plugin = _import_object(plugin)
+        family = device_name or getattr(plugin, "family", "")
+        if not family:
+            raise PluginError("register_plugin needs a device name: pass device_name='NPU' or "
+                              "give the plugin a 'family' attribute")
+        if family in VIRTUAL_DEVICES:
+            raise PluginError(f"{family!r} is a virtual device and cannot be replaced by a plugin")
+        self._registry.register(family, plugin)  # type: ignore[arg-type]
+
+    def _load_entry_points(self) -> None:
+        for entry in metadata.entry_points(group="inferplex.devices"):
+            family = entry.name.upper()
+
+            def factory(entry: metadata.EntryPoint = entry) -> DevicePlugin:
+                loaded = entry.load()
+                return loaded() if callable(loaded) and not isinstance(loaded, DevicePlugin) else loaded
+
+            try:
+                self._registry.register(family, factory)
+            except PluginError as error:
+                _log.warning("inferplex: ignoring device entry point %s: %s", entry.name, error)
+
+    # --- models ------------------------------------------------------------------------
+
+    def read_model(self, model: Any, weights: Any = None) -> Model:
+        """Read a model from a path, bytes, ``onnx.ModelProto`` or ``onnx_ir.Model``."""
+        return load_model(model, weights)
+
+    def query_model(self, model: Any, device_name: str, config: Mapping[str, Any] | None = None
+                    ) -> dict[str, str]:
+        """``{op friendly name: device}`` for the ops ``device_name`` supports.
+
+        For ``HETERO:<list>`` every op is mapped (automatic mode; manual
+        affinities are ignored) or the error lists the ops no device takes.
+        """
+        model = self.read_model(model)
+        spec = parse_device_string(device_name)
+        if spec.virtual is None:
+            device = self._registry.full_name(spec.names[0])
+            supported = self._registry.supported_nodes(model.ir, device, config)
+            return {op.get_friendly_name(): device for op in model.get_ops()
+                    if op.get_friendly_name() in supported}
+        if spec.virtual == "HETERO":
+            from inferplex.hetero import query_hetero
+
+            virtual = self._virtual(spec, config)
+            return query_hetero(self._registry, model.ir, self._device_list(spec, virtual), virtual)
+        raise DeviceNameError(f"query_model accepts a device or HETERO:<devices>, not {device_name!r}")
+
+    def compile_model(self, model: Any, device_name: str | None = None,
+                      config: Mapping[str, Any] | None = None) -> CompiledModel:
+        """Compile ``model`` (a Model or anything read_model reads) for ``device_name`` (default AUTO)."""
+        model = self.read_model(model)
+        device_name = device_name or "AUTO"
+        spec = parse_device_string(device_name)
+        if spec.virtual is None:
+            device = self._registry.full_name(spec.names[0])
+            settings = self._registry.config_for(device, config)
+            program = self._registry.compile(model.ir, device, settings)
+            executor: Executor = ProgramExecutor(program, profiling=bool(
+                settings.get("ENABLE_PROFILING", False)))
+            return CompiledModel(model, executor, device, settings)
+        settings = self._virtual(spec, config)
+        executor = self._compile_virtual(model, spec, settings)
+        return CompiledModel(model, executor, device_name, settings)
+
+    def _compile_virtual(self, model: Model, spec: DeviceSpec, settings: dict[str, Any]) -> Executor:
+        if spec.virtual == "HETERO":
+            from inferplex.hetero import compile_hetero
+
+            return compile_hetero(self._registry, model.ir, self._device_list(spec, settings), settings)
+        if spec.virtual == "MULTI":
+            from inferplex.multi import compile_multi
+
+            targets = spec.targets or parse_device_list(self._priorities(spec, settings),
+                                                        allow_counts=True)
+            return compile_multi(self._registry, model.ir, targets, settings)
+        from inferplex.multi import compile_auto
+
+        if not spec.targets and not spec.exclusions and settings.get("MULTI_DEVICE_PRIORITIES"):
+            spec = parse_device_string("AUTO:" + settings["MULTI_DEVICE_PRIORITIES"])
+        return compile_auto(self._registry, model.ir, spec, settings)
+
+    def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        settings = dict(self._virtual_config[str(spec.virtual)])
+        settings.update(normalize_config(config, target=spec.virtual))
+        for device in spec.names:  # unknown members are refused before anything compiles
+            self._registry.resolve(device)
+        return settings
+
+    def _priorities(self, spec: DeviceSpec, settings: Mapping[str, Any]) -> str:
+        priorities = settings.get("MULTI_DEVICE_PRIORITIES")
+        if not priorities:
+            raise DeviceNameError(
+                f"{spec.virtual} needs devices: write '{spec.virtual}:GPU,CPU' or set "
+                f"MULTI_DEVICE_PRIORITIES (core.set_property('{spec.virtual}', "
+                "{'MULTI_DEVICE_PRIORITIES': 'GPU,CPU'}) or in the compile config)")
+        return str(priorities)
+
+    def _device_list(self, spec: DeviceSpec, settings: Mapping[str, Any]) -> tuple[str, ...]:
+        if spec.names:
+            return spec.names
+        return tuple(t.name for t in parse_device_list(self._priorities(spec, settings)))
+
+    # --- properties ----------------------------------------------------------------------
+
+    def set_property(self, device_name: str | Mapping[str, Any],
+                     properties: Mapping[str, Any] | None = None) -> None:
+        """``set_property("CPU", {...})``, ``set_property("HETERO", {...})``, or all devices."""
+        if isinstance(device_name, Mapping):
+            for family in self._registry.families():
+                accepted = self._registry.plugin(family).supported_properties()
+                subset = {k: v for k, v in device_name.items() if k.upper() in accepted}
+                if subset:
+                    self._registry.set_config(family, subset)
+            for name in VIRTUAL_DEVICES:
+                self._virtual_config[name].update(normalize_config(device_name, target=name))
+            return
+        if properties is None:
+            raise PropertyError("set_property needs properties: set_property('CPU', {'NUM_STREAMS': 2})")
+        if device_name in VIRTUAL_DEVICES:
+            self._virtual_config[device_name].update(normalize_config(properties, target=device_name))
+            return
+        self._registry.set_config(device_name, properties)
+
+    def get_property(self, device_name: str, key: str) -> Any:
+        """A device property (FULL_DEVICE_NAME, DEVICE_TOTAL_MEM_SIZE, settings, ...)."""
+        name = str(key).upper()
+        if device_name in VIRTUAL_DEVICES:
+            if name == "SUPPORTED_PROPERTIES":
+                from inferplex.properties import _PARSERS
+
+                return sorted(_PARSERS)
+            if name in self._virtual_config[device_name]:
+                return self._virtual_config[device_name][name]
+            if name == "FULL_DEVICE_NAME":
+                return {"HETERO": "Heterogeneous", "MULTI": "Multi-device", "AUTO": "Auto"}[device_name]
+            raise PropertyError(f"{device_name} has no property {key!r} set")
+        if name == "AVAILABLE_DEVICES":
+            return self._registry.plugin(device_name.split(".")[0]).devices()
+        return self._registry.device_property(device_name, name)
+
+
+def _import_object(path: str) -> Any:
+    module_name, _, attribute = path.partition(":")
+    if not attribute:
+        raise PluginError(f"plugin path {path!r} must look like 'package.module:PluginClass'")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise PluginError(f"cannot load device plugin {path!r}: {error}") from error

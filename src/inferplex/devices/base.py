@@ -1,0 +1,138 @@
+"""The device plugin contract.
+
+A device plugin is a small object that answers four questions about the devices
+of one family (``CPU``, ``GPU``): which devices exist, which ops of a model a
+device runs (``supported_nodes``), how to compile a model for a device
+(``compile`` -> :class:`DeviceProgram`), and what the device's properties and
+memory are.  Virtual devices (HETERO, MULTI, AUTO) are built only on this
+contract, so a third-party device plugs in without touching them: register it
+with ``Core.register_plugin`` or the ``inferplex.devices`` entry-point group.
+
+A :class:`DeviceProgram` runs one compiled model on one device with
+``num_workers`` independent workers (ONNX Runtime sessions, CUDA streams, ...).
+The runtime guarantees that one worker index is used by one thread at a time;
+different workers run concurrently.
+
+Tensors: ``run`` takes numpy arrays, and also whatever its own ``tensor_kind``
+produces (e.g. torch tensors for the GPU device) or other programs' native
+tensors, converting as needed.  Outputs come back as numpy arrays, except the
+names in ``keep_on_device``, which come back in the program's native kind so that
+the next subgraph on a like device takes them without a host round trip.
+"""
+
+from __future__ import annotations
+
+import datetime
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+__all__ = ["DevicePlugin", "DeviceProgram", "MemoryInfo", "ProfilingRecord"]
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """Memory of one device, in bytes."""
+
+    total_bytes: int
+    """All memory of the device."""
+    free_bytes: int
+    """Memory free for new allocations now."""
+
+
+@dataclass(frozen=True)
+class ProfilingRecord:
+    """One performance counter (OpenVINO's ``ProfilingInfo``)."""
+
+    node_name: str
+    """Op friendly name, or a label such as ``"transfer GPU.0->CPU"``."""
+    node_type: str
+    """ONNX op type, or ``"Transfer"``."""
+    exec_type: str
+    """Kernel or engine that ran it, e.g. ``"CPUExecutionProvider"``."""
+    real_time: datetime.timedelta
+    """Wall time of the op in the last inference."""
+    cpu_time: datetime.timedelta
+    """Host time of the op (equals real_time where the engine does not tell them apart)."""
+    status: str = "EXECUTED"
+    """``"EXECUTED"`` or ``"NOT_RUN"``."""
+    bytes: int = 0
+    """Bytes moved, for transfer records; 0 otherwise."""
+
+    def with_prefix(self, prefix: str) -> ProfilingRecord:
+        """The same record with ``prefix`` before its node name (``"subgraph1: "``)."""
+        return ProfilingRecord(prefix + self.node_name, self.node_type, self.exec_type,
+                               self.real_time, self.cpu_time, self.status, self.bytes)
+
+
+class DeviceProgram(ABC):
+    """A model compiled for one device."""
+
+    device: str
+    """Full device name, e.g. ``"GPU.0"``."""
+    tensor_kind: str = "numpy"
+    """What outputs in ``keep_on_device`` are: ``"numpy"`` or ``"torch"``."""
+    num_workers: int = 1
+    """Workers that may run at once (the device's optimal number of requests)."""
+
+    @abstractmethod
+    def run(self, inputs: Mapping[str, Any], worker: int = 0,
+            keep_on_device: Collection[str] = ()) -> dict[str, Any]:
+        """Run one inference on ``worker``; return every model output by name."""
+
+    def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
+        """Per-op counters of the last run on ``worker`` (empty unless ENABLE_PROFILING)."""
+        return []
+
+    def get_property(self, key: str) -> Any:
+        """A property of the compiled program; raise PropertyError for unknown keys."""
+        from inferplex.errors import PropertyError
+
+        raise PropertyError(f"{type(self).__name__} has no property {key!r}")
+
+    def close(self) -> None:
+        """Release device resources.  Idempotent."""
+
+
+class DevicePlugin(ABC):
+    """One family of devices (``CPU``, ``GPU``, ...)."""
+
+    family: str = ""
+    """Device-name prefix: ``"CPU"`` or ``"GPU"`` (devices are ``GPU.0`` ...)."""
+    auto_priority: int = 100
+    """AUTO tries devices with lower values first (accelerators before the host CPU)."""
+
+    @abstractmethod
+    def devices(self) -> list[str]:
+        """Full names of the devices present, e.g. ``["GPU.0", "GPU.1"]``; may be empty."""
+
+    @abstractmethod
+    def supported_properties(self) -> tuple[str, ...]:
+        """Writable property keys this family accepts in set_property / compile configs."""
+
+    @abstractmethod
+    def device_property(self, device: str, key: str) -> Any:
+        """A read-only device property (``FULL_DEVICE_NAME``, ``DEVICE_TOTAL_MEM_SIZE``, ...).
+
+        Raise ``KeyError`` for keys the device does not know.
+        """
+
+    @abstractmethod
+    def supported_nodes(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> set[str]:
+        """Names of the nodes of ``model``'s main graph that ``device`` can run."""
+
+    @abstractmethod
+    def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+        """Compile ``model`` for ``device`` with a validated ``config``."""
+
+    @abstractmethod
+    def memory(self, device: str) -> MemoryInfo:
+        """Total and free memory of ``device``."""
+
+    def optimal_number_of_infer_requests(self, device: str, config: Mapping[str, Any]) -> int:
+        """Requests worth keeping in flight on ``device`` under ``config`` (before compiling)."""
+        return 1

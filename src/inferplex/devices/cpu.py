@@ -1,0 +1,313 @@
+"""The CPU device: ONNX Runtime's CPU execution provider.
+
+Streams: one ONNX Runtime session per stream, each with its own intra-op
+thread pool, so concurrent requests do not fight over one pool.
+
+- ``PERFORMANCE_HINT=LATENCY`` (default): one stream using every core.
+- ``PERFORMANCE_HINT=THROUGHPUT``: several streams splitting the cores (one
+  core per stream up to 4 cores, then streams of 4 cores), thread spinning off so
+  an idle stream does not burn a core another stream needs.
+- ``NUM_STREAMS`` / ``INFERENCE_NUM_THREADS`` override both.
+
+Precision: ONNX Runtime's CPU provider computes in the model's types, so only
+``INFERENCE_PRECISION_HINT=f32`` is accepted; other values are refused rather
+than silently ignored.
+
+Counters (``ENABLE_PROFILING``): per-node times of the last run on a worker,
+from ONNX Runtime's profiler.  ONNX Runtime writes its events only when the
+profiler ends, so reading the counters ends it and the worker's session is
+rebuilt before its next run: counters cost nothing until someone reads them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import tempfile
+import threading
+from collections.abc import Collection, Mapping
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+
+from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingRecord
+from inferplex.errors import CompileError, PropertyError
+
+__all__ = ["CpuPlugin", "CpuProgram", "stream_layout"]
+
+_PROVIDER = "CPUExecutionProvider"
+_SUPPORTED = (
+    "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
+    "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING", "MEMORY_LIMIT",
+)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def stream_layout(config: Mapping[str, Any], cores: int | None = None) -> tuple[int, int]:
+    """``(streams, threads_per_stream)`` for a CPU config (see the module docstring)."""
+    cores = cores or _cores()
+    threads = int(config.get("INFERENCE_NUM_THREADS") or 0) or cores
+    streams_setting = config.get("NUM_STREAMS", "AUTO")
+    if streams_setting != "AUTO":
+        streams = int(streams_setting)
+    elif config.get("PERFORMANCE_HINT") in ("THROUGHPUT", "CUMULATIVE_THROUGHPUT"):
+        streams = threads if threads <= 4 else max(2, threads // 4)
+        requests = int(config.get("PERFORMANCE_HINT_NUM_REQUESTS") or 0)
+        if requests:
+            streams = max(1, min(streams, requests))
+    else:
+        streams = 1
+    return streams, max(1, threads // streams)
+
+
+class CpuPlugin(DevicePlugin):
+    """ONNX Runtime on the host CPU."""
+
+    family = "CPU"
+    auto_priority = 100
+
+    def devices(self) -> list[str]:
+        return ["CPU"]
+
+    def supported_properties(self) -> tuple[str, ...]:
+        return _SUPPORTED
+
+    def device_property(self, device: str, key: str) -> Any:
+        if key == "FULL_DEVICE_NAME":
+            return _cpu_name()
+        if key == "DEVICE_TOTAL_MEM_SIZE":
+            return self.memory(device).total_bytes
+        if key == "DEVICE_FREE_MEM_SIZE":
+            return self.memory(device).free_bytes
+        if key == "DEVICE_TYPE":
+            return "host"
+        if key == "NUMBER_OF_CORES":
+            return _cores()
+        if key == "ENGINE":
+            return f"onnxruntime {ort.__version__} ({_PROVIDER})"
+        raise KeyError(key)
+
+    def optimal_number_of_infer_requests(self, device: str, config: Mapping[str, Any]) -> int:
+        return stream_layout(config)[0]
+
+    def memory(self, device: str) -> MemoryInfo:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        try:
+            free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        except (ValueError, OSError):
+            free = total
+        return MemoryInfo(total, free)
+
+    def supported_nodes(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> set[str]:
+        opsets = dict(model.opset_imports)
+        return {node.name for node in model.graph if _runs_on_ort(node, opsets)}  # type: ignore[misc]
+
+    def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> CpuProgram:
+        precision = config.get("INFERENCE_PRECISION_HINT", "f32")
+        if precision != "f32":
+            raise PropertyError(
+                f"INFERENCE_PRECISION_HINT={precision!r} is not supported by the CPU device "
+                "(ONNX Runtime computes in the model's own types); accepted: f32")
+        return CpuProgram(model, config)
+
+
+class CpuProgram(DeviceProgram):
+    """A model compiled into one ONNX Runtime session per stream."""
+
+    tensor_kind = "numpy"
+
+    def __init__(self, model: ir.Model, config: Mapping[str, Any]) -> None:
+        self.device = "CPU"
+        self._config = dict(config)
+        self._streams, self._threads = stream_layout(config)
+        self.num_workers = self._streams
+        self._profiling = bool(config.get("ENABLE_PROFILING", False))
+        self._profile_dir = tempfile.mkdtemp(prefix="inferplex-profile-") if self._profiling else ""
+        self._model_bytes = _serialize(model)
+        self._sessions = [self._new_session(i) for i in range(self._streams)]
+        self._stale = [False] * self._streams
+        self._lock = threading.Lock()
+        first = self._sessions[0]
+        self.input_names = [i.name for i in first.get_inputs()]
+        self.output_names = [o.name for o in first.get_outputs()]
+
+    def _new_session(self, worker: int) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if self._streams > 1:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if self._profiling:
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(self._profile_dir, f"worker{worker}")
+        try:
+            return ort.InferenceSession(self._model_bytes, options, providers=[_PROVIDER])
+        except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
+            raise CompileError(f"ONNX Runtime could not compile the model for CPU: {error}") from error
+
+    def run(self, inputs: Mapping[str, Any], worker: int = 0,
+            keep_on_device: Collection[str] = ()) -> dict[str, Any]:
+        if self._stale[worker]:
+            self._sessions[worker] = self._new_session(worker)
+            self._stale[worker] = False
+        feed = {name: _to_numpy(value) for name, value in inputs.items()}
+        outputs = self._sessions[worker].run(None, feed)
+        return dict(zip(self.output_names, outputs, strict=True))
+
+    def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
+        if not self._profiling:
+            return []
+        with self._lock:
+            if self._stale[worker]:
+                return []
+            path = self._sessions[worker].end_profiling()
+            self._stale[worker] = True
+        try:
+            with open(path, encoding="utf-8") as handle:
+                events = json.load(handle)
+        finally:
+            os.unlink(path)
+        return _last_run_records(events)
+
+    def get_property(self, key: str) -> Any:
+        if key == "NUM_STREAMS":
+            return self._streams
+        if key == "INFERENCE_NUM_THREADS":
+            return self._threads * self._streams
+        if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
+            return self._streams
+        if key == "EXECUTION_DEVICES":
+            return ["CPU"]
+        if key in self._config:
+            return self._config[key]
+        if key in ("PERFORMANCE_HINT", "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING"):
+            return {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
+                    "ENABLE_PROFILING": False}[key]
+        raise KeyError(key)
+
+    def close(self) -> None:
+        self._sessions = []
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    if type(value).__module__.startswith("torch"):
+        return value.detach().cpu().numpy()  # type: ignore[no-any-return]
+    return np.asarray(value)
+
+
+def _serialize(model: ir.Model) -> bytes:
+    proto = ir.serde.serialize_model(model)
+    return proto.SerializeToString()  # type: ignore[no-any-return]
+
+
+def _last_run_records(events: list[dict[str, Any]]) -> list[ProfilingRecord]:
+    """Node events of the last ``model_run`` in an ONNX Runtime profile."""
+    runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    if not runs:
+        return []
+    last = runs[-1]
+    start, end = last["ts"], last["ts"] + last["dur"]
+    records = []
+    for event in events:
+        if event.get("cat") != "Node" or not start <= event.get("ts", -1) <= end:
+            continue
+        name = event.get("name", "")
+        if not name.endswith("_kernel_time"):
+            continue
+        args = event.get("args", {})
+        elapsed = datetime.timedelta(microseconds=event.get("dur", 0))
+        records.append(ProfilingRecord(
+            node_name=name[: -len("_kernel_time")], node_type=args.get("op_name", ""),
+            exec_type=args.get("provider", _PROVIDER), real_time=elapsed, cpu_time=elapsed))
+    return records
+
+
+# --- support query ------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _kernel_table() -> dict[tuple[str, str], list[tuple[int, int, dict[str, list[str]]]]]:
+    """(domain, op) -> [(first version, last version, type constraints)] of ORT's CPU kernels."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_c
+
+    table: dict[tuple[str, str], list[tuple[int, int, dict[str, list[str]]]]] = {}
+    for kernel in ort_c.get_all_opkernel_def():
+        if kernel.provider != _PROVIDER:
+            continue
+        low, high = kernel.version_range
+        domain = "" if kernel.domain == "ai.onnx" else kernel.domain
+        table.setdefault((domain, kernel.op_name), []).append((low, high, dict(kernel.type_constraints)))
+    return table
+
+
+def _runs_on_ort(node: ir.Node, opsets: Mapping[str, int]) -> bool:
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    version = opsets.get(domain, opsets.get("ai.onnx", 1) if domain == "" else 1)
+    kernels = [k for k in _kernel_table().get((domain, node.op_type), []) if k[0] <= version <= k[1]]
+    if not kernels:
+        return _expands_to_function(domain, node.op_type, version)
+    schema = _schema(domain, node.op_type, version)
+    if schema is None:
+        return True
+    return any(_types_match(node, schema, constraints) for _, _, constraints in kernels)
+
+
+def _schema(domain: str, op_type: str, version: int) -> onnx.defs.OpSchema | None:
+    try:
+        return onnx.defs.get_schema(op_type, version, domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _expands_to_function(domain: str, op_type: str, version: int) -> bool:
+    """ORT inlines ops that ONNX defines as functions when it has no kernel for them."""
+    schema = _schema(domain, op_type, version)
+    return schema is not None and (schema.has_function or schema.has_context_dependent_function)
+
+
+def _types_match(node: ir.Node, schema: onnx.defs.OpSchema,
+                 constraints: Mapping[str, list[str]]) -> bool:
+    formals = list(schema.inputs)
+    for index, value in enumerate(node.inputs):
+        if value is None or value.dtype is None or not formals:
+            continue
+        formal = formals[min(index, len(formals) - 1)]
+        allowed = constraints.get(formal.type_str)
+        if allowed is None:
+            continue
+        if _type_string(value.dtype) not in allowed:
+            return False
+    return True
+
+
+def _type_string(dtype: ir.DataType) -> str:
+    name = onnx.helper.tensor_dtype_to_string(int(dtype)).removeprefix("TensorProto.").lower()
+    names = {"float": "float", "float16": "float16", "double": "double", "bool": "bool"}
+    return f"tensor({names.get(name, name)})"
+
+
+@lru_cache(maxsize=1)
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"

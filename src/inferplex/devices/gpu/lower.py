@@ -1,0 +1,456 @@
+"""Lower an ONNX model (onnx-ir) to a flat ``torch.fx.GraphModule``.
+
+Two steps:
+
+1. :func:`analyze_model` walks the main graph once in topological order.  It
+   runs ONNX shape inference (on a weight-free copy, so the caller's model is
+   never touched), resolves every value it can to numpy at lowering time
+   (initializers, ``Constant`` outputs, ``Shape`` of a statically shaped tensor,
+   and any deterministic node whose inputs are all constant, evaluated with its
+   own lowering on the host), and asks each node's lowering whether it runs the
+   node exactly.  The result tells HETERO which nodes the GPU device takes.
+2. :func:`lower_model` turns the analysis into a GraphModule: graph inputs become
+   placeholders, constants that feed run-time nodes become buffers on the target
+   device, and every remaining node one ``call_function`` of the callable its
+   lowering returned.  Because constants were resolved, the forward pass does
+   not read device memory back to the host, so it can be captured in a CUDA
+   graph, unless the graph holds an op whose output shape depends on data.
+
+Reduced precision (``f16``/``bf16``) converts floating weights once here and
+casts floating inputs at the graph boundary; outputs are cast back to the
+model's declared types, so callers see the model's dtypes whatever the hint.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import torch
+import torch.fx
+
+from inferplex.devices.gpu import ops as _ops  # noqa: F401  (fills the registry)
+from inferplex.devices.gpu.registry import NodeInfo, find_lowering
+from inferplex.errors import ModelError, UnsupportedOpError
+
+__all__ = ["Analysis", "LoweredGraph", "analyze_model", "lower_model", "node_friendly_name",
+           "TORCH_DTYPES", "numpy_to_torch", "torch_to_numpy"]
+
+TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
+    ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64,
+    ir.DataType.FLOAT16: torch.float16, ir.DataType.BFLOAT16: torch.bfloat16,
+    ir.DataType.INT8: torch.int8, ir.DataType.INT16: torch.int16,
+    ir.DataType.INT32: torch.int32, ir.DataType.INT64: torch.int64,
+    ir.DataType.UINT8: torch.uint8, ir.DataType.BOOL: torch.bool,
+}
+"""ONNX element types the GPU device handles (torch lacks kernels for the others)."""
+
+_FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+# Ops whose output depends on random state: never folded to constants.
+_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                     "Bernoulli", "Multinomial"}
+# Ops whose output shape depends on input values: the forward pass must read the
+# device back, which CUDA graph capture forbids.
+_DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "Loop", "If", "Scan",
+                   "StringNormalizer", "TfIdfVectorizer"}
+# Ops that create floating tensors of a type given by an attribute; under a
+# reduced precision hint their float32 outputs are brought to the compute type.
+_TYPE_MAKERS = {"Cast", "CastLike", "ConstantOfShape", "EyeLike", "Range", "RandomNormal",
+                "RandomUniform", "RandomNormalLike", "RandomUniformLike"}
+_FOLD_LIMIT_ELEMENTS = 1 << 24
+_SHAPE_INFERENCE_WEIGHT_LIMIT = 1024
+
+
+def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
+    """A torch tensor sharing ``array``'s memory (bfloat16 arrays of ml_dtypes included)."""
+    array = np.asarray(array)
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.uint16)).view(torch.bfloat16)
+    if not array.flags.writeable or not array.flags.c_contiguous:
+        array = np.array(array, copy=True, order="C")
+    return torch.from_numpy(array)
+
+
+def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A host numpy array with ``tensor``'s values (bfloat16 becomes ml_dtypes.bfloat16)."""
+    tensor = tensor.detach()
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
+
+
+def node_friendly_name(node: ir.Node, index: int) -> str:
+    """The node's name, or ``<op_type>_<index>`` for an unnamed node (index in the graph)."""
+    return node.name or f"{node.op_type}_{index}"
+
+
+@dataclass
+class Analysis:
+    """What the GPU device knows about a model before building anything."""
+
+    model: ir.Model
+    nodes: list[tuple[str, ir.Node]] = field(default_factory=list)
+    """(friendly name, node) in graph order."""
+    infos: dict[str, NodeInfo] = field(default_factory=dict)
+    """Static facts of each node, by friendly name."""
+    constants: dict[ir.Value, np.ndarray] = field(default_factory=dict)
+    """Every value resolved at lowering time."""
+    folded: set[str] = field(default_factory=set)
+    """Nodes whose outputs are all constants: they do not run."""
+    unsupported: dict[str, str] = field(default_factory=dict)
+    """Friendly name -> reason, for the nodes the device cannot run."""
+    types: dict[str, tuple[ir.DataType | None, tuple[int | str | None, ...] | None]] = \
+        field(default_factory=dict)
+    """Inferred element type and shape of each value, by value name."""
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    """The callable each supported node's lowering returned, by friendly name."""
+
+    @property
+    def supported(self) -> set[str]:
+        return {name for name, _ in self.nodes if name not in self.unsupported}
+
+
+@dataclass(frozen=True)
+class LoweredGraph:
+    """A model lowered to torch, ready for :class:`GpuProgram`."""
+
+    module: torch.fx.GraphModule
+    input_names: tuple[str, ...]
+    input_dtypes: tuple[torch.dtype, ...]
+    """Element type each input must have (the model's)."""
+    input_shapes: tuple[tuple[int | str | None, ...] | None, ...]
+    output_names: tuple[str, ...]
+    output_dtypes: tuple[torch.dtype | None, ...]
+    capturable: bool
+    """False when some op reads data back to the host (no CUDA graph capture)."""
+    compute_dtype: torch.dtype | None
+    """Floating type of the computation under a reduced precision hint, else None."""
+
+
+# --- shape inference ------------------------------------------------------------
+
+
+def _dims(shape: onnx.TensorShapeProto) -> tuple[int | str | None, ...]:
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in shape.dim)
+
+
+def _infer_types(model: ir.Model) -> dict[str, tuple[ir.DataType | None, tuple[int | str | None, ...] | None]]:
+    """Element type and shape of every value, from ONNX shape inference on a weight-free copy."""
+    proto = ir.to_proto(model)
+    kept, inputs = [], {i.name for i in proto.graph.input}
+    for init in proto.graph.initializer:
+        if init.ByteSize() <= _SHAPE_INFERENCE_WEIGHT_LIMIT:
+            kept.append(init)
+        elif init.name not in inputs:
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept)
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - a model shape inference rejects still lowers with what it declares
+        pass
+    result = {}
+    for info in [*proto.graph.input, *proto.graph.value_info, *proto.graph.output]:
+        if not info.type.HasField("tensor_type"):
+            continue
+        tensor = info.type.tensor_type
+        dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
+        result[info.name] = (dtype, _dims(tensor.shape) if tensor.HasField("shape") else None)
+    return result
+
+
+# --- analysis -----------------------------------------------------------------
+
+
+def _opset(model: ir.Model, domain: str) -> int:
+    domain = "" if domain == "ai.onnx" else domain
+    version = model.opset_imports.get(domain)
+    if version is None and domain == "":
+        version = model.opset_imports.get("ai.onnx")
+    return int(version) if version is not None else 1
+
+
+def _value_type(analysis: Analysis, value: ir.Value | None) -> tuple[Any, Any]:
+    if value is None:
+        return None, None
+    if value in analysis.constants:
+        array = analysis.constants[value]
+        return _dtype_of_array(array), tuple(array.shape)
+    dtype, shape = analysis.types.get(value.name or "", (None, None))
+    if dtype is None:
+        dtype = value.dtype
+    if shape is None and value.shape is not None:
+        shape = tuple(d if isinstance(d, int) else (d.value if isinstance(d, ir.SymbolicDim) else None)
+                      for d in value.shape)
+    return dtype, shape
+
+
+def _dtype_of_array(array: np.ndarray) -> ir.DataType | None:
+    try:
+        return ir.DataType.from_numpy(array.dtype)
+    except (TypeError, ValueError):
+        return None
+
+
+def _constant_attribute(node: ir.Node) -> np.ndarray | None:
+    """The value of a ``Constant`` node, or None for forms the device does not hold (strings, sparse)."""
+    for name in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        attribute = node.attributes.get(name)
+        if attribute is None:
+            continue
+        raw = attribute.value
+        if isinstance(raw, ir.TensorProtocol):
+            return raw.numpy() if raw.dtype in TORCH_DTYPES else None
+        return np.asarray(raw, dtype=np.float32 if "float" in name else np.int64)
+    return None
+
+
+def _make_info(analysis: Analysis, node: ir.Node, opset: int) -> NodeInfo:
+    ins = [_value_type(analysis, v) for v in node.inputs]
+    outs = [_value_type(analysis, v) for v in node.outputs]
+    return NodeInfo(
+        node=node, opset=opset,
+        input_dtypes=tuple(t[0] for t in ins), input_shapes=tuple(t[1] for t in ins),
+        constants=tuple(None if v is None else analysis.constants.get(v) for v in node.inputs),
+        output_dtypes=tuple(t[0] for t in outs), output_shapes=tuple(t[1] for t in outs))
+
+
+def _dtype_problem(info: NodeInfo) -> str | None:
+    for kind, dtypes in (("input", info.input_dtypes), ("output", info.output_dtypes)):
+        for index, dtype in enumerate(dtypes):
+            if dtype is not None and dtype not in TORCH_DTYPES:
+                return f"{kind} {index} has element type {dtype.name}, which torch cannot compute"
+    return None
+
+
+def _static_shape_value(node: ir.Node, info: NodeInfo) -> np.ndarray | None:
+    """``Shape``/``Size`` of a tensor whose shape is fully static, as a constant."""
+    shape = info.input_shapes[0] if info.input_shapes else None
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    if node.op_type == "Size":
+        return np.asarray(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+    rank = len(shape)
+    start, end = info.attr("start", 0), info.attr("end", rank)
+    start, end = (max(0, min(rank, s + rank if s < 0 else s)) for s in (start, end))
+    return np.asarray(shape[start:end], dtype=np.int64)
+
+
+def _fold(analysis: Analysis, node: ir.Node, info: NodeInfo, fn: Callable[..., Any]) -> bool:
+    """Evaluate a node with constant inputs on the host; record its outputs as constants."""
+    if node.op_type in _NONDETERMINISTIC or node.op_type in _DATA_DEPENDENT and node.op_type != "NonZero":
+        return False
+    present = [c for i, c in enumerate(info.constants) if info.has_input(i)]
+    if any(c is None for c in present) or any(a.dtype.name not in _NP_OK for a in present):
+        return False
+    try:
+        with torch.no_grad():
+            args = [None if c is None else numpy_to_torch(c) for c in info.constants]
+            result = fn(*args)
+    except Exception:  # noqa: BLE001 - a node that fails to fold simply runs at run time
+        return False
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    arrays = []
+    for tensor in results:
+        if not isinstance(tensor, torch.Tensor) or tensor.numel() > _FOLD_LIMIT_ELEMENTS:
+            return False
+        arrays.append(torch_to_numpy(tensor).copy())
+    for value, array in zip(node.outputs, arrays):
+        if value is not None:
+            analysis.constants[value] = array
+    return True
+
+
+_NP_OK = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool"}
+
+
+def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> None:
+    """Analyze one node: resolve constants, record support or the reason against it."""
+    if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+        value = _constant_attribute(node)
+        if value is None:
+            analysis.unsupported[name] = "Constant holds a string, sparse or unsupported-type value"
+        else:
+            analysis.constants[node.outputs[0]] = value
+            analysis.folded.add(name)
+        return
+    opset = _opset(analysis.model, node.domain)
+    info = _make_info(analysis, node, opset)
+    analysis.infos[name] = info
+    problem = _dtype_problem(info)
+    if problem is None and node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
+        value = _static_shape_value(node, info)
+        if value is not None:
+            analysis.constants[node.outputs[0]] = value
+            analysis.folded.add(name)
+            return
+    lowering = find_lowering(node.domain, node.op_type, opset)
+    if problem is None and lowering is None:
+        domain = f"{node.domain}::" if node.domain else ""
+        problem = f"no GPU lowering for {domain}{node.op_type} at opset {opset}"
+    if problem is None and lowering is not None and lowering.supports is not None:
+        problem = lowering.supports(info)
+    if problem is not None:
+        analysis.unsupported[name] = problem
+        return
+    assert lowering is not None
+    try:
+        fn = lowering.lower(info)
+    except Exception as e:  # noqa: BLE001 - a lowering that cannot build the node means "unsupported"
+        analysis.unsupported[name] = f"lowering failed: {e}"
+        return
+    analysis.functions[name] = fn
+    if _fold(analysis, node, info, fn):
+        analysis.folded.add(name)
+
+
+def analyze_model(model: ir.Model) -> Analysis:
+    """Resolve constants and check every node of the main graph; see the module docstring."""
+    analysis = Analysis(model=model, types=_infer_types(model))
+    for value in model.graph.initializers.values():
+        if value.const_value is not None and value.const_value.dtype in TORCH_DTYPES:
+            analysis.constants[value] = value.const_value.numpy()
+    for index, node in enumerate(model.graph):
+        name = node_friendly_name(node, index)
+        analysis.nodes.append((name, node))
+        _check_node(analysis, name, node, index)
+    return analysis
+
+
+# --- building the GraphModule ----------------------------------------------------
+
+
+def _pick(result: Any, index: int) -> Any:
+    """Output ``index`` of a node whose lowering returned one tensor or a tuple."""
+    if isinstance(result, (tuple, list)):
+        return result[index] if index < len(result) else None
+    return result if index == 0 else None
+
+
+def _cast_to(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
+def _lower_float32(tensor: Any, dtype: torch.dtype) -> Any:
+    if isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32:
+        return tensor.to(dtype)
+    return tensor
+
+
+class _Builder:
+    """Emits the fx graph node by node; holds the value -> fx node map."""
+
+    def __init__(self, analysis: Analysis, device: torch.device, compute_dtype: torch.dtype | None):
+        self.analysis = analysis
+        self.device = device
+        self.compute_dtype = compute_dtype
+        self.graph = torch.fx.Graph()
+        self.root = torch.nn.Module()
+        self.env: dict[ir.Value, torch.fx.Node] = {}
+        self.buffers = 0
+
+    def constant(self, value: ir.Value) -> torch.fx.Node:
+        if value not in self.env:
+            tensor = numpy_to_torch(self.analysis.constants[value]).clone()
+            if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64):
+                tensor = tensor.to(self.compute_dtype)
+            name = f"const_{self.buffers}"
+            self.buffers += 1
+            self.root.register_buffer(name, tensor.to(self.device))
+            self.env[value] = self.graph.get_attr(name)
+        return self.env[value]
+
+    def arg(self, value: ir.Value | None) -> torch.fx.Node | None:
+        if value is None:
+            return None
+        if value in self.analysis.constants:
+            return self.constant(value)
+        if value not in self.env:
+            raise ModelError(f"value {value.name!r} is used before it is produced; "
+                             "the graph must be topologically sorted")
+        return self.env[value]
+
+    def emit(self, name: str, node: ir.Node) -> None:
+        call = self.graph.call_function(self.analysis.functions[name], tuple(self.arg(v) for v in node.inputs))
+        call.meta.update(onnx_name=name, onnx_op=node.op_type)
+        outputs = list(node.outputs)
+        for index, value in enumerate(outputs):
+            out = call if len(outputs) == 1 else self.graph.call_function(_pick, (call, index))
+            if self.compute_dtype is not None and node.op_type in _TYPE_MAKERS:
+                out = self.graph.call_function(_lower_float32, (out, self.compute_dtype))
+            out.meta.update(onnx_name=name, onnx_op=node.op_type)
+            self.env[value] = out
+
+
+def _graph_inputs(model: ir.Model, analysis: Analysis) -> list[ir.Value]:
+    return [v for v in model.graph.inputs if v not in analysis.constants]
+
+
+def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
+                analysis: Analysis | None = None) -> LoweredGraph:
+    """Lower ``model`` to a GraphModule on ``device``; raise UnsupportedOpError listing every node it cannot run.
+
+    ``precision`` is ``"f32"`` (exact: the model's own types), ``"f16"`` or ``"bf16"``.
+    """
+    analysis = analysis or analyze_model(model)
+    if analysis.unsupported:
+        listing = "; ".join(f"{n} ({_op_of(analysis, n)}): {r}" for n, r in sorted(analysis.unsupported.items()))
+        raise UnsupportedOpError(f"the GPU device cannot run {len(analysis.unsupported)} node(s): {listing}. "
+                                 "Compile on HETERO:GPU,CPU to place them on the CPU")
+    compute = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[precision]
+    builder = _Builder(analysis, torch.device(device), compute)
+    inputs = _graph_inputs(model, analysis)
+    input_dtypes, input_shapes = [], []
+    for position, value in enumerate(inputs):
+        dtype, shape = _value_type(analysis, value)
+        if dtype not in TORCH_DTYPES:
+            raise UnsupportedOpError(f"model input {value.name!r} has element type "
+                                     f"{getattr(dtype, 'name', dtype)}; the GPU device accepts "
+                                     f"{', '.join(t.name for t in TORCH_DTYPES)}")
+        node = builder.graph.placeholder(f"input_{position}")
+        if compute is not None and dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+            node = builder.graph.call_function(_cast_to, (node, compute))
+        builder.env[value] = node
+        input_dtypes.append(TORCH_DTYPES[dtype])
+        input_shapes.append(shape)
+    for name, node in analysis.nodes:
+        if name not in analysis.folded:
+            builder.emit(name, node)
+    outputs, output_dtypes = [], []
+    for value in model.graph.outputs:
+        dtype = _value_type(analysis, value)[0]
+        torch_dtype = TORCH_DTYPES.get(dtype) if dtype is not None else None
+        out = builder.arg(value)
+        if torch_dtype is not None:
+            out = builder.graph.call_function(_cast_to, (out, torch_dtype))
+        outputs.append(out)
+        output_dtypes.append(torch_dtype)
+    builder.graph.output(tuple(outputs))
+    module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
+    module.eval()
+    capturable = not any(n.op_type in _DATA_DEPENDENT for name, n in analysis.nodes if name not in analysis.folded)
+    return LoweredGraph(module, tuple(v.name or f"input_{i}" for i, v in enumerate(inputs)),
+                        tuple(input_dtypes), tuple(input_shapes),
+                        tuple(v.name or f"output_{i}" for i, v in enumerate(model.graph.outputs)),
+                        tuple(output_dtypes), capturable, compute)
+
+
+def _op_of(analysis: Analysis, name: str) -> str:
+    for node_name, node in analysis.nodes:
+        if node_name == name:
+            return node.op_type
+    return "?"
+
+
+def constant_inputs(model: ir.Model, analysis: Analysis) -> Iterable[str]:
+    """Names of graph inputs backed by initializers: compiled as constants, not fed."""
+    return [v.name or "" for v in model.graph.inputs if v in analysis.constants]

@@ -1,0 +1,127 @@
+"""Helpers shared by the lowerings of math, shape, indexing, reduce and misc ops.
+
+Conventions every lowering here keeps:
+
+* Static facts (axes, shapes, pads, ...) become Python ints at lowering time.
+  Sizes of the runtime tensors (``x.shape``) are host metadata in torch, so
+  reading them in the forward pass costs no device synchronisation.
+* A lowering whose forward pass must read tensor *values* on the host (a shape
+  given as a computed tensor, NonZero, Unique, ...) marks the callable it returns
+  with ``data_dependent = True`` (see :func:`eager`): the graph runner then runs it
+  eagerly, outside CUDA graphs.
+* Tensors made from Python values use fill kernels (``torch.full``, ``fill_``), not
+  host-to-device copies, so that they can be captured in CUDA graphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from inferplex.devices.gpu.registry import NodeInfo
+
+__all__ = [
+    "EXACT_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "NUMERIC_DTYPES", "attrs_reason", "const_int",
+    "const_ints", "first_reason", "host_ints",
+    "dtype_reason", "eager", "int64_tensor", "normalize_axis", "torch_dtype",
+]
+
+_TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
+    ir.DataType.FLOAT: torch.float32,
+    ir.DataType.DOUBLE: torch.float64,
+    ir.DataType.FLOAT16: torch.float16,
+    ir.DataType.BFLOAT16: torch.bfloat16,
+    ir.DataType.INT8: torch.int8,
+    ir.DataType.INT16: torch.int16,
+    ir.DataType.INT32: torch.int32,
+    ir.DataType.INT64: torch.int64,
+    ir.DataType.UINT8: torch.uint8,
+    ir.DataType.BOOL: torch.bool,
+}
+"""Element types torch computes exactly on CUDA.  uint16/32/64 exist in torch but
+have almost no kernels; strings, complex, float8/float4 and int4 are not computed."""
+
+FLOAT_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
+                          ir.DataType.BFLOAT16})
+INT_DTYPES = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32,
+                        ir.DataType.INT64, ir.DataType.UINT8})
+NUMERIC_DTYPES = FLOAT_DTYPES | INT_DTYPES
+EXACT_DTYPES = frozenset(_TORCH_DTYPES)
+
+# Attributes of opsets 1-5 that carried no meaning (an in-place hint).
+_IGNORED_ATTRIBUTES = frozenset({"consumed_inputs"})
+
+
+def torch_dtype(dtype: ir.DataType | int) -> torch.dtype:
+    """The torch dtype of an ONNX element type that :data:`EXACT_DTYPES` holds."""
+    return _TORCH_DTYPES[ir.DataType(dtype)]
+
+
+def dtype_reason(info: NodeInfo, indices: Iterable[int] = (0,),
+                 allowed: frozenset[ir.DataType] = EXACT_DTYPES) -> str | None:
+    """Why the element types of inputs ``indices`` cannot run (None: they can).
+
+    An unknown element type is accepted: torch then fails loudly if it is one it
+    lacks, it never computes a wrong value silently.
+    """
+    for index in indices:
+        if not info.has_input(index):
+            continue
+        value = info.node.inputs[index]
+        if value is not None and value.type is not None and not isinstance(value.type, ir.TensorType):
+            return f"input {index} is a {value.type}, not a tensor"
+        dtype = info.input_dtypes[index] if index < len(info.input_dtypes) else None
+        if dtype is not None and dtype not in allowed:
+            return f"element type {dtype.name} of input {index} is not supported"
+    return None
+
+
+def attrs_reason(info: NodeInfo, known: Iterable[str]) -> str | None:
+    """Why the node's attributes are not all implemented (None: they are)."""
+    unknown = sorted(set(info.node.attributes) - set(known) - _IGNORED_ATTRIBUTES)
+    return f"attribute(s) {', '.join(unknown)} not implemented" if unknown else None
+
+
+def first_reason(*reasons: str | None) -> str | None:
+    """The first reason that is not None."""
+    return next((r for r in reasons if r is not None), None)
+
+
+def const_ints(info: NodeInfo, index: int) -> list[int] | None:
+    """Constant input ``index`` as a list of Python ints (None: absent or computed)."""
+    value = info.const(index) if info.has_input(index) else None
+    return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def const_int(info: NodeInfo, index: int) -> int | None:
+    """Constant scalar input ``index`` as a Python int (None: absent or computed)."""
+    values = const_ints(info, index)
+    return None if values is None else values[0]
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    """``axis`` in [0, rank), with ONNX's negative axes counted from the end."""
+    return axis + rank if axis < 0 else axis
+
+
+def eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn`` as reading tensor values on the host: it runs outside CUDA graphs."""
+    fn.data_dependent = True  # type: ignore[attr-defined]
+    return fn
+
+
+def host_ints(tensor: torch.Tensor | None) -> list[int] | None:
+    """A runtime tensor's values on the host (a device sync: only in eager lowerings)."""
+    return None if tensor is None else [int(v) for v in tensor.reshape(-1).tolist()]
+
+
+def int64_tensor(values: Sequence[int], device: torch.device) -> torch.Tensor:
+    """A 1-D int64 tensor of ``values`` built by fill kernels (no host-to-device copy)."""
+    out = torch.empty(len(values), dtype=torch.int64, device=device)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out

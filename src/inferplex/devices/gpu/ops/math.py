@@ -1,0 +1,227 @@
+"""Lowerings: elementwise math, logic, comparison, Where, Clip, variadic Max/Min/Sum/Mean.
+
+Binary ops need opset >= 7 (numpy broadcasting, like torch); older nodes that ask
+for the legacy ``broadcast``/``axis`` attributes are refused.  ONNX gives both
+operands of these ops one element type, so torch's type promotion never changes a
+result type; Pow, whose exponent may have another type, casts back explicitly.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from inferplex.devices.gpu.ops._common import (
+    EXACT_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, attrs_reason, dtype_reason,
+    first_reason, torch_dtype)
+from inferplex.devices.gpu.registry import NodeInfo, register
+
+_SIGNED = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64})
+_BOOL = frozenset({ir.DataType.BOOL})
+
+
+def _check(allowed: frozenset[ir.DataType], attrs: tuple[str, ...] = (),
+           inputs: tuple[int, ...] | None = None) -> Callable[[NodeInfo], str | None]:
+    """A ``supports`` that accepts ``allowed`` element types and the attributes ``attrs``."""
+
+    def supports(info: NodeInfo) -> str | None:
+        indices = range(info.num_inputs) if inputs is None else inputs
+        return first_reason(attrs_reason(info, attrs), dtype_reason(info, indices, allowed))
+
+    return supports
+
+
+def _elementwise(op_types: dict[str, Callable[..., Any]], allowed: frozenset[ir.DataType],
+                 versions: tuple[int, int | None] = (1, None)) -> None:
+    for op_type, fn in op_types.items():
+        register(op_type, versions=versions, supports=_check(allowed))(
+            functools.partial(lambda info, f: f, f=fn))
+
+
+_elementwise({
+    "Sqrt": torch.sqrt, "Exp": torch.exp, "Log": torch.log, "Reciprocal": torch.reciprocal,
+    "Floor": torch.floor, "Ceil": torch.ceil, "Erf": torch.erf,
+    # torch.round rounds half to even, as ONNX asks.
+    "Round": torch.round,
+    "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Asin": torch.asin, "Acos": torch.acos,
+    "Atan": torch.atan, "Sinh": torch.sinh, "Cosh": torch.cosh, "Asinh": torch.asinh,
+    "Acosh": torch.acosh, "Atanh": torch.atanh, "IsNaN": torch.isnan,
+}, FLOAT_DTYPES)
+_elementwise({"Neg": torch.neg}, FLOAT_DTYPES | _SIGNED)
+_elementwise({"Abs": torch.abs}, NUMERIC_DTYPES)
+_elementwise({"Not": torch.logical_not, "And": torch.logical_and, "Or": torch.logical_or,
+              "Xor": torch.logical_xor}, _BOOL)
+_elementwise({"BitwiseNot": torch.bitwise_not, "BitwiseAnd": torch.bitwise_and,
+              "BitwiseOr": torch.bitwise_or, "BitwiseXor": torch.bitwise_xor}, INT_DTYPES)
+_elementwise({"Equal": torch.eq}, EXACT_DTYPES, versions=(7, None))
+_elementwise({"Greater": torch.gt, "Less": torch.lt, "GreaterOrEqual": torch.ge,
+              "LessOrEqual": torch.le}, NUMERIC_DTYPES, versions=(7, None))
+_elementwise({"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul}, NUMERIC_DTYPES,
+             versions=(7, None))
+
+
+@register("Sign", versions=(9, None), supports=_check(NUMERIC_DTYPES))
+def _sign(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] not in FLOAT_DTYPES:
+        return torch.sign
+
+    def sign(x: torch.Tensor) -> torch.Tensor:
+        # torch.sign(NaN) is 0; ONNX (numpy) keeps NaN.
+        return torch.where(torch.isnan(x), x, torch.sign(x))
+
+    return sign
+
+
+@register("Identity", supports=_check(EXACT_DTYPES))
+def _identity(info: NodeInfo) -> Callable[..., Any]:
+    return lambda x: x
+
+
+@register("Div", versions=(7, None), supports=_check(NUMERIC_DTYPES))
+def _div(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] in INT_DTYPES:
+        # C and numpy-then-cast both truncate integer quotients toward zero.
+        return functools.partial(torch.div, rounding_mode="trunc")
+    return torch.div
+
+
+def _mod_supports(info: NodeInfo) -> str | None:
+    reason = _check(NUMERIC_DTYPES, ("fmod",))(info)
+    if reason is None and info.attr("fmod", 0) == 0 and info.input_dtypes[0] in FLOAT_DTYPES:
+        return "Mod of floats needs fmod=1"
+    return reason
+
+
+@register("Mod", versions=(10, None), supports=_mod_supports)
+def _mod(info: NodeInfo) -> Callable[..., Any]:
+    # fmod=0: the sign of the divisor (Python's %); fmod=1: the sign of the dividend (C's fmod).
+    return torch.fmod if info.attr("fmod", 0) else torch.remainder
+
+
+@register("Pow", versions=(7, None), supports=_check(NUMERIC_DTYPES))
+def _pow(info: NodeInfo) -> Callable[..., Any]:
+    base, exponent = info.input_dtypes[0], info.input_dtypes[1]
+
+    def power(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        # The result has the base's type.  An integer base with a float exponent is
+        # computed in double (like ORT's std::pow and numpy) and truncated back;
+        # otherwise both operands are promoted numpy-style, which torch skips for
+        # 0-d tensors.
+        if not x.is_floating_point() and y.is_floating_point():
+            common = torch.float64
+        else:
+            common = torch.promote_types(x.dtype, y.dtype)
+        return torch.pow(x.to(common), y.to(common)).to(x.dtype)
+
+    if base is not None and base == exponent:
+        return torch.pow
+    return power
+
+
+def _shift_supports(info: NodeInfo) -> str | None:
+    reason = _check(frozenset({ir.DataType.UINT8}), ("direction",))(info)
+    if reason is None and info.attr("direction") not in ("LEFT", "RIGHT"):
+        return f"BitShift direction {info.attr('direction')!r} is not LEFT or RIGHT"
+    return reason
+
+
+@register("BitShift", versions=(11, None), supports=_shift_supports)
+def _bit_shift(info: NodeInfo) -> Callable[..., Any]:
+    if info.attr("direction") == "LEFT":
+        return torch.bitwise_left_shift
+    return torch.bitwise_right_shift
+
+
+@register("IsInf", versions=(10, None),
+          supports=_check(FLOAT_DTYPES, ("detect_positive", "detect_negative")))
+def _is_inf(info: NodeInfo) -> Callable[..., Any]:
+    positive, negative = info.attr("detect_positive", 1), info.attr("detect_negative", 1)
+    if positive and negative:
+        return torch.isinf
+    if positive:
+        return torch.isposinf
+    if negative:
+        return torch.isneginf
+    return lambda x: torch.zeros_like(x, dtype=torch.bool)
+
+
+@register("Where", versions=(9, None), supports=_check(EXACT_DTYPES))
+def _where(info: NodeInfo) -> Callable[..., Any]:
+    return torch.where
+
+
+def _clip_supports(info: NodeInfo) -> str | None:
+    if info.opset < 11:
+        return _check(FLOAT_DTYPES, ("min", "max"))(info)
+    return _check(NUMERIC_DTYPES)(info)
+
+
+@register("Clip", versions=(6, None), supports=_clip_supports)
+def _clip(info: NodeInfo) -> Callable[..., Any]:
+    if info.opset < 11:
+        low, high = info.attr("min", float("-inf")), info.attr("max", float("inf"))
+        return lambda x: torch.clamp(x, low, high)
+
+    def clip(x: torch.Tensor, low: torch.Tensor | None = None,
+             high: torch.Tensor | None = None) -> torch.Tensor:
+        # Bounds stay tensors (no host sync); min > max gives max, like np.clip and torch.
+        if low is None and high is None:
+            return x
+        return torch.clamp(x, low, high)
+
+    return clip
+
+
+def _variadic(op: Callable[..., torch.Tensor]) -> Callable[[NodeInfo], Callable[..., Any]]:
+    def lower(info: NodeInfo) -> Callable[..., Any]:
+        def fold(*xs: torch.Tensor) -> torch.Tensor:
+            result = xs[0]
+            for x in xs[1:]:
+                result = op(result, x)
+            return result
+
+        return fold
+
+    return lower
+
+
+# torch.maximum/minimum propagate NaN, like ONNX (numpy's maximum/minimum).
+register("Max", versions=(6, None), supports=_check(NUMERIC_DTYPES))(_variadic(torch.maximum))
+register("Min", versions=(6, None), supports=_check(NUMERIC_DTYPES))(_variadic(torch.minimum))
+register("Sum", versions=(6, None), supports=_check(FLOAT_DTYPES))(_variadic(torch.add))
+
+
+@register("Mean", versions=(6, None), supports=_check(FLOAT_DTYPES))
+def _mean(info: NodeInfo) -> Callable[..., Any]:
+    total = _variadic(torch.add)(info)
+    return lambda *xs: total(*xs) / len(xs)
+
+
+def _target_dtype(info: NodeInfo) -> ir.DataType | None:
+    if info.op_type == "CastLike":
+        return info.input_dtypes[1] if len(info.input_dtypes) > 1 else None
+    return ir.DataType(info.attr("to"))
+
+
+def _cast_supports(info: NodeInfo) -> str | None:
+    # saturate and round_mode only change casts to float8/float4, which are refused.
+    reason = _check(EXACT_DTYPES, ("to", "saturate", "round_mode"), inputs=(0,))(info)
+    target = _target_dtype(info)
+    if reason is None and target is None:
+        return "the target element type is unknown"
+    if reason is None and target not in EXACT_DTYPES:
+        return f"cast to {target.name} is not supported"
+    return reason
+
+
+@register("Cast", versions=(6, None), supports=_cast_supports)
+@register("CastLike", versions=(15, None), supports=_cast_supports)
+def _cast(info: NodeInfo) -> Callable[..., Any]:
+    # torch, like ONNX, truncates floats toward zero when casting to integers and
+    # maps NaN to True when casting to bool.
+    dtype = torch_dtype(_target_dtype(info))
+    return lambda x, like=None: x.to(dtype)

@@ -1,0 +1,191 @@
+"""The device registry: plugins by family, device names, per-device settings.
+
+The Core owns one registry; virtual devices (HETERO, MULTI, AUTO) receive it and
+reach devices only through it, so they never know what a CPU or a GPU is.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
+from inferplex.errors import DeviceNameError, PluginError, PropertyError
+from inferplex.properties import normalize_config
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+__all__ = ["DeviceRegistry", "FORWARDED_KEYS"]
+
+_log = logging.getLogger("inferplex")
+
+PluginFactory = Callable[[], DevicePlugin]
+
+# Keys of a virtual device's config that also apply to each member device that
+# accepts them (OpenVINO passes hints and profiling down the same way).
+FORWARDED_KEYS = (
+    "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT",
+    "ENABLE_PROFILING", "NUM_STREAMS", "INFERENCE_NUM_THREADS", "MEMORY_LIMIT",
+)
+
+
+class DeviceRegistry:
+    """Plugins by family and the global per-device configuration."""
+
+    def __init__(self) -> None:
+        self._factories: dict[str, PluginFactory] = {}
+        self._plugins: dict[str, DevicePlugin] = {}
+        self._config: dict[str, dict[str, Any]] = {}
+        self._lock = threading.RLock()
+
+    # --- plugins -----------------------------------------------------------------
+
+    def register(self, family: str, plugin: DevicePlugin | PluginFactory) -> None:
+        """Register a plugin (or a zero-argument factory, created on first use)."""
+        if not family or not family.isupper() or "." in family or ":" in family:
+            raise PluginError(f"device family {family!r} must be an upper-case name such as 'NPU'")
+        with self._lock:
+            self._plugins.pop(family, None)
+            if isinstance(plugin, DevicePlugin):
+                self._plugins[family] = plugin
+                self._factories[family] = lambda: plugin
+            else:
+                self._factories[family] = plugin
+
+    def families(self) -> list[str]:
+        with self._lock:
+            return list(self._factories)
+
+    def plugin(self, family: str) -> DevicePlugin:
+        """The plugin of ``family``, created on first use and checked against the contract."""
+        with self._lock:
+            if family in self._plugins:
+                return self._plugins[family]
+            if family not in self._factories:
+                raise DeviceNameError(
+                    f"unknown device family {family!r}; registered: {', '.join(self._factories)}")
+            plugin = self._factories[family]()
+            if not isinstance(plugin, DevicePlugin):
+                raise PluginError(f"the plugin factory for {family!r} returned "
+                                  f"{type(plugin).__name__}, not a DevicePlugin subclass")
+            self._plugins[family] = plugin
+            return plugin
+
+    def available_devices(self) -> list[str]:
+        """Every device of every family, CPU first, in registration order."""
+        devices: list[str] = []
+        for family in self.families():
+            try:
+                devices.extend(self.plugin(family).devices())
+            except Exception as error:  # noqa: BLE001 - one broken plugin must not hide the others
+                _log.warning("inferplex: device family %s is unavailable: %s", family, error)
+        return devices
+
+    # --- names -------------------------------------------------------------------
+
+    def resolve(self, name: str) -> tuple[DevicePlugin, str]:
+        """``"GPU"`` -> (GPU plugin, ``"GPU.0"``); unknown names list what is available."""
+        family = name.split(".", 1)[0]
+        if family not in self.families():
+            raise DeviceNameError(
+                f"unknown device {name!r}; available devices: {', '.join(self.available_devices())}"
+                f" (virtual: HETERO, MULTI, AUTO)")
+        plugin = self.plugin(family)
+        devices = plugin.devices()
+        if name == family and devices:
+            return plugin, devices[0]
+        if name in devices:
+            return plugin, name
+        raise DeviceNameError(
+            f"device {name!r} is not available; {family} devices here: "
+            f"{', '.join(devices) if devices else 'none'}")
+
+    def auto_priority(self, name: str) -> int:
+        """Where ``name`` comes in AUTO's default candidate order (lower first)."""
+        return int(self.resolve(name)[0].auto_priority)
+
+    def full_name(self, name: str) -> str:
+        return self.resolve(name)[1]
+
+    # --- configuration -----------------------------------------------------------
+
+    def set_config(self, name: str, properties: Mapping[str, Any]) -> None:
+        """Global properties of a device or family (``core.set_property("GPU", ...)``)."""
+        plugin, _ = self.resolve(name)
+        parsed = normalize_config(properties, plugin.supported_properties(), name)
+        with self._lock:
+            self._config.setdefault(name, {}).update(parsed)
+
+    def global_config(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._config.get(name, {}))
+
+    def config_for(self, device: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Family settings, then the device's, then ``overrides`` (validated for this plugin)."""
+        plugin, full = self.resolve(device)
+        merged: dict[str, Any] = {}
+        with self._lock:
+            for key in (plugin.family, full):
+                merged.update(self._config.get(key, {}))
+        merged.update(normalize_config(overrides or {}, plugin.supported_properties(), full))
+        return merged
+
+    def member_config(self, device: str, virtual_config: Mapping[str, Any]) -> dict[str, Any]:
+        """The config a member device of HETERO/MULTI/AUTO compiles with.
+
+        Forwarded keys of the virtual config that the device accepts, then
+        ``DEVICE_PROPERTIES[family]``, then ``DEVICE_PROPERTIES[device]``.
+        """
+        plugin, full = self.resolve(device)
+        accepted = plugin.supported_properties()
+        config = {k: v for k, v in virtual_config.items() if k in FORWARDED_KEYS and k in accepted}
+        per_device = virtual_config.get("DEVICE_PROPERTIES", {})
+        for key in dict.fromkeys((plugin.family, device, full)):
+            config.update(per_device.get(key, {}))
+        return self.config_for(full, config)
+
+    # --- device operations ---------------------------------------------------------
+
+    def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+        """Compile on one device; ``config`` must come from config_for/member_config."""
+        plugin, full = self.resolve(device)
+        program = plugin.compile(model, full, dict(config))
+        if not isinstance(program, DeviceProgram):
+            raise PluginError(f"{type(plugin).__name__}.compile returned {type(program).__name__}; "
+                              "it must return a DeviceProgram")
+        if int(getattr(program, "num_workers", 0)) < 1:
+            raise PluginError(f"{type(program).__name__}.num_workers must be >= 1")
+        return program
+
+    def supported_nodes(self, model: ir.Model, device: str,
+                        config: Mapping[str, Any] | None = None) -> set[str]:
+        plugin, full = self.resolve(device)
+        supported = plugin.supported_nodes(model, full, self.config_for(full, config))
+        if not isinstance(supported, (set, frozenset)):
+            raise PluginError(f"{type(plugin).__name__}.supported_nodes must return a set of node names")
+        return set(supported)
+
+    def memory(self, device: str) -> MemoryInfo:
+        plugin, full = self.resolve(device)
+        return plugin.memory(full)
+
+    def device_property(self, device: str, key: str) -> Any:
+        plugin, full = self.resolve(device)
+        config = self.config_for(full)
+        if key == "SUPPORTED_PROPERTIES":
+            return list(plugin.supported_properties())
+        if key in config:
+            return config[key]
+        if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
+            return plugin.optimal_number_of_infer_requests(full, config)
+        try:
+            return plugin.device_property(full, key)
+        except KeyError:
+            raise PropertyError(
+                f"device {full} has no property {key!r}; it has: "
+                f"{', '.join(sorted(plugin.supported_properties()))}, FULL_DEVICE_NAME, "
+                "DEVICE_TOTAL_MEM_SIZE, OPTIMAL_NUMBER_OF_INFER_REQUESTS, SUPPORTED_PROPERTIES"
+            ) from None

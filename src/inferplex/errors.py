@@ -1,0 +1,85 @@
+"""Every error inferplex raises, in one tree.
+
+::
+
+    InferplexError                    base of everything below
+    ├── ModelError                    unreadable, malformed or unsafe model file  (ValueError)
+    ├── DeviceNameError               malformed or unknown device string          (ValueError)
+    ├── PropertyError                 unknown property key or bad value           (ValueError)
+    ├── InputError                    wrong input name, rank, shape, dtype, ...   (ValueError)
+    ├── UnsupportedOpError            ops that no requested device can run
+    ├── AffinityError                 manual affinities missing or naming unknown devices
+    ├── CompileError                  a device failed to compile the model (all reasons listed)
+    ├── MemoryPlanError               the model does not fit the devices' memory
+    ├── InferenceError                a request failed on every device it was tried on
+    ├── RequestBusyError              an InferRequest was started while still running
+    └── PluginError                   a device plugin broke the plugin contract
+
+Messages say what was wrong, what is accepted, and how to fix it.  Errors from
+the engines underneath (ONNX Runtime, torch) are chained with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AffinityError",
+    "CompileError",
+    "DeviceNameError",
+    "InferenceError",
+    "InferplexError",
+    "InputError",
+    "MemoryPlanError",
+    "ModelError",
+    "PluginError",
+    "PropertyError",
+    "RequestBusyError",
+    "UnsupportedOpError",
+]
+
+
+class InferplexError(Exception):
+    """Base class of every error raised by inferplex."""
+
+
+class ModelError(InferplexError, ValueError):
+    """The model could not be read: missing file, malformed ONNX, unsafe external data."""
+
+
+class DeviceNameError(InferplexError, ValueError):
+    """A device string is malformed or names a device that is not available."""
+
+
+class PropertyError(InferplexError, ValueError):
+    """A property key is unknown for the target, or its value is not accepted."""
+
+
+class InputError(InferplexError, ValueError):
+    """Inference inputs do not match the model: name, index, rank, shape or dtype."""
+
+
+class UnsupportedOpError(InferplexError):
+    """Operations that none of the requested devices can run (each listed by type and name)."""
+
+
+class AffinityError(InferplexError):
+    """Manual affinities are incomplete or name devices outside the device list."""
+
+
+class CompileError(InferplexError):
+    """A device could not compile the model; with several devices, every reason is listed."""
+
+
+class MemoryPlanError(InferplexError):
+    """The model (or a pipeline stage) needs more memory than the devices offer."""
+
+
+class InferenceError(InferplexError):
+    """A request failed; with fallback, the failure on every device tried is listed."""
+
+
+class RequestBusyError(InferplexError):
+    """An InferRequest was started or read while a previous run of it is still going."""
+
+
+class PluginError(InferplexError):
+    """A device plugin broke the plugin contract (the message names the plugin and the rule)."""

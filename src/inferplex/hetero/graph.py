@@ -1,0 +1,167 @@
+"""Graph facts HETERO needs: topological order, constants, uses, types and sizes.
+
+HETERO works on an annotated copy of the user's model (types and shapes from
+ONNX shape inference), never on the model itself; node names are the link
+between the two (the Core makes them unique and non-empty).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+__all__ = ["GraphIndex", "annotate", "is_constant_node", "value_nbytes"]
+
+_log = logging.getLogger("inferplex")
+
+
+def is_constant_node(node: ir.Node) -> bool:
+    """A ``Constant`` op: copied into every subgraph that reads it, never transferred."""
+    return node.op_type == "Constant" and node.domain in ("", "ai.onnx") and not node.inputs
+
+
+def _outer_values(node: ir.Node, graph: ir.Graph) -> list[ir.Value]:
+    """Values of ``graph`` read by nodes inside ``node``'s subgraph attributes (If, Loop, Scan)."""
+    found: list[ir.Value] = []
+    for attr in node.attributes.values():
+        if not isinstance(attr, ir.Attr) or attr.type not in (ir.AttributeType.GRAPH,
+                                                              ir.AttributeType.GRAPHS):
+            continue
+        bodies = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else list(attr.as_graphs())
+        for body in bodies:
+            for inner in ir.traversal.RecursiveGraphIterator(body):
+                found.extend(v for v in inner.inputs if v is not None and v.graph is graph)
+    return found
+
+
+@dataclass(frozen=True)
+class GraphIndex:
+    """Topological order, producers and consumers of a main graph, by name."""
+
+    graph: ir.Graph
+    nodes: tuple[ir.Node, ...]
+    """Every node, topologically sorted (stable: the file's order where it is valid)."""
+    position: Mapping[str, int]
+    """Node name -> index in ``nodes``."""
+    reads: Mapping[str, tuple[ir.Value, ...]]
+    """Node name -> values it reads (inputs and outer-scope values of its bodies)."""
+    consumers: Mapping[str, tuple[str, ...]]
+    """Value name -> names of the nodes that read it, in topological order."""
+    constant_values: frozenset[str]
+    """Names of initializers and Constant outputs (copied, never transferred)."""
+
+    @classmethod
+    def build(cls, graph: ir.Graph) -> GraphIndex:
+        graph.sort()
+        nodes = tuple(graph)
+        reads: dict[str, tuple[ir.Value, ...]] = {}
+        consumers: dict[str, list[str]] = {}
+        for node in nodes:
+            values = tuple(dict.fromkeys([v for v in node.inputs if v is not None]
+                                         + _outer_values(node, graph)))
+            reads[node.name] = values
+            for value in values:
+                consumers.setdefault(value.name, []).append(node.name)
+        constants = {v.name for v in graph.initializers.values()}
+        constants |= {o.name for n in nodes if is_constant_node(n) for o in n.outputs}
+        return cls(graph, nodes, {n.name: i for i, n in enumerate(nodes)}, reads,
+                   {k: tuple(v) for k, v in consumers.items()}, frozenset(constants))
+
+    def node(self, name: str) -> ir.Node:
+        return self.nodes[self.position[name]]
+
+    def placed_nodes(self) -> list[ir.Node]:
+        """Nodes that a device runs: all but Constant ops."""
+        return [n for n in self.nodes if not is_constant_node(n)]
+
+    def producer(self, value: ir.Value) -> ir.Node | None:
+        node = value.producer()
+        return node if node is not None and node.name in self.position else None
+
+    def predecessors(self, node: ir.Node) -> list[ir.Node]:
+        """Non-constant producers of what ``node`` reads, without repeats."""
+        found = (self.producer(v) for v in self.reads[node.name])
+        return list(dict.fromkeys(p for p in found if p is not None and not is_constant_node(p)))
+
+    def is_transferable(self, value: ir.Value) -> bool:
+        return value.name not in self.constant_values
+
+
+def value_nbytes(value: ir.Value, dims: Mapping[str, int] | None = None) -> int:
+    """Bytes of ``value`` at its inferred shape; symbolic dims from ``dims`` or 1; 0 if unknown."""
+    if value.dtype is None or value.shape is None:
+        return 0
+    count = 1
+    for dim in value.shape:
+        if isinstance(dim, int):
+            count *= dim
+        else:
+            count *= (dims or {}).get(str(dim.value) if dim.value is not None else "", 1)
+    return count * value.dtype.itemsize
+
+
+def _set_input_dims(model: ir.Model, dims: Mapping[str, int]) -> None:
+    """Replace symbolic input dims by ``dims`` (unnamed or unknown ones by 1)."""
+    for value in model.graph.inputs:
+        if value.shape is None:
+            continue
+        value.shape = ir.Shape([d if isinstance(d, int) else dims.get(str(d.value), 1)
+                                for d in value.shape])
+
+
+def annotate(model: ir.Model, fixed_dims: Mapping[str, int] | None = None) -> ir.Model:
+    """A copy of ``model`` with types and shapes on every value that inference can reach.
+
+    ``fixed_dims`` (symbolic dim name -> size) makes input shapes concrete first;
+    the memory model uses it, the split does not (subgraphs keep dynamic shapes).
+    """
+    copy = model.clone()
+    if fixed_dims is not None:
+        _set_input_dims(copy, fixed_dims)
+    try:
+        ir.passes.common.ShapeInferencePass(check_type=False, strict_mode=False)(copy)
+    except Exception as error:  # noqa: BLE001 - inference is best effort; ORT fills gaps below
+        _log.debug("inferplex: ONNX shape inference failed: %s", error)
+    return copy
+
+
+def fill_missing_types(model: ir.Model, names: Iterable[str]) -> list[str]:
+    """Give ``names`` a dtype where ONNX inference left none (ops of other domains).
+
+    ONNX Runtime knows the types of its contrib ops: a session over the model with
+    the values as extra outputs reports them.  Returns the names still unknown.
+    """
+    values = ir.convenience.create_value_mapping(model.graph)
+    missing = [n for n in names if n in values and values[n].dtype is None]
+    if not missing:
+        return []
+    probe = model.clone()
+    probe_values = ir.convenience.create_value_mapping(probe.graph)
+    for name in missing:
+        probe.graph.outputs.append(probe_values[name])
+    try:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        data = ir.serde.serialize_model(probe).SerializeToString()
+        session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # noqa: BLE001 - reported by the caller as unknown types
+        _log.debug("inferplex: type probe failed: %s", error)
+        return missing
+    types = {o.name: o.type for o in session.get_outputs()}
+    still: list[str] = []
+    for name in missing:
+        text = types.get(name, "")
+        if not text.startswith("tensor(") or text == "tensor(undefined)":
+            still.append(name)
+            continue
+        values[name].dtype = ir.DataType.from_numpy(np.dtype(_ORT_TYPES.get(text[7:-1], text[7:-1])))
+    return still
+
+
+_ORT_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "string": "object"}
