@@ -83,11 +83,15 @@ def bind_inputs(ports: list[Port], inputs: Any, preset: Mapping[int, Any] | None
     problems: list[str] = []
     missing = [p.any_name for p in ports if p.index not in given]
     if missing:
-        problems.append(f"missing input {', '.join(repr(m) for m in missing)}")
+        problems.append(f"missing input {', '.join(repr(m) for m in missing)}; the model's "
+                        f"inputs are {', '.join(repr(p.any_name) for p in ports)}")
     symbols: dict[str, tuple[int, str]] = {}
     bound: dict[str, Any] = {}
     for port in ports:
         if port.index not in given:
+            continue
+        if not port.is_tensor:  # sequences (lists) and optionals (None or a value) go as given
+            bound[port.any_name] = given[port.index]
             continue
         tensor = _as_tensor(port, given[port.index])
         problems.extend(_check(port, tensor, symbols))

@@ -99,6 +99,11 @@ class Port:
         return self.names
 
     @property
+    def is_tensor(self) -> bool:
+        """False for sequence, optional and map ports, whose values are lists or None."""
+        return self._value.type is None or isinstance(self._value.type, ir.TensorType)
+
+    @property
     def element_type(self) -> ElementType | None:
         return _element_type(self._value)
 
@@ -304,7 +309,7 @@ def load_model(source: Any, weights: Any = None) -> Model:
         raise ModelError(f"read_model cannot read a {type(source).__name__}; accepted: a path "
                          "(str or os.PathLike), bytes, onnx.ModelProto or onnx_ir.Model")
     _check_external_data(proto, base_dir)
-    _check(proto)
+    _check(proto, source if base_dir is not None else None)
     model = ir.serde.deserialize_model(proto)
     if base_dir is not None:
         ir.external_data.set_base_dir(model.graph, str(base_dir))
@@ -323,14 +328,20 @@ def _parse(load: Any, what: str) -> onnx.ModelProto:
         raise ModelError(f"{what} is not a readable ONNX model: {error}") from error
 
 
-def _check(proto: onnx.ModelProto) -> None:
+def _check(proto: onnx.ModelProto, path: Any = None) -> None:
     if not proto.graph.node and not proto.graph.output:
         raise ModelError("the ONNX model has an empty graph: no nodes and no outputs")
+    # The checker finds external data files relative to the model's folder only when
+    # it is given the path (given the proto, it looks in the working directory).
+    external = path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
+                                        for t in _all_tensors(proto))
     try:
-        onnx.checker.check_model(proto, full_check=False)
+        onnx.checker.check_model(os.fspath(path) if external else proto, full_check=False)
     except onnx.checker.ValidationError as error:
-        first = str(error).strip().splitlines()[0]
-        raise ModelError(f"malformed ONNX model: {first}") from error
+        # the checker spreads one finding over several lines (the node is on the second)
+        text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raise ModelError(f"malformed ONNX model: {text}; read_model accepts models that pass "
+                         "onnx.checker.check_model") from error
 
 
 def _check_external_data(proto: onnx.ModelProto, base_dir: Path | None) -> None:
@@ -372,6 +383,11 @@ def _prepare(model: ir.Model) -> ir.Model:
     initializer_inputs = [v for v in graph.inputs if v.name in graph.initializers]
     for value in initializer_inputs:
         graph.inputs.remove(value)
+    if initializer_inputs and model.ir_version < 4:
+        # IR < 4 requires every initializer to be a graph input; IR 4 is the first
+        # version where an initializer may be a plain constant (ONNX Runtime refuses
+        # an IR 3 model with an unused initializer that is not an input).
+        model.ir_version = 4
     used: set[str] = set()
     for index, node in enumerate(graph):
         name = node.name or f"{node.op_type}_{index}"

@@ -128,6 +128,22 @@ def _bytes(value: Any) -> int:
         raise _Reject("bytes as an int, or a string like '20GiB', '512MB'") from None
 
 
+_SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$", re.IGNORECASE)
+
+
+def parse_seconds(value: Any) -> float | None:
+    """Seconds from ``2``, ``0.5``, ``"500ms"`` or ``"2s"``; ``None`` and ``0`` mean no limit."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value) or None
+    match = _SECONDS_RE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise _Reject("seconds as a number (0 = no limit), or a string like '500ms', '2s'")
+    number = float(match.group(1)) / (1000.0 if (match.group(2) or "").lower() == "ms" else 1.0)
+    return number or None
+
+
 def _streams(value: Any) -> int | str:
     if isinstance(value, str) and value.strip().upper() == "AUTO":
         return "AUTO"
@@ -188,6 +204,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "TORCH_COMPILE": _bool,
     "CUDA_GRAPHS": _bool,
     "CACHE_DIR": _any_string,
+    "MULTI_REQUEST_TIMEOUT": parse_seconds,
+    "MULTI_QUARANTINE_TIME": parse_seconds,
 }
 _ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES"}
 
@@ -203,6 +221,7 @@ READ_ONLY_PROPERTIES = (
     "MODEL_NAME",
     "PIPELINE_STAGES",
     "HETERO_SUBGRAPHS",
+    "DEVICE_STATISTICS",
 )
 
 

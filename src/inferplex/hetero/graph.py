@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
+import onnx_ir.passes.common as ir_passes
 
-__all__ = ["GraphIndex", "annotate", "is_constant_node", "value_nbytes"]
+__all__ = ["GraphIndex", "annotate", "fill_all_missing_types", "fill_missing_types",
+           "is_constant_node", "value_nbytes"]
 
 _log = logging.getLogger("inferplex")
 
@@ -123,7 +125,7 @@ def annotate(model: ir.Model, fixed_dims: Mapping[str, int] | None = None) -> ir
     if fixed_dims is not None:
         _set_input_dims(copy, fixed_dims)
     try:
-        ir.passes.common.ShapeInferencePass(check_type=False, strict_mode=False)(copy)
+        ir_passes.ShapeInferencePass(check_type=False, strict_mode=False)(copy)
     except Exception as error:  # noqa: BLE001 - inference is best effort; ORT fills gaps below
         _log.debug("inferplex: ONNX shape inference failed: %s", error)
     return copy
@@ -153,15 +155,25 @@ def fill_missing_types(model: ir.Model, names: Iterable[str]) -> list[str]:
     except Exception as error:  # noqa: BLE001 - reported by the caller as unknown types
         _log.debug("inferplex: type probe failed: %s", error)
         return missing
-    types = {o.name: o.type for o in session.get_outputs()}
+    reported = {o.name: o for o in session.get_outputs()}
     still: list[str] = []
     for name in missing:
-        text = types.get(name, "")
+        text = getattr(reported.get(name), "type", "")
         if not text.startswith("tensor(") or text == "tensor(undefined)":
             still.append(name)
             continue
         values[name].dtype = ir.DataType.from_numpy(np.dtype(_ORT_TYPES.get(text[7:-1], text[7:-1])))
+        shape = reported[name].shape
+        if values[name].shape is None and isinstance(shape, list):
+            values[name].shape = ir.Shape([d if isinstance(d, int) else None for d in shape])
     return still
+
+
+def fill_all_missing_types(model: ir.Model) -> None:
+    """fill_missing_types for every value of the main graph that inference left untyped."""
+    names = [v.name for n in model.graph for v in n.outputs if v.dtype is None and v.name]
+    if names:
+        fill_missing_types(model, names)
 
 
 _ORT_TYPES = {"float": "float32", "double": "float64", "float16": "float16", "string": "object"}

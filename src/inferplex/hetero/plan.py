@@ -60,6 +60,11 @@ class TransferPlan:
     nbytes: int = 0
     """Size at the compiled shapes (0 where a dimension is unknown)."""
 
+    @property
+    def crosses_devices(self) -> bool:
+        """False when both subgraphs run on one device (the tensor stays where it is)."""
+        return self.source_device != self.target_device
+
 
 @dataclass(frozen=True)
 class StagePlan:
@@ -108,7 +113,8 @@ class HeteroPlan:
 
     @property
     def transfer_bytes(self) -> int:
-        return sum(t.nbytes for t in self.transfers)
+        """Bytes that cross devices per inference, at the compiled shapes."""
+        return sum(t.nbytes for t in self.transfers if t.crosses_devices)
 
     def describe(self) -> str:
         """A multi-line text: one line per subgraph, then the transfers."""
@@ -124,10 +130,13 @@ class HeteroPlan:
                 if stage.capacity_bytes is not None:
                     line += f", need {format_bytes(stage.need_bytes)} of {format_bytes(stage.capacity_bytes)}"
             lines.append(line)
-        lines.append(f"  transfers: {len(self.transfers)} ({format_bytes(self.transfer_bytes)})")
+        moving = [t for t in self.transfers if t.crosses_devices]
+        lines.append(f"  transfers: {len(moving)} across devices ({format_bytes(self.transfer_bytes)}),"
+                     f" {len(self.transfers) - len(moving)} staying on a device")
         for t in self.transfers:
+            where = "" if t.crosses_devices else ", stays on device"
             lines.append(f"    {t.value}: subgraph{t.source} {t.source_device} -> "
-                         f"subgraph{t.target} {t.target_device} ({format_bytes(t.nbytes)})")
+                         f"subgraph{t.target} {t.target_device} ({format_bytes(t.nbytes)}{where})")
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 

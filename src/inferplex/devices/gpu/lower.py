@@ -134,6 +134,8 @@ class LoweredGraph:
     """False when some op reads data back to the host (no CUDA graph capture)."""
     compute_dtype: torch.dtype | None
     """Floating type of the computation under a reduced precision hint, else None."""
+    folded_nodes: tuple[tuple[str, str], ...] = ()
+    """(name, op type) of the nodes resolved to constants at lowering time (they never run)."""
 
 
 # --- shape inference ------------------------------------------------------------
@@ -308,9 +310,22 @@ def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> Non
     except Exception as e:  # noqa: BLE001 - a lowering that cannot build the node means "unsupported"
         analysis.unsupported[name] = f"lowering failed: {e}"
         return
-    analysis.functions[name] = fn
+    analysis.functions[name] = _named(fn, node.op_type)
     if _fold(analysis, node, info, fn):
         analysis.folded.add(name)
+
+
+def _named(fn: Callable[..., Any], op_type: str) -> Callable[..., Any]:
+    """fx names call targets after ``__name__``; give one to callables without (partials, objects)."""
+    if hasattr(fn, "__name__"):
+        return fn
+
+    def call(*args: Any) -> Any:
+        return fn(*args)
+
+    call.__name__ = call.__qualname__ = f"onnx_{op_type}"
+    call.syncs_host = getattr(fn, "syncs_host", False)  # type: ignore[attr-defined]
+    return call
 
 
 def analyze_model(model: ir.Model) -> Analysis:
@@ -437,11 +452,13 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     builder.graph.output(tuple(outputs))
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
-    capturable = not any(n.op_type in _DATA_DEPENDENT for name, n in analysis.nodes if name not in analysis.folded)
+    capturable = not any(n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "syncs_host", False)
+                         for name, n in analysis.nodes if name not in analysis.folded)
     return LoweredGraph(module, tuple(v.name or f"input_{i}" for i, v in enumerate(inputs)),
                         tuple(input_dtypes), tuple(input_shapes),
                         tuple(v.name or f"output_{i}" for i, v in enumerate(model.graph.outputs)),
-                        tuple(output_dtypes), capturable, compute)
+                        tuple(output_dtypes), capturable, compute,
+                        tuple((name, n.op_type) for name, n in analysis.nodes if name in analysis.folded))
 
 
 def _op_of(analysis: Analysis, name: str) -> str:

@@ -26,8 +26,8 @@ from inferplex.devices.gpu.registry import NodeInfo
 
 __all__ = [
     "EXACT_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "NUMERIC_DTYPES", "attrs_reason", "const_int",
-    "const_ints", "first_reason", "host_ints",
-    "dtype_reason", "eager", "int64_tensor", "normalize_axis", "torch_dtype",
+    "const_ints", "dtype_reason", "eager", "first_reason", "host_ints", "int64_tensor",
+    "normalize_axis", "torch_dtype",
 ]
 
 _TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
@@ -72,8 +72,9 @@ def dtype_reason(info: NodeInfo, indices: Iterable[int] = (0,),
         if not info.has_input(index):
             continue
         value = info.node.inputs[index]
-        if value is not None and value.type is not None and not isinstance(value.type, ir.TensorType):
-            return f"input {index} is a {value.type}, not a tensor"
+        kind = None if value is None else value.type
+        if kind is not None and not isinstance(kind, ir.TensorType):
+            return f"input {index} is a {kind}, not a tensor"
         dtype = info.input_dtypes[index] if index < len(info.input_dtypes) else None
         if dtype is not None and dtype not in allowed:
             return f"element type {dtype.name} of input {index} is not supported"

@@ -1,0 +1,303 @@
+"""MULTI / AUTO benchmark: each device alone at its best, then the devices together.
+
+For each model, in one run:
+
+1. throughput of every device alone (THROUGHPUT hint, its optimal number of requests);
+2. ``MULTI:GPU.0,GPU.1`` against the sum of the two GPUs alone (target >= 0.95);
+3. ``AUTO`` with ``CUMULATIVE_THROUGHPUT`` over GPU.0 + CPU against GPU alone + CPU
+   alone (target >= 0.95, and never below GPU alone), once per SCHEDULE_POLICY,
+   closed loop and as a burst (N requests submitted at once, time to the last);
+4. first-inference latency of ``AUTO`` (compile_model call to first result) with and
+   without ENABLE_STARTUP_FALLBACK.
+
+Usage::
+
+    python bench/multi_auto.py                 # ResNet-50 and BERT-base, GPUs in f16
+    python bench/multi_auto.py --quick         # tiny model, 2 emulated GPUs (no CUDA needed)
+    python bench/multi_auto.py --models resnet50 --seconds 8
+
+Prints a table with ratios; writes ``multi_auto.json`` to ``$OUT`` when it is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+POLICIES = ("DEVICE_PRIORITY", "ROUND_ROBIN", "EARLIEST_FINISH")
+
+
+# --- models --------------------------------------------------------------------------
+
+
+def tiny_model(batch: int) -> tuple[Any, dict[str, np.ndarray]]:
+    """A 4-layer MLP (256 wide), built with onnx.helper."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(4):
+        w = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"matmul{i}"))
+        nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"))
+        prev = f"r{i}"
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 256])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, {"x": rng.standard_normal((batch, 256)).astype(np.float32)}
+
+
+def _export(module: Any, args: tuple[Any, ...], names: list[str], path: Path) -> Path:
+    import torch
+
+    module.eval()
+    with torch.no_grad():
+        try:
+            torch.onnx.export(module, args, str(path), input_names=names, opset_version=17, dynamo=False)
+        except TypeError:  # older torch without the dynamo argument
+            torch.onnx.export(module, args, str(path), input_names=names, opset_version=17)
+    return path
+
+
+def resnet50(batch: int, folder: Path) -> tuple[Any, dict[str, np.ndarray]]:
+    import torch
+    import torchvision
+
+    x = torch.randn(batch, 3, 224, 224)
+    path = _export(torchvision.models.resnet50(weights=None), (x,), ["x"], folder / "resnet50.onnx")
+    return str(path), {"x": x.numpy()}
+
+
+def bert_base(batch: int, folder: Path, seq: int = 128) -> tuple[Any, dict[str, np.ndarray]]:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = BertModel(BertConfig())
+
+        def forward(self, ids: Any, mask: Any) -> Any:
+            return self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    ids = torch.randint(0, 30000, (batch, seq))
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    path = _export(Wrapped(), (ids, mask), ["input_ids", "attention_mask"], folder / "bert_base.onnx")
+    return str(path), {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+
+
+# --- measurements ----------------------------------------------------------------------
+
+
+def closed_loop(compiled: Any, inputs: dict[str, np.ndarray], seconds: float) -> dict[str, Any]:
+    """Keep OPTIMAL_NUMBER_OF_INFER_REQUESTS in flight for ``seconds``; requests/s and per device."""
+    import inferplex as ov
+
+    jobs = max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+    queue = ov.AsyncInferQueue(compiled, jobs)
+    for _ in range(2 * jobs):  # warm-up
+        queue.start_async(inputs)
+    queue.wait_all()
+    before = _stats(compiled)
+    count = [0]
+    lock = threading.Lock()
+
+    def done(request: Any, _: Any) -> None:
+        with lock:
+            count[0] += 1
+
+    queue.set_callback(done)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        queue.start_async(inputs)
+    queue.wait_all()
+    elapsed = time.perf_counter() - start
+    return {"fps": count[0] / elapsed, "requests": count[0], "jobs": jobs,
+            "devices": _device_delta(before, _stats(compiled), elapsed)}
+
+
+def burst(compiled: Any, inputs: dict[str, np.ndarray], count: int) -> dict[str, Any]:
+    """Submit ``count`` requests at once; requests/s up to the last one's end."""
+    executor = compiled.executor
+    left = [count]
+    finished = threading.Event()
+    lock = threading.Lock()
+
+    def done(_: Any) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0] == 0:
+                finished.set()
+
+    start = time.perf_counter()
+    for _ in range(count):
+        executor.submit(inputs, done)
+    finished.wait()
+    elapsed = time.perf_counter() - start
+    return {"fps": count / elapsed, "makespan_s": elapsed}
+
+
+def first_inference(core: Any, model: Any, inputs: dict[str, np.ndarray], fallback: bool,
+                    config: dict[str, Any]) -> dict[str, Any]:
+    start = time.perf_counter()
+    compiled = core.compile_model(model, "AUTO", {**config, "ENABLE_STARTUP_FALLBACK": fallback})
+    compiled_at = time.perf_counter() - start
+    request = compiled.create_infer_request()
+    request.infer(inputs)
+    first = time.perf_counter() - start
+    devices = compiled.get_property("EXECUTION_DEVICES")
+    compiled.release()
+    return {"first_inference_s": first, "compile_returned_s": compiled_at,
+            "first_device": request.device, "execution_devices_then": devices}
+
+
+def _stats(compiled: Any) -> dict[str, dict[str, Any]]:
+    try:
+        return compiled.get_property("DEVICE_STATISTICS")
+    except Exception:  # noqa: BLE001 - single devices have none
+        return {}
+
+
+def _device_delta(before: dict[str, Any], after: dict[str, Any], elapsed: float) -> dict[str, Any]:
+    counts = {name: s["requests"] - before.get(name, {}).get("requests", 0) for name, s in after.items()}
+    total = sum(counts.values()) or 1
+    return {name: {"requests": n, "share": n / total, "fps": n / elapsed} for name, n in counts.items()}
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray], gpus: list[str],
+                args: argparse.Namespace) -> dict[str, Any]:
+    gpu_props = {"INFERENCE_PRECISION_HINT": args.gpu_precision} if args.gpu_precision else {}
+    result: dict[str, Any] = {"alone": {}, "multi": {}, "cumulative": {}, "first_inference": {}}
+
+    def timed(device: str, config: dict[str, Any]) -> Any:
+        start = time.perf_counter()
+        compiled = core.compile_model(model, device, config)
+        log(f"  {name}: compiled {device} in {time.perf_counter() - start:.1f} s")
+        return compiled
+
+    for device in [*gpus, "CPU"]:
+        config = {"PERFORMANCE_HINT": "THROUGHPUT", **(gpu_props if device != "CPU" else {})}
+        compiled = timed(device, config)
+        result["alone"][device] = closed_loop(compiled, inputs, args.seconds)
+        compiled.release()
+        log(f"  {name}: {device} alone {result['alone'][device]['fps']:.1f} req/s")
+    per_device = {"DEVICE_PROPERTIES": {"GPU": gpu_props}} if gpu_props else {}
+    if len(gpus) >= 2:
+        compiled = timed(f"MULTI:{gpus[0]},{gpus[1]}", dict(per_device))
+        result["multi"] = closed_loop(compiled, inputs, args.seconds)
+        compiled.release()
+    if gpus:
+        compiled = timed(f"AUTO:{gpus[0]},CPU", {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", **per_device})
+        for policy in POLICIES:
+            compiled.set_property({"SCHEDULE_POLICY": policy})
+            entry = closed_loop(compiled, inputs, args.seconds)
+            entry["burst"] = burst(compiled, inputs, args.burst)
+            result["cumulative"][policy] = entry
+            log(f"  {name}: CUMULATIVE {policy} {entry['fps']:.1f} req/s, burst {entry['burst']['fps']:.1f}")
+        compiled.release()
+    for fallback in (True, False):
+        result["first_inference"]["with" if fallback else "without"] = first_inference(
+            core, model, inputs, fallback, per_device)
+    return result
+
+
+def ratios(result: dict[str, Any], gpus: list[str]) -> dict[str, float]:
+    alone = {d: r["fps"] for d, r in result["alone"].items()}
+    out: dict[str, float] = {}
+    if result["multi"]:
+        out["multi_gpus_vs_sum"] = result["multi"]["fps"] / (alone[gpus[0]] + alone[gpus[1]])
+    for policy, entry in result["cumulative"].items():
+        out[f"cumulative_{policy}_vs_sum"] = entry["fps"] / (alone[gpus[0]] + alone["CPU"])
+        out[f"cumulative_{policy}_vs_gpu"] = entry["fps"] / alone[gpus[0]]
+    return out
+
+
+def print_table(name: str, result: dict[str, Any], table: dict[str, float]) -> None:
+    print(f"\n== {name} ==")
+    print(f"{'configuration':<38}{'req/s':>10}  per device (requests, share, req/s)")
+    rows = [(f"{d} alone", r) for d, r in result["alone"].items()]
+    if result["multi"]:
+        rows.append(("MULTI:GPU,GPU", result["multi"]))
+    rows += [(f"CUMULATIVE GPU+CPU {p}", r) for p, r in result["cumulative"].items()]
+    for label, r in rows:
+        devices = "  ".join(f"{d}: {s['requests']}, {s['share']:.0%}, {s['fps']:.1f}"
+                            for d, s in r.get("devices", {}).items())
+        print(f"{label:<38}{r['fps']:>10.1f}  {devices}")
+    for p, r in result["cumulative"].items():
+        print(f"{'burst ' + p:<38}{r['burst']['fps']:>10.1f}  makespan {r['burst']['makespan_s']:.3f} s")
+    for label, value in table.items():
+        target = " (target >= 0.95)" if label.endswith("_sum") else " (target >= 1.0)"
+        print(f"{label:<38}{value:>10.3f}{target}")
+    for mode, r in result["first_inference"].items():
+        print(f"first inference {mode} startup fallback: {r['first_inference_s']:.3f} s on "
+              f"{r['first_device']} (EXECUTION_DEVICES then: {r['execution_devices_then']})")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny model, emulated GPUs if no CUDA")
+    parser.add_argument("--models", default="resnet50,bert", help="resnet50,bert (ignored with --quick)")
+    parser.add_argument("--seconds", type=float, default=None, help="per measurement (default 6; 1.5 quick)")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--burst", type=int, default=None, help="requests per burst (default 400; 200 quick)")
+    parser.add_argument("--gpu-precision", default=None, help="GPU INFERENCE_PRECISION_HINT (default f16)")
+    args = parser.parse_args()
+    args.seconds = args.seconds or (1.5 if args.quick else 6.0)
+    args.burst = args.burst or (200 if args.quick else 400)
+    if args.quick and "INFERPLEX_EMULATED_GPUS" not in os.environ:
+        try:
+            import torch
+
+            cuda = torch.cuda.device_count()
+        except Exception:  # noqa: BLE001
+            cuda = 0
+        if cuda == 0:
+            os.environ["INFERPLEX_EMULATED_GPUS"] = "2"
+    if args.gpu_precision is None:
+        args.gpu_precision = "" if args.quick else "f16"
+
+    import inferplex as ov
+
+    core = ov.Core()
+    gpus = [d for d in core.available_devices if d.startswith("GPU.")][:2]
+    log(f"devices: {core.available_devices}")
+    results: dict[str, Any] = {"devices": core.available_devices, "args": vars(args), "models": {}}
+    with tempfile.TemporaryDirectory() as folder:
+        if args.quick:
+            models = {"tiny_mlp": tiny_model(args.batch)}
+        else:
+            builders = {"resnet50": resnet50, "bert": bert_base}
+            models = {m: builders[m](args.batch, Path(folder)) for m in args.models.split(",")}
+        for name, (model, inputs) in models.items():
+            result = bench_model(core, name, model, inputs, gpus, args)
+            result["ratios"] = ratios(result, gpus)
+            results["models"][name] = result
+            print_table(name, result, result["ratios"])
+    if os.environ.get("OUT"):
+        path = Path(os.environ["OUT"]) / "multi_auto.json"
+        path.write_text(json.dumps(results, indent=2, default=str))
+        log(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

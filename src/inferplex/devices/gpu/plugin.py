@@ -1,0 +1,177 @@
+"""The GPU device family: ONNX models lowered to torch, on NVIDIA GPUs through CUDA.
+
+Devices are ``GPU.0`` .. ``GPU.N-1``, one per CUDA device torch sees.  With the
+environment variable ``INFERPLEX_EMULATED_GPUS=N`` (N >= 1) the plugin exposes
+``GPU.0..N-1`` backed by torch's CPU device instead, so HETERO, MULTI and
+pipeline code runs for real on machines without CUDA (like JAX's
+``xla_force_host_platform_device_count``).  Without torch installed the family
+has no devices.  torch is imported only when a device is first used.
+
+Properties (compile config): ``PERFORMANCE_HINT`` (LATENCY: 1 worker;
+THROUGHPUT / CUMULATIVE_THROUGHPUT: 4 workers on CUDA, 2 emulated),
+``PERFORMANCE_HINT_NUM_REQUESTS`` (caps the hinted number), ``NUM_STREAMS``
+(explicit worker count), ``INFERENCE_PRECISION_HINT`` (f32 default and exact:
+TF32 is switched off for f32 programs; f16/bf16 convert floating weights and
+inputs, outputs keep the model's types), ``ENABLE_PROFILING``, ``TORCH_COMPILE``
+(default off: compile time hurts the first inference), ``CUDA_GRAPHS`` (default
+on), ``MEMORY_LIMIT``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
+from inferplex.errors import CompileError, DeviceNameError, InferplexError, PropertyError
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+    import torch
+
+__all__ = ["GpuPlugin", "EMULATION_ENV"]
+
+EMULATION_ENV = "INFERPLEX_EMULATED_GPUS"
+"""Environment variable: number of GPUs to emulate on torch's CPU device."""
+
+_WRITABLE = ("PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_PRECISION_HINT",
+             "ENABLE_PROFILING", "TORCH_COMPILE", "CUDA_GRAPHS", "MEMORY_LIMIT")
+_DEFAULTS: dict[str, Any] = {
+    "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": "AUTO",
+    "INFERENCE_PRECISION_HINT": "f32", "ENABLE_PROFILING": False, "TORCH_COMPILE": False,
+    "CUDA_GRAPHS": True, "MEMORY_LIMIT": 0,
+}
+_THROUGHPUT_WORKERS = {"cuda": 4, "cpu": 2}
+
+
+def _emulated_count() -> int:
+    raw = os.environ.get(EMULATION_ENV, "").strip()
+    if not raw:
+        return 0
+    try:
+        count = int(raw)
+    except ValueError:
+        raise PropertyError(f"{EMULATION_ENV}={raw!r} is not a number; accepted: an integer >= 1 "
+                            "(or unset for real CUDA devices)") from None
+    return max(0, count)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _host_memory() -> MemoryInfo:
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = os.sysconf("SC_PHYS_PAGES") * page
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * page
+    except (ValueError, OSError):
+        free = total
+    return MemoryInfo(total, free)
+
+
+class GpuPlugin(DevicePlugin):
+    """NVIDIA GPUs (or emulated GPUs on torch's CPU device); see the module docstring."""
+
+    family = "GPU"
+
+    def devices(self) -> list[str]:
+        torch = _torch()
+        if torch is None:
+            return []
+        count = _emulated_count() or (torch.cuda.device_count() if torch.cuda.is_available() else 0)
+        return [f"GPU.{i}" for i in range(count)]
+
+    @property
+    def emulated(self) -> bool:
+        """Whether the devices are emulated on torch's CPU device."""
+        return _emulated_count() > 0
+
+    def torch_device(self, device: str) -> torch.device:
+        """The torch device behind ``GPU.i`` (``cpu`` when emulated)."""
+        torch = _torch()
+        name = "GPU.0" if device == "GPU" else device
+        if torch is None or name not in self.devices():
+            raise DeviceNameError(f"unknown GPU device {device!r}; available: {self.devices() or 'none'}"
+                                  + ("" if torch is not None else " (torch is not installed)"))
+        return torch.device("cpu") if self.emulated else torch.device("cuda", int(name.split(".")[1]))
+
+    def supported_properties(self) -> tuple[str, ...]:
+        return _WRITABLE
+
+    def device_property(self, device: str, key: str) -> Any:
+        torch_device = self.torch_device(device)
+        if key in _DEFAULTS:
+            return _DEFAULTS[key]
+        if key == "FULL_DEVICE_NAME":
+            if torch_device.type == "cpu":
+                return "Emulated GPU on CPU (torch)"
+            return _torch().cuda.get_device_name(torch_device)
+        if key == "DEVICE_TOTAL_MEM_SIZE":
+            return self.memory(device).total_bytes
+        if key == "DEVICE_FREE_MEM_SIZE":
+            return self.memory(device).free_bytes
+        if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
+            return self.optimal_number_of_infer_requests(device, {})
+        if key == "SUPPORTED_PROPERTIES":
+            return _WRITABLE + ("FULL_DEVICE_NAME", "DEVICE_TOTAL_MEM_SIZE", "DEVICE_FREE_MEM_SIZE",
+                                "OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+        raise KeyError(key)
+
+    def memory(self, device: str) -> MemoryInfo:
+        torch_device = self.torch_device(device)
+        if torch_device.type == "cpu":
+            return _host_memory()
+        free, total = _torch().cuda.mem_get_info(torch_device)
+        return MemoryInfo(int(total), int(free))
+
+    def optimal_number_of_infer_requests(self, device: str, config: Mapping[str, Any]) -> int:
+        streams = config.get("NUM_STREAMS", "AUTO")
+        if isinstance(streams, int) and not isinstance(streams, bool):
+            return max(1, streams)
+        hint = str(config.get("PERFORMANCE_HINT", "LATENCY")).upper()
+        if hint == "LATENCY":
+            return 1
+        kind = "cpu" if self.emulated else "cuda"
+        workers = _THROUGHPUT_WORKERS[kind]
+        cap = int(config.get("PERFORMANCE_HINT_NUM_REQUESTS", 0) or 0)
+        return min(workers, cap) if cap > 0 else workers
+
+    def supported_nodes(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> set[str]:
+        self.torch_device(device)
+        from inferplex.devices.gpu.lower import analyze_model
+
+        return analyze_model(model).supported
+
+    def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+        torch_device = self.torch_device(device)
+        from inferplex.devices.gpu.lower import lower_model
+        from inferplex.devices.gpu.program import GpuProgram
+
+        settings = {**_DEFAULTS, **dict(config)}
+        precision = str(settings["INFERENCE_PRECISION_HINT"]).lower()
+        if precision not in ("f32", "f16", "bf16"):
+            raise PropertyError(f"INFERENCE_PRECISION_HINT {precision!r} is not accepted by {device}; "
+                                "accepted: f32, f16, bf16")
+        if torch_device.type == "cuda" and precision == "f32":
+            torch = _torch()
+            # f32 means f32: TF32 matmuls and convolutions round inputs to 10 mantissa bits.
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        if torch_device.type == "cuda":
+            _torch().backends.cudnn.benchmark = True
+        try:
+            lowered = lower_model(model, torch_device, precision)
+        except InferplexError:
+            raise
+        except Exception as e:
+            raise CompileError(f"{device}: lowering the model to torch failed: {type(e).__name__}: {e}") from e
+        workers = self.optimal_number_of_infer_requests(device, settings)
+        properties = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
+                      "FULL_DEVICE_NAME": self.device_property(device, "FULL_DEVICE_NAME")}
+        return GpuProgram(lowered, device, torch_device, workers, settings, properties)

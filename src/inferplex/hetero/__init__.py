@@ -1,0 +1,154 @@
+"""HETERO: one model split across devices, and PIPELINE_PARALLEL stages.
+
+Entry points for the Core and the CLI:
+
+- :func:`query_hetero` -- node name -> device, automatic mode (``query_model``);
+- :func:`plan_hetero` -- the :class:`HeteroPlan` a compilation would use (no compiling);
+- :func:`compile_hetero` -- an :class:`~inferplex.executor.Executor` running the plan;
+- :func:`write_affinity_dot`, :func:`write_subgraphs_dot`, :func:`render_svg` -- GraphViz files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx_ir as ir
+
+from inferplex.errors import CompileError, InferplexError
+from inferplex.executor import Executor, ProgramExecutor
+from inferplex.hetero.compiled import HeteroExecutor, SubgraphRunner
+from inferplex.hetero.graph import fill_missing_types
+from inferplex.hetero.plan import HeteroPlan, StagePlan, SubgraphPlan, TransferPlan
+from inferplex.hetero.planner import Planned, plan, query
+from inferplex.hetero.split import extract_submodel
+from inferplex.hetero.visualize import (
+    render_svg,
+    visualize_requested,
+    write_affinity_dot,
+    write_subgraphs_dot,
+)
+
+if TYPE_CHECKING:
+    from inferplex.devices.base import DeviceProgram
+    from inferplex.devices.registry import DeviceRegistry
+
+__all__ = [
+    "HeteroExecutor", "HeteroPlan", "StagePlan", "SubgraphPlan", "TransferPlan",
+    "compile_hetero", "plan_hetero", "query_hetero", "render_svg", "write_affinity_dot",
+    "write_subgraphs_dot",
+]
+
+
+def query_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
+                 config: Mapping[str, Any]) -> dict[str, str]:
+    """Node name -> full device name for every node, in automatic mode.
+
+    Manual affinities are ignored (as OpenVINO's query_model does).  Under
+    ``MODEL_DISTRIBUTION_POLICY=PIPELINE_PARALLEL`` the answer is the stage plan.
+    Raises UnsupportedOpError listing every op (type and name) no device supports.
+    """
+    return query(registry, model, devices, config)
+
+
+def plan_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
+                config: Mapping[str, Any]) -> HeteroPlan:
+    """The subgraph (or stage) plan ``compile_hetero`` would run, without compiling."""
+    return plan(registry, model, devices, config).plan
+
+
+def _model_name(model: ir.Model) -> str:
+    name = model.graph.name or "model"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _visualize(model: ir.Model, planned: Planned) -> None:
+    name = _model_name(model)
+    write_affinity_dot(model, planned.affinity, Path(f"hetero_affinity_{name}.dot"))
+    write_subgraphs_dot(model, planned.plan, Path(f"hetero_subgraphs_{name}.dot"))
+
+
+def _whole_model(model: ir.Model, planned: Planned) -> bool:
+    """One subgraph holding every op: compile the model itself (nothing over the device alone)."""
+    subs = planned.plan.subgraphs
+    graph_outputs = [v.name for v in model.graph.outputs]
+    return len(subs) == 1 and len(subs[0].nodes) == len(planned.index.placed_nodes()) \
+        and list(subs[0].outputs) == graph_outputs
+
+
+def _compile_all(registry: DeviceRegistry, model: ir.Model,
+                 planned: Planned) -> list[DeviceProgram]:
+    """Compile every subgraph; on any failure close the others and report every failure."""
+    subs = planned.plan.subgraphs
+    boundary = [n for s in subs for n in (*s.inputs, *s.outputs)]
+    unknown = [] if _whole_model(model, planned) else fill_missing_types(planned.annotated, boundary)
+    if unknown:
+        raise CompileError(f"HETERO cannot type the tensors {', '.join(unknown)} between subgraphs;"
+                           " add their types to the model (value_info) or place their producers "
+                           "and readers on one device")
+    programs: list[DeviceProgram] = []
+    failures: list[str] = []
+    for sub in subs:
+        submodel = model if _whole_model(model, planned) else \
+            extract_submodel(planned.annotated, planned.index, sub)
+        try:
+            programs.append(registry.compile(submodel, sub.device, planned.member_configs[sub.device]))
+        except InferplexError as error:
+            failures.append(f"subgraph{sub.index} on {sub.device} ({len(sub.nodes)} ops, "
+                            f"{sub.op_range}): {error}")
+    if failures:
+        for program in programs:
+            program.close()
+        raise CompileError("HETERO could not compile: " + "; ".join(failures))
+    return programs
+
+
+def _constant_outputs(model: ir.Model) -> dict[str, np.ndarray]:
+    """Model outputs that are constants (no device computes them)."""
+    found: dict[str, np.ndarray] = {}
+    for value in model.graph.outputs:
+        producer = value.producer()
+        tensor = value.const_value
+        if tensor is None and producer is not None and producer.op_type == "Constant":
+            tensor = ir.convenience.get_const_tensor(value)
+        if tensor is not None and (producer is None or producer.op_type == "Constant"):
+            found[value.name] = tensor.numpy()
+    return found
+
+
+def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
+                   config: Mapping[str, Any]) -> Executor:
+    """Split ``model`` over ``devices`` (names as written, priority order) and compile it.
+
+    ``config`` is the validated HETERO config; each device compiles its subgraphs
+    with ``registry.member_config(device, config)``.  With the environment
+    variable INFERPLEX_HETERO_VISUALIZE (or OPENVINO_HETERO_VISUALIZE) set, the
+    two .dot files are written to the working directory.
+    """
+    planned = plan(registry, model, devices, config)
+    if visualize_requested():
+        _visualize(model, planned)
+    programs = _compile_all(registry, model, planned)
+    subs = planned.plan.subgraphs
+    sources = {name: s.index for s in subs for name in s.outputs}
+    readers: dict[str, list[int]] = {}
+    for sub in subs:
+        for name in sub.inputs:
+            readers.setdefault(name, []).append(sub.index)
+    profiling = bool(config.get("ENABLE_PROFILING", False))
+    runners = []
+    for sub, program in zip(subs, programs):
+        kind = str(getattr(program, "tensor_kind", "numpy"))
+        # Native between like programs; values only numpy readers take leave through
+        # the producer's own (pinned) host path.
+        keep = [n for n in sub.outputs if kind != "numpy" and any(
+            str(getattr(programs[r], "tensor_kind", "numpy")) == kind for r in readers.get(n, ()))]
+        inputs = sub.inputs
+        if _whole_model(model, planned):
+            inputs = tuple(v.name for v in model.graph.inputs if not v.is_initializer())
+        runners.append(SubgraphRunner(sub.index, ProgramExecutor(program, keep, profiling), inputs,
+                                      {n: sources[n] for n in sub.inputs if n in sources}))
+    outputs = [v.name for v in model.graph.outputs]
+    return HeteroExecutor(planned.plan, runners, outputs, _constant_outputs(model), profiling)

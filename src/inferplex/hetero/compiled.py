@@ -1,0 +1,229 @@
+"""The HETERO executor: a chain of subgraph programs.
+
+``run`` runs the subgraphs in order in the calling thread.  ``submit`` chains
+the subgraphs' own executors: when subgraph i finishes request k (on its worker
+thread), request k is queued on subgraph i+1 and subgraph i takes request k+1,
+so the subgraphs work as a pipeline.  A request ends exactly once: with every
+output, or with the first error any subgraph raised.
+
+Tensors: a value made by a non-numpy program (torch on a GPU) stays native
+(``keep_on_device``) when a program of the same kind reads it; values only
+numpy programs read leave through the producer's own (pinned) host path.  A
+native value is moved once per reading device: to the host with the producer's
+optional ``to_host``, onto another device with the reader's optional
+``to_native`` (device to device between GPUs); without them the reader's
+``run`` converts it and its plugin counts the transfer.  Moves made here are
+timed and reported as ``Transfer`` counters.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from inferplex.devices.base import ProfilingRecord
+from inferplex.executor import Done, Executor, ProgramExecutor, RunResult, finish
+from inferplex.hetero.plan import HeteroPlan
+
+__all__ = ["HeteroExecutor", "SubgraphRunner"]
+
+
+@dataclass(frozen=True)
+class SubgraphRunner:
+    """One compiled subgraph and how its values flow."""
+
+    index: int
+    executor: ProgramExecutor
+    inputs: tuple[str, ...]
+    """Values it reads (model inputs or earlier subgraphs' outputs)."""
+    sources: Mapping[str, int]
+    """Input value -> index of the subgraph that makes it (absent: a model input)."""
+
+    @property
+    def device(self) -> str:
+        return self.executor.program.device
+
+    @property
+    def kind(self) -> str:
+        return str(getattr(self.executor.program, "tensor_kind", "numpy"))
+
+
+_DEFERRED = "in the reader's run"
+
+
+def _nbytes(value: Any) -> int:
+    return int(getattr(value, "nbytes", 0) or 0)
+
+
+def _to_host(runner: SubgraphRunner, value: Any) -> Any:
+    """``value`` as a numpy array, through the producer's ``to_host`` when it has one."""
+    if isinstance(value, np.ndarray):
+        return value
+    to_host = getattr(runner.executor.program, "to_host", None)
+    if to_host is not None:
+        return to_host(value)
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError, RuntimeError):
+        return value  # e.g. a CUDA tensor: the reader's run converts it
+
+
+def _convert(value: Any, source: SubgraphRunner, target: SubgraphRunner) -> tuple[Any, str]:
+    """``value`` ready for ``target``, and how it moved (the counter's exec_type)."""
+    if target.kind == "numpy":
+        moved = _to_host(source, value)
+        return moved, "to host" if isinstance(moved, np.ndarray) else _DEFERRED
+    to_native = getattr(target.executor.program, "to_native", None)
+    if to_native is not None:
+        return to_native(value), "to device"
+    return value, _DEFERRED
+
+
+@dataclass
+class _Request:
+    """One request travelling down the chain (async path)."""
+
+    values: dict[str, Any]
+    done: Done
+    profiling: list[ProfilingRecord] = field(default_factory=list)
+    moved: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    _ended: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def end(self, outcome: RunResult | BaseException) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        finish(self.done, outcome)
+
+
+class HeteroExecutor(Executor):
+    """Runs the subgraphs of a :class:`HeteroPlan` as a chain (see the module docstring)."""
+
+    def __init__(self, plan: HeteroPlan, runners: Sequence[SubgraphRunner],
+                 outputs: Sequence[str], constants: Mapping[str, np.ndarray],
+                 profiling: bool = False) -> None:
+        self.plan = plan
+        self.runners = tuple(runners)
+        self.outputs = tuple(outputs)
+        self.constants = dict(constants)
+        self.profiling = profiling
+        self._closed = False
+
+    # --- Executor ------------------------------------------------------------
+
+    @property
+    def optimal_number_of_infer_requests(self) -> int:
+        # One request per worker of every subgraph keeps each of them busy.
+        return sum(r.executor.optimal_number_of_infer_requests for r in self.runners)
+
+    @property
+    def execution_devices(self) -> list[str]:
+        return list(dict.fromkeys(r.device for r in self.runners))
+
+    def get_property(self, key: str) -> Any:
+        if key == "HETERO_NUMBER_OF_SUBMODELS":
+            return len(self.runners)
+        if key == "HETERO_SUBGRAPHS":
+            return self.plan
+        if key == "PIPELINE_STAGES":
+            return self.plan.stages
+        if key == "EXECUTION_DEVICES":
+            return self.execution_devices
+        raise KeyError(key)
+
+    def run(self, inputs: Mapping[str, Any]) -> RunResult:
+        request = _Request(dict(inputs), done=lambda _: None)
+        for runner in self.runners:
+            result = runner.executor.run(self._feeds(runner, request))
+            self._collect(runner, request, result)
+        return self._result(request)
+
+    def submit(self, inputs: Mapping[str, Any], done: Done) -> None:
+        self._submit_from(0, _Request(dict(inputs), done))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for runner in self.runners:
+            runner.executor.close()
+
+    # --- the chain -----------------------------------------------------------
+
+    def _submit_from(self, position: int, request: _Request) -> None:
+        try:
+            if position == len(self.runners):
+                request.end(self._result(request))
+                return
+            runner = self.runners[position]
+            feeds = self._feeds(runner, request)
+            runner.executor.submit(feeds, lambda outcome: self._after(position, request, outcome))
+        except BaseException as error:  # noqa: BLE001 - ends the request instead of being lost
+            request.end(error)
+
+    def _after(self, position: int, request: _Request, outcome: RunResult | BaseException) -> None:
+        if isinstance(outcome, BaseException):
+            request.end(outcome)
+            return
+        try:
+            self._collect(self.runners[position], request, outcome)
+        except BaseException as error:  # noqa: BLE001
+            request.end(error)
+            return
+        self._submit_from(position + 1, request)
+
+    def _collect(self, runner: SubgraphRunner, request: _Request, result: RunResult) -> None:
+        request.values.update(result.outputs)
+        if self.profiling:
+            prefix = f"subgraph{runner.index}: "
+            request.profiling.extend(r.with_prefix(prefix) for r in result.profiling)
+
+    def _feeds(self, runner: SubgraphRunner, request: _Request) -> dict[str, Any]:
+        feeds: dict[str, Any] = {}
+        for name in runner.inputs:
+            value = request.values[name]
+            source = runner.sources.get(name)
+            if source is not None:
+                value = self._move(name, value, self.runners[source], runner, request)
+            feeds[name] = value
+        return feeds
+
+    def _move(self, name: str, value: Any, source: SubgraphRunner, target: SubgraphRunner,
+              request: _Request) -> Any:
+        if source.device == target.device and source.kind == target.kind:
+            return value
+        if isinstance(value, np.ndarray) and target.kind == "numpy":
+            return value  # the producer already brought it to the host (and counted it)
+        key = (name, target.device, target.kind)
+        if key in request.moved:
+            return request.moved[key]
+        start = time.perf_counter()
+        moved, how = _convert(value, source, target)
+        elapsed = datetime.timedelta(seconds=time.perf_counter() - start)
+        request.moved[key] = moved
+        if self.profiling and how != _DEFERRED:  # a deferred move is the reader plugin's to count
+            request.profiling.append(ProfilingRecord(
+                f"subgraph{target.index}: transfer {name} {source.device}->{target.device}",
+                "Transfer", how, elapsed, elapsed, bytes=_nbytes(value)))
+        return moved
+
+    def _result(self, request: _Request) -> RunResult:
+        outputs: dict[str, Any] = {}
+        producer = {n: r for r in self.runners for n in r.executor.keep_on_device}
+        for name in self.outputs:
+            if name in self.constants:
+                outputs[name] = self.constants[name]
+            elif name in producer:
+                outputs[name] = _to_host(producer[name], request.values[name])
+            else:
+                outputs[name] = request.values[name]
+        device = ",".join(self.execution_devices)
+        return RunResult(outputs, request.profiling, device)

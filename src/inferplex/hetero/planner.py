@@ -1,0 +1,169 @@
+"""From a model, a device list and a config to a :class:`HeteroPlan`.
+
+Steps: resolve the devices; annotate a copy of the model with types and shapes;
+ask each device which ops it supports; place ops (pipeline stages, manual
+affinities, or automatic placement with glue folding); split into subgraphs;
+size every subgraph with the memory model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import onnx_ir as ir
+
+from inferplex.errors import DeviceNameError, InferplexError
+from inferplex.hetero.affinity import automatic_affinity, fold_glue_ops, manual_affinity
+from inferplex.hetero.graph import GraphIndex, annotate, fill_all_missing_types
+from inferplex.hetero.pipeline import FREE_MEMORY_MARGIN, MemoryModel, plan_stages
+from inferplex.hetero.plan import HeteroPlan, StagePlan
+from inferplex.hetero.split import split_into_subgraphs, transfers_between
+
+if TYPE_CHECKING:
+    from inferplex.devices.registry import DeviceRegistry
+
+__all__ = ["Planned", "plan", "query", "resolve_devices"]
+
+PIPELINE_PARALLEL = "PIPELINE_PARALLEL"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A plan with what compiling it needs."""
+
+    plan: HeteroPlan
+    affinity: Mapping[str, str]
+    """Node name -> full device name (every node, constants included)."""
+    annotated: ir.Model
+    """The typed copy of the model that subgraphs are extracted from."""
+    index: GraphIndex
+    member_configs: Mapping[str, dict[str, Any]]
+
+
+def resolve_devices(registry: DeviceRegistry, devices: Sequence[str]) -> list[str]:
+    """Full names in priority order; every bad name reported at once."""
+    if not devices:
+        raise DeviceNameError("HETERO needs a device list: write 'HETERO:GPU,CPU' or set "
+                              "MULTI_DEVICE_PRIORITIES, e.g. core.set_property('HETERO', "
+                              "{'MULTI_DEVICE_PRIORITIES': 'GPU,CPU'})")
+    full: list[str] = []
+    problems: list[str] = []
+    for name in devices:
+        try:
+            full.append(registry.full_name(name))
+        except InferplexError as error:
+            problems.append(str(error))
+    repeated = sorted({d for d in full if full.count(d) > 1})
+    if repeated:
+        problems.append(f"the HETERO list {','.join(devices)} names {', '.join(repeated)} twice")
+    if problems:
+        raise DeviceNameError("; ".join(problems))
+    return full
+
+
+def _capacity(registry: DeviceRegistry, device: str, config: Mapping[str, Any]) -> int:
+    if config.get("MEMORY_LIMIT") is not None:
+        return int(config["MEMORY_LIMIT"])
+    return int(registry.memory(device).free_bytes * (1 - FREE_MEMORY_MARGIN))
+
+
+def _symbolic_dims(model: ir.Model) -> list[str]:
+    return sorted({str(d) for v in model.graph.inputs if v.shape is not None
+                   for d in v.shape if not isinstance(d, int)})
+
+
+def _pipeline_affinity(memory: MemoryModel, stages: Sequence[StagePlan],
+                       supported: Mapping[str, set[str]], index: GraphIndex) -> dict[str, str]:
+    """Stage devices, with ops a stage's device lacks sent to the first device that has them."""
+    affinity: dict[str, str] = {}
+    position = 0
+    for stage in stages:
+        for name in memory.order[position: position + stage.op_count]:
+            affinity[name] = stage.device
+        position += stage.op_count
+    fallback = automatic_affinity(index, supported)
+    for name, device in list(affinity.items()):
+        if name not in supported[device]:
+            affinity[name] = fallback[name]
+    for node in index.nodes:
+        affinity.setdefault(node.name, fallback[node.name])
+    return affinity
+
+
+def _place(registry: DeviceRegistry, index: GraphIndex, supported: Mapping[str, set[str]],
+           memory: MemoryModel, configs: Mapping[str, dict[str, Any]],
+           pipeline: bool) -> tuple[dict[str, str], str, int]:
+    """Affinity, mode, and the subgraph count before glue folding."""
+    devices = list(supported)
+    if pipeline:
+        capacity = {d: _capacity(registry, d, configs[d]) for d in devices}
+        stages = plan_stages(memory, devices, capacity)
+        return _pipeline_affinity(memory, stages, supported, index), "pipeline", 0
+
+    def resolve(name: str) -> str | None:
+        try:
+            full = registry.full_name(name)
+        except InferplexError:
+            return None
+        return full if full in supported else None
+
+    manual = manual_affinity(index, resolve, supported)
+    if manual is not None:
+        for node in index.nodes:
+            manual.setdefault(node.name, _first_supporting(supported, node.name))
+        return manual, "manual", 0
+    greedy = automatic_affinity(index, supported)
+    before = len(split_into_subgraphs(index, greedy))
+    return fold_glue_ops(index, greedy, supported), "automatic", before
+
+
+def _first_supporting(supported: Mapping[str, set[str]], name: str) -> str:
+    return next((d for d, names in supported.items() if name in names), next(iter(supported)))
+
+
+def plan(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
+         config: Mapping[str, Any]) -> Planned:
+    """Place, split and size ``model`` for HETERO over ``devices`` (names as written)."""
+    full = resolve_devices(registry, devices)
+    configs = {d: registry.member_config(d, config) for d in full}
+    annotated = annotate(model)
+    fill_all_missing_types(annotated)
+    index = GraphIndex.build(annotated.graph)
+    supported = {d: registry.supported_nodes(annotated, d, configs[d]) for d in full}
+    symbolic = _symbolic_dims(model)
+    if symbolic:
+        sized = annotate(model, fixed_dims={})
+        fill_all_missing_types(sized)
+        memory = MemoryModel(GraphIndex.build(sized.graph), {})
+    else:
+        memory = MemoryModel(index)
+    pipeline = config.get("MODEL_DISTRIBUTION_POLICY") == PIPELINE_PARALLEL
+    affinity, mode, before = _place(registry, index, supported, memory, configs, pipeline)
+    subgraphs = split_into_subgraphs(index, affinity)
+    position = {name: i for i, name in enumerate(memory.order)}
+    stages = tuple(memory.stage_plan(s.device, sorted(position[n] for n in s.nodes),
+                                     _capacity(registry, s.device, configs[s.device])
+                                     if pipeline else None) for s in subgraphs)
+    notes = (f"symbolic input dims {', '.join(symbolic)} taken as 1 for memory sizes",) \
+        if symbolic else ()
+    hetero_plan = HeteroPlan(tuple(full), PIPELINE_PARALLEL if pipeline else "AFFINITY", mode,
+                             subgraphs, transfers_between(memory.index, subgraphs, {}), stages,
+                             before or len(subgraphs), notes)
+    return Planned(hetero_plan, affinity, annotated, index, configs)
+
+
+def query(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
+          config: Mapping[str, Any]) -> dict[str, str]:
+    """Automatic affinities (manual ones ignored); pipeline stages under PIPELINE_PARALLEL."""
+    if config.get("MODEL_DISTRIBUTION_POLICY") == PIPELINE_PARALLEL:
+        return dict(plan(registry, model, devices, config).affinity)
+    full = resolve_devices(registry, devices)
+    annotated = annotate(model)
+    fill_all_missing_types(annotated)
+    index = GraphIndex.build(annotated.graph)
+    supported = {d: registry.supported_nodes(annotated, d, registry.member_config(d, config))
+                 for d in full}
+    affinity = automatic_affinity(index, supported)
+    return {node.name: affinity[node.name] for node in model.graph}

@@ -1,0 +1,79 @@
+"""MULTI and AUTO: one model on several devices, requests spread over them.
+
+Entry points for the Core:
+
+- :func:`compile_multi` for ``MULTI:<list>`` (and ``MULTI`` with
+  ``MULTI_DEVICE_PRIORITIES``);
+- :func:`compile_auto` for ``AUTO``, ``AUTO:<list>``, ``AUTO:-<device>``.
+
+Both return an :class:`~inferplex.executor.Executor` whose ``get_property``
+also answers ``DEVICE_STATISTICS`` (per-device ``requests``, ``share``,
+``throughput``, ``latency_ms``, ``failures``, ``timeouts``, ``quarantines``,
+``returns``, ``workers``, ``state``), ``MULTI_DEVICE_PRIORITIES`` and
+``SCHEDULE_POLICY``; ``set_property`` changes ``MULTI_DEVICE_PRIORITIES`` and
+``SCHEDULE_POLICY`` without recompiling.
+
+Config keys read here besides the standard ones: ``MULTI_REQUEST_TIMEOUT``
+(seconds one attempt may run before it counts as failed; default none) and
+``MULTI_QUARANTINE_TIME`` (first cool-down of a failing device; default 5 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from inferplex.errors import DeviceNameError
+from inferplex.executor import Executor
+from inferplex.multi.auto import AutoExecutor, auto_candidates, compile_auto, device_rank
+from inferplex.multi.members import compile_members
+from inferplex.multi.policies import (DeviceLoad, DevicePriority, EarliestFinish, RoundRobin,
+                                      make_policy)
+from inferplex.multi.scheduler import MultiExecutor
+from inferplex.multi.state import (DEFAULT_POLICY, QUARANTINE_KEY, TIMEOUT_KEY, Member,
+                                   SchedulerOptions)
+from inferplex.properties import DeviceTarget, parse_device_list
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+    from inferplex.devices.registry import DeviceRegistry
+
+__all__ = [
+    "AutoExecutor", "DEFAULT_POLICY", "DeviceLoad", "DevicePriority", "EarliestFinish",
+    "MULTI_PROPERTIES", "Member", "MultiExecutor", "QUARANTINE_KEY", "RoundRobin",
+    "SchedulerOptions", "TIMEOUT_KEY", "auto_candidates", "compile_auto", "compile_multi",
+    "device_rank", "make_policy",
+]
+
+MULTI_PROPERTIES = (
+    "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT",
+    "ENABLE_PROFILING", "MULTI_DEVICE_PRIORITIES", "DEVICE_PROPERTIES", "SCHEDULE_POLICY",
+    "ENABLE_STARTUP_FALLBACK", "ENABLE_RUNTIME_FALLBACK", "EXCLUSIVE_ASYNC_REQUESTS",
+    "MEMORY_LIMIT", TIMEOUT_KEY, QUARANTINE_KEY,
+)
+"""Writable keys MULTI and AUTO accept (their SUPPORTED_PROPERTIES)."""
+
+
+def compile_multi(registry: DeviceRegistry, model: ir.Model, targets: Sequence[DeviceTarget],
+                  config: Mapping[str, Any]) -> Executor:
+    """Compile ``model`` on every target at once and spread requests over them.
+
+    ``targets``: devices in priority order (empty: ``config["MULTI_DEVICE_PRIORITIES"]``);
+    ``num_requests`` of a target sizes its worker pool (``None``: the device's
+    optimal number).  Devices that fail to compile are dropped with a warning;
+    when all fail, one CompileError lists every reason.
+    """
+    if not targets:
+        priorities = config.get("MULTI_DEVICE_PRIORITIES") or ()
+        if not priorities:
+            raise DeviceNameError("MULTI needs devices: write 'MULTI:GPU,CPU' or set "
+                                  "MULTI_DEVICE_PRIORITIES, e.g. {'MULTI_DEVICE_PRIORITIES': 'GPU,CPU'}")
+        if isinstance(priorities, str):
+            targets = parse_device_list(priorities, allow_counts=True)
+        else:
+            targets = [DeviceTarget(str(name)) for name in priorities]
+    hint = config.get("PERFORMANCE_HINT")
+    member_hint = "THROUGHPUT" if hint in (None, "CUMULATIVE_THROUGHPUT") else None
+    members = compile_members(registry, model, targets, config, member_hint)
+    return MultiExecutor(members, SchedulerOptions.from_config(config), resolve=registry.full_name)

@@ -1,0 +1,91 @@
+"""Compiling the member devices of MULTI and AUTO, in parallel, through the registry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from inferplex.errors import CompileError, DeviceNameError
+from inferplex.executor import ProgramExecutor
+from inferplex.multi.state import Member
+from inferplex.properties import DeviceTarget
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+    from inferplex.devices.registry import DeviceRegistry
+
+__all__ = ["compile_error", "compile_member", "compile_members", "member_config", "resolve_targets"]
+
+_log = logging.getLogger("inferplex")
+
+
+def resolve_targets(registry: DeviceRegistry, targets: Sequence[DeviceTarget]) -> list[DeviceTarget]:
+    """Full device names (``GPU`` -> ``GPU.0``); a device named twice is an error."""
+    resolved = [DeviceTarget(registry.full_name(t.name), t.num_requests) for t in targets]
+    names = [t.name for t in resolved]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        written = ",".join(t.name for t in targets)
+        raise DeviceNameError(f"device list {written!r} names {', '.join(twice)} more than once "
+                              f"(GPU is GPU.0)")
+    return resolved
+
+
+def member_config(registry: DeviceRegistry, device: str, config: Mapping[str, Any],
+                  hint: str | None) -> dict[str, Any]:
+    """The member's config, with ``hint`` as its PERFORMANCE_HINT when given.
+
+    Members of MULTI and CUMULATIVE_THROUGHPUT compile for THROUGHPUT: the
+    cumulative hint means something only to the virtual device.
+    """
+    virtual = dict(config)
+    if hint is not None:
+        virtual["PERFORMANCE_HINT"] = hint
+    return registry.member_config(device, virtual)
+
+
+def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
+                   config: Mapping[str, Any], num_requests: int | None = None) -> Member:
+    """Compile on one device and wrap it; the pool is ``num_requests`` or the device's number."""
+    program = registry.compile(model, device, config)
+    executor = ProgramExecutor(program, profiling=bool(config.get("ENABLE_PROFILING", False)))
+    return Member(device, executor, num_requests or int(program.num_workers))
+
+
+def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence[DeviceTarget],
+                    config: Mapping[str, Any], hint: str | None) -> list[Member]:
+    """Compile on every target at once; drop (with a warning) those that fail.
+
+    Raises :class:`CompileError` listing every device's reason when all fail.
+    Bad names and bad per-device properties are raised before anything compiles.
+    """
+    targets = resolve_targets(registry, targets)
+    configs = {t.name: member_config(registry, t.name, config, hint) for t in targets}
+    with ThreadPoolExecutor(max(1, len(targets)), thread_name_prefix="inferplex-compile") as pool:
+        futures = {t.name: pool.submit(compile_member, registry, model, t.name, configs[t.name],
+                                       t.num_requests) for t in targets}
+    members: list[Member] = []
+    failures: dict[str, BaseException] = {}
+    for name, future in futures.items():
+        error = future.exception()
+        if error is None:
+            members.append(future.result())
+        else:
+            failures[name] = error
+            _log.warning("inferplex: %s failed to compile the model and is left out: %s", name, error)
+    if not members:
+        raise compile_error(failures) from next(iter(failures.values()), None)
+    return members
+
+
+def compile_error(failures: Mapping[str, BaseException | str]) -> CompileError:
+    """One CompileError naming each device and its reason."""
+    reasons = "; ".join(f"{name}: {_reason(error)}" for name, error in failures.items())
+    return CompileError(f"no device could compile the model: {reasons}")
+
+
+def _reason(error: BaseException | str) -> str:
+    return error if isinstance(error, str) else f"{type(error).__name__}: {error}"

@@ -1,0 +1,67 @@
+"""Shared fixtures: where the onnx wheel keeps its backend test data, a tiny-model
+builder, and ONNX Runtime as the reference engine.
+
+Keep this file small: fixtures used by one test file live in that file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.backend.test.loader
+import onnxruntime as ort
+import pytest
+from onnx import helper
+
+ONNX_BACKEND_DATA = Path(onnx.backend.test.loader.DATA_DIR)
+"""``onnx/backend/test/data`` of the installed onnx wheel (simple, pytorch-*, light, real)."""
+
+Shape = Sequence[int | str | None] | None
+IOSpec = tuple[str, int, Shape]
+
+
+def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[IOSpec], outputs: Sequence[IOSpec],
+               initializers: Sequence[onnx.TensorProto] = (), opset: int = 17,
+               ir_version: int | None = None, name: str = "tiny") -> onnx.ModelProto:
+    """A checked ONNX model from nodes and ``(name, onnx elem type, shape)`` inputs/outputs.
+
+    ``make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", FLOAT, ["N", 4])],
+    [("y", FLOAT, ["N", 4])])``
+    """
+    graph = helper.make_graph(
+        list(nodes), name,
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+        initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = ir_version if ir_version is not None else min(model.ir_version, 10)
+    onnx.checker.check_model(model)
+    return model
+
+
+def ort_run(model: onnx.ModelProto | str | Path, feeds: Mapping[str, Any]) -> list[Any]:
+    """The reference: plain ONNX Runtime (CPU) on the whole model, outputs in model order."""
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    return session.run(None, {k: np.asarray(v) for k, v in feeds.items()})
+
+
+@pytest.fixture(scope="session")
+def onnx_backend_data() -> Path:
+    return ONNX_BACKEND_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Callable[..., onnx.ModelProto]:
+    """The :func:`make_model` builder."""
+    return make_model
+
+
+@pytest.fixture(scope="session")
+def ort_reference() -> Callable[[onnx.ModelProto | str | Path, Mapping[str, Any]], list[Any]]:
+    """:func:`ort_run`: reference outputs from raw ONNX Runtime."""
+    return ort_run

@@ -1,0 +1,233 @@
+"""MULTI: compile on several devices, every request ends exactly once with its own result."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pytest
+from multi_plugins import (Collector, FaultyPlugin, Faults, expected, input_for, linear_model,
+                           make_registry, submit_many)
+
+from inferplex.errors import CompileError, DeviceNameError, InferenceError, PropertyError
+from inferplex.multi import compile_multi
+from inferplex.properties import DeviceTarget, parse_device_string
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def three_devices(**cpu: object) -> tuple[FaultyPlugin, FaultyPlugin, object]:
+    gpu = FaultyPlugin("GPU", ("GPU.0", "GPU.1"), device_type="discrete")
+    host = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=1, **cpu)}, device_type="host")  # type: ignore[arg-type]
+    return gpu, host, make_registry(host, gpu)
+
+
+def multi(registry: object, text: str, config: dict | None = None):  # type: ignore[no-untyped-def]
+    return compile_multi(registry, linear_model(), parse_device_string(text).targets,  # type: ignore[arg-type]
+                         config or {})
+
+
+@pytest.mark.parametrize("policy", ["EARLIEST_FINISH", "DEVICE_PRIORITY", "ROUND_ROBIN"])
+def test_2000_async_requests_end_once_each_with_their_own_result(policy: str) -> None:
+    gpu, host, registry = three_devices(delay=0.001)
+    executor = multi(registry, "MULTI:GPU.0,GPU.1,CPU", {"SCHEDULE_POLICY": policy})
+    try:
+        collector = submit_many(executor, 2000)
+        collector.wait(30)
+        per_device = collector.check_results()
+        assert sum(per_device.values()) == 2000
+        assert set(per_device) == {"GPU.0", "GPU.1", "CPU"}
+        stats = executor.get_property("DEVICE_STATISTICS")
+        assert {name: s["requests"] for name, s in stats.items()} == per_device
+        assert sum(s["share"] for s in stats.values()) == pytest.approx(1.0)
+    finally:
+        executor.close()
+
+
+def test_sync_run_names_the_device_and_returns_the_result() -> None:
+    _, _, registry = three_devices()
+    executor = multi(registry, "MULTI:GPU.1,CPU")
+    result = executor.run({"x": input_for(3)})
+    np.testing.assert_allclose(result.outputs["y"], expected(input_for(3)), rtol=1e-6)
+    assert result.device == "GPU.1"
+    executor.close()
+
+
+def test_optimal_number_is_the_sum_of_the_real_pools() -> None:
+    _, _, registry = three_devices()
+    executor = multi(registry, "MULTI:GPU.0(3),GPU.1,CPU(5)")
+    assert executor.optimal_number_of_infer_requests == 3 + 2 + 5
+    assert executor.execution_devices == ["GPU.0", "GPU.1", "CPU"]
+    assert executor.get_property("MULTI_DEVICE_PRIORITIES") == "GPU.0,GPU.1,CPU"
+    executor.close()
+
+
+def test_device_properties_reach_each_member() -> None:
+    gpu, _, registry = three_devices()
+    config = {"DEVICE_PROPERTIES": {"GPU": {"NUM_STREAMS": 3}, "GPU.1": {"NUM_STREAMS": 4}}}
+    executor = multi(registry, "MULTI:GPU.0,GPU.1", config)
+    assert executor.optimal_number_of_infer_requests == 3 + 4
+    executor.close()
+
+
+def test_device_list_from_multi_device_priorities() -> None:
+    _, _, registry = three_devices()
+    executor = compile_multi(registry, linear_model(), [],  # type: ignore[arg-type]
+                             {"MULTI_DEVICE_PRIORITIES": ("CPU", "GPU")})
+    assert executor.execution_devices == ["CPU", "GPU.0"]
+    executor.close()
+    executor = compile_multi(registry, linear_model(), [],  # type: ignore[arg-type]
+                             {"MULTI_DEVICE_PRIORITIES": "GPU.1(3),CPU"})
+    assert executor.optimal_number_of_infer_requests == 3 + 1
+    executor.close()
+    with pytest.raises(DeviceNameError, match="MULTI_DEVICE_PRIORITIES"):
+        compile_multi(registry, linear_model(), [], {})  # type: ignore[arg-type]
+    with pytest.raises(DeviceNameError, match="more than once"):
+        multi(registry, "MULTI:GPU,GPU.0")
+
+
+def test_a_device_that_fails_to_compile_is_dropped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    gpu, _, registry = three_devices()
+    gpu.faults["GPU.1"] = Faults(compile_error="out of memory")
+    with caplog.at_level(logging.WARNING, "inferplex"):
+        executor = multi(registry, "MULTI:GPU.0,GPU.1,CPU")
+    assert executor.execution_devices == ["GPU.0", "CPU"]
+    assert "GPU.1" in caplog.text and "out of memory" in caplog.text
+    submit_many(executor, 50).wait(10)
+    executor.close()
+
+
+def test_when_every_device_fails_to_compile_one_error_lists_each() -> None:
+    gpu, host, registry = three_devices()
+    gpu.faults["GPU.0"] = Faults(compile_error="no kernel for Gemm")
+    host.faults["CPU"] = Faults(compile_error="bad alloc")
+    with pytest.raises(CompileError) as error:
+        multi(registry, "MULTI:GPU.0,CPU")
+    assert "GPU.0: RuntimeError: no kernel for Gemm" in str(error.value)
+    assert "CPU: RuntimeError: bad alloc" in str(error.value)
+
+
+def test_flaky_device_is_quarantined_then_returns_and_nothing_is_lost() -> None:
+    flaky = FaultyPlugin("FLAKY", ("FLAKY",), {"FLAKY": Faults(fail_every=7, workers=2)})
+    _, _, registry = three_devices(delay=0.002)
+    registry.register("FLAKY", flaky)
+    executor = multi(registry, "MULTI:FLAKY,CPU", {"MULTI_QUARANTINE_TIME": 0.05,
+                                                    "SCHEDULE_POLICY": "DEVICE_PRIORITY"})
+    collector = submit_many(executor, 300, pause=0.001)
+    collector.wait(30)
+    per_device = collector.check_results()
+    stats = executor.get_property("DEVICE_STATISTICS")["FLAKY"]
+    assert stats["failures"] >= 1 and stats["quarantines"] >= 1
+    assert stats["returns"] >= 1 and per_device["FLAKY"] > 6  # served again after its return
+    assert per_device["FLAKY"] + per_device["CPU"] == 300
+    executor.close()
+
+
+def test_hanging_device_times_out_and_the_request_runs_elsewhere() -> None:
+    slow = FaultyPlugin("SLOW", ("SLOW",), {"SLOW": Faults(hang_on={3}, hang_seconds=20, workers=2)})
+    _, _, registry = three_devices()
+    registry.register("SLOW", slow)
+    executor = multi(registry, "MULTI:SLOW,CPU", {"MULTI_REQUEST_TIMEOUT": "300ms",
+                                                   "SCHEDULE_POLICY": "DEVICE_PRIORITY"})
+    started = time.monotonic()
+    collector = submit_many(executor, 60, pause=0.002)
+    collector.wait(10)
+    assert time.monotonic() - started < 5  # did not wait for the hang
+    collector.check_results()
+    assert executor.get_property("DEVICE_STATISTICS")["SLOW"]["timeouts"] == 1
+    slow.release.set()  # the hung run now returns a late result, which must be dropped
+    time.sleep(0.2)
+    assert not collector.duplicates and len(collector.outcomes) == 60
+    executor.close()
+
+
+def test_a_request_that_fails_everywhere_names_each_failure() -> None:
+    gpu, host, registry = three_devices()
+    gpu.faults["GPU.0"] = Faults(fail_always=True)
+    host.faults["CPU"] = Faults(fail_always=True)
+    executor = multi(registry, "MULTI:GPU.0,CPU", {"MULTI_QUARANTINE_TIME": 10})
+    with pytest.raises(InferenceError) as error:
+        executor.run({"x": input_for(0)})
+    assert "GPU.0: RuntimeError" in str(error.value) and "CPU: RuntimeError" in str(error.value)
+    # the request was at fault, not the devices: no device stays quarantined
+    assert executor.execution_devices == ["GPU.0", "CPU"]
+    executor.close()
+
+
+def test_without_runtime_fallback_a_failure_ends_the_request() -> None:
+    gpu, _, registry = three_devices()
+    gpu.faults["GPU.0"] = Faults(fail_always=True)
+    executor = multi(registry, "MULTI:GPU.0,CPU", {"ENABLE_RUNTIME_FALLBACK": False,
+                                                    "SCHEDULE_POLICY": "DEVICE_PRIORITY"})
+    with pytest.raises(InferenceError, match="GPU.0: RuntimeError: GPU.0: injected failure"):
+        executor.run({"x": input_for(0)})
+    assert executor.execution_devices == ["GPU.0", "CPU"]
+    executor.close()
+
+
+def test_priorities_reorder_exclude_and_restore_under_load() -> None:
+    plugin = FaultyPlugin("TEST", ("TEST.0", "TEST.1", "TEST.2"),
+                          {f"TEST.{i}": Faults(delay=0.002, workers=1) for i in range(3)})
+    registry = make_registry(plugin)
+    executor = multi(registry, "MULTI:TEST.0,TEST.1,TEST.2", {"SCHEDULE_POLICY": "ROUND_ROBIN"})
+    collector = Collector(600)
+    submit_many(executor, 200, 0, collector)
+    executor.set_property({"MULTI_DEVICE_PRIORITIES": "TEST.2,TEST.0"})  # exclude TEST.1
+    assert executor.execution_devices == ["TEST.2", "TEST.0"]
+    time.sleep(0.05)  # let the request running on TEST.1 finish
+    excluded_runs = plugin.runs("TEST.1")
+    submit_many(executor, 200, 200, collector)
+    time.sleep(0.2)
+    assert plugin.runs("TEST.1") == excluded_runs
+    executor.set_property({"MULTI_DEVICE_PRIORITIES": "TEST.1,TEST.2,TEST.0"})  # restore
+    submit_many(executor, 200, 400, collector)
+    collector.wait(30)
+    collector.check_results()
+    assert plugin.runs("TEST.1") > excluded_runs
+    assert executor.get_property("MULTI_DEVICE_PRIORITIES") == "TEST.1,TEST.2,TEST.0"
+    executor.close()
+
+
+def test_adding_a_device_that_was_not_compiled_is_refused() -> None:
+    _, _, registry = three_devices()
+    executor = multi(registry, "MULTI:GPU.0,CPU")
+    with pytest.raises(PropertyError, match="GPU.1 was not in the original device list"):
+        executor.set_property({"MULTI_DEVICE_PRIORITIES": "GPU.1,GPU.0,CPU"})
+    with pytest.raises(PropertyError, match="NPU was not in the original device list"):
+        executor.set_property({"MULTI_DEVICE_PRIORITIES": "NPU"})
+    with pytest.raises(PropertyError, match="cannot be changed"):
+        executor.set_property({"NUM_STREAMS": 2})
+    executor.set_property({"MULTI_DEVICE_PRIORITIES": "CPU,GPU"})  # GPU is GPU.0
+    assert executor.execution_devices == ["CPU", "GPU.0"]
+    executor.close()
+
+
+def test_exclusive_async_requests_run_one_at_a_time() -> None:
+    gpu, host, registry = three_devices(delay=0.001)
+    executor = multi(registry, "MULTI:GPU.0,GPU.1", {"EXCLUSIVE_ASYNC_REQUESTS": True})
+    assert executor.optimal_number_of_infer_requests == 1
+    submit_many(executor, 100).wait(20)
+    assert gpu.max_active == 1
+    executor.close()
+
+
+def test_close_ends_every_pending_request_once() -> None:
+    _, _, registry = three_devices(delay=0.005)
+    executor = multi(registry, "MULTI:CPU")
+    collector = submit_many(executor, 50)
+    executor.close()
+    collector.wait(10)
+    failed = [o for o in collector.outcomes.values() if isinstance(o, BaseException)]
+    assert failed and all("closed" in str(error) for error in failed)
+    late = Collector(1)
+    executor.submit({"x": input_for(0)}, late.callback(0))
+    late.wait(1)
+    assert isinstance(late.outcomes[0], InferenceError)
+
+
+def test_targets_keep_their_request_counts() -> None:
+    _, _, registry = three_devices()
+    executor = compile_multi(registry, linear_model(), [DeviceTarget("CPU", 3)], {})  # type: ignore[arg-type]
+    assert executor.optimal_number_of_infer_requests == 3
+    executor.close()

@@ -1,0 +1,85 @@
+"""MULTI and AUTO through the public API (Core, AsyncInferQueue), on emulated GPUs where present."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from multi_plugins import expected, input_for, linear_model
+
+import inferplex as ov
+from inferplex.errors import PropertyError
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def core() -> Iterator[ov.Core]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INFERPLEX_EMULATED_GPUS", "2")
+        yield ov.Core()
+
+
+def device_list(core: ov.Core) -> str:
+    gpus = [d for d in core.available_devices if d.startswith("GPU.")][:2]
+    return ",".join([*gpus, "CPU"])
+
+
+def test_2000_async_requests_over_emulated_gpus_and_cpu(core: ov.Core) -> None:
+    devices = device_list(core)
+    compiled = core.compile_model(linear_model(), f"MULTI:{devices}")
+    assert compiled.get_property("EXECUTION_DEVICES") == devices.split(",")
+    results: dict[int, tuple[np.ndarray | BaseException, str]] = {}
+    twice: list[int] = []
+    lock = threading.Lock()
+
+    def on_done(request: ov.InferRequest, index: int) -> None:
+        try:
+            outcome: np.ndarray | BaseException = np.array(request.results["y"])
+        except BaseException as error:  # noqa: BLE001 - recorded, checked below
+            outcome = error
+        with lock:
+            if index in results:
+                twice.append(index)
+            results[index] = (outcome, request.device)
+
+    queue = ov.AsyncInferQueue(compiled)
+    queue.set_callback(on_done)
+    for index in range(2000):
+        queue.start_async({"x": input_for(index)}, index)
+    queue.wait_all()
+    assert not twice and len(results) == 2000
+    for index, (outcome, _) in results.items():
+        assert not isinstance(outcome, BaseException), f"request {index}: {outcome!r}"
+        np.testing.assert_allclose(outcome, expected(input_for(index)), rtol=1e-5)
+    used = {device for _, device in results.values()}
+    assert used <= set(devices.split(",")) and len(used) >= 2
+    stats = compiled.get_property("DEVICE_STATISTICS")
+    assert sum(entry["requests"] for entry in stats.values()) == 2000
+    compiled.release()
+
+
+def test_priorities_on_a_compiled_model(core: ov.Core) -> None:
+    compiled = core.compile_model(linear_model(), f"MULTI:{device_list(core)}")
+    compiled.set_property({"MULTI_DEVICE_PRIORITIES": "CPU"})
+    assert compiled.get_property("EXECUTION_DEVICES") == ["CPU"]
+    assert compiled.create_infer_request().infer({"x": input_for(2)}) is not None
+    with pytest.raises(PropertyError, match="was not in the original device list"):
+        compiled.set_property({"MULTI_DEVICE_PRIORITIES": "CPU,NOPE"})
+    compiled.release()
+
+
+def test_compile_model_without_a_device_is_auto(core: ov.Core) -> None:
+    compiled = core.compile_model(linear_model())
+    result = compiled({"x": input_for(5)})
+    np.testing.assert_allclose(np.array(result["y"]), expected(input_for(5)), rtol=1e-5)
+    compiled.release()
+
+
+def test_cumulative_throughput_uses_every_device(core: ov.Core) -> None:
+    compiled = core.compile_model(linear_model(), "AUTO",
+                                  {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"})
+    assert set(compiled.get_property("EXECUTION_DEVICES")) == set(core.available_devices)
+    compiled.release()
