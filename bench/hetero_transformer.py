@@ -77,7 +77,7 @@ class _Builder:
 
     def block(self, x: str, i: int, cpu_only: bool) -> str:
         s, p = self.size, f"h{i}"
-        d, dh = s.width, s.width // s.heads
+        d = s.width
         ln = self.op("LayerNormalization", [x, self.const(f"{p}.ln1.g", np.ones(d, np.float32)),
                                             self.const(f"{p}.ln1.b", np.zeros(d, np.float32))],
                      f"{p}.ln1", axis=-1)

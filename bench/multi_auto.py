@@ -41,7 +41,6 @@ POLICIES = ("DEVICE_PRIORITY", "ROUND_ROBIN", "EARLIEST_FINISH")
 
 def tiny_model(batch: int) -> tuple[Any, dict[str, np.ndarray]]:
     """A 4-layer MLP (256 wide), built with onnx.helper."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)

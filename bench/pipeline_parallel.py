@@ -26,7 +26,10 @@ from dataclasses import asdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hetero_transformer import DecoderSize, build_decoder, feeds_for, setup_devices, write_json  # noqa: E402
+from hetero_transformer import DecoderSize, build_decoder, feeds_for, setup_devices, write_json
+
+STAGE_DEVICES = ("GPU.0", "GPU.1")
+"""The HETERO list the pipeline runs on (and the stage-alone runs are planned for)."""
 
 
 def throughput(compiled, feeds, seconds: float, in_flight: int) -> float:  # noqa: ANN001
@@ -56,7 +59,7 @@ def stage_rates(core, model, config, in_flight: int, seconds: float) -> list[flo
     from inferplex.hetero.planner import plan
     from inferplex.hetero.split import extract_submodel
 
-    planned = plan(core.registry, model.ir, planned_devices(config), config)  # noqa: SLF001
+    planned = plan(core.registry, model.ir, list(STAGE_DEVICES), config)  # noqa: SLF001
     rates = []
     rng = np.random.default_rng(0)
     for sub in planned.plan.subgraphs:
@@ -71,10 +74,6 @@ def stage_rates(core, model, config, in_flight: int, seconds: float) -> list[flo
                                       {"PERFORMANCE_HINT": "THROUGHPUT"})
         rates.append(throughput(compiled, feeds, seconds, in_flight))
     return rates
-
-
-def planned_devices(config) -> list[str]:  # noqa: ANN001
-    return ["GPU.0", "GPU.1"]
 
 
 def torch_decoder(size: DecoderSize, weights: dict[str, np.ndarray]):  # noqa: ANN201
@@ -184,7 +183,7 @@ def main() -> None:
               "DEVICE_PROPERTIES": {"GPU": {"MEMORY_LIMIT": limit}}}
     core = ov.Core()
     model = core.read_model(proto)
-    compiled = core.compile_model(model, "HETERO:GPU.0,GPU.1", config)
+    compiled = core.compile_model(model, "HETERO:" + ",".join(STAGE_DEVICES), config)
     plan = compiled.get_property("HETERO_SUBGRAPHS")
     print(plan.describe())
     in_flight = max(4, compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))

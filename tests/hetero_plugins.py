@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +87,7 @@ class LimitedProgram(DeviceProgram):
             self._last[worker] = [ProfilingRecord(n.name, n.op_type, "ORT", elapsed, elapsed)
                                   for n in self.model.graph]
         out: dict[str, Any] = {}
-        for name, value in zip(self.output_names, results):
+        for name, value in zip(self.output_names, results, strict=True):
             native = name in keep_on_device and self.tensor_kind != "numpy"
             out[name] = Boxed(value, self.device) if native else value
         return out
@@ -157,7 +157,7 @@ class LimitedPlugin(DevicePlugin):
 
 
 def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
-           outputs: list[onnx.ValueInfoProto], inits: list[onnx.TensorProto] = (),
+           outputs: list[onnx.ValueInfoProto], inits: Sequence[onnx.TensorProto] = (),
            name: str = "m", opsets: Mapping[str, int] | None = None) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
     imports = [helper.make_opsetid(d, v) for d, v in (opsets or {"": 17}).items()]

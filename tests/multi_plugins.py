@@ -107,7 +107,7 @@ class FaultyProgram(DeviceProgram):
             if faults.fail_always or (faults.fail_every and number % faults.fail_every == 0):
                 raise RuntimeError(f"{self.device}: injected failure on run {number}")
             names = [o.name for o in self.session.get_outputs()]
-            outputs = dict(zip(names, self.session.run(names, dict(inputs))))
+            outputs = dict(zip(names, self.session.run(names, dict(inputs)), strict=True))
             with self._lock:
                 self.runs.append(number)
             return outputs

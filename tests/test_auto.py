@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from multi_plugins import FaultyPlugin, Faults, input_for, linear_model, make_registry, submit_many
 
 from inferplex.errors import CompileError, DeviceNameError
 from inferplex.multi import AutoExecutor, auto_candidates, compile_auto
 from inferplex.properties import parse_device_string
+
+from multi_plugins import Faults, FaultyPlugin, input_for, linear_model, make_registry, submit_many
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,8 +99,8 @@ def test_when_no_candidate_works_the_error_lists_each() -> None:
 
 
 def test_startup_fallback_serves_from_the_host_then_hands_over_under_load() -> None:
-    gpu, cpu, registry = devices({"GPU.0": Faults(compile_delay=0.6, workers=2)},
-                                 Faults(workers=1, delay=0.002))
+    _, _, registry = devices({"GPU.0": Faults(compile_delay=0.6, workers=2)},
+                             Faults(workers=1, delay=0.002))
     started = time.monotonic()
     executor = auto(registry)
     assert time.monotonic() - started < 0.5  # did not wait for GPU.0

@@ -203,6 +203,8 @@ def raw_ort_failure(path: str, data_sets: list[tuple[dict[str, Any], list[Any]]]
     except Exception as error:  # noqa: BLE001 - ORT raises several types
         return _cause(str(error), path, "cannot load the model")
     for feeds, refs in data_sets:
+        # numpy scalars (some node cases' inputs) as 0-d arrays, as inferplex's binding does
+        feeds = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in feeds.items()}
         try:
             outputs = session.run(None, feeds)
         except Exception as error:  # noqa: BLE001
@@ -238,6 +240,8 @@ _IR = re.compile(r"[Uu]nsupported model IR version: (\d+)")
 _NUMPY_TYPE = re.compile(r"Numpy_type (\d+) can't be converted to MLDataType")
 _NOT_REGISTERED = re.compile(r"Fatal error: ([\w.]+):(\w+)\(-?\d+\) is not a registered")
 _INIT = re.compile(r"Exception during initialization: .*?onnxruntime::(\w+)")
+_ATTRIBUTE = re.compile(r"Unrecognized attribute: (\w+) for operator (\w+)")
+_LOCALE = re.compile(r"Failed to construct locale with name:([\w.-]+)")
 
 
 def _cause(message: str, path: str, stage: str) -> str:
@@ -254,9 +258,16 @@ def _cause(message: str, path: str, stage: str) -> str:
                 "cases stamped for a newer ONNX")
     if m := _TYPE.search(message):
         return f"{_engine()} refuses type {m.group(1)} for {ops}"
-    if m := _NUMPY_TYPE.search(message):
-        return (f"{_engine()}'s Python API cannot take ml_dtypes inputs (numpy type {m.group(1)}: "
-                "float8/float4/int4/...)")
+    if _NUMPY_TYPE.search(message):
+        return f"{_engine()}'s Python API cannot take ml_dtypes arrays (float8, float4, int4, ...)"
+    if m := _ATTRIBUTE.search(message):
+        return f"{_engine()} does not know attribute {m.group(1)} of {m.group(2)} (a newer schema)"
+    if m := _LOCALE.search(message):
+        return f"{_engine()}'s StringNormalizer needs locale {m.group(1)}, not installed here"
+    if "layout == 1) are not supported" in message:
+        return f"{_engine()} does not support layout=1 (batch-first) for {ops}"
+    if "Type Error: Type parameter" in message:
+        return f"{_engine()} refuses mixed types in its own expansion of {ops}"
     if m := _NOT_REGISTERED.search(message):
         return f"{_engine()} has no kernel for {m.group(1)}:{m.group(2)}"
     if m := _INIT.search(message):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 import pytest
 
 import inferplex as ov
+from inferplex.devices.base import DeviceProgram
 from inferplex.devices.registry import DeviceRegistry
 from inferplex.errors import AffinityError, DeviceNameError, UnsupportedOpError
 from inferplex.hetero import compile_hetero, plan_hetero, query_hetero
@@ -17,8 +20,7 @@ from inferplex.hetero.graph import GraphIndex
 from inferplex.hetero.split import split_into_subgraphs
 
 from conftest import ort_run
-from hetero_plugins import (LimitedPlugin, chain_model, contrib_model, diamond_model, glue_model,
-                            named)
+from hetero_plugins import LimitedPlugin, chain_model, contrib_model, diamond_model, glue_model, named
 
 RNG = np.random.default_rng(0)
 
@@ -75,7 +77,7 @@ def test_independent_branches_of_one_device_merge() -> None:
 
 
 def test_constants_are_copied_never_transferred() -> None:
-    registry, plugin = _registry(excluded={"Concat"})
+    registry, _ = _registry(excluded={"Concat"})
     model = _ir(glue_model())
     plan = plan_hetero(registry, model, ["LIMITED", "HOST"], {})
     moved = {t.value for t in plan.transfers}
@@ -131,7 +133,7 @@ def test_manual_mode_needs_every_affinity_and_known_devices() -> None:
 
 
 def test_query_edit_set_compile() -> None:
-    registry, plugin = _registry()
+    registry, _ = _registry()
     model = _ir(diamond_model())
     answer = query_hetero(registry, model, ["LIMITED", "HOST"], {})
     assert set(answer.values()) == {"LIMITED.0"}
@@ -155,6 +157,28 @@ def test_bad_device_lists(devices: list[str]) -> None:
 
 
 # --- execution ---------------------------------------------------------------------------
+
+
+def test_a_plugin_error_mid_compile_closes_the_programs_already_compiled() -> None:
+    registry, _ = _registry(excluded={"Concat"})
+    model = _ir(glue_model())
+    assert len(plan_hetero(registry, model, ["LIMITED", "HOST"], {}).subgraphs) > 1
+    compile_one = registry.compile
+    compiled: list[DeviceProgram] = []
+    closed: list[str] = []
+
+    def compile_then_fail(submodel: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+        if compiled:  # the first subgraph compiles; the plugin raises its own error on the next
+            raise RuntimeError("out of device memory")
+        program = compile_one(submodel, device, config)
+        program.close = lambda: closed.append(device)  # type: ignore[method-assign]
+        compiled.append(program)
+        return program
+
+    registry.compile = compile_then_fail  # type: ignore[method-assign, assignment]
+    with pytest.raises(RuntimeError, match="out of device memory"):
+        compile_hetero(registry, model, ["LIMITED", "HOST"], {})
+    assert closed == [compiled[0].device]
 
 
 def test_whole_model_on_first_device_is_one_program() -> None:

@@ -17,8 +17,7 @@ from onnx import numpy_helper
 import inferplex as ov
 
 from conftest import ONNX_BACKEND_DATA, ort_run
-from hetero_plugins import (LimitedPlugin, chain_model, contrib_model, diamond_model, glue_model,
-                            named)
+from hetero_plugins import LimitedPlugin, chain_model, contrib_model, diamond_model, glue_model, named
 
 GPU_PLUGIN = importlib.util.find_spec("torch") is not None and \
     importlib.util.find_spec("inferplex.devices.gpu.plugin") is not None
@@ -43,7 +42,8 @@ def _backend_case(path: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         return named(model), feeds
     model = onnx.load(location / "model.onnx")
     feeds = {}
-    for info, file in zip(model.graph.input, sorted((location / "test_data_set_0").glob("input_*.pb"))):
+    for info, file in zip(model.graph.input, sorted((location / "test_data_set_0").glob("input_*.pb")),
+                          strict=False):
         tensor = onnx.TensorProto()
         tensor.ParseFromString(Path(file).read_bytes())
         feeds[info.name] = numpy_helper.to_array(tensor)

@@ -7,12 +7,21 @@ import time
 
 import numpy as np
 import pytest
-from multi_plugins import (Collector, FaultyPlugin, Faults, expected, input_for, linear_model,
-                           make_registry, submit_many)
 
 from inferplex.errors import CompileError, DeviceNameError, InferenceError, PropertyError
 from inferplex.multi import compile_multi
 from inferplex.properties import DeviceTarget, parse_device_string
+
+from multi_plugins import (
+    Collector,
+    Faults,
+    FaultyPlugin,
+    expected,
+    input_for,
+    linear_model,
+    make_registry,
+    submit_many,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -30,7 +39,7 @@ def multi(registry: object, text: str, config: dict | None = None):  # type: ign
 
 @pytest.mark.parametrize("policy", ["EARLIEST_FINISH", "DEVICE_PRIORITY", "ROUND_ROBIN"])
 def test_2000_async_requests_end_once_each_with_their_own_result(policy: str) -> None:
-    gpu, host, registry = three_devices(delay=0.001)
+    _, _, registry = three_devices(delay=0.001)
     executor = multi(registry, "MULTI:GPU.0,GPU.1,CPU", {"SCHEDULE_POLICY": policy})
     try:
         collector = submit_many(executor, 2000)
@@ -64,7 +73,7 @@ def test_optimal_number_is_the_sum_of_the_real_pools() -> None:
 
 
 def test_device_properties_reach_each_member() -> None:
-    gpu, _, registry = three_devices()
+    _, _, registry = three_devices()
     config = {"DEVICE_PROPERTIES": {"GPU": {"NUM_STREAMS": 3}, "GPU.1": {"NUM_STREAMS": 4}}}
     executor = multi(registry, "MULTI:GPU.0,GPU.1", config)
     assert executor.optimal_number_of_infer_requests == 3 + 4
@@ -160,7 +169,7 @@ def test_without_runtime_fallback_a_failure_ends_the_request() -> None:
     gpu.faults["GPU.0"] = Faults(fail_always=True)
     executor = multi(registry, "MULTI:GPU.0,CPU", {"ENABLE_RUNTIME_FALLBACK": False,
                                                     "SCHEDULE_POLICY": "DEVICE_PRIORITY"})
-    with pytest.raises(InferenceError, match="GPU.0: RuntimeError: GPU.0: injected failure"):
+    with pytest.raises(InferenceError, match=r"GPU\.0: RuntimeError: GPU\.0: injected failure"):
         executor.run({"x": input_for(0)})
     assert executor.execution_devices == ["GPU.0", "CPU"]
     executor.close()
@@ -192,7 +201,7 @@ def test_priorities_reorder_exclude_and_restore_under_load() -> None:
 def test_adding_a_device_that_was_not_compiled_is_refused() -> None:
     _, _, registry = three_devices()
     executor = multi(registry, "MULTI:GPU.0,CPU")
-    with pytest.raises(PropertyError, match="GPU.1 was not in the original device list"):
+    with pytest.raises(PropertyError, match=r"GPU\.1 was not in the original device list"):
         executor.set_property({"MULTI_DEVICE_PRIORITIES": "GPU.1,GPU.0,CPU"})
     with pytest.raises(PropertyError, match="NPU was not in the original device list"):
         executor.set_property({"MULTI_DEVICE_PRIORITIES": "NPU"})
@@ -204,7 +213,7 @@ def test_adding_a_device_that_was_not_compiled_is_refused() -> None:
 
 
 def test_exclusive_async_requests_run_one_at_a_time() -> None:
-    gpu, host, registry = three_devices(delay=0.001)
+    gpu, _, registry = three_devices(delay=0.001)
     executor = multi(registry, "MULTI:GPU.0,GPU.1", {"EXCLUSIVE_ASYNC_REQUESTS": True})
     assert executor.optimal_number_of_infer_requests == 1
     submit_many(executor, 100).wait(20)

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from multi_plugins import expected, input_for, linear_model
 
 import inferplex as ov
 from inferplex.errors import PropertyError
+
+from multi_plugins import expected, input_for, linear_model
 
 pytestmark = pytest.mark.timeout(120)
 

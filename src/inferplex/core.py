@@ -196,7 +196,15 @@ class Core:
         """``set_property("CPU", {...})``, ``set_property("HETERO", {...})``, or all devices."""
         if isinstance(device_name, Mapping):
             for family in self._registry.families():
-                accepted = self._registry.plugin(family).supported_properties()
+                try:
+                    plugin = self._registry.plugin(family)
+                    present = bool(plugin.devices())
+                except Exception as error:  # noqa: BLE001 - like available_devices: skip it
+                    _log.warning("inferplex: device family %s is unavailable: %s", family, error)
+                    continue
+                if not present:  # e.g. GPU on a machine without one: nothing to configure
+                    continue
+                accepted = plugin.supported_properties()
                 subset = {k: v for k, v in device_name.items() if k.upper() in accepted}
                 if subset:
                     self._registry.set_config(family, subset)

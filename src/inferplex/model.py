@@ -77,16 +77,24 @@ def _dims(value: ir.Value) -> tuple[Dim, ...] | None:
 
 
 class Port:
-    """An input or output of a model (OpenVINO's ``ConstOutput``)."""
+    """An input or output of a model (OpenVINO's ``ConstOutput``).
+
+    A port is a snapshot: name, element type and shape are read from the graph
+    when the port is made (``model.inputs`` makes fresh ones after a reshape;
+    a compiled model keeps the ports it was compiled with).
+    """
 
     def __init__(self, value: ir.Value, index: int, kind: str) -> None:
         self._value = value
         self.index = index
         self.kind = kind  # "input" or "output"
+        self._name = value.name or f"{kind}_{index}"
+        self._element = _element_type(value)
+        self._dims = _dims(value)
 
     @property
     def any_name(self) -> str:
-        return self._value.name or f"{self.kind}_{self.index}"
+        return self._name
 
     def get_any_name(self) -> str:
         return self.any_name
@@ -105,7 +113,7 @@ class Port:
 
     @property
     def element_type(self) -> ElementType | None:
-        return _element_type(self._value)
+        return self._element
 
     def get_element_type(self) -> ElementType | None:
         return self.element_type
@@ -113,7 +121,7 @@ class Port:
     @property
     def partial_shape(self) -> tuple[Dim, ...] | None:
         """Dims as ints, symbolic names (str) or None; None when the rank is unknown."""
-        return _dims(self._value)
+        return self._dims
 
     def get_partial_shape(self) -> tuple[Dim, ...] | None:
         return self.partial_shape

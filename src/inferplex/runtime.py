@@ -40,6 +40,8 @@ class CompiledModel:
     def __init__(self, model: Model, executor: Executor, device_name: str,
                  config: Mapping[str, Any]) -> None:
         self._model = model
+        self._inputs = model.inputs  # the ports compiled with, made once
+        self._outputs = model.outputs
         self._executor = executor
         self._device_name = device_name
         self._config = dict(config)
@@ -52,11 +54,11 @@ class CompiledModel:
 
     @property
     def inputs(self) -> list[Port]:
-        return self._model.inputs
+        return list(self._inputs)
 
     @property
     def outputs(self) -> list[Port]:
-        return self._model.outputs
+        return list(self._outputs)
 
     def input(self, key: int | str | Port = 0) -> Port:
         return _find_port(self.inputs, key, "input")
@@ -158,7 +160,7 @@ class InferRequest:
             self.set_tensor(key, tensor)
 
     def _bind(self, inputs: Any) -> dict[str, Any]:
-        return bind_inputs(self._compiled.inputs, inputs, self._inputs_set)
+        return bind_inputs(self._compiled._inputs, inputs, self._inputs_set)
 
     # --- running ---------------------------------------------------------------------
 
@@ -247,7 +249,7 @@ class InferRequest:
             raise self._error
         if self._result is None:
             raise InputError("this request has not run yet; call infer() or start_async()")
-        return InferResults(self._compiled.outputs, self._result.outputs)
+        return InferResults(self._compiled._outputs, self._result.outputs)
 
     def get_tensor(self, key: int | str | Port) -> Any:
         """An output of the last run, or an input set with set_tensor."""

@@ -20,7 +20,7 @@ import onnx_ir as ir
 from inferplex.errors import CompileError, InferplexError
 from inferplex.executor import Executor, ProgramExecutor
 from inferplex.hetero.compiled import HeteroExecutor, SubgraphRunner
-from inferplex.hetero.graph import fill_missing_types
+from inferplex.hetero.graph import fill_missing_types, name_of
 from inferplex.hetero.plan import HeteroPlan, StagePlan, SubgraphPlan, TransferPlan
 from inferplex.hetero.planner import Planned, plan, query
 from inferplex.hetero.split import extract_submodel
@@ -73,7 +73,7 @@ def _visualize(model: ir.Model, planned: Planned) -> None:
 def _whole_model(model: ir.Model, planned: Planned) -> bool:
     """One subgraph holding every op: compile the model itself (nothing over the device alone)."""
     subs = planned.plan.subgraphs
-    graph_outputs = [v.name for v in model.graph.outputs]
+    graph_outputs = [name_of(v) for v in model.graph.outputs]
     return len(subs) == 1 and len(subs[0].nodes) == len(planned.index.placed_nodes()) \
         and list(subs[0].outputs) == graph_outputs
 
@@ -90,14 +90,21 @@ def _compile_all(registry: DeviceRegistry, model: ir.Model,
                            "and readers on one device")
     programs: list[DeviceProgram] = []
     failures: list[str] = []
-    for sub in subs:
-        submodel = model if _whole_model(model, planned) else \
-            extract_submodel(planned.annotated, planned.index, sub)
-        try:
-            programs.append(registry.compile(submodel, sub.device, planned.member_configs[sub.device]))
-        except InferplexError as error:
-            failures.append(f"subgraph{sub.index} on {sub.device} ({len(sub.nodes)} ops, "
-                            f"{sub.op_range}): {error}")
+    try:
+        for sub in subs:
+            submodel = model if _whole_model(model, planned) else \
+                extract_submodel(planned.annotated, planned.index, sub)
+            try:
+                programs.append(registry.compile(submodel, sub.device, planned.member_configs[sub.device]))
+            except InferplexError as error:
+                failures.append(f"subgraph{sub.index} on {sub.device} ({len(sub.nodes)} ops, "
+                                f"{sub.op_range}): {error}")
+    except BaseException:
+        # Any other error (a plugin's own exception, KeyboardInterrupt) propagates as it is,
+        # but the programs compiled so far must not keep their device memory.
+        for program in programs:
+            program.close()
+        raise
     if failures:
         for program in programs:
             program.close()
@@ -114,7 +121,7 @@ def _constant_outputs(model: ir.Model) -> dict[str, np.ndarray]:
         if tensor is None and producer is not None and producer.op_type == "Constant":
             tensor = ir.convenience.get_const_tensor(value)
         if tensor is not None and (producer is None or producer.op_type == "Constant"):
-            found[value.name] = tensor.numpy()
+            found[name_of(value)] = tensor.numpy()
     return found
 
 
@@ -139,7 +146,7 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
             readers.setdefault(name, []).append(sub.index)
     profiling = bool(config.get("ENABLE_PROFILING", False))
     runners = []
-    for sub, program in zip(subs, programs):
+    for sub, program in zip(subs, programs, strict=True):
         kind = str(getattr(program, "tensor_kind", "numpy"))
         # Native between like programs; values only numpy readers take leave through
         # the producer's own (pinned) host path.
@@ -147,8 +154,8 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
             str(getattr(programs[r], "tensor_kind", "numpy")) == kind for r in readers.get(n, ()))]
         inputs = sub.inputs
         if _whole_model(model, planned):
-            inputs = tuple(v.name for v in model.graph.inputs if not v.is_initializer())
+            inputs = tuple(name_of(v) for v in model.graph.inputs if not v.is_initializer())
         runners.append(SubgraphRunner(sub.index, ProgramExecutor(program, keep, profiling), inputs,
                                       {n: sources[n] for n in sub.inputs if n in sources}))
-    outputs = [v.name for v in model.graph.outputs]
+    outputs = [name_of(v) for v in model.graph.outputs]
     return HeteroExecutor(planned.plan, runners, outputs, _constant_outputs(model), profiling)

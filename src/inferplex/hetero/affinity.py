@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from inferplex.errors import AffinityError, UnsupportedOpError
-from inferplex.hetero.graph import GraphIndex, is_constant_node
+from inferplex.hetero.graph import GraphIndex, is_constant_node, name_of
 from inferplex.hetero.split import split_into_subgraphs, transfers_between
 
 __all__ = ["AFFINITY_KEY", "GLUE_OPS", "automatic_affinity", "fold_glue_ops", "manual_affinity"]
@@ -43,19 +43,19 @@ def automatic_affinity(index: GraphIndex, supported: Mapping[str, set[str]]) -> 
     affinity: dict[str, str] = {}
     missing: list[str] = []
     for node in index.nodes:
-        device = next((d for d, names in supported.items() if node.name in names), None)
+        device = next((d for d, names in supported.items() if name_of(node) in names), None)
         if device is not None:
-            affinity[node.name] = device
+            affinity[name_of(node)] = device
         elif not is_constant_node(node):
-            missing.append(node.name)
+            missing.append(name_of(node))
     if missing:
         raise UnsupportedOpError(
             f"{len(missing)} op(s) are supported by none of {', '.join(supported)}: "
             f"{_describe(index, missing)}; add a device that runs them (e.g. CPU) to the list")
     for node in index.nodes:  # constants no device claims go with their first reader
-        if node.name not in affinity:
-            readers = index.consumers.get(node.outputs[0].name, ()) if node.outputs else ()
-            affinity[node.name] = next((affinity[r] for r in readers if r in affinity),
+        if name_of(node) not in affinity:
+            readers = index.consumers.get(name_of(node.outputs[0]), ()) if node.outputs else ()
+            affinity[name_of(node)] = next((affinity[r] for r in readers if r in affinity),
                                        next(iter(supported)))
     return affinity
 
@@ -67,12 +67,12 @@ def manual_affinity(index: GraphIndex, resolve: Callable[[str], str | None],
     ``resolve`` maps a written device name to its full name in the HETERO list,
     or None when the name is not in the list.  Every problem is reported at once.
     """
-    written = {n.name: n.metadata_props[AFFINITY_KEY] for n in index.nodes
+    written = {name_of(n): n.metadata_props[AFFINITY_KEY] for n in index.nodes
                if n.metadata_props.get(AFFINITY_KEY)}
     if not written:
         return None
     problems: list[str] = []
-    without = [n.name for n in index.placed_nodes() if n.name not in written]
+    without = [name_of(n) for n in index.placed_nodes() if name_of(n) not in written]
     if without:
         problems.append(f"{len(without)} op(s) have no affinity (manual mode needs one on every "
                         f"op once any op has one): {_describe(index, without)}")
@@ -103,11 +103,11 @@ def _host_known_glue(index: GraphIndex) -> list[str]:
     known = set(index.constant_values)
     glue: list[str] = []
     for node in index.placed_nodes():
-        reads = index.reads[node.name]
+        reads = index.reads[name_of(node)]
         if node.op_type in _SHAPE_READERS or (
-                node.op_type in GLUE_OPS and reads and all(v.name in known for v in reads)):
-            glue.append(node.name)
-            known.update(o.name for o in node.outputs)
+                node.op_type in GLUE_OPS and reads and all(name_of(v) in known for v in reads)):
+            glue.append(name_of(node))
+            known.update(name_of(o) for o in node.outputs)
     return glue
 
 
@@ -124,8 +124,8 @@ def _clusters(index: GraphIndex, glue: Sequence[str]) -> list[list[str]]:
 
     for name in glue:
         for pred in index.predecessors(index.node(name)):
-            if pred.name in glue_set:
-                parent[root(pred.name)] = root(name)
+            if name_of(pred) in glue_set:
+                parent[root(name_of(pred))] = root(name)
     groups: dict[str, list[str]] = {}
     for name in glue:
         groups.setdefault(root(name), []).append(name)
@@ -138,9 +138,9 @@ def _neighbour_devices(index: GraphIndex, unit: Sequence[str], affinity: Mapping
     found = {affinity[n] for n in unit}  # a partly moved run may finish moving
     for name in unit:
         node = index.node(name)
-        found.update(affinity[p.name] for p in index.predecessors(node) if p.name not in names)
+        found.update(affinity[name_of(p)] for p in index.predecessors(node) if name_of(p) not in names)
         for out in node.outputs:
-            found.update(affinity[c] for c in index.consumers.get(out.name, ()) if c not in names)
+            found.update(affinity[c] for c in index.consumers.get(name_of(out), ()) if c not in names)
     return [d for d in order if d in found]
 
 

@@ -8,17 +8,28 @@ between the two (the Core makes them unique and non-empty).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 
 __all__ = ["GraphIndex", "annotate", "fill_all_missing_types", "fill_missing_types",
-           "is_constant_node", "value_nbytes"]
+           "is_constant_node", "name_of", "value_nbytes"]
 
 _log = logging.getLogger("inferplex")
+
+
+def name_of(item: ir.Node | ir.Value) -> str:
+    """``item.name``, typed as ``str``.
+
+    onnx_ir allows unnamed nodes and values; HETERO never sees one: the Core names
+    every node (unique, non-empty) and a model read from ONNX names every value.
+    """
+    return cast("str", item.name)
 
 
 def is_constant_node(node: ir.Node) -> bool:
@@ -65,12 +76,12 @@ class GraphIndex:
         for node in nodes:
             values = tuple(dict.fromkeys([v for v in node.inputs if v is not None]
                                          + _outer_values(node, graph)))
-            reads[node.name] = values
+            reads[name_of(node)] = values
             for value in values:
-                consumers.setdefault(value.name, []).append(node.name)
-        constants = {v.name for v in graph.initializers.values()}
-        constants |= {o.name for n in nodes if is_constant_node(n) for o in n.outputs}
-        return cls(graph, nodes, {n.name: i for i, n in enumerate(nodes)}, reads,
+                consumers.setdefault(name_of(value), []).append(name_of(node))
+        constants = {name_of(v) for v in graph.initializers.values()}
+        constants |= {name_of(o) for n in nodes if is_constant_node(n) for o in n.outputs}
+        return cls(graph, nodes, {name_of(n): i for i, n in enumerate(nodes)}, reads,
                    {k: tuple(v) for k, v in consumers.items()}, frozenset(constants))
 
     def node(self, name: str) -> ir.Node:
@@ -86,7 +97,7 @@ class GraphIndex:
 
     def predecessors(self, node: ir.Node) -> list[ir.Node]:
         """Non-constant producers of what ``node`` reads, without repeats."""
-        found = (self.producer(v) for v in self.reads[node.name])
+        found = (self.producer(v) for v in self.reads[name_of(node)])
         return list(dict.fromkeys(p for p in found if p is not None and not is_constant_node(p)))
 
     def is_transferable(self, value: ir.Value) -> bool:
@@ -103,7 +114,8 @@ def value_nbytes(value: ir.Value, dims: Mapping[str, int] | None = None) -> int:
             count *= dim
         else:
             count *= (dims or {}).get(str(dim.value) if dim.value is not None else "", 1)
-    return count * value.dtype.itemsize
+    # itemsize is fractional (0.5) for 4-bit types, which pack two elements per byte.
+    return math.ceil(count * value.dtype.itemsize)
 
 
 def _set_input_dims(model: ir.Model, dims: Mapping[str, int]) -> None:

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from inferplex.errors import MemoryPlanError
-from inferplex.hetero.graph import GraphIndex, value_nbytes
+from inferplex.hetero.graph import GraphIndex, name_of, value_nbytes
 from inferplex.hetero.plan import StagePlan, format_bytes
 
-__all__ = ["MemoryModel", "RESERVE_FRACTION", "FREE_MEMORY_MARGIN", "plan_stages"]
+__all__ = ["FREE_MEMORY_MARGIN", "RESERVE_FRACTION", "MemoryModel", "plan_stages"]
 
 RESERVE_FRACTION = 0.10
 """Runtime reserve, as a fraction of weights + activations."""
@@ -65,7 +65,7 @@ class MemoryModel:
 
     def __init__(self, index: GraphIndex, dims: Mapping[str, int] | None = None) -> None:
         self.index = index
-        self.order = [n.name for n in index.placed_nodes()]
+        self.order = [name_of(n) for n in index.placed_nodes()]
         position = {name: i for i, name in enumerate(self.order)}
         self._const_bytes = self._constant_bytes(position)
         self._weights: list[tuple[str, ...]] = []
@@ -74,23 +74,23 @@ class MemoryModel:
         self._readers: dict[str, list[int]] = {}
         for i, name in enumerate(self.order):
             reads = index.reads[name]
-            self._weights.append(tuple(v.name for v in reads if v.name in self._const_bytes))
-            self._reads.append(tuple((v.name, value_nbytes(v, dims)) for v in reads
+            self._weights.append(tuple(name_of(v) for v in reads if name_of(v) in self._const_bytes))
+            self._reads.append(tuple((name_of(v), value_nbytes(v, dims)) for v in reads
                                      if index.is_transferable(v)))
-            self._outputs.append(tuple((o.name, value_nbytes(o, dims))
+            self._outputs.append(tuple((name_of(o), value_nbytes(o, dims))
                                        for o in index.node(name).outputs))
             for value in reads:
-                self._readers.setdefault(value.name, []).append(i)
+                self._readers.setdefault(name_of(value), []).append(i)
         for value in index.graph.outputs:  # read "after the last op"
-            self._readers.setdefault(value.name, []).append(len(self.order))
+            self._readers.setdefault(name_of(value), []).append(len(self.order))
 
     def _constant_bytes(self, placed: Mapping[str, int]) -> dict[str, int]:
         sizes: dict[str, int] = {}
         for value in self.index.graph.initializers.values():
-            sizes[value.name] = value.const_value.nbytes if value.const_value is not None else 0
+            sizes[name_of(value)] = value.const_value.nbytes if value.const_value is not None else 0
         for node in self.index.nodes:
-            if node.name not in placed and node.outputs and "value" in node.attributes:
-                sizes[node.outputs[0].name] = int(getattr(node.attributes["value"].value, "nbytes", 0))
+            if name_of(node) not in placed and node.outputs and "value" in node.attributes:
+                sizes[name_of(node.outputs[0])] = int(getattr(node.attributes["value"].value, "nbytes", 0))
         return sizes
 
     def weights_of(self, positions: Sequence[int]) -> int:
@@ -176,7 +176,7 @@ def _equal_prefix(devices: Sequence[str], capacity: Mapping[str, int]) -> list[s
     return equal
 
 
-def _pick_cut(memory: MemoryModel, prefix: Sequence[float], crossing: Sequence[int],
+def _pick_cut(prefix: Sequence[float], crossing: Sequence[int],
               lo: float, hi: float, target: float, start: int, stop_max: int) -> list[int]:
     """Cut positions in (start, stop_max) with prefix cost in [lo, hi], best first."""
     first = max(bisect_left(prefix, lo), start + 1)
@@ -198,7 +198,7 @@ def _balanced(memory: MemoryModel, devices: Sequence[str], capacity: Mapping[str
         acc += total * capacity[device] / share
         width = CUT_WINDOW * total
         stop_max = n - (len(devices) - 1 - i)
-        best = next((p for p in _pick_cut(memory, prefix, crossing, acc - width, acc + width, acc,
+        best = next((p for p in _pick_cut(prefix, crossing, acc - width, acc + width, acc,
                                           start, stop_max + 1)
                      if memory.need(range(start, p)).total <= capacity[device]), None)
         if best is None:
@@ -237,7 +237,7 @@ def _filled(memory: MemoryModel, devices: Sequence[str], capacity: Mapping[str, 
             cuts.append(n)
             break
         width = CUT_WINDOW * total
-        best = _pick_cut(memory, prefix, crossing, prefix[far] - width, prefix[far], prefix[far],
+        best = _pick_cut(prefix, crossing, prefix[far] - width, prefix[far], prefix[far],
                          start, far + 1)[0]
         cuts.append(best)
         start = best
@@ -257,10 +257,12 @@ def plan_stages(memory: MemoryModel, devices: Sequence[str], capacity: Mapping[s
     costs = list(op_costs) if op_costs is not None else _byte_costs(memory)
     prefix = [0.0, *accumulate(costs)]
     crossing = memory.crossing_bytes()
-    cuts = _balanced(memory, _equal_prefix(devices, capacity), capacity, prefix, crossing)
-    used = _equal_prefix(devices, capacity)[: max(len(cuts) - 1, 0)] if cuts else []
+    equal = _equal_prefix(devices, capacity)
+    cuts = _balanced(memory, equal, capacity, prefix, crossing)
     if cuts is None:
         cuts, used = _filled(memory, devices, capacity, prefix, crossing)
+    else:
+        used = equal[: len(cuts) - 1]
     stages = [memory.stage_plan(d, range(cuts[i], cuts[i + 1]), capacity[d]) for i, d in enumerate(used)]
     if any(s.need_bytes > capacity[s.device] for s in stages):
         raise MemoryPlanError(_overflow_message(memory, stages, devices, capacity))

@@ -122,7 +122,7 @@ class HeteroPlan:
                  + (f", {self.subgraphs_before_folding} before glue folding"
                     if self.subgraphs_before_folding > len(self.subgraphs) else "")
                  + f") on {','.join(self.devices)}"]
-        for sub, stage in zip(self.subgraphs, self.stages or [None] * len(self.subgraphs)):
+        for sub, stage in zip(self.subgraphs, self.stages or [None] * len(self.subgraphs), strict=True):
             line = f"  subgraph{sub.index}: {sub.device:<8} {len(sub.nodes):>5} ops  {sub.op_range}"
             if stage is not None:
                 line += (f"  weights {format_bytes(stage.weight_bytes)},"

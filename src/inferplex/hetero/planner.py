@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from inferplex.errors import DeviceNameError, InferplexError
 from inferplex.hetero.affinity import automatic_affinity, fold_glue_ops, manual_affinity
-from inferplex.hetero.graph import GraphIndex, annotate, fill_all_missing_types
+from inferplex.hetero.graph import GraphIndex, annotate, fill_all_missing_types, name_of
 from inferplex.hetero.pipeline import FREE_MEMORY_MARGIN, MemoryModel, plan_stages
 from inferplex.hetero.plan import HeteroPlan, StagePlan
 from inferplex.hetero.split import split_into_subgraphs, transfers_between
@@ -88,7 +88,7 @@ def _pipeline_affinity(memory: MemoryModel, stages: Sequence[StagePlan],
         if name not in supported[device]:
             affinity[name] = fallback[name]
     for node in index.nodes:
-        affinity.setdefault(node.name, fallback[node.name])
+        affinity.setdefault(name_of(node), fallback[name_of(node)])
     return affinity
 
 
@@ -112,7 +112,7 @@ def _place(registry: DeviceRegistry, index: GraphIndex, supported: Mapping[str, 
     manual = manual_affinity(index, resolve, supported)
     if manual is not None:
         for node in index.nodes:
-            manual.setdefault(node.name, _first_supporting(supported, node.name))
+            manual.setdefault(name_of(node), _first_supporting(supported, name_of(node)))
         return manual, "manual", 0
     greedy = automatic_affinity(index, supported)
     before = len(split_into_subgraphs(index, greedy))
@@ -166,4 +166,4 @@ def query(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
     supported = {d: registry.supported_nodes(annotated, d, registry.member_config(d, config))
                  for d in full}
     affinity = automatic_affinity(index, supported)
-    return {node.name: affinity[node.name] for node in model.graph}
+    return {name_of(node): affinity[name_of(node)] for node in model.graph}

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
-from inferplex.hetero.graph import GraphIndex, value_nbytes
+from inferplex.hetero.graph import GraphIndex, name_of, value_nbytes
 from inferplex.hetero.plan import SubgraphPlan, TransferPlan
 
 __all__ = ["build_subgraphs", "extract_submodel", "group_by_affinity", "split_into_subgraphs",
@@ -36,8 +36,8 @@ _MAX_MERGE_GROUPS = 400  # above this the quadratic merge pass is skipped (level
 def _levels(index: GraphIndex, affinity: Mapping[str, str]) -> dict[str, int]:
     level: dict[str, int] = {}
     for node in index.placed_nodes():
-        device = affinity[node.name]
-        level[node.name] = max((level[p.name] + (affinity[p.name] != device)
+        device = affinity[name_of(node)]
+        level[name_of(node)] = max((level[name_of(p)] + (affinity[name_of(p)] != device)
                                 for p in index.predecessors(node)), default=0)
     return level
 
@@ -46,8 +46,8 @@ def _group_edges(index: GraphIndex, group_of: Mapping[str, int]) -> dict[int, se
     edges: dict[int, set[int]] = {g: set() for g in set(group_of.values())}
     for node in index.placed_nodes():
         for pred in index.predecessors(node):
-            if group_of[pred.name] != group_of[node.name]:
-                edges[group_of[pred.name]].add(group_of[node.name])
+            if group_of[name_of(pred)] != group_of[name_of(node)]:
+                edges[group_of[name_of(pred)]].add(group_of[name_of(node)])
     return edges
 
 
@@ -94,13 +94,13 @@ def _ordered_groups(index: GraphIndex, group_of: Mapping[str, int]) -> list[list
     """Groups in a topological order of the group graph; ties by first op position."""
     members: dict[int, list[ir.Node]] = {}
     for node in index.placed_nodes():
-        members.setdefault(group_of[node.name], []).append(node)
+        members.setdefault(group_of[name_of(node)], []).append(node)
     edges = _group_edges(index, group_of)
     indegree = {g: 0 for g in members}
     for targets in edges.values():
         for t in targets:
             indegree[t] += 1
-    first = {g: index.position[nodes[0].name] for g, nodes in members.items()}
+    first = {g: index.position[name_of(nodes[0])] for g, nodes in members.items()}
     ready = sorted((g for g, d in indegree.items() if d == 0), key=first.__getitem__)
     result: list[list[ir.Node]] = []
     while ready:
@@ -123,11 +123,11 @@ def group_by_affinity(index: GraphIndex, affinity: Mapping[str, str]) -> list[li
     group_of: dict[str, int] = {}
     device_of: dict[int, str] = {}
     for node in index.placed_nodes():
-        key = (level[node.name], affinity[node.name])
+        key = (level[name_of(node)], affinity[name_of(node)])
         if key not in keys:
             keys[key] = len(keys)
             device_of[keys[key]] = key[1]
-        group_of[node.name] = keys[key]
+        group_of[name_of(node)] = keys[key]
     # Number groups by level so the merge pass prefers the earliest partner.
     renumber = {g: i for i, (_, g) in enumerate(sorted(keys.items(), key=lambda kv: (kv[0][0], kv[1])))}
     group_of = {n: renumber[g] for n, g in group_of.items()}
@@ -139,23 +139,23 @@ def group_by_affinity(index: GraphIndex, affinity: Mapping[str, str]) -> list[li
 def build_subgraphs(index: GraphIndex, groups: Sequence[Sequence[ir.Node]],
                     devices: Sequence[str]) -> tuple[SubgraphPlan, ...]:
     """Boundary values of each group; ``devices[i]`` runs ``groups[i]``."""
-    group_of = {n.name: i for i, nodes in enumerate(groups) for n in nodes}
-    graph_outputs = {v.name for v in index.graph.outputs}
+    group_of = {name_of(n): i for i, nodes in enumerate(groups) for n in nodes}
+    graph_outputs = {name_of(v) for v in index.graph.outputs}
     plans: list[SubgraphPlan] = []
     for i, nodes in enumerate(groups):
         inputs: dict[str, None] = {}
         outputs: dict[str, None] = {}
         for node in nodes:
-            for value in index.reads[node.name]:
+            for value in index.reads[name_of(node)]:
                 producer = index.producer(value)
-                outside = producer is None or group_of.get(producer.name) != i
+                outside = producer is None or group_of.get(name_of(producer)) != i
                 if outside and index.is_transferable(value):
-                    inputs[value.name] = None
+                    inputs[name_of(value)] = None
             for value in node.outputs:
-                users = index.consumers.get(value.name, ())
-                if value.name in graph_outputs or any(group_of.get(u, i) != i for u in users):
-                    outputs[value.name] = None
-        plans.append(SubgraphPlan(i, devices[i], tuple(n.name for n in nodes),
+                users = index.consumers.get(name_of(value), ())
+                if name_of(value) in graph_outputs or any(group_of.get(u, i) != i for u in users):
+                    outputs[name_of(value)] = None
+        plans.append(SubgraphPlan(i, devices[i], tuple(name_of(n) for n in nodes),
                                   tuple(inputs), tuple(outputs)))
     return tuple(plans)
 
@@ -163,7 +163,7 @@ def build_subgraphs(index: GraphIndex, groups: Sequence[Sequence[ir.Node]],
 def split_into_subgraphs(index: GraphIndex, affinity: Mapping[str, str]) -> tuple[SubgraphPlan, ...]:
     """Subgraphs of ``index``'s graph for ``affinity`` (node name -> full device name)."""
     groups = group_by_affinity(index, affinity)
-    return build_subgraphs(index, groups, [affinity[g[0].name] for g in groups])
+    return build_subgraphs(index, groups, [affinity[name_of(g[0])] for g in groups])
 
 
 def transfers_between(index: GraphIndex, subgraphs: Sequence[SubgraphPlan],

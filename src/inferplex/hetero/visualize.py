@@ -15,6 +15,7 @@ from pathlib import Path
 
 import onnx_ir as ir
 
+from inferplex.hetero.graph import name_of
 from inferplex.hetero.plan import HeteroPlan, format_bytes
 
 __all__ = ["VISUALIZE_ENV", "render_svg", "visualize_requested", "write_affinity_dot",
@@ -41,12 +42,14 @@ def _colours(devices: list[str]) -> dict[str, str]:
 
 def _edges(model: ir.Model) -> list[tuple[str, str, str]]:
     """(producer node, consumer node, value name) for every edge of the main graph."""
-    edges = []
+    edges: list[tuple[str, str, str]] = []
     for node in model.graph:
         for value in node.inputs:
-            producer = value.producer() if value is not None else None
+            if value is None:  # an omitted optional input
+                continue
+            producer = value.producer()
             if producer is not None and producer.graph is model.graph:
-                edges.append((producer.name, node.name, value.name))
+                edges.append((name_of(producer), name_of(node), name_of(value)))
     return edges
 
 
@@ -59,9 +62,9 @@ def write_affinity_dot(model: ir.Model, affinity: Mapping[str, str], path: str |
         lines.append(f"  {_quote('legend ' + device)} [label={_quote(device)}, fillcolor={colour}, "
                      "shape=note];")
     for node in model.graph:
-        device = affinity.get(node.name, "")
-        label = _quote("\n".join((node.name, node.op_type, device)))
-        lines.append(f"  {_quote(node.name)} [label={label}, "
+        device = affinity.get(name_of(node), "")
+        label = _quote("\n".join((name_of(node), node.op_type, device)))
+        lines.append(f"  {_quote(name_of(node))} [label={label}, "
                      f"fillcolor={colours.get(device, 'white')}];")
     lines.extend(f"  {_quote(a)} -> {_quote(b)};" for a, b, _ in _edges(model))
     lines.append("}")
@@ -76,7 +79,7 @@ def write_subgraphs_dot(model: ir.Model, plan: HeteroPlan, path: str | os.PathLi
     owner = {n: s.index for s in plan.subgraphs for n in s.nodes}
     lines = [f"digraph {_quote('hetero_subgraphs_' + (model.graph.name or 'model'))} {{",
              "  compound=true; node [shape=box, style=filled];"]
-    for sub, stage in zip(plan.subgraphs, plan.stages or [None] * len(plan.subgraphs)):
+    for sub, stage in zip(plan.subgraphs, plan.stages or [None] * len(plan.subgraphs), strict=True):
         label = f"subgraph{sub.index}: {sub.device} ({len(sub.nodes)} ops)"
         if stage is not None:
             label += (f"\nweights {format_bytes(stage.weight_bytes)}, "

@@ -27,11 +27,9 @@ from inferplex.errors import DeviceNameError
 from inferplex.executor import Executor
 from inferplex.multi.auto import AutoExecutor, auto_candidates, compile_auto, device_rank
 from inferplex.multi.members import compile_members
-from inferplex.multi.policies import (DeviceLoad, DevicePriority, EarliestFinish, RoundRobin,
-                                      make_policy)
+from inferplex.multi.policies import DeviceLoad, DevicePriority, EarliestFinish, RoundRobin, make_policy
 from inferplex.multi.scheduler import MultiExecutor
-from inferplex.multi.state import (DEFAULT_POLICY, QUARANTINE_KEY, TIMEOUT_KEY, Member,
-                                   SchedulerOptions)
+from inferplex.multi.state import DEFAULT_POLICY, QUARANTINE_KEY, TIMEOUT_KEY, Member, SchedulerOptions
 from inferplex.properties import DeviceTarget, parse_device_list
 
 if TYPE_CHECKING:
@@ -40,10 +38,23 @@ if TYPE_CHECKING:
     from inferplex.devices.registry import DeviceRegistry
 
 __all__ = [
-    "AutoExecutor", "DEFAULT_POLICY", "DeviceLoad", "DevicePriority", "EarliestFinish",
-    "MULTI_PROPERTIES", "Member", "MultiExecutor", "QUARANTINE_KEY", "RoundRobin",
-    "SchedulerOptions", "TIMEOUT_KEY", "auto_candidates", "compile_auto", "compile_multi",
-    "device_rank", "make_policy",
+    "DEFAULT_POLICY",
+    "MULTI_PROPERTIES",
+    "QUARANTINE_KEY",
+    "TIMEOUT_KEY",
+    "AutoExecutor",
+    "DeviceLoad",
+    "DevicePriority",
+    "EarliestFinish",
+    "Member",
+    "MultiExecutor",
+    "RoundRobin",
+    "SchedulerOptions",
+    "auto_candidates",
+    "compile_auto",
+    "compile_multi",
+    "device_rank",
+    "make_policy",
 ]
 
 MULTI_PROPERTIES = (

@@ -24,12 +24,17 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from inferplex.errors import CompileError, DeviceNameError, PropertyError
 from inferplex.executor import Done, Executor, RunResult
-from inferplex.multi.members import compile_error, compile_member, compile_members, member_config, \
-    resolve_targets
+from inferplex.multi.members import (
+    compile_error,
+    compile_member,
+    compile_members,
+    member_config,
+    resolve_targets,
+)
 from inferplex.multi.scheduler import MultiExecutor
 from inferplex.multi.state import Member, SchedulerOptions
 from inferplex.properties import DeviceSpec, DeviceTarget
@@ -74,7 +79,7 @@ def auto_candidates(registry: DeviceRegistry, spec: DeviceSpec) -> list[DeviceTa
     else:
         devices = registry.available_devices()
         ranks = {device: device_rank(registry, device) for device in devices}
-        order = sorted(devices, key=lambda d: _UNKNOWN_RANK if ranks[d] is None else ranks[d])
+        order = sorted(devices, key=lambda d: _UNKNOWN_RANK if (rank := ranks[d]) is None else rank)
         candidates = [DeviceTarget(device) for device in order]
     excluded = _excluded(registry, spec.exclusions)
     kept = [t for t in candidates if t.name not in excluded]
@@ -128,8 +133,9 @@ def compile_auto(registry: DeviceRegistry, model: ir.Model, spec: DeviceSpec,
 def _supporting(registry: DeviceRegistry, model: ir.Model, candidates: Sequence[DeviceTarget],
                 config: Mapping[str, Any], hint: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Member configs of the candidates that run every op; reasons for the others."""
-    nodes = {node.name for node in model.graph}
-    types = {node.name: node.op_type for node in model.graph}
+    # The Core names every node (unique, non-empty) before a virtual device sees the model.
+    types = {cast("str", node.name): node.op_type for node in model.graph}
+    nodes = set(types)
     configs: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}
     for target in candidates:
@@ -153,7 +159,7 @@ def _startup_helper(registry: DeviceRegistry, names: Sequence[str]) -> str | Non
     ranks = [device_rank(registry, name) for name in names]
     if all(rank is None for rank in ranks):
         return names[-1] if len(names) > 1 else None  # devices do not say: the last one
-    for name, rank in zip(names[1:], ranks[1:]):
+    for name, rank in zip(names[1:], ranks[1:], strict=True):
         if rank == HOST_RANK:
             return name
     return None
@@ -290,7 +296,9 @@ class AutoExecutor(Executor):
                 member.executor.close()
                 return
             self.scheduler.add_member(member, serving=False)
-            fallback = [helper] if self.scheduler.get_property("ENABLE_RUNTIME_FALLBACK") else []
+            fallback: list[str] = []
+            if helper is not None and self.scheduler.get_property("ENABLE_RUNTIME_FALLBACK"):
+                fallback = [helper]
             self.scheduler.set_roles([member.name], fallback)
             self._starting = None
         _log.info("inferplex: AUTO handed over from %s to %s", helper, member.name)

@@ -26,8 +26,13 @@ from typing import Protocol
 from inferplex.errors import PropertyError
 
 __all__ = [
-    "DeviceLoad", "DevicePriority", "EarliestFinish", "POLICIES", "RoundRobin",
-    "SchedulePolicy", "make_policy",
+    "POLICIES",
+    "DeviceLoad",
+    "DevicePriority",
+    "EarliestFinish",
+    "RoundRobin",
+    "SchedulePolicy",
+    "make_policy",
 ]
 
 
@@ -145,7 +150,7 @@ def _completions(load: DeviceLoad, window: float) -> int:
     return sum(max(0, math.floor((window - left) / load.latency)) for left in load.remaining)
 
 
-POLICIES = {
+POLICIES: dict[str, type[SchedulePolicy]] = {
     "DEVICE_PRIORITY": DevicePriority,
     "ROUND_ROBIN": RoundRobin,
     "EARLIEST_FINISH": EarliestFinish,
@@ -155,7 +160,7 @@ POLICIES = {
 def make_policy(name: str) -> SchedulePolicy:
     """A new policy object for a ``SCHEDULE_POLICY`` value."""
     try:
-        return POLICIES[str(name).upper()]()  # type: ignore[no-any-return]
+        return POLICIES[str(name).upper()]()
     except KeyError:
         raise PropertyError(f"SCHEDULE_POLICY: {name!r} is not accepted; accepted: "
                             f"{', '.join(POLICIES)}") from None

@@ -259,7 +259,7 @@ class MultiExecutor(Executor):
             loads = [device.load(now, self._running(device.name) if timed else []) for device in usable]
             waiting = len(self._queue) + len(self._retry)
             choice = self._policy.choose(loads, waiting, self._arrival_rate(now))
-            if choice is not None and not any(l.name == choice and l.idle > 0 for l in loads):
+            if choice is not None and not any(load.name == choice and load.idle > 0 for load in loads):
                 _log.error("inferplex: policy %s chose %r, which has no idle worker; using the "
                            "first idle device instead", type(self._policy).__name__, choice)
                 choice = DevicePriority().choose(loads, waiting, 0.0)

@@ -33,7 +33,8 @@ QUARANTINE_KEY = "MULTI_QUARANTINE_TIME"
 
 def parse_seconds(key: str, value: Any) -> float | None:
     """Seconds from ``2``, ``0.5``, ``"500ms"`` or ``"2s"``; ``None``/``0`` mean no limit."""
-    return normalize_property(key, value)[1]  # type: ignore[no-any-return]
+    seconds: float | None = normalize_property(key, value)[1]
+    return seconds
 
 
 @dataclass(frozen=True)

@@ -324,7 +324,7 @@ def _named(fn: Callable[..., Any], op_type: str) -> Callable[..., Any]:
         return fn(*args)
 
     call.__name__ = call.__qualname__ = f"onnx_{op_type}"
-    call.syncs_host = getattr(fn, "syncs_host", False)  # type: ignore[attr-defined]
+    call.data_dependent = getattr(fn, "data_dependent", False)  # type: ignore[attr-defined]
     return call
 
 
@@ -452,7 +452,7 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     builder.graph.output(tuple(outputs))
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
-    capturable = not any(n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "syncs_host", False)
+    capturable = not any(n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "data_dependent", False)
                          for name, n in analysis.nodes if name not in analysis.folded)
     return LoweredGraph(module, tuple(v.name or f"input_{i}" for i, v in enumerate(inputs)),
                         tuple(input_dtypes), tuple(input_shapes),

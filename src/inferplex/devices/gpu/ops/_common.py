@@ -16,7 +16,7 @@ Conventions every lowering here keeps:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import onnx_ir as ir
@@ -115,6 +115,10 @@ def eager(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+@overload
+def host_ints(tensor: torch.Tensor) -> list[int]: ...
+@overload
+def host_ints(tensor: None) -> None: ...
 def host_ints(tensor: torch.Tensor | None) -> list[int] | None:
     """A runtime tensor's values on the host (a device sync: only in eager lowerings)."""
     return None if tensor is None else [int(v) for v in tensor.reshape(-1).tolist()]

@@ -276,7 +276,7 @@ def _lower(info: NodeInfo, upsample: bool) -> Callable[..., Any]:
             x = y if fill is None else y + fill.reshape(view)
         return x
 
-    run.syncs_host = any(runtime)  # type: ignore[attr-defined]
+    run.data_dependent = any(runtime)  # type: ignore[attr-defined]
     return run
 
 

@@ -15,8 +15,14 @@ import onnx_ir as ir
 import torch
 
 from inferplex.devices.gpu.ops._common import (
-    NUMERIC_DTYPES, attrs_reason, const_ints, dtype_reason,
-    eager, first_reason, normalize_axis)
+    NUMERIC_DTYPES,
+    attrs_reason,
+    const_ints,
+    dtype_reason,
+    eager,
+    first_reason,
+    normalize_axis,
+)
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import InputError
 

@@ -16,9 +16,17 @@ import onnx_ir as ir
 import torch
 
 from inferplex.devices.gpu.ops._common import (
-    EXACT_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, attrs_reason, dtype_reason,
-    first_reason, torch_dtype)
+    EXACT_DTYPES,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    NUMERIC_DTYPES,
+    attrs_reason,
+    dtype_reason,
+    first_reason,
+    torch_dtype,
+)
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.errors import CompileError
 
 _SIGNED = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64})
 _BOOL = frozenset({ir.DataType.BOOL})
@@ -210,12 +218,14 @@ def _target_dtype(info: NodeInfo) -> ir.DataType | None:
 def _cast_supports(info: NodeInfo) -> str | None:
     # saturate and round_mode only change casts to float8/float4, which are refused.
     reason = _check(EXACT_DTYPES, ("to", "saturate", "round_mode"), inputs=(0,))(info)
+    if reason is not None:
+        return reason
     target = _target_dtype(info)
-    if reason is None and target is None:
+    if target is None:
         return "the target element type is unknown"
-    if reason is None and target not in EXACT_DTYPES:
+    if target not in EXACT_DTYPES:
         return f"cast to {target.name} is not supported"
-    return reason
+    return None
 
 
 @register("Cast", versions=(6, None), supports=_cast_supports)
@@ -223,5 +233,8 @@ def _cast_supports(info: NodeInfo) -> str | None:
 def _cast(info: NodeInfo) -> Callable[..., Any]:
     # torch, like ONNX, truncates floats toward zero when casting to integers and
     # maps NaN to True when casting to bool.
-    dtype = torch_dtype(_target_dtype(info))
+    target = _target_dtype(info)
+    if target is None:  # _cast_supports refuses such a node, so it is never lowered
+        raise CompileError(f"{info.op_type}: the target element type is unknown")
+    dtype = torch_dtype(target)
     return lambda x, like=None: x.to(dtype)

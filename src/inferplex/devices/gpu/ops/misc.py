@@ -15,8 +15,17 @@ import onnx_ir as ir
 import torch
 
 from inferplex.devices.gpu.ops._common import (
-    EXACT_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, attrs_reason, const_ints, dtype_reason, eager,
-    first_reason, host_ints, normalize_axis)
+    EXACT_DTYPES,
+    FLOAT_DTYPES,
+    NUMERIC_DTYPES,
+    attrs_reason,
+    const_ints,
+    dtype_reason,
+    eager,
+    first_reason,
+    host_ints,
+    normalize_axis,
+)
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import UnsupportedOpError
 
@@ -61,7 +70,7 @@ def _mean_variance_normalization(info: NodeInfo) -> Callable[..., Any]:
 def _center_crop_pad_fn(shape: list[int], axes: list[int] | None) -> Callable[..., Any]:
     def center_crop_pad(x: torch.Tensor, _s: Any = None) -> torch.Tensor:
         chosen = [normalize_axis(a, x.dim()) for a in axes] if axes else list(range(x.dim()))
-        for a, target in zip(chosen, shape):
+        for a, target in zip(chosen, shape, strict=False):
             size = x.shape[a]
             if target < size:  # crop, the extra element (odd difference) from the end
                 x = x.narrow(a, (size - target) // 2, target)

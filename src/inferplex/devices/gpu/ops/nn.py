@@ -18,7 +18,7 @@ import onnx_ir as ir
 import torch
 import torch.nn.functional as F
 
-from inferplex.devices.gpu.ops import _resize  # noqa: F401  (registers Resize, Upsample)
+from inferplex.devices.gpu.ops import _attention, _norms, _resize  # noqa: F401  (register their ops)
 from inferplex.devices.gpu.registry import NodeInfo, register
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
@@ -349,112 +349,6 @@ def global_lp_pool(info: NodeInfo) -> Callable[..., Any]:
     dims = _spatial_dims(info)
     p = float(info.attr("p", 2))
     return lambda x: x.abs().pow(p).sum(dims, keepdim=True).pow(1.0 / p)
-
-
-# --- normalization ------------------------------------------------------------------
-
-
-def _batch_norm_supports(info: NodeInfo) -> str | None:
-    if int(info.attr("training_mode", 0)) != 0:
-        return "BatchNormalization with training_mode=1 is not supported (inference only)"
-    if int(info.attr("spatial", 1)) != 1:
-        return "BatchNormalization with spatial=0 is not supported"
-    if info.opset < 7 and int(info.attr("is_test", 0)) == 0:
-        return "BatchNormalization with is_test=0 (training) is not supported"
-    if sum(1 for v in info.node.outputs if v is not None and v.name) > 1:
-        return "BatchNormalization training outputs (running mean/var) are not supported"
-    return _floats_only(info)
-
-
-@register("BatchNormalization", supports=_batch_norm_supports)
-def batch_norm(info: NodeInfo) -> Callable[..., Any]:
-    eps = float(info.attr("epsilon", 1e-5))
-
-    def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
-            var: torch.Tensor) -> torch.Tensor:
-        params = [t.to(x.dtype) for t in (mean, var, scale, bias)]
-        return F.batch_norm(x, *params, training=False, eps=eps)
-
-    return run
-
-
-@register("InstanceNormalization", supports=lambda info: _floats_only(info))
-def instance_norm(info: NodeInfo) -> Callable[..., Any]:
-    eps = float(info.attr("epsilon", 1e-5))
-    return lambda x, scale, bias: F.instance_norm(x, weight=scale, bias=bias, eps=eps)
-
-
-def _layer_norm_supports(info: NodeInfo) -> str | None:
-    if info.rank(0) is None:
-        return "LayerNormalization needs the input rank"
-    return _floats_only(info)
-
-
-@register("LayerNormalization", versions=(17, None), supports=_layer_norm_supports)
-def layer_norm(info: NodeInfo) -> Callable[..., Any]:
-    rank = info.rank(0) or 0
-    axis = int(info.attr("axis", -1)) % rank
-    eps = float(info.attr("epsilon", 1e-5))
-    stats = any(v is not None and v.name for v in info.node.outputs[1:])
-    dims = tuple(range(axis, rank))
-
-    def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
-        shape = tuple(x.shape[axis:])
-        if not stats and tuple(scale.shape) == shape and (bias is None or tuple(bias.shape) == shape):
-            return F.layer_norm(x, shape, scale, bias, eps)
-        wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        mean = wide.mean(dims, keepdim=True)
-        inv_std = torch.rsqrt((wide - mean).square().mean(dims, keepdim=True) + eps)
-        y = ((wide - mean) * inv_std).to(x.dtype) * scale
-        if bias is not None:
-            y = y + bias
-        return y, mean, inv_std
-
-    return run
-
-
-def _group_norm_supports(info: NodeInfo) -> str | None:
-    if info.attr("num_groups") is None:
-        return "GroupNormalization needs num_groups"
-    return _floats_only(info)
-
-
-@register("GroupNormalization", versions=(18, None), supports=_group_norm_supports)
-def group_norm(info: NodeInfo) -> Callable[..., Any]:
-    groups = int(info.attr("num_groups"))
-    eps = float(info.attr("epsilon", 1e-5))
-    per_group = info.opset < 21  # opset 18's scale and bias hold one value per group
-
-    def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        if per_group:
-            channels = x.shape[1] // groups
-            scale, bias = scale.repeat_interleave(channels), bias.repeat_interleave(channels)
-        wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        y = F.group_norm(wide, groups, None, None, eps).to(x.dtype)
-        view = (1, -1) + (1,) * (x.dim() - 2)
-        return y * scale.reshape(view) + bias.reshape(view)
-
-    return run
-
-
-@register("LRN", supports=lambda info: _floats_only(info))
-def lrn(info: NodeInfo) -> Callable[..., Any]:
-    size = int(info.attr("size"))
-    alpha, beta = float(info.attr("alpha", 1e-4)), float(info.attr("beta", 0.75))
-    bias = float(info.attr("bias", 1.0))
-    before, after = (size - 1) // 2, size // 2 if size % 2 == 0 else (size - 1) // 2
-    if size % 2 == 0:
-        after = size - 1 - before
-
-    def run(x: torch.Tensor) -> torch.Tensor:
-        if size % 2 == 1:
-            return F.local_response_norm(x, size, alpha, beta, bias)
-        # ONNX's window for even sizes leans forward; torch's leans back.
-        square = (x * x).movedim(1, -1)
-        sums = F.pad(square, (before, after)).unfold(-1, size, 1).sum(-1).movedim(-1, 1)
-        return x / (bias + alpha / size * sums).pow(beta)
-
-    return run
 
 
 # --- matrix products ----------------------------------------------------------------

@@ -15,8 +15,15 @@ import onnx_ir as ir
 import torch
 
 from inferplex.devices.gpu.ops._common import (
-    NUMERIC_DTYPES, attrs_reason, const_ints, dtype_reason, eager, first_reason,
-    host_ints, normalize_axis)
+    NUMERIC_DTYPES,
+    attrs_reason,
+    const_ints,
+    dtype_reason,
+    eager,
+    first_reason,
+    host_ints,
+    normalize_axis,
+)
 from inferplex.devices.gpu.registry import NodeInfo, register
 
 Reduction = Callable[[torch.Tensor, tuple[int, ...]], torch.Tensor]

@@ -17,8 +17,18 @@ import torch
 import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops._common import (
-    EXACT_DTYPES, NUMERIC_DTYPES, attrs_reason, const_ints, dtype_reason, eager,
-    first_reason, host_ints, int64_tensor, normalize_axis, torch_dtype)
+    EXACT_DTYPES,
+    NUMERIC_DTYPES,
+    attrs_reason,
+    const_ints,
+    dtype_reason,
+    eager,
+    first_reason,
+    host_ints,
+    int64_tensor,
+    normalize_axis,
+    torch_dtype,
+)
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import InputError
 
@@ -220,7 +230,7 @@ def _slice_fn(starts: list[int], ends: list[int], axes: list[int] | None,
     def slice_(x: torch.Tensor, *_: Any) -> torch.Tensor:
         index: list[slice] = [slice(None)] * x.dim()
         flips = []
-        for i, (start, end) in enumerate(zip(starts, ends)):
+        for i, (start, end) in enumerate(zip(starts, ends, strict=False)):
             a = normalize_axis(axes[i] if axes else i, x.dim())
             # Python's slice.indices clamps exactly as ONNX (numpy) does, steps of both signs.
             lo, hi, step = slice(start, end, steps[i] if steps else 1).indices(x.shape[a])
@@ -262,8 +272,8 @@ def _pad_fn(mode: str, pads: list[int], axes: list[int] | None,
             *_: Any) -> torch.Tensor:
         rank = x.dim()
         chosen = [normalize_axis(a, rank) for a in axes] if axes else list(range(rank))
-        before = dict(zip(chosen, pads[:len(chosen)]))
-        after = dict(zip(chosen, pads[len(chosen):]))
+        before = dict(zip(chosen, pads[:len(chosen)], strict=False))
+        after = dict(zip(chosen, pads[len(chosen):], strict=False))
         if mode != "constant":
             for a in chosen:
                 x = x.index_select(a, _pad_index(mode, x.shape[a], before[a], after[a], x.device))

@@ -1,0 +1,162 @@
+"""inferplex's GPU device vs torch eager and torch.compile on the native module.
+
+ResNet-50 (torchvision, random weights) and BERT-base (transformers, random
+init, sequence 128) are exported to ONNX and run through the GPU device
+(CUDA graphs on, inputs and outputs kept on the device, like the native
+module's), at f32 and f16, batch 1 and a large batch (64 / 32).  Times are
+medians of CUDA-event timings; the table shows each engine's ratio of
+throughput to torch.compile's.  JSON goes to ``$OUT/gpu_device.json`` when
+``OUT`` is set.
+
+    python bench/gpu_device.py            # on a CUDA machine (< 8 minutes)
+    python bench/gpu_device.py --quick    # tiny models on the CPU (emulated GPU), to check the script
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+TIME_BUDGET_S = 7 * 60
+
+
+def _timer(cuda: bool) -> Callable[[Callable[[], Any], int, int], float]:
+    """A function timing ``fn`` ``iters`` times after ``warmup`` runs; median milliseconds."""
+
+    def measure(fn: Callable[[], Any], warmup: int, iters: int) -> float:
+        for _ in range(warmup):
+            fn()
+        samples = []
+        for _ in range(iters):
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end))
+            else:
+                began = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - began) * 1000)
+        return statistics.median(samples)
+
+    return measure
+
+
+def _models(quick: bool) -> list[tuple[str, torch.nn.Module, Callable[[int], tuple[torch.Tensor, ...]], list[str], int]]:
+    """(name, module, make_inputs(batch), input names, large batch)."""
+    if quick:
+        net = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10))
+        return [("small-cnn", net, lambda b: (torch.randn(b, 3, 32, 32),), ["x"], 8)]
+    import torchvision
+    from transformers import BertConfig, BertModel
+
+    class Bert(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = BertModel(BertConfig())
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.bert(input_ids=ids).last_hidden_state
+
+    return [("resnet50", torchvision.models.resnet50(weights=None), lambda b: (torch.randn(b, 3, 224, 224),), ["x"], 64),
+            ("bert-base", Bert(), lambda b: (torch.randint(0, 30000, (b, 128)),), ["ids"], 32)]
+
+
+def _export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], names: list[str]) -> Any:
+    import onnx_ir as ir
+
+    buffer = io.BytesIO()
+    torch.onnx.export(module, args, buffer, input_names=names, output_names=["y"], opset_version=17,
+                      dynamic_axes={n: {0: "batch"} for n in names}, dynamo=False)
+    return ir.from_proto(__import__("onnx").load_from_string(buffer.getvalue()))
+
+
+def _run_model(name: str, module: torch.nn.Module, make: Callable[[int], tuple[torch.Tensor, ...]],
+               names: list[str], large: int, device: torch.device, args: argparse.Namespace,
+               started: float) -> list[dict[str, Any]]:
+    from inferplex.devices.gpu.plugin import GpuPlugin
+
+    measure = _timer(device.type == "cuda")
+    module = module.eval()
+    model = _export(module, make(1), names)
+    rows = []
+    for precision, dtype in (("f32", torch.float32), ("f16", torch.float16)):
+        program = GpuPlugin().compile(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})
+        native = module.to(device=device, dtype=dtype)
+        compiled = None
+        for batch in (1, large):
+            inputs = [t.to(device) for t in make(batch)]
+            native_inputs = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
+            feeds = dict(zip(names, inputs))
+            iters = 10 if args.quick else (50 if batch == 1 else 20)
+            engines: dict[str, Callable[[], Any]] = {
+                "inferplex": lambda: program.run(feeds, keep_on_device={"y"}),
+            }
+            with torch.inference_mode():
+                engines["torch eager"] = lambda: native(*native_inputs)
+                if not args.no_compile and time.perf_counter() - started < TIME_BUDGET_S:
+                    compiled = compiled or torch.compile(native)
+                    engines["torch.compile"] = lambda: compiled(*native_inputs)
+                for engine, fn in engines.items():
+                    ms = measure(fn, 3 if args.quick else 10, iters)
+                    rows.append({"model": name, "engine": engine, "precision": precision, "batch": batch,
+                                 "ms": ms, "items_per_s": batch * 1000 / ms})
+        program.close()
+        module = module.float()
+    return rows
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    reference = {(r["model"], r["precision"], r["batch"]): r["items_per_s"] for r in rows
+                 if r["engine"] == "torch.compile"}
+    header = f"{'model':<11}{'engine':<15}{'prec':<6}{'batch':>6}{'ms':>10}{'items/s':>11}{'vs compile':>12}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        base = reference.get((r["model"], r["precision"], r["batch"]))
+        ratio = f"{r['items_per_s'] / base:.2f}x" if base else "-"
+        print(f"{r['model']:<11}{r['engine']:<15}{r['precision']:<6}{r['batch']:>6}{r['ms']:>10.3f}"
+              f"{r['items_per_s']:>11.1f}{ratio:>12}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny model on the CPU (emulated GPU)")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = parser.parse_args()
+    if args.quick or not torch.cuda.is_available():
+        os.environ["INFERPLEX_EMULATED_GPUS"] = "1"
+        args.quick, args.no_compile = True, args.no_compile or not torch.cuda.is_available()
+        device = torch.device("cpu")
+    else:
+        device = torch.device("cuda", 0)
+    started = time.perf_counter()
+    torch.manual_seed(0)
+    rows: list[dict[str, Any]] = []
+    for spec in _models(args.quick):
+        rows += _run_model(*spec, device=device, args=args, started=started)
+    _print_table(rows)
+    info = {"device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (emulated GPU)",
+            "torch": torch.__version__, "quick": args.quick, "seconds": time.perf_counter() - started, "rows": rows}
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "gpu_device.json"), "w") as handle:
+            json.dump(info, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
