@@ -52,8 +52,9 @@ def tiny_model(batch: int) -> tuple[Any, dict[str, np.ndarray]]:
         nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"))
         prev = f"r{i}"
     nodes[-1].output[0] = "y"
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 256])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 256])], inits)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 256])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 256])
+    graph = helper.make_graph(nodes, "mlp", [x], [y], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model, {"x": rng.standard_normal((batch, 256)).astype(np.float32)}

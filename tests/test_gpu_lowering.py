@@ -152,8 +152,9 @@ def test_profiling_records_ops_and_transfers(core: Any) -> None:
 
 
 def test_keep_on_device_returns_torch_tensors() -> None:
-    from inferplex.devices.gpu.plugin import GpuPlugin
     import onnx_ir as ir
+
+    from inferplex.devices.gpu.plugin import GpuPlugin
 
     model, feeds = _cnn()
     with pytest.MonkeyPatch.context() as patch:

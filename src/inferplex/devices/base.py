@@ -103,8 +103,6 @@ class DevicePlugin(ABC):
 
     family: str = ""
     """Device-name prefix: ``"CPU"`` or ``"GPU"`` (devices are ``GPU.0`` ...)."""
-    auto_priority: int = 100
-    """AUTO tries devices with lower values first (accelerators before the host CPU)."""
 
     @abstractmethod
     def devices(self) -> list[str]:
@@ -117,6 +115,9 @@ class DevicePlugin(ABC):
     @abstractmethod
     def device_property(self, device: str, key: str) -> Any:
         """A read-only device property (``FULL_DEVICE_NAME``, ``DEVICE_TOTAL_MEM_SIZE``, ...).
+
+        ``DEVICE_TYPE`` orders AUTO's candidates: ``"discrete"``, ``"integrated"``,
+        ``"accelerator"``, then ``"host"`` (the device that serves while others compile).
 
         Raise ``KeyError`` for keys the device does not know.
         """

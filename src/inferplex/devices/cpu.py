@@ -82,7 +82,6 @@ class CpuPlugin(DevicePlugin):
     """ONNX Runtime on the host CPU."""
 
     family = "CPU"
-    auto_priority = 100
 
     def devices(self) -> list[str]:
         return ["CPU"]

@@ -103,10 +103,6 @@ class DeviceRegistry:
             f"device {name!r} is not available; {family} devices here: "
             f"{', '.join(devices) if devices else 'none'}")
 
-    def auto_priority(self, name: str) -> int:
-        """Where ``name`` comes in AUTO's default candidate order (lower first)."""
-        return int(self.resolve(name)[0].auto_priority)
-
     def full_name(self, name: str) -> str:
         return self.resolve(name)[1]
 

@@ -23,7 +23,6 @@ model's declared types, so callers see the model's dtypes whatever the hint.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +37,16 @@ from inferplex.devices.gpu import ops as _ops  # noqa: F401  (fills the registry
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering
 from inferplex.errors import ModelError, UnsupportedOpError
 
-__all__ = ["Analysis", "LoweredGraph", "analyze_model", "lower_model", "node_friendly_name",
-           "TORCH_DTYPES", "numpy_to_torch", "torch_to_numpy"]
+__all__ = [
+    "TORCH_DTYPES",
+    "Analysis",
+    "LoweredGraph",
+    "analyze_model",
+    "lower_model",
+    "node_friendly_name",
+    "numpy_to_torch",
+    "torch_to_numpy",
+]
 
 TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
     ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64,
@@ -249,7 +256,7 @@ def _static_shape_value(node: ir.Node, info: NodeInfo) -> np.ndarray | None:
 
 def _fold(analysis: Analysis, node: ir.Node, info: NodeInfo, fn: Callable[..., Any]) -> bool:
     """Evaluate a node with constant inputs on the host; record its outputs as constants."""
-    if node.op_type in _NONDETERMINISTIC or node.op_type in _DATA_DEPENDENT and node.op_type != "NonZero":
+    if node.op_type in _NONDETERMINISTIC or (node.op_type in _DATA_DEPENDENT and node.op_type != "NonZero"):
         return False
     present = [c for i, c in enumerate(info.constants) if info.has_input(i)]
     if any(c is None for c in present) or any(a.dtype.name not in _NP_OK for a in present):

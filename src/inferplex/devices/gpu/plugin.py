@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
     import torch
 
-__all__ = ["GpuPlugin", "EMULATION_ENV"]
+__all__ = ["EMULATION_ENV", "GpuPlugin"]
 
 EMULATION_ENV = "INFERPLEX_EMULATED_GPUS"
 """Environment variable: number of GPUs to emulate on torch's CPU device."""
@@ -65,6 +65,12 @@ def _torch() -> Any:
     return torch
 
 
+def _nvidia_driver_present() -> bool:
+    """Whether an NVIDIA driver is loaded (its device nodes or proc entry exist)."""
+    return any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia",
+                                           "/dev/dxg"))
+
+
 def _host_memory() -> MemoryInfo:
     page = os.sysconf("SC_PAGE_SIZE")
     total = os.sysconf("SC_PHYS_PAGES") * page
@@ -81,6 +87,8 @@ class GpuPlugin(DevicePlugin):
     family = "GPU"
 
     def devices(self) -> list[str]:
+        if not _emulated_count() and not _nvidia_driver_present():
+            return []  # no driver: answer without importing torch (seconds on CPU-only hosts)
         torch = _torch()
         if torch is None:
             return []
@@ -112,6 +120,13 @@ class GpuPlugin(DevicePlugin):
             if torch_device.type == "cpu":
                 return "Emulated GPU on CPU (torch)"
             return _torch().cuda.get_device_name(torch_device)
+        if key == "DEVICE_TYPE":
+            if torch_device.type == "cpu":
+                return "emulated"
+            integrated = _torch().cuda.get_device_properties(torch_device).is_integrated
+            return "integrated" if integrated else "discrete"
+        if key == "ENGINE":
+            return f"torch {_torch().__version__} ({torch_device.type})"
         if key == "DEVICE_TOTAL_MEM_SIZE":
             return self.memory(device).total_bytes
         if key == "DEVICE_FREE_MEM_SIZE":

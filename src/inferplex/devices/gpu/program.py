@@ -42,7 +42,7 @@ from inferplex.devices.base import DeviceProgram, ProfilingRecord
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
 from inferplex.errors import InferenceError, InputError, PropertyError
 
-__all__ = ["GpuProgram", "GRAPH_CACHE_SIZE"]
+__all__ = ["GRAPH_CACHE_SIZE", "GpuProgram"]
 
 GRAPH_CACHE_SIZE = 8
 """CUDA graphs kept per worker (one per input-shape signature)."""

@@ -15,6 +15,10 @@ beyond its tensors (axes, pads, shapes read from constant inputs) is resolved to
 Python values at lowering time, so the forward pass never synchronises with the
 host and can be captured in a CUDA graph.
 
+A returned function that reads tensor values back to the host (a shape given as
+a computed tensor, NonZero, ...) carries the attribute ``data_dependent = True``;
+a program holding one runs eagerly, outside CUDA graphs.
+
 ``supports(info)`` returns ``None`` when the lowering runs the node exactly, or a
 short reason when it cannot (HETERO then places the node on another device).  A
 lowering that would only approximate ONNX semantics must say no.
