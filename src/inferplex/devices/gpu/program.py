@@ -203,11 +203,26 @@ class GpuProgram(DeviceProgram):
                 else:
                     outputs = self._run_tensors(state, values)
                 result = self._collect(state, outputs, keep)
+            if self._cuda and keep:
+                self._hand_to_caller(state, result, keep)
         except (InputError, InferenceError):
             raise
         except Exception as e:
             raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {e}") from e
         return result
+
+    def _hand_to_caller(self, state: _Worker, result: dict[str, Any], keep: set[str]) -> None:
+        """Order the caller's stream after this worker's, for tensors returned on the device.
+
+        The worker ran on its own stream; without this the caller's next kernel
+        (or a CUDA event it records) could run before the outputs are written.
+        """
+        caller = torch.cuda.current_stream(self._torch_device)
+        caller.wait_stream(state.stream)
+        for name in keep:
+            tensor = result.get(name)
+            if isinstance(tensor, torch.Tensor) and tensor.is_cuda:
+                tensor.record_stream(caller)  # its memory must outlive the caller's use, not ours
 
     def _stream_context(self, state: _Worker) -> Any:
         if not self._cuda:
