@@ -114,7 +114,7 @@ def _run_model(name: str, module: torch.nn.Module, make: Callable[[int], tuple[t
             with torch.inference_mode():
                 engines["torch eager"] = lambda: native(*native_inputs)
                 if not args.no_compile and time.perf_counter() - started < TIME_BUDGET_S:
-                    compiled = compiled or torch.compile(native)
+                    compiled = torch.compile(native) if compiled is None else compiled
                     engines["torch.compile"] = lambda: compiled(*native_inputs)
                 for engine, fn in engines.items():
                     ms = measure(fn, 3 if args.quick else 10, iters)

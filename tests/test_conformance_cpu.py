@@ -29,7 +29,6 @@ cases inferplex fails, so the suite costs one run per passing case.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from dataclasses import dataclass

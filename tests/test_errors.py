@@ -17,7 +17,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from conftest import make_model
 from inferplex.errors import (
     DeviceNameError,
     InferplexError,
@@ -26,6 +25,8 @@ from inferplex.errors import (
     PropertyError,
     RequestBusyError,
 )
+
+from conftest import make_model
 
 FLOAT = TensorProto.FLOAT
 
@@ -283,7 +284,7 @@ def test_double_start_async_is_busy(core: ov.Core) -> None:
         with _raises(RequestBusyError, "wait()"):
             request.infer({"a": GOOD, "b": GOOD})
         with _raises(RequestBusyError, "not ready", "wait()"):
-            request.results
+            _ = request.results
     finally:
         gate.set()
     request.wait()

@@ -14,8 +14,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from conftest import ONNX_BACKEND_DATA, make_model, ort_run
 from inferplex.errors import InputError
+
+from conftest import ONNX_BACKEND_DATA, make_model, ort_run
 
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -64,10 +65,10 @@ def test_ports_names_shapes_and_types(core: ov.Core) -> None:
     assert idx.get_element_type().dtype == np.int64
     assert model.input(1) == idx and model.input("idx") == idx
     with pytest.raises(InputError, match="dynamic shape"):
-        x.shape
+        _ = x.shape
     with pytest.raises(InputError, match="x, idx"):
         model.input("nope")
-    with pytest.raises(InputError, match="out of range.*2 outputs"):
+    with pytest.raises(InputError, match=r"out of range.*2 outputs"):
         model.output(2)
 
 

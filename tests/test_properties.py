@@ -9,7 +9,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import inferplex as ov
-from conftest import make_model
 from inferplex.devices.cpu import stream_layout
 from inferplex.errors import DeviceNameError, PropertyError
 from inferplex.properties import (
@@ -22,6 +21,8 @@ from inferplex.properties import (
     parse_device_list,
     parse_device_string,
 )
+
+from conftest import make_model
 
 T = DeviceTarget
 
@@ -171,9 +172,9 @@ def test_bad_values_name_key_value_and_what_is_accepted(key: str, value: Any, ac
 
 
 def test_unknown_and_read_only_keys() -> None:
-    with pytest.raises(PropertyError, match="unknown property 'NOPE'.*accepted keys:.*NUM_STREAMS"):
+    with pytest.raises(PropertyError, match=r"unknown property 'NOPE'.*accepted keys:.*NUM_STREAMS"):
         normalize_property("NOPE", 1)
-    with pytest.raises(PropertyError, match="unknown property 'MEMORY_LIMIT'.*accepted keys: NUM_STREAMS$"):
+    with pytest.raises(PropertyError, match=r"unknown property 'MEMORY_LIMIT'.*accepted keys: NUM_STREAMS$"):
         normalize_property("MEMORY_LIMIT", 1, accepted_keys=("NUM_STREAMS",))
     with pytest.raises(PropertyError, match="read-only"):
         normalize_property("EXECUTION_DEVICES", ["CPU"])
@@ -192,7 +193,7 @@ def test_normalize_config_collects_every_problem() -> None:
 def test_parse_bytes() -> None:
     assert parse_bytes("2TiB") == 2 * 2**40
     assert parse_bytes("3B") == 3
-    with pytest.raises(PropertyError, match="MEMORY_LIMIT.*'20GiB'"):
+    with pytest.raises(PropertyError, match=r"MEMORY_LIMIT.*'20GiB'"):
         parse_bytes("1.2.3GB")
 
 

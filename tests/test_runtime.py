@@ -19,8 +19,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from conftest import make_model
 from inferplex.errors import InferenceError, InferplexError
+
+from conftest import make_model
 
 FLOAT = TensorProto.FLOAT
 
@@ -311,7 +312,7 @@ def test_failing_request_raises_inferplex_error(flaky: ov.CompiledModel,
         request.infer(_bad(0))
     assert isinstance(info.value.__cause__, RuntimeError)
     with pytest.raises(InferenceError):
-        request.results
+        _ = request.results
     feeds = _good(1)  # the request is usable again, and correct
     _assert_matches(request.infer(feeds), reference, feeds)
 
@@ -325,7 +326,7 @@ def test_failing_async_request_ends_once_with_its_error(flaky: ov.CompiledModel)
     with pytest.raises(InferenceError, match="FLAKY"):
         request.wait()
     with pytest.raises(InferplexError):
-        request.results
+        _ = request.results
     assert calls == ["bad"]
 
 

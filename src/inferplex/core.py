@@ -24,9 +24,9 @@ from inferplex.model import Model, load_model
 from inferplex.properties import (
     VIRTUAL_DEVICES,
     DeviceSpec,
+    normalize_config,
     parse_device_list,
     parse_device_string,
-    normalize_config,
 )
 from inferplex.runtime import CompiledModel
 
@@ -170,7 +170,7 @@ class Core:
 
     def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
         settings = dict(self._virtual_config[str(spec.virtual)])
-        settings.update(normalize_config(config, target=spec.virtual))
+        settings.update(normalize_config(config, target=str(spec.virtual)))
         for device in spec.names:  # unknown members are refused before anything compiles
             self._registry.resolve(device)
         return settings

@@ -40,7 +40,7 @@ class RunResult:
     its profiler to report) pay only when someone asks.
     """
 
-    __slots__ = ("outputs", "device", "_profiling")
+    __slots__ = ("_profiling", "device", "outputs")
 
     def __init__(self, outputs: dict[str, Any],
                  profiling: list[ProfilingRecord] | Callable[[], list[ProfilingRecord]] | None = None,
@@ -112,7 +112,7 @@ class Executor(ABC):
             f"properties {sorted(properties)} cannot be changed after compilation on "
             f"{', '.join(self.execution_devices)}")
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most executors have nothing to release
         """Stop worker threads and release devices.  Idempotent."""
 
 

@@ -331,7 +331,7 @@ def save_model(model: Model, path: str | os.PathLike[str]) -> None:
 
 def _parse(load: Any, what: str) -> onnx.ModelProto:
     try:
-        return load()  # type: ignore[no-any-return]
+        return load()
     except Exception as error:  # noqa: BLE001 - protobuf raises several unrelated types
         raise ModelError(f"{what} is not a readable ONNX model: {error}") from error
 

@@ -23,15 +23,15 @@ from typing import Any
 from inferplex.errors import DeviceNameError, PropertyError
 
 __all__ = [
+    "VIRTUAL_DEVICES",
     "DeviceSpec",
     "DeviceTarget",
-    "VIRTUAL_DEVICES",
-    "normalize_property",
-    "normalize_config",
-    "parse_device_string",
-    "parse_device_list",
-    "parse_bytes",
     "hint",
+    "normalize_config",
+    "normalize_property",
+    "parse_bytes",
+    "parse_device_list",
+    "parse_device_string",
 ]
 
 VIRTUAL_DEVICES = ("HETERO", "MULTI", "AUTO")
@@ -88,7 +88,7 @@ def _int_at_least(minimum: int) -> Callable[[Any], int]:
             number = int(value)
         except (TypeError, ValueError):
             raise _Reject(f"an integer >= {minimum}") from None
-        if isinstance(value, float) and value != number or number < minimum:
+        if (isinstance(value, float) and value != number) or number < minimum:
             raise _Reject(f"an integer >= {minimum}")
         return number
 

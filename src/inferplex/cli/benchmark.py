@@ -20,8 +20,14 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from inferplex.cli.inputs import (apply_shapes, batch_size, check_static, parse_shapes, random_inputs,
-                                  sample_model_path)
+from inferplex.cli.inputs import (
+    apply_shapes,
+    batch_size,
+    check_static,
+    parse_shapes,
+    random_inputs,
+    sample_model_path,
+)
 from inferplex.cli.output import describe_ports, print_compiled, print_hetero_plan, read_optional
 from inferplex.cli.report import BenchmarkResult, print_counters, print_devices, print_result, write_json
 from inferplex.core import Core

@@ -55,10 +55,10 @@ def check_device(core: Core, device: str) -> DeviceCheck:
     if got.shape != expected.shape:
         return DeviceCheck(device, False, f"output shape {list(got.shape)}, expected "
                                           f"{list(expected.shape)}")
-    error = float(np.max(np.abs(got.astype(np.float64) - expected)))
+    max_error = float(np.max(np.abs(got.astype(np.float64) - expected)))
     if not np.allclose(got, expected, rtol=_TOLERANCE, atol=_TOLERANCE):
-        return DeviceCheck(device, False, f"wrong result: max abs error {error:.3g}")
-    return DeviceCheck(device, True, f"max abs error {error:.1e}")
+        return DeviceCheck(device, False, f"wrong result: max abs error {max_error:.3g}")
+    return DeviceCheck(device, True, f"max abs error {max_error:.1e}")
 
 
 def _property(core: Core, device: str, key: str) -> Any:

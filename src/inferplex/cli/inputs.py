@@ -76,7 +76,7 @@ def _parse_dim(text: str, whole: str) -> int | None:
 
 def apply_shapes(model: Model, shapes: Mapping[str | int, Dims] | None, batch: int | None) -> None:
     """Reshape ``model``'s inputs from ``-shape`` and set dimension 0 of every input to ``-b``."""
-    new: dict[str | int, Dims] = {}
+    new: dict[str | int, list[Any]] = {}
     for key, dims in (shapes or {}).items():
         if key == 0 and len(model.inputs) != 1:
             raise InputError(f"-shape without an input name needs a one-input model; this one has "
@@ -91,9 +91,9 @@ def apply_shapes(model: Model, shapes: Mapping[str | int, Dims] | None, batch: i
         if batch < 1:
             raise InputError(f"-b must be at least 1, got {batch}")
         for port in model.inputs:
-            dims = new.get(port.any_name) or list(port.partial_shape or [])
-            if dims:
-                new[port.any_name] = [batch, *dims[1:]]
+            known = list(new.get(port.any_name) or port.partial_shape or [])
+            if known:
+                new[port.any_name] = [batch, *known[1:]]
     if new:
         model.reshape(new)
 

@@ -16,8 +16,15 @@ from rich.console import Console
 
 from inferplex.cli import benchmark, devices, query
 from inferplex.cli.output import consoles
-from inferplex.errors import (AffinityError, DeviceNameError, InferplexError, InputError, ModelError,
-                              PropertyError, UnsupportedOpError)
+from inferplex.errors import (
+    AffinityError,
+    DeviceNameError,
+    InferplexError,
+    InputError,
+    ModelError,
+    PropertyError,
+    UnsupportedOpError,
+)
 
 __all__ = ["build_parser", "main"]
 

@@ -194,10 +194,10 @@ def print_counters(console: Console, records: list[ProfilingRecord]) -> None:
                       f"{_ms(record):.3f}", f"{_ms(record, 'cpu_time'):.3f}",
                       f"{_ms(record) / total:.1%}" if total else "-")
     console.print(table)
-    by_type: Counter[str] = Counter()
+    by_type: dict[str, float] = {}
     counts: Counter[str] = Counter()
     for record in records:
-        by_type[record.node_type] += _ms(record)
+        by_type[record.node_type] = by_type.get(record.node_type, 0.0) + _ms(record)
         counts[record.node_type] += 1
     totals = Table(title="Totals by op type", title_justify="left")
     for column in ("node_type", "ops", "real_time ms", "%"):

@@ -218,7 +218,7 @@ def _to_numpy(value: Any) -> Any:
     if isinstance(value, (list, tuple)):  # a sequence input: ONNX Runtime takes a list of arrays
         return [_to_numpy(item) for item in value]
     if type(value).__module__.startswith("torch"):
-        return value.detach().cpu().numpy()  # type: ignore[no-any-return]
+        return value.detach().cpu().numpy()
     return np.asarray(value)
 
 
@@ -238,7 +238,7 @@ def _serialize(model: ir.Model) -> bytes:
     # onnx.helper stamps the newest IR version, which may be newer than the
     # installed ONNX Runtime reads; the graph itself rarely needs it.
     proto.ir_version = min(proto.ir_version, _max_ir_version())
-    return proto.SerializeToString()  # type: ignore[no-any-return]
+    return proto.SerializeToString()
 
 
 @lru_cache(maxsize=1)
@@ -319,7 +319,8 @@ def _schema(domain: str, op_type: str, version: int) -> onnx.defs.OpSchema | Non
 def _expands_to_function(domain: str, op_type: str, version: int) -> bool:
     """ORT inlines ops that ONNX defines as functions when it has no kernel for them."""
     schema = _schema(domain, op_type, version)
-    return schema is not None and (schema.has_function or schema.has_context_dependent_function)
+    return schema is not None and bool(getattr(schema, "has_function", False)
+                                       or getattr(schema, "has_context_dependent_function", False))
 
 
 def _types_match(node: ir.Node, schema: onnx.defs.OpSchema,

@@ -18,7 +18,7 @@ from inferplex.properties import normalize_config
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-__all__ = ["DeviceRegistry", "FORWARDED_KEYS"]
+__all__ = ["FORWARDED_KEYS", "DeviceRegistry"]
 
 _log = logging.getLogger("inferplex")
 

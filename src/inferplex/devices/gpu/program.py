@@ -30,7 +30,8 @@ import datetime
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,51 @@ class _TimingInterpreter(torch.fx.Interpreter):
             elapsed = start.elapsed_time(end) / 1000.0 if self.cuda else end - start
             totals[(name, op)] = totals.get((name, op), 0.0) + elapsed
         return totals
+
+
+class _CaptureGate:
+    """Process-wide: many runs at once, or one CUDA-graph capture alone.
+
+    While a stream captures, work that other threads queue (pinned-memory
+    bookkeeping, event queries, allocations) can invalidate the capture or fail
+    with ``operation not permitted when stream is capturing``.  Captures happen
+    once per input shape, so pausing other runs for them costs little.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._capturing = False
+        self._waiting = 0
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._capturing and not self._waiting)
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def capture(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._capturing and self._running == 0)
+            self._waiting -= 1
+            self._capturing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._capturing = False
+                self._cond.notify_all()
+
+
+_GATE = _CaptureGate()
 
 
 def _delta(seconds: float) -> datetime.timedelta:
@@ -196,8 +242,9 @@ class GpuProgram(DeviceProgram):
         values = self._check(inputs)
         state = self._workers[worker]
         keep = set(keep_on_device)
+        gate = _GATE.capture() if self._will_capture(state, values) else _GATE.run()
         try:
-            with torch.inference_mode(), self._stream_context(state):
+            with gate, torch.inference_mode(), self._stream_context(state):
                 if self._profiling:
                     outputs = self._run_profiled(state, values)
                 else:
@@ -230,9 +277,19 @@ class GpuProgram(DeviceProgram):
         state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
         return torch.cuda.stream(state.stream)
 
+    @staticmethod
+    def _signature(values: list[Any]) -> tuple[Any, ...]:
+        return tuple((tuple(v.shape), str(v.dtype)) for v in values)
+
+    def _will_capture(self, state: _Worker, values: list[Any]) -> bool:
+        if not self._graphs or self._profiling:
+            return False
+        signature = self._signature(values)
+        return signature not in self._eager_signatures and signature not in state.graphs
+
     def _run_tensors(self, state: _Worker, values: list[Any]) -> Sequence[torch.Tensor]:
         names = self._lowered.input_names
-        signature = tuple((tuple(v.shape), str(v.dtype)) for v in values)
+        signature = self._signature(values)
         if self._graphs and signature not in self._eager_signatures:
             captured = state.graphs.get(signature)
             if captured is None:
