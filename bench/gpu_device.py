@@ -5,7 +5,10 @@ init, sequence 128) are exported to ONNX and run through the GPU device
 (CUDA graphs on, inputs and outputs kept on the device, like the native
 module's), at f32 and f16, batch 1 and a large batch (64 / 32).  Times are
 medians of CUDA-event timings; the table shows each engine's ratio of
-throughput to torch.compile's.  JSON goes to ``$OUT/gpu_device.json`` when
+throughput to torch.compile's.  Per (model, precision, batch) the engines run
+in the order torch.compile, torch eager, inferplex, inferplex numpy; an engine
+that raises is recorded as ``error: ...`` and the run goes on (after a sticky
+CUDA error the later rows fail too).  JSON goes to ``$OUT/gpu_device.json`` when
 ``OUT`` is set.
 
     python bench/gpu_device.py            # on a CUDA machine (< 8 minutes)
@@ -107,33 +110,47 @@ def _run_model(name: str, module: torch.nn.Module, make: Callable[[int], tuple[t
             feeds = dict(zip(names, inputs))
             iters = 10 if args.quick else (50 if batch == 1 else 20)
             host_feeds = {n: t.cpu().numpy() for n, t in feeds.items()}
-            engines: dict[str, Callable[[], Any]] = {
-                "inferplex": lambda: program.run(feeds, keep_on_device={"y"}),
-                "inferplex numpy": lambda: public(host_feeds),
-            }
-            with torch.inference_mode():
-                engines["torch eager"] = lambda: native(*native_inputs)
-                if not args.no_compile and time.perf_counter() - started < TIME_BUDGET_S:
-                    compiled = torch.compile(native) if compiled is None else compiled
-                    engines["torch.compile"] = lambda: compiled(*native_inputs)
-                for engine, fn in engines.items():
-                    ms = measure(fn, 3 if args.quick else 10, iters)
-                    rows.append({"model": name, "engine": engine, "precision": precision, "batch": batch,
-                                 "ms": ms, "items_per_s": batch * 1000 / ms})
-                    print(f"  measured {name} {engine} {precision} batch {batch}: {ms:.3f} ms", flush=True)
+            # torch's engines first: a failure in inferplex's rows is then ours to explain.
+            engines: dict[str, Callable[[], Any]] = {}
+            if not args.no_compile and time.perf_counter() - started < TIME_BUDGET_S:
+                compiled = torch.compile(native) if compiled is None else compiled
+                engines["torch.compile"] = lambda: compiled(*native_inputs)
+            engines["torch eager"] = lambda: native(*native_inputs)
+            engines["inferplex"] = lambda: program.run(feeds, keep_on_device={"y"})
+            engines["inferplex numpy"] = lambda: public(host_feeds)
+            for engine, fn in engines.items():
+                rows.append(_measure_row(measure, fn, args, iters, name, engine, precision, batch))
         program.close()
         public.release()
         module = module.float()
     return rows
 
 
+def _measure_row(measure: Callable[..., float], fn: Callable[[], Any], args: argparse.Namespace, iters: int,
+                 name: str, engine: str, precision: str, batch: int) -> dict[str, Any]:
+    """One table row; an engine that raises is recorded as an error and the run goes on."""
+    row: dict[str, Any] = {"model": name, "engine": engine, "precision": precision, "batch": batch}
+    try:
+        with torch.inference_mode():
+            ms = measure(fn, 3 if args.quick else 10, iters)
+    except Exception as error:  # noqa: BLE001 - a benchmark reports failures, it does not stop at them
+        message = f"{type(error).__name__}: {error}".splitlines()[0][:160]
+        print(f"  {name} {engine} {precision} batch {batch}: error: {message}", flush=True)
+        return {**row, "error": message}
+    print(f"  measured {name} {engine} {precision} batch {batch}: {ms:.3f} ms", flush=True)
+    return {**row, "ms": ms, "items_per_s": batch * 1000 / ms}
+
+
 def _print_table(rows: list[dict[str, Any]]) -> None:
     reference = {(r["model"], r["precision"], r["batch"]): r["items_per_s"] for r in rows
-                 if r["engine"] == "torch.compile"}
+                 if r["engine"] == "torch.compile" and "error" not in r}
     header = f"{'model':<11}{'engine':<17}{'prec':<6}{'batch':>6}{'ms':>10}{'items/s':>11}{'vs compile':>12}"
     print(header)
     print("-" * len(header))
     for r in rows:
+        if "error" in r:
+            print(f"{r['model']:<11}{r['engine']:<17}{r['precision']:<6}{r['batch']:>6}  error: {r['error']}")
+            continue
         base = reference.get((r["model"], r["precision"], r["batch"]))
         ratio = f"{r['items_per_s'] / base:.2f}x" if base else "-"
         print(f"{r['model']:<11}{r['engine']:<17}{r['precision']:<6}{r['batch']:>6}{r['ms']:>10.3f}"

@@ -104,3 +104,109 @@ def test_profiling_uses_cuda_events() -> None:
     records = program.profiling_info(0)
     assert {"Conv", "Transfer"} <= {r.node_type for r in records}
     assert all(r.exec_type in ("torch.cuda", "copy", "constant folded") for r in records)
+
+
+# --- specialization, layouts, graph cache --------------------------------------------
+
+
+def _compile(model: onnx.ModelProto, config: dict[str, Any] | None = None) -> Any:
+    import onnx_ir as ir
+
+    from inferplex.devices.gpu.plugin import GpuPlugin
+
+    return GpuPlugin().compile(ir.serde.deserialize_model(model), "GPU.0", config or {})
+
+
+class _Block(torch.nn.Module):
+    """A BERT-like encoder block; exported with a dynamic batch, its shape arithmetic is computed."""
+
+    def __init__(self, dim: int = 64, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.proj = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+        self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim))
+
+    def forward(self, x: Any) -> Any:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        attn = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, -1)
+        x = self.norm1(x + self.proj((attn @ v).transpose(1, 2).reshape(b, t, d)))
+        return self.norm2(x + self.mlp(x))
+
+
+def _block_model() -> onnx.ModelProto:
+    torch.manual_seed(0)
+    buffer = io.BytesIO()
+    torch.onnx.export(_Block().eval(), (torch.randn(2, 16, 64),), buffer, input_names=["x"], output_names=["y"],
+                      opset_version=17, dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def _block_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(seed).standard_normal((batch, 16, 64)).astype(np.float32)}
+
+
+def test_specialized_block_is_captured_and_equals_eager() -> None:
+    model = _block_model()
+    graphs, eager = _compile(model), _compile(model, {"CUDA_GRAPHS": False})
+    for batch in (1, 3, 1):
+        feeds = _block_feeds(batch, seed=batch)
+        np.testing.assert_allclose(graphs.run(feeds)["y"], eager.run(feeds)["y"], rtol=1e-5, atol=1e-5)
+    assert set(graphs._workers[0].graphs) == {((1, 16, 64),), ((3, 16, 64),)}, "specialized runs were not captured"
+
+
+def test_concurrent_workers_with_different_shapes() -> None:
+    model = _block_model()
+    program, eager = _compile(model, {"PERFORMANCE_HINT": "THROUGHPUT"}), _compile(model, {"CUDA_GRAPHS": False})
+    jobs = [(i % program.num_workers, 1 + i % 5, i) for i in range(24)]
+    with ThreadPoolExecutor(program.num_workers) as pool:
+        results = list(pool.map(lambda j: program.run(_block_feeds(j[1], j[2]), worker=j[0])["y"], jobs))
+    for (_, batch, seed), got in zip(jobs, results):
+        np.testing.assert_allclose(got, eager.run(_block_feeds(batch, seed))["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_channels_last_f16_resnet_block_within_bounds() -> None:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 7, stride=2, padding=3, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(3, 2, 1), torch.nn.Conv2d(32, 32, 3, padding=1, bias=False), torch.nn.BatchNorm2d(32),
+        torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10),
+        torch.nn.Softmax(-1)).eval()
+    buffer = io.BytesIO()
+    torch.onnx.export(net, (torch.randn(2, 3, 64, 64),), buffer, input_names=["x"], output_names=["y"],
+                      opset_version=17, dynamic_axes={"x": {0: "N"}}, dynamo=False)
+    model = onnx.load_from_string(buffer.getvalue())
+    program = _compile(model, {"INFERENCE_PRECISION_HINT": "f16"})
+    assert program.get_property("GPU_CHANNELS_LAST") is True
+    import onnxruntime as ort
+
+    feeds = {"x": np.random.default_rng(0).standard_normal((4, 3, 64, 64)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for _ in range(2):  # capture, then replay
+        assert np.abs(program.run(feeds)["y"] - want).max() <= 2e-2
+
+
+def test_many_shapes_cycle_through_the_graph_cache_safely() -> None:
+    from inferplex.devices.gpu.program import GRAPH_CACHE_SIZE
+
+    model = _block_model()
+    program, eager = _compile(model), _compile(model, {"CUDA_GRAPHS": False})
+    batches = list(range(1, GRAPH_CACHE_SIZE + 4))
+    for _ in range(2):
+        for batch in batches:
+            feeds = _block_feeds(batch, seed=batch)
+            out = program.run(feeds, keep_on_device={"y"})["y"]
+            np.testing.assert_allclose(program.to_host(out), eager.run(feeds)["y"], rtol=1e-5, atol=1e-5)
+    torch.cuda.synchronize()  # an illegal access would surface here at the latest
+    assert len(program._workers[0].graphs) == GRAPH_CACHE_SIZE
+
+
+def test_to_host_and_to_native_on_cuda() -> None:
+    program = _program()
+    feeds = _feeds()
+    native = program.to_native(feeds["x"])
+    assert native.is_cuda
+    np.testing.assert_array_equal(program.to_host(native), feeds["x"])
+    out = program.run({"x": native}, keep_on_device={"y"})["y"]
+    np.testing.assert_allclose(program.to_host(out), _reference(feeds), rtol=1e-4, atol=1e-6)

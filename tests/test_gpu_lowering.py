@@ -205,3 +205,147 @@ def test_pool_and_conv_auto_pad_match_onnx_runtime(core: Any, auto_pad: str) -> 
     want = _ort(model, feeds)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-6)
     np.testing.assert_array_equal(got[1], want[1])
+
+
+# --- specialization, rewrites, layouts, transfers -------------------------------------
+
+
+def _program(model: onnx.ModelProto, config: dict[str, Any] | None = None) -> Any:
+    import onnx_ir as ir
+
+    from inferplex.devices.gpu.plugin import GpuPlugin
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+        return GpuPlugin().compile(ir.serde.deserialize_model(model), "GPU.0", config or {})
+
+
+def _calls(module: Any) -> list[Any]:
+    return [n.target for n in module.graph.nodes if n.op == "call_function"]
+
+
+def test_dynamic_batch_is_specialized_per_signature_with_shared_weights() -> None:
+    torch.manual_seed(0)
+    layer, x = _encoder()
+    model = _export(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
+    program = _program(model)
+    assert not program._generic.lowered.capturable  # shape arithmetic on the dynamic batch
+    for batch in (1, 3, 1):
+        feeds = {"x": np.random.default_rng(batch).standard_normal((batch, 10, 32)).astype(np.float32)}
+        np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+    assert set(program._variants) == {((1, 10, 32),), ((3, 10, 32),)}  # batch 1 again reused its lowering
+    special = program._variants[((1, 10, 32),)].lowered
+    assert special.capturable and special.input_shapes == ((1, 10, 32),)
+    assert not any(getattr(t, "data_dependent", False) for t in _calls(special.module))
+    generic_ptrs = {t.data_ptr() for t in program._generic.lowered.module.buffers() if t.numel() >= 32 * 32}
+    special_ptrs = {t.data_ptr() for t in special.module.buffers() if t.numel() >= 32 * 32}
+    assert generic_ptrs and generic_ptrs == special_ptrs  # every weight matrix is the same tensor
+
+
+def test_specialization_can_be_turned_off() -> None:
+    torch.manual_seed(0)
+    layer, x = _encoder()
+    model = _export(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
+    program = _program(model, {"SHAPE_SPECIALIZATION": False})
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 10, 32)).astype(np.float32)}
+    np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+    assert not program._variants
+
+
+def _conv_bn_model() -> onnx.ModelProto:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                        nn.Conv2d(8, 8, 3, padding=1, bias=False, groups=2), nn.BatchNorm2d(8),
+                        nn.Flatten(), nn.Linear(8 * 9 * 9, 5))
+    for bn in (net[1], net[4]):  # statistics far from the identity, so folding is visible
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.05, 3)
+        bn.weight.data.uniform_(0.5, 2)
+        bn.bias.data.uniform_(-1, 1)
+    return _export(net, (torch.randn(2, 3, 9, 9),), ["x"], {"x": {0: "N"}})
+
+
+def test_conv_batchnorm_is_folded_and_exact() -> None:
+    model = _conv_bn_model()
+    program = _program(model)
+    calls = _calls(program._generic.lowered.module)
+    assert not any("batch_norm" in getattr(t, "__name__", "") for t in calls)
+    feeds = {"x": np.random.default_rng(0).standard_normal((3, 3, 9, 9)).astype(np.float32)}
+    np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_matmul_bias_becomes_linear() -> None:
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["b", "m"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    program = _program(model)
+    assert [getattr(t, "__name__", "") for t in _calls(program._generic.lowered.module)] == ["linear", "cast_to"]
+    feeds = {"x": rng.standard_normal((3, 4, 16)).astype(np.float32)}
+    np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_channels_last_is_off_when_emulated_and_exact_when_forced() -> None:
+    model, feeds = _cnn()
+    default = _program(model)
+    assert default.get_property("GPU_CHANNELS_LAST") is False
+    forced = _program(model, {"GPU_CHANNELS_LAST": "YES"})
+    assert forced.get_property("GPU_CHANNELS_LAST") is True
+    nhwc = [t for t in forced._generic.lowered.module.buffers()
+            if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()]
+    assert len(nhwc) == 2  # the two Conv weights (folded with their BatchNormalization)
+    want = _ort(model, feeds)[0]
+    out = forced.run(feeds, keep_on_device={"y"})["y"]
+    assert out.is_contiguous()
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(forced.run(feeds)["y"], default.run(feeds)["y"], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ov.errors.PropertyError):
+        _program(model, {"GPU_CHANNELS_LAST": "SOMETIMES"})
+
+
+def test_to_host_and_to_native_round_trip() -> None:
+    model, feeds = _cnn()
+    program = _program(model)
+    x = feeds["x"]
+    native = program.to_native(x)
+    assert isinstance(native, torch.Tensor) and native.device == torch.device("cpu")
+    np.testing.assert_array_equal(program.to_host(native), x)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_array_equal(program.to_host(program.to_native(frozen)), x)
+    out = program.run({"x": native}, keep_on_device={"y"})["y"]
+    np.testing.assert_array_equal(program.to_host(out), program.run(feeds)["y"])
+
+
+class BertLike(nn.Module):
+    """BERT's embedding front end (sliced position ids, expanded token types, a mask of ones) and a block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.word, self.pos, self.types = nn.Embedding(100, 32), nn.Embedding(64, 32), nn.Embedding(2, 32)
+        self.register_buffer("position_ids", torch.arange(64).expand((1, -1)))
+        self.register_buffer("token_type_ids", torch.zeros(1, 64, dtype=torch.long))
+        self.block = EncoderBlock()
+
+    def forward(self, ids: Any) -> Any:
+        b, t = ids.size()
+        mask = (1.0 - torch.ones((b, t))[:, :, None]) * -10000.0
+        types = self.token_type_ids[:, :t].expand(b, t)
+        h = self.word(ids) + self.pos(self.position_ids[:, :t]) + self.types(types)
+        return self.block(h + mask)
+
+
+def test_bert_like_front_end_specializes_to_a_capturable_graph() -> None:
+    torch.manual_seed(0)
+    model = _export(BertLike(), (torch.randint(0, 100, (2, 16)),), ["ids"], {"ids": {0: "batch", 1: "seq"}})
+    program = _program(model)
+    for batch, seq in ((1, 16), (3, 9), (1, 16)):
+        feeds = {"ids": np.random.default_rng(batch).integers(0, 100, (batch, seq)).astype(np.int64)}
+        np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+    for variant in program._variants.values():
+        assert variant.lowered.capturable
+        assert not any(getattr(t, "data_dependent", False) for t in _calls(variant.lowered.module))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +78,14 @@ class DeviceProgram(ABC):
     """What outputs in ``keep_on_device`` are: ``"numpy"`` or ``"torch"``."""
     num_workers: int = 1
     """Workers that may run at once (the device's optimal number of requests)."""
+    to_host: Callable[[Any], Any] | None = None
+    """Optional hook: ``to_host(value)`` turns one of this program's native outputs into a
+    numpy array (e.g. through pinned memory), finished when it returns.  None: callers
+    convert with ``np.asarray`` or let the reader's ``run`` do it."""
+    to_native: Callable[[Any], Any] | None = None
+    """Optional hook: ``to_native(value)`` puts a numpy array or another program's native
+    tensor on this program's device, ordered so that it can be passed to ``run`` at once.
+    None: ``run`` converts its inputs itself."""
 
     @abstractmethod
     def run(self, inputs: Mapping[str, Any], worker: int = 0,

@@ -23,19 +23,22 @@ model's declared types, so callers see the model's dtypes whatever the hint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 import torch
 import torch.fx
 
 from inferplex.devices.gpu import ops as _ops  # noqa: F401  (fills the registry)
+from inferplex.devices.gpu.build import Builder, cast_to
+from inferplex.devices.gpu.optimize import WeightCache, contiguous, plan_fusions
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering
-from inferplex.errors import ModelError, UnsupportedOpError
+from inferplex.devices.gpu.shapes import ShapeInference
+from inferplex.devices.gpu.tensors import numpy_to_torch, torch_to_numpy
+from inferplex.errors import UnsupportedOpError
 
 __all__ = [
     "TORCH_DTYPES",
@@ -65,34 +68,7 @@ _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "Rando
 # device back, which CUDA graph capture forbids.
 _DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "Loop", "If", "Scan",
                    "StringNormalizer", "TfIdfVectorizer"}
-# Ops that create floating tensors of a type given by an attribute; under a
-# reduced precision hint their float32 outputs are brought to the compute type.
-_TYPE_MAKERS = {"Cast", "CastLike", "ConstantOfShape", "EyeLike", "Range", "RandomNormal",
-                "RandomUniform", "RandomNormalLike", "RandomUniformLike"}
 _FOLD_LIMIT_ELEMENTS = 1 << 24
-_SHAPE_INFERENCE_WEIGHT_LIMIT = 1024
-
-
-def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
-    """A torch tensor sharing ``array``'s memory (bfloat16 arrays of ml_dtypes included)."""
-    array = np.asarray(array)
-    if array.dtype.name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.uint16)).view(torch.bfloat16)
-    if not array.flags.writeable or not array.flags.c_contiguous:
-        array = np.array(array, copy=True, order="C")
-    return torch.from_numpy(array)
-
-
-def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A host numpy array with ``tensor``'s values (bfloat16 becomes ml_dtypes.bfloat16)."""
-    tensor = tensor.detach()
-    if tensor.device.type != "cpu":
-        tensor = tensor.cpu()
-    if tensor.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return tensor.numpy()
 
 
 def node_friendly_name(node: ir.Node, index: int) -> str:
@@ -120,6 +96,8 @@ class Analysis:
     """Inferred element type and shape of each value, by value name."""
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     """The callable each supported node's lowering returned, by friendly name."""
+    specialized: bool = False
+    """Whether the graph inputs' shapes were fixed (one input signature)."""
 
     @property
     def supported(self) -> set[str]:
@@ -143,38 +121,6 @@ class LoweredGraph:
     """Floating type of the computation under a reduced precision hint, else None."""
     folded_nodes: tuple[tuple[str, str], ...] = ()
     """(name, op type) of the nodes resolved to constants at lowering time (they never run)."""
-
-
-# --- shape inference ------------------------------------------------------------
-
-
-def _dims(shape: onnx.TensorShapeProto) -> tuple[int | str | None, ...]:
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in shape.dim)
-
-
-def _infer_types(model: ir.Model) -> dict[str, tuple[ir.DataType | None, tuple[int | str | None, ...] | None]]:
-    """Element type and shape of every value, from ONNX shape inference on a weight-free copy."""
-    proto = ir.to_proto(model)
-    kept, inputs = [], {i.name for i in proto.graph.input}
-    for init in proto.graph.initializer:
-        if init.ByteSize() <= _SHAPE_INFERENCE_WEIGHT_LIMIT:
-            kept.append(init)
-        elif init.name not in inputs:
-            proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
-    del proto.graph.initializer[:]
-    proto.graph.initializer.extend(kept)
-    try:
-        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - a model shape inference rejects still lowers with what it declares
-        pass
-    result = {}
-    for info in [*proto.graph.input, *proto.graph.value_info, *proto.graph.output]:
-        if not info.type.HasField("tensor_type"):
-            continue
-        tensor = info.type.tensor_type
-        dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
-        result[info.name] = (dtype, _dims(tensor.shape) if tensor.HasField("shape") else None)
-    return result
 
 
 # --- analysis -----------------------------------------------------------------
@@ -320,6 +266,60 @@ def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> Non
     analysis.functions[name] = _named(fn, node.op_type)
     if _fold(analysis, node, info, fn):
         analysis.folded.add(name)
+    elif analysis.specialized:
+        _propagate_shapes(analysis, node, fn, lambda: lowering.lower(info))
+
+
+_IR_DTYPES = {torch_dtype: ir_dtype for ir_dtype, torch_dtype in TORCH_DTYPES.items()}
+
+
+def _meta_args(analysis: Analysis, node: ir.Node) -> list[torch.Tensor | None] | None:
+    """The node's inputs as meta tensors (shapes and types only); None when a shape is not static."""
+    args: list[torch.Tensor | None] = []
+    for value in node.inputs:
+        if value is None:
+            args.append(None)
+        elif value in analysis.constants:
+            args.append(numpy_to_torch(analysis.constants[value]).to("meta"))
+        else:
+            dtype, shape = _value_type(analysis, value)
+            if dtype not in TORCH_DTYPES or shape is None or not all(isinstance(d, int) for d in shape):
+                return None
+            args.append(torch.empty(shape, dtype=TORCH_DTYPES[dtype], device="meta"))
+    return args
+
+
+def _propagate_shapes(analysis: Analysis, node: ir.Node, fn: Callable[..., Any],
+                      fresh: Callable[[], Callable[..., Any]]) -> None:
+    """Static output shapes of a run-time node, where ONNX shape inference left dims unknown.
+
+    Under fixed input shapes, the node's own lowering run on meta tensors gives
+    the shapes it will produce, so ``Shape`` of its outputs folds downstream.
+    Lowerings that read tensor values (data-dependent shapes) are skipped: their
+    output shapes may differ between runs of one signature.  The meta run uses a
+    fresh lowering (``fresh()``), so per-shape caches inside the one the module
+    runs never hold meta tensors.
+    """
+    if node.op_type in _DATA_DEPENDENT or node.op_type in _NONDETERMINISTIC or getattr(fn, "data_dependent", False):
+        return
+    outputs = [v for v in node.outputs if v is not None and v.name]
+    known = [analysis.types.get(v.name, (None, None))[1] for v in outputs]
+    if all(shape is not None and all(isinstance(d, int) for d in shape) for shape in known):
+        return
+    args = _meta_args(analysis, node)
+    if args is None:
+        return
+    try:
+        with torch.no_grad():
+            result = fresh()(*args)
+    except Exception:  # noqa: BLE001 - an op meta tensors cannot run keeps what inference said
+        return
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    for value, tensor in zip(node.outputs, results):
+        if value is None or not value.name or not isinstance(tensor, torch.Tensor):
+            continue
+        dtype = analysis.types.get(value.name, (None, None))[0] or _IR_DTYPES.get(tensor.dtype)
+        analysis.types[value.name] = (dtype, tuple(int(d) for d in tensor.shape))
 
 
 def _named(fn: Callable[..., Any], op_type: str) -> Callable[..., Any]:
@@ -335,9 +335,16 @@ def _named(fn: Callable[..., Any], op_type: str) -> Callable[..., Any]:
     return call
 
 
-def analyze_model(model: ir.Model) -> Analysis:
-    """Resolve constants and check every node of the main graph; see the module docstring."""
-    analysis = Analysis(model=model, types=_infer_types(model))
+def analyze_model(model: ir.Model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                  inference: ShapeInference | None = None) -> Analysis:
+    """Resolve constants and check every node of the main graph; see the module docstring.
+
+    ``input_shapes`` (input name -> dims) fixes the graph inputs' shapes: the
+    analysis of that one signature, where shape arithmetic becomes constant.
+    ``inference`` reuses a model's weight-free copy across such analyses.
+    """
+    inference = inference or ShapeInference(model)
+    analysis = Analysis(model=model, types=inference.types(input_shapes), specialized=input_shapes is not None)
     for value in model.graph.initializers.values():
         if value.const_value is not None and value.const_value.dtype in TORCH_DTYPES:
             analysis.constants[value] = value.const_value.numpy()
@@ -351,85 +358,19 @@ def analyze_model(model: ir.Model) -> Analysis:
 # --- building the GraphModule ----------------------------------------------------
 
 
-def _pick(result: Any, index: int) -> Any:
-    """Output ``index`` of a node whose lowering returned one tensor or a tuple."""
-    if isinstance(result, (tuple, list)):
-        return result[index] if index < len(result) else None
-    return result if index == 0 else None
-
-
-def _cast_to(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return tensor if tensor.dtype == dtype else tensor.to(dtype)
-
-
-def _lower_float32(tensor: Any, dtype: torch.dtype) -> Any:
-    if isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32:
-        return tensor.to(dtype)
-    return tensor
-
-
-class _Builder:
-    """Emits the fx graph node by node; holds the value -> fx node map."""
-
-    def __init__(self, analysis: Analysis, device: torch.device, compute_dtype: torch.dtype | None):
-        self.analysis = analysis
-        self.device = device
-        self.compute_dtype = compute_dtype
-        self.graph = torch.fx.Graph()
-        self.root = torch.nn.Module()
-        self.env: dict[ir.Value, torch.fx.Node] = {}
-        self.buffers = 0
-
-    def constant(self, value: ir.Value) -> torch.fx.Node:
-        if value not in self.env:
-            tensor = numpy_to_torch(self.analysis.constants[value]).clone()
-            if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64):
-                tensor = tensor.to(self.compute_dtype)
-            name = f"const_{self.buffers}"
-            self.buffers += 1
-            self.root.register_buffer(name, tensor.to(self.device))
-            self.env[value] = self.graph.get_attr(name)
-        return self.env[value]
-
-    def arg(self, value: ir.Value | None) -> torch.fx.Node | None:
-        if value is None:
-            return None
-        if value in self.analysis.constants:
-            return self.constant(value)
-        if value not in self.env:
-            raise ModelError(f"value {value.name!r} is used before it is produced; "
-                             "the graph must be topologically sorted")
-        return self.env[value]
-
-    def emit(self, name: str, node: ir.Node) -> None:
-        call = self.graph.call_function(self.analysis.functions[name], tuple(self.arg(v) for v in node.inputs))
-        call.meta.update(onnx_name=name, onnx_op=node.op_type)
-        outputs = list(node.outputs)
-        for index, value in enumerate(outputs):
-            out = call if len(outputs) == 1 else self.graph.call_function(_pick, (call, index))
-            if self.compute_dtype is not None and node.op_type in _TYPE_MAKERS:
-                out = self.graph.call_function(_lower_float32, (out, self.compute_dtype))
-            out.meta.update(onnx_name=name, onnx_op=node.op_type)
-            self.env[value] = out
-
-
 def _graph_inputs(model: ir.Model, analysis: Analysis) -> list[ir.Value]:
     return [v for v in model.graph.inputs if v not in analysis.constants]
 
 
-def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
-                analysis: Analysis | None = None) -> LoweredGraph:
-    """Lower ``model`` to a GraphModule on ``device``; raise UnsupportedOpError listing every node it cannot run.
-
-    ``precision`` is ``"f32"`` (exact: the model's own types), ``"f16"`` or ``"bf16"``.
-    """
-    analysis = analysis or analyze_model(model)
+def _check_supported(analysis: Analysis) -> None:
     if analysis.unsupported:
         listing = "; ".join(f"{n} ({_op_of(analysis, n)}): {r}" for n, r in sorted(analysis.unsupported.items()))
         raise UnsupportedOpError(f"the GPU device cannot run {len(analysis.unsupported)} node(s): {listing}. "
                                  "Compile on HETERO:GPU,CPU to place them on the CPU")
-    compute = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[precision]
-    builder = _Builder(analysis, torch.device(device), compute)
+
+
+def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list[Any], list[Any]]:
+    analysis, compute = builder.analysis, builder.compute_dtype
     inputs = _graph_inputs(model, analysis)
     input_dtypes, input_shapes = [], []
     for position, value in enumerate(inputs):
@@ -440,23 +381,51 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
                                      f"{', '.join(t.name for t in TORCH_DTYPES)}")
         node = builder.graph.placeholder(f"input_{position}")
         if compute is not None and dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
-            node = builder.graph.call_function(_cast_to, (node, compute))
+            node = builder.graph.call_function(cast_to, (node, compute))
         builder.env[value] = node
         input_dtypes.append(TORCH_DTYPES[dtype])
         input_shapes.append(shape)
-    for name, node in analysis.nodes:
-        if name not in analysis.folded:
-            builder.emit(name, node)
+    return inputs, input_dtypes, input_shapes
+
+
+def _add_outputs(builder: Builder, model: ir.Model, channels_last: bool) -> list[torch.dtype | None]:
     outputs, output_dtypes = [], []
     for value in model.graph.outputs:
-        dtype = _value_type(analysis, value)[0]
+        dtype = _value_type(builder.analysis, value)[0]
         torch_dtype = TORCH_DTYPES.get(dtype) if dtype is not None else None
         out = builder.arg(value)
         if torch_dtype is not None:
-            out = builder.graph.call_function(_cast_to, (out, torch_dtype))
+            out = builder.graph.call_function(cast_to, (out, torch_dtype))
+        if channels_last:
+            out = builder.graph.call_function(contiguous, (out,))
         outputs.append(out)
         output_dtypes.append(torch_dtype)
     builder.graph.output(tuple(outputs))
+    return output_dtypes
+
+
+def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
+                analysis: Analysis | None = None, cache: WeightCache | None = None,
+                channels_last: bool = False) -> LoweredGraph:
+    """Lower ``model`` to a GraphModule on ``device``; raise UnsupportedOpError listing every node it cannot run.
+
+    ``precision`` is ``"f32"`` (exact: the model's own types), ``"f16"`` or ``"bf16"``.
+    ``cache`` shares weight tensors with other lowerings of the same model (the
+    first lowering through it must be the generic one); ``channels_last`` stores
+    4-D convolutions NHWC (see :mod:`.optimize`).
+    """
+    analysis = analysis or analyze_model(model)
+    _check_supported(analysis)
+    cache = cache or WeightCache()
+    cache.adopt(analysis)
+    compute = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[precision]
+    fusions = plan_fusions(analysis, channels_last)
+    builder = Builder(analysis, torch.device(device), compute, cache, fusions)
+    inputs, input_dtypes, input_shapes = _add_inputs(builder, model)
+    for name, node in analysis.nodes:
+        if name not in analysis.folded and node not in fusions.absorbed:
+            builder.emit(name, node)
+    output_dtypes = _add_outputs(builder, model, bool(fusions.channels_last_convs))
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
     capturable = not any(n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "data_dependent", False)

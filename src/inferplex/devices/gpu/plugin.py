@@ -14,7 +14,12 @@ THROUGHPUT / CUMULATIVE_THROUGHPUT: 4 workers on CUDA, 2 emulated),
 TF32 is switched off for f32 programs; f16/bf16 convert floating weights and
 inputs, outputs keep the model's types), ``ENABLE_PROFILING``, ``TORCH_COMPILE``
 (default off: compile time hurts the first inference), ``CUDA_GRAPHS`` (default
-on), ``MEMORY_LIMIT``.
+on), ``GPU_CHANNELS_LAST`` (``AUTO``: 4-D convolutions in NHWC memory order for
+f16/bf16 on CUDA, where tensor-core kernels want it; ``YES``/``NO`` force it;
+results are the same either way, see ``optimize``), ``SHAPE_SPECIALIZATION``
+(default on: models with dynamic input dims whose shape arithmetic would run on
+the host are lowered once per input signature with those dims fixed, see
+``specialize``), ``MEMORY_LIMIT``.
 """
 
 from __future__ import annotations
@@ -36,11 +41,12 @@ EMULATION_ENV = "INFERPLEX_EMULATED_GPUS"
 """Environment variable: number of GPUs to emulate on torch's CPU device."""
 
 _WRITABLE = ("PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_PRECISION_HINT",
-             "ENABLE_PROFILING", "TORCH_COMPILE", "CUDA_GRAPHS", "MEMORY_LIMIT")
+             "ENABLE_PROFILING", "TORCH_COMPILE", "CUDA_GRAPHS", "GPU_CHANNELS_LAST", "SHAPE_SPECIALIZATION",
+             "MEMORY_LIMIT")
 _DEFAULTS: dict[str, Any] = {
     "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": "AUTO",
     "INFERENCE_PRECISION_HINT": "f32", "ENABLE_PROFILING": False, "TORCH_COMPILE": False,
-    "CUDA_GRAPHS": True, "MEMORY_LIMIT": 0,
+    "CUDA_GRAPHS": True, "GPU_CHANNELS_LAST": "AUTO", "SHAPE_SPECIALIZATION": True, "MEMORY_LIMIT": 0,
 }
 _THROUGHPUT_WORKERS = {"cuda": 4, "cpu": 2}
 
@@ -165,7 +171,6 @@ class GpuPlugin(DevicePlugin):
 
     def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
         torch_device = self.torch_device(device)
-        from inferplex.devices.gpu.lower import lower_model
         from inferplex.devices.gpu.program import GpuProgram
 
         settings = {**_DEFAULTS, **dict(config)}
@@ -173,6 +178,7 @@ class GpuPlugin(DevicePlugin):
         if precision not in ("f32", "f16", "bf16"):
             raise PropertyError(f"INFERENCE_PRECISION_HINT {precision!r} is not accepted by {device}; "
                                 "accepted: f32, f16, bf16")
+        channels_last = _channels_last(settings["GPU_CHANNELS_LAST"], precision, torch_device.type, device)
         if torch_device.type == "cuda" and precision == "f32":
             torch = _torch()
             # f32 means f32: TF32 matmuls and convolutions round inputs to 10 mantissa bits.
@@ -181,12 +187,42 @@ class GpuPlugin(DevicePlugin):
         if torch_device.type == "cuda":
             _torch().backends.cudnn.benchmark = True
         try:
-            lowered = lower_model(model, torch_device, precision)
+            lowered, specializer = _lower(model, torch_device, precision, channels_last,
+                                          bool(settings["SHAPE_SPECIALIZATION"]))
         except InferplexError:
             raise
         except Exception as e:
             raise CompileError(f"{device}: lowering the model to torch failed: {type(e).__name__}: {e}") from e
         workers = self.optimal_number_of_infer_requests(device, settings)
         properties = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
-                      "FULL_DEVICE_NAME": self.device_property(device, "FULL_DEVICE_NAME")}
-        return GpuProgram(lowered, device, torch_device, workers, settings, properties)
+                      "FULL_DEVICE_NAME": self.device_property(device, "FULL_DEVICE_NAME"),
+                      "GPU_CHANNELS_LAST": channels_last,
+                      "SHAPE_SPECIALIZATION": bool(settings["SHAPE_SPECIALIZATION"])}
+        return GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer)
+
+
+def _channels_last(setting: Any, precision: str, kind: str, device: str) -> bool:
+    """GPU_CHANNELS_LAST resolved: AUTO is on for f16/bf16 on CUDA only (unmeasured elsewhere)."""
+    if isinstance(setting, bool):
+        return setting
+    value = str(setting).upper()
+    if value not in ("AUTO", "YES", "NO"):
+        raise PropertyError(f"GPU_CHANNELS_LAST {setting!r} is not accepted by {device}; accepted: AUTO, YES, NO")
+    if value == "AUTO":
+        return kind == "cuda" and precision in ("f16", "bf16")
+    return value == "YES"
+
+
+def _lower(model: ir.Model, torch_device: Any, precision: str, channels_last: bool,
+           specialize: bool) -> tuple[Any, Any]:
+    """The generic lowering, and the specializer sharing its weights (None when turned off)."""
+    from inferplex.devices.gpu.lower import analyze_model, lower_model
+    from inferplex.devices.gpu.optimize import WeightCache
+    from inferplex.devices.gpu.shapes import ShapeInference
+    from inferplex.devices.gpu.specialize import Specializer
+
+    inference, cache = ShapeInference(model), WeightCache()
+    analysis = analyze_model(model, inference=inference)
+    lowered = lower_model(model, torch_device, precision, analysis, cache, channels_last)
+    specializer = Specializer(model, torch_device, precision, cache, inference, channels_last) if specialize else None
+    return lowered, specializer

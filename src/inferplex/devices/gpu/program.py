@@ -8,14 +8,21 @@ concurrently without sharing mutable state.  One run:
    dims); numpy arrays are copied into the worker's pinned buffers and sent with
    non-blocking copies; torch tensors already on the device are used as they
    are; tensors on another GPU are copied device to device;
-2. with static shapes on CUDA, the worker replays the CUDA graph it captured for
-   this input signature (captured on first sight after one warm-up run; at most
-   ``GRAPH_CACHE_SIZE`` signatures, least recently used dropped); graphs with
-   data-dependent ops, dynamic inputs that fail capture, and profiling runs go
-   eagerly through the GraphModule;
-3. outputs come back as numpy arrays through pinned buffers, except those named
+2. a model whose generic lowering cannot be captured (shape arithmetic on
+   dynamic dims reads the device) is lowered again for each new input signature
+   with those dims fixed (:mod:`.specialize`; weights shared, at most
+   ``GRAPH_CACHE_SIZE`` signatures kept, least recently used dropped);
+3. on CUDA, the worker replays the CUDA graph it captured for this signature
+   (captured on first sight after one warm-up run; at most ``GRAPH_CACHE_SIZE``
+   per worker, least recently used dropped); lowerings with data-dependent ops,
+   signatures that fail capture, and profiling runs go eagerly through the
+   GraphModule;
+4. outputs come back as numpy arrays over pinned host memory from torch's
+   caching host allocator (no host copy after the transfer), except those named
    in ``keep_on_device``, which stay torch tensors on the device (``tensor_kind``
    ``"torch"``) so the next GPU subgraph takes them without a host round trip.
+   :meth:`GpuProgram.to_host` and :meth:`GpuProgram.to_native` move such tensors
+   for HETERO.
 
 Options (compile config): ``CUDA_GRAPHS`` (default True on CUDA; ignored on the
 emulated CPU device); ``TORCH_COMPILE`` (default False: ``torch.compile`` makes
@@ -27,11 +34,11 @@ of each shape); ``ENABLE_PROFILING`` (per-op times through a timing
 from __future__ import annotations
 
 import datetime
+import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,112 +48,58 @@ import torch.fx
 
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
+from inferplex.devices.gpu.specialize import Specializer
+from inferplex.devices.gpu.support import GATE, TimingInterpreter, host_tensor, pinned_empty
 from inferplex.errors import InferenceError, InputError, PropertyError
 
 __all__ = ["GRAPH_CACHE_SIZE", "GpuProgram"]
 
 GRAPH_CACHE_SIZE = 8
-"""CUDA graphs kept per worker (one per input-shape signature)."""
+"""CUDA graphs kept per worker, and specialized lowerings per program (one per input signature)."""
+
+_VALIDATED_LIMIT = 256
+_log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(eq=False)
+class _Variant:
+    """A lowering the program runs: the generic one, or one specialized to an input signature."""
+
+    lowered: LoweredGraph
+    forward: Any
+    graphs: bool
+    """Whether its runs are captured in CUDA graphs."""
+    buffer_ptrs: frozenset[int]
+
+
+@dataclass(eq=False)
 class _Captured:
     graph: Any
     inputs: list[torch.Tensor]
     outputs: tuple[torch.Tensor, ...]
+    variant: _Variant
+    """The graph reads this variant's buffers: holding it keeps them alive as long as the graph."""
 
 
 @dataclass
 class _Worker:
     stream: Any = None
     pool: Any = None
-    staging: dict[str, torch.Tensor] = field(default_factory=dict)
+    staging: dict[int, torch.Tensor] = field(default_factory=dict)
     staged: Any = None
-    """Event recorded after the last host-to-device copies out of ``staging``."""
+    """Event recorded after the last host-to-device copies of a run."""
+    borrowed: bool = False
+    """This run copies asynchronously out of a caller's pinned tensor: wait for it before returning."""
     graphs: OrderedDict[tuple[Any, ...], _Captured] = field(default_factory=OrderedDict)
     records: list[ProfilingRecord] = field(default_factory=list)
 
 
-class _TimingInterpreter(torch.fx.Interpreter):
-    """Runs the GraphModule node by node and times each ONNX node (CUDA events or perf_counter)."""
-
-    def __init__(self, module: torch.fx.GraphModule, cuda: bool):
-        super().__init__(module)
-        self.cuda = cuda
-        self.marks: list[tuple[str, str, Any, Any]] = []
-
-    def run_node(self, n: torch.fx.Node) -> Any:
-        name = n.meta.get("onnx_name")
-        if n.op != "call_function" or name is None:
-            return super().run_node(n)
-        start = torch.cuda.Event(enable_timing=True) if self.cuda else time.perf_counter()
-        if self.cuda:
-            start.record()
-        result = super().run_node(n)
-        if self.cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-        else:
-            end = time.perf_counter()
-        self.marks.append((name, n.meta.get("onnx_op", ""), start, end))
-        return result
-
-    def seconds(self) -> dict[tuple[str, str], float]:
-        """Seconds per (ONNX node name, op type), in first-run order (call after synchronising)."""
-        totals: dict[tuple[str, str], float] = {}
-        for name, op, start, end in self.marks:
-            elapsed = start.elapsed_time(end) / 1000.0 if self.cuda else end - start
-            totals[(name, op)] = totals.get((name, op), 0.0) + elapsed
-        return totals
-
-
-class _CaptureGate:
-    """Process-wide: many runs at once, or one CUDA-graph capture alone.
-
-    While a stream captures, work that other threads queue (pinned-memory
-    bookkeeping, event queries, allocations) can invalidate the capture or fail
-    with ``operation not permitted when stream is capturing``.  Captures happen
-    once per input shape, so pausing other runs for them costs little.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._running = 0
-        self._capturing = False
-        self._waiting = 0
-
-    @contextmanager
-    def run(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._capturing and not self._waiting)
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._running -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def capture(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting += 1
-            self._cond.wait_for(lambda: not self._capturing and self._running == 0)
-            self._waiting -= 1
-            self._capturing = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._capturing = False
-                self._cond.notify_all()
-
-
-_GATE = _CaptureGate()
-
-
 def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return torch_to_numpy(torch.empty(0, dtype=dtype)).dtype
 
 
 class GpuProgram(DeviceProgram):
@@ -156,22 +109,26 @@ class GpuProgram(DeviceProgram):
 
     def __init__(self, lowered: LoweredGraph, device: str, torch_device: torch.device,
                  num_workers: int = 1, config: Mapping[str, Any] | None = None,
-                 properties: Mapping[str, Any] | None = None):
+                 properties: Mapping[str, Any] | None = None, specializer: Specializer | None = None):
         config = dict(config or {})
         self.device = device
         self.num_workers = max(1, int(num_workers))
-        self._lowered = lowered
         self._torch_device = torch_device
         self._cuda = torch_device.type == "cuda"
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
-        self._graphs = self._cuda and bool(config.get("CUDA_GRAPHS", True)) and lowered.capturable
+        self._graphs_on = self._cuda and bool(config.get("CUDA_GRAPHS", True))
         self._compiled = bool(config.get("TORCH_COMPILE", False))
-        self._forward: Any = torch.compile(lowered.module) if self._compiled else lowered.module
+        self._specializer = specializer if specializer is not None and Specializer.worthwhile(lowered) else None
+        self._generic = self._make_variant(lowered)
+        self._variants: OrderedDict[tuple[Any, ...], _Variant] = OrderedDict()
+        self._specs = tuple(zip(lowered.input_names, lowered.input_dtypes,
+                                (_numpy_dtype(d) for d in lowered.input_dtypes), lowered.input_shapes))
+        self._names = frozenset(lowered.input_names)
+        self._validated: set[tuple[Any, ...]] = set()
         self._properties = dict(properties or {})
         self._eager_signatures: set[tuple[Any, ...]] = set()
         self._lock = threading.Lock()
         self._workers = [self._new_worker() for _ in range(self.num_workers)]
-        self._buffer_ptrs = {b.data_ptr() for b in lowered.module.buffers()}
         self._closed = False
 
     def _new_worker(self) -> _Worker:
@@ -180,55 +137,87 @@ class GpuProgram(DeviceProgram):
         with torch.cuda.device(self._torch_device):
             return _Worker(stream=torch.cuda.Stream(self._torch_device), pool=torch.cuda.graph_pool_handle())
 
+    def _make_variant(self, lowered: LoweredGraph) -> _Variant:
+        forward = torch.compile(lowered.module) if self._compiled else lowered.module
+        return _Variant(lowered, forward, self._graphs_on and lowered.capturable,
+                        frozenset(b.data_ptr() for b in lowered.module.buffers()))
+
     # --- inputs ---------------------------------------------------------------------
 
-    def _check(self, inputs: Mapping[str, Any]) -> list[Any]:
+    def _check(self, inputs: Mapping[str, Any]) -> tuple[list[Any], tuple[Any, ...]]:
+        """The inputs in the model's order, and their signature (shapes; dtypes are checked equal)."""
         if not isinstance(inputs, Mapping):
             raise InputError(f"inputs must be a mapping of input name to tensor, got {type(inputs).__name__}")
-        names = self._lowered.input_names
-        unknown = sorted(set(inputs) - set(names))
-        missing = [n for n in names if n not in inputs]
-        if unknown or missing:
-            raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
-                             f"the model takes {list(names)}")
+        if len(inputs) != len(self._names) or not self._names.issuperset(inputs):
+            self._names_error(inputs)
         values = []
-        for name, dtype, shape in zip(names, self._lowered.input_dtypes, self._lowered.input_shapes):
+        for name, dtype, np_dtype, _ in self._specs:
             value = inputs[name]
-            if not isinstance(value, (np.ndarray, torch.Tensor)):
+            if isinstance(value, np.ndarray):
+                ok = value.dtype == np_dtype
+            elif isinstance(value, torch.Tensor):
+                ok = value.dtype == dtype
+            else:
                 value = torch.from_dlpack(value) if hasattr(value, "__dlpack__") else np.asarray(value)
-            got = value.dtype if isinstance(value, torch.Tensor) else numpy_to_torch(value[:0] if value.ndim else value.reshape(1)[:0]).dtype
-            if got != dtype:
+                ok = value.dtype == (dtype if isinstance(value, torch.Tensor) else np_dtype)
+            if not ok:
+                got = value.dtype if isinstance(value, torch.Tensor) else numpy_to_torch(value.reshape(-1)[:0]).dtype
                 raise InputError(f"input {name!r} has element type {got}, the model takes {dtype}")
-            _check_shape(name, tuple(value.shape), shape)
             values.append(value)
-        return values
+        signature = tuple(tuple(v.shape) for v in values)
+        if signature not in self._validated:
+            for (name, _, _, declared), shape in zip(self._specs, signature):
+                _check_shape(name, shape, declared)
+            if len(self._validated) < _VALIDATED_LIMIT:
+                self._validated.add(signature)
+        return values, signature
 
-    def _to_device(self, worker: _Worker, name: str, value: Any, out: torch.Tensor | None = None) -> torch.Tensor:
+    def _names_error(self, inputs: Mapping[str, Any]) -> None:
+        names = [spec[0] for spec in self._specs]
+        unknown = sorted(set(inputs) - self._names)
+        missing = [n for n in names if n not in inputs]
+        raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
+                         f"the model takes {names}")
+
+    def _to_device(self, state: _Worker, index: int, value: Any, out: torch.Tensor | None = None) -> torch.Tensor:
         """``value`` on this program's device; into ``out`` when given (a CUDA graph's static input)."""
         if isinstance(value, np.ndarray):
-            value = numpy_to_torch(value)
+            value = host_tensor(value) if self._cuda else numpy_to_torch(value)
         if not self._cuda:
             return value if out is None else out.copy_(value)
         if value.device == self._torch_device:
             return value if out is None else out.copy_(value, non_blocking=True)
-        if value.device.type == "cpu" and not value.is_pinned():
-            value = self._stage(worker, name, value)
+        if value.device.type == "cpu":
+            if value.is_pinned():
+                state.borrowed = True
+            else:
+                value = self._stage(state, index, value)
         dest = out if out is not None else torch.empty(value.shape, dtype=value.dtype, device=self._torch_device)
         return dest.copy_(value, non_blocking=True)
 
-    def _stage(self, worker: _Worker, name: str, value: torch.Tensor) -> torch.Tensor:
-        """A pinned copy of a host tensor in the worker's reusable staging buffer."""
+    def _stage(self, worker: _Worker, index: int, value: torch.Tensor) -> torch.Tensor:
+        """A pinned copy of a host tensor in the worker's reusable staging buffer (torch's threaded copy)."""
         if worker.staged is not None:
             worker.staged.synchronize()  # the previous run's copies out of the buffer are done
             worker.staged = None
         nbytes = value.numel() * value.element_size()
-        buffer = worker.staging.get(name)
+        buffer = worker.staging.get(index)
         if buffer is None or buffer.numel() < nbytes:
-            buffer = torch.empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=True)
-            worker.staging[name] = buffer
+            buffer = pinned_empty(max(nbytes, 1), torch.uint8)
+            worker.staging[index] = buffer
         pinned = buffer[:nbytes].view(value.dtype).view(value.shape)
         pinned.copy_(value)
         return pinned
+
+    def _inputs(self, state: _Worker, values: list[Any], out: Sequence[torch.Tensor] | None = None) -> list[Any]:
+        if out is None:
+            tensors = [self._to_device(state, i, v) for i, v in enumerate(values)]
+        else:
+            tensors = [self._to_device(state, i, v, o) for i, (v, o) in enumerate(zip(values, out))]
+        if self._cuda and any(isinstance(v, np.ndarray) or v.device.type == "cpu" for v in values):
+            state.staged = torch.cuda.Event()
+            state.staged.record(state.stream)
+        return tensors
 
     # --- running --------------------------------------------------------------------
 
@@ -239,24 +228,55 @@ class GpuProgram(DeviceProgram):
         if not 0 <= worker < self.num_workers:
             raise InferenceError(f"worker {worker} does not exist on {self.device}; "
                                  f"workers are 0..{self.num_workers - 1}")
-        values = self._check(inputs)
+        values, signature = self._check(inputs)
         state = self._workers[worker]
-        keep = set(keep_on_device)
-        gate = _GATE.capture() if self._will_capture(state, values) else _GATE.run()
+        keep = set(keep_on_device) if keep_on_device else set()
         try:
-            with gate, torch.inference_mode(), self._stream_context(state):
+            variant = self._variant(signature)
+            capture = variant.graphs and not self._profiling and signature not in state.graphs \
+                and signature not in self._eager_signatures
+            with GATE.capture() if capture else GATE.run(), torch.inference_mode(), self._stream_context(state):
                 if self._profiling:
-                    outputs = self._run_profiled(state, values)
+                    outputs = self._run_profiled(state, variant, values)
                 else:
-                    outputs = self._run_tensors(state, values)
-                result = self._collect(state, outputs, keep)
+                    outputs = self._run_tensors(state, variant, values, signature)
+                result = self._collect(state, variant, outputs, keep)
             if self._cuda and keep:
                 self._hand_to_caller(state, result, keep)
         except (InputError, InferenceError):
             raise
         except Exception as e:
             raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {e}") from e
+        finally:
+            state.borrowed = False
         return result
+
+    def _variant(self, signature: tuple[Any, ...]) -> _Variant:
+        """The lowering for this signature: specialized when that helps (made once, then cached)."""
+        if self._specializer is None:
+            return self._generic
+        with self._lock:
+            variant = self._variants.get(signature)
+            if variant is not None:
+                self._variants.move_to_end(signature)
+                return variant
+        with GATE.run():  # uploads new constants: not while another thread captures
+            variant = self._specialize(signature)
+        with self._lock:
+            variant = self._variants.setdefault(signature, variant)
+            while len(self._variants) > GRAPH_CACHE_SIZE:
+                self._variants.popitem(last=False)  # captured graphs keep their own variant alive
+        return variant
+
+    def _specialize(self, signature: tuple[Any, ...]) -> _Variant:
+        assert self._specializer is not None
+        try:
+            lowered = self._specializer.lower(self._generic.lowered.input_names, signature)
+        except Exception as e:  # noqa: BLE001 - the generic lowering is exact for every shape
+            _log.warning("%s: specializing to input shapes %s failed (%s: %s); running the generic lowering",
+                         self.device, signature, type(e).__name__, e)
+            return self._generic
+        return self._make_variant(lowered)
 
     def _hand_to_caller(self, state: _Worker, result: dict[str, Any], keep: set[str]) -> None:
         """Order the caller's stream after this worker's, for tensors returned on the device.
@@ -277,129 +297,141 @@ class GpuProgram(DeviceProgram):
         state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
         return torch.cuda.stream(state.stream)
 
-    @staticmethod
-    def _signature(values: list[Any]) -> tuple[Any, ...]:
-        return tuple((tuple(v.shape), str(v.dtype)) for v in values)
-
-    def _will_capture(self, state: _Worker, values: list[Any]) -> bool:
-        if not self._graphs or self._profiling:
-            return False
-        signature = self._signature(values)
-        return signature not in self._eager_signatures and signature not in state.graphs
-
-    def _run_tensors(self, state: _Worker, values: list[Any]) -> Sequence[torch.Tensor]:
-        names = self._lowered.input_names
-        signature = self._signature(values)
-        if self._graphs and signature not in self._eager_signatures:
+    def _run_tensors(self, state: _Worker, variant: _Variant, values: list[Any],
+                     signature: tuple[Any, ...]) -> Sequence[torch.Tensor]:
+        if variant.graphs and signature not in self._eager_signatures:
             captured = state.graphs.get(signature)
             if captured is None:
-                tensors = [self._to_device(state, n, v) for n, v in zip(names, values)]
-                self._mark_staged(state)
-                captured = self._capture(state, signature, tensors)
+                tensors = self._inputs(state, values)
+                captured = self._capture(state, variant, signature, tensors)
                 if captured is None:
-                    return self._forward(*tensors)
+                    return variant.forward(*tensors)
             else:
                 state.graphs.move_to_end(signature)
-                for n, v, static in zip(names, values, captured.inputs):
-                    self._to_device(state, n, v, out=static)
-                self._mark_staged(state)
+                self._inputs(state, values, captured.inputs)
             captured.graph.replay()
             return captured.outputs
-        tensors = [self._to_device(state, n, v) for n, v in zip(names, values)]
-        self._mark_staged(state)
-        return self._forward(*tensors)
+        return variant.forward(*self._inputs(state, values))
 
-    def _mark_staged(self, state: _Worker) -> None:
-        if self._cuda:
-            state.staged = torch.cuda.Event()
-            state.staged.record(state.stream)
-
-    def _capture(self, state: _Worker, signature: tuple[Any, ...],
+    def _capture(self, state: _Worker, variant: _Variant, signature: tuple[Any, ...],
                  tensors: list[torch.Tensor]) -> _Captured | None:
         """Warm up once, then capture a CUDA graph for this signature; None when capture is impossible."""
-        static = [t.clone() for t in tensors]
-        self._forward(*static)  # warm-up: lazy init, cuDNN autotuning, resize index tables
+        static = [t.clone() for t in tensors]  # the graph's own inputs, refilled before each replay
+        variant.forward(*static)  # warm-up: lazy init, cuDNN autotuning, resize index tables
         state.stream.synchronize()
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, pool=state.pool, stream=state.stream, capture_error_mode="thread_local"):
-                outputs = tuple(self._forward(*static))
+                outputs = tuple(variant.forward(*static))
         except Exception:  # noqa: BLE001 - an op that syncs with the host: this signature runs eagerly
             with self._lock:
                 self._eager_signatures.add(signature)
             state.stream.synchronize()
             return None
-        captured = _Captured(graph, static, outputs)
+        captured = _Captured(graph, static, outputs, variant)
         state.graphs[signature] = captured
-        while len(state.graphs) > GRAPH_CACHE_SIZE:
-            state.graphs.popitem(last=False)
-        for static_input, tensor in zip(static, tensors):
-            static_input.copy_(tensor, non_blocking=True)
+        if len(state.graphs) > GRAPH_CACHE_SIZE:
+            # Graphs share the worker's memory pool: a dropped graph's memory goes back to
+            # it, so no replay of that graph may still be running when it is dropped.
+            state.stream.synchronize()
+            while len(state.graphs) > GRAPH_CACHE_SIZE:
+                state.graphs.popitem(last=False)
         return captured
 
-    def _collect(self, state: _Worker, outputs: Sequence[Any], keep: set[str]) -> dict[str, Any]:
-        """Outputs by name: torch tensors for ``keep``, numpy arrays (through pinned buffers) for the rest."""
+    def _collect(self, state: _Worker, variant: _Variant, outputs: Sequence[Any],
+                 keep: set[str]) -> dict[str, Any]:
+        """Outputs by name: torch tensors for ``keep``, numpy arrays (over pinned host memory) for the rest."""
         start = time.perf_counter()
         result: dict[str, Any] = {}
-        pending: list[tuple[str, torch.Tensor]] = []
-        moved = 0
-        for name, tensor in zip(self._lowered.output_names, outputs):
+        pending: list[str] = []
+        for name, tensor in zip(variant.lowered.output_names, outputs):
             if name in keep:
-                result[name] = tensor.clone() if self._graphs or self._aliases(tensor) else tensor
+                # A graph's outputs are overwritten by its next replay: the caller gets a copy.
+                result[name] = tensor.clone() if variant.graphs or self._aliases(variant, tensor) else tensor
             elif self._cuda:
-                host = self._output_buffer(state, name, tensor)
-                host.copy_(tensor, non_blocking=True)
-                pending.append((name, host))
-                moved += tensor.numel() * tensor.element_size()
+                host = pinned_empty(tensor.shape, tensor.dtype)
+                result[name] = host.copy_(tensor, non_blocking=True)
+                pending.append(name)
             else:
                 array = torch_to_numpy(tensor)
-                result[name] = array.copy() if self._aliases(tensor) else array
-        if self._cuda:
+                result[name] = array.copy() if self._aliases(variant, tensor) else array
+        if pending:
             state.stream.synchronize()
-        for name, host in pending:
-            result[name] = torch_to_numpy(host).copy()
+            for name in pending:  # a view: the array keeps the pinned tensor alive, no host memcpy
+                result[name] = torch_to_numpy(result[name])
+        elif state.borrowed:
+            state.staged.synchronize()  # the caller may reuse its pinned input once we return
         if self._profiling and pending:
-            state.records.append(ProfilingRecord(
-                f"transfer {self.device}->CPU", "Transfer", "copy", _delta(time.perf_counter() - start),
-                _delta(time.perf_counter() - start), bytes=moved))
-        return {name: result[name] for name in self._lowered.output_names}
+            moved = sum(result[n].nbytes for n in pending)
+            elapsed = _delta(time.perf_counter() - start)
+            state.records.append(ProfilingRecord(f"transfer {self.device}->CPU", "Transfer", "copy",
+                                                 elapsed, elapsed, bytes=moved))
+        return result
 
-    def _output_buffer(self, state: _Worker, name: str, tensor: torch.Tensor) -> torch.Tensor:
-        key = "output:" + name
-        nbytes = tensor.numel() * tensor.element_size()
-        buffer = state.staging.get(key)
-        if buffer is None or buffer.numel() < nbytes:
-            buffer = torch.empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=True)
-            state.staging[key] = buffer
-        return buffer[:nbytes].view(tensor.dtype).view(tensor.shape)
-
-    def _aliases(self, tensor: torch.Tensor) -> bool:
+    def _aliases(self, variant: _Variant, tensor: torch.Tensor) -> bool:
         """Whether an output shares memory with a constant (or, on the host, may share a user's array)."""
-        if tensor.numel() == 0:
-            return False
-        return tensor.untyped_storage().data_ptr() in self._buffer_ptrs or not self._cuda
+        if not self._cuda:
+            return True
+        return tensor.numel() > 0 and tensor.untyped_storage().data_ptr() in variant.buffer_ptrs
 
-    def _run_profiled(self, state: _Worker, values: list[Any]) -> Sequence[torch.Tensor]:
+    def _run_profiled(self, state: _Worker, variant: _Variant, values: list[Any]) -> Sequence[torch.Tensor]:
         state.records = []
         start = time.perf_counter()
-        tensors = [self._to_device(state, n, v) for n, v in zip(self._lowered.input_names, values)]
-        self._mark_staged(state)
+        tensors = self._inputs(state, values)
         if self._cuda:
             state.stream.synchronize()
         moved = sum(v.nbytes if isinstance(v, np.ndarray) else 0 for v in values)
         elapsed = _delta(time.perf_counter() - start)
         state.records.append(ProfilingRecord(f"transfer CPU->{self.device}", "Transfer", "copy",
                                              elapsed, elapsed, bytes=moved))
-        interpreter = _TimingInterpreter(self._lowered.module, self._cuda)
+        interpreter = TimingInterpreter(variant.lowered.module, self._cuda)
         outputs = interpreter.run(*tensors)
         if self._cuda:
             state.stream.synchronize()
         kind = f"torch.{self._torch_device.type}"
         for (name, op), seconds in interpreter.seconds().items():
             state.records.append(ProfilingRecord(name, op, kind, _delta(seconds), _delta(seconds)))
-        for name, op in self._lowered.folded_nodes:
+        for name, op in variant.lowered.folded_nodes:
             state.records.append(ProfilingRecord(name, op, "constant folded", _delta(0), _delta(0), "NOT_RUN"))
         return outputs
+
+    # --- transfers for other programs (HETERO) ----------------------------------------
+
+    def to_host(self, value: Any) -> np.ndarray:
+        """``value`` as a numpy array: a device tensor through pinned memory, with no further host copy.
+
+        The copy runs on the current stream of the tensor's device (the stream a
+        ``keep_on_device`` output was handed to) and is waited for.
+        """
+        if isinstance(value, np.ndarray):
+            return value
+        if not isinstance(value, torch.Tensor):
+            return np.asarray(value)
+        if value.device.type != "cuda":
+            return torch_to_numpy(value)
+        host = pinned_empty(value.shape, value.dtype)
+        with torch.cuda.device(value.device):
+            host.copy_(value, non_blocking=True)
+            torch.cuda.current_stream(value.device).synchronize()
+        return torch_to_numpy(host)
+
+    def to_native(self, value: Any) -> torch.Tensor:
+        """``value`` on this program's device: host data through pinned memory, another GPU's device to device.
+
+        The copy is queued on this device's current stream, which :meth:`run`
+        waits on before it reads its inputs, so the result can be fed at once.
+        """
+        if isinstance(value, np.ndarray):
+            value = host_tensor(value) if self._cuda else numpy_to_torch(value)
+        if not isinstance(value, torch.Tensor):
+            raise InputError(f"{self.device} takes numpy arrays or torch tensors, got {type(value).__name__}")
+        if value.device == self._torch_device:
+            return value
+        if self._cuda and value.device.type == "cpu" and not value.is_pinned():
+            value = pinned_empty(value.shape, value.dtype).copy_(value)
+        return value.to(self._torch_device, non_blocking=self._cuda)
+
+    # --- properties -------------------------------------------------------------------
 
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
         if not 0 <= worker < self.num_workers:
@@ -412,7 +444,7 @@ class GpuProgram(DeviceProgram):
             "NUM_STREAMS": self.num_workers,
             "EXECUTION_DEVICES": (self.device,),
             "ENABLE_PROFILING": self._profiling,
-            "CUDA_GRAPHS": self._graphs,
+            "CUDA_GRAPHS": self._graphs_on and (self._generic.graphs or self._specializer is not None),
             "TORCH_COMPILE": self._compiled,
             **self._properties,
         }
@@ -424,8 +456,12 @@ class GpuProgram(DeviceProgram):
     def close(self) -> None:
         self._closed = True
         for state in self._workers:
+            if self._cuda:
+                state.stream.synchronize()  # no replay or copy still uses what is dropped here
             state.graphs.clear()
             state.staging.clear()
+        with self._lock:
+            self._variants.clear()
 
 
 class _Null:

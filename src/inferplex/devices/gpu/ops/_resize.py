@@ -249,16 +249,21 @@ def _lower(info: NodeInfo, upsample: bool) -> Callable[..., Any]:
 
     device_cache: dict[tuple[Any, ...], list[Any]] = {}
 
-    def on_device(x: torch.Tensor, key: tuple[Any, ...]) -> list[Any]:
+    def on_device(x: torch.Tensor, params: tuple[Any, ...]) -> list[Any]:
+        # Index tables depend on the input's shape and live on its device: key on both.
+        key = (tuple(x.shape), x.dtype, x.device, params)
         if key not in device_cache:
+            if len(device_cache) >= 64:
+                device_cache.pop(next(iter(device_cache)))
             entries = []
-            for axis, idx, w, extra in taps(tuple(x.shape), *key):
+            for axis, idx, w, extra in taps(tuple(x.shape), *params):
                 gather_only = idx.shape[1] == 1 and np.all(w == 1.0) and not extra.any()
                 weights = None if gather_only else torch.tensor(w, dtype=x.dtype, device=x.device)
                 fill = torch.tensor(np.where(extra, spec.extrapolation, 0.0), dtype=x.dtype, device=x.device) \
                     if extra.any() else None
                 entries.append((axis, torch.tensor(idx, device=x.device), weights, fill))
             device_cache[key] = entries
+            return entries
         return device_cache[key]
 
     def run(x: torch.Tensor, *rest: Any) -> torch.Tensor:

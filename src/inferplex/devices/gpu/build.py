@@ -1,0 +1,141 @@
+"""Emits the fx graph of a lowered model node by node (see :mod:`.lower` and :mod:`.optimize`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx_ir as ir
+import torch
+import torch.fx
+
+from inferplex.devices.gpu.optimize import Fusions, WeightCache, fold_conv_bn, linear, to_channels_last
+from inferplex.devices.gpu.tensors import numpy_to_torch
+from inferplex.errors import ModelError
+
+if TYPE_CHECKING:
+    from inferplex.devices.gpu.lower import Analysis
+
+__all__ = ["Builder", "cast_to"]
+
+# Ops that create floating tensors of a type given by an attribute; under a
+# reduced precision hint their float32 outputs are brought to the compute type.
+_TYPE_MAKERS = {"Cast", "CastLike", "ConstantOfShape", "EyeLike", "Range", "RandomNormal",
+                "RandomUniform", "RandomNormalLike", "RandomUniformLike"}
+
+
+def _pick(result: Any, index: int) -> Any:
+    """Output ``index`` of a node whose lowering returned one tensor or a tuple."""
+    if isinstance(result, (tuple, list)):
+        return result[index] if index < len(result) else None
+    return result if index == 0 else None
+
+
+def cast_to(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
+def _lower_float32(tensor: Any, dtype: torch.dtype) -> Any:
+    if isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32:
+        return tensor.to(dtype)
+    return tensor
+
+
+class Builder:
+    """Emits the fx graph node by node; holds the value -> fx node map."""
+
+    def __init__(self, analysis: Analysis, device: torch.device, compute_dtype: torch.dtype | None,
+                 cache: WeightCache, fusions: Fusions):
+        self.analysis = analysis
+        self.device = device
+        self.compute_dtype = compute_dtype
+        self.cache = cache
+        self.fusions = fusions
+        self.graph = torch.fx.Graph()
+        self.root = torch.nn.Module()
+        self.env: dict[ir.Value, torch.fx.Node] = {}
+        self.buffer_nodes: dict[Any, torch.fx.Node] = {}
+
+    def buffer(self, key: Any, sources: Iterable[ir.Value | None], make_array: Callable[[], np.ndarray],
+               channels_last: bool = False) -> torch.fx.Node:
+        """A buffer of the module, taken from (or put in) the shared cache when its sources allow."""
+        if key in self.buffer_nodes:
+            return self.buffer_nodes[key]
+
+        def make() -> torch.Tensor:
+            tensor = numpy_to_torch(make_array())
+            if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64):
+                tensor = tensor.to(self.compute_dtype)
+            tensor = tensor.to(self.device, copy=True)  # never alias the model's own arrays
+            if channels_last and tensor.dim() == 4:
+                tensor = tensor.contiguous(memory_format=torch.channels_last)
+            return tensor
+
+        name = f"const_{len(self.buffer_nodes)}"
+        self.root.register_buffer(name, self.cache.get(key, sources, make))
+        node = self.buffer_nodes[key] = self.graph.get_attr(name)
+        return node
+
+    def constant(self, value: ir.Value) -> torch.fx.Node:
+        return self.buffer(("value", value), (value,), lambda: self.analysis.constants[value],
+                           value in self.fusions.channels_last_weights)
+
+    def arg(self, value: ir.Value | None) -> torch.fx.Node | None:
+        if value is None:
+            return None
+        if value in self.analysis.constants:
+            return self.constant(value)
+        if value not in self.env:
+            raise ModelError(f"value {value.name!r} is used before it is produced; "
+                             "the graph must be topologically sorted")
+        return self.env[value]
+
+    def call(self, name: str, node: ir.Node, fn: Callable[..., Any], args: tuple[Any, ...]) -> torch.fx.Node:
+        call = self.graph.call_function(fn, args)
+        call.meta.update(onnx_name=name, onnx_op=node.op_type)
+        return call
+
+    def emit(self, name: str, node: ir.Node) -> None:
+        if name in self.fusions.conv_bn:
+            self._emit_conv_bn(name, node, self.fusions.conv_bn[name])
+            return
+        if name in self.fusions.linear:
+            self._emit_linear(name, node, *self.fusions.linear[name])
+            return
+        args = [self.arg(v) for v in node.inputs]
+        if name in self.fusions.channels_last_convs:
+            args[0] = self.graph.call_function(to_channels_last, (args[0],))
+        call = self.call(name, node, self.analysis.functions[name], tuple(args))
+        outputs = list(node.outputs)
+        for index, value in enumerate(outputs):
+            out = call if len(outputs) == 1 else self.graph.call_function(_pick, (call, index))
+            if self.compute_dtype is not None and node.op_type in _TYPE_MAKERS:
+                out = self.graph.call_function(_lower_float32, (out, self.compute_dtype))
+            out.meta.update(onnx_name=name, onnx_op=node.op_type)
+            self.env[value] = out
+
+    def _emit_conv_bn(self, name: str, conv: ir.Node, bn: ir.Node) -> None:
+        constants = self.analysis.constants
+        bias_value = conv.inputs[2] if len(conv.inputs) > 2 else None
+        sources = (conv.inputs[1], bias_value, *bn.inputs[1:5])
+        folded: list[np.ndarray] = []
+
+        def arrays() -> list[np.ndarray]:
+            if not folded:  # computed once, only when a tensor is not cached yet
+                folded.extend(fold_conv_bn(constants[conv.inputs[1]],
+                                           None if bias_value is None else constants[bias_value],
+                                           bn, [constants[v] for v in bn.inputs[1:5]]))
+            return folded
+
+        weight = self.buffer(("conv_bn", name, "weight"), sources, lambda: arrays()[0],
+                             name in self.fusions.channels_last_convs)
+        bias = self.buffer(("conv_bn", name, "bias"), sources, lambda: arrays()[1])
+        x = self.arg(conv.inputs[0])
+        if name in self.fusions.channels_last_convs:
+            x = self.graph.call_function(to_channels_last, (x,))
+        self.env[bn.outputs[0]] = self.call(name, conv, self.analysis.functions[name], (x, weight, bias))
+
+    def _emit_linear(self, name: str, matmul: ir.Node, add: ir.Node, bias_index: int) -> None:
+        args = (self.arg(matmul.inputs[0]), self.arg(matmul.inputs[1]), self.arg(add.inputs[bias_index]))
+        self.env[add.outputs[0]] = self.call(name, matmul, linear, args)

@@ -1,0 +1,121 @@
+"""Run-time helpers of :class:`GpuProgram`: the per-op timing interpreter, the capture gate, host buffers."""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx
+
+from inferplex.devices.gpu.tensors import numpy_to_torch
+
+__all__ = ["GATE", "CaptureGate", "TimingInterpreter", "host_tensor", "pinned_empty"]
+
+
+class TimingInterpreter(torch.fx.Interpreter):
+    """Runs the GraphModule node by node and times each ONNX node (CUDA events or perf_counter)."""
+
+    def __init__(self, module: torch.fx.GraphModule, cuda: bool):
+        super().__init__(module)
+        self.cuda = cuda
+        self.marks: list[tuple[str, str, Any, Any]] = []
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        name = n.meta.get("onnx_name")
+        if n.op != "call_function" or name is None:
+            return super().run_node(n)
+        start = torch.cuda.Event(enable_timing=True) if self.cuda else time.perf_counter()
+        if self.cuda:
+            start.record()
+        result = super().run_node(n)
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+        else:
+            end = time.perf_counter()
+        self.marks.append((name, n.meta.get("onnx_op", ""), start, end))
+        return result
+
+    def seconds(self) -> dict[tuple[str, str], float]:
+        """Seconds per (ONNX node name, op type), in first-run order (call after synchronising)."""
+        totals: dict[tuple[str, str], float] = {}
+        for name, op, start, end in self.marks:
+            elapsed = start.elapsed_time(end) / 1000.0 if self.cuda else end - start
+            totals[(name, op)] = totals.get((name, op), 0.0) + elapsed
+        return totals
+
+
+class CaptureGate:
+    """Process-wide: many runs at once, or one CUDA-graph capture alone.
+
+    While a stream captures, work that other threads queue (pinned-memory
+    bookkeeping, event queries, allocations) can invalidate the capture or fail
+    with ``operation not permitted when stream is capturing``.  Captures happen
+    once per input shape, so pausing other runs for them costs little.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._capturing = False
+        self._waiting = 0
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._capturing and not self._waiting)
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def capture(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._capturing and self._running == 0)
+            self._waiting -= 1
+            self._capturing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._capturing = False
+                self._cond.notify_all()
+
+
+GATE = CaptureGate()
+
+
+def host_tensor(array: np.ndarray) -> torch.Tensor:
+    """A CPU tensor over ``array``'s memory, without numpy's single-threaded copy where torch can read it.
+
+    Read-only arrays are only read here (copied into a pinned buffer by torch's
+    multi-threaded ``copy_``), so torch's warning about them does not apply.
+    """
+    strides_ok = all(s >= 0 and s % array.itemsize == 0 for s in array.strides)
+    if array.dtype.name == "bfloat16" or not strides_ok or not array.dtype.isnative:
+        return numpy_to_torch(array)
+    if array.flags.writeable:
+        return torch.from_numpy(array)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array)
+
+
+def pinned_empty(shape: Any, dtype: torch.dtype) -> torch.Tensor:
+    """A page-locked host tensor from torch's caching host allocator (reused after warm-up).
+
+    The allocator hands a block out again only after the copies recorded on it
+    have finished, so one per call is safe with asynchronous transfers.
+    """
+    return torch.empty(shape, dtype=dtype, pin_memory=True)
