@@ -300,6 +300,8 @@ def _kernel_table() -> dict[tuple[str, str], list[tuple[int, int, dict[str, list
 def _runs_on_ort(node: ir.Node, opsets: Mapping[str, int]) -> bool:
     domain = "" if node.domain == "ai.onnx" else node.domain
     version = opsets.get(domain, opsets.get("ai.onnx", 1) if domain == "" else 1)
+    if domain == "" and node.op_type == "Constant":
+        return True  # ONNX Runtime turns Constant nodes into initializers: no kernel needed
     kernels = [k for k in _kernel_table().get((domain, node.op_type), []) if k[0] <= version <= k[1]]
     if not kernels:
         return _expands_to_function(domain, node.op_type, version)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
     from inferplex.devices.registry import DeviceRegistry
 
-__all__ = ["compile_error", "compile_member", "compile_members", "member_config", "resolve_targets"]
+__all__ = ["compile_error", "compile_member", "compile_members", "member_config", "resolve_targets",
+           "share_the_host"]
 
 _log = logging.getLogger("inferplex")
 
@@ -47,6 +48,42 @@ def member_config(registry: DeviceRegistry, device: str, config: Mapping[str, An
     return registry.member_config(device, virtual)
 
 
+HOST_CORES_PER_ACCELERATOR = 2
+"""Host cores a host device leaves to each accelerator working beside it."""
+
+
+def share_the_host(registry: DeviceRegistry, configs: dict[str, dict[str, Any]]) -> None:
+    """A host device (DEVICE_TYPE ``host``) beside accelerators leaves them cores.
+
+    Each accelerator's requests are fed by host threads (input copies, kernel
+    launches, result copies).  A host device whose streams take every core
+    starves them: on a 32-core host, CPU+GPU served about half of what the GPU
+    alone did (bench/multi_auto.py).  A thread count the user set is kept.
+    """
+    kinds = {name: _device_type(registry, name) for name in configs}
+    hosts = [name for name, kind in kinds.items() if kind == "host"]
+    accelerators = len(configs) - len(hosts)
+    if not hosts or not accelerators:
+        return
+    for host in hosts:
+        plugin, _ = registry.resolve(host)
+        if "INFERENCE_NUM_THREADS" in configs[host] or \
+                "INFERENCE_NUM_THREADS" not in plugin.supported_properties():
+            continue
+        try:
+            cores = int(registry.device_property(host, "NUMBER_OF_CORES"))
+        except Exception:  # noqa: BLE001 - a host that cannot say keeps its own default
+            continue
+        configs[host]["INFERENCE_NUM_THREADS"] = max(1, cores - HOST_CORES_PER_ACCELERATOR * accelerators)
+
+
+def _device_type(registry: DeviceRegistry, device: str) -> str:
+    try:
+        return str(registry.device_property(device, "DEVICE_TYPE")).lower()
+    except Exception:  # noqa: BLE001 - a device that does not say is not the host
+        return ""
+
+
 def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
                    config: Mapping[str, Any], num_requests: int | None = None) -> Member:
     """Compile on one device and wrap it; the pool is ``num_requests`` or the device's number."""
@@ -64,6 +101,7 @@ def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence
     """
     targets = resolve_targets(registry, targets)
     configs = {t.name: member_config(registry, t.name, config, hint) for t in targets}
+    share_the_host(registry, configs)
     with ThreadPoolExecutor(max(1, len(targets)), thread_name_prefix="inferplex-compile") as pool:
         futures = {t.name: pool.submit(compile_member, registry, model, t.name, configs[t.name],
                                        t.num_requests) for t in targets}
