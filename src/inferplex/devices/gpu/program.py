@@ -54,6 +54,12 @@ from inferplex.errors import InferenceError, InputError, PropertyError
 
 __all__ = ["GRAPH_CACHE_SIZE", "GpuProgram"]
 
+_THREADED_STAGING_BYTES = 16 << 20
+"""Host inputs at least this large are staged with torch's multi-threaded copy."""
+
+_NUMPY_COPYABLE = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32,
+                             torch.int16, torch.int8, torch.uint8, torch.bool})
+
 GRAPH_CACHE_SIZE = 8
 """CUDA graphs kept per worker, and specialized lowerings per program (one per input signature)."""
 
@@ -206,7 +212,13 @@ class GpuProgram(DeviceProgram):
             buffer = pinned_empty(max(nbytes, 1), torch.uint8)
             worker.staging[index] = buffer
         pinned = buffer[:nbytes].view(value.dtype).view(value.shape)
-        pinned.copy_(value)
+        if nbytes < _THREADED_STAGING_BYTES and value.dtype in _NUMPY_COPYABLE:
+            # A plain memcpy that releases the GIL.  torch's threaded copy, called from
+            # several request threads at once, oversubscribes its thread pool: MULTI
+            # over two GPUs served no more than one GPU did.
+            np.copyto(pinned.numpy(), value.numpy(), casting="no")
+        else:
+            pinned.copy_(value)  # torch's intra-op threads: worth it for large tensors
         return pinned
 
     def _inputs(self, state: _Worker, values: list[Any], out: Sequence[torch.Tensor] | None = None) -> list[Any]:
