@@ -96,6 +96,8 @@ class _Worker:
     """Event recorded after the last host-to-device copies of a run."""
     borrowed: bool = False
     """This run copies asynchronously out of a caller's pinned tensor: wait for it before returning."""
+    host_inputs: bool = False
+    """This run copied host inputs through ``staging``."""
     graphs: OrderedDict[tuple[Any, ...], _Captured] = field(default_factory=OrderedDict)
     records: list[ProfilingRecord] = field(default_factory=list)
 
@@ -226,9 +228,10 @@ class GpuProgram(DeviceProgram):
             tensors = [self._to_device(state, i, v) for i, v in enumerate(values)]
         else:
             tensors = [self._to_device(state, i, v, o) for i, (v, o) in enumerate(zip(values, out))]
-        if self._cuda and any(isinstance(v, np.ndarray) or v.device.type == "cpu" for v in values):
-            state.staged = torch.cuda.Event()
-            state.staged.record(state.stream)
+        # _collect records (or, when it waits for the stream anyway, skips) the event that
+        # tells the next run when this run's staging buffers are free again.
+        state.host_inputs = self._cuda and any(
+            isinstance(v, np.ndarray) or v.device.type == "cpu" for v in values)
         return tensors
 
     # --- running --------------------------------------------------------------------
@@ -247,7 +250,8 @@ class GpuProgram(DeviceProgram):
             variant = self._variant(signature)
             capture = variant.graphs and not self._profiling and signature not in state.graphs \
                 and signature not in self._eager_signatures
-            with GATE.capture() if capture else GATE.run(), torch.inference_mode(), self._stream_context(state):
+            with GATE.capture() if capture else GATE.run(), torch.inference_mode(), \
+                    self._stream_context(state, values):
                 if self._profiling:
                     outputs = self._run_profiled(state, variant, values)
                 else:
@@ -303,10 +307,12 @@ class GpuProgram(DeviceProgram):
             if isinstance(tensor, torch.Tensor) and tensor.is_cuda:
                 tensor.record_stream(caller)  # its memory must outlive the caller's use, not ours
 
-    def _stream_context(self, state: _Worker) -> Any:
+    def _stream_context(self, state: _Worker, values: Sequence[Any]) -> Any:
         if not self._cuda:
             return _Null()
-        state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
+        if any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
+            # Inputs made on the caller's stream: our stream must not read them early.
+            state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
         return torch.cuda.stream(state.stream)
 
     def _run_tensors(self, state: _Worker, variant: _Variant, values: list[Any],
@@ -368,11 +374,15 @@ class GpuProgram(DeviceProgram):
                 array = torch_to_numpy(tensor)
                 result[name] = array.copy() if self._aliases(variant, tensor) else array
         if pending:
-            state.stream.synchronize()
+            state.stream.synchronize()  # the inputs' copies are done too: no staging event needed
+            state.staged = None
             for name in pending:  # a view: the array keeps the pinned tensor alive, no host memcpy
                 result[name] = torch_to_numpy(result[name])
-        elif state.borrowed:
-            state.staged.synchronize()  # the caller may reuse its pinned input once we return
+        elif state.host_inputs:
+            state.staged = torch.cuda.Event()
+            state.staged.record(state.stream)
+            if state.borrowed:
+                state.staged.synchronize()  # the caller may reuse its pinned input once we return
         if self._profiling and pending:
             moved = sum(result[n].nbytes for n in pending)
             elapsed = _delta(time.perf_counter() - start)
