@@ -306,3 +306,17 @@ def test_cpu_stream_layout(config: dict[str, Any], cores: int, expected: tuple[i
     streams, threads = stream_layout(normalize_config(config), cores=cores)
     assert (streams, threads) == expected
     assert streams * threads <= max(cores, streams)  # never more threads than cores
+
+
+def test_a_devices_own_key_reaches_its_plugin_unparsed() -> None:
+    # Keys inferplex has no parser for pass through to the plugin that declares them.
+    assert normalize_property("NPU_TILE_MODE", "wide", ("NPU_TILE_MODE",)) == ("NPU_TILE_MODE", "wide")
+    with pytest.raises(PropertyError, match="unknown property 'NPU_TILE_MODE'"):
+        normalize_property("NPU_TILE_MODE", "wide", ("NUM_STREAMS",))
+
+
+@pytest.mark.parametrize("value, expected", [(True, "YES"), (False, "NO"), ("auto", "AUTO"), ("true", "YES")])
+def test_gpu_channels_last_values(value: Any, expected: str) -> None:
+    assert normalize_property("GPU_CHANNELS_LAST", value) == ("GPU_CHANNELS_LAST", expected)
+    with pytest.raises(PropertyError, match="GPU_CHANNELS_LAST.*'sometimes'.*AUTO, YES, NO"):
+        normalize_property("GPU_CHANNELS_LAST", "sometimes")

@@ -203,6 +203,9 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "MEMORY_LIMIT": _bytes,
     "TORCH_COMPILE": _bool,
     "CUDA_GRAPHS": _bool,
+    "SHAPE_SPECIALIZATION": _bool,
+    "GPU_CHANNELS_LAST": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
+        "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
     "CACHE_DIR": _any_string,
     "MULTI_REQUEST_TIMEOUT": parse_seconds,
     "MULTI_QUARANTINE_TIME": parse_seconds,
@@ -243,6 +246,8 @@ def normalize_property(key: str, value: Any, accepted_keys: tuple[str, ...] | No
     if name in READ_ONLY_PROPERTIES:
         raise PropertyError(f"property {key!r} is read-only{where}; it can be read with get_property")
     allowed = accepted_keys if accepted_keys is not None else tuple(_PARSERS)
+    if name not in _PARSERS and name in allowed:
+        return name, value  # a device's own key: its plugin checks the value
     if name not in _PARSERS or name not in allowed:
         raise PropertyError(
             f"unknown property {key!r}{where}; accepted keys: {', '.join(sorted(allowed))}"
