@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -111,28 +112,27 @@ def _run_model(name: str, module: torch.nn.Module, make: Callable[[int], tuple[t
         for batch in (1, large):
             inputs = [t.to(device) for t in make(batch)]
             native_inputs = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
-            feeds = dict(zip(names, inputs))
+            feeds = dict(zip(names, inputs, strict=True))
             iters = 10 if args.quick else (50 if batch == 1 else 20)
             host_feeds = {n: t.cpu().numpy() for n, t in feeds.items()}
             # torch's engines first: a failure in inferplex's rows is then ours to explain.
             engines: dict[str, Callable[[], Any]] = {}
             if not args.no_compile and time.perf_counter() - started < TIME_BUDGET_S:
                 compiled = torch.compile(native) if compiled is None else compiled
-                engines["torch.compile"] = lambda: compiled(*native_inputs)
-            engines["torch eager"] = lambda: native(*native_inputs)
-            engines["inferplex"] = lambda: program.run(feeds, keep_on_device={"y"})
-            engines["inferplex numpy"] = lambda: public(host_feeds)
+                engines["torch.compile"] = partial(compiled, *native_inputs)
+            engines["torch eager"] = partial(native, *native_inputs)
+            engines["inferplex"] = partial(program.run, feeds, keep_on_device={"y"})
+            engines["inferplex numpy"] = partial(public, host_feeds)
             if batch == large and not args.no_compile and time.perf_counter() - started < TIME_BUDGET_S:
                 fused = GpuPlugin().compile(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision,
                                                              "TORCH_COMPILE": True})
-                engines["inferplex compile"] = lambda: fused.run(feeds, keep_on_device={"y"})
+                engines["inferplex compile"] = partial(fused.run, feeds, keep_on_device={"y"})
             for engine, fn in engines.items():
                 rows.append(_measure_row(measure, fn, args, iters, name, engine, precision, batch))
         program.close()
         public.release()
         if fused is not None:
             fused.close()
-        del native, compiled
     return rows
 
 

@@ -94,7 +94,7 @@ def test_workers_run_concurrently_and_agree() -> None:
     feeds = [_feeds(seed=s) for s in range(8)]
     with ThreadPoolExecutor(program.num_workers) as pool:
         results = list(pool.map(lambda i: program.run(feeds[i], worker=i % 4)["y"], range(8)))
-    for got, inputs in zip(results, feeds):
+    for got, inputs in zip(results, feeds, strict=True):
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
 
 
@@ -162,7 +162,7 @@ def test_concurrent_workers_with_different_shapes() -> None:
     jobs = [(i % program.num_workers, 1 + i % 5, i) for i in range(24)]
     with ThreadPoolExecutor(program.num_workers) as pool:
         results = list(pool.map(lambda j: program.run(_block_feeds(j[1], j[2]), worker=j[0])["y"], jobs))
-    for (_, batch, seed), got in zip(jobs, results):
+    for (_, batch, seed), got in zip(jobs, results, strict=True):
         np.testing.assert_allclose(got, eager.run(_block_feeds(batch, seed))["y"], rtol=1e-5, atol=1e-5)
 
 

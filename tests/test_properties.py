@@ -318,5 +318,5 @@ def test_a_devices_own_key_reaches_its_plugin_unparsed() -> None:
 @pytest.mark.parametrize("value, expected", [(True, "YES"), (False, "NO"), ("auto", "AUTO"), ("true", "YES")])
 def test_gpu_channels_last_values(value: Any, expected: str) -> None:
     assert normalize_property("GPU_CHANNELS_LAST", value) == ("GPU_CHANNELS_LAST", expected)
-    with pytest.raises(PropertyError, match="GPU_CHANNELS_LAST.*'sometimes'.*AUTO, YES, NO"):
+    with pytest.raises(PropertyError, match=r"GPU_CHANNELS_LAST.*'sometimes'.*AUTO, YES, NO"):
         normalize_property("GPU_CHANNELS_LAST", "sometimes")

@@ -102,7 +102,7 @@ class DeviceProgram(ABC):
 
         raise PropertyError(f"{type(self).__name__} has no property {key!r}")
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most programs hold nothing to release
         """Release device resources.  Idempotent."""
 
 

@@ -12,7 +12,7 @@ import torch.fx
 
 from inferplex.devices.gpu.optimize import Fusions, WeightCache, fold_conv_bn, linear, to_channels_last
 from inferplex.devices.gpu.tensors import numpy_to_torch
-from inferplex.errors import ModelError
+from inferplex.errors import CompileError, ModelError
 
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
@@ -117,15 +117,20 @@ class Builder:
 
     def _emit_conv_bn(self, name: str, conv: ir.Node, bn: ir.Node) -> None:
         constants = self.analysis.constants
+        weight_value = conv.inputs[1]
         bias_value = conv.inputs[2] if len(conv.inputs) > 2 else None
-        sources = (conv.inputs[1], bias_value, *bn.inputs[1:5])
+        param_values = [v for v in bn.inputs[1:5] if v is not None]
+        if weight_value is None or len(param_values) != 4:
+            raise CompileError(f"{name}: a Conv fused with a BatchNormalization needs a constant weight "
+                               "and four constant BatchNormalization parameters")
+        sources = (weight_value, bias_value, *bn.inputs[1:5])
         folded: list[np.ndarray] = []
 
         def arrays() -> list[np.ndarray]:
             if not folded:  # computed once, only when a tensor is not cached yet
-                folded.extend(fold_conv_bn(constants[conv.inputs[1]],
+                folded.extend(fold_conv_bn(constants[weight_value],
                                            None if bias_value is None else constants[bias_value],
-                                           bn, [constants[v] for v in bn.inputs[1:5]]))
+                                           bn, [constants[v] for v in param_values]))
             return folded
 
         weight = self.buffer(("conv_bn", name, "weight"), sources, lambda: arrays()[0],

@@ -190,22 +190,27 @@ def _dtype_problem(info: NodeInfo) -> str | None:
 def _static_shape_value(node: ir.Node, info: NodeInfo) -> np.ndarray | None:
     """``Shape``/``Size`` of a tensor whose shape is fully static, as a constant."""
     shape = info.input_shapes[0] if info.input_shapes else None
-    if shape is None or not all(isinstance(d, int) for d in shape):
+    if shape is None:
+        return None
+    dims = [d for d in shape if isinstance(d, int)]
+    if len(dims) != len(shape):
         return None
     if node.op_type == "Size":
-        return np.asarray(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
-    rank = len(shape)
+        return np.asarray(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
+    rank = len(dims)
     start, end = info.attr("start", 0), info.attr("end", rank)
     start, end = (max(0, min(rank, s + rank if s < 0 else s)) for s in (start, end))
-    return np.asarray(shape[start:end], dtype=np.int64)
+    return np.asarray(dims[start:end], dtype=np.int64)
 
 
 def _fold(analysis: Analysis, node: ir.Node, info: NodeInfo, fn: Callable[..., Any]) -> bool:
     """Evaluate a node with constant inputs on the host; record its outputs as constants."""
-    if node.op_type in _NONDETERMINISTIC or (node.op_type in _DATA_DEPENDENT and node.op_type != "NonZero"):
+    if node.op_type in _NONDETERMINISTIC or (
+            node.op_type in _DATA_DEPENDENT and node.op_type != "NonZero"):
         return False
     present = [c for i, c in enumerate(info.constants) if info.has_input(i)]
-    if any(c is None for c in present) or any(a.dtype.name not in _NP_OK for a in present):
+    known = [c for c in present if c is not None]
+    if len(known) != len(present) or any(a.dtype.name not in _NP_OK for a in known):
         return False
     try:
         with torch.no_grad():
@@ -219,7 +224,8 @@ def _fold(analysis: Analysis, node: ir.Node, info: NodeInfo, fn: Callable[..., A
         if not isinstance(tensor, torch.Tensor) or tensor.numel() > _FOLD_LIMIT_ELEMENTS:
             return False
         arrays.append(torch_to_numpy(tensor).copy())
-    for value, array in zip(node.outputs, arrays):
+    # A lowering may return fewer results than the node declares outputs.
+    for value, array in zip(node.outputs, arrays, strict=False):
         if value is not None:
             analysis.constants[value] = array
     return True
@@ -249,15 +255,14 @@ def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> Non
             analysis.folded.add(name)
             return
     lowering = find_lowering(node.domain, node.op_type, opset)
-    if problem is None and lowering is None:
-        domain = f"{node.domain}::" if node.domain else ""
-        problem = f"no GPU lowering for {domain}{node.op_type} at opset {opset}"
     if problem is None and lowering is not None and lowering.supports is not None:
         problem = lowering.supports(info)
-    if problem is not None:
+    if problem is not None or lowering is None:
+        if problem is None:
+            domain = f"{node.domain}::" if node.domain else ""
+            problem = f"no GPU lowering for {domain}{node.op_type} at opset {opset}"
         analysis.unsupported[name] = problem
         return
-    assert lowering is not None
     try:
         fn = lowering.lower(info)
     except Exception as e:  # noqa: BLE001 - a lowering that cannot build the node means "unsupported"
@@ -300,10 +305,11 @@ def _propagate_shapes(analysis: Analysis, node: ir.Node, fn: Callable[..., Any],
     fresh lowering (``fresh()``), so per-shape caches inside the one the module
     runs never hold meta tensors.
     """
-    if node.op_type in _DATA_DEPENDENT or node.op_type in _NONDETERMINISTIC or getattr(fn, "data_dependent", False):
+    if (node.op_type in _DATA_DEPENDENT or node.op_type in _NONDETERMINISTIC
+            or getattr(fn, "data_dependent", False)):
         return
-    outputs = [v for v in node.outputs if v is not None and v.name]
-    known = [analysis.types.get(v.name, (None, None))[1] for v in outputs]
+    names = [v.name for v in node.outputs if v is not None and v.name]
+    known = [analysis.types.get(n, (None, None))[1] for n in names]
     if all(shape is not None and all(isinstance(d, int) for d in shape) for shape in known):
         return
     args = _meta_args(analysis, node)
@@ -315,7 +321,8 @@ def _propagate_shapes(analysis: Analysis, node: ir.Node, fn: Callable[..., Any],
     except Exception:  # noqa: BLE001 - an op meta tensors cannot run keeps what inference said
         return
     results = result if isinstance(result, (tuple, list)) else (result,)
-    for value, tensor in zip(node.outputs, results):
+    # A lowering may return fewer results than the node declares outputs.
+    for value, tensor in zip(node.outputs, results, strict=False):
         if value is None or not value.name or not isinstance(tensor, torch.Tensor):
             continue
         dtype = analysis.types.get(value.name, (None, None))[0] or _IR_DTYPES.get(tensor.dtype)
@@ -344,7 +351,8 @@ def analyze_model(model: ir.Model, input_shapes: Mapping[str, Sequence[int]] | N
     ``inference`` reuses a model's weight-free copy across such analyses.
     """
     inference = inference or ShapeInference(model)
-    analysis = Analysis(model=model, types=inference.types(input_shapes), specialized=input_shapes is not None)
+    analysis = Analysis(model=model, types=inference.types(input_shapes),
+                        specialized=input_shapes is not None)
     for value in model.graph.initializers.values():
         if value.const_value is not None and value.const_value.dtype in TORCH_DTYPES:
             analysis.constants[value] = value.const_value.numpy()
@@ -364,7 +372,8 @@ def _graph_inputs(model: ir.Model, analysis: Analysis) -> list[ir.Value]:
 
 def _check_supported(analysis: Analysis) -> None:
     if analysis.unsupported:
-        listing = "; ".join(f"{n} ({_op_of(analysis, n)}): {r}" for n, r in sorted(analysis.unsupported.items()))
+        listing = "; ".join(f"{n} ({_op_of(analysis, n)}): {r}"
+                            for n, r in sorted(analysis.unsupported.items()))
         raise UnsupportedOpError(f"the GPU device cannot run {len(analysis.unsupported)} node(s): {listing}. "
                                  "Compile on HETERO:GPU,CPU to place them on the CPU")
 
@@ -407,7 +416,9 @@ def _add_outputs(builder: Builder, model: ir.Model, channels_last: bool) -> list
 def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
                 analysis: Analysis | None = None, cache: WeightCache | None = None,
                 channels_last: bool = False) -> LoweredGraph:
-    """Lower ``model`` to a GraphModule on ``device``; raise UnsupportedOpError listing every node it cannot run.
+    """Lower ``model`` to a GraphModule on ``device``.
+
+    Raise UnsupportedOpError listing every node it cannot run.
 
     ``precision`` is ``"f32"`` (exact: the model's own types), ``"f16"`` or ``"bf16"``.
     ``cache`` shares weight tensors with other lowerings of the same model (the
@@ -428,8 +439,9 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     output_dtypes = _add_outputs(builder, model, bool(fusions.channels_last_convs))
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
-    capturable = not any(n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "data_dependent", False)
-                         for name, n in analysis.nodes if name not in analysis.folded)
+    capturable = not any(
+        n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "data_dependent", False)
+        for name, n in analysis.nodes if name not in analysis.folded)
     return LoweredGraph(module, tuple(v.name or f"input_{i}" for i, v in enumerate(inputs)),
                         tuple(input_dtypes), tuple(input_shapes),
                         tuple(v.name or f"output_{i}" for i, v in enumerate(model.graph.outputs)),

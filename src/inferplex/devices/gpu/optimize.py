@@ -59,7 +59,8 @@ class WeightCache:
         if self.stable is None:
             self.stable = frozenset(analysis.constants)
 
-    def get(self, key: Any, sources: Iterable[ir.Value | None], make: Callable[[], torch.Tensor]) -> torch.Tensor:
+    def get(self, key: Any, sources: Iterable[ir.Value | None],
+            make: Callable[[], torch.Tensor]) -> torch.Tensor:
         if self.stable is None or not all(s is None or s in self.stable for s in sources):
             return make()
         with self._lock:
@@ -96,6 +97,10 @@ def _is_float(array: np.ndarray | None) -> bool:
     return array is not None and (array.dtype.kind == _FLOAT_KINDS or array.dtype.name == "bfloat16")
 
 
+def _constant(analysis: Analysis, value: ir.Value | None) -> np.ndarray | None:
+    return None if value is None else analysis.constants.get(value)
+
+
 def _runs(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> bool:
     name = names.get(node)
     return name is not None and name in analysis.functions and name not in analysis.folded
@@ -108,25 +113,25 @@ def _bn_after(analysis: Analysis, names: dict[ir.Node, str], conv: ir.Node) -> i
     bn = consumer[0]
     if bn.op_type != "BatchNormalization" or bn.domain not in _ONNX_DOMAINS or not _runs(analysis, names, bn):
         return None
-    params = [analysis.constants.get(v) if v is not None else None for v in bn.inputs[1:5]]
-    weight = analysis.constants.get(conv.inputs[1]) if len(conv.inputs) > 1 else None
+    params = [_constant(analysis, v) for v in bn.inputs[1:5]]
+    weight = _constant(analysis, conv.inputs[1]) if len(conv.inputs) > 1 else None
     has_bias = len(conv.inputs) > 2 and conv.inputs[2] is not None
-    bias = analysis.constants.get(conv.inputs[2]) if has_bias else None
-    if len(params) != 4 or not all(_is_float(p) for p in params) or not _is_float(weight):
+    bias = _constant(analysis, conv.inputs[2]) if has_bias else None
+    if weight is None or len(params) != 4 or not all(_is_float(p) for p in params) or not _is_float(weight):
         return None
     if has_bias and not _is_float(bias):
         return None
-    assert weight is not None
     channels = weight.shape[0]
     return bn if all(p.size == channels for p in params) else None  # type: ignore[union-attr]
 
 
-def _bias_add_after(analysis: Analysis, names: dict[ir.Node, str], matmul: ir.Node) -> tuple[ir.Node, int] | None:
-    weight = analysis.constants.get(matmul.inputs[1])
+def _bias_add_after(analysis: Analysis, names: dict[ir.Node, str],
+                    matmul: ir.Node) -> tuple[ir.Node, int] | None:
+    weight = _constant(analysis, matmul.inputs[1])
     info = analysis.infos.get(names[matmul])
     rank = info.rank(0) if info is not None else None
-    if not _is_float(weight) or weight.ndim != 2 or matmul.inputs[0] in analysis.constants \
-            or rank is None or rank < 2:
+    if weight is None or not _is_float(weight) or weight.ndim != 2 \
+            or matmul.inputs[0] in analysis.constants or rank is None or rank < 2:
         return None
     consumer = _sole_consumer(matmul.outputs[0])
     if consumer is None:
@@ -135,8 +140,9 @@ def _bias_add_after(analysis: Analysis, names: dict[ir.Node, str], matmul: ir.No
     if add.op_type != "Add" or add.domain not in _ONNX_DOMAINS or not _runs(analysis, names, add):
         return None
     bias_index = 1 - index
-    bias = analysis.constants.get(add.inputs[bias_index])
-    if not _is_float(bias) or bias.ndim != 1 or bias.shape[0] != weight.shape[1] or bias.dtype != weight.dtype:
+    bias = _constant(analysis, add.inputs[bias_index])
+    if bias is None or not _is_float(bias) or bias.ndim != 1 or bias.shape[0] != weight.shape[1] \
+            or bias.dtype != weight.dtype:
         return None
     return add, bias_index
 
@@ -152,7 +158,9 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
             info = analysis.infos[name]
             if channels_last and info.rank(0) == 4:
                 fusions.channels_last_convs.add(name)
-                fusions.channels_last_weights.add(node.inputs[1])
+                weight = node.inputs[1]
+                if weight is not None:  # a missing weight fails in the Conv itself
+                    fusions.channels_last_weights.add(weight)
             bn = _bn_after(analysis, names, node)
             if bn is not None:
                 fusions.conv_bn[name] = bn

@@ -140,8 +140,8 @@ class GpuPlugin(DevicePlugin):
         if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
             return self.optimal_number_of_infer_requests(device, {})
         if key == "SUPPORTED_PROPERTIES":
-            return _WRITABLE + ("FULL_DEVICE_NAME", "DEVICE_TOTAL_MEM_SIZE", "DEVICE_FREE_MEM_SIZE",
-                                "OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+            return (*_WRITABLE, "FULL_DEVICE_NAME", "DEVICE_TOTAL_MEM_SIZE", "DEVICE_FREE_MEM_SIZE",
+                    "OPTIMAL_NUMBER_OF_INFER_REQUESTS")
         raise KeyError(key)
 
     def memory(self, device: str) -> MemoryInfo:
@@ -192,7 +192,8 @@ class GpuPlugin(DevicePlugin):
         except InferplexError:
             raise
         except Exception as e:
-            raise CompileError(f"{device}: lowering the model to torch failed: {type(e).__name__}: {e}") from e
+            raise CompileError(f"{device}: lowering the model to torch failed: "
+                               f"{type(e).__name__}: {e}") from e
         workers = self.optimal_number_of_infer_requests(device, settings)
         properties = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
                       "FULL_DEVICE_NAME": self.device_property(device, "FULL_DEVICE_NAME"),
@@ -207,7 +208,8 @@ def _channels_last(setting: Any, precision: str, kind: str, device: str) -> bool
         return setting
     value = str(setting).upper()
     if value not in ("AUTO", "YES", "NO"):
-        raise PropertyError(f"GPU_CHANNELS_LAST {setting!r} is not accepted by {device}; accepted: AUTO, YES, NO")
+        raise PropertyError(f"GPU_CHANNELS_LAST {setting!r} is not accepted by {device}; "
+                            "accepted: AUTO, YES, NO")
     if value == "AUTO":
         return kind == "cuda" and precision in ("f16", "bf16")
     return value == "YES"
@@ -224,5 +226,6 @@ def _lower(model: ir.Model, torch_device: Any, precision: str, channels_last: bo
     inference, cache = ShapeInference(model), WeightCache()
     analysis = analyze_model(model, inference=inference)
     lowered = lower_model(model, torch_device, precision, analysis, cache, channels_last)
-    specializer = Specializer(model, torch_device, precision, cache, inference, channels_last) if specialize else None
+    specializer = (Specializer(model, torch_device, precision, cache, inference, channels_last)
+                   if specialize else None)
     return lowered, specializer

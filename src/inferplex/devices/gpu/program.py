@@ -39,6 +39,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,11 +127,13 @@ class GpuProgram(DeviceProgram):
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self._graphs_on = self._cuda and bool(config.get("CUDA_GRAPHS", True))
         self._compiled = bool(config.get("TORCH_COMPILE", False))
-        self._specializer = specializer if specializer is not None and Specializer.worthwhile(lowered) else None
+        self._specializer = (specializer if specializer is not None and Specializer.worthwhile(lowered)
+                             else None)
         self._generic = self._make_variant(lowered)
         self._variants: OrderedDict[tuple[Any, ...], _Variant] = OrderedDict()
         self._specs = tuple(zip(lowered.input_names, lowered.input_dtypes,
-                                (_numpy_dtype(d) for d in lowered.input_dtypes), lowered.input_shapes))
+                                (_numpy_dtype(d) for d in lowered.input_dtypes), lowered.input_shapes,
+                                strict=True))
         self._names = frozenset(lowered.input_names)
         self._validated: set[tuple[Any, ...]] = set()
         self._properties = dict(properties or {})
@@ -169,12 +172,13 @@ class GpuProgram(DeviceProgram):
                 value = torch.from_dlpack(value) if hasattr(value, "__dlpack__") else np.asarray(value)
                 ok = value.dtype == (dtype if isinstance(value, torch.Tensor) else np_dtype)
             if not ok:
-                got = value.dtype if isinstance(value, torch.Tensor) else numpy_to_torch(value.reshape(-1)[:0]).dtype
+                got = (value.dtype if isinstance(value, torch.Tensor)
+                       else numpy_to_torch(value.reshape(-1)[:0]).dtype)
                 raise InputError(f"input {name!r} has element type {got}, the model takes {dtype}")
             values.append(value)
         signature = tuple(tuple(v.shape) for v in values)
         if signature not in self._validated:
-            for (name, _, _, declared), shape in zip(self._specs, signature):
+            for (name, _, _, declared), shape in zip(self._specs, signature, strict=True):
                 _check_shape(name, shape, declared)
             if len(self._validated) < _VALIDATED_LIMIT:
                 self._validated.add(signature)
@@ -187,7 +191,8 @@ class GpuProgram(DeviceProgram):
         raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
                          f"the model takes {names}")
 
-    def _to_device(self, state: _Worker, index: int, value: Any, out: torch.Tensor | None = None) -> torch.Tensor:
+    def _to_device(self, state: _Worker, index: int, value: Any,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
         """``value`` on this program's device; into ``out`` when given (a CUDA graph's static input)."""
         if isinstance(value, np.ndarray):
             value = host_tensor(value) if self._cuda else numpy_to_torch(value)
@@ -200,7 +205,8 @@ class GpuProgram(DeviceProgram):
                 state.borrowed = True
             else:
                 value = self._stage(state, index, value)
-        dest = out if out is not None else torch.empty(value.shape, dtype=value.dtype, device=self._torch_device)
+        dest = (out if out is not None
+                else torch.empty(value.shape, dtype=value.dtype, device=self._torch_device))
         return dest.copy_(value, non_blocking=True)
 
     def _stage(self, worker: _Worker, index: int, value: torch.Tensor) -> torch.Tensor:
@@ -223,11 +229,13 @@ class GpuProgram(DeviceProgram):
             pinned.copy_(value)  # torch's intra-op threads: worth it for large tensors
         return pinned
 
-    def _inputs(self, state: _Worker, values: list[Any], out: Sequence[torch.Tensor] | None = None) -> list[Any]:
+    def _inputs(self, state: _Worker, values: list[Any],
+                out: Sequence[torch.Tensor] | None = None) -> list[Any]:
         if out is None:
             tensors = [self._to_device(state, i, v) for i, v in enumerate(values)]
         else:
-            tensors = [self._to_device(state, i, v, o) for i, (v, o) in enumerate(zip(values, out))]
+            tensors = [self._to_device(state, i, v, o)
+                       for i, (v, o) in enumerate(zip(values, out, strict=True))]
         # _collect records (or, when it waits for the stream anyway, skips) the event that
         # tells the next run when this run's staging buffers are free again.
         state.host_inputs = self._cuda and any(
@@ -285,7 +293,8 @@ class GpuProgram(DeviceProgram):
         return variant
 
     def _specialize(self, signature: tuple[Any, ...]) -> _Variant:
-        assert self._specializer is not None
+        if self._specializer is None:  # only called with a specializer; nothing to specialize
+            return self._generic
         try:
             lowered = self._specializer.lower(self._generic.lowered.input_names, signature)
         except Exception as e:  # noqa: BLE001 - the generic lowering is exact for every shape
@@ -309,7 +318,7 @@ class GpuProgram(DeviceProgram):
 
     def _stream_context(self, state: _Worker, values: Sequence[Any]) -> Any:
         if not self._cuda:
-            return _Null()
+            return nullcontext()
         if any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
             # Inputs made on the caller's stream: our stream must not read them early.
             state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
@@ -339,7 +348,8 @@ class GpuProgram(DeviceProgram):
         state.stream.synchronize()
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph, pool=state.pool, stream=state.stream, capture_error_mode="thread_local"):
+            with torch.cuda.graph(graph, pool=state.pool, stream=state.stream,
+                                  capture_error_mode="thread_local"):
                 outputs = tuple(variant.forward(*static))
         except Exception:  # noqa: BLE001 - an op that syncs with the host: this signature runs eagerly
             with self._lock:
@@ -358,14 +368,15 @@ class GpuProgram(DeviceProgram):
 
     def _collect(self, state: _Worker, variant: _Variant, outputs: Sequence[Any],
                  keep: set[str]) -> dict[str, Any]:
-        """Outputs by name: torch tensors for ``keep``, numpy arrays (over pinned host memory) for the rest."""
+        """Outputs by name: torch tensors for ``keep``, numpy arrays (pinned host memory) for the rest."""
         start = time.perf_counter()
         result: dict[str, Any] = {}
         pending: list[str] = []
-        for name, tensor in zip(variant.lowered.output_names, outputs):
+        for name, tensor in zip(variant.lowered.output_names, outputs, strict=True):
             if name in keep:
                 # A graph's outputs are overwritten by its next replay: the caller gets a copy.
-                result[name] = tensor.clone() if variant.graphs or self._aliases(variant, tensor) else tensor
+                aliased = variant.graphs or self._aliases(variant, tensor)
+                result[name] = tensor.clone() if aliased else tensor
             elif self._cuda:
                 host = pinned_empty(tensor.shape, tensor.dtype)
                 result[name] = host.copy_(tensor, non_blocking=True)
@@ -396,7 +407,8 @@ class GpuProgram(DeviceProgram):
             return True
         return tensor.numel() > 0 and tensor.untyped_storage().data_ptr() in variant.buffer_ptrs
 
-    def _run_profiled(self, state: _Worker, variant: _Variant, values: list[Any]) -> Sequence[torch.Tensor]:
+    def _run_profiled(self, state: _Worker, variant: _Variant,
+                      values: list[Any]) -> Sequence[torch.Tensor]:
         state.records = []
         start = time.perf_counter()
         tensors = self._inputs(state, values)
@@ -414,7 +426,8 @@ class GpuProgram(DeviceProgram):
         for (name, op), seconds in interpreter.seconds().items():
             state.records.append(ProfilingRecord(name, op, kind, _delta(seconds), _delta(seconds)))
         for name, op in variant.lowered.folded_nodes:
-            state.records.append(ProfilingRecord(name, op, "constant folded", _delta(0), _delta(0), "NOT_RUN"))
+            state.records.append(ProfilingRecord(name, op, "constant folded", _delta(0), _delta(0),
+                                                 "NOT_RUN"))
         return outputs
 
     # --- transfers for other programs (HETERO) ----------------------------------------
@@ -438,7 +451,7 @@ class GpuProgram(DeviceProgram):
         return torch_to_numpy(host)
 
     def to_native(self, value: Any) -> torch.Tensor:
-        """``value`` on this program's device: host data through pinned memory, another GPU's device to device.
+        """``value`` on this program's device: host data via pinned memory, another GPU's device to device.
 
         The copy is queued on this device's current stream, which :meth:`run`
         waits on before it reads its inputs, so the result can be fed at once.
@@ -486,21 +499,13 @@ class GpuProgram(DeviceProgram):
             self._variants.clear()
 
 
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
 def _check_shape(name: str, got: tuple[int, ...], declared: tuple[int | str | None, ...] | None) -> None:
     if declared is None:
         return
     if len(got) != len(declared):
         raise InputError(f"input {name!r} has rank {len(got)} (shape {list(got)}); the model takes rank "
                          f"{len(declared)} (shape {list(declared)})")
-    for axis, (size, want) in enumerate(zip(got, declared)):
+    for axis, (size, want) in enumerate(zip(got, declared, strict=True)):
         if isinstance(want, int) and size != want:
             raise InputError(f"input {name!r} has size {size} on axis {axis} (shape {list(got)}); "
                              f"the model takes {list(declared)}")

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["NodeInfo", "OpLowering", "register", "find_lowering", "LOWERINGS", "node_info"]
+__all__ = ["LOWERINGS", "NodeInfo", "OpLowering", "find_lowering", "node_info", "register"]
 
 Lowering = Callable[["NodeInfo"], Callable[..., Any]]
 SupportCheck = Callable[["NodeInfo"], "str | None"]

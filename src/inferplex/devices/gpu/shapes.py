@@ -10,6 +10,7 @@ every shape computed from them static, which lets the analysis fold ``Shape``,
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 
 import onnx
@@ -62,10 +63,9 @@ class ShapeInference:
         proto = onnx.ModelProto.FromString(self._serialized)
         if input_shapes:
             _fix_inputs(proto, input_shapes)
-        try:
+        # A model shape inference rejects still lowers with what it declares.
+        with contextlib.suppress(Exception):  # noqa: BLE001
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-        except Exception:  # noqa: BLE001 - a model shape inference rejects still lowers with what it declares
-            pass
         result: TypeMap = {}
         for info in [*proto.graph.input, *proto.graph.value_info, *proto.graph.output]:
             if not info.type.HasField("tensor_type"):

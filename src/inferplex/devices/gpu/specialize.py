@@ -43,13 +43,16 @@ class Specializer:
 
     @staticmethod
     def worthwhile(generic: LoweredGraph) -> bool:
-        """Whether specializing can help: the generic lowering is eager and some input dim is not static."""
+        """Whether specializing can help: the generic lowering is eager and some input dim is dynamic."""
         if generic.capturable:
             return False
-        return any(shape is None or not all(isinstance(d, int) for d in shape) for shape in generic.input_shapes)
+        return any(shape is None or not all(isinstance(d, int) for d in shape)
+                   for shape in generic.input_shapes)
 
     def lower(self, input_names: Sequence[str], shapes: Sequence[Sequence[int]]) -> LoweredGraph:
         """The model lowered for inputs of exactly these shapes (names in the generic lowering's order)."""
-        fixed = {name: tuple(int(d) for d in shape) for name, shape in zip(input_names, shapes)}
+        fixed = {name: tuple(int(d) for d in shape)
+                 for name, shape in zip(input_names, shapes, strict=True)}
         analysis = analyze_model(self._model, fixed, self._inference)
-        return lower_model(self._model, self._device, self._precision, analysis, self._cache, self._channels_last)
+        return lower_model(self._model, self._device, self._precision, analysis, self._cache,
+                           self._channels_last)

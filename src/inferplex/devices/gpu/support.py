@@ -30,9 +30,13 @@ class TimingInterpreter(torch.fx.Interpreter):
         name = n.meta.get("onnx_name")
         if n.op != "call_function" or name is None:
             return super().run_node(n)
-        start = torch.cuda.Event(enable_timing=True) if self.cuda else time.perf_counter()
+        start: torch.cuda.Event | float
+        end: torch.cuda.Event | float
         if self.cuda:
+            start = torch.cuda.Event(enable_timing=True)
             start.record()
+        else:
+            start = time.perf_counter()
         result = super().run_node(n)
         if self.cuda:
             end = torch.cuda.Event(enable_timing=True)

@@ -1,4 +1,4 @@
-"""Lowerings: normalizations (Batch, Instance, Layer, Group, LRN, RMS, Lp), the two classification losses, Swish.
+"""Lowerings: normalizations (Batch, Instance, Layer, Group, LRN, RMS, Lp), two classification losses, Swish.
 
 Losses follow ONNX's reference: NegativeLogLikelihoodLoss gathers ``-input`` at
 the target class (optionally weighted), skips ``ignore_index``, and its
@@ -58,8 +58,8 @@ def batch_norm(info: NodeInfo) -> Callable[..., Any]:
 
     def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
             var: torch.Tensor) -> torch.Tensor:
-        params = [t.to(x.dtype) for t in (mean, var, scale, bias)]
-        return F.batch_norm(x, *params, training=False, eps=eps)
+        mean, var, scale, bias = (t.to(x.dtype) for t in (mean, var, scale, bias))
+        return F.batch_norm(x, mean, var, scale, bias, training=False, eps=eps)
 
     return run
 
@@ -171,7 +171,8 @@ def lp_norm(info: NodeInfo) -> Callable[..., Any]:
     def run(x: torch.Tensor) -> torch.Tensor:
         norm = x.abs().sum(axis, keepdim=True) if p == 1 else x.square().sum(axis, keepdim=True).sqrt()
         # A zero norm gives zeros, as in ONNX's reference (not 0/0 = NaN).
-        return torch.where(norm == 0, torch.zeros_like(x), x / torch.where(norm == 0, torch.ones_like(norm), norm))
+        safe = torch.where(norm == 0, torch.ones_like(norm), norm)
+        return torch.where(norm == 0, torch.zeros_like(x), x / safe)
 
     return run
 

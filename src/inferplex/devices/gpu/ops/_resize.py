@@ -90,7 +90,8 @@ class _Spec:
     def __init__(self, info: NodeInfo, upsample: bool):
         legacy = upsample or info.opset < 11
         self.mode = _text(info.attr("mode", "nearest"))
-        self.coord = "asymmetric" if legacy else _text(info.attr("coordinate_transformation_mode", "half_pixel"))
+        self.coord = ("asymmetric" if legacy
+                      else _text(info.attr("coordinate_transformation_mode", "half_pixel")))
         self.nearest = "simple" if legacy else _text(info.attr("nearest_mode", "round_prefer_floor"))
         self.a = float(info.attr("cubic_coeff_a", -0.75))
         self.exclude = bool(info.attr("exclude_outside", 0))
@@ -115,7 +116,10 @@ class _Spec:
             return x / scale
         if self.coord == "tf_crop_and_resize":
             start, end = roi
-            value = (end - start) * (size - 1) / 2 if width == 1 else x * (end - start) * (size - 1) / (width - 1)
+            if width == 1:
+                value = (end - start) * (size - 1) / 2
+            else:
+                value = x * (end - start) * (size - 1) / (width - 1)
             value += start * (size - 1)
             return None if value < 0 or value > size - 1 else value
         if self.coord == "pytorch_half_pixel":
@@ -141,11 +145,11 @@ def _axis_taps(spec: _Spec, size: int, out: int, scale: float,
         coeffs = spec.coeffs(ratio, scale)
         idx = _neighbours(origin, len(coeffs), size)
         if spec.exclude:
-            coeffs = [0.0 if i < 0 or i >= size else c for c, i in zip(coeffs, idx)]
+            coeffs = [0.0 if i < 0 or i >= size else c for c, i in zip(coeffs, idx, strict=False)]
             total = sum(coeffs)
             coeffs = [c / total for c in coeffs]
         taps: dict[int, float] = {}
-        for c, i in zip(coeffs, idx):
+        for c, i in zip(coeffs, idx, strict=False):
             if c != 0.0:
                 clamped = min(max(i, 0), size - 1)
                 taps[clamped] = taps.get(clamped, 0.0) + c
@@ -189,7 +193,8 @@ def _supports(info: NodeInfo, upsample: bool) -> str | None:
         return f"{info.op_type} needs the input rank"
     dtype = info.input_dtypes[0]
     if spec.mode != "nearest" and dtype is not None and dtype not in _FLOATS:
-        return f"{info.op_type} mode {spec.mode!r} on {dtype.name} is not supported (accepted: floating types)"
+        return (f"{info.op_type} mode {spec.mode!r} on {dtype.name} is not supported "
+                "(accepted: floating types)")
     return None
 
 
@@ -202,16 +207,16 @@ def _output_plan(spec: _Spec, shape: tuple[int, ...], roi: tuple[float, ...] | N
     outs, factors = list(shape), [1.0] * rank
     if sizes is not None:
         if spec.policy == "stretch":
-            for a, s in zip(axes, sizes):
+            for a, s in zip(axes, sizes, strict=False):
                 outs[a], factors[a] = int(s), int(s) / shape[a]
         else:
             pick = min if spec.policy == "not_larger" else max
-            common = pick(s / shape[a] for a, s in zip(axes, sizes))
+            common = pick(s / shape[a] for a, s in zip(axes, sizes, strict=False))
             for a in axes:
-                outs[a], factors[a] = int(math.floor(common * shape[a] + 0.5)), common
+                outs[a], factors[a] = math.floor(common * shape[a] + 0.5), common
     elif scales is not None:
-        for a, s in zip(axes, scales):
-            outs[a], factors[a] = int(math.floor(s * shape[a])), float(s)
+        for a, scale in zip(axes, scales, strict=False):
+            outs[a], factors[a] = math.floor(scale * shape[a]), float(scale)
     rois = [(0.0, 1.0)] * rank
     if roi is not None:
         n = len(roi) // 2
@@ -259,8 +264,9 @@ def _lower(info: NodeInfo, upsample: bool) -> Callable[..., Any]:
             for axis, idx, w, extra in taps(tuple(x.shape), *params):
                 gather_only = idx.shape[1] == 1 and np.all(w == 1.0) and not extra.any()
                 weights = None if gather_only else torch.tensor(w, dtype=x.dtype, device=x.device)
-                fill = torch.tensor(np.where(extra, spec.extrapolation, 0.0), dtype=x.dtype, device=x.device) \
-                    if extra.any() else None
+                fill = (torch.tensor(np.where(extra, spec.extrapolation, 0.0), dtype=x.dtype,
+                                     device=x.device)
+                        if extra.any() else None)
                 entries.append((axis, torch.tensor(idx, device=x.device), weights, fill))
             device_cache[key] = entries
             return entries

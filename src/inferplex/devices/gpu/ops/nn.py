@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops import _attention, _norms, _resize  # noqa: F401  (register their ops)
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.errors import CompileError
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -51,7 +52,7 @@ def _same_pads(auto_pad: str, sizes: Sequence[int], kernels: Sequence[int], stri
                dilations: Sequence[int]) -> list[int]:
     """ONNX SAME_UPPER/SAME_LOWER pads ([begins..., ends...]) for these input sizes."""
     begins, ends = [], []
-    for size, k, s, d in zip(sizes, kernels, strides, dilations):
+    for size, k, s, d in zip(sizes, kernels, strides, dilations, strict=False):
         out = -(-size // s)
         total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
         small, large = total // 2, total - total // 2
@@ -74,7 +75,10 @@ class _Window:
 
     def __init__(self, info: NodeInfo, spatial: int | None = None):
         kernel = info.attr("kernel_shape")
-        self.spatial = spatial if spatial is not None else (len(kernel) if kernel else (info.rank(0) or 4) - 2)
+        if spatial is None:
+            spatial = len(kernel) if kernel else (info.rank(0) or 4) - 2
+        self.op_type = info.op_type
+        self.spatial = spatial
         self.kernel = list(kernel) if kernel else None
         self.strides = list(info.attr("strides") or [1] * self.spatial)
         self.dilations = list(info.attr("dilations") or [1] * self.spatial)
@@ -82,6 +86,12 @@ class _Window:
         if isinstance(self.auto_pad, bytes):
             self.auto_pad = self.auto_pad.decode()
         self.pads = list(info.attr("pads") or [0] * 2 * self.spatial)
+
+    def kernel_shape(self) -> list[int]:
+        """The kernel_shape attribute, which pooling requires (its support check rejects nodes without)."""
+        if self.kernel is None:
+            raise CompileError(f"{self.op_type} needs the kernel_shape attribute")
+        return self.kernel
 
     def resolve(self, sizes: Sequence[int], kernel: Sequence[int]) -> list[int]:
         if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -113,7 +123,7 @@ def conv(info: NodeInfo) -> Callable[..., Any]:
         pads = window.resolve(x.shape[2:], w.shape[2:])
         padding = _symmetric(pads)
         if padding is None:
-            x, padding = F.pad(x, _torch_pad(pads)), 0
+            return fn(F.pad(x, _torch_pad(pads)), w, b, window.strides, 0, window.dilations, group)
         return fn(x, w, b, window.strides, padding, window.dilations, group)
 
     return run
@@ -137,8 +147,9 @@ def conv_transpose(info: NodeInfo) -> Callable[..., Any]:
         crop: list[int] = []
         for i in range(window.spatial):
             size, full = x.shape[2 + i], y.shape[2 + i]
-            begin, out = _transpose_extent(window, i, size, full, w.shape[2 + i], output_padding, output_shape)
-            crop = [-begin, begin + out - full] + crop
+            begin, out = _transpose_extent(window, i, size, full, w.shape[2 + i], output_padding,
+                                           output_shape)
+            crop = [-begin, begin + out - full, *crop]
         if any(crop):
             y = F.pad(y, crop)
         if b is not None:
@@ -180,12 +191,12 @@ def _pool_output(size: int, begin: int, end: int, k: int, s: int, d: int, ceil: 
 
 def _pool_plan(window: _Window, sizes: Sequence[int], ceil: bool) -> tuple[list[int], list[int]]:
     """ONNX pads for these sizes, and the end pads that make floor-mode pooling produce ONNX's windows."""
-    assert window.kernel is not None
-    pads = window.resolve(sizes, window.kernel)
+    kernel = window.kernel_shape()
+    pads = window.resolve(sizes, kernel)
     n = window.spatial
     ends = []
     for i, size in enumerate(sizes):
-        k, s, d = window.kernel[i], window.strides[i], window.dilations[i]
+        k, s, d = kernel[i], window.strides[i], window.dilations[i]
         out = _pool_output(size, pads[i], pads[i + n], k, s, d, ceil)
         ends.append((out - 1) * s + d * (k - 1) + 1 - size - pads[i])
     return pads, ends
@@ -197,9 +208,9 @@ def _native_pool_ok(window: _Window, pads: Sequence[int]) -> list[int] | None:
     With symmetric pads torch's output length and ceil-mode rule are ONNX's, and
     its average divisor also counts pads but not the ceil-mode overhang.
     """
-    assert window.kernel is not None
+    kernel = window.kernel_shape()
     padding = _symmetric(pads)
-    if padding is None or any(2 * p > k for p, k in zip(padding, window.kernel)):
+    if padding is None or any(2 * p > k for p, k in zip(padding, kernel, strict=False)):
         return None
     return padding
 
@@ -221,6 +232,7 @@ def _max_pool_supports(info: NodeInfo) -> str | None:
 @register("MaxPool", supports=_max_pool_supports)
 def max_pool(info: NodeInfo) -> Callable[..., Any]:
     window = _Window(info)
+    kernel = window.kernel_shape()
     ceil = bool(info.attr("ceil_mode", 0))
     want_indices = len(info.node.outputs) > 1 and bool(info.node.outputs[1].name)
     fn = _MAX_POOL[window.spatial]
@@ -236,8 +248,8 @@ def max_pool(info: NodeInfo) -> Callable[..., Any]:
             x_in, use_ceil = x, ceil
             begins = [0] * window.spatial
         if not want_indices:
-            return fn(x_in, window.kernel, window.strides, padding, window.dilations, use_ceil)
-        y, idx = fn(x_in, window.kernel, window.strides, padding, window.dilations, use_ceil, True)
+            return fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil)
+        y, idx = fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil, True)
         return y, _onnx_indices(idx, x.shape, x_in.shape[2:], begins)
 
     return run
@@ -262,13 +274,14 @@ def _onnx_indices(idx: torch.Tensor, shape: Sequence[int], padded: Sequence[int]
 
 def _sum_pool(x: torch.Tensor, window: _Window) -> torch.Tensor:
     """Window sums (with dilation) of an already padded tensor, as a depthwise conv with ones."""
-    assert window.kernel is not None
+    kernel = window.kernel_shape()
     channels = x.shape[1]
-    ones = torch.ones((channels, 1, *window.kernel), dtype=x.dtype, device=x.device)
+    ones = torch.ones((channels, 1, *kernel), dtype=x.dtype, device=x.device)
     return _CONV[window.spatial](x, ones, None, window.strides, 0, window.dilations, channels)
 
 
-def _padded_sums(x: torch.Tensor, window: _Window, ceil: bool, count_pads: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _padded_sums(x: torch.Tensor, window: _Window, ceil: bool,
+                 count_pads: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Window sums of x and the number of elements each window averages over (ONNX's rule)."""
     n = window.spatial
     sizes = list(x.shape[2:])
@@ -280,7 +293,7 @@ def _padded_sums(x: torch.Tensor, window: _Window, ceil: bool, count_pads: bool)
         # Pads count, the ceil-mode overhang past the end pads does not.
         explicit = [min(e, pads[i + n]) for i, e in enumerate(ends)]
         mask = F.pad(mask, _torch_pad(begins + explicit), value=1.0)
-        mask = F.pad(mask, _torch_pad([0] * n + [e - x for e, x in zip(ends, explicit)]))
+        mask = F.pad(mask, _torch_pad([0] * n + [e - x for e, x in zip(ends, explicit, strict=True)]))
     else:
         mask = F.pad(mask, _torch_pad(begins + ends))
     return _sum_pool(x_pad, window), _sum_pool(mask, window)
@@ -293,15 +306,16 @@ def _avg_pool_supports(info: NodeInfo) -> str | None:
 @register("AveragePool", supports=_avg_pool_supports)
 def average_pool(info: NodeInfo) -> Callable[..., Any]:
     window = _Window(info)
+    kernel = window.kernel_shape()
     ceil = bool(info.attr("ceil_mode", 0))
     count_pads = bool(info.attr("count_include_pad", 0))
     fn = _AVG_POOL[window.spatial]
 
     def run(x: torch.Tensor) -> torch.Tensor:
-        pads, ends = _pool_plan(window, x.shape[2:], ceil)
+        pads, _ = _pool_plan(window, x.shape[2:], ceil)
         padding = _native_pool_ok(window, pads)
         if padding is not None and all(d == 1 for d in window.dilations):
-            return fn(x, window.kernel, window.strides, padding, ceil, count_pads)
+            return fn(x, kernel, window.strides, padding, ceil, count_pads)
         sums, counts = _padded_sums(x, window, ceil, count_pads)
         return sums / counts
 

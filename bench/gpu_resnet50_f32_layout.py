@@ -1,0 +1,67 @@
+"""ResNet-50 f32, batch 64, on one GPU: memory layout and torch.compile, side by side.
+
+Checks whether ``GPU_CHANNELS_LAST`` (NHWC convolutions) or ``TORCH_COMPILE``
+pays at f32, where TF32 stays off, against torch.compile and eager on the native
+module.  Medians of CUDA-event timings; the last column is throughput over
+torch.compile's.  Needs CUDA and torchvision.
+
+    python bench/gpu_resnet50_f32_layout.py
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+import torch
+import torchvision
+
+from inferplex.devices.gpu.plugin import GpuPlugin
+
+
+def _median_ms(fn: Callable[[], Any], iters: int = 20) -> float:
+    for _ in range(5):
+        fn()
+    samples = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return statistics.median(samples)
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    module = torchvision.models.resnet50(weights=None).eval()
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (torch.randn(1, 3, 224, 224),), buffer, input_names=["x"], output_names=["y"],
+                      opset_version=17, dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+    model = ir.from_proto(onnx.load_from_string(buffer.getvalue()))
+    x = torch.randn(64, 3, 224, 224, device="cuda")
+    rows: dict[str, float] = {}
+    for layout in ("NO", "YES"):
+        for compile_graph in (False, True):
+            program = GpuPlugin().compile(model, "GPU.0", {"GPU_CHANNELS_LAST": layout,
+                                                           "TORCH_COMPILE": compile_graph})
+            label = f"inferplex channels_last={layout} torch_compile={compile_graph}"
+            rows[label] = _median_ms(lambda p=program: p.run({"x": x}, keep_on_device={"y"}))
+            program.close()
+    native = module.cuda()
+    with torch.inference_mode():
+        compiled = torch.compile(native)
+        rows["torch.compile (native)"] = _median_ms(lambda: compiled(x))
+        rows["torch eager (native)"] = _median_ms(lambda: native(x))
+    base = rows["torch.compile (native)"]
+    for label, ms in rows.items():
+        print(f"{label:48s} {ms:8.3f} ms  {base / ms:.2f}x torch.compile")
+
+
+if __name__ == "__main__":
+    main()
