@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
@@ -105,6 +105,27 @@ class DeviceRegistry:
 
     def full_name(self, name: str) -> str:
         return self.resolve(name)[1]
+
+    def full_names(self, names: Sequence[str], owner: str = "the device list") -> list[str]:
+        """Full names of a priority list; unknown names and repeats reported in one error.
+
+        ``owner`` names the list in the message (``"the HETERO list"``); ``GPU`` and
+        ``GPU.0`` count as the same device.
+        """
+        full: list[str] = []
+        problems: list[str] = []
+        for name in names:
+            try:
+                full.append(self.full_name(name))
+            except DeviceNameError as error:
+                problems.append(str(error))
+        repeated = sorted({d for d in full if full.count(d) > 1})
+        if repeated:
+            problems.append(f"{owner} {','.join(names)} names {', '.join(repeated)} more than once "
+                            f"(a family name means its first device: GPU is GPU.0)")
+        if problems:
+            raise DeviceNameError("; ".join(problems))
+        return full
 
     # --- configuration -----------------------------------------------------------
 

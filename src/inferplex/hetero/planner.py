@@ -48,19 +48,7 @@ def resolve_devices(registry: DeviceRegistry, devices: Sequence[str]) -> list[st
         raise DeviceNameError("HETERO needs a device list: write 'HETERO:GPU,CPU' or set "
                               "MULTI_DEVICE_PRIORITIES, e.g. core.set_property('HETERO', "
                               "{'MULTI_DEVICE_PRIORITIES': 'GPU,CPU'})")
-    full: list[str] = []
-    problems: list[str] = []
-    for name in devices:
-        try:
-            full.append(registry.full_name(name))
-        except InferplexError as error:
-            problems.append(str(error))
-    repeated = sorted({d for d in full if full.count(d) > 1})
-    if repeated:
-        problems.append(f"the HETERO list {','.join(devices)} names {', '.join(repeated)} twice")
-    if problems:
-        raise DeviceNameError("; ".join(problems))
-    return full
+    return registry.full_names(devices, "the HETERO list")
 
 
 def _capacity(registry: DeviceRegistry, device: str, config: Mapping[str, Any]) -> int:

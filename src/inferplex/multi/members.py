@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from inferplex.errors import CompileError, DeviceNameError
+from inferplex.errors import CompileError
 from inferplex.executor import ProgramExecutor
 from inferplex.multi.state import Member
 from inferplex.properties import DeviceTarget
@@ -24,15 +24,9 @@ _log = logging.getLogger("inferplex")
 
 
 def resolve_targets(registry: DeviceRegistry, targets: Sequence[DeviceTarget]) -> list[DeviceTarget]:
-    """Full device names (``GPU`` -> ``GPU.0``); a device named twice is an error."""
-    resolved = [DeviceTarget(registry.full_name(t.name), t.num_requests) for t in targets]
-    names = [t.name for t in resolved]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        written = ",".join(t.name for t in targets)
-        raise DeviceNameError(f"device list {written!r} names {', '.join(twice)} more than once "
-                              f"(GPU is GPU.0)")
-    return resolved
+    """Full device names (``GPU`` -> ``GPU.0``); unknown names and repeats in one error."""
+    names = registry.full_names([t.name for t in targets])
+    return [DeviceTarget(name, t.num_requests) for name, t in zip(names, targets, strict=True)]
 
 
 def member_config(registry: DeviceRegistry, device: str, config: Mapping[str, Any],
