@@ -58,13 +58,22 @@ def _timer(cuda: bool) -> Callable[[Callable[[], Any], int, int], float]:
     return measure
 
 
-def _models(quick: bool) -> list[tuple[str, torch.nn.Module, Callable[[int], tuple[torch.Tensor, ...]], list[str], int]]:
+def _models(
+    quick: bool,
+) -> list[tuple[str, torch.nn.Module, Callable[[int], tuple[torch.Tensor, ...]], list[str], int]]:
     """(name, module, make_inputs(batch), input names, large batch)."""
     if quick:
         net = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
-            torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),
-            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10))
+            torch.nn.Conv2d(3, 16, 3, padding=1),
+            torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(32, 10),
+        )
         return [("small-cnn", net, lambda b: (torch.randn(b, 3, 32, 32),), ["x"], 8)]
     import torchvision
     from transformers import BertConfig, BertModel
@@ -77,22 +86,45 @@ def _models(quick: bool) -> list[tuple[str, torch.nn.Module, Callable[[int], tup
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
             return self.bert(input_ids=ids).last_hidden_state
 
-    return [("resnet50", torchvision.models.resnet50(weights=None), lambda b: (torch.randn(b, 3, 224, 224),), ["x"], 64),
-            ("bert-base", Bert(), lambda b: (torch.randint(0, 30000, (b, 128)),), ["ids"], 32)]
+    return [
+        (
+            "resnet50",
+            torchvision.models.resnet50(weights=None),
+            lambda b: (torch.randn(b, 3, 224, 224),),
+            ["x"],
+            64,
+        ),
+        ("bert-base", Bert(), lambda b: (torch.randint(0, 30000, (b, 128)),), ["ids"], 32),
+    ]
 
 
 def _export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], names: list[str]) -> Any:
     import onnx_ir as ir
 
     buffer = io.BytesIO()
-    torch.onnx.export(module, args, buffer, input_names=names, output_names=["y"], opset_version=17,
-                      dynamic_axes={n: {0: "batch"} for n in names}, dynamo=False)
+    torch.onnx.export(
+        module,
+        args,
+        buffer,
+        input_names=names,
+        output_names=["y"],
+        opset_version=17,
+        dynamic_axes={n: {0: "batch"} for n in names},
+        dynamo=False,
+    )
     return ir.from_proto(__import__("onnx").load_from_string(buffer.getvalue()))
 
 
-def _run_model(name: str, module: torch.nn.Module, make: Callable[[int], tuple[torch.Tensor, ...]],
-               names: list[str], large: int, device: torch.device, args: argparse.Namespace,
-               started: float) -> list[dict[str, Any]]:
+def _run_model(
+    name: str,
+    module: torch.nn.Module,
+    make: Callable[[int], tuple[torch.Tensor, ...]],
+    names: list[str],
+    large: int,
+    device: torch.device,
+    args: argparse.Namespace,
+    started: float,
+) -> list[dict[str, Any]]:
     import inferplex as ov
     from inferplex.devices.gpu.plugin import GpuPlugin
 
@@ -124,8 +156,9 @@ def _run_model(name: str, module: torch.nn.Module, make: Callable[[int], tuple[t
             engines["inferplex"] = partial(program.run, feeds, keep_on_device={"y"})
             engines["inferplex numpy"] = partial(public, host_feeds)
             if batch == large and not args.no_compile and time.perf_counter() - started < TIME_BUDGET_S:
-                fused = GpuPlugin().compile(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision,
-                                                             "TORCH_COMPILE": True})
+                fused = GpuPlugin().compile(
+                    model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision, "TORCH_COMPILE": True}
+                )
                 engines["inferplex compile"] = partial(fused.run, feeds, keep_on_device={"y"})
             for engine, fn in engines.items():
                 rows.append(_measure_row(measure, fn, args, iters, name, engine, precision, batch))
@@ -136,8 +169,16 @@ def _run_model(name: str, module: torch.nn.Module, make: Callable[[int], tuple[t
     return rows
 
 
-def _measure_row(measure: Callable[..., float], fn: Callable[[], Any], args: argparse.Namespace, iters: int,
-                 name: str, engine: str, precision: str, batch: int) -> dict[str, Any]:
+def _measure_row(
+    measure: Callable[..., float],
+    fn: Callable[[], Any],
+    args: argparse.Namespace,
+    iters: int,
+    name: str,
+    engine: str,
+    precision: str,
+    batch: int,
+) -> dict[str, Any]:
     """One table row; an engine that raises is recorded as an error and the run goes on."""
     row: dict[str, Any] = {"model": name, "engine": engine, "precision": precision, "batch": batch}
     try:
@@ -152,8 +193,11 @@ def _measure_row(measure: Callable[..., float], fn: Callable[[], Any], args: arg
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
-    reference = {(r["model"], r["precision"], r["batch"]): r["items_per_s"] for r in rows
-                 if r["engine"] == "torch.compile" and "error" not in r}
+    reference = {
+        (r["model"], r["precision"], r["batch"]): r["items_per_s"]
+        for r in rows
+        if r["engine"] == "torch.compile" and "error" not in r
+    }
     header = f"{'model':<11}{'engine':<17}{'prec':<6}{'batch':>6}{'ms':>10}{'items/s':>11}{'vs compile':>12}"
     print(header)
     print("-" * len(header))
@@ -163,12 +207,16 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
             continue
         base = reference.get((r["model"], r["precision"], r["batch"]))
         ratio = f"{r['items_per_s'] / base:.2f}x" if base else "-"
-        print(f"{r['model']:<11}{r['engine']:<17}{r['precision']:<6}{r['batch']:>6}{r['ms']:>10.3f}"
-              f"{r['items_per_s']:>11.1f}{ratio:>12}")
+        print(
+            f"{r['model']:<11}{r['engine']:<17}{r['precision']:<6}{r['batch']:>6}{r['ms']:>10.3f}"
+            f"{r['items_per_s']:>11.1f}{ratio:>12}"
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="tiny model on the CPU (emulated GPU)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     args = parser.parse_args()
@@ -184,8 +232,13 @@ def main() -> int:
     for spec in _models(args.quick):
         rows += _run_model(*spec, device=device, args=args, started=started)
     _print_table(rows)
-    info = {"device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (emulated GPU)",
-            "torch": torch.__version__, "quick": args.quick, "seconds": time.perf_counter() - started, "rows": rows}
+    info = {
+        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (emulated GPU)",
+        "torch": torch.__version__,
+        "quick": args.quick,
+        "seconds": time.perf_counter() - started,
+        "rows": rows,
+    }
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "gpu_device.json"), "w") as handle:
             json.dump(info, handle, indent=2)

@@ -16,19 +16,35 @@ import onnx
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
 def _cnn_model() -> onnx.ModelProto:
     torch.manual_seed(0)
     net = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(16, 32, 3, stride=2, padding=1), torch.nn.GELU(), torch.nn.Upsample(scale_factor=2),
-        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10), torch.nn.Softmax(-1)).eval()
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        torch.nn.GELU(),
+        torch.nn.Upsample(scale_factor=2),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32, 10),
+        torch.nn.Softmax(-1),
+    ).eval()
     buffer = io.BytesIO()
-    torch.onnx.export(net, (torch.randn(2, 3, 32, 32),), buffer, input_names=["x"], output_names=["y"],
-                      opset_version=17, dynamic_axes={"x": {0: "N"}}, dynamo=False)
+    torch.onnx.export(
+        net,
+        (torch.randn(2, 3, 32, 32),),
+        buffer,
+        input_names=["x"],
+        output_names=["y"],
+        opset_version=17,
+        dynamic_axes={"x": {0: "N"}},
+        dynamo=False,
+    )
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -125,7 +141,9 @@ class _Block(torch.nn.Module):
         self.heads = heads
         self.qkv, self.proj = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
         self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim))
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim)
+        )
 
     def forward(self, x: Any) -> Any:
         b, t, d = x.shape
@@ -138,8 +156,16 @@ class _Block(torch.nn.Module):
 def _block_model() -> onnx.ModelProto:
     torch.manual_seed(0)
     buffer = io.BytesIO()
-    torch.onnx.export(_Block().eval(), (torch.randn(2, 16, 64),), buffer, input_names=["x"], output_names=["y"],
-                      opset_version=17, dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+    torch.onnx.export(
+        _Block().eval(),
+        (torch.randn(2, 16, 64),),
+        buffer,
+        input_names=["x"],
+        output_names=["y"],
+        opset_version=17,
+        dynamic_axes={"x": {0: "batch"}},
+        dynamo=False,
+    )
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -153,12 +179,17 @@ def test_specialized_block_is_captured_and_equals_eager() -> None:
     for batch in (1, 3, 1):
         feeds = _block_feeds(batch, seed=batch)
         np.testing.assert_allclose(graphs.run(feeds)["y"], eager.run(feeds)["y"], rtol=1e-5, atol=1e-5)
-    assert set(graphs._workers[0].graphs) == {((1, 16, 64),), ((3, 16, 64),)}, "specialized runs were not captured"
+    assert set(graphs._workers[0].graphs) == {((1, 16, 64),), ((3, 16, 64),)}, (
+        "specialized runs were not captured"
+    )
 
 
 def test_concurrent_workers_with_different_shapes() -> None:
     model = _block_model()
-    program, eager = _compile(model, {"PERFORMANCE_HINT": "THROUGHPUT"}), _compile(model, {"CUDA_GRAPHS": False})
+    program, eager = (
+        _compile(model, {"PERFORMANCE_HINT": "THROUGHPUT"}),
+        _compile(model, {"CUDA_GRAPHS": False}),
+    )
     jobs = [(i % program.num_workers, 1 + i % 5, i) for i in range(24)]
     with ThreadPoolExecutor(program.num_workers) as pool:
         results = list(pool.map(lambda j: program.run(_block_feeds(j[1], j[2]), worker=j[0])["y"], jobs))
@@ -169,20 +200,38 @@ def test_concurrent_workers_with_different_shapes() -> None:
 def test_channels_last_f16_resnet_block_within_bounds() -> None:
     torch.manual_seed(0)
     net = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 32, 7, stride=2, padding=3, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
-        torch.nn.MaxPool2d(3, 2, 1), torch.nn.Conv2d(32, 32, 3, padding=1, bias=False), torch.nn.BatchNorm2d(32),
-        torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10),
-        torch.nn.Softmax(-1)).eval()
+        torch.nn.Conv2d(3, 32, 7, stride=2, padding=3, bias=False),
+        torch.nn.BatchNorm2d(32),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(3, 2, 1),
+        torch.nn.Conv2d(32, 32, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(32),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32, 10),
+        torch.nn.Softmax(-1),
+    ).eval()
     buffer = io.BytesIO()
-    torch.onnx.export(net, (torch.randn(2, 3, 64, 64),), buffer, input_names=["x"], output_names=["y"],
-                      opset_version=17, dynamic_axes={"x": {0: "N"}}, dynamo=False)
+    torch.onnx.export(
+        net,
+        (torch.randn(2, 3, 64, 64),),
+        buffer,
+        input_names=["x"],
+        output_names=["y"],
+        opset_version=17,
+        dynamic_axes={"x": {0: "N"}},
+        dynamo=False,
+    )
     model = onnx.load_from_string(buffer.getvalue())
     program = _compile(model, {"INFERENCE_PRECISION_HINT": "f16"})
     assert program.get_property("GPU_CHANNELS_LAST") is True
     import onnxruntime as ort
 
     feeds = {"x": np.random.default_rng(0).standard_normal((4, 3, 64, 64)).astype(np.float32)}
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )[0]
     for _ in range(2):  # capture, then replay
         assert np.abs(program.run(feeds)["y"] - want).max() <= 2e-2
 

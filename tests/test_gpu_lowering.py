@@ -29,12 +29,25 @@ def core() -> Any:
         yield ov.Core()
 
 
-def _export(module: Any, args: tuple[Any, ...], names: list[str], dynamic: dict[str, Any] | None = None,
-            opset: int = 17) -> onnx.ModelProto:
+def _export(
+    module: Any,
+    args: tuple[Any, ...],
+    names: list[str],
+    dynamic: dict[str, Any] | None = None,
+    opset: int = 17,
+) -> onnx.ModelProto:
     buffer = io.BytesIO()
     module.eval()
-    torch.onnx.export(module, args, buffer, input_names=names, output_names=["y"], opset_version=opset,
-                      dynamic_axes=dynamic, dynamo=False)
+    torch.onnx.export(
+        module,
+        args,
+        buffer,
+        input_names=names,
+        output_names=["y"],
+        opset_version=opset,
+        dynamic_axes=dynamic,
+        dynamo=False,
+    )
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -42,11 +55,22 @@ class SmallCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2, ceil_mode=True),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=2), nn.BatchNorm2d(32), nn.Hardswish(),
-            nn.ConvTranspose2d(32, 16, 3, stride=2, padding=1, output_padding=1), nn.LeakyReLU(0.1),
-            nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False), nn.Upsample(scale_factor=2),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10), nn.Softmax(-1))
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2, ceil_mode=True),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=2),
+            nn.BatchNorm2d(32),
+            nn.Hardswish(),
+            nn.ConvTranspose2d(32, 16, 3, stride=2, padding=1, output_padding=1),
+            nn.LeakyReLU(0.1),
+            nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
+            nn.Upsample(scale_factor=2),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(16, 10),
+            nn.Softmax(-1),
+        )
 
     def forward(self, x: Any) -> Any:
         return self.features(x)
@@ -94,7 +118,9 @@ def _encoder() -> tuple[Any, Any]:
 def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     import onnxruntime as ort
 
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
 
 
 def _cnn() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -178,10 +204,12 @@ def test_bad_inputs_raise_input_errors(core: Any) -> None:
 def test_unsupported_op_is_reported_by_query_and_compile(core: Any) -> None:
     node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3])
     graph = helper.make_graph(
-        [node, helper.make_node("Relu", ["y"], ["z"])], "g",
+        [node, helper.make_node("Relu", ["y"], ["z"])],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.INT32, [1, 1, 5, 5])],
         [helper.make_tensor_value_info("z", TensorProto.INT32, [1, 1, 3, 3])],
-        [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.int32), "w")])
+        [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.int32), "w")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     assert len(core.query_model(model, "GPU.0")) == 1  # Relu yes, integer Conv no
     with pytest.raises(ov.errors.InferplexError, match="Conv"):
@@ -192,13 +220,23 @@ def test_unsupported_op_is_reported_by_query_and_compile(core: Any) -> None:
 def test_pool_and_conv_auto_pad_match_onnx_runtime(core: Any, auto_pad: str) -> None:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((4, 2, 3, 2)).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], auto_pad=auto_pad, strides=[2, 3]),
-             helper.make_node("MaxPool", ["c"], ["m", "i"], kernel_shape=[2, 3], auto_pad=auto_pad, strides=[2, 1]),
-             helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[3, 3], pads=[0, 1, 2, 1])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 11, 13])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list("nchw")),
-                               helper.make_tensor_value_info("i", TensorProto.INT64, list("nchw"))],
-                              [numpy_helper.from_array(w, "w")])
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], auto_pad=auto_pad, strides=[2, 3]),
+        helper.make_node(
+            "MaxPool", ["c"], ["m", "i"], kernel_shape=[2, 3], auto_pad=auto_pad, strides=[2, 1]
+        ),
+        helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[3, 3], pads=[0, 1, 2, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 11, 13])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, list("nchw")),
+            helper.make_tensor_value_info("i", TensorProto.INT64, list("nchw")),
+        ],
+        [numpy_helper.from_array(w, "w")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
     feeds = {"x": rng.standard_normal((1, 2, 11, 13)).astype(np.float32)}
     got = core.compile_model(model, "GPU.0")(feeds)
@@ -254,9 +292,15 @@ def test_specialization_can_be_turned_off() -> None:
 
 def _conv_bn_model() -> onnx.ModelProto:
     torch.manual_seed(0)
-    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                        nn.Conv2d(8, 8, 3, padding=1, bias=False, groups=2), nn.BatchNorm2d(8),
-                        nn.Flatten(), nn.Linear(8 * 9 * 9, 5))
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1, bias=False, groups=2),
+        nn.BatchNorm2d(8),
+        nn.Flatten(),
+        nn.Linear(8 * 9 * 9, 5),
+    )
     for bn in (net[1], net[4]):  # statistics far from the identity, so folding is visible
         bn.running_mean.uniform_(-1, 1)
         bn.running_var.uniform_(0.05, 3)
@@ -278,13 +322,18 @@ def test_matmul_bias_becomes_linear() -> None:
     rng = np.random.default_rng(0)
     w, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["b", "m"], ["y"])], "g",
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["b", "m"], ["y"])],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     program = _program(model)
-    assert [getattr(t, "__name__", "") for t in _calls(program._generic.lowered.module)] == ["linear", "cast_to"]
+    assert [getattr(t, "__name__", "") for t in _calls(program._generic.lowered.module)] == [
+        "linear",
+        "cast_to",
+    ]
     feeds = {"x": rng.standard_normal((3, 4, 16)).astype(np.float32)}
     np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
 
@@ -295,8 +344,11 @@ def test_channels_last_is_off_when_emulated_and_exact_when_forced() -> None:
     assert default.get_property("GPU_CHANNELS_LAST") is False
     forced = _program(model, {"GPU_CHANNELS_LAST": "YES"})
     assert forced.get_property("GPU_CHANNELS_LAST") is True
-    nhwc = [t for t in forced._generic.lowered.module.buffers()
-            if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()]
+    nhwc = [
+        t
+        for t in forced._generic.lowered.module.buffers()
+        if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+    ]
     assert len(nhwc) == 2  # the two Conv weights (folded with their BatchNormalization)
     want = _ort(model, feeds)[0]
     out = forced.run(feeds, keep_on_device={"y"})["y"]
