@@ -19,6 +19,14 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
+
+def _export(net: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
+    """``net`` exported to ONNX with input ``x`` (dynamic batch) and output ``y``."""
+    buffer = io.BytesIO()
+    torch.onnx.export(net, (example,), buffer, input_names=["x"], output_names=["y"], opset_version=17,
+                      dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+    return onnx.load_from_string(buffer.getvalue())
+
 def _cnn_model() -> onnx.ModelProto:
     torch.manual_seed(0)
     net = torch.nn.Sequential(
@@ -34,18 +42,7 @@ def _cnn_model() -> onnx.ModelProto:
         torch.nn.Linear(32, 10),
         torch.nn.Softmax(-1),
     ).eval()
-    buffer = io.BytesIO()
-    torch.onnx.export(
-        net,
-        (torch.randn(2, 3, 32, 32),),
-        buffer,
-        input_names=["x"],
-        output_names=["y"],
-        opset_version=17,
-        dynamic_axes={"x": {0: "N"}},
-        dynamo=False,
-    )
-    return onnx.load_from_string(buffer.getvalue())
+    return _export(net, torch.randn(2, 3, 32, 32))
 
 
 def _program(config: dict[str, Any] | None = None) -> Any:
@@ -155,18 +152,7 @@ class _Block(torch.nn.Module):
 
 def _block_model() -> onnx.ModelProto:
     torch.manual_seed(0)
-    buffer = io.BytesIO()
-    torch.onnx.export(
-        _Block().eval(),
-        (torch.randn(2, 16, 64),),
-        buffer,
-        input_names=["x"],
-        output_names=["y"],
-        opset_version=17,
-        dynamic_axes={"x": {0: "batch"}},
-        dynamo=False,
-    )
-    return onnx.load_from_string(buffer.getvalue())
+    return _export(_Block().eval(), torch.randn(2, 16, 64))
 
 
 def _block_feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -212,18 +198,7 @@ def test_channels_last_f16_resnet_block_within_bounds() -> None:
         torch.nn.Linear(32, 10),
         torch.nn.Softmax(-1),
     ).eval()
-    buffer = io.BytesIO()
-    torch.onnx.export(
-        net,
-        (torch.randn(2, 3, 64, 64),),
-        buffer,
-        input_names=["x"],
-        output_names=["y"],
-        opset_version=17,
-        dynamic_axes={"x": {0: "N"}},
-        dynamo=False,
-    )
-    model = onnx.load_from_string(buffer.getvalue())
+    model = _export(net, torch.randn(2, 3, 64, 64))
     program = _compile(model, {"INFERENCE_PRECISION_HINT": "f16"})
     assert program.get_property("GPU_CHANNELS_LAST") is True
     import onnxruntime as ort
