@@ -6,7 +6,7 @@ Keep this file small: fixtures used by one test file live in that file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ import onnx.backend.test.loader
 import onnxruntime as ort
 import pytest
 from onnx import helper
+
+import inferplex as ov
 
 ONNX_BACKEND_DATA = Path(onnx.backend.test.loader.DATA_DIR)
 """``onnx/backend/test/data`` of the installed onnx wheel (simple, pytorch-*, light, real)."""
@@ -65,3 +67,17 @@ def tiny_model() -> Callable[..., onnx.ModelProto]:
 def ort_reference() -> Callable[[onnx.ModelProto | str | Path, Mapping[str, Any]], list[Any]]:
     """:func:`ort_run`: reference outputs from raw ONNX Runtime."""
     return ort_run
+
+
+@pytest.fixture(scope="module")
+def core() -> ov.Core:
+    """A Core with the devices this machine has."""
+    return ov.Core()
+
+
+@pytest.fixture(scope="module")
+def emulated_core() -> Iterator[ov.Core]:
+    """A Core that also has two emulated GPUs (GPU.0, GPU.1 on torch's CPU), for this module only."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INFERPLEX_EMULATED_GPUS", "2")
+        yield ov.Core()

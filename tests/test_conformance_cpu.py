@@ -127,11 +127,6 @@ def _cause(message: str, path: str, stage: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def core() -> ov.Core:
-    return ov.Core()
-
-
-@pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("node-models")
 

@@ -38,11 +38,6 @@ GOOD = np.ones((2, 3), np.float32)
 
 
 @pytest.fixture(scope="module")
-def core() -> ov.Core:
-    return ov.Core()
-
-
-@pytest.fixture(scope="module")
 def compiled(core: ov.Core) -> ov.CompiledModel:
     return core.compile_model(MODEL, "CPU")
 

@@ -66,10 +66,8 @@ def gpu_refusal(case_name: str, model: onnx.ModelProto) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def core() -> Any:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("INFERPLEX_EMULATED_GPUS", "1")
-        yield ov.Core()
+def core(emulated_core: ov.Core) -> ov.Core:
+    return emulated_core
 
 
 @pytest.mark.timeout(120)

@@ -23,10 +23,8 @@ nn = torch.nn
 
 
 @pytest.fixture(scope="module")
-def core() -> Any:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("INFERPLEX_EMULATED_GPUS", "2")
-        yield ov.Core()
+def core(emulated_core: ov.Core) -> ov.Core:
+    return emulated_core
 
 
 def _export(

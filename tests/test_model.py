@@ -38,11 +38,6 @@ def _mixed_model() -> onnx.ModelProto:
 MIXED = _mixed_model()
 
 
-@pytest.fixture(scope="module")
-def core() -> ov.Core:
-    return ov.Core()
-
-
 def _feeds(batch: int = 2, seq: int = 3) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(batch * 10 + seq)
     return {"x": rng.standard_normal((batch, seq, 4), dtype=np.float32),

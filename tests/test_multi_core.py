@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -17,10 +16,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def core() -> Iterator[ov.Core]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("INFERPLEX_EMULATED_GPUS", "2")
-        yield ov.Core()
+def core(emulated_core: ov.Core) -> ov.Core:
+    return emulated_core
 
 
 def device_list(core: ov.Core) -> str:

@@ -49,11 +49,6 @@ def reference() -> ort.InferenceSession:
 
 
 @pytest.fixture(scope="module")
-def core() -> ov.Core:
-    return ov.Core()
-
-
-@pytest.fixture(scope="module")
 def compiled(core: ov.Core) -> ov.CompiledModel:
     return core.compile_model(MODEL, "CPU")
 
