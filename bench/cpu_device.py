@@ -36,8 +36,12 @@ from rich.console import Console
 from rich.table import Table
 
 import inferplex as ov
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inferplex.cli.inputs import random_inputs, sample_model_path
 from inferplex.devices.cpu import stream_layout
+
+from closed_loop import keep_full
 
 MODELS = ("light_squeezenet", "light_resnet50")
 Runner = Callable[[], Any]
@@ -129,17 +133,8 @@ def measure_overhead(rounds: int, calls: int = 2000) -> dict[str, float]:
 
 
 def _throughput_round(queue: ov.AsyncInferQueue, feeds: dict[str, np.ndarray], seconds: float) -> float:
-    done = [0]
-
-    def count(_: ov.InferRequest, __: Any) -> None:
-        done[0] += 1
-
-    queue.set_callback(count)
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        queue.start_async(feeds)
-    queue.wait_all()
-    return done[0] / (time.perf_counter() - start)
+    ended, elapsed = keep_full(queue, feeds, seconds)
+    return ended / elapsed
 
 
 def measure_throughput(name: str, seconds: float, rounds: int) -> dict[str, Any]:

@@ -34,7 +34,7 @@ import torch
 TIME_BUDGET_S = 5 * 60
 
 
-def _timer(cuda: bool) -> Callable[[Callable[[], Any], int, int], float]:
+def median_timer(cuda: bool) -> Callable[[Callable[[], Any], int, int], float]:
     """A function timing ``fn`` ``iters`` times after ``warmup`` runs; median milliseconds."""
 
     def measure(fn: Callable[[], Any], warmup: int, iters: int) -> float:
@@ -128,7 +128,7 @@ def _run_model(
     import inferplex as ov
     from inferplex.devices.gpu.plugin import GpuPlugin
 
-    measure = _timer(device.type == "cuda")
+    measure = median_timer(device.type == "cuda")
     module = module.eval()
     model = _export(module, make(1), names)
     rows = []

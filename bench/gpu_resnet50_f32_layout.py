@@ -11,7 +11,8 @@ torch.compile's.  Needs CUDA and torchvision.
 from __future__ import annotations
 
 import io
-import statistics
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -22,19 +23,12 @@ import torchvision
 
 from inferplex.devices.gpu.plugin import GpuPlugin
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_device import median_timer
+
 
 def _median_ms(fn: Callable[[], Any], iters: int = 20) -> float:
-    for _ in range(5):
-        fn()
-    samples = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    return statistics.median(samples)
+    return median_timer(cuda=True)(fn, 5, iters)
 
 
 def main() -> None:

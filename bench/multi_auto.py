@@ -33,6 +33,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from closed_loop import keep_full
+
 POLICIES = ("DEVICE_PRIORITY", "ROUND_ROBIN", "EARLIEST_FINISH")
 
 
@@ -112,20 +115,8 @@ def closed_loop(compiled: Any, inputs: dict[str, np.ndarray], seconds: float) ->
         queue.start_async(inputs)
     queue.wait_all()
     before = _stats(compiled)
-    count = [0]
-    lock = threading.Lock()
-
-    def done(request: Any, _: Any) -> None:
-        with lock:
-            count[0] += 1
-
-    queue.set_callback(done)
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        queue.start_async(inputs)
-    queue.wait_all()
-    elapsed = time.perf_counter() - start
-    return {"fps": count[0] / elapsed, "requests": count[0], "jobs": jobs,
+    ended, elapsed = keep_full(queue, inputs, seconds)
+    return {"fps": ended / elapsed, "requests": ended, "jobs": jobs,
             "devices": _device_delta(before, _stats(compiled), elapsed)}
 
 

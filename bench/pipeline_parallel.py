@@ -19,13 +19,13 @@ import argparse
 import math
 import os
 import sys
-import threading
 import time
 from dataclasses import asdict
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from closed_loop import keep_full
 from hetero_transformer import DecoderSize, build_decoder, feeds_for, setup_devices, write_json
 
 STAGE_DEVICES = ("GPU.0", "GPU.1")
@@ -40,18 +40,8 @@ def throughput(compiled, feeds, seconds: float, in_flight: int) -> float:  # noq
     for _ in range(in_flight):  # warm-up
         queue.start_async(feeds)
     queue.wait_all()
-    count, lock = [0], threading.Lock()
-
-    def done(request, userdata) -> None:  # noqa: ANN001
-        with lock:
-            count[0] += 1
-
-    queue.set_callback(done)
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        queue.start_async(feeds)
-    queue.wait_all()
-    return count[0] / (time.perf_counter() - start)
+    ended, elapsed = keep_full(queue, feeds, seconds)
+    return ended / elapsed
 
 
 def stage_rates(core, model, config, in_flight: int, seconds: float) -> list[float]:  # noqa: ANN001
