@@ -234,3 +234,29 @@ def test_to_host_and_to_native_on_cuda() -> None:
     np.testing.assert_array_equal(program.to_host(native), feeds["x"])
     out = program.run({"x": native}, keep_on_device={"y"})["y"]
     np.testing.assert_allclose(program.to_host(out), _reference(feeds), rtol=1e-4, atol=1e-6)
+
+
+def test_a_gpu_served_from_a_worker_process_gives_the_same_results() -> None:
+    """MULTI_WORKER_PROCESSES=YES on CUDA: the GPU member runs in its own process, results unchanged."""
+    import inferplex as ov
+    from inferplex.worker_process import WorkerProcessProgram
+
+    core = ov.Core()
+    assert core.get_property("GPU.0", "GIL_BOUND") is True
+    config = {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", "MULTI_WORKER_PROCESSES": "YES"}
+    compiled = core.compile_model(_cnn_model(), "AUTO:GPU.0,CPU", config)
+    try:
+        assert isinstance(compiled.executor._devices["GPU.0"].executor.program, WorkerProcessProgram)
+        queue = ov.AsyncInferQueue(compiled)
+        results: dict[int, np.ndarray] = {}
+        queue.set_callback(lambda request, index: results.__setitem__(index, np.array(request.results["y"])))
+        feeds = [_feeds(batch=1 + index % 5, seed=index) for index in range(200)]
+        for index, feed in enumerate(feeds):
+            queue.start_async(feed, index)
+        queue.wait_all()
+        assert sorted(results) == list(range(200))
+        for index, feed in enumerate(feeds):
+            np.testing.assert_allclose(results[index], _reference(feed), rtol=1e-4, atol=1e-5)
+        assert compiled.get_property("DEVICE_STATISTICS")["GPU.0"]["requests"] > 0
+    finally:
+        compiled.release()

@@ -25,9 +25,11 @@ def device_list(core: ov.Core) -> str:
     return ",".join([*gpus, "CPU"])
 
 
-def test_2000_async_requests_over_emulated_gpus_and_cpu(core: ov.Core) -> None:
+@pytest.mark.parametrize("processes", ["NO", "YES"])
+def test_2000_async_requests_over_emulated_gpus_and_cpu(core: ov.Core, processes: str) -> None:
+    """Also with each GPU served from a worker process of its own (shared buffers, sockets)."""
     devices = device_list(core)
-    compiled = core.compile_model(linear_model(), f"MULTI:{devices}")
+    compiled = core.compile_model(linear_model(), f"MULTI:{devices}", {"MULTI_WORKER_PROCESSES": processes})
     assert compiled.get_property("EXECUTION_DEVICES") == devices.split(",")
     results: dict[int, tuple[np.ndarray | BaseException, str]] = {}
     twice: list[int] = []

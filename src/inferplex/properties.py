@@ -204,11 +204,14 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "TORCH_COMPILE": _bool,
     "CUDA_GRAPHS": _bool,
     "SHAPE_SPECIALIZATION": _bool,
+    "THREAD_SPINNING": _bool,
     "GPU_CHANNELS_LAST": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
     "CACHE_DIR": _any_string,
     "MULTI_REQUEST_TIMEOUT": parse_seconds,
     "MULTI_QUARANTINE_TIME": parse_seconds,
+    "MULTI_WORKER_PROCESSES": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
+        "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
 }
 _ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES"}
 

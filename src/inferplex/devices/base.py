@@ -92,6 +92,16 @@ class DeviceProgram(ABC):
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
         """Run one inference on ``worker``; return every model output by name."""
 
+    def check_runnable(self, worker: int, closed: bool) -> None:
+        """Raise InferenceError when the program is ``closed`` or ``worker`` is out of range."""
+        from inferplex.errors import InferenceError
+
+        if closed:
+            raise InferenceError(f"the program on {self.device} was closed")
+        if not 0 <= worker < self.num_workers:
+            raise InferenceError(f"worker {worker} does not exist on {self.device}; "
+                                 f"workers are 0..{self.num_workers - 1}")
+
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
         """Per-op counters of the last run on ``worker`` (empty unless ENABLE_PROFILING)."""
         return []

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
 
+from inferplex.devices.sharing import share_the_host
 from inferplex.errors import DeviceNameError, InferplexError
 from inferplex.hetero.affinity import automatic_affinity, fold_glue_ops, manual_affinity
 from inferplex.hetero.graph import GraphIndex, annotate, fill_all_missing_types, name_of
@@ -116,6 +117,7 @@ def plan(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
     """Place, split and size ``model`` for HETERO over ``devices`` (names as written)."""
     full = resolve_devices(registry, devices)
     configs = {d: registry.member_config(d, config) for d in full}
+    share_the_host(registry, configs)
     annotated = annotate(model)
     fill_all_missing_types(annotated)
     index = GraphIndex.build(annotated.graph)

@@ -15,7 +15,9 @@ also answers ``DEVICE_STATISTICS`` (per-device ``requests``, ``share``,
 
 Config keys read here besides the standard ones: ``MULTI_REQUEST_TIMEOUT``
 (seconds one attempt may run before it counts as failed; default none) and
-``MULTI_QUARANTINE_TIME`` (first cool-down of a failing device; default 5 s).
+``MULTI_QUARANTINE_TIME`` (first cool-down of a failing device; default 5 s),
+``MULTI_WORKER_PROCESSES`` (AUTO | YES | NO: which members serve from a worker
+process of their own, see :mod:`inferplex.multi.members`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from inferplex.errors import DeviceNameError
 from inferplex.executor import Executor
 from inferplex.multi.auto import AutoExecutor, auto_candidates, compile_auto, device_rank
-from inferplex.multi.members import compile_members
+from inferplex.multi.members import WORKER_PROCESSES_KEY, compile_members
 from inferplex.multi.policies import DeviceLoad, DevicePriority, EarliestFinish, RoundRobin, make_policy
 from inferplex.multi.scheduler import MultiExecutor
 from inferplex.multi.state import DEFAULT_POLICY, QUARANTINE_KEY, TIMEOUT_KEY, Member, SchedulerOptions
@@ -61,7 +63,7 @@ MULTI_PROPERTIES = (
     "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT",
     "ENABLE_PROFILING", "MULTI_DEVICE_PRIORITIES", "DEVICE_PROPERTIES", "SCHEDULE_POLICY",
     "ENABLE_STARTUP_FALLBACK", "ENABLE_RUNTIME_FALLBACK", "EXCLUSIVE_ASYNC_REQUESTS",
-    "MEMORY_LIMIT", TIMEOUT_KEY, QUARANTINE_KEY,
+    "MEMORY_LIMIT", TIMEOUT_KEY, QUARANTINE_KEY, WORKER_PROCESSES_KEY,
 )
 """Writable keys MULTI and AUTO accept (their SUPPORTED_PROPERTIES)."""
 

@@ -1,4 +1,11 @@
-"""Compiling the member devices of MULTI and AUTO, in parallel, through the registry."""
+"""Compiling the member devices of MULTI and AUTO, in parallel, through the registry.
+
+``MULTI_WORKER_PROCESSES`` (AUTO | YES | NO; default AUTO) says which members
+run in a worker process of their own (:mod:`inferplex.worker_process`): AUTO
+those whose plugin reports ``GIL_BOUND`` when two or more such devices serve
+together (two GPUs; not a GPU beside the CPU, whose ONNX Runtime releases the
+GIL); YES every member but the host device; NO none.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from inferplex.devices.sharing import device_type, share_the_host
 from inferplex.errors import CompileError
 from inferplex.executor import ProgramExecutor
 from inferplex.multi.state import Member
@@ -15,10 +23,13 @@ from inferplex.properties import DeviceTarget
 if TYPE_CHECKING:
     import onnx_ir as ir
 
+    from inferplex.devices.base import DeviceProgram
     from inferplex.devices.registry import DeviceRegistry
 
-__all__ = ["compile_error", "compile_member", "compile_members", "member_config", "resolve_targets",
-           "share_the_host"]
+__all__ = ["WORKER_PROCESSES_KEY", "compile_error", "compile_member", "compile_members", "member_config",
+           "resolve_targets", "wants_own_process"]
+
+WORKER_PROCESSES_KEY = "MULTI_WORKER_PROCESSES"
 
 _log = logging.getLogger("inferplex")
 
@@ -42,46 +53,40 @@ def member_config(registry: DeviceRegistry, device: str, config: Mapping[str, An
     return registry.member_config(device, virtual)
 
 
-HOST_CORES_PER_ACCELERATOR = 2
-"""Host cores a host device leaves to each accelerator working beside it."""
+def wants_own_process(registry: DeviceRegistry, devices: Sequence[str], setting: str) -> dict[str, bool]:
+    """Which of the member ``devices`` serve from a worker process (see the module docstring)."""
+    from inferplex import worker_process
+
+    if setting == "NO" or not worker_process.supported():
+        return dict.fromkeys(devices, False)
+    not_host = {d: device_type(registry, d) != "host" for d in devices}
+    if setting == "YES":
+        return not_host
+    bound = {d: not_host[d] and _gil_bound(registry, d) for d in devices}
+    # A GIL-bound device beside devices that release the GIL (ONNX Runtime) gains nothing
+    # from a process of its own: measured slower for GPU+CPU (bench/RESULTS.md).
+    together = sum(bound.values()) >= 2
+    return {d: together and bound[d] for d in devices}
 
 
-def share_the_host(registry: DeviceRegistry, configs: dict[str, dict[str, Any]]) -> None:
-    """A host device (DEVICE_TYPE ``host``) beside accelerators leaves them cores.
-
-    Each accelerator's requests are fed by host threads (input copies, kernel
-    launches, result copies).  A host device whose streams take every core
-    starves them: on a 32-core host, CPU+GPU served about half of what the GPU
-    alone did (bench/multi_auto.py).  A thread count the user set is kept.
-    """
-    kinds = {name: _device_type(registry, name) for name in configs}
-    hosts = [name for name, kind in kinds.items() if kind == "host"]
-    accelerators = len(configs) - len(hosts)
-    if not hosts or not accelerators:
-        return
-    for host in hosts:
-        plugin, _ = registry.resolve(host)
-        if "INFERENCE_NUM_THREADS" in configs[host] or \
-                "INFERENCE_NUM_THREADS" not in plugin.supported_properties():
-            continue
-        try:
-            cores = int(registry.device_property(host, "NUMBER_OF_CORES"))
-        except Exception:  # noqa: BLE001 - a host that cannot say keeps its own default
-            continue
-        configs[host]["INFERENCE_NUM_THREADS"] = max(1, cores - HOST_CORES_PER_ACCELERATOR * accelerators)
-
-
-def _device_type(registry: DeviceRegistry, device: str) -> str:
+def _gil_bound(registry: DeviceRegistry, device: str) -> bool:
     try:
-        return str(registry.device_property(device, "DEVICE_TYPE")).lower()
-    except Exception:  # noqa: BLE001 - a device that does not say is not the host
-        return ""
+        return bool(registry.device_property(device, "GIL_BOUND"))
+    except Exception:  # noqa: BLE001 - a device that does not say runs in this process
+        return False
 
 
 def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
-                   config: Mapping[str, Any], num_requests: int | None = None) -> Member:
+                   config: Mapping[str, Any], num_requests: int | None = None,
+                   own_process: bool = False) -> Member:
     """Compile on one device and wrap it; the pool is ``num_requests`` or the device's number."""
-    program = registry.compile(model, device, config)
+    program: DeviceProgram
+    if own_process:
+        from inferplex.worker_process import compile_in_worker_process
+
+        program = compile_in_worker_process(registry, model, device, config)
+    else:
+        program = registry.compile(model, device, config)
     executor = ProgramExecutor(program, profiling=bool(config.get("ENABLE_PROFILING", False)))
     return Member(device, executor, num_requests or int(program.num_workers))
 
@@ -96,9 +101,11 @@ def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence
     targets = resolve_targets(registry, targets)
     configs = {t.name: member_config(registry, t.name, config, hint) for t in targets}
     share_the_host(registry, configs)
+    setting = str(config.get(WORKER_PROCESSES_KEY, "AUTO"))
+    own = wants_own_process(registry, [t.name for t in targets], setting)
     with ThreadPoolExecutor(max(1, len(targets)), thread_name_prefix="inferplex-compile") as pool:
         futures = {t.name: pool.submit(compile_member, registry, model, t.name, configs[t.name],
-                                       t.num_requests) for t in targets}
+                                       t.num_requests, own[t.name]) for t in targets}
     members: list[Member] = []
     failures: dict[str, BaseException] = {}
     for name, future in futures.items():

@@ -20,6 +20,11 @@ results are the same either way, see ``optimize``), ``SHAPE_SPECIALIZATION``
 (default on: models with dynamic input dims whose shape arithmetic would run on
 the host are lowered once per input signature with those dims fixed, see
 ``specialize``), ``MEMORY_LIMIT``.
+
+Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
+calling process (MULTI then serves the device from a worker process of its own
+when several devices work at once, see :mod:`inferplex.worker_process`); False
+for emulated GPUs, whose work shares the host's cores anyway.
 """
 
 from __future__ import annotations
@@ -133,6 +138,8 @@ class GpuPlugin(DevicePlugin):
             return "integrated" if integrated else "discrete"
         if key == "ENGINE":
             return f"torch {_torch().__version__} ({torch_device.type})"
+        if key == "GIL_BOUND":
+            return torch_device.type == "cuda"
         if key == "DEVICE_TOTAL_MEM_SIZE":
             return self.memory(device).total_bytes
         if key == "DEVICE_FREE_MEM_SIZE":
@@ -141,7 +148,7 @@ class GpuPlugin(DevicePlugin):
             return self.optimal_number_of_infer_requests(device, {})
         if key == "SUPPORTED_PROPERTIES":
             return (*_WRITABLE, "FULL_DEVICE_NAME", "DEVICE_TOTAL_MEM_SIZE", "DEVICE_FREE_MEM_SIZE",
-                    "OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+                    "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "GIL_BOUND")
         raise KeyError(key)
 
     def memory(self, device: str) -> MemoryInfo:

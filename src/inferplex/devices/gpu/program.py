@@ -246,11 +246,7 @@ class GpuProgram(DeviceProgram):
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
-        if self._closed:
-            raise InferenceError(f"the program on {self.device} was closed")
-        if not 0 <= worker < self.num_workers:
-            raise InferenceError(f"worker {worker} does not exist on {self.device}; "
-                                 f"workers are 0..{self.num_workers - 1}")
+        self.check_runnable(worker, self._closed)
         values, signature = self._check(inputs)
         state = self._workers[worker]
         keep = set(keep_on_device) if keep_on_device else set()

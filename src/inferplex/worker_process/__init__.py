@@ -1,0 +1,30 @@
+"""A device program served from a worker process of its own.
+
+Why: a device whose requests run Python in the calling process (the GPU device
+walks a torch graph, stages copies and replays CUDA graphs per request) holds
+the GIL for part of every request.  Two such devices driven from one process
+serialise on that lock: two H200s under MULTI served 0.61-0.68 of the sum of
+each alone.  In its own process each device keeps its own interpreter.
+
+How: :func:`compile_in_worker_process` starts ``python -m
+inferplex.worker_process.child``, which compiles the model with the same
+plugin class and config, and returns a :class:`WorkerProcessProgram`, an
+ordinary :class:`~inferplex.devices.base.DeviceProgram` for the caller, with
+two request slots per device worker (one runs while the next waits beside the
+device, see ``child.py``).  Each slot has a socket of its own and a
+shared-memory buffer (``memfd``): the caller writes a request's arrays into the buffer and sends
+their names, types, shapes and offsets; the worker process runs them and
+answers the same way with the outputs.  The buffer grows when a request does
+not fit.  Errors come back as the same :mod:`inferplex.errors` class; a worker
+process that dies ends every request sent to it with an InferenceError.
+
+Used by MULTI and CUMULATIVE_THROUGHPUT for devices whose plugin reports
+``GIL_BOUND`` (see ``MULTI_WORKER_PROCESSES`` in :mod:`inferplex.multi`).
+POSIX only: elsewhere the caller compiles in its own process.
+"""
+
+from __future__ import annotations
+
+from inferplex.worker_process.parent import WorkerProcessProgram, compile_in_worker_process, supported
+
+__all__ = ["WorkerProcessProgram", "compile_in_worker_process", "supported"]

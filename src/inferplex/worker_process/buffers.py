@@ -1,0 +1,115 @@
+"""Arrays through a shared, growable memory buffer (one per worker), described by small messages."""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SharedBuffer", "new_buffer_fd", "read_arrays", "write_arrays"]
+
+_ALIGN = 64
+_MIN_SIZE = 1 << 20
+
+
+def new_buffer_fd() -> int:
+    """A file descriptor of anonymous shared memory (``memfd``; a deleted temp file elsewhere)."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("inferplex-worker", 0)
+    handle = tempfile.TemporaryFile()  # noqa: SIM115 - only its descriptor is kept
+    fd = os.dup(handle.fileno())
+    handle.close()
+    return fd
+
+
+class SharedBuffer:
+    """One memory buffer mapped by both processes; either side may grow it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._map: mmap.mmap | None = None
+        self._retired: list[mmap.mmap] = []  # old mappings some array still views
+        self.size = 0
+        self.follow(os.fstat(fd).st_size)
+
+    def follow(self, size: int) -> None:
+        """Map at least ``size`` bytes (the other side grew the buffer)."""
+        if size <= self.size:
+            return
+        if self._map is not None:
+            self._release(self._map)
+        self._map = mmap.mmap(self.fd, size) if size else None
+        self.size = size
+
+    def reserve(self, size: int) -> None:
+        """Grow the buffer to hold ``size`` bytes (doubling, so that growth is rare)."""
+        if size <= self.size:
+            return
+        new = max(size, 2 * self.size, _MIN_SIZE)
+        os.ftruncate(self.fd, new)
+        self.follow(new)
+
+    def view(self, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:
+        count = int(np.prod(shape, dtype=np.int64))
+        if count == 0 or self._map is None:
+            return np.empty(shape, dtype)
+        return np.frombuffer(self._map, dtype, count, offset).reshape(shape)
+
+    def _release(self, old: mmap.mmap) -> None:
+        try:
+            old.close()
+        except BufferError:  # an array still views it: unmapped when the buffer closes
+            self._retired.append(old)
+
+    def close(self) -> None:
+        for old in [*self._retired, *([self._map] if self._map is not None else [])]:
+            with contextlib.suppress(BufferError):  # unmapped when the last array viewing it goes
+                old.close()
+        self._map, self._retired = None, []
+        os.close(self.fd)
+
+
+def _in_buffer(array: np.ndarray) -> bool:
+    return array.dtype.kind in "biufc" and array.dtype.isnative and not array.dtype.hasobject
+
+
+def write_arrays(buffer: SharedBuffer, arrays: Mapping[str, Any], start: int = 0) -> tuple[list[Any], int]:
+    """Copy ``arrays`` into ``buffer`` from ``start``; their descriptions and the end offset.
+
+    A description is ``(name, dtype, shape, offset)``, or ``(name, array)`` for an
+    array that travels in the message itself (object, string or non-native dtypes).
+    """
+    placed: list[tuple[str, np.ndarray, int]] = []
+    described: list[Any] = []
+    end = start
+    for name, value in arrays.items():
+        array = np.asarray(value)
+        if not _in_buffer(array):
+            described.append((name, array))
+            continue
+        end = -(-end // _ALIGN) * _ALIGN
+        placed.append((name, array, end))
+        end += array.nbytes
+    buffer.reserve(end)
+    for name, array, offset in placed:
+        np.copyto(buffer.view(array.dtype, array.shape, offset), array, casting="no")
+        described.append((name, array.dtype.str, array.shape, offset))
+    return described, end
+
+
+def read_arrays(buffer: SharedBuffer, described: list[Any], copy: bool) -> dict[str, np.ndarray]:
+    """The arrays of a description: views into ``buffer``, or copies when ``copy``."""
+    arrays: dict[str, np.ndarray] = {}
+    for entry in described:
+        if len(entry) == 2:
+            arrays[entry[0]] = entry[1]
+            continue
+        name, dtype, shape, offset = entry
+        view = buffer.view(np.dtype(dtype), tuple(shape), offset)
+        arrays[name] = view.copy() if copy else view
+    return arrays

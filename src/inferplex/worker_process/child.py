@@ -1,0 +1,122 @@
+"""The worker process: ``python -m inferplex.worker_process.child FD`` (started by parent.py).
+
+Compiles the model it is sent, answers with its number of request slots
+(``REQUESTS_PER_WORKER`` per program worker), receives one socket and one
+shared buffer per slot, then serves each slot on a thread of its own until the
+caller closes the program or goes away.  A slot takes any free program worker,
+so a request waits here, next to the device, rather than for a round trip to
+the caller while a worker idles.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import queue
+import socket
+import sys
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from inferplex.devices.base import DeviceProgram
+from inferplex.worker_process.buffers import SharedBuffer, read_arrays, write_arrays
+
+REQUESTS_PER_WORKER = 2
+"""Request slots per program worker: one running, one ready to start when it ends."""
+
+
+def _load_plugin(spec: tuple[str, str]) -> Any:
+    module, qualname = spec
+    target: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target()
+
+
+def _compile(message: tuple[Any, ...]) -> DeviceProgram:
+    import onnx_ir as ir
+
+    _, spec, path, device, config = message
+    return _load_plugin(spec).compile(ir.load(path), device, config)
+
+
+def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], connection: Connection,
+           buffer: SharedBuffer, profiling: bool) -> None:
+    while True:
+        try:
+            _, size, described = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            buffer.follow(size)
+            inputs = read_arrays(buffer, described, copy=False)
+            end = max((e[3] + _nbytes(e) for e in described if len(e) == 4), default=0)
+            worker = free.get()
+            try:
+                outputs = program.run(inputs, worker)
+                records = program.profiling_info(worker) if profiling else None
+            finally:
+                free.put(worker)
+            del inputs
+            placed, _ = write_arrays(buffer, outputs, end)
+            reply: tuple[Any, ...] = ("ok", buffer.size, placed, records)
+        except BaseException as error:  # noqa: BLE001 - every request gets an answer
+            reply = ("error", type(error).__name__, str(error))
+        try:
+            connection.send(reply)
+        except (EOFError, OSError):
+            return
+
+
+def _nbytes(entry: tuple[Any, ...]) -> int:
+    import numpy as np
+
+    _, dtype, shape, _ = entry
+    return int(np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)))
+
+
+def main() -> int:
+    fd = int(sys.argv[1])
+    sock = socket.socket(fileno=fd)
+    control = Connection(os.dup(fd))
+    message = control.recv()
+    try:
+        program = _compile(message)
+        workers = int(program.num_workers)
+    except BaseException as error:  # noqa: BLE001 - reported to the caller, who raises it
+        control.send(("error", type(error).__name__, str(error)))
+        return 1
+    profiling = bool(message[4].get("ENABLE_PROFILING"))
+    slots = REQUESTS_PER_WORKER * workers
+    control.send(("ready", slots))
+    _, fds, _, _ = socket.recv_fds(sock, 64, 2 * slots)
+    sock.close()
+    free: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for worker in range(workers):
+        free.put(worker)
+    for index in range(slots):
+        connection, buffer = Connection(fds[2 * index]), SharedBuffer(fds[2 * index + 1])
+        threading.Thread(target=_serve, args=(program, free, connection, buffer, profiling),
+                         name=f"inferplex-slot-{index}", daemon=True).start()
+    while True:
+        try:
+            request = control.recv()
+        except (EOFError, OSError):
+            break
+        if request[0] == "close":
+            break
+        try:
+            reply: tuple[Any, ...] = ("ok", program.get_property(request[1]))
+        except BaseException as error:  # noqa: BLE001
+            reply = ("error", type(error).__name__, str(error))
+        control.send(reply)
+    program.close()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # serving threads may still block in recv: do not wait for them

@@ -1,0 +1,190 @@
+"""The caller's side: start a worker process, compile there, run requests through it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import weakref
+from collections.abc import Collection, Mapping
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from inferplex import errors
+from inferplex.devices.base import DeviceProgram, ProfilingRecord
+from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
+from inferplex.worker_process.buffers import SharedBuffer, new_buffer_fd, read_arrays, write_arrays
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+    from inferplex.devices.registry import DeviceRegistry
+
+__all__ = ["WorkerProcessProgram", "compile_in_worker_process", "supported"]
+
+_CLOSE_WAIT_SECONDS = 10.0
+
+
+def supported() -> bool:
+    """Whether worker processes can be started here (POSIX: descriptors pass between processes)."""
+    return os.name == "posix" and hasattr(socket, "send_fds")
+
+
+def error_from(device: str, kind: str, message: str) -> InferplexError:
+    """The caller-side exception for an error the worker process reported."""
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, InferplexError):
+        return cls(message)
+    return InferenceError(f"inference failed on {device}: {kind}: {message}")
+
+
+class WorkerProcessProgram(DeviceProgram):
+    """A program compiled and run in a worker process (see the package docstring).
+
+    Its ``num_workers`` are the worker process's request slots: two per device
+    worker, each with its own socket and shared buffer.
+    """
+
+    tensor_kind = "numpy"
+
+    def __init__(self, device: str, process: subprocess.Popen[bytes], control: Connection,
+                 workers: list[tuple[Connection, SharedBuffer]], profiling: bool) -> None:
+        self.device = device
+        self.num_workers = len(workers)
+        self._process = process
+        self._control = control
+        self._control_lock = threading.Lock()
+        self._workers = workers
+        self._profiling = profiling
+        self._records: list[list[ProfilingRecord]] = [[] for _ in workers]
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _stop, process, control, workers)
+
+    @property
+    def pid(self) -> int:
+        """The worker process's id."""
+        return self._process.pid
+
+    def run(self, inputs: Mapping[str, Any], worker: int = 0,
+            keep_on_device: Collection[str] = ()) -> dict[str, Any]:
+        self.check_runnable(worker, self._closed)
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"inputs must be a mapping of input name to tensor, got {type(inputs).__name__}")
+        connection, buffer = self._workers[worker]
+        try:
+            described, _ = write_arrays(buffer, inputs)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise InputError(f"{self.device} (in a worker process) takes numpy arrays or host tensors: "
+                             f"{type(error).__name__}: {error}") from error
+        try:
+            connection.send(("run", buffer.size, described))
+            reply = connection.recv()
+        except (EOFError, OSError) as error:
+            raise self._ended() from error
+        if reply[0] == "error":
+            raise error_from(self.device, reply[1], reply[2])
+        _, size, outputs, records = reply
+        buffer.follow(size)
+        if self._profiling:
+            self._records[worker] = list(records or ())
+        return read_arrays(buffer, outputs, copy=True)
+
+    def _ended(self) -> InferenceError:
+        code = self._process.poll()
+        state = f"exited with code {code}" if code is not None else "stopped answering"
+        return InferenceError(f"the worker process serving {self.device} (pid {self._process.pid}) {state}")
+
+    def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
+        return list(self._records[worker]) if 0 <= worker < self.num_workers else []
+
+    def get_property(self, key: str) -> Any:
+        with self._control_lock:
+            try:
+                self._control.send(("property", key))
+                reply = self._control.recv()
+            except (EOFError, OSError) as error:
+                raise self._ended() from error
+        if reply[0] == "error":
+            if reply[1] == "KeyError":
+                raise KeyError(key)
+            raise error_from(self.device, reply[1], reply[2])
+        return reply[1]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()
+
+
+def _stop(process: subprocess.Popen[bytes], control: Connection,
+          workers: list[tuple[Connection, SharedBuffer]]) -> None:
+    """Ask the worker process to end, then make sure it does; release both ends' resources."""
+    try:
+        control.send(("close",))
+        process.wait(_CLOSE_WAIT_SECONDS)
+    except (OSError, EOFError, subprocess.TimeoutExpired):
+        process.kill()
+        process.wait()
+    for connection, buffer in workers:
+        connection.close()
+        buffer.close()
+    control.close()
+
+
+def _plugin_spec(registry: DeviceRegistry, device: str) -> tuple[tuple[str, str], str]:
+    plugin, full = registry.resolve(device)
+    cls = type(plugin)
+    return (cls.__module__, cls.__qualname__), full
+
+
+def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device: str,
+                              config: Mapping[str, Any]) -> WorkerProcessProgram:
+    """Compile ``model`` for ``device`` in a new worker process (its plugin class made again there).
+
+    ``config`` is the member config (already validated).  Raises CompileError
+    with the worker's reason when it cannot compile.
+    """
+    import onnx_ir as ir
+
+    spec, full = _plugin_spec(registry, device)
+    ours, theirs = socket.socketpair()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    with tempfile.TemporaryDirectory(prefix="inferplex-worker-") as folder:
+        path = os.path.join(folder, "model.onnx")
+        ir.save(model, path, external_data="model.onnx.data")
+        process = subprocess.Popen(  # noqa: S603 - our own module, with this interpreter
+            [sys.executable, "-m", "inferplex.worker_process.child", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()], env=env, start_new_session=True)
+        theirs.close()
+        control = Connection(os.dup(ours.fileno()))
+        try:
+            control.send(("compile", spec, path, full, dict(config)))
+            reply = control.recv()
+        except (EOFError, OSError) as error:
+            process.kill()
+            process.wait()
+            control.close()
+            ours.close()
+            raise CompileError(f"the worker process for {full} ended while compiling "
+                               f"(exit code {process.returncode})") from error
+    if reply[0] == "error":
+        process.wait(_CLOSE_WAIT_SECONDS)
+        control.close()
+        ours.close()
+        raise error_from(full, reply[1], reply[2])
+    workers: list[tuple[Connection, SharedBuffer]] = []
+    passed: list[int] = []
+    for _ in range(int(reply[1])):
+        mine, other = socket.socketpair()
+        buffer = SharedBuffer(new_buffer_fd())
+        workers.append((Connection(mine.detach()), buffer))
+        passed += [other.detach(), buffer.fd]
+    socket.send_fds(ours, [b"workers"], passed)
+    for fd in passed[0::2]:
+        os.close(fd)
+    ours.close()
+    return WorkerProcessProgram(full, process, control, workers, bool(config.get("ENABLE_PROFILING")))

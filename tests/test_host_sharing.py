@@ -1,0 +1,110 @@
+"""A host device working beside accelerators leaves them cores (devices/sharing.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import inferplex as ov
+from inferplex.devices.sharing import HOST_CORES_PER_ACCELERATOR, share_the_host
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "2")
+    return ov.Core().registry
+
+
+def test_the_host_leaves_cores_to_each_accelerator(registry) -> None:  # noqa: ANN001
+    cores = int(registry.device_property("CPU", "NUMBER_OF_CORES"))
+    configs: dict[str, dict[str, object]] = {"GPU.0": {}, "GPU.1": {}, "CPU": {}}
+    share_the_host(registry, configs)
+    assert configs["CPU"]["INFERENCE_NUM_THREADS"] == max(1, cores - 2 * HOST_CORES_PER_ACCELERATOR)
+    assert configs["CPU"]["THREAD_SPINNING"] is False
+    assert configs["GPU.0"] == {} and configs["GPU.1"] == {}
+
+
+def test_a_thread_count_or_spinning_the_user_set_is_kept(registry) -> None:  # noqa: ANN001
+    configs: dict[str, dict[str, object]] = {"GPU.0": {},
+                                             "CPU": {"INFERENCE_NUM_THREADS": 7, "THREAD_SPINNING": True}}
+    share_the_host(registry, configs)
+    assert configs["CPU"] == {"INFERENCE_NUM_THREADS": 7, "THREAD_SPINNING": True}
+
+
+def test_the_host_alone_or_accelerators_alone_are_untouched(registry) -> None:  # noqa: ANN001
+    host_only: dict[str, dict[str, object]] = {"CPU": {}}
+    share_the_host(registry, host_only)
+    assert host_only == {"CPU": {}}
+    gpus_only: dict[str, dict[str, object]] = {"GPU.0": {}, "GPU.1": {}}
+    share_the_host(registry, gpus_only)
+    assert gpus_only == {"GPU.0": {}, "GPU.1": {}}
+
+
+def test_a_cumulative_compile_gives_the_cpu_fewer_threads(registry) -> None:  # noqa: ANN001
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    from inferplex.multi import compile_multi
+    from inferplex.properties import parse_device_list
+
+    executor = compile_multi(registry, ov.Core().read_model(model).ir,
+                             parse_device_list("GPU.0,CPU"), {})
+    try:
+        cpu_program = executor._devices["CPU"].executor.program
+        cores = int(registry.device_property("CPU", "NUMBER_OF_CORES"))
+        threads = cpu_program.get_property("INFERENCE_NUM_THREADS")  # over all its streams
+        assert threads <= max(1, cores - HOST_CORES_PER_ACCELERATOR)
+        assert threads < cores or cores == 1  # without the GPU it would take every core
+    finally:
+        executor.close()
+
+
+def _gelu_between_matmuls() -> object:
+    """MatMul -> com.microsoft FastGelu (CPU only) -> MatMul: HETERO:GPU,CPU makes three subgraphs."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), n) for n in ("a", "b")]
+    nodes = [helper.make_node("MatMul", ["x", "a"], ["h"], name="up"),
+             helper.make_node("FastGelu", ["h"], ["g"], name="gelu", domain="com.microsoft"),
+             helper.make_node("MatMul", ["g", "b"], ["y"], name="down")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 9
+    return model
+
+
+def test_a_hetero_cpu_subgraph_beside_a_gpu_shares_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    core = ov.Core()
+    model = _gelu_between_matmuls()
+    compiled = core.compile_model(model, "HETERO:GPU,CPU")
+    runners = compiled.executor.runners
+    assert [r.device for r in runners] == ["GPU.0", "CPU", "GPU.0"]
+    cpu_program = runners[1].executor.program
+    cores = int(core.get_property("CPU", "NUMBER_OF_CORES"))
+    assert cpu_program.get_property("THREAD_SPINNING") is False
+    assert cpu_program.get_property("INFERENCE_NUM_THREADS") == max(1, cores - HOST_CORES_PER_ACCELERATOR)
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})
+    np.testing.assert_allclose(compiled({"x": x})["y"], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_thread_spinning_is_a_property(core) -> None:  # noqa: ANN001
+    model = _gelu_between_matmuls()
+    assert core.compile_model(model, "CPU").get_property("THREAD_SPINNING") is True
+    quiet = core.compile_model(model, "CPU", {"THREAD_SPINNING": "NO"})
+    assert quiet.get_property("THREAD_SPINNING") is False
+    streams = core.compile_model(model, "CPU", {"NUM_STREAMS": 2})
+    assert streams.get_property("THREAD_SPINNING") is False  # several streams: an idle one sleeps
+    with pytest.raises(ov.errors.PropertyError, match="THREAD_SPINNING"):
+        core.compile_model(model, "CPU", {"THREAD_SPINNING": "sometimes"})
