@@ -172,7 +172,11 @@ def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device:
             raise CompileError(f"the worker process for {full} ended while compiling "
                                f"(exit code {process.returncode})") from error
     if reply[0] == "error":
-        process.wait(_CLOSE_WAIT_SECONDS)
+        try:
+            process.wait(_CLOSE_WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         control.close()
         ours.close()
         raise error_from(full, reply[1], reply[2])
