@@ -3,12 +3,14 @@
 For each model, in one run:
 
 1. throughput of every device alone (THROUGHPUT hint; the better of its optimal number of
-   requests in flight and twice that);
-2. ``MULTI:GPU.0,GPU.1`` against the sum of the two GPUs alone (target >= 0.95), each GPU
-   in a worker process of its own (the default), and again all in this process;
+   requests in flight and twice that), and of the first GPU alone as MULTI serves it, from
+   a worker process (``MULTI:GPU.0``): stricter ratios count each GPU at the better of both;
+2. ``MULTI:GPU.0,GPU.1`` against the sum of the two GPUs alone (target >= 0.95): the
+   default (GPU.1 in a worker process), each GPU in a worker process, all in this process;
 3. ``AUTO`` with ``CUMULATIVE_THROUGHPUT`` over GPU.0 + CPU against GPU alone + CPU
-   alone (target >= 0.95, and never below GPU alone), once per SCHEDULE_POLICY,
-   closed loop and as a burst (N requests submitted at once, time to the last);
+   alone (target >= 0.95, and never below GPU alone), once per SCHEDULE_POLICY and
+   once with MULTI_CHECK_HOST_GAIN off, closed loop and as a burst (N requests
+   submitted at once, time to the last);
 4. first-inference latency of ``AUTO`` (compile_model call to first result) with and
    without ENABLE_STARTUP_FALLBACK.
 
@@ -107,6 +109,11 @@ def bert_base(batch: int, folder: Path, seq: int = 128) -> tuple[Any, dict[str, 
 # --- measurements ----------------------------------------------------------------------
 
 
+WARMUP_SECONDS = 2.0
+"""Closed loop before each measurement: warm-up runs (CUDA graph capture) and the
+scheduler's learning (latency estimates, MULTI_CHECK_HOST_GAIN) are not measured."""
+
+
 def closed_loop(compiled: Any, inputs: dict[str, np.ndarray], seconds: float,
                 jobs_per_optimal: int = 1) -> dict[str, Any]:
     """Keep OPTIMAL_NUMBER_OF_INFER_REQUESTS (x ``jobs_per_optimal``) in flight for ``seconds``."""
@@ -114,13 +121,13 @@ def closed_loop(compiled: Any, inputs: dict[str, np.ndarray], seconds: float,
 
     jobs = max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))) * jobs_per_optimal
     queue = ov.AsyncInferQueue(compiled, jobs)
-    for _ in range(2 * jobs):  # warm-up
-        queue.start_async(inputs)
-    queue.wait_all()
+    warmed, warm_seconds = keep_full(queue, inputs, min(WARMUP_SECONDS, seconds))
     before = _stats(compiled)
     ended, elapsed = keep_full(queue, inputs, seconds)
+    after = _stats(compiled)
     return {"fps": ended / elapsed, "requests": ended, "jobs": jobs,
-            "devices": _device_delta(before, _stats(compiled), elapsed)}
+            "warmup_fps": warmed / warm_seconds, "devices": _device_delta(before, after, elapsed),
+            "states": {name: s.get("state") for name, s in after.items()}}
 
 
 def burst(compiled: Any, inputs: dict[str, np.ndarray], count: int) -> dict[str, Any]:
@@ -177,8 +184,8 @@ def _device_delta(before: dict[str, Any], after: dict[str, Any], elapsed: float)
 def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray], gpus: list[str],
                 args: argparse.Namespace) -> dict[str, Any]:
     gpu_props = {"INFERENCE_PRECISION_HINT": args.gpu_precision} if args.gpu_precision else {}
-    result: dict[str, Any] = {"alone": {}, "multi": {}, "multi_one_process": {}, "cumulative": {},
-                              "first_inference": {}}
+    result: dict[str, Any] = {"alone": {}, "alone_worker_process": {}, "multi": {}, "multi_all_processes": {},
+                              "multi_one_process": {}, "cumulative": {}, "first_inference": {}}
 
     def timed(device: str, config: dict[str, Any]) -> Any:
         start = time.perf_counter()
@@ -186,6 +193,7 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
         log(f"  {name}: compiled {device} in {time.perf_counter() - start:.1f} s")
         return compiled
 
+    per_device = {"DEVICE_PROPERTIES": {"GPU": gpu_props}} if gpu_props else {}
     for device in [*gpus, "CPU"]:
         config = {"PERFORMANCE_HINT": "THROUGHPUT", **(gpu_props if device != "CPU" else {})}
         compiled = timed(device, config)
@@ -194,24 +202,35 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
         result["alone"][device] = max(tries, key=lambda r: r["fps"])
         compiled.release()
         log(f"  {name}: {device} alone {result['alone'][device]['fps']:.1f} req/s")
-    per_device = {"DEVICE_PROPERTIES": {"GPU": gpu_props}} if gpu_props else {}
-    if len(gpus) >= 2:
-        compiled = timed(f"MULTI:{gpus[0]},{gpus[1]}", dict(per_device))
-        result["multi"] = closed_loop(compiled, inputs, args.seconds)
-        compiled.release()
-        # The same, every device driven from this process (MULTI_WORKER_PROCESSES=NO).
-        compiled = timed(f"MULTI:{gpus[0]},{gpus[1]}", {**per_device, "MULTI_WORKER_PROCESSES": "NO"})
-        result["multi_one_process"] = closed_loop(compiled, inputs, args.seconds)
-        compiled.release()
     if gpus:
-        compiled = timed(f"AUTO:{gpus[0]},CPU", {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", **per_device})
-        for policy in POLICIES:
-            compiled.set_property({"SCHEDULE_POLICY": policy})
+        # The first GPU alone as MULTI serves it: from a worker process of its own.
+        compiled = timed(f"MULTI:{gpus[0]}", {**per_device, "MULTI_WORKER_PROCESSES": "YES"})
+        result["alone_worker_process"] = closed_loop(compiled, inputs, args.seconds)
+        compiled.release()
+        log(f"  {name}: {gpus[0]} alone through a worker process {result['alone_worker_process']['fps']:.1f}")
+    if len(gpus) >= 2:
+        # MULTI_WORKER_PROCESSES: AUTO (the default: the second GPU in a worker process),
+        # YES (each GPU in a worker process), NO (every device driven from this process).
+        for setting, key in (("AUTO", "multi"), ("YES", "multi_all_processes"), ("NO", "multi_one_process")):
+            compiled = timed(f"MULTI:{gpus[0]},{gpus[1]}", {**per_device, "MULTI_WORKER_PROCESSES": setting})
+            result[key] = closed_loop(compiled, inputs, args.seconds)
+            compiled.release()
+            log(f"  {name}: MULTI, MULTI_WORKER_PROCESSES={setting}: {result[key]['fps']:.1f} req/s")
+    if gpus:
+        # Each policy on a fresh compile (MULTI_CHECK_HOST_GAIN decides anew), then the
+        # default policy with the check off: the CPU always serving beside the GPU.
+        variants = [(p, {"SCHEDULE_POLICY": p}) for p in POLICIES]
+        variants.append(("EARLIEST_FINISH, MULTI_CHECK_HOST_GAIN=NO", {"MULTI_CHECK_HOST_GAIN": False}))
+        for label, extra in variants:
+            compiled = timed(f"AUTO:{gpus[0]},CPU",
+                             {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", **per_device, **extra})
             entry = closed_loop(compiled, inputs, args.seconds)
             entry["burst"] = burst(compiled, inputs, args.burst)
-            result["cumulative"][policy] = entry
-            log(f"  {name}: CUMULATIVE {policy} {entry['fps']:.1f} req/s, burst {entry['burst']['fps']:.1f}")
-        compiled.release()
+            check = getattr(compiled.executor, "host_gain", None)
+            entry["host_gain_rates"] = check.last_rates if check is not None else None
+            result["cumulative"][label] = entry
+            compiled.release()
+            log(f"  {name}: CUMULATIVE {label} {entry['fps']:.1f} req/s, burst {entry['burst']['fps']:.1f}")
     for fallback in (True, False):
         result["first_inference"]["with" if fallback else "without"] = first_inference(
             core, model, inputs, fallback, per_device)
@@ -221,13 +240,22 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
 def ratios(result: dict[str, Any], gpus: list[str]) -> dict[str, float]:
     alone = {d: r["fps"] for d, r in result["alone"].items()}
     out: dict[str, float] = {}
+    # Stricter: each GPU counted at the better of in-process and through a worker process
+    # (measured for the first GPU, applied to both).
+    worker_gain = (max(1.0, result["alone_worker_process"]["fps"] / alone[gpus[0]])
+                   if result.get("alone_worker_process") else 1.0)
     if result["multi"]:
         both = alone[gpus[0]] + alone[gpus[1]]
         out["multi_gpus_vs_sum"] = result["multi"]["fps"] / both
+        out["multi_gpus_vs_sum_best_of_both_ways"] = result["multi"]["fps"] / (both * worker_gain)
+        out["multi_all_processes_vs_sum"] = result["multi_all_processes"]["fps"] / both
         out["multi_one_process_vs_sum"] = result["multi_one_process"]["fps"] / both
     for policy, entry in result["cumulative"].items():
         out[f"cumulative_{policy}_vs_sum"] = entry["fps"] / (alone[gpus[0]] + alone["CPU"])
         out[f"cumulative_{policy}_vs_gpu"] = entry["fps"] / alone[gpus[0]]
+        out[f"cumulative_{policy}_vs_sum_best_of_both_ways"] = entry["fps"] / (
+            alone[gpus[0]] * worker_gain + alone["CPU"])
+        out[f"cumulative_{policy}_vs_gpu_best_of_both_ways"] = entry["fps"] / (alone[gpus[0]] * worker_gain)
     return out
 
 
@@ -235,18 +263,27 @@ def print_table(name: str, result: dict[str, Any], table: dict[str, float]) -> N
     print(f"\n== {name} ==")
     print(f"{'configuration':<38}{'req/s':>10}  per device (requests, share, req/s)")
     rows = [(f"{d} alone", r) for d, r in result["alone"].items()]
+    if result.get("alone_worker_process"):
+        rows.append(("GPU alone, worker process", result["alone_worker_process"]))
     if result["multi"]:
-        rows.append(("MULTI:GPU,GPU", result["multi"]))
+        rows.append(("MULTI:GPU,GPU (default)", result["multi"]))
+        rows.append(("MULTI:GPU,GPU, each in a process", result["multi_all_processes"]))
         rows.append(("MULTI:GPU,GPU, one process", result["multi_one_process"]))
     rows += [(f"CUMULATIVE GPU+CPU {p}", r) for p, r in result["cumulative"].items()]
     for label, r in rows:
+        states = r.get("states", {})
         devices = "  ".join(f"{d}: {s['requests']}, {s['share']:.0%}, {s['fps']:.1f}"
+                            + (f" ({states[d]})" if states.get(d, "serving") != "serving" else "")
                             for d, s in r.get("devices", {}).items())
         print(f"{label:<38}{r['fps']:>10.1f}  {devices}")
     for p, r in result["cumulative"].items():
         print(f"{'burst ' + p:<38}{r['burst']['fps']:>10.1f}  makespan {r['burst']['makespan_s']:.3f} s")
+    for p, r in result["cumulative"].items():
+        if r.get("host_gain_rates"):
+            print("MULTI_CHECK_HOST_GAIN ({}): {:.1f} req/s with the CPU serving, {:.1f} without".format(
+                p, *r["host_gain_rates"]))
     for label, value in table.items():
-        target = ("" if "one_process" in label else
+        target = ("" if "processes" in label or "one_process" in label or "both_ways" in label else
                   " (target >= 0.95)" if label.endswith("_sum") else " (target >= 1.0)")
         print(f"{label:<38}{value:>10.3f}{target}")
     for mode, r in result["first_inference"].items():

@@ -2,12 +2,14 @@
 
 Rows, closed loop through AsyncInferQueue for ``--seconds`` each:
   GPU.0 alone in this process (1x and 2x its optimal requests in flight);
-  MULTI:GPU.0,GPU.1 (worker processes) and MULTI:GPU.0 alone through a worker process,
-  which shows what the worker-process path costs one GPU;
-  CUMULATIVE GPU.0+CPU with the CPU's INFERENCE_NUM_THREADS auto/16/8/4, the GPU
-  in a worker process (YES) or in this process (NO).
+  MULTI:GPU.0 alone through a worker process, which shows what the worker-process
+  path costs one GPU;
+  MULTI:GPU.0,GPU.1 with MULTI_WORKER_PROCESSES AUTO (GPU.1 in a process), YES, NO;
+  CUMULATIVE GPU.0+CPU with the defaults, then without MULTI_CHECK_HOST_GAIN (the
+  CPU always serving): CPU threads at THREAD_PRIORITY LOW (the default beside
+  accelerators) or NORMAL, the GPU in this process or in a worker process.
 
-    python bench/multi_diagnostics.py              # two CUDA GPUs (about 3 minutes)
+    python bench/multi_diagnostics.py              # two CUDA GPUs (about 4 minutes)
     python bench/multi_diagnostics.py --quick      # tiny model, emulated GPUs
 """
 
@@ -42,23 +44,35 @@ def main() -> None:
     def row(label: str, device: str, config: dict[str, Any], jobs_per_optimal: int = 1) -> None:
         compiled = core.compile_model(model, device, config)
         result = closed_loop(compiled, inputs, seconds, jobs_per_optimal)
+        check = getattr(compiled.executor, "host_gain", None)
         compiled.release()
-        devices = "  ".join(f"{d}: {s['fps']:.0f}" for d, s in result["devices"].items())
+        states = result["states"]
+        marks = {d: f" ({state})" for d, state in states.items() if state != "serving"}
+        devices = "  ".join(f"{d}: {s['fps']:.0f}{marks.get(d, '')}" for d, s in result["devices"].items())
+        if check is not None and check.checks:  # MULTI_CHECK_HOST_GAIN's latest measurement
+            devices += "  [with/without the host: {:.0f}/{:.0f} req/s]".format(*check.last_rates)
         print(f"{label:58s} {result['fps']:8.1f} req/s  jobs {result['jobs']}  {devices}", flush=True)
 
     row("GPU.0 alone", "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT", **gpu})
     row("GPU.0 alone, 2x requests", "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT", **gpu}, 2)
-    row("MULTI:GPU.0,GPU.1 (worker processes)", "MULTI:GPU.0,GPU.1", {"DEVICE_PROPERTIES": {"GPU": gpu}})
     row("MULTI:GPU.0 through a worker process", "MULTI:GPU.0",
         {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": "YES"})
-    for threads in (0, 16, 8, 4):
-        cpu = {"INFERENCE_NUM_THREADS": threads} if threads else {}
-        for processes in ("YES", "NO"):
-            row(f"CUMULATIVE GPU+CPU, CPU threads {threads or 'auto'}, worker process {processes}",
-                "AUTO:GPU.0,CPU", {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT",
-                                   "MULTI_WORKER_PROCESSES": processes,
-                                   "DEVICE_PROPERTIES": {"GPU": gpu, "CPU": cpu}})
-
+    for setting in ("AUTO", "YES", "NO"):
+        row(f"MULTI:GPU.0,GPU.1, MULTI_WORKER_PROCESSES={setting}", "MULTI:GPU.0,GPU.1",
+            {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": setting})
+    row("CPU alone", "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    cumulative = {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"}
+    variants: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        ("defaults", {}, {}),
+        ("MULTI_CHECK_HOST_GAIN=NO", {"MULTI_CHECK_HOST_GAIN": False}, {}),
+        ("MULTI_CHECK_HOST_GAIN=NO, CPU THREAD_PRIORITY=NORMAL", {"MULTI_CHECK_HOST_GAIN": False},
+         {"THREAD_PRIORITY": "NORMAL"}),
+        ("MULTI_CHECK_HOST_GAIN=NO, GPU in a worker process", {"MULTI_CHECK_HOST_GAIN": False,
+                                                              "MULTI_WORKER_PROCESSES": "YES"}, {}),
+    ]
+    for label, extra, cpu in variants:
+        row(f"CUMULATIVE GPU+CPU, {label}", "AUTO:GPU.0,CPU",
+            {**cumulative, **extra, "DEVICE_PROPERTIES": {"GPU": gpu, "CPU": cpu}})
 
 if __name__ == "__main__":
     main()

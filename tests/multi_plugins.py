@@ -53,12 +53,36 @@ def input_for(index: int) -> np.ndarray:
     return (np.arange(IN_FEATURES, dtype=np.float32) + index * 0.5).reshape(1, IN_FEATURES)
 
 
+class Contention:
+    """Runs of one device in progress, which slow another device down (a host beside a GPU)."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Contention:
+        with self._lock:
+            self.active += 1
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        with self._lock:
+            self.active -= 1
+
+
 @dataclass
 class Faults:
     """What a device does wrong.  Request counts start at 1, per device."""
 
     delay: float = 0.0
     """Extra seconds per run (a slower device)."""
+    first_run_delay: float = 0.0
+    """Extra seconds on each worker's first run (warm-up, like a CUDA graph capture)."""
+    contends: Contention | None = None
+    """Counted in this while running (this device slows those ``slowed_by`` it)."""
+    slowed_by: Contention | None = None
+    slowdown: float = 0.0
+    """Extra seconds per run started while ``slowed_by`` has runs in progress."""
     fail_every: int = 0
     """Raise on every k-th run (0: never)."""
     fail_always: bool = False
@@ -87,6 +111,7 @@ class FaultyProgram(DeviceProgram):
         self._counter = itertools.count(1)
         self.active: set[int] = set()
         self.runs: list[int] = []
+        self._warm: set[int] = set()
         self._lock = threading.Lock()
         self.closed = False
 
@@ -100,8 +125,16 @@ class FaultyProgram(DeviceProgram):
         self.plugin.enter()
         try:
             faults = self.faults
-            if faults.delay:
+            if faults.contends is not None:
+                with faults.contends:
+                    time.sleep(faults.delay)
+            elif faults.delay:
                 time.sleep(faults.delay)
+            if faults.slowed_by is not None and faults.slowed_by.active:
+                time.sleep(faults.slowdown)
+            if faults.first_run_delay and worker not in self._warm:
+                self._warm.add(worker)
+                time.sleep(faults.first_run_delay)
             if number in faults.hang_on:
                 self.plugin.release.wait(faults.hang_seconds)
             if faults.fail_always or (faults.fail_every and number % faults.fail_every == 0):
@@ -230,6 +263,18 @@ class Collector:
             np.testing.assert_allclose(outcome.outputs["y"], expected(input_for(index)), rtol=1e-5)
             per_device[outcome.device] = per_device.get(outcome.device, 0) + 1
         return per_device
+
+
+def submit_when_free(executor: Any, collector: Collector, index: int, free: threading.Semaphore) -> None:
+    """One closed-loop step: take a place in ``free``, submit request ``index``, free it when done."""
+    free.acquire()
+    done = collector.callback(index)
+
+    def finished(outcome: Any) -> None:
+        done(outcome)
+        free.release()
+
+    executor.submit({"x": input_for(index)}, finished)
 
 
 def submit_many(executor: Any, count: int, start: int = 0, collector: Collector | None = None,

@@ -260,3 +260,27 @@ def test_a_gpu_served_from_a_worker_process_gives_the_same_results() -> None:
         assert compiled.get_property("DEVICE_STATISTICS")["GPU.0"]["requests"] > 0
     finally:
         compiled.release()
+
+
+def test_pinned_host_memory_goes_to_the_gpu_without_a_staging_copy() -> None:
+    """pin_host_memory (a worker process's shared buffers): inputs there are read by the GPU directly."""
+    import mmap
+
+    program = _program()
+    feeds = _feeds()
+    size = 1 << 20
+    memory = mmap.mmap(-1, size)
+    address = np.frombuffer(memory, np.uint8).ctypes.data
+    unpin = program.pin_host_memory(address, size)
+    assert unpin is not None
+    view = np.frombuffer(memory, np.float32, feeds["x"].size).reshape(feeds["x"].shape)
+    view[...] = feeds["x"]
+    assert torch.from_numpy(view).is_pinned()
+    for _ in range(3):  # capture, then replays
+        np.testing.assert_allclose(program.run({"x": view})["y"], _reference(feeds), rtol=1e-4, atol=1e-5)
+    assert not program._workers[0].staging  # read in place: no staging buffer was made
+    unpin()
+    assert not torch.from_numpy(view).is_pinned()
+    del view
+    program.close()
+    memory.close()

@@ -23,6 +23,18 @@ def test_the_host_leaves_cores_to_each_accelerator(registry) -> None:  # noqa: A
     assert configs["GPU.0"] == {} and configs["GPU.1"] == {}
 
 
+def test_multi_also_lowers_the_host_priority_and_keeps_the_users(registry) -> None:  # noqa: ANN001
+    configs: dict[str, dict[str, object]] = {"GPU.0": {}, "CPU": {}}
+    share_the_host(registry, configs, yield_cores=True)
+    assert configs["CPU"]["THREAD_PRIORITY"] == "LOW"
+    kept: dict[str, dict[str, object]] = {"GPU.0": {}, "CPU": {"THREAD_PRIORITY": "NORMAL"}}
+    share_the_host(registry, kept, yield_cores=True)
+    assert kept["CPU"]["THREAD_PRIORITY"] == "NORMAL"
+    hetero: dict[str, dict[str, object]] = {"GPU.0": {}, "CPU": {}}
+    share_the_host(registry, hetero)  # HETERO: the host's subgraph is on every request's path
+    assert "THREAD_PRIORITY" not in hetero["CPU"]
+
+
 def test_a_thread_count_or_spinning_the_user_set_is_kept(registry) -> None:  # noqa: ANN001
     configs: dict[str, dict[str, object]] = {"GPU.0": {},
                                              "CPU": {"INFERENCE_NUM_THREADS": 7, "THREAD_SPINNING": True}}
@@ -57,6 +69,7 @@ def test_a_cumulative_compile_gives_the_cpu_fewer_threads(registry) -> None:  # 
         threads = cpu_program.get_property("INFERENCE_NUM_THREADS")  # over all its streams
         assert threads <= max(1, cores - HOST_CORES_PER_ACCELERATOR)
         assert threads < cores or cores == 1  # without the GPU it would take every core
+        assert cpu_program.get_property("THREAD_PRIORITY") == ("LOW" if _linux() else "NORMAL")
     finally:
         executor.close()
 
@@ -93,6 +106,7 @@ def test_a_hetero_cpu_subgraph_beside_a_gpu_shares_the_host(monkeypatch: pytest.
     cores = int(core.get_property("CPU", "NUMBER_OF_CORES"))
     assert cpu_program.get_property("THREAD_SPINNING") is False
     assert cpu_program.get_property("INFERENCE_NUM_THREADS") == max(1, cores - HOST_CORES_PER_ACCELERATOR)
+    assert cpu_program.get_property("THREAD_PRIORITY") == "NORMAL"
     x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})
@@ -108,3 +122,49 @@ def test_cpu_thread_spinning_is_a_property(core) -> None:  # noqa: ANN001
     assert streams.get_property("THREAD_SPINNING") is False  # several streams: an idle one sleeps
     with pytest.raises(ov.errors.PropertyError, match="THREAD_SPINNING"):
         core.compile_model(model, "CPU", {"THREAD_SPINNING": "sometimes"})
+
+
+def _linux() -> bool:
+    import platform
+
+    return platform.system() == "Linux"
+
+
+def _thread_nice_values() -> dict[int, int]:
+    """This process's threads and their nice values (field 19 of /proc/self/task/TID/stat)."""
+    import os
+
+    values = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        values[int(tid)] = int(fields[16])  # fields after "(comm)" start at field 3
+    return values
+
+
+@pytest.mark.skipif(not _linux(), reason="per-thread priority is Linux's")
+def test_low_thread_priority_puts_onnx_runtime_threads_at_nice_19(core) -> None:  # noqa: ANN001
+    import threading
+
+    import numpy as np
+    import onnxruntime as ort
+
+    model = _gelu_between_matmuls()
+    before = _thread_nice_values()
+    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 3, "THREAD_PRIORITY": "LOW"})
+    new = {tid: nice for tid, nice in _thread_nice_values().items() if tid not in before}
+    # ONNX Runtime's pool for 3 threads: 2 threads of its own (the caller's thread is the third).
+    assert len(new) >= 2 and set(new.values()) == {19}, new
+    assert compiled.get_property("THREAD_PRIORITY") == "LOW"
+    me = threading.get_native_id()
+    assert _thread_nice_values()[me] == before[me]  # the caller's own priority is untouched
+    x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(compiled({"x": x})["y"], session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    normal = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 3})
+    assert normal.get_property("THREAD_PRIORITY") == "NORMAL"
+    with pytest.raises(ov.errors.PropertyError, match="THREAD_PRIORITY"):
+        core.compile_model(model, "CPU", {"THREAD_PRIORITY": "HIGH"})

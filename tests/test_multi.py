@@ -21,6 +21,7 @@ from multi_plugins import (
     linear_model,
     make_registry,
     submit_many,
+    submit_when_free,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -50,6 +51,33 @@ def test_2000_async_requests_end_once_each_with_their_own_result(policy: str) ->
         stats = executor.get_property("DEVICE_STATISTICS")
         assert {name: s["requests"] for name, s in stats.items()} == per_device
         assert sum(s["share"] for s in stats.values()) == pytest.approx(1.0)
+    finally:
+        executor.close()
+
+
+def test_earliest_finish_is_not_misled_by_a_fast_devices_slow_first_runs() -> None:
+    """Each GPU worker's first run is slow (like a CUDA graph capture); after that it is fast.
+
+    With two requests in flight the CPU always has an idle worker, so the GPU
+    gets requests only if its latency estimate forgets the warm-up runs.
+    """
+    import threading
+
+    gpu = FaultyPlugin("GPU", ("GPU.0",), {"GPU.0": Faults(workers=2, first_run_delay=0.3)},
+                       device_type="discrete")
+    host = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=2, delay=0.02)}, device_type="host")
+    executor = multi(make_registry(host, gpu), "MULTI:GPU.0,CPU", {"SCHEDULE_POLICY": "EARLIEST_FINISH"})
+    count, in_flight = 300, 2
+    collector = Collector(count)
+    slots = threading.Semaphore(in_flight)
+    try:
+        for index in range(count):
+            submit_when_free(executor, collector, index, slots)
+        collector.wait(30)
+        per_device = collector.check_results()
+        assert per_device.get("GPU.0", 0) >= 0.9 * count, per_device
+        stats = executor.get_property("DEVICE_STATISTICS")
+        assert stats["GPU.0"]["latency_ms"] < 20, stats  # the 300 ms warm-up runs are left out
     finally:
         executor.close()
 

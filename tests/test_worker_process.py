@@ -81,6 +81,34 @@ def test_the_shared_buffer_grows_for_a_large_request_and_results_stay_right(prog
         np.testing.assert_allclose(got["s"], want[1], rtol=1e-3)
 
 
+def test_a_shared_buffer_offers_each_mapping_for_pinning_and_undoes_it_first() -> None:
+    from inferplex.worker_process.buffers import SharedBuffer, new_buffer_fd, read_arrays, write_arrays
+
+    calls: list[tuple[str, int, int]] = []
+
+    def pin(address: int, size: int):  # noqa: ANN202
+        calls.append(("pin", address, size))
+        return lambda: calls.append(("unpin", address, size))
+
+    buffer = SharedBuffer(new_buffer_fd(), pin=pin)
+    assert calls == [] and not buffer.pinned  # nothing mapped yet
+    small = {"x": np.arange(1000, dtype=np.float32)}
+    described, _ = write_arrays(buffer, small)
+    first = buffer.view(np.dtype(np.uint8), (1,), 0).ctypes.data
+    assert calls == [("pin", first, buffer.size)] and buffer.pinned
+    large = {"x": RNG.standard_normal((3 << 20) // 4).astype(np.float32)}
+    described, _ = write_arrays(buffer, large)  # grows: the old mapping is unpinned before it goes
+    second = buffer.view(np.dtype(np.uint8), (1,), 0).ctypes.data
+    assert calls[1:] == [("unpin", first, 1 << 20), ("pin", second, buffer.size)]
+    np.testing.assert_array_equal(read_arrays(buffer, described, copy=True)["x"], large["x"])
+    buffer.close()
+    assert calls[-1] == ("unpin", second, buffer.size) and not buffer.pinned
+    unpinnable = SharedBuffer(new_buffer_fd(), pin=lambda address, size: None)
+    write_arrays(unpinnable, small)
+    assert not unpinnable.pinned
+    unpinnable.close()
+
+
 def test_outputs_are_the_callers_own_copies(program) -> None:  # noqa: ANN001
     first = program.run({"x": np.ones((2, WIDTH), np.float32)}, 0)["y"]
     kept = first.copy()
@@ -176,16 +204,15 @@ def test_which_members_get_a_worker_process(registry, setting, devices, own) -> 
     assert wants_own_process(registry, devices, setting) == dict(zip(devices, own, strict=True))
 
 
-def test_auto_gives_gil_bound_devices_a_process_when_two_share_one(registry, monkeypatch) -> None:  # noqa: ANN001
+def test_auto_gives_gil_bound_devices_a_process_of_their_own(registry, monkeypatch) -> None:  # noqa: ANN001
     plugin, _ = registry.resolve("GPU.0")
     original = plugin.device_property
     monkeypatch.setattr(plugin, "device_property",
                         lambda device, key: True if key == "GIL_BOUND" else original(device, key))
     assert wants_own_process(registry, ["GPU.0", "GPU.1", "CPU"], "AUTO") == \
         {"GPU.0": True, "GPU.1": True, "CPU": False}
-    # Beside the CPU only (which releases the GIL), or alone, it stays here.
-    assert wants_own_process(registry, ["GPU.0", "CPU"], "AUTO") == {"GPU.0": False, "CPU": False}
-    assert wants_own_process(registry, ["GPU.0"], "AUTO") == {"GPU.0": False}
+    assert wants_own_process(registry, ["GPU.0", "CPU"], "AUTO") == {"GPU.0": True, "CPU": False}
+    assert wants_own_process(registry, ["GPU.0"], "AUTO") == {"GPU.0": True}
 
 
 def test_the_setting_is_validated(core) -> None:  # noqa: ANN001

@@ -205,11 +205,13 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "CUDA_GRAPHS": _bool,
     "SHAPE_SPECIALIZATION": _bool,
     "THREAD_SPINNING": _bool,
+    "THREAD_PRIORITY": _enum("NORMAL", "LOW"),
     "GPU_CHANNELS_LAST": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
     "CACHE_DIR": _any_string,
     "MULTI_REQUEST_TIMEOUT": parse_seconds,
     "MULTI_QUARANTINE_TIME": parse_seconds,
+    "MULTI_CHECK_HOST_GAIN": _bool,
     "MULTI_WORKER_PROCESSES": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
 }

@@ -106,6 +106,16 @@ class DeviceProgram(ABC):
         """Per-op counters of the last run on ``worker`` (empty unless ENABLE_PROFILING)."""
         return []
 
+    def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
+        """Let the device read and write ``size`` bytes of host memory at ``address`` directly.
+
+        For buffers that many runs reuse (a worker process's shared buffers):
+        inputs there then need no staging copy.  Returns the function that undoes
+        it (called before the memory is unmapped), or None where the device has
+        nothing to gain or cannot (the default).
+        """
+        return None
+
     def get_property(self, key: str) -> Any:
         """A property of the compiled program; raise PropertyError for unknown keys."""
         from inferplex.errors import PropertyError

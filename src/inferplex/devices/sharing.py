@@ -21,13 +21,19 @@ HOST_CORES_PER_ACCELERATOR = 2
 """Host cores a host device leaves to each accelerator working beside it."""
 
 
-def share_the_host(registry: DeviceRegistry, configs: dict[str, dict[str, Any]]) -> None:
+def share_the_host(registry: DeviceRegistry, configs: dict[str, dict[str, Any]],
+                   yield_cores: bool = False) -> None:
     """Give each host device (DEVICE_TYPE ``host``) in ``configs`` fewer threads and no spinning.
 
     ``configs`` maps the devices working together to their member configs and
     is updated in place.  The host keeps ``HOST_CORES_PER_ACCELERATOR`` cores
     per accelerator free and its idle threads sleep, where its plugin supports
     ``INFERENCE_NUM_THREADS`` / ``THREAD_SPINNING``; a value the user set is kept.
+    With ``yield_cores`` (MULTI, where the host serves whole requests of its own
+    beside the accelerators) its threads also run at low priority
+    (``THREAD_PRIORITY=LOW``), so an accelerator's feeding threads never wait
+    for a core.  HETERO leaves the priority alone: there the host's subgraph is
+    on every request's path.
     """
     kinds = {name: device_type(registry, name) for name in configs}
     hosts = [name for name, kind in kinds.items() if kind == "host"]
@@ -40,6 +46,8 @@ def share_the_host(registry: DeviceRegistry, configs: dict[str, dict[str, Any]])
         config = configs[host]
         if "THREAD_SPINNING" in supported:
             config.setdefault("THREAD_SPINNING", False)
+        if yield_cores and "THREAD_PRIORITY" in supported:
+            config.setdefault("THREAD_PRIORITY", "LOW")
         if "INFERENCE_NUM_THREADS" in config or "INFERENCE_NUM_THREADS" not in supported:
             continue
         try:

@@ -17,7 +17,9 @@ Config keys read here besides the standard ones: ``MULTI_REQUEST_TIMEOUT``
 (seconds one attempt may run before it counts as failed; default none) and
 ``MULTI_QUARANTINE_TIME`` (first cool-down of a failing device; default 5 s),
 ``MULTI_WORKER_PROCESSES`` (AUTO | YES | NO: which members serve from a worker
-process of their own, see :mod:`inferplex.multi.members`).
+process of their own, see :mod:`inferplex.multi.members`) and
+``MULTI_CHECK_HOST_GAIN`` (YES | NO: hold the host device back while it costs the
+accelerators more than it adds, see :mod:`inferplex.multi.host_gain`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from inferplex.multi.auto import AutoExecutor, auto_candidates, compile_auto, de
 from inferplex.multi.members import WORKER_PROCESSES_KEY, compile_members
 from inferplex.multi.policies import DeviceLoad, DevicePriority, EarliestFinish, RoundRobin, make_policy
 from inferplex.multi.scheduler import MultiExecutor
-from inferplex.multi.state import DEFAULT_POLICY, QUARANTINE_KEY, TIMEOUT_KEY, Member, SchedulerOptions
+from inferplex.multi.state import (
+    DEFAULT_POLICY,
+    HOST_GAIN_KEY,
+    QUARANTINE_KEY,
+    TIMEOUT_KEY,
+    Member,
+    SchedulerOptions,
+)
 from inferplex.properties import DeviceTarget, parse_device_list
 
 if TYPE_CHECKING:
@@ -63,7 +72,7 @@ MULTI_PROPERTIES = (
     "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT",
     "ENABLE_PROFILING", "MULTI_DEVICE_PRIORITIES", "DEVICE_PROPERTIES", "SCHEDULE_POLICY",
     "ENABLE_STARTUP_FALLBACK", "ENABLE_RUNTIME_FALLBACK", "EXCLUSIVE_ASYNC_REQUESTS",
-    "MEMORY_LIMIT", TIMEOUT_KEY, QUARANTINE_KEY, WORKER_PROCESSES_KEY,
+    "MEMORY_LIMIT", TIMEOUT_KEY, QUARANTINE_KEY, WORKER_PROCESSES_KEY, HOST_GAIN_KEY,
 )
 """Writable keys MULTI and AUTO accept (their SUPPORTED_PROPERTIES)."""
 

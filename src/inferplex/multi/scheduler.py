@@ -16,6 +16,10 @@ fails on every device ends with an :class:`~inferplex.errors.InferenceError`
 naming each failure (and, being the request's fault rather than the devices',
 lifts the quarantines it caused).  A late result of an abandoned attempt is
 dropped, so every request ends exactly once.
+
+Host devices beside accelerators are held back while they cost the
+accelerators more than they add (``MULTI_CHECK_HOST_GAIN``,
+:mod:`inferplex.multi.host_gain`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 from inferplex.errors import InferenceError, PropertyError
 from inferplex.executor import Done, Executor, RunResult, finish
+from inferplex.multi.host_gain import HostGainCheck
 from inferplex.multi.policies import DevicePriority, make_policy
 from inferplex.multi.state import DeviceState, Job, Member, Request, SchedulerOptions, Slot
 from inferplex.properties import canonical_key, normalize_property, parse_device_list
@@ -59,6 +64,9 @@ class MultiExecutor(Executor):
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._devices: dict[str, DeviceState] = {}
+        self._hosts: set[str] = set()
+        self.host_gain = HostGainCheck(self._options.check_host_gain)
+        """The MULTI_CHECK_HOST_GAIN check (read its ``held``, ``checks`` and ``last_rates``)."""
         self._serving: list[str] = []
         self._fallback: list[str] = list(fallback)
         self._queue: deque[Request] = deque()
@@ -92,6 +100,8 @@ class MultiExecutor(Executor):
             if member.name in self._devices:
                 raise ValueError(f"device {member.name} is already a member")
             self._devices[member.name] = device
+            if member.host:
+                self._hosts.add(member.name)
             if serving:
                 self._serving.append(member.name)
             for thread in threads:
@@ -167,6 +177,7 @@ class MultiExecutor(Executor):
             "EXCLUSIVE_ASYNC_REQUESTS": self._options.exclusive,
             "MULTI_REQUEST_TIMEOUT": self._options.request_timeout or 0.0,
             "MULTI_QUARANTINE_TIME": self._options.quarantine_time,
+            "MULTI_CHECK_HOST_GAIN": self._options.check_host_gain,
         }
         if name in values:
             return values[name]
@@ -250,11 +261,16 @@ class MultiExecutor(Executor):
         for device in self._devices.values():
             device.check_return(now)
         self._dispatch_retries(now)
+        self._check_host_gain(now)
+        held = self._hosts if self.host_gain.held else ()
         while self._queue and not self._exclusive_busy():
             usable = [self._devices[name] for name in self._serving
-                      if not self._devices[name].is_quarantined(now)]
+                      if not self._devices[name].is_quarantined(now) and name not in held]
             if not any(device.idle for device in usable):
                 return  # every policy waits when no worker is idle
+            if len(usable) == 1:  # nothing to choose (e.g. the host held back): skip the policy's work
+                self._start(self._queue.popleft(), usable[0], now)
+                continue
             timed = getattr(self._policy, "uses_timing", True)
             loads = [device.load(now, self._running(device.name) if timed else []) for device in usable]
             waiting = len(self._queue) + len(self._retry)
@@ -266,6 +282,16 @@ class MultiExecutor(Executor):
             if choice is None:
                 return
             self._start(self._queue.popleft(), self._devices[choice], now)
+
+    def _check_host_gain(self, now: float) -> None:
+        serving = [name for name in self._serving if not self._devices[name].is_quarantined(now)]
+        hosts = [name for name in serving if name in self._hosts]
+        others = [name for name in serving if name not in self._hosts]
+        warm = all(self._devices[name].warm for name in serving)
+        self.host_gain.observe(now, hosts, others, warm=warm,
+                                host_busy=sum(self._devices[name].busy for name in hosts),
+                                in_model=len(self._queue) + len(self._retry) + self._busy_total,
+                                other_workers=sum(len(self._devices[name].slots) for name in others))
 
     def _dispatch_retries(self, now: float) -> None:
         for request in list(self._retry):
@@ -298,13 +324,14 @@ class MultiExecutor(Executor):
         self._busy_total -= 1
         device.idle.append(slot)
         success = isinstance(outcome, RunResult)
-        device.record_run(elapsed, now, success)
+        device.record_run(slot, elapsed, now, success)
         if request.finished or request.attempt != job.attempt:
             return  # an abandoned attempt (timed out and re-run, or the model was closed)
         if isinstance(outcome, BaseException):
             self._failed(request, device, outcome, now)
         else:
             device.requests += 1
+            self.host_gain.finished(device.name in self._hosts)
             self._last_done = now
             request.finished = True
             self._outbox.append((request.done, outcome))
@@ -365,7 +392,7 @@ class MultiExecutor(Executor):
         if self._devices[name].is_quarantined(now):
             return "quarantined"
         if name in self._serving:
-            return "serving"
+            return "held back" if name in self._hosts and self.host_gain.held else "serving"
         return "fallback" if name in self._fallback else "excluded"
 
     def _policy_name(self) -> str:

@@ -10,6 +10,7 @@ import logging
 import math
 import queue
 import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,13 +23,18 @@ __all__ = ["DeviceState", "Job", "Member", "Request", "SchedulerOptions", "Slot"
 
 _log = logging.getLogger("inferplex")
 
-DEFAULT_POLICY = "EARLIEST_FINISH"
-"""SCHEDULE_POLICY when none is given (bench/multi_auto.py compares the three)."""
+DEFAULT_POLICY = "DEVICE_PRIORITY"
+"""SCHEDULE_POLICY when none is given.  bench/multi_auto.py compares the three: on two
+H200 with ResNet-50, CUMULATIVE GPU+CPU served 1,475-1,507 requests/s with DEVICE_PRIORITY
+against 1,261-1,296 with EARLIEST_FINISH, which sent a GPU served from a worker process
+almost nothing in its first seconds (bench/RESULTS.md)."""
 
 TIMEOUT_KEY = "MULTI_REQUEST_TIMEOUT"
 """Seconds one attempt of a request may run on a device before it counts as failed."""
 QUARANTINE_KEY = "MULTI_QUARANTINE_TIME"
 """Seconds a device that failed a request is left out (doubling on repeated failures)."""
+HOST_GAIN_KEY = "MULTI_CHECK_HOST_GAIN"
+"""Whether to hold the host device back while it costs the accelerators more than it adds."""
 
 
 def parse_seconds(key: str, value: Any) -> float | None:
@@ -51,6 +57,8 @@ class SchedulerOptions:
     """``MULTI_QUARANTINE_TIME``: first cool-down of a failing device, in seconds."""
     exclusive: bool = False
     """``EXCLUSIVE_ASYNC_REQUESTS``: one request at a time, across compiled models."""
+    check_host_gain: bool = True
+    """``MULTI_CHECK_HOST_GAIN``: see :mod:`inferplex.multi.host_gain`."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> SchedulerOptions:
@@ -61,6 +69,7 @@ class SchedulerOptions:
             request_timeout=parse_seconds(TIMEOUT_KEY, config.get(TIMEOUT_KEY)),
             quarantine_time=quarantine or 0.0,
             exclusive=bool(config.get("EXCLUSIVE_ASYNC_REQUESTS", False)),
+            check_host_gain=bool(config.get(HOST_GAIN_KEY, True)),
         )
 
 
@@ -74,6 +83,8 @@ class Member:
     """Runs one request on the device (``run`` is called from the pool's threads)."""
     workers: int
     """Pool size: ``NAME(n)`` from the device list, else the device's optimal number."""
+    host: bool = False
+    """Whether the device is the host (DEVICE_TYPE ``host``: the CPU the accelerators' feeding runs on)."""
 
 
 @dataclass(eq=False)
@@ -110,13 +121,15 @@ class Slot:
         self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.job: Job | None = None
         self.thread: threading.Thread | None = None
+        self.warm = False
+        """Whether a run on this worker has succeeded (its first pays one-off warm-up costs)."""
 
 
 class DeviceState:
     """A device's pool, latency estimate, quarantine and counters."""
 
-    EWMA_WEIGHT = 0.2
-    """Weight of a new latency sample in the running estimate."""
+    LATENCY_WINDOW = 9
+    """Latest run times the latency estimate is the median of."""
     PROBE_AFTER = 2.0
     """Seconds without a completed request after which the latency is measured again."""
 
@@ -126,7 +139,8 @@ class DeviceState:
         self.slots = [Slot(self, index) for index in range(member.workers)]
         self.idle: list[Slot] = list(reversed(self.slots))
         self.latency: float | None = None
-        self.samples = 0
+        self._recent: deque[float] = deque(maxlen=self.LATENCY_WINDOW)
+        self.warm_slots = 0
         self.last_done = -math.inf
         self.requests = self.failures = self.timeouts = 0
         self.quarantines = self.returns = 0
@@ -135,6 +149,11 @@ class DeviceState:
         self.quarantine_level = 0
         self.episode = 0
         self.in_quarantine = False
+
+    @property
+    def warm(self) -> bool:
+        """Whether every worker has run once (past CUDA graph capture and other warm-up)."""
+        return self.warm_slots >= len(self.slots)
 
     @property
     def busy(self) -> int:
@@ -151,20 +170,27 @@ class DeviceState:
         remaining = tuple(_expected_left(latency or 0.0, now - job.started) for job in running)
         return DeviceLoad(self.name, len(self.slots), self.busy, latency, remaining)
 
-    def record_run(self, elapsed: float, now: float, success: bool) -> None:
+    def record_run(self, slot: Slot, elapsed: float, now: float, success: bool) -> None:
+        """Count a finished run on ``slot``; successful ones feed the latency estimate.
+
+        The estimate is the median of the latest runs, leaving out each worker's
+        first (CUDA graph capture, lazy initialisation): one slow outlier must not
+        make a fast device look slow, or EARLIEST_FINISH would stop sending it the
+        requests that would correct the estimate.
+        """
         self.busy_seconds += elapsed
         self.last_done = now
         if not success:
             self.failures += 1
             return
         self.quarantine_level = 0
-        self.samples += 1
-        if self.samples == 1:
-            return  # the first run of a device pays one-off warm-up costs
-        if self.latency is None:
-            self.latency = elapsed
-        else:
-            self.latency += self.EWMA_WEIGHT * (elapsed - self.latency)
+        if not slot.warm:
+            slot.warm = True
+            self.warm_slots += 1
+            return
+        self._recent.append(elapsed)
+        ordered = sorted(self._recent)
+        self.latency = ordered[(len(ordered) - 1) // 2]
 
     def quarantine(self, now: float, base: float) -> int:
         """Leave the device out for ``base * 2**level`` seconds; return the episode number."""

@@ -6,7 +6,7 @@ import contextlib
 import mmap
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -27,15 +27,30 @@ def new_buffer_fd() -> int:
     return fd
 
 
-class SharedBuffer:
-    """One memory buffer mapped by both processes; either side may grow it."""
+Pin = Callable[[int, int], Callable[[], None] | None]
+"""``pin(address, size)``: page-lock a mapping for a device; returns how to undo it, or None."""
 
-    def __init__(self, fd: int) -> None:
+
+class SharedBuffer:
+    """One memory buffer mapped by both processes; either side may grow it.
+
+    ``pin`` (the worker process passes its program's ``pin_host_memory``) is
+    called on every new mapping, and its undo before the mapping goes.
+    """
+
+    def __init__(self, fd: int, pin: Pin | None = None) -> None:
         self.fd = fd
+        self._pin = pin
+        self._unpin: Callable[[], None] | None = None
         self._map: mmap.mmap | None = None
         self._retired: list[mmap.mmap] = []  # old mappings some array still views
         self.size = 0
         self.follow(os.fstat(fd).st_size)
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the current mapping is page-locked for a device."""
+        return self._unpin is not None
 
     def follow(self, size: int) -> None:
         """Map at least ``size`` bytes (the other side grew the buffer)."""
@@ -45,6 +60,9 @@ class SharedBuffer:
             self._release(self._map)
         self._map = mmap.mmap(self.fd, size) if size else None
         self.size = size
+        if self._map is not None and self._pin is not None:
+            address = np.frombuffer(self._map, np.uint8).ctypes.data  # the view goes at once
+            self._unpin = self._pin(address, size)
 
     def reserve(self, size: int) -> None:
         """Grow the buffer to hold ``size`` bytes (doubling, so that growth is rare)."""
@@ -61,12 +79,19 @@ class SharedBuffer:
         return np.frombuffer(self._map, dtype, count, offset).reshape(shape)
 
     def _release(self, old: mmap.mmap) -> None:
+        self._unpin_mapping()
         try:
             old.close()
         except BufferError:  # an array still views it: unmapped when the buffer closes
             self._retired.append(old)
 
+    def _unpin_mapping(self) -> None:
+        unpin, self._unpin = self._unpin, None
+        if unpin is not None:
+            unpin()
+
     def close(self) -> None:
+        self._unpin_mapping()
         for old in [*self._retired, *([self._map] if self._map is not None else [])]:
             with contextlib.suppress(BufferError):  # unmapped when the last array viewing it goes
                 old.close()

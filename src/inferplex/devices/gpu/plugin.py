@@ -22,8 +22,8 @@ the host are lowered once per input signature with those dims fixed, see
 ``specialize``), ``MEMORY_LIMIT``.
 
 Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
-calling process (MULTI then serves the device from a worker process of its own
-when several devices work at once, see :mod:`inferplex.worker_process`); False
+calling process (MULTI and CUMULATIVE_THROUGHPUT then serve the device from a
+worker process of its own, see :mod:`inferplex.worker_process`); False
 for emulated GPUs, whose work shares the host's cores anyway.
 """
 

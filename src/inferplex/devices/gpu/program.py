@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +66,9 @@ GRAPH_CACHE_SIZE = 8
 
 _VALIDATED_LIMIT = 256
 _log = logging.getLogger(__name__)
+
+_HOST_REGISTER_PORTABLE = 1
+"""``cudaHostRegisterPortable``: the memory counts as pinned for every CUDA context."""
 
 
 @dataclass(eq=False)
@@ -461,6 +464,29 @@ class GpuProgram(DeviceProgram):
         if self._cuda and value.device.type == "cpu" and not value.is_pinned():
             value = pinned_empty(value.shape, value.dtype).copy_(value)
         return value.to(self._torch_device, non_blocking=self._cuda)
+
+    def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
+        """Page-lock host memory (``cudaHostRegister``): ``run`` then copies inputs there to
+        the GPU directly, without its staging copy, as from any pinned tensor."""
+        if not self._cuda or size <= 0:
+            return None
+        cudart = torch.cuda.cudart()
+        codes: list[Any] = []
+
+        def register() -> None:
+            # In a thread of its own: a failure sets the CUDA runtime's per-thread last error,
+            # which the next kernel launch on that thread would report as its own.
+            with torch.cuda.device(self._torch_device):
+                codes.append(cudart.cudaHostRegister(address, size, _HOST_REGISTER_PORTABLE))
+
+        thread = threading.Thread(target=register, name="inferplex-pin")
+        thread.start()
+        thread.join()
+        if not codes or int(codes[0]) != 0:
+            _log.debug("%s: cudaHostRegister of %d bytes failed (%s): inputs there are staged",
+                       self.device, size, codes[0] if codes else "no answer")
+            return None
+        return lambda: cudart.cudaHostUnregister(address)
 
     # --- properties -------------------------------------------------------------------
 

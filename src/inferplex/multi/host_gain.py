@@ -1,0 +1,144 @@
+"""Whether the host device's requests pay for what they cost the accelerators beside it.
+
+A CPU serving whole requests beside a GPU takes host cores, memory bandwidth
+and hyper-threads that the GPU's feeding threads need.  On a 32-core H200 host
+with ResNet-50, the CPU added 60 requests/s while the GPU beside it lost about
+400 (bench/multi_diagnostics.py), even with the CPU's threads at the lowest
+priority: CUMULATIVE_THROUGHPUT served less than the GPU alone.
+
+``MULTI_CHECK_HOST_GAIN`` (YES/NO, default YES) measures it instead of
+assuming it.  While the devices are under full load (at least as many requests
+in the model as the accelerators have workers), the check (once every
+worker of every device has run, past warm-up) counts completed requests for
+:data:`WINDOW` seconds with the host serving, then holds the host
+back (it finishes what it runs, then takes nothing new), and counts the
+accelerators alone for as long.  The host keeps serving only if the devices
+together completed more.  The answer is checked again every :data:`INTERVAL`
+seconds, and a window without full load is dropped (the host serves
+meanwhile).  A held-back host still re-runs failed requests, and serves again
+at once when no accelerator is left serving.
+
+:class:`HostGainCheck` is plain state, driven by the MULTI scheduler under its
+lock with the time and the load; it starts no thread and reads no clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from enum import Enum
+
+__all__ = ["DRAIN_LIMIT", "INTERVAL", "RAMP", "WINDOW", "HostGainCheck"]
+
+_log = logging.getLogger("inferplex")
+
+WINDOW = 0.5
+"""Seconds of each measurement (host serving, then held back)."""
+INTERVAL = 30.0
+"""Seconds between a decision and the next check."""
+RAMP = 0.5
+"""Seconds a host that was held back serves before it is measured again (its workers fill)."""
+DRAIN_LIMIT = 5.0
+"""Longest wait for the host's running requests before measuring without it (else no check)."""
+
+
+class _Phase(Enum):
+    WAIT_FOR_LOAD = "wait for full load"
+    WITH_HOST = "measuring with the host"
+    DRAIN = "host finishing its requests"
+    WITHOUT_HOST = "measuring without the host"
+    DECIDED = "decided"
+    RAMP = "host serving again before a new check"
+
+
+class HostGainCheck:
+    """Holds the host devices back while they cost the accelerators more than they add."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.held = False
+        """Whether the host devices take no new requests now."""
+        self.checks = 0
+        """Decisions made so far."""
+        self.last_rates: tuple[float, float] | None = None
+        """(requests/s with the host, without it) of the latest decision."""
+        self._phase = _Phase.WAIT_FOR_LOAD
+        self._started = 0.0
+        self._completed = 0
+        self._with_host = 0.0
+        self._load = 0.0
+        """Requests in the model, integrated over time since the phase started."""
+        self._seen = 0.0
+        self._in_model = 0
+
+    def finished(self, host: bool) -> None:
+        """Count one successfully completed request (``host``: served by a host device)."""
+        if self._phase is _Phase.WITH_HOST or (self._phase is _Phase.WITHOUT_HOST and not host):
+            self._completed += 1
+
+    def observe(self, now: float, hosts: Collection[str], others: Collection[str], host_busy: int,
+                in_model: int, other_workers: int, warm: bool = True) -> None:
+        """Advance the check.
+
+        ``hosts`` / ``others``: host and other devices serving now (not quarantined);
+        ``host_busy``: host workers running a request; ``in_model``: requests waiting
+        or running; ``other_workers``: the other devices' workers; ``warm``: every
+        worker of every serving device has run once (a GPU's first runs capture
+        CUDA graphs: measured then, it looks idle).  Full load: on
+        average over a window, at least ``other_workers`` requests in the model (a
+        closed loop dips below between a request's end and its successor's submit).
+        """
+        if not self.enabled or not hosts or not others:
+            self._reset(now)  # nothing to compare (and a host alone must serve)
+            return
+        self._load += self._in_model * (now - self._seen)
+        self._seen, self._in_model = now, in_model
+        phase, elapsed = self._phase, now - self._started
+        if phase is _Phase.WAIT_FOR_LOAD and warm and in_model >= other_workers:
+            self._start(_Phase.WITH_HOST, now)
+        elif phase in (_Phase.WITH_HOST, _Phase.WITHOUT_HOST) and elapsed >= WINDOW:
+            if self._load / elapsed < other_workers:
+                self._reset(now)  # not under full load: what the host costs cannot be measured now
+            elif phase is _Phase.WITH_HOST:
+                self._with_host = self._completed / elapsed
+                self.held = True
+                self._start(_Phase.DRAIN, now)
+            else:
+                self._decide(self._completed / elapsed, now, hosts)
+        elif phase is _Phase.DRAIN and host_busy == 0:
+            self._start(_Phase.WITHOUT_HOST, now)
+        elif phase is _Phase.DRAIN and elapsed >= DRAIN_LIMIT:
+            self._reset(now)  # the host's requests run too long to measure without them
+        elif phase is _Phase.DECIDED and elapsed >= INTERVAL:
+            if self.held:
+                self.held = False
+                self._start(_Phase.RAMP, now)
+            else:
+                self._start(_Phase.WAIT_FOR_LOAD, now)
+        elif phase is _Phase.RAMP and elapsed >= RAMP:
+            self._start(_Phase.WAIT_FOR_LOAD, now)
+
+    def _decide(self, without_host: float, now: float, hosts: Collection[str]) -> None:
+        with_host = self._with_host
+        self.held = without_host >= with_host
+        self.checks += 1
+        self.last_rates = (with_host, without_host)
+        _log.info("inferplex: %.1f requests/s with %s serving, %.1f without: %s", with_host,
+                  ", ".join(hosts), without_host, "held back" if self.held else "serving")
+        self._start(_Phase.DECIDED, now)
+
+    def _start(self, phase: _Phase, now: float) -> None:
+        self._phase = phase
+        self._started = now
+        self._completed = 0
+        self._load = 0.0
+
+    def _reset(self, now: float) -> None:
+        """Back to waiting for full load, the host serving."""
+        self.held = False
+        self._start(_Phase.WAIT_FOR_LOAD, now)
+
+    @property
+    def phase(self) -> str:
+        """What the check is doing, in words (for DEVICE_STATISTICS)."""
+        return self._phase.value

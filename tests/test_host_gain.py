@@ -1,0 +1,190 @@
+"""MULTI_CHECK_HOST_GAIN: a host device that costs the accelerators more than it adds is held back.
+
+The check alone with plain numbers, then the MULTI scheduler with test devices
+whose host slows the accelerator down (or does not) while it runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from inferplex.multi import compile_multi, host_gain
+from inferplex.multi.host_gain import HostGainCheck
+from inferplex.properties import parse_device_string
+
+from multi_plugins import (
+    Collector,
+    Contention,
+    Faults,
+    FaultyPlugin,
+    linear_model,
+    make_registry,
+    submit_when_free,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+HOSTS, OTHERS = ["CPU"], ["GPU.0"]
+
+
+def drive(check: HostGainCheck, start: float, seconds: float, gpu_rate: tuple[float, float],
+          host_rate: float, in_model: int = 10, host_busy: int = 0) -> float:
+    """Feed ``check`` completions; the end time.
+
+    ``gpu_rate``: the accelerator's requests/s with the host serving and without it;
+    ``host_rate``: the host's, while it serves.
+    """
+    now, step = start, 0.001
+    gpu_due = host_due = 0.0
+    while now < start + seconds:
+        gpu_due += gpu_rate[1 if check.held else 0] * step
+        host_due += 0.0 if check.held else host_rate * step
+        while gpu_due >= 1:
+            gpu_due -= 1
+            check.finished(host=False)
+        while host_due >= 1:
+            host_due -= 1
+            check.finished(host=True)
+        check.observe(now, HOSTS, OTHERS, host_busy=host_busy, in_model=in_model, other_workers=2)
+        now += step
+    return now
+
+
+def test_a_host_that_slows_the_accelerator_more_than_it_adds_is_held_back() -> None:
+    check = HostGainCheck()
+    # With the host: GPU 700/s + host 60/s; without it the GPU serves 1000/s.
+    now = drive(check, 0.0, host_gain.WINDOW * 1.05, gpu_rate=(700, 1000), host_rate=60)
+    assert check.held and check.checks == 0  # measuring without it now
+    drive(check, now, host_gain.WINDOW * 1.05, gpu_rate=(700, 1000), host_rate=60)
+    assert check.held and check.checks == 1
+    with_host, without = check.last_rates  # type: ignore[misc]
+    assert with_host == pytest.approx(760, rel=0.05) and without == pytest.approx(1000, rel=0.05)
+
+
+def test_a_host_that_adds_more_than_it_costs_keeps_serving() -> None:
+    check = HostGainCheck()
+    now = drive(check, 0.0, host_gain.WINDOW * 1.05, gpu_rate=(950, 1000), host_rate=200)
+    drive(check, now, host_gain.WINDOW * 1.05, gpu_rate=(950, 1000), host_rate=200)
+    assert check.checks == 1 and not check.held
+
+
+def test_the_decision_is_checked_again_after_the_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host_gain, "INTERVAL", 2.0)
+    check = HostGainCheck()
+    now = drive(check, 0.0, 2 * host_gain.WINDOW + 0.1, gpu_rate=(700, 1000), host_rate=60)
+    assert check.held and check.checks == 1
+    now = drive(check, now, 2.0, gpu_rate=(700, 1000), host_rate=60)  # the interval passes: it serves again
+    assert not check.held
+    # Now the host no longer slows the GPU: after the ramp and a new check it keeps serving.
+    drive(check, now, host_gain.RAMP + 2 * host_gain.WINDOW + 0.2, gpu_rate=(1000, 1000), host_rate=60)
+    assert check.checks == 2 and not check.held
+
+
+def test_no_check_before_warm_up_without_full_load_or_without_both_kinds() -> None:
+    cold = HostGainCheck()
+    for step in range(3000):
+        cold.observe(step / 1000, HOSTS, OTHERS, host_busy=0, in_model=10, other_workers=2, warm=False)
+    assert cold.phase == "wait for full load" and not cold.held
+    check = HostGainCheck()
+    drive(check, 0.0, 3.0, gpu_rate=(700, 1000), host_rate=60, in_model=1)  # fewer requests than GPU workers
+    assert check.checks == 0 and not check.held
+    held = HostGainCheck()
+    drive(held, 0.0, 2 * host_gain.WINDOW + 0.1, gpu_rate=(700, 1000), host_rate=60)
+    assert held.held
+    held.observe(10.0, HOSTS, [], host_busy=0, in_model=10, other_workers=0)  # the GPU left: host serves
+    assert not held.held
+    off = HostGainCheck(enabled=False)
+    drive(off, 0.0, 3.0, gpu_rate=(700, 1000), host_rate=60)
+    assert off.checks == 0 and not off.held
+
+
+# --- in the MULTI scheduler --------------------------------------------------------------
+
+
+def run_closed_loop(config: dict[str, object], host_slows_gpu: bool, wait: float = 8.0,  # noqa: ANN201
+                    gpu_warmup: float = 0.0):
+    """A closed loop over MULTI:GPU.0,CPU: until the check decides (at most ``wait`` s), then 1 s more.
+
+    Returns the requests per device at the decision and at the end, and the executor's check.
+    The GPU serves 2 / 4 ms = 500 requests/s alone.  The host adds 2 / 20 ms = 100, and when it
+    slows the GPU (14 ms more per GPU run while it runs), the GPU falls to about 2 / 18 ms = 110.
+    """
+    contention = Contention()
+    gpu = FaultyPlugin("GPU", ("GPU.0",), {"GPU.0": Faults(
+        workers=2, delay=0.004, slowed_by=contention, slowdown=0.014 if host_slows_gpu else 0.0,
+        first_run_delay=gpu_warmup)},
+        device_type="discrete")
+    host = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=2, delay=0.02, contends=contention)},
+                        device_type="host")
+    executor = compile_multi(make_registry(host, gpu), linear_model(),
+                             parse_device_string("MULTI:GPU.0,CPU").targets, config)
+    in_flight = executor.optimal_number_of_infer_requests
+    slots = threading.Semaphore(in_flight)
+    collector = Collector(0)
+    index = 0
+
+    def requests() -> dict[str, int]:
+        return {name: s["requests"] for name, s in executor.get_property("DEVICE_STATISTICS").items()}
+
+    try:
+        for phase_seconds, until_decided in ((wait, True), (1.0, False)):
+            start = time.monotonic()
+            while time.monotonic() - start < phase_seconds:
+                submit_when_free(executor, collector, index, slots)
+                index += 1
+                if until_decided and executor.host_gain.checks:
+                    break
+            if until_decided:
+                at_decision, states = requests(), executor.get_property("DEVICE_STATISTICS")
+        collector.expected_count = index
+        for _ in range(in_flight):
+            slots.acquire()
+        collector.wait(10)
+        per_device = collector.check_results()
+        assert per_device == requests()
+        return at_decision, per_device, {name: s["state"] for name, s in states.items()}, executor.host_gain
+    finally:
+        executor.close()
+
+
+def test_multi_holds_back_a_host_that_slows_the_accelerator() -> None:
+    at_decision, at_end, states, check = run_closed_loop({}, host_slows_gpu=True)
+    assert check.checks == 1 and states["CPU"] == "held back", (states, check.last_rates)
+    with_host, without = check.last_rates
+    assert without > with_host
+    # After the decision the host took nothing new (at most the runs it was finishing).
+    assert at_end["CPU"] - at_decision["CPU"] <= 2, (at_decision, at_end)
+    assert at_end["GPU.0"] - at_decision["GPU.0"] > 100
+
+
+def test_multi_keeps_a_host_that_does_not_slow_the_accelerator() -> None:
+    at_decision, at_end, states, check = run_closed_loop({}, host_slows_gpu=False)
+    assert check.checks == 1 and states["CPU"] == "serving", (states, check.last_rates)
+    assert at_end["CPU"] - at_decision["CPU"] >= 20, (at_decision, at_end)  # still serving
+
+
+def test_the_check_waits_until_the_accelerator_is_warm() -> None:
+    """Measured during the GPU's slow first runs, "with the host" would look slower than the
+    GPU alone once warm, and a host that costs nothing would be held back."""
+    _, _, states, check = run_closed_loop({}, host_slows_gpu=False, gpu_warmup=0.6)
+    assert check.checks == 1 and states["CPU"] == "serving", (states, check.last_rates)
+    with_host, without = check.last_rates
+    assert with_host > without > 300  # the GPU was at full speed in both windows
+
+
+def test_the_check_can_be_turned_off() -> None:
+    at_decision, at_end, states, check = run_closed_loop({"MULTI_CHECK_HOST_GAIN": False},
+                                                         host_slows_gpu=True, wait=1.5)
+    assert check.checks == 0 and states["CPU"] == "serving"
+    assert at_end["CPU"] - at_decision["CPU"] >= 20, (at_decision, at_end)
+
+
+def test_a_host_whose_requests_never_end_is_not_held_back_for_ever() -> None:
+    check = HostGainCheck()
+    now = drive(check, 0.0, host_gain.WINDOW * 1.05, gpu_rate=(700, 1000), host_rate=60, host_busy=1)
+    assert check.held and check.phase == "host finishing its requests"
+    check.observe(now + host_gain.DRAIN_LIMIT + 0.1, HOSTS, OTHERS, host_busy=1, in_model=10, other_workers=2)
+    assert not check.held and check.checks == 0
