@@ -188,3 +188,13 @@ def test_a_host_whose_requests_never_end_is_not_held_back_for_ever() -> None:
     assert check.held and check.phase == "host finishing its requests"
     check.observe(now + host_gain.DRAIN_LIMIT + 0.1, HOSTS, OTHERS, host_busy=1, in_model=10, other_workers=2)
     assert not check.held and check.checks == 0
+
+
+def test_the_setting_is_validated_and_readable(core) -> None:  # noqa: ANN001
+    import inferplex as ov
+
+    model = core.read_model(linear_model())
+    compiled = core.compile_model(model, "MULTI:CPU", {"MULTI_CHECK_HOST_GAIN": "NO"})
+    assert compiled.get_property("MULTI_CHECK_HOST_GAIN") is False
+    with pytest.raises(ov.errors.PropertyError, match="MULTI_CHECK_HOST_GAIN"):
+        core.compile_model(model, "MULTI:CPU", {"MULTI_CHECK_HOST_GAIN": "sometimes"})

@@ -16,8 +16,9 @@ thread pool, so concurrent requests do not fight over one pool.
 - ``THREAD_PRIORITY`` (NORMAL/LOW): LOW runs the sessions' intra-op threads at
   the lowest OS priority (nice 19; Linux, where priority is per thread), so
   that threads feeding accelerators take a core the moment they wake.  The
-  thread calling ``run`` keeps its priority.  MULTI and AUTO set LOW when the
-  CPU works beside accelerators; elsewhere, or on other systems, NORMAL.
+  thread calling ``run`` keeps its priority.  MULTI and CUMULATIVE_THROUGHPUT
+  set LOW when the CPU works beside accelerators; elsewhere, or on other
+  systems, NORMAL.
 
 Precision: ONNX Runtime's CPU provider computes in the model's types, so only
 ``INFERENCE_PRECISION_HINT=f32`` is accepted; other values are refused rather

@@ -2,9 +2,10 @@
 
 A CPU serving whole requests beside a GPU takes host cores, memory bandwidth
 and hyper-threads that the GPU's feeding threads need.  On a 32-core H200 host
-with ResNet-50, the CPU added 60 requests/s while the GPU beside it lost about
-400 (bench/multi_diagnostics.py), even with the CPU's threads at the lowest
-priority: CUMULATIVE_THROUGHPUT served less than the GPU alone.
+with ResNet-50, the CPU added about 64 requests/s while the GPU beside it fell
+from about 1,470 to 740 (bench/multi_auto.py, the ``MULTI_CHECK_HOST_GAIN=NO``
+row), with the CPU's threads at the lowest priority: CUMULATIVE_THROUGHPUT
+served about half of the GPU alone.
 
 ``MULTI_CHECK_HOST_GAIN`` (YES/NO, default YES) measures it instead of
 assuming it.  While the devices are under full load (at least as many requests

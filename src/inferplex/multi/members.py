@@ -7,8 +7,9 @@ host device; NO none.  Measured on two H200 with ResNet-50
 (bench/multi_diagnostics.py): one GPU served 1,510 requests/s through a worker
 process against 1,304 driven from the calling process, whose GIL also runs
 every request's scheduling and callback; two GPUs 2,430 against 1,637.
-Keeping the first GPU in the calling process and only the second in a process
-of its own served 1,935 (against 2,517 for both in processes, same run).
+A variant measured once and not kept, the first GPU in the calling process and
+only the second in a process of its own, served 1,935 (against 2,517 for both
+in processes, same run).
 """
 
 from __future__ import annotations
