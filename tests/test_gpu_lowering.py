@@ -371,6 +371,27 @@ def test_to_host_and_to_native_round_trip() -> None:
     np.testing.assert_array_equal(program.to_host(out), program.run(feeds)["y"])
 
 
+def test_run_into_writes_outputs_into_the_callers_arrays() -> None:
+    """``run_into`` (a worker process's shared buffer): outputs land in the given arrays, equal to run's."""
+    model, feeds = _cnn()
+    program = _program(model)
+    expected = _ort(model, feeds)[0]
+    given: dict[str, np.ndarray] = {}
+
+    def host_outputs(name: str, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+        given[name] = np.full(shape, np.nan, dtype)
+        return given[name]
+
+    out = program.run_into(feeds, 0, host_outputs)["y"]
+    assert out is given["y"]
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-6)
+    declined = program.run_into(feeds, 0, lambda name, dtype, shape: None)["y"]  # the program makes its own
+    np.testing.assert_allclose(declined, expected, rtol=1e-4, atol=1e-6)
+    wrong = np.zeros((1, 1), np.float32)
+    with pytest.raises(ov.errors.InferenceError, match="expected a writable float32 array of shape"):
+        program.run_into(feeds, 0, lambda name, dtype, shape: wrong)
+
+
 class BertLike(nn.Module):
     """BERT's embedding front end (sliced position ids, expanded token types, a mask of ones) and a block."""
 

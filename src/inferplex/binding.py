@@ -46,6 +46,8 @@ def _keyed(ports: list[Port], inputs: Any) -> dict[int, Any]:
     by_name = {p.any_name: p.index for p in ports}
     if inputs is None:
         return {}
+    if type(inputs) is dict and all(type(key) is str and key in by_name for key in inputs):
+        return {by_name[key]: value for key, value in inputs.items()}  # the common case, at once
     if _is_tensor(inputs) or np.isscalar(inputs):
         if len(ports) != 1:
             raise InputError(f"a single tensor was given but the model has {len(ports)} inputs "
@@ -116,13 +118,15 @@ def _as_tensor(port: Port, value: Any) -> Any:
 def _check(port: Port, tensor: Any, symbols: dict[str, tuple[int, str]]) -> list[str]:
     problems: list[str] = []
     element = port.element_type
-    dtype = tensor_dtype(tensor)
+    dtype = tensor.dtype if type(tensor) is np.ndarray else tensor_dtype(tensor)
     if element is not None and dtype is not None and dtype != element.dtype:
         problems.append(f"input {port.any_name!r} has dtype {dtype}; the model takes "
                         f"{element} ({element.dtype})")
     expected = port.partial_shape
-    shape = tuple(int(d) for d in tensor.shape)
     if expected is None:
+        return problems
+    shape = tensor.shape if type(tensor) is np.ndarray else tuple(int(d) for d in tensor.shape)
+    if shape == expected:
         return problems
     if len(shape) != len(expected):
         problems.append(f"input {port.any_name!r} has rank {len(shape)} (shape {list(shape)}); "

@@ -17,6 +17,7 @@ affinities survive a save/load round trip.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ class ElementType:
     onnx_type: int
     """``onnx.TensorProto`` data type number."""
 
-    @property
+    @functools.cached_property
     def dtype(self) -> np.dtype[Any]:
         """The numpy dtype (bf16 maps to ml_dtypes' bfloat16 when available)."""
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.onnx_type))

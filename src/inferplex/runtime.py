@@ -291,6 +291,7 @@ class AsyncInferQueue:
         count = jobs or max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
         self._requests = [compiled.create_infer_request() for _ in range(count)]
         self._idle: list[int] = list(range(count))
+        self._index = {id(request): index for index, request in enumerate(self._requests)}
         self._cond = threading.Condition()
         self._callback: Callable[[InferRequest, Any], None] | None = None
         for request in self._requests:
@@ -309,7 +310,7 @@ class AsyncInferQueue:
             except Exception:  # noqa: BLE001 - must not stall the queue
                 _log.exception("inferplex: an AsyncInferQueue callback raised")
         with self._cond:
-            self._idle.append(self._requests.index(request))
+            self._idle.append(self._index[id(request)])
             self._cond.notify_all()
 
     def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = True) -> None:

@@ -106,6 +106,18 @@ class DeviceProgram(ABC):
         """Per-op counters of the last run on ``worker`` (empty unless ENABLE_PROFILING)."""
         return []
 
+    def run_into(self, inputs: Mapping[str, Any], worker: int,
+                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any]) -> dict[str, Any]:
+        """``run``, writing each output into ``host_outputs(name, dtype, shape)`` where it can.
+
+        ``host_outputs`` returns a writable numpy array of that dtype and shape
+        (memory given to :meth:`pin_host_memory`, say), or None; an output written
+        there is returned as that array, the others as ``run`` returns them.  A
+        worker process thus gets its outputs in its shared buffer with no copy
+        of its own.  The default runs ``run`` and writes nothing there.
+        """
+        return self.run(inputs, worker)
+
     def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
         """Let the device read and write ``size`` bytes of host memory at ``address`` directly.
 

@@ -2,10 +2,10 @@
 
 A CPU serving whole requests beside a GPU takes host cores, memory bandwidth
 and hyper-threads that the GPU's feeding threads need.  On a 32-core H200 host
-with ResNet-50, the CPU added about 64 requests/s while the GPU beside it fell
-from about 1,470 to 740 (bench/multi_auto.py, the ``MULTI_CHECK_HOST_GAIN=NO``
-row), with the CPU's threads at the lowest priority: CUMULATIVE_THROUGHPUT
-served about half of the GPU alone.
+with ResNet-50, the CPU added 53-64 requests/s while the GPU beside it fell
+from about 1,600 to 820-1,060 (bench/multi_auto.py, the
+``MULTI_CHECK_HOST_GAIN=NO`` row), with the CPU's threads at the lowest
+priority: CUMULATIVE_THROUGHPUT served 0.54-0.72 of that GPU alone.
 
 ``MULTI_CHECK_HOST_GAIN`` (YES/NO, default YES) measures it instead of
 assuming it.  While the devices are under full load (at least as many requests

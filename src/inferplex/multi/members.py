@@ -4,12 +4,14 @@
 run in a worker process of their own (:mod:`inferplex.worker_process`): AUTO
 those whose plugin reports ``GIL_BOUND`` (a CUDA GPU); YES every member but the
 host device; NO none.  Measured on two H200 with ResNet-50
-(bench/multi_diagnostics.py): one GPU served 1,510 requests/s through a worker
-process against 1,304 driven from the calling process, whose GIL also runs
-every request's scheduling and callback; two GPUs 2,430 against 1,637.
-A variant measured once and not kept, the first GPU in the calling process and
-only the second in a process of its own, served 1,935 (against 2,517 for both
-in processes, same run).
+(bench/multi_auto.py, three runs): one GPU served 1,557-1,611 requests/s
+through a worker process against 1,274-1,446 driven from the calling process,
+whose GIL also runs every request's scheduling and callback; two GPUs
+3,171-3,216 against 1,490-1,795.  (BERT-base, whose outputs are larger: one GPU
+1,041-1,056 against 1,039-1,139.)  A variant measured once and not kept, the
+first GPU in the calling process and only the second in a process of its own,
+served 1,935 (against 2,517 for both in processes, same run,
+bench/multi_diagnostics.py).
 """
 
 from __future__ import annotations

@@ -271,6 +271,9 @@ class MultiExecutor(Executor):
             if len(usable) == 1:  # nothing to choose (e.g. the host held back): skip the policy's work
                 self._start(self._queue.popleft(), usable[0], now)
                 continue
+            if type(self._policy) is DevicePriority:  # its choice needs no snapshot of the loads
+                self._start(self._queue.popleft(), next(d for d in usable if d.idle), now)
+                continue
             timed = getattr(self._policy, "uses_timing", True)
             loads = [device.load(now, self._running(device.name) if timed else []) for device in usable]
             waiting = len(self._queue) + len(self._retry)
@@ -284,6 +287,8 @@ class MultiExecutor(Executor):
             self._start(self._queue.popleft(), self._devices[choice], now)
 
     def _check_host_gain(self, now: float) -> None:
+        if not self._hosts or not self.host_gain.enabled:
+            return  # nothing to check: the check stays as it was made (nothing held)
         serving = [name for name in self._serving if not self._devices[name].is_quarantined(now)]
         hosts = [name for name in serving if name in self._hosts]
         others = [name for name in serving if name not in self._hosts]

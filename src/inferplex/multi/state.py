@@ -25,9 +25,9 @@ _log = logging.getLogger("inferplex")
 
 DEFAULT_POLICY = "DEVICE_PRIORITY"
 """SCHEDULE_POLICY when none is given.  bench/multi_auto.py compares the three: on two
-H200 with ResNet-50, CUMULATIVE GPU+CPU served 1,475-1,507 requests/s with DEVICE_PRIORITY
-against 1,261-1,296 with EARLIEST_FINISH, which sent a GPU served from a worker process
-almost nothing in its first seconds (bench/RESULTS.md)."""
+H200 with ResNet-50, CUMULATIVE GPU+CPU served 1,461-1,544 requests/s with DEVICE_PRIORITY
+against 1,324-1,372 with EARLIEST_FINISH, which sent a GPU served from a worker process
+almost nothing while the CPU served beside it (bench/RESULTS.md)."""
 
 TIMEOUT_KEY = "MULTI_REQUEST_TIMEOUT"
 """Seconds one attempt of a request may run on a device before it counts as failed."""

@@ -3,18 +3,63 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 import os
+import pickle
+import socket
+import struct
 import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SharedBuffer", "new_buffer_fd", "read_arrays", "write_arrays"]
+__all__ = ["MessageSocket", "OutputPlacement", "SharedBuffer", "new_buffer_fd", "read_arrays", "write_arrays"]
 
 _ALIGN = 64
 _MIN_SIZE = 1 << 20
+
+
+_HEADER = struct.Struct("!Q")
+_RECEIVE_CHUNK = 1 << 16
+
+
+class MessageSocket:
+    """One end of a request socket: whole messages (a length, then a pickle) each way.
+
+    A message usually crosses in one call each way: one system call, one
+    release of the GIL.  Bytes read past a message are kept for the next.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.socket = sock
+        self._pending = bytearray()
+
+    def send(self, message: Any) -> None:
+        data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        self.socket.sendall(_HEADER.pack(len(data)) + data)
+
+    def receive(self) -> Any:
+        """The next message; EOFError when the other side has gone."""
+        pending = self._pending
+        while len(pending) < _HEADER.size:
+            self._fill(_HEADER.size - len(pending))
+        end = _HEADER.size + _HEADER.unpack_from(pending)[0]
+        while len(pending) < end:
+            self._fill(end - len(pending))
+        message = pickle.loads(memoryview(pending)[_HEADER.size:end])  # noqa: S301 - our own worker process
+        del pending[:end]
+        return message
+
+    def _fill(self, needed: int) -> None:
+        chunk = self.socket.recv(max(needed, _RECEIVE_CHUNK))
+        if not chunk:
+            raise EOFError("the other side closed the socket")
+        self._pending += chunk
+
+    def close(self) -> None:
+        self.socket.close()
 
 
 def new_buffer_fd() -> int:
@@ -73,7 +118,7 @@ class SharedBuffer:
         self.follow(new)
 
     def view(self, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)
         if count == 0 or self._map is None:
             return np.empty(shape, dtype)
         return np.frombuffer(self._map, dtype, count, offset).reshape(shape)
@@ -99,8 +144,9 @@ class SharedBuffer:
         os.close(self.fd)
 
 
-def _in_buffer(array: np.ndarray) -> bool:
-    return array.dtype.kind in "biufc" and array.dtype.isnative and not array.dtype.hasobject
+def _in_buffer(dtype: np.dtype) -> bool:
+    """Whether arrays of ``dtype`` travel in the buffer (plain numbers), not in the message."""
+    return dtype.kind in "biufc" and dtype.isnative and not dtype.hasobject
 
 
 def write_arrays(buffer: SharedBuffer, arrays: Mapping[str, Any], start: int = 0) -> tuple[list[Any], int]:
@@ -114,7 +160,7 @@ def write_arrays(buffer: SharedBuffer, arrays: Mapping[str, Any], start: int = 0
     end = start
     for name, value in arrays.items():
         array = np.asarray(value)
-        if not _in_buffer(array):
+        if not _in_buffer(array.dtype):
             described.append((name, array))
             continue
         end = -(-end // _ALIGN) * _ALIGN
@@ -125,6 +171,54 @@ def write_arrays(buffer: SharedBuffer, arrays: Mapping[str, Any], start: int = 0
         np.copyto(buffer.view(array.dtype, array.shape, offset), array, casting="no")
         described.append((name, array.dtype.str, array.shape, offset))
     return described, end
+
+
+class OutputPlacement:
+    """Room for one request's outputs in a shared buffer, handed out while the device runs.
+
+    Called as ``host_outputs(name, dtype, shape)`` by ``DeviceProgram.run_into``:
+    a view of the buffer after ``start``, or None when the output would not fit
+    in the current mapping (growing it would unmap memory the device may still
+    read; :func:`write_arrays` places that output, and grows the buffer, after
+    the run).
+    """
+
+    def __init__(self, buffer: SharedBuffer, start: int) -> None:
+        self._buffer = buffer
+        self.end = start
+        self._placed: dict[str, tuple[np.ndarray, int]] = {}
+
+    def __call__(self, name: str, dtype: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+        dtype = np.dtype(dtype)
+        if not _in_buffer(dtype) or name in self._placed:
+            return None
+        offset = -(-self.end // _ALIGN) * _ALIGN
+        end = offset + dtype.itemsize * math.prod(shape)
+        if end > self._buffer.size:
+            return None
+        view = self._buffer.view(dtype, shape, offset)
+        self._placed[name] = (view, offset)
+        self.end = end
+        return view
+
+    def describe(self, outputs: Mapping[str, Any]) -> list[Any]:
+        """Descriptions of every output: those written in place as they are, the rest copied in."""
+        described: list[Any] = []
+        rest: dict[str, Any] = {}
+        for name, value in outputs.items():
+            placed = self._placed.get(name)
+            if placed is not None and _same_memory(value, placed[0]):
+                described.append((name, value.dtype.str, value.shape, placed[1]))
+            else:
+                rest[name] = value
+        if rest:
+            described += write_arrays(self._buffer, rest, self.end)[0]
+        return described
+
+
+def _same_memory(value: Any, view: np.ndarray) -> bool:
+    return (isinstance(value, np.ndarray) and value.shape == view.shape and value.dtype == view.dtype
+            and (value.size == 0 or value.ctypes.data == view.ctypes.data))
 
 
 def read_arrays(buffer: SharedBuffer, described: list[Any], copy: bool) -> dict[str, np.ndarray]:

@@ -7,12 +7,14 @@ caller closes the program or goes away.  A slot takes any free program worker,
 so a request waits here, next to the device, rather than for a round trip to
 the caller while a worker idles.  Each shared buffer is offered to the program's
 ``pin_host_memory`` (page-locked for a CUDA GPU), so inputs go from it to the
-device with no copy on this side.
+device, and outputs from the device into it (``run_into``), with no copy on
+this side.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import queue
 import socket
@@ -22,7 +24,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from inferplex.devices.base import DeviceProgram
-from inferplex.worker_process.buffers import SharedBuffer, read_arrays, write_arrays
+from inferplex.worker_process.buffers import MessageSocket, OutputPlacement, SharedBuffer, read_arrays
 
 REQUESTS_PER_WORKER = 2
 """Request slots per program worker: one running, one ready to start when it ends."""
@@ -43,39 +45,44 @@ def _compile(message: tuple[Any, ...]) -> DeviceProgram:
     return _load_plugin(spec).compile(ir.load(path), device, config)
 
 
-def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], connection: Connection,
+def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], sock: MessageSocket,
            buffer: SharedBuffer, profiling: bool) -> None:
     while True:
         try:
-            _, size, described = connection.recv()
+            _, size, described = sock.receive()
         except (EOFError, OSError):
             return
         try:
             buffer.follow(size)
             inputs = read_arrays(buffer, described, copy=False)
             end = max((e[3] + _nbytes(e) for e in described if len(e) == 4), default=0)
+            placement = OutputPlacement(buffer, end)
             worker = free.get()
             try:
-                outputs = program.run(inputs, worker)
+                outputs = program.run_into(inputs, worker, placement)
                 records = program.profiling_info(worker) if profiling else None
             finally:
                 free.put(worker)
             del inputs
-            placed, _ = write_arrays(buffer, outputs, end)
+            placed = placement.describe(outputs)
+            del outputs, placement  # views of the buffer: a later growth may then unmap it at once
             reply: tuple[Any, ...] = ("ok", buffer.size, placed, records)
         except BaseException as error:  # noqa: BLE001 - every request gets an answer
             reply = ("error", type(error).__name__, str(error))
         try:
-            connection.send(reply)
+            sock.send(reply)
         except (EOFError, OSError):
             return
+        except Exception as error:  # noqa: BLE001 - a reply that cannot be pickled still answers
+            sock.send(("error", "InferenceError", f"the worker process could not send its result back: "
+                                                  f"{type(error).__name__}: {error}"))
 
 
 def _nbytes(entry: tuple[Any, ...]) -> int:
     import numpy as np
 
     _, dtype, shape, _ = entry
-    return int(np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)))
+    return np.dtype(dtype).itemsize * math.prod(shape)
 
 
 def main() -> int:
@@ -98,9 +105,9 @@ def main() -> int:
     for worker in range(workers):
         free.put(worker)
     for index in range(slots):
-        connection = Connection(fds[2 * index])
+        slot = MessageSocket(socket.socket(fileno=fds[2 * index]))
         buffer = SharedBuffer(fds[2 * index + 1], pin=program.pin_host_memory)
-        threading.Thread(target=_serve, args=(program, free, connection, buffer, profiling),
+        threading.Thread(target=_serve, args=(program, free, slot, buffer, profiling),
                          name=f"inferplex-slot-{index}", daemon=True).start()
     while True:
         try:

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 from inferplex import errors
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
 from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
-from inferplex.worker_process.buffers import SharedBuffer, new_buffer_fd, read_arrays, write_arrays
+from inferplex.worker_process.buffers import (
+    MessageSocket,
+    SharedBuffer,
+    new_buffer_fd,
+    read_arrays,
+    write_arrays,
+)
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -51,7 +57,7 @@ class WorkerProcessProgram(DeviceProgram):
     tensor_kind = "numpy"
 
     def __init__(self, device: str, process: subprocess.Popen[bytes], control: Connection,
-                 workers: list[tuple[Connection, SharedBuffer]], profiling: bool) -> None:
+                 workers: list[tuple[MessageSocket, SharedBuffer]], profiling: bool) -> None:
         self.device = device
         self.num_workers = len(workers)
         self._process = process
@@ -73,15 +79,15 @@ class WorkerProcessProgram(DeviceProgram):
         self.check_runnable(worker, self._closed)
         if not isinstance(inputs, Mapping):
             raise InputError(f"inputs must be a mapping of input name to tensor, got {type(inputs).__name__}")
-        connection, buffer = self._workers[worker]
+        sock, buffer = self._workers[worker]
         try:
             described, _ = write_arrays(buffer, inputs)
         except (TypeError, ValueError, RuntimeError) as error:
             raise InputError(f"{self.device} (in a worker process) takes numpy arrays or host tensors: "
                              f"{type(error).__name__}: {error}") from error
         try:
-            connection.send(("run", buffer.size, described))
-            reply = connection.recv()
+            sock.send(("run", buffer.size, described))
+            reply = sock.receive()
         except (EOFError, OSError) as error:
             raise self._ended() from error
         if reply[0] == "error":
@@ -121,7 +127,7 @@ class WorkerProcessProgram(DeviceProgram):
 
 
 def _stop(process: subprocess.Popen[bytes], control: Connection,
-          workers: list[tuple[Connection, SharedBuffer]]) -> None:
+          workers: list[tuple[MessageSocket, SharedBuffer]]) -> None:
     """Ask the worker process to end, then make sure it does; release both ends' resources."""
     try:
         control.send(("close",))
@@ -129,8 +135,8 @@ def _stop(process: subprocess.Popen[bytes], control: Connection,
     except (OSError, EOFError, subprocess.TimeoutExpired):
         process.kill()
         process.wait()
-    for connection, buffer in workers:
-        connection.close()
+    for sock, buffer in workers:
+        sock.close()
         buffer.close()
     control.close()
 
@@ -180,12 +186,12 @@ def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device:
         control.close()
         ours.close()
         raise error_from(full, reply[1], reply[2])
-    workers: list[tuple[Connection, SharedBuffer]] = []
+    workers: list[tuple[MessageSocket, SharedBuffer]] = []
     passed: list[int] = []
     for _ in range(int(reply[1])):
         mine, other = socket.socketpair()
         buffer = SharedBuffer(new_buffer_fd())
-        workers.append((Connection(mine.detach()), buffer))
+        workers.append((MessageSocket(mine), buffer))
         passed += [other.detach(), buffer.fd]
     socket.send_fds(ours, [b"workers"], passed)
     for fd in passed[0::2]:

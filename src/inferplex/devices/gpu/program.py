@@ -114,6 +114,9 @@ def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return torch_to_numpy(torch.empty(0, dtype=dtype)).dtype
 
 
+_HOST_DTYPES = {dtype: _numpy_dtype(dtype) for dtype in _NUMPY_COPYABLE}
+
+
 class GpuProgram(DeviceProgram):
     """A :class:`LoweredGraph` compiled for one device; see the module docstring."""
 
@@ -249,6 +252,15 @@ class GpuProgram(DeviceProgram):
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
+        return self._run(inputs, worker, keep_on_device, None)
+
+    def run_into(self, inputs: Mapping[str, Any], worker: int,
+                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any]) -> dict[str, Any]:
+        """``run`` with the outputs copied from the device straight into ``host_outputs``' arrays."""
+        return self._run(inputs, worker, (), host_outputs)
+
+    def _run(self, inputs: Mapping[str, Any], worker: int, keep_on_device: Collection[str],
+             host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None) -> dict[str, Any]:
         self.check_runnable(worker, self._closed)
         values, signature = self._check(inputs)
         state = self._workers[worker]
@@ -263,7 +275,7 @@ class GpuProgram(DeviceProgram):
                     outputs = self._run_profiled(state, variant, values)
                 else:
                     outputs = self._run_tensors(state, variant, values, signature)
-                result = self._collect(state, variant, outputs, keep)
+                result = self._collect(state, variant, outputs, keep, host_outputs)
             if self._cuda and keep:
                 self._hand_to_caller(state, result, keep)
         except (InputError, InferenceError):
@@ -365,29 +377,40 @@ class GpuProgram(DeviceProgram):
                 state.graphs.popitem(last=False)
         return captured
 
-    def _collect(self, state: _Worker, variant: _Variant, outputs: Sequence[Any],
-                 keep: set[str]) -> dict[str, Any]:
-        """Outputs by name: torch tensors for ``keep``, numpy arrays (pinned host memory) for the rest."""
+    def _collect(self, state: _Worker, variant: _Variant, outputs: Sequence[Any], keep: set[str],
+                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None = None) -> dict[str, Any]:
+        """Outputs by name: torch tensors for ``keep``, numpy arrays (pinned host memory, or the
+        arrays ``host_outputs`` gives) for the rest."""
         start = time.perf_counter()
         result: dict[str, Any] = {}
         pending: list[str] = []
+        arrays: dict[str, np.ndarray] = {}  # the host_outputs arrays written by the device
         for name, tensor in zip(variant.lowered.output_names, outputs, strict=True):
             if name in keep:
                 # A graph's outputs are overwritten by its next replay: the caller gets a copy.
                 aliased = variant.graphs or self._aliases(variant, tensor)
                 result[name] = tensor.clone() if aliased else tensor
             elif self._cuda:
-                host = pinned_empty(tensor.shape, tensor.dtype)
+                given = self._given_output(host_outputs, name, tensor)
+                if given is None:
+                    host = pinned_empty(tensor.shape, tensor.dtype)
+                else:
+                    host, arrays[name] = torch.from_numpy(given), given
                 result[name] = host.copy_(tensor, non_blocking=True)
                 pending.append(name)
             else:
                 array = torch_to_numpy(tensor)
-                result[name] = array.copy() if self._aliases(variant, tensor) else array
+                given = self._given_output(host_outputs, name, tensor)
+                if given is not None:
+                    np.copyto(given, array, casting="no")
+                    result[name] = given
+                else:
+                    result[name] = array.copy() if self._aliases(variant, tensor) else array
         if pending:
             state.stream.synchronize()  # the inputs' copies are done too: no staging event needed
             state.staged = None
             for name in pending:  # a view: the array keeps the pinned tensor alive, no host memcpy
-                result[name] = torch_to_numpy(result[name])
+                result[name] = arrays[name] if name in arrays else torch_to_numpy(result[name])
         elif state.host_inputs:
             state.staged = torch.cuda.Event()
             state.staged.record(state.stream)
@@ -399,6 +422,24 @@ class GpuProgram(DeviceProgram):
             state.records.append(ProfilingRecord(f"transfer {self.device}->CPU", "Transfer", "copy",
                                                  elapsed, elapsed, bytes=moved))
         return result
+
+    @staticmethod
+    def _given_output(host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None, name: str,
+                      tensor: torch.Tensor) -> np.ndarray | None:
+        """The caller's array for output ``name`` (``run_into``), or None: then the program makes one."""
+        dtype = _HOST_DTYPES.get(tensor.dtype)
+        if host_outputs is None or dtype is None:
+            return None
+        shape = tuple(tensor.shape)
+        given = host_outputs(name, dtype, shape)
+        if given is None:
+            return None
+        if not isinstance(given, np.ndarray) or given.shape != shape or given.dtype != dtype \
+                or not given.flags.writeable:
+            raise InferenceError(f"{name}: run_into's host_outputs gave {type(given).__name__} "
+                                 f"{getattr(given, 'dtype', '')} {getattr(given, 'shape', '')}; "
+                                 f"expected a writable {dtype} array of shape {shape}")
+        return given
 
     def _aliases(self, variant: _Variant, tensor: torch.Tensor) -> bool:
         """Whether an output shares memory with a constant (or, on the host, may share a user's array)."""
