@@ -122,9 +122,10 @@ def test_outputs_are_placed_in_the_buffer_while_they_fit_and_copied_in_otherwise
     assert placement("text", np.dtype(object), (2,)) is None  # travels in the message
     huge = RNG.standard_normal(1 << 20).astype(np.float32)
     text = np.array(["a", "b"], dtype=object)
-    outputs = {"y": y, "huge": huge, "text": text, "s": np.float32(3.5) * np.ones(())}
+    outputs = {"huge": huge, "y": y, "text": text, "s": np.float32(3.5) * np.ones(())}
     described = placement.describe(outputs)
-    assert described[0] == ("y", "<f4", (4, 16), 128)  # written in place: described, not copied
+    assert [entry[0] for entry in described] == list(outputs)  # in the program's order
+    assert described[1] == ("y", "<f4", (4, 16), 128)  # written in place: described, not copied
     assert buffer.size >= (1 << 20) * 4 + 128  # grown for the rest
     back = read_arrays(buffer, described, copy=True)
     assert sorted(back) == ["huge", "s", "text", "y"]

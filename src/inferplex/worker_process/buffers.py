@@ -202,18 +202,17 @@ class OutputPlacement:
         return view
 
     def describe(self, outputs: Mapping[str, Any]) -> list[Any]:
-        """Descriptions of every output: those written in place as they are, the rest copied in."""
-        described: list[Any] = []
+        """Descriptions of every output, in order: those written in place as they are, the rest copied in."""
+        described: dict[str, Any] = {}
         rest: dict[str, Any] = {}
         for name, value in outputs.items():
             placed = self._placed.get(name)
             if placed is not None and _same_memory(value, placed[0]):
-                described.append((name, value.dtype.str, value.shape, placed[1]))
+                described[name] = (name, value.dtype.str, value.shape, placed[1])
             else:
                 rest[name] = value
-        if rest:
-            described += write_arrays(self._buffer, rest, self.end)[0]
-        return described
+        copied = {entry[0]: entry for entry in write_arrays(self._buffer, rest, self.end)[0]} if rest else {}
+        return [described[name] if name in described else copied[name] for name in outputs]
 
 
 def _same_memory(value: Any, view: np.ndarray) -> bool:
