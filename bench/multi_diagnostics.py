@@ -1,15 +1,17 @@
-"""Where MULTI and CUMULATIVE throughput goes: ResNet-50 (f16, batch 4), configuration by configuration.
+"""Where MULTI and CUMULATIVE throughput goes: ResNet-50 or BERT-base (f16, batch 4), row by row.
 
-Rows, closed loop through AsyncInferQueue for ``--seconds`` each:
+Rows, closed loop through AsyncInferQueue for ``--seconds`` each, with the
+calling process's CPU time per request (it drives every worker process):
   GPU.0 alone in this process (1x and 2x its optimal requests in flight);
-  MULTI:GPU.0 alone through a worker process, which shows what the worker-process
-  path costs one GPU;
+  MULTI:GPU.0 alone through a worker process (1x and 2x), which shows what the
+  worker-process path costs one GPU;
   MULTI:GPU.0,GPU.1 with MULTI_WORKER_PROCESSES AUTO (GPU.1 in a process), YES, NO;
   CUMULATIVE GPU.0+CPU with the defaults, then without MULTI_CHECK_HOST_GAIN (the
   CPU always serving): CPU threads at THREAD_PRIORITY LOW (the default beside
   accelerators) or NORMAL, the GPU in this process or in a worker process.
 
     python bench/multi_diagnostics.py              # two CUDA GPUs (about 4 minutes)
+    python bench/multi_diagnostics.py --model bert # BERT-base instead of ResNet-50
     python bench/multi_diagnostics.py --quick      # tiny model, emulated GPUs
 """
 
@@ -17,19 +19,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multi_auto import closed_loop, resnet50, tiny_model
+from multi_auto import bert_base, closed_loop, resnet50, tiny_model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny model, 2 emulated GPUs")
     parser.add_argument("--seconds", type=float, default=None, help="per row (default 3; 0.5 quick)")
+    parser.add_argument("--model", choices=("resnet50", "bert"), default="resnet50")
     args = parser.parse_args()
     seconds = args.seconds or (0.5 if args.quick else 3.0)
     if args.quick:
@@ -38,12 +42,17 @@ def main() -> None:
 
     core = ov.Core()
     folder = tempfile.mkdtemp()
-    model, inputs = tiny_model(4) if args.quick else resnet50(4, Path(folder))
+    make = bert_base if args.model == "bert" else resnet50
+    model, inputs = tiny_model(4) if args.quick else make(4, Path(folder))
     gpu = {} if args.quick else {"INFERENCE_PRECISION_HINT": "f16"}
 
     def row(label: str, device: str, config: dict[str, Any], jobs_per_optimal: int = 1) -> None:
         compiled = core.compile_model(model, device, config)
+        before = _cpu_seconds()
         result = closed_loop(compiled, inputs, seconds, jobs_per_optimal)
+        # closed_loop warms up for min(2 s, seconds) first: count the CPU of both loops.
+        warmup = result["warmup_fps"] * min(2.0, seconds)
+        per_request = (_cpu_seconds() - before) / max(1.0, result["requests"] + warmup) * 1e6
         check = getattr(compiled.executor, "host_gain", None)
         compiled.release()
         states = result["states"]
@@ -51,12 +60,14 @@ def main() -> None:
         devices = "  ".join(f"{d}: {s['fps']:.0f}{marks.get(d, '')}" for d, s in result["devices"].items())
         if check is not None and check.checks:  # MULTI_CHECK_HOST_GAIN's latest measurement
             devices += "  [with/without the host: {:.0f}/{:.0f} req/s]".format(*check.last_rates)
-        print(f"{label:58s} {result['fps']:8.1f} req/s  jobs {result['jobs']}  {devices}", flush=True)
+        print(f"{label:58s} {result['fps']:8.1f} req/s  jobs {result['jobs']}  "
+              f"caller CPU {per_request:5.0f} us/request  {devices}", flush=True)
 
     row("GPU.0 alone", "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT", **gpu})
     row("GPU.0 alone, 2x requests", "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT", **gpu}, 2)
-    row("MULTI:GPU.0 through a worker process", "MULTI:GPU.0",
-        {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": "YES"})
+    for jobs in (1, 2):
+        row(f"MULTI:GPU.0 through a worker process{', 2x requests' if jobs == 2 else ''}", "MULTI:GPU.0",
+            {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": "YES"}, jobs)
     for setting in ("AUTO", "YES", "NO"):
         row(f"MULTI:GPU.0,GPU.1, MULTI_WORKER_PROCESSES={setting}", "MULTI:GPU.0,GPU.1",
             {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": setting})
@@ -73,6 +84,13 @@ def main() -> None:
     for label, extra, cpu in variants:
         row(f"CUMULATIVE GPU+CPU, {label}", "AUTO:GPU.0,CPU",
             {**cumulative, **extra, "DEVICE_PROPERTIES": {"GPU": gpu, "CPU": cpu}})
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this (the calling) process so far, every thread included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
 
 if __name__ == "__main__":
     main()
