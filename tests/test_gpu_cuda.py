@@ -7,7 +7,9 @@ device tensors pass through without a host copy, and workers run concurrently.
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -262,17 +264,33 @@ def test_a_gpu_served_from_a_worker_process_gives_the_same_results() -> None:
         compiled.release()
 
 
-def test_pinned_host_memory_goes_to_the_gpu_without_a_staging_copy() -> None:
-    """pin_host_memory (a worker process's shared buffers): inputs there are read by the GPU directly."""
+@pytest.fixture
+def pinned() -> Iterator[tuple[Any, Any, Callable[[], None]]]:
+    """A program, 1 MiB of host memory page-locked for it (as a worker process's buffers are), and unpin."""
     import mmap
 
     program = _program()
+    memory = mmap.mmap(-1, 1 << 20)
+    undo = program.pin_host_memory(np.frombuffer(memory, np.uint8).ctypes.data, len(memory))
+    assert undo is not None
+    done: list[bool] = []
+
+    def unpin() -> None:
+        if not done:
+            done.append(True)
+            undo()
+
+    yield program, memory, unpin
+    unpin()
+    program.close()
+    with contextlib.suppress(BufferError):  # a failed test's traceback may still hold a view
+        memory.close()
+
+
+def test_pinned_host_memory_goes_to_the_gpu_without_a_staging_copy(pinned) -> None:  # noqa: ANN001
+    """pin_host_memory: inputs there are read by the GPU directly."""
+    program, memory, unpin = pinned
     feeds = _feeds()
-    size = 1 << 20
-    memory = mmap.mmap(-1, size)
-    address = np.frombuffer(memory, np.uint8).ctypes.data
-    unpin = program.pin_host_memory(address, size)
-    assert unpin is not None
     view = np.frombuffer(memory, np.float32, feeds["x"].size).reshape(feeds["x"].shape)
     view[...] = feeds["x"]
     assert torch.from_numpy(view).is_pinned()
@@ -281,34 +299,21 @@ def test_pinned_host_memory_goes_to_the_gpu_without_a_staging_copy() -> None:
     assert not program._workers[0].staging  # read in place: no staging buffer was made
     unpin()
     assert not torch.from_numpy(view).is_pinned()
-    del view
-    program.close()
-    memory.close()
 
 
-def test_outputs_go_from_the_gpu_straight_into_pinned_host_memory() -> None:
-    """run_into with page-locked memory (a worker process's shared buffers): the GPU copies outputs there."""
-    import mmap
-
-    program = _program()
+def test_outputs_go_from_the_gpu_straight_into_pinned_host_memory(pinned) -> None:  # noqa: ANN001
+    """run_into with page-locked memory: the GPU copies outputs there, equal to ONNX Runtime's."""
+    program, memory, _ = pinned
     feeds = _feeds()
-    size = 1 << 20
-    memory = mmap.mmap(-1, size)
-    unpin = program.pin_host_memory(np.frombuffer(memory, np.uint8).ctypes.data, size)
-    assert unpin is not None
+
     given: list[np.ndarray] = []
 
     def host_outputs(name: str, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
-        given.append(np.frombuffer(memory, dtype, int(np.prod(shape))).reshape(shape))
-        given[-1][...] = np.nan
-        return given[-1]
+        given[:] = [np.frombuffer(memory, dtype, int(np.prod(shape))).reshape(shape)]
+        given[0][...] = np.nan
+        return given[0]
 
     for _ in range(3):  # capture, then replays
         out = program.run_into(feeds, 0, host_outputs)["y"]
-        assert out is given[-1] and torch.from_numpy(out).is_pinned()
+        assert out is given[0] and torch.from_numpy(out).is_pinned()
         np.testing.assert_allclose(out, _reference(feeds), rtol=1e-4, atol=1e-5)
-    unpin()
-    given.clear()
-    del out
-    program.close()
-    memory.close()

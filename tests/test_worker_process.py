@@ -6,6 +6,8 @@ program compiled in this process.
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -139,7 +141,7 @@ def test_request_messages_of_any_size_cross_a_socket_whole() -> None:
     import socket
     import threading
 
-    from inferplex.worker_process.buffers import MessageSocket
+    from inferplex.worker_process.messages import MessageSocket
 
     ours, theirs = (MessageSocket(end) for end in socket.socketpair())
     small = ("run", 1 << 20, [("x", "<f4", (4, 3), 0)])
@@ -152,6 +154,12 @@ def test_request_messages_of_any_size_cross_a_socket_whole() -> None:
     np.testing.assert_array_equal(array, large[2][0][1])
     assert ours.receive() == small
     sender.join()
+    garbage = b"not a pickle"
+    theirs.socket.sendall(len(garbage).to_bytes(8, "big") + garbage)
+    theirs.send(small)
+    with pytest.raises(pickle.UnpicklingError):
+        ours.receive()
+    assert ours.receive() == small  # the bad message was taken whole
     theirs.close()
     with pytest.raises(EOFError):
         ours.receive()

@@ -18,7 +18,7 @@ two request slots per device worker (one runs while the next waits beside the
 device, see ``child.py``).  Each slot has a socket of its own and a
 shared-memory buffer (``memfd``): the caller writes a request's arrays into
 the buffer and sends their names, types, shapes and offsets (one small pickle,
-``MessageSocket``); the worker process runs them and answers the same way
+``messages.py``); the worker process runs them and answers the same way
 with the outputs.  The buffer grows when a request does not fit.  The worker
 process page-locks its mappings for the device
 (``DeviceProgram.pin_host_memory``, ``cudaHostRegister`` on CUDA), so inputs go

@@ -24,7 +24,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from inferplex.devices.base import DeviceProgram
-from inferplex.worker_process.buffers import MessageSocket, OutputPlacement, SharedBuffer, read_arrays
+from inferplex.worker_process.buffers import OutputPlacement, SharedBuffer, read_arrays
+from inferplex.worker_process.messages import MessageSocket
 
 REQUESTS_PER_WORKER = 2
 """Request slots per program worker: one running, one ready to start when it ends."""

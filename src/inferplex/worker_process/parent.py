@@ -17,12 +17,12 @@ from inferplex import errors
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
 from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
 from inferplex.worker_process.buffers import (
-    MessageSocket,
     SharedBuffer,
     new_buffer_fd,
     read_arrays,
     write_arrays,
 )
+from inferplex.worker_process.messages import MessageSocket
 
 if TYPE_CHECKING:
     import onnx_ir as ir
