@@ -13,6 +13,11 @@ calling process's CPU time per request (it drives every worker process):
     python bench/multi_diagnostics.py              # two CUDA GPUs (about 4 minutes)
     python bench/multi_diagnostics.py --model bert # BERT-base instead of ResNet-50
     python bench/multi_diagnostics.py --quick      # tiny model, emulated GPUs
+    python bench/multi_diagnostics.py --streams    # one GPU: NUM_STREAMS 4, 8 and 16, both ways
+
+``--streams`` measures only GPU.0, with the THROUGHPUT hint's worker count and
+with NUM_STREAMS 4, 8 and 16, in this process and from a worker process, and
+prints each row's ratio to the hint's default in this process.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny model, 2 emulated GPUs")
     parser.add_argument("--seconds", type=float, default=None, help="per row (default 3; 0.5 quick)")
     parser.add_argument("--model", choices=("resnet50", "bert"), default="resnet50")
+    parser.add_argument("--streams", action="store_true", help="only the NUM_STREAMS sweep on GPU.0")
     args = parser.parse_args()
     seconds = args.seconds or (0.5 if args.quick else 3.0)
     if args.quick:
@@ -46,7 +52,8 @@ def main() -> None:
     model, inputs = tiny_model(4) if args.quick else make(4, Path(folder))
     gpu = {} if args.quick else {"INFERENCE_PRECISION_HINT": "f16"}
 
-    def row(label: str, device: str, config: dict[str, Any], jobs_per_optimal: int = 1) -> None:
+    def row(label: str, device: str, config: dict[str, Any], jobs_per_optimal: int = 1,
+            baseline: float | None = None) -> float:
         compiled = core.compile_model(model, device, config)
         before = _cpu_seconds()
         result = closed_loop(compiled, inputs, seconds, jobs_per_optimal)
@@ -60,11 +67,24 @@ def main() -> None:
         devices = "  ".join(f"{d}: {s['fps']:.0f}{marks.get(d, '')}" for d, s in result["devices"].items())
         if check is not None and check.checks:  # MULTI_CHECK_HOST_GAIN's latest measurement
             devices += "  [with/without the host: {:.0f}/{:.0f} req/s]".format(*check.last_rates)
-        print(f"{label:58s} {result['fps']:8.1f} req/s  jobs {result['jobs']}  "
+        ratio = f"  {result['fps'] / baseline:5.2f}x" if baseline else ""
+        print(f"{label:58s} {result['fps']:8.1f} req/s{ratio}  jobs {result['jobs']}  "
               f"caller CPU {per_request:5.0f} us/request  {devices}", flush=True)
+        return float(result["fps"])
 
-    row("GPU.0 alone", "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT", **gpu})
-    row("GPU.0 alone, 2x requests", "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT", **gpu}, 2)
+    throughput = {"PERFORMANCE_HINT": "THROUGHPUT", **gpu}
+    if args.streams:
+        default = row("GPU.0 alone (THROUGHPUT hint's workers)", "GPU.0", throughput)
+        for streams in (4, 8, 16):
+            row(f"GPU.0 alone, NUM_STREAMS={streams}", "GPU.0", {**throughput, "NUM_STREAMS": streams},
+                baseline=default)
+            row(f"MULTI:GPU.0 through a worker process, NUM_STREAMS={streams}", "MULTI:GPU.0",
+                {"DEVICE_PROPERTIES": {"GPU": {**gpu, "NUM_STREAMS": streams}},
+                 "MULTI_WORKER_PROCESSES": "YES"}, baseline=default)
+        return
+
+    row("GPU.0 alone", "GPU.0", throughput)
+    row("GPU.0 alone, 2x requests", "GPU.0", throughput, 2)
     for jobs in (1, 2):
         row(f"MULTI:GPU.0 through a worker process{', 2x requests' if jobs == 2 else ''}", "MULTI:GPU.0",
             {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": "YES"}, jobs)

@@ -21,13 +21,13 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
-
 def _export(net: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
     """``net`` exported to ONNX with input ``x`` (dynamic batch) and output ``y``."""
     buffer = io.BytesIO()
     torch.onnx.export(net, (example,), buffer, input_names=["x"], output_names=["y"], opset_version=17,
                       dynamic_axes={"x": {0: "batch"}}, dynamo=False)
     return onnx.load_from_string(buffer.getvalue())
+
 
 def _cnn_model() -> onnx.ModelProto:
     torch.manual_seed(0)
@@ -47,12 +47,12 @@ def _cnn_model() -> onnx.ModelProto:
     return _export(net, torch.randn(2, 3, 32, 32))
 
 
-def _program(config: dict[str, Any] | None = None) -> Any:
+def _program(config: dict[str, Any] | None = None, device: str = "GPU.0") -> Any:
     import onnx_ir as ir
 
     from inferplex.devices.gpu.plugin import GpuPlugin
 
-    return GpuPlugin().compile(ir.serde.deserialize_model(_cnn_model()), "GPU.0", config or {})
+    return GpuPlugin().compile(ir.serde.deserialize_model(_cnn_model()), device, config or {})
 
 
 def _reference(feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -105,12 +105,32 @@ def test_device_tensors_in_and_out() -> None:
 
 def test_workers_run_concurrently_and_agree() -> None:
     program = _program({"PERFORMANCE_HINT": "THROUGHPUT"})
-    assert program.num_workers == 4
-    feeds = [_feeds(seed=s) for s in range(8)]
+    assert program.num_workers == 8
+    feeds = [_feeds(seed=s) for s in range(16)]
     with ThreadPoolExecutor(program.num_workers) as pool:
-        results = list(pool.map(lambda i: program.run(feeds[i], worker=i % 4)["y"], range(8)))
+        results = list(pool.map(lambda i: program.run(feeds[i], worker=i % 8)["y"], range(16)))
     for got, inputs in zip(results, feeds, strict=True):
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
+
+
+def test_a_run_leaves_the_calling_threads_stream_as_it_was() -> None:
+    program, feeds = _program(), _feeds()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        got = program.run(feeds)["y"]
+        assert torch.cuda.current_stream() == side
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    np.testing.assert_allclose(got, _reference(feeds), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_a_run_on_another_gpu_leaves_the_current_device_as_it_was() -> None:
+    program, feeds = _program(device="GPU.1"), _feeds()
+    torch.cuda.set_device(0)
+    got = program.run(feeds)["y"]
+    assert torch.cuda.current_device() == 0
+    assert torch.cuda.current_stream(1) == torch.cuda.default_stream(1)
+    np.testing.assert_allclose(got, _reference(feeds), rtol=1e-4, atol=1e-6)
 
 
 def test_profiling_uses_cuda_events() -> None:

@@ -50,7 +50,7 @@ import torch.fx
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
 from inferplex.devices.gpu.specialize import Specializer
-from inferplex.devices.gpu.support import GATE, TimingInterpreter, host_tensor, pinned_empty
+from inferplex.devices.gpu.support import GATE, OnStream, TimingInterpreter, host_tensor, pinned_empty
 from inferplex.errors import InferenceError, InputError, PropertyError
 
 __all__ = ["GRAPH_CACHE_SIZE", "GpuProgram"]
@@ -94,6 +94,8 @@ class _Captured:
 @dataclass
 class _Worker:
     stream: Any = None
+    on_stream: Any = None
+    """``with state.on_stream``: the worker's stream current (:class:`OnStream`)."""
     pool: Any = None
     staging: dict[int, torch.Tensor] = field(default_factory=dict)
     staged: Any = None
@@ -152,7 +154,8 @@ class GpuProgram(DeviceProgram):
         if not self._cuda:
             return _Worker()
         with torch.cuda.device(self._torch_device):
-            return _Worker(stream=torch.cuda.Stream(self._torch_device), pool=torch.cuda.graph_pool_handle())
+            stream = torch.cuda.Stream(self._torch_device)
+            return _Worker(stream=stream, on_stream=OnStream(stream), pool=torch.cuda.graph_pool_handle())
 
     def _make_variant(self, lowered: LoweredGraph) -> _Variant:
         forward = torch.compile(lowered.module) if self._compiled else lowered.module
@@ -333,7 +336,7 @@ class GpuProgram(DeviceProgram):
         if any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
             # Inputs made on the caller's stream: our stream must not read them early.
             state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
-        return torch.cuda.stream(state.stream)
+        return state.on_stream
 
     def _run_tensors(self, state: _Worker, variant: _Variant, values: list[Any],
                      signature: tuple[Any, ...]) -> Sequence[torch.Tensor]:

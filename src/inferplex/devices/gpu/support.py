@@ -15,7 +15,7 @@ import torch.fx
 
 from inferplex.devices.gpu.tensors import numpy_to_torch
 
-__all__ = ["GATE", "CaptureGate", "TimingInterpreter", "host_tensor", "pinned_empty"]
+__all__ = ["GATE", "CaptureGate", "OnStream", "TimingInterpreter", "host_tensor", "pinned_empty"]
 
 
 class TimingInterpreter(torch.fx.Interpreter):
@@ -100,14 +100,51 @@ class CaptureGate:
 GATE = CaptureGate()
 
 
+class OnStream:
+    """``with``: make ``stream`` (and its device) current in this thread, and restore both after.
+
+    What ``torch.cuda.stream(stream)`` does, made once per worker: that one looks
+    up the current device through several Python layers on every entry and exit,
+    which counts once per request.  One object serves one thread at a time.
+    """
+
+    __slots__ = ("_device", "_previous_device", "_previous_stream", "stream")
+
+    def __init__(self, stream: torch.cuda.Stream) -> None:
+        self.stream = stream
+        self._device = stream.device_index
+        self._previous_device = -1
+        self._previous_stream: torch.cuda.Stream | None = None
+
+    def __enter__(self) -> torch.cuda.Stream:
+        self._previous_device = torch.cuda.current_device()
+        self._previous_stream = torch.cuda.current_stream(self._device)
+        torch.cuda.set_stream(self.stream)  # makes its device current too
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous_stream is not None:
+            torch.cuda.set_stream(self._previous_stream)
+        if self._previous_device != self._device:
+            torch.cuda.set_device(self._previous_device)
+        self._previous_stream = None
+
+
+_DIRECT_DTYPES: dict[np.dtype, bool] = {}
+"""Per numpy dtype: whether ``torch.from_numpy`` takes it as it is (numpy's ``dtype.name`` is slow)."""
+
+
 def host_tensor(array: np.ndarray) -> torch.Tensor:
     """A CPU tensor over ``array``'s memory, without numpy's single-threaded copy where torch can read it.
 
     Read-only arrays are only read here (copied into a pinned buffer by torch's
     multi-threaded ``copy_``), so torch's warning about them does not apply.
     """
-    strides_ok = all(s >= 0 and s % array.itemsize == 0 for s in array.strides)
-    if array.dtype.name == "bfloat16" or not strides_ok or not array.dtype.isnative:
+    direct = _DIRECT_DTYPES.get(array.dtype)
+    if direct is None:
+        direct = _DIRECT_DTYPES[array.dtype] = array.dtype.name != "bfloat16" and array.dtype.isnative
+    if not direct or not (array.flags.c_contiguous
+                          or all(s >= 0 and s % array.itemsize == 0 for s in array.strides)):
         return numpy_to_torch(array)
     if array.flags.writeable:
         return torch.from_numpy(array)
