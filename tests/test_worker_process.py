@@ -144,7 +144,7 @@ def test_request_messages_of_any_size_cross_a_socket_whole() -> None:
     from inferplex.worker_process.messages import MessageSocket
 
     ours, theirs = (MessageSocket(end) for end in socket.socketpair())
-    small = ("run", 1 << 20, [("x", "<f4", (4, 3), 0)])
+    small = ("run", 1 << 20, [("x", "<f4", (4, 3), 0)], 48)
     large = ("ok", 0, [("s", np.array(["text"] * 100_000, dtype=object))], None)  # travels in the message
     sender = threading.Thread(target=lambda: [theirs.send(m) for m in (small, large, small)])
     sender.start()  # back to back: a read may take the start of the next message, which is kept

@@ -44,6 +44,7 @@ class SharedBuffer:
         self._pin = pin
         self._unpin: Callable[[], None] | None = None
         self._map: mmap.mmap | None = None
+        self._bytes: np.ndarray | None = None  # the mapping as bytes: views are slices of it
         self._retired: list[mmap.mmap] = []  # old mappings some array still views
         self.size = 0
         self.follow(os.fstat(fd).st_size)
@@ -58,12 +59,14 @@ class SharedBuffer:
         if size <= self.size:
             return
         if self._map is not None:
+            self._bytes = None
             self._release(self._map)
         self._map = mmap.mmap(self.fd, size) if size else None
         self.size = size
-        if self._map is not None and self._pin is not None:
-            address = np.frombuffer(self._map, np.uint8).ctypes.data  # the view goes at once
-            self._unpin = self._pin(address, size)
+        if self._map is not None:
+            self._bytes = np.frombuffer(self._map, np.uint8)
+            if self._pin is not None:
+                self._unpin = self._pin(self._bytes.ctypes.data, size)
 
     def reserve(self, size: int) -> None:
         """Grow the buffer to hold ``size`` bytes (doubling, so that growth is rare)."""
@@ -74,10 +77,12 @@ class SharedBuffer:
         self.follow(new)
 
     def view(self, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:
-        count = math.prod(shape)
-        if count == 0 or self._map is None:
+        nbytes = dtype.itemsize * math.prod(shape)
+        if nbytes == 0 or self._bytes is None:
             return np.empty(shape, dtype)
-        return np.frombuffer(self._map, dtype, count, offset).reshape(shape)
+        if offset < 0 or offset + nbytes > self.size:
+            raise ValueError(f"{nbytes} bytes at offset {offset} do not fit in a buffer of {self.size} bytes")
+        return self._bytes[offset:offset + nbytes].view(dtype).reshape(shape)
 
     def _release(self, old: mmap.mmap) -> None:
         self._unpin_mapping()
@@ -93,6 +98,7 @@ class SharedBuffer:
 
     def close(self) -> None:
         self._unpin_mapping()
+        self._bytes = None
         for old in [*self._retired, *([self._map] if self._map is not None else [])]:
             with contextlib.suppress(BufferError):  # unmapped when the last array viewing it goes
                 old.close()
@@ -163,7 +169,7 @@ class OutputPlacement:
         rest: dict[str, Any] = {}
         for name, value in outputs.items():
             placed = self._placed.get(name)
-            if placed is not None and _same_memory(value, placed[0]):
+            if placed is not None and (value is placed[0] or _same_memory(value, placed[0])):
                 described[name] = (name, value.dtype.str, value.shape, placed[1])
             else:
                 rest[name] = value

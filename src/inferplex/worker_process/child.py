@@ -14,7 +14,6 @@ this side.
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import queue
 import socket
@@ -50,14 +49,13 @@ def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], sock: MessageSo
            buffer: SharedBuffer, profiling: bool) -> None:
     while True:
         try:
-            _, size, described = sock.receive()
+            _, size, described, end = sock.receive()
         except (EOFError, OSError):
             return
         try:
             buffer.follow(size)
             inputs = read_arrays(buffer, described, copy=False)
-            end = max((e[3] + _nbytes(e) for e in described if len(e) == 4), default=0)
-            placement = OutputPlacement(buffer, end)
+            placement = OutputPlacement(buffer, end)  # outputs go after the inputs
             worker = free.get()
             try:
                 outputs = program.run_into(inputs, worker, placement)
@@ -77,13 +75,6 @@ def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], sock: MessageSo
         except Exception as error:  # noqa: BLE001 - a reply that cannot be pickled still answers
             sock.send(("error", "InferenceError", f"the worker process could not send its result back: "
                                                   f"{type(error).__name__}: {error}"))
-
-
-def _nbytes(entry: tuple[Any, ...]) -> int:
-    import numpy as np
-
-    _, dtype, shape, _ = entry
-    return np.dtype(dtype).itemsize * math.prod(shape)
 
 
 def main() -> int:

@@ -81,12 +81,12 @@ class WorkerProcessProgram(DeviceProgram):
             raise InputError(f"inputs must be a mapping of input name to tensor, got {type(inputs).__name__}")
         sock, buffer = self._workers[worker]
         try:
-            described, _ = write_arrays(buffer, inputs)
+            described, end = write_arrays(buffer, inputs)
         except (TypeError, ValueError, RuntimeError) as error:
             raise InputError(f"{self.device} (in a worker process) takes numpy arrays or host tensors: "
                              f"{type(error).__name__}: {error}") from error
         try:
-            sock.send(("run", buffer.size, described))
+            sock.send(("run", buffer.size, described, end))
             reply = sock.receive()
         except (EOFError, OSError) as error:
             raise self._ended() from error
