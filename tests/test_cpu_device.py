@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
+from inferplex.devices.cpu import _serialize
 
 
 def _constant_model(ir_version: int | None = None) -> object:
@@ -31,3 +35,49 @@ def test_a_model_stamped_with_a_newer_ir_version_than_ort_reads_still_runs() -> 
     x = np.array([1.0, -2.0, 3.5], np.float32)
     result = ov.Core().compile_model(model, "CPU")({"x": x})
     np.testing.assert_array_equal(result["y"], x * 2)
+
+
+def _weighted_model() -> onnx.ModelProto:
+    """y = relu(x @ w + b) + cast(c): w large (f32), b small, c a large bfloat16 constant."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((256, 64)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    c = helper.make_tensor("c", TensorProto.BFLOAT16, [64], rng.standard_normal(64).tolist())
+    c_big = helper.make_tensor("c_big", TensorProto.BFLOAT16, [8, 64], rng.standard_normal(512).tolist())
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("Add", ["xw", "b"], ["pre"]),
+        helper.make_node("Relu", ["pre"], ["act"]),
+        helper.make_node("Cast", ["c_big"], ["c_big_f"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["c_big_f", "axis"], ["c_sum"], keepdims=0),
+        helper.make_node("Cast", ["c"], ["c_f"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["act", "c_f"], ["with_c"]),
+        helper.make_node("Add", ["with_c", "c_sum"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"), c, c_big,
+             numpy_helper.from_array(np.array([0], np.int64), "axis")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_large_initializers_reach_onnx_runtime_outside_the_serialized_model() -> None:
+    model = _weighted_model()
+    data, initializers = _serialize(ir.serde.deserialize_model(model))
+    assert [name for name, _ in initializers] == ["w"]  # b is small, c_big is bfloat16: both stay inside
+    assert len(data) < 256 * 64 * 4 // 8
+    handed = {t.name: t for t in onnx.load_from_string(data).graph.initializer}
+    assert handed["w"].data_location == TensorProto.EXTERNAL and not handed["w"].raw_data
+    assert handed["c_big"].data_location == handed["b"].data_location == TensorProto.DEFAULT
+
+
+def test_a_model_with_large_initializers_matches_onnx_runtime_on_the_whole_model() -> None:
+    model = _weighted_model()
+    x = np.random.default_rng(4).standard_normal((5, 256)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    for hint in ("LATENCY", "THROUGHPUT"):  # one session, then several sharing the initializers' values
+        compiled = ov.Core().compile_model(model, "CPU", {"PERFORMANCE_HINT": hint})
+        requests = [compiled.create_infer_request() for _ in range(3)]
+        for request in requests:
+            np.testing.assert_allclose(request.infer({"x": x})["y"], want, rtol=1e-6, atol=1e-6)

@@ -74,6 +74,34 @@ def test_a_cumulative_compile_gives_the_cpu_fewer_threads(registry) -> None:  # 
         executor.close()
 
 
+def test_auto_startup_helper_leaves_cores_to_the_device_it_stands_in_for(registry) -> None:  # noqa: ANN001
+    import time
+
+    from onnx import TensorProto, helper
+
+    from inferplex.multi import compile_auto
+    from inferplex.properties import parse_device_string
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    executor = compile_auto(registry, ov.Core().read_model(model).ir, parse_device_string("AUTO:GPU.0,CPU"),
+                            {})
+    try:
+        devices = executor.scheduler._devices  # the CPU serves first, or stays for runtime fallback
+        deadline = time.monotonic() + 30
+        while "CPU" not in devices and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cpu_program = devices["CPU"].executor.program
+        cores = int(registry.device_property("CPU", "NUMBER_OF_CORES"))
+        assert cpu_program.get_property("INFERENCE_NUM_THREADS") <= max(1, cores - HOST_CORES_PER_ACCELERATOR)
+        assert cpu_program.get_property("THREAD_SPINNING") is False
+        assert cpu_program.get_property("THREAD_PRIORITY") == ("LOW" if _linux() else "NORMAL")
+    finally:
+        executor.close()
+
+
 def _gelu_between_matmuls() -> object:
     """MatMul -> com.microsoft FastGelu (CPU only) -> MatMul: HETERO:GPU,CPU makes three subgraphs."""
     import numpy as np

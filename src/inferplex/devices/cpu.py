@@ -56,6 +56,7 @@ import onnxruntime as ort
 
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingRecord
 from inferplex.errors import CompileError, PropertyError
+from inferplex.serialize import serialize_leaving_out
 
 __all__ = ["CpuPlugin", "CpuProgram", "stream_layout"]
 
@@ -157,7 +158,7 @@ class CpuProgram(DeviceProgram):
         self.num_workers = self._streams
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self._profile_dir = tempfile.mkdtemp(prefix="inferplex-profile-") if self._profiling else ""
-        self._model_bytes = _serialize(model)
+        self._model_bytes, self._initializers = _serialize(model)
         self._external_dir = _external_data_dir(model)
         self._sessions = [self._new_session(i) for i in range(self._streams)]
         self._stale = [False] * self._streams
@@ -174,6 +175,8 @@ class CpuProgram(DeviceProgram):
         options.log_severity_level = 3  # warnings about unused initializers are not the user's concern
         if not self._spinning:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if self._initializers:  # copied into the session's graph before it is optimized
+            options.add_external_initializers(*map(list, zip(*self._initializers, strict=True)))
         if self._external_dir:  # the bytes keep external data by relative location
             options.add_session_config_entry(
                 "session.model_external_initializers_file_folder_path", self._external_dir)
@@ -287,12 +290,51 @@ def _external_data_dir(model: ir.Model) -> str:
     return str(folders.pop()) if folders else ""
 
 
-def _serialize(model: ir.Model) -> bytes:
-    proto = ir.serde.serialize_model(model)
+_IN_MEMORY_BYTES = 1024
+"""Main-graph initializers at least this large reach ONNX Runtime as in-memory
+values (``add_external_initializers``) instead of inside the serialized model.
+protobuf's ``SerializeToString`` holds the GIL while it copies them: 2.2 s for a
+BERT-base-sized encoder, during which a GPU compile beside it (AUTO's startup
+fallback, MULTI) stalls.  ONNX Runtime copies them in while it builds the
+session, without the GIL."""
+
+_IN_MEMORY_DTYPES = frozenset({
+    ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT8, ir.DataType.INT16,
+    ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32,
+    ir.DataType.UINT64, ir.DataType.BOOL})
+"""Element types ``OrtValue.ortvalue_from_numpy`` takes (others stay in the model)."""
+
+Initializers = list[tuple[str, "ort.OrtValue"]]
+
+
+def _serialize(model: ir.Model) -> tuple[bytes, Initializers]:
+    """The model as bytes for ONNX Runtime, and the large initializers left out of them."""
+    proto, left = serialize_leaving_out(model, _in_memory)
     # onnx.helper stamps the newest IR version, which may be newer than the
     # installed ONNX Runtime reads; the graph itself rarely needs it.
     proto.ir_version = min(proto.ir_version, _max_ir_version())
-    return proto.SerializeToString()
+    initializers: Initializers = []
+    for value in left:
+        tensor = value.const_value
+        assert tensor is not None  # serialize_leaving_out leaves out constants only
+        array = np.ascontiguousarray(tensor.numpy())
+        initializers.append((value.name or "", ort.OrtValue.ortvalue_from_numpy(array)))
+        stub = proto.graph.initializer.add()  # ONNX Runtime replaces it with the value above
+        stub.name, stub.data_type = value.name or "", tensor.dtype.value
+        stub.dims.extend(int(d) for d in tensor.shape.numpy())
+        stub.data_location = onnx.TensorProto.EXTERNAL
+        for key, text in (("location", "inferplex-in-memory"), ("offset", "0"),
+                          ("length", str(array.nbytes))):
+            entry = stub.external_data.add()
+            entry.key, entry.value = key, text
+    return proto.SerializeToString(), initializers
+
+
+def _in_memory(value: ir.Value) -> bool:
+    """Whether an initializer goes to ONNX Runtime as an in-memory value (see ``_IN_MEMORY_BYTES``)."""
+    tensor = value.const_value
+    return (tensor is not None and not isinstance(tensor, ir.ExternalTensor)  # read from its folder
+            and tensor.dtype in _IN_MEMORY_DTYPES and tensor.nbytes >= _IN_MEMORY_BYTES)
 
 
 @lru_cache(maxsize=1)

@@ -12,7 +12,9 @@ integrated, then other accelerators, then the host), minus exclusions
 Startup fallback (``ENABLE_STARTUP_FALLBACK``, default on): while the chosen
 device compiles, a host device later in the candidate list (one that compiles
 fast) serves the requests; ``EXECUTION_DEVICES`` reads ``["(CPU)"]``
-meanwhile.  When the chosen device is ready it takes every request not yet
+meanwhile.  The host leaves the chosen device cores, as in MULTI
+(:mod:`inferplex.devices.sharing`): its spinning threads on every core slowed
+the chosen device's own compile.  When the chosen device is ready it takes every request not yet
 started; requests already running on the host finish there, so none is lost or
 run twice.  With runtime fallback on, the host then stays as the device that
 re-runs failed requests.
@@ -26,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from inferplex.devices.sharing import share_the_host
 from inferplex.errors import CompileError, DeviceNameError, PropertyError
 from inferplex.executor import Done, Executor, RunResult
 from inferplex.multi.members import (
@@ -125,6 +128,8 @@ def compile_auto(registry: DeviceRegistry, model: ir.Model, spec: DeviceSpec,
         member = _compile_first(names, compile_one, unsupported)
         return AutoExecutor(MultiExecutor([member], options, resolve=registry.full_name))
     chosen = names[:names.index(helper)]
+    # The helper serves, and compiles, beside the device it stands in for: leave that one cores.
+    share_the_host(registry, {chosen[0]: configs[chosen[0]], helper: configs[helper]}, yield_cores=True)
     expected = _optimal_guess(registry, chosen[0], configs[chosen[0]])
     return _start_with_helper(helper, chosen, compile_one, unsupported, options,
                               registry.full_name, expected)

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 import onnx
 import onnx_ir as ir
 
+from inferplex.serialize import serialize_leaving_out
+
 __all__ = ["ShapeInference", "TypeMap"]
 
 TypeMap = dict[str, tuple[ir.DataType | None, tuple[int | str | None, ...] | None]]
@@ -30,16 +32,21 @@ def _dims(shape: onnx.TensorShapeProto) -> tuple[int | str | None, ...]:
 
 
 def _weightless(model: ir.Model) -> bytes:
-    proto = ir.to_proto(model)
-    kept, inputs = [], {i.name for i in proto.graph.input}
-    for init in proto.graph.initializer:
-        if init.ByteSize() <= _WEIGHT_LIMIT_BYTES:
-            kept.append(init)
-        elif init.name not in inputs:
-            proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
-    del proto.graph.initializer[:]
-    proto.graph.initializer.extend(kept)
+    """The model with its large initializers as typed inputs, never copied (see ``serialize``)."""
+    proto, left = serialize_leaving_out(model, _large)
+    inputs = {i.name for i in proto.graph.input}
+    for value in left:
+        if value.name not in inputs:
+            tensor = value.const_value
+            assert tensor is not None
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(
+                value.name or "", tensor.dtype.value, [int(d) for d in tensor.shape.numpy()]))
     return proto.SerializeToString()
+
+
+def _large(value: ir.Value) -> bool:
+    tensor = value.const_value
+    return tensor is not None and tensor.nbytes > _WEIGHT_LIMIT_BYTES
 
 
 def _fix_inputs(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
