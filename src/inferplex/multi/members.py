@@ -3,15 +3,16 @@
 ``MULTI_WORKER_PROCESSES`` (AUTO | YES | NO; default AUTO) says which members
 run in a worker process of their own (:mod:`inferplex.worker_process`): AUTO
 those whose plugin reports ``GIL_BOUND`` (a CUDA GPU); YES every member but the
-host device; NO none.  Measured on two H200 with ResNet-50
-(bench/multi_auto.py, three runs): one GPU served 1,557-1,611 requests/s
-through a worker process against 1,274-1,446 driven from the calling process,
-whose GIL also runs every request's scheduling and callback; two GPUs
-3,171-3,216 against 1,490-1,795.  (BERT-base, whose outputs are larger: one GPU
-1,041-1,056 against 1,039-1,139.)  A variant measured once and not kept, the
-first GPU in the calling process and only the second in a process of its own,
-served 1,935 (against 2,517 for both in processes, same run,
-bench/multi_diagnostics.py).
+host device; NO none.  Measured with bench/multi_auto.py (f16, batch 4):
+- on one H200 with 8 GPU workers (two runs), one GPU served 1,992-2,025
+  requests/s through a worker process against 1,696-1,751 driven from the
+  calling process, whose GIL also runs every request's scheduling and callback,
+  for ResNet-50; 1,219 against 1,218-1,230 for BERT-base;
+- on two H200 with 4 GPU workers (three runs), two GPUs served 3,171-3,216
+  against 1,490-1,795 all in the calling process (ResNet-50).
+A variant measured once and not kept, the first GPU in the calling process and
+only the second in a process of its own, served 1,935 (against 2,517 for both
+in processes, same run, bench/multi_diagnostics.py).
 """
 
 from __future__ import annotations
