@@ -304,16 +304,16 @@ _IN_MEMORY_DTYPES = frozenset({
     ir.DataType.UINT64, ir.DataType.BOOL})
 """Element types ``OrtValue.ortvalue_from_numpy`` takes (others stay in the model)."""
 
-Initializers = list[tuple[str, "ort.OrtValue"]]
+_Initializers = list[tuple[str, "ort.OrtValue"]]
 
 
-def _serialize(model: ir.Model) -> tuple[bytes, Initializers]:
+def _serialize(model: ir.Model) -> tuple[bytes, _Initializers]:
     """The model as bytes for ONNX Runtime, and the large initializers left out of them."""
     proto, left = serialize_leaving_out(model, _in_memory)
     # onnx.helper stamps the newest IR version, which may be newer than the
     # installed ONNX Runtime reads; the graph itself rarely needs it.
     proto.ir_version = min(proto.ir_version, _max_ir_version())
-    initializers: Initializers = []
+    initializers: _Initializers = []
     for value in left:
         tensor = value.const_value
         assert tensor is not None  # serialize_leaving_out leaves out constants only
