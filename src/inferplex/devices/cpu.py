@@ -293,9 +293,9 @@ def _external_data_dir(model: ir.Model) -> str:
 _IN_MEMORY_BYTES = 1024
 """Main-graph initializers at least this large reach ONNX Runtime as in-memory
 values (``add_external_initializers``) instead of inside the serialized model.
-protobuf's ``SerializeToString`` holds the GIL while it copies them: 2.2 s for a
-BERT-base-sized encoder, during which a GPU compile beside it (AUTO's startup
-fallback, MULTI) stalls.  ONNX Runtime copies them in while it builds the
+protobuf's ``SerializeToString`` holds the GIL while it copies them, seconds for
+a BERT-base-sized model, and a GPU compile beside it (AUTO's startup fallback,
+MULTI) stalls meanwhile.  ONNX Runtime copies them in while it builds the
 session, without the GIL."""
 
 _IN_MEMORY_DTYPES = frozenset({
