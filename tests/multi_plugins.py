@@ -78,6 +78,9 @@ class Faults:
     """Extra seconds per run (a slower device)."""
     first_run_delay: float = 0.0
     """Extra seconds on each worker's first run (warm-up, like a CUDA graph capture)."""
+    slow_runs: int = 0
+    """If set: ``first_run_delay`` goes to the device's first ``slow_runs`` runs over all its
+    workers instead (warm-up that holds back other workers' runs too)."""
     contends: Contention | None = None
     """Counted in this while running (this device slows those ``slowed_by`` it)."""
     slowed_by: Contention | None = None
@@ -132,7 +135,8 @@ class FaultyProgram(DeviceProgram):
                 time.sleep(faults.delay)
             if faults.slowed_by is not None and faults.slowed_by.active:
                 time.sleep(faults.slowdown)
-            if faults.first_run_delay and worker not in self._warm:
+            warming = number <= faults.slow_runs if faults.slow_runs else worker not in self._warm
+            if faults.first_run_delay and warming:
                 self._warm.add(worker)
                 time.sleep(faults.first_run_delay)
             if number in faults.hang_on:

@@ -82,6 +82,55 @@ def test_earliest_finish_is_not_misled_by_a_fast_devices_slow_first_runs() -> No
         executor.close()
 
 
+def test_earliest_finish_recovers_when_warm_up_held_back_later_runs_too() -> None:
+    """The GPU's first 4 runs over its 2 workers are slow, so 2 runs past each worker's first count.
+
+    Its estimate then reads 300 ms against the CPU's 20 ms, and with two requests
+    in flight the CPU always has an idle worker: the GPU gets only a probe once it
+    has been idle for PROBE_AFTER seconds, and that probe's fast time must bring
+    the estimate down at once (the median of 300, 300 and 1 ms would not).
+    """
+    import threading
+
+    gpu = FaultyPlugin("GPU", ("GPU.0",), {"GPU.0": Faults(workers=2, first_run_delay=0.3, slow_runs=4)},
+                       device_type="discrete")
+    host = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=2, delay=0.02)}, device_type="host")
+    executor = multi(make_registry(host, gpu), "MULTI:GPU.0,CPU", {"SCHEDULE_POLICY": "EARLIEST_FINISH"})
+    count, in_flight = 600, 2
+    collector = Collector(count)
+    slots = threading.Semaphore(in_flight)
+    try:
+        for index in range(count):
+            submit_when_free(executor, collector, index, slots)
+        collector.wait(30)
+        per_device = collector.check_results()
+        # The CPU serves ~100 requests/s until the probe, about 2.6 s in; the GPU serves the rest.
+        assert per_device.get("GPU.0", 0) >= 0.5 * count, per_device
+        stats = executor.get_property("DEVICE_STATISTICS")
+        assert stats["GPU.0"]["latency_ms"] < 20, stats
+    finally:
+        executor.close()
+
+
+def test_a_run_far_faster_than_the_estimate_drops_the_slow_samples() -> None:
+    from inferplex.multi.state import DeviceState, Member
+
+    device = DeviceState(Member("GPU.0", executor=None, workers=2))  # type: ignore[arg-type]
+    first, second = device.slots
+    device.record_run(first, 1.0, 0.0, True)  # each worker's first run is left out
+    device.record_run(second, 1.0, 0.0, True)
+    for _ in range(3):
+        device.record_run(first, 0.3, 0.0, True)
+    assert device.latency == 0.3
+    device.record_run(first, 0.2, 0.0, True)  # not far faster: a sample like the others
+    assert device.latency == 0.3
+    device.record_run(second, 0.01, 0.0, True)
+    assert device.latency == 0.01
+    for elapsed in (0.012, 0.011, 0.5):  # one slow run among fast ones does not take over
+        device.record_run(first, elapsed, 0.0, True)
+    assert device.latency == pytest.approx(0.011)
+
+
 def test_sync_run_names_the_device_and_returns_the_result() -> None:
     _, _, registry = three_devices()
     executor = multi(registry, "MULTI:GPU.1,CPU")

@@ -130,6 +130,8 @@ class DeviceState:
 
     LATENCY_WINDOW = 9
     """Latest run times the latency estimate is the median of."""
+    OUTLIER_FACTOR = 4.0
+    """A run this many times faster than the estimate drops the samples this many times slower than it."""
     PROBE_AFTER = 2.0
     """Seconds without a completed request after which the latency is measured again."""
 
@@ -176,7 +178,13 @@ class DeviceState:
         The estimate is the median of the latest runs, leaving out each worker's
         first (CUDA graph capture, lazy initialisation): one slow outlier must not
         make a fast device look slow, or EARLIEST_FINISH would stop sending it the
-        requests that would correct the estimate.
+        requests that would correct the estimate.  Warm-up can also hold back
+        later runs (a worker process's workers capture one at a time, and other
+        runs wait meanwhile), so a run ``OUTLIER_FACTOR`` times faster than the
+        estimate drops the samples that much slower than it: an estimate that
+        errs fast corrects itself (the device gets requests, and their times),
+        one that errs slow does not (the device gets a probe every
+        ``PROBE_AFTER`` seconds at best).
         """
         self.busy_seconds += elapsed
         self.last_done = now
@@ -188,6 +196,10 @@ class DeviceState:
             slot.warm = True
             self.warm_slots += 1
             return
+        if self.latency is not None and elapsed * self.OUTLIER_FACTOR < self.latency:
+            kept = [t for t in self._recent if t <= elapsed * self.OUTLIER_FACTOR]
+            self._recent.clear()
+            self._recent.extend(kept)
         self._recent.append(elapsed)
         ordered = sorted(self._recent)
         self.latency = ordered[(len(ordered) - 1) // 2]
