@@ -55,61 +55,49 @@ def test_2000_async_requests_end_once_each_with_their_own_result(policy: str) ->
         executor.close()
 
 
-def test_earliest_finish_is_not_misled_by_a_fast_devices_slow_first_runs() -> None:
-    """Each GPU worker's first run is slow (like a CUDA graph capture); after that it is fast.
+def _earliest_finish_beside_a_cpu(gpu_faults: Faults, count: int) -> tuple[dict[str, int], float]:
+    """``count`` requests, two in flight, over a warming GPU and a CPU taking 20 ms.
 
     With two requests in flight the CPU always has an idle worker, so the GPU
-    gets requests only if its latency estimate forgets the warm-up runs.
+    gets requests only while its latency estimate says it is faster.  Returns
+    the requests each device served and the GPU's latency estimate (ms) at the end.
     """
     import threading
 
-    gpu = FaultyPlugin("GPU", ("GPU.0",), {"GPU.0": Faults(workers=2, first_run_delay=0.3)},
-                       device_type="discrete")
+    gpu = FaultyPlugin("GPU", ("GPU.0",), {"GPU.0": gpu_faults}, device_type="discrete")
     host = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=2, delay=0.02)}, device_type="host")
     executor = multi(make_registry(host, gpu), "MULTI:GPU.0,CPU", {"SCHEDULE_POLICY": "EARLIEST_FINISH"})
-    count, in_flight = 300, 2
     collector = Collector(count)
-    slots = threading.Semaphore(in_flight)
+    slots = threading.Semaphore(2)
     try:
         for index in range(count):
             submit_when_free(executor, collector, index, slots)
         collector.wait(30)
         per_device = collector.check_results()
-        assert per_device.get("GPU.0", 0) >= 0.9 * count, per_device
-        stats = executor.get_property("DEVICE_STATISTICS")
-        assert stats["GPU.0"]["latency_ms"] < 20, stats  # the 300 ms warm-up runs are left out
+        return per_device, executor.get_property("DEVICE_STATISTICS")["GPU.0"]["latency_ms"]
     finally:
         executor.close()
+
+
+def test_earliest_finish_is_not_misled_by_a_fast_devices_slow_first_runs() -> None:
+    """Each GPU worker's first run is slow (like a CUDA graph capture); after that it is fast."""
+    per_device, latency_ms = _earliest_finish_beside_a_cpu(Faults(workers=2, first_run_delay=0.3), 300)
+    assert per_device.get("GPU.0", 0) >= 0.9 * 300, per_device
+    assert latency_ms < 20  # the 300 ms warm-up runs are left out
 
 
 def test_earliest_finish_recovers_when_warm_up_held_back_later_runs_too() -> None:
     """The GPU's first 4 runs over its 2 workers are slow, so 2 runs past each worker's first count.
 
-    Its estimate then reads 300 ms against the CPU's 20 ms, and with two requests
-    in flight the CPU always has an idle worker: the GPU gets only a probe once it
-    has been idle for PROBE_AFTER seconds, and that probe's fast time must bring
-    the estimate down at once (the median of 300, 300 and 1 ms would not).
+    Its estimate then reads 300 ms against the CPU's 20 ms: the GPU gets only a
+    probe once it has been idle for PROBE_AFTER seconds, and that probe's fast
+    time must bring the estimate down at once (the median of 300, 300 and 1 ms
+    would not).  The CPU serves about 100 requests/s until then, about 2.6 s in.
     """
-    import threading
-
-    gpu = FaultyPlugin("GPU", ("GPU.0",), {"GPU.0": Faults(workers=2, first_run_delay=0.3, slow_runs=4)},
-                       device_type="discrete")
-    host = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=2, delay=0.02)}, device_type="host")
-    executor = multi(make_registry(host, gpu), "MULTI:GPU.0,CPU", {"SCHEDULE_POLICY": "EARLIEST_FINISH"})
-    count, in_flight = 600, 2
-    collector = Collector(count)
-    slots = threading.Semaphore(in_flight)
-    try:
-        for index in range(count):
-            submit_when_free(executor, collector, index, slots)
-        collector.wait(30)
-        per_device = collector.check_results()
-        # The CPU serves ~100 requests/s until the probe, about 2.6 s in; the GPU serves the rest.
-        assert per_device.get("GPU.0", 0) >= 0.5 * count, per_device
-        stats = executor.get_property("DEVICE_STATISTICS")
-        assert stats["GPU.0"]["latency_ms"] < 20, stats
-    finally:
-        executor.close()
+    per_device, latency_ms = _earliest_finish_beside_a_cpu(
+        Faults(workers=2, first_run_delay=0.3, slow_runs=4), 600)
+    assert per_device.get("GPU.0", 0) >= 0.5 * 600, per_device
+    assert latency_ms < 20
 
 
 def test_a_run_far_faster_than_the_estimate_drops_the_slow_samples() -> None:
