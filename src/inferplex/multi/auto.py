@@ -13,11 +13,11 @@ Startup fallback (``ENABLE_STARTUP_FALLBACK``, default on): while the chosen
 device compiles, a host device later in the candidate list (one that compiles
 fast) serves the requests; ``EXECUTION_DEVICES`` reads ``["(CPU)"]``
 meanwhile.  The host leaves the chosen device cores, as in MULTI
-(:mod:`inferplex.devices.sharing`): its spinning threads on every core slowed
-the chosen device's own compile.  When the chosen device is ready it takes every request not yet
-started; requests already running on the host finish there, so none is lost or
-run twice.  With runtime fallback on, the host then stays as the device that
-re-runs failed requests.
+(:mod:`inferplex.devices.sharing`), so that the chosen device's compile and,
+later, its feeding threads find them free.  When the chosen device is ready it
+takes every request not yet started; requests already running on the host
+finish there, so none is lost or run twice.  With runtime fallback on, the
+host then stays as the device that re-runs failed requests.
 """
 
 from __future__ import annotations
