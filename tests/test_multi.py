@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -117,6 +118,45 @@ def test_a_run_far_faster_than_the_estimate_drops_the_slow_samples() -> None:
     for elapsed in (0.012, 0.011, 0.5):  # one slow run among fast ones does not take over
         device.record_run(first, elapsed, 0.0, True)
     assert device.latency == pytest.approx(0.011)
+
+
+@pytest.mark.parametrize("devices", ["MULTI:GPU.0(1)", "MULTI:GPU.0,GPU.1,CPU"])
+def test_a_callback_may_run_a_synchronous_inference_on_the_same_model(devices: str) -> None:
+    """Callbacks run on the scheduler's worker threads; a nested ``run`` must not wait for itself.
+
+    With ``GPU.0(1)`` the nested request can only go to the worker whose thread
+    is delivering the callback.
+    """
+    import threading
+
+    _, _, registry = three_devices()
+    executor = multi(registry, devices)
+    count = 20
+    outer: dict[int, Any] = {}
+    nested: dict[int, Any] = {}
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def callback(index: int) -> Any:
+        def done(outcome: Any) -> None:
+            result = executor.run({"x": input_for(1000 + index)})
+            with lock:
+                assert index not in outer, f"request {index} ended twice"
+                outer[index], nested[index] = outcome, result
+                if len(outer) == count:
+                    all_done.set()
+        return done
+
+    try:
+        for index in range(count):
+            executor.submit({"x": input_for(index)}, callback(index))
+        assert all_done.wait(20), f"{count - len(outer)} callbacks never got their nested result"
+        for index in range(count):
+            np.testing.assert_allclose(outer[index].outputs["y"], expected(input_for(index)), rtol=1e-6)
+            np.testing.assert_allclose(nested[index].outputs["y"], expected(input_for(1000 + index)),
+                                       rtol=1e-6)
+    finally:
+        executor.close()
 
 
 def test_sync_run_names_the_device_and_returns_the_result() -> None:

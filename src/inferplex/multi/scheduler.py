@@ -141,11 +141,37 @@ class MultiExecutor(Executor):
             box.append(outcome)
             event.set()
 
-        self.submit(inputs, done)
-        event.wait()
+        own = getattr(_current, "slot", None)
+        if own is None or self._devices.get(own.device.name) is not own.device:
+            self.submit(inputs, done)
+            event.wait()
+        else:
+            self._run_from_own_slot(own, inputs, box, event)
         if isinstance(box[0], BaseException):
             raise box[0]
         return box[0]
+
+    def _run_from_own_slot(self, own: Slot, inputs: Mapping[str, Any],
+                           box: list[RunResult | BaseException], event: threading.Event) -> None:
+        """``run`` called on one of this executor's slot threads (from a completion callback).
+
+        The scheduler may give the request to this thread's own slot, idle while it
+        delivers callbacks: waiting here would then wait for ourselves.  So the
+        thread runs what reaches its inbox until its request has ended.
+        """
+        def done(outcome: RunResult | BaseException) -> None:
+            box.append(outcome)
+            event.set()
+            own.inbox.put(_WAKE)
+
+        self.submit(inputs, done)
+        while not event.is_set():
+            job = own.inbox.get()
+            if job is None:  # the executor is closing: leave the stop to the slot's own loop
+                own.inbox.put(None)
+                event.wait()
+            elif job is not _WAKE:
+                self._run_job(own, job)
 
     def submit(self, inputs: Mapping[str, Any], done: Done) -> None:
         request = Request(inputs, done)
@@ -439,24 +465,30 @@ class MultiExecutor(Executor):
 
     def _work(self, slot: Slot) -> None:
         """A worker thread: run the jobs put in its inbox until it reads ``None``."""
-        executor = slot.device.executor
+        _current.slot = slot
         while (job := slot.inbox.get()) is not None:
-            started = time.perf_counter()
-            outcome: RunResult | BaseException
-            try:
-                if self._options.exclusive:
-                    with _EXCLUSIVE:
-                        outcome = executor.run(job.request.inputs)
-                else:
+            if job is not _WAKE:
+                self._run_job(slot, job)
+
+    def _run_job(self, slot: Slot, job: Job) -> None:
+        """Run one job on ``slot`` (in its thread), record it, dispatch, deliver what ended."""
+        executor = slot.device.executor
+        started = time.perf_counter()
+        outcome: RunResult | BaseException
+        try:
+            if self._options.exclusive:
+                with _EXCLUSIVE:
                     outcome = executor.run(job.request.inputs)
-            except BaseException as error:  # noqa: BLE001 - handed to the request, not lost
-                outcome = error
-            elapsed = time.perf_counter() - started
-            with self._lock:
-                self._finished_run(slot, job, outcome, elapsed)
-                self._dispatch(time.monotonic())
-                outcomes = self._take_outbox()
-            self._deliver(outcomes)
+            else:
+                outcome = executor.run(job.request.inputs)
+        except BaseException as error:  # noqa: BLE001 - handed to the request, not lost
+            outcome = error
+        elapsed = time.perf_counter() - started
+        with self._lock:
+            self._finished_run(slot, job, outcome, elapsed)
+            self._dispatch(time.monotonic())
+            outcomes = self._take_outbox()
+        self._deliver(outcomes)
 
     def _watch(self) -> None:
         """Expire attempts past the timeout, end quarantines, retry held requests."""
@@ -472,6 +504,13 @@ class MultiExecutor(Executor):
                     waiting = self._queue or self._retry or self._busy_total
                     self._cond.wait(0.02 if waiting else 0.2)
             self._deliver(outcomes)
+
+
+_current = threading.local()
+"""``slot``: the slot whose thread this is (unset in other threads)."""
+
+_WAKE: Any = object()
+"""Put in a slot's inbox to wake a thread waiting in ``run`` for its own request; not a job."""
 
 
 def _device_names(value: Any) -> list[str]:
