@@ -83,3 +83,36 @@ def test_cumulative_throughput_uses_every_device(core: ov.Core) -> None:
                                   {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"})
     assert set(compiled.get_property("EXECUTION_DEVICES")) == set(core.available_devices)
     compiled.release()
+
+
+@pytest.mark.parametrize("wait", ["infer", "start_async and wait", "start_async and wait_for"])
+def test_a_callback_may_wait_for_another_request_of_the_same_model(core: ov.Core, wait: str) -> None:
+    """Callbacks run on MULTI's worker threads; with GPU.0(1) the nested request can only go to
+    the worker whose thread runs the callback, which must run it rather than wait for itself."""
+    compiled = core.compile_model(linear_model(), "MULTI:GPU.0(1)")
+    nested: dict[int, np.ndarray] = {}
+    done = threading.Event()
+
+    def on_done(request: ov.InferRequest, index: int) -> None:
+        other = compiled.create_infer_request()
+        if wait == "infer":
+            other.infer({"x": input_for(100 + index)})
+        else:
+            other.start_async({"x": input_for(100 + index)})
+            if wait == "start_async and wait":
+                other.wait()
+            else:
+                assert other.wait_for(10_000)
+        nested[index] = np.array(other.results["y"])
+        if len(nested) == 5:
+            done.set()
+
+    queue = ov.AsyncInferQueue(compiled, 1)
+    queue.set_callback(on_done)
+    for index in range(5):
+        queue.start_async({"x": input_for(index)}, index)
+    assert done.wait(20), f"{5 - len(nested)} callbacks never saw their nested request end"
+    queue.wait_all()
+    for index in range(5):
+        np.testing.assert_allclose(nested[index], expected(input_for(100 + index)), rtol=1e-6)
+    compiled.release()

@@ -102,6 +102,14 @@ class Executor(ABC):
     def execution_devices(self) -> list[str]:
         """Devices this executor runs on now."""
 
+    def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
+        """Block until ``event`` is set (a request of this model ended), or ``timeout`` seconds.
+
+        Executors whose worker threads run completion callbacks override it, so that
+        a callback waiting for another request does not hold up the worker it needs.
+        """
+        return event.wait(timeout)
+
     def get_property(self, key: str) -> Any:
         """An executor-specific read-only property; ``KeyError`` when unknown."""
         raise KeyError(key)

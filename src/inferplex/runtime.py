@@ -220,16 +220,16 @@ class InferRequest:
 
     def wait(self) -> None:
         """Block until the request ends; raise its error if it failed."""
-        self._ready.wait()
+        self._compiled.executor.wait(self._ready)
         if self._error is not None:
             raise self._error
 
     def wait_for(self, timeout: int | float) -> bool:
         """Wait up to ``timeout`` milliseconds; True when the request has ended."""
         if timeout < 0:
-            self._ready.wait()
+            self._compiled.executor.wait(self._ready)
             return True
-        return self._ready.wait(timeout / 1000.0)
+        return self._compiled.executor.wait(self._ready, timeout / 1000.0)
 
     def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
         """``callback(userdata)`` is called when an async run ends (also on failure)."""

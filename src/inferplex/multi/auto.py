@@ -266,6 +266,9 @@ class AutoExecutor(Executor):
     def submit(self, inputs: Mapping[str, Any], done: Done) -> None:
         self.scheduler.submit(inputs, done)
 
+    def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
+        return self.scheduler.wait(event, timeout)
+
     def get_property(self, key: str) -> Any:
         if key == "EXECUTION_DEVICES":
             return self.execution_devices

@@ -25,6 +25,7 @@ accelerators more than they add (``MULTI_CHECK_HOST_GAIN``,
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -150,6 +151,31 @@ class MultiExecutor(Executor):
         if isinstance(box[0], BaseException):
             raise box[0]
         return box[0]
+
+    def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
+        """Wait for ``event``; on one of this executor's slot threads, run that slot's jobs meanwhile.
+
+        A callback that waits for a request of this model (``InferRequest.wait``)
+        runs on a slot thread, and the request may have gone to that very slot.
+        """
+        own = getattr(_current, "slot", None)
+        if own is None or self._devices.get(own.device.name) is not own.device:
+            return event.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not event.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            try:  # nothing wakes this thread when the event is set elsewhere: look again soon
+                job = own.inbox.get(timeout=_POLL if left is None else min(_POLL, left))
+            except queue.Empty:
+                continue
+            if job is None:  # the executor is closing: leave the stop to the slot's own loop
+                own.inbox.put(None)
+                return event.wait(left)
+            if job is not _WAKE:
+                self._run_job(own, job)
+        return True
 
     def _run_from_own_slot(self, own: Slot, inputs: Mapping[str, Any],
                            box: list[RunResult | BaseException], event: threading.Event) -> None:
@@ -508,6 +534,9 @@ class MultiExecutor(Executor):
 
 _current = threading.local()
 """``slot``: the slot whose thread this is (unset in other threads)."""
+
+_POLL = 0.002
+"""Seconds between looks at a waited-for event while a slot thread runs its own jobs."""
 
 _WAKE: Any = object()
 """Put in a slot's inbox to wake a thread waiting in ``run`` for its own request; not a job."""
