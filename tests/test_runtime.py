@@ -150,6 +150,38 @@ def test_start_async_wait_and_callback_userdata(compiled: ov.CompiledModel,
     assert calls == [userdata] * 5  # once per run, already done when wait() returns
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("wait", ["wait", "wait_for"])
+def test_a_callback_may_wait_for_an_async_request_of_its_own_model(
+        core: ov.Core, reference: ort.InferenceSession, wait: str) -> None:
+    """With one worker (LATENCY), the callback's thread is the only one the nested request can
+    run on: waiting must run it rather than wait for itself."""
+    compiled = core.compile_model(MODEL, "CPU", {"PERFORMANCE_HINT": "LATENCY"})
+    assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 1
+    outer, nested = compiled.create_infer_request(), compiled.create_infer_request()
+    seen: list[Any] = []
+    done = threading.Event()
+
+    def callback(_: Any) -> None:
+        nested.start_async(_inputs(11))
+        if wait == "wait":
+            nested.wait()
+        else:
+            assert nested.wait_for(10_000)
+        seen.append({name: np.array(nested.results[name]) for name in ("relu_out", "tanh_out")})
+        done.set()
+
+    outer.set_callback(callback)
+    outer.start_async(_inputs(10))
+    assert done.wait(20), "the nested request never ended"
+    outer.wait()
+    _assert_matches(outer.results, reference, _inputs(10))
+    expected = reference.run(None, _inputs(11))
+    np.testing.assert_allclose(seen[0]["relu_out"], expected[0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(seen[0]["tanh_out"], expected[1], rtol=1e-6, atol=1e-7)
+    compiled.release()
+
+
 @pytest.mark.timeout(30)
 def test_wait_for_reports_running_then_done(core: ov.Core, reference: ort.InferenceSession) -> None:
     compiled = core.compile_model(MODEL, "CPU")

@@ -16,18 +16,20 @@ the runtime (names, ranks, shapes, dtypes).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
+import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
 from inferplex.errors import PropertyError
 
-__all__ = ["Done", "Executor", "ProgramExecutor", "RunResult", "finish"]
+__all__ = ["Done", "Executor", "ProgramExecutor", "RunResult", "finish", "wait_running_queued"]
 
 _log = logging.getLogger("inferplex")
 
@@ -105,10 +107,15 @@ class Executor(ABC):
     def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
         """Block until ``event`` is set (a request of this model ended), or ``timeout`` seconds.
 
-        Executors whose worker threads run completion callbacks override it, so that
-        a callback waiting for another request does not hold up the worker it needs.
+        Completion callbacks run on executors' worker threads.  A callback that
+        waits for another request would hold up the worker that request may need,
+        so on a :class:`ProgramExecutor`'s thread the wait runs that executor's
+        queued requests meanwhile (MULTI's scheduler does the same for its own).
         """
-        return event.wait(timeout)
+        pool: ProgramExecutor | None = getattr(_pool_thread, "executor", None)
+        if pool is None:
+            return event.wait(timeout)
+        return pool.help_until(event, timeout)
 
     def get_property(self, key: str) -> Any:
         """An executor-specific read-only property; ``KeyError`` when unknown."""
@@ -124,12 +131,20 @@ class Executor(ABC):
         """Stop worker threads and release devices.  Idempotent."""
 
 
+_pool_thread = threading.local()
+"""``executor``: the :class:`ProgramExecutor` whose pool thread this is (unset elsewhere)."""
+
+_POLL = 0.002
+"""Seconds between looks at a waited-for event while a pool thread runs queued requests."""
+
+
 class ProgramExecutor(Executor):
     """A device program with ``program.num_workers`` workers and a FIFO queue.
 
     ``run`` uses a free worker in the calling thread (no thread hop on the sync
-    path); ``submit`` queues the request on a thread pool of the same size, whose
-    queue is first-in, first-out.  A worker index is held by one thread at a time.
+    path); ``submit`` queues the request for a pool of as many threads, started
+    on first use, which take requests first-in, first-out.  A worker index is
+    held by one thread at a time.
     """
 
     def __init__(self, program: DeviceProgram, keep_on_device: Collection[str] = (),
@@ -146,7 +161,8 @@ class ProgramExecutor(Executor):
         self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
         for index in range(workers):
             self._free.put(index)
-        self._pool: ThreadPoolExecutor | None = None
+        self._jobs: queue.SimpleQueue[tuple[Mapping[str, Any], Done] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
         self._pool_lock = threading.Lock()
 
     @property
@@ -173,7 +189,24 @@ class ProgramExecutor(Executor):
         return RunResult(outputs, lambda: program.profiling_info(worker), program.device)
 
     def submit(self, inputs: Mapping[str, Any], done: Done) -> None:
-        self._thread_pool().submit(self._run_and_finish, inputs, done)
+        with self._pool_lock:
+            if not self._threads:
+                self._threads = [threading.Thread(target=self._serve, daemon=True,
+                                                  name=f"inferplex-{self.program.device}-{index}")
+                                 for index in range(self._workers)]
+                for thread in self._threads:
+                    thread.start()
+                _live_pools.add(self)
+            self._jobs.put((inputs, done))
+
+    def _serve(self) -> None:
+        _pool_thread.executor = self
+        while (job := self._jobs.get()) is not None:
+            self._run_and_finish(*job)
+
+    def help_until(self, event: threading.Event, timeout: float | None = None) -> bool:
+        """Wait for ``event`` on one of this pool's threads, running queued requests meanwhile."""
+        return wait_running_queued(event, timeout, self._jobs, lambda job: self._run_and_finish(*job))
 
     def _run_and_finish(self, inputs: Mapping[str, Any], done: Done) -> None:
         try:
@@ -183,16 +216,50 @@ class ProgramExecutor(Executor):
         else:
             finish(done, result)
 
-    def _thread_pool(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._workers,
-                                                thread_name_prefix=f"inferplex-{self.program.device}")
-            return self._pool
-
     def close(self) -> None:
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        self._stop_threads()
         self.program.close()
+
+    def _stop_threads(self) -> None:
+        """End the pool's threads once every request queued so far has run."""
+        with self._pool_lock:
+            threads, self._threads = self._threads, []
+            for _ in threads:
+                self._jobs.put(None)
+        current = threading.current_thread()
+        for thread in threads:
+            if thread is not current:  # a callback may close the model it runs for
+                thread.join()
+
+
+def wait_running_queued(event: threading.Event, timeout: float | None, jobs: queue.SimpleQueue[Any],
+                        run: Callable[[Any], object]) -> bool:
+    """Wait for ``event`` (or ``timeout`` seconds) on a worker thread, running what reaches ``jobs``.
+
+    ``None`` in ``jobs`` asks the thread to stop: it goes back for the thread's own
+    loop, and the wait goes on without running more.  True when ``event`` is set.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not event.is_set():
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return False
+        try:  # nothing wakes this thread when the event is set elsewhere: look again soon
+            job = jobs.get(timeout=_POLL if left is None else min(_POLL, left))
+        except queue.Empty:
+            continue
+        if job is None:
+            jobs.put(None)
+            return event.wait(left)
+        run(job)
+    return True
+
+
+_live_pools: weakref.WeakSet[ProgramExecutor] = weakref.WeakSet()
+
+
+@atexit.register
+def _drain_pools() -> None:
+    """At interpreter exit, before daemon threads stop: every queued request still runs and ends."""
+    for executor in list(_live_pools):
+        executor._stop_threads()

@@ -25,7 +25,6 @@ accelerators more than they add (``MULTI_CHECK_HOST_GAIN``,
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import deque
@@ -33,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from inferplex.errors import InferenceError, PropertyError
-from inferplex.executor import Done, Executor, RunResult, finish
+from inferplex.executor import Done, Executor, RunResult, finish, wait_running_queued
 from inferplex.multi.host_gain import HostGainCheck
 from inferplex.multi.policies import DevicePriority, make_policy
 from inferplex.multi.state import DeviceState, Job, Member, Request, SchedulerOptions, Slot
@@ -160,22 +159,12 @@ class MultiExecutor(Executor):
         """
         own = getattr(_current, "slot", None)
         if own is None or self._devices.get(own.device.name) is not own.device:
-            return event.wait(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not event.is_set():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return False
-            try:  # nothing wakes this thread when the event is set elsewhere: look again soon
-                job = own.inbox.get(timeout=_POLL if left is None else min(_POLL, left))
-            except queue.Empty:
-                continue
-            if job is None:  # the executor is closing: leave the stop to the slot's own loop
-                own.inbox.put(None)
-                return event.wait(left)
+            return super().wait(event, timeout)
+        def run(job: Any) -> None:
             if job is not _WAKE:
                 self._run_job(own, job)
-        return True
+
+        return wait_running_queued(event, timeout, own.inbox, run)
 
     def _run_from_own_slot(self, own: Slot, inputs: Mapping[str, Any],
                            box: list[RunResult | BaseException], event: threading.Event) -> None:
@@ -534,9 +523,6 @@ class MultiExecutor(Executor):
 
 _current = threading.local()
 """``slot``: the slot whose thread this is (unset in other threads)."""
-
-_POLL = 0.002
-"""Seconds between looks at a waited-for event while a slot thread runs its own jobs."""
 
 _WAKE: Any = object()
 """Put in a slot's inbox to wake a thread waiting in ``run`` for its own request; not a job."""
