@@ -141,12 +141,8 @@ class MultiExecutor(Executor):
             box.append(outcome)
             event.set()
 
-        own = getattr(_current, "slot", None)
-        if own is None or self._devices.get(own.device.name) is not own.device:
-            self.submit(inputs, done)
-            event.wait()
-        else:
-            self._run_from_own_slot(own, inputs, box, event)
+        self.submit(inputs, done)
+        self.wait(event)  # from a callback on a slot thread: runs that slot's jobs meanwhile
         if isinstance(box[0], BaseException):
             raise box[0]
         return box[0]
@@ -154,39 +150,14 @@ class MultiExecutor(Executor):
     def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
         """Wait for ``event``; on one of this executor's slot threads, run that slot's jobs meanwhile.
 
-        A callback that waits for a request of this model (``InferRequest.wait``)
-        runs on a slot thread, and the request may have gone to that very slot.
+        A callback that waits for a request of this model (``run``, ``InferRequest.wait``)
+        runs on a slot thread, which is idle while it delivers callbacks: the request
+        may have gone to that very slot.
         """
         own = getattr(_current, "slot", None)
         if own is None or self._devices.get(own.device.name) is not own.device:
             return super().wait(event, timeout)
-        def run(job: Any) -> None:
-            if job is not _WAKE:
-                self._run_job(own, job)
-
-        return wait_running_queued(event, timeout, own.inbox, run)
-
-    def _run_from_own_slot(self, own: Slot, inputs: Mapping[str, Any],
-                           box: list[RunResult | BaseException], event: threading.Event) -> None:
-        """``run`` called on one of this executor's slot threads (from a completion callback).
-
-        The scheduler may give the request to this thread's own slot, idle while it
-        delivers callbacks: waiting here would then wait for ourselves.  So the
-        thread runs what reaches its inbox until its request has ended.
-        """
-        def done(outcome: RunResult | BaseException) -> None:
-            box.append(outcome)
-            event.set()
-            own.inbox.put(_WAKE)
-
-        self.submit(inputs, done)
-        while not event.is_set():
-            job = own.inbox.get()
-            if job is None:  # the executor is closing: leave the stop to the slot's own loop
-                own.inbox.put(None)
-                event.wait()
-            elif job is not _WAKE:
-                self._run_job(own, job)
+        return wait_running_queued(event, timeout, own.inbox, lambda job: self._run_job(own, job))
 
     def submit(self, inputs: Mapping[str, Any], done: Done) -> None:
         request = Request(inputs, done)
@@ -482,8 +453,7 @@ class MultiExecutor(Executor):
         """A worker thread: run the jobs put in its inbox until it reads ``None``."""
         _current.slot = slot
         while (job := slot.inbox.get()) is not None:
-            if job is not _WAKE:
-                self._run_job(slot, job)
+            self._run_job(slot, job)
 
     def _run_job(self, slot: Slot, job: Job) -> None:
         """Run one job on ``slot`` (in its thread), record it, dispatch, deliver what ended."""
@@ -523,9 +493,6 @@ class MultiExecutor(Executor):
 
 _current = threading.local()
 """``slot``: the slot whose thread this is (unset in other threads)."""
-
-_WAKE: Any = object()
-"""Put in a slot's inbox to wake a thread waiting in ``run`` for its own request; not a job."""
 
 
 def _device_names(value: Any) -> list[str]:
