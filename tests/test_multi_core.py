@@ -116,3 +116,32 @@ def test_a_callback_may_wait_for_another_request_of_the_same_model(core: ov.Core
     for index in range(5):
         np.testing.assert_allclose(nested[index], expected(input_for(100 + index)), rtol=1e-6)
     compiled.release()
+
+
+@pytest.mark.parametrize("jobs", [1, 0])
+def test_callbacks_that_feed_their_own_queue_end_every_job_once(core: ov.Core, jobs: int) -> None:
+    """Every callback starts the next job of its chain on the same queue: with one job, or with
+    every job in a callback at once, none is idle, so the job is queued rather than waited for."""
+    devices = "MULTI:GPU.0(1)" if jobs == 1 else f"MULTI:{device_list(core)}"
+    compiled = core.compile_model(linear_model(), devices)
+    queue = ov.AsyncInferQueue(compiled, jobs)
+    ended: dict[int, np.ndarray] = {}
+    counts: dict[int, int] = {}
+    lock = threading.Lock()
+    chains, length = 2 * len(queue), 25
+
+    def on_done(request: ov.InferRequest, index: int) -> None:
+        with lock:
+            counts[index] = counts.get(index, 0) + 1
+            ended[index] = np.array(request.results["y"])
+        if index % length < length - 1:
+            queue.start_async({"x": input_for(index + 1)}, index + 1)
+
+    queue.set_callback(on_done)
+    for chain in range(chains):
+        queue.start_async({"x": input_for(chain * length)}, chain * length)
+    queue.wait_all()
+    assert counts == dict.fromkeys(range(chains * length), 1)
+    for index in range(chains * length):
+        np.testing.assert_allclose(ended[index], expected(input_for(index)), rtol=1e-6)
+    compiled.release()

@@ -266,6 +266,120 @@ def test_a_raising_request_callback_does_not_block_wait(compiled: ov.CompiledMod
     _assert_matches(request.results, reference, feeds)
 
 
+# --- AsyncInferQueue used inside callbacks -----------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_start_async_inside_the_queues_own_callback_never_waits_for_itself(
+        core: ov.Core, reference: ort.InferenceSession, jobs: int) -> None:
+    """Each job's callback starts the next: with one job (or every job's callback feeding the
+    queue) there is no idle job until the callback returns, so the job is queued, not waited for."""
+    compiled = core.compile_model(MODEL, "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    queue = ov.AsyncInferQueue(compiled, jobs=jobs)
+    ended: Counter[int] = Counter()
+    outputs: dict[int, np.ndarray] = {}
+    lock = threading.Lock()
+    chains, length = 2 * jobs, 30
+
+    def on_done(request: ov.InferRequest, userdata: int) -> None:
+        with lock:
+            ended[userdata] += 1
+            outputs[userdata] = request.results["tanh_out"].copy()
+        if userdata % length < length - 1:
+            feeds = _inputs(userdata + 1)
+            queue.start_async(feeds, userdata + 1)
+            if jobs == 1:  # the only job runs this callback: the next is queued with its own copy
+                for array in feeds.values():
+                    array.fill(np.nan)
+
+    queue.set_callback(on_done)
+    for chain in range(chains):
+        queue.start_async(_inputs(chain * length), chain * length)
+    queue.wait_all()
+    assert ended == Counter(range(chains * length))  # each job once, none lost
+    for index in range(chains * length):
+        np.testing.assert_allclose(outputs[index], reference.run(None, _inputs(index))[1], rtol=1e-6)
+    compiled.release()
+
+
+@pytest.mark.timeout(30)
+def test_wait_all_and_get_idle_request_id_inside_a_callback_raise_instead_of_hanging(
+        compiled: ov.CompiledModel) -> None:
+    queue = ov.AsyncInferQueue(compiled, jobs=1)
+    raised: list[BaseException] = []
+
+    def on_done(request: ov.InferRequest, userdata: str) -> None:
+        try:
+            queue.wait_all() if userdata == "wait_all" else queue.get_idle_request_id()
+        except ov.errors.RequestBusyError as error:
+            raised.append(error)
+
+    queue.set_callback(on_done)
+    queue.start_async(_inputs(1), "wait_all")
+    queue.wait_all()
+    queue.start_async(_inputs(2), "get_idle_request_id")
+    queue.wait_all()
+    assert [type(e) for e in raised] == [ov.errors.RequestBusyError] * 2
+    assert "wait_all() was called inside this AsyncInferQueue's callback" in str(raised[0])
+    assert "all 1 jobs were in callbacks waiting" in str(raised[1])
+    assert queue.is_ready() and queue.get_idle_request_id() == 0
+
+
+@pytest.mark.timeout(30)
+def test_get_idle_request_id_in_a_callback_waits_for_a_job_that_is_still_running(
+        core: ov.Core) -> None:
+    """Only a wait that cannot end raises: here the other job ends once its gate opens."""
+    compiled = core.compile_model(MODEL, "CPU", {"NUM_STREAMS": 2})
+    held, gate = _inputs(1), threading.Event()
+    program = compiled.executor.program
+    real_run = program.run
+
+    def gated(inputs: Mapping[str, Any], worker: int = 0, keep_on_device: Collection[str] = ()) -> Any:
+        if np.array_equal(inputs["x"], held["x"]):
+            assert gate.wait(20), "the test never opened the gate"
+        return real_run(inputs, worker, keep_on_device)
+
+    program.run = gated  # type: ignore[method-assign]
+    queue = ov.AsyncInferQueue(compiled, jobs=2)
+    found: list[int] = []
+
+    def on_done(request: ov.InferRequest, userdata: str) -> None:
+        if userdata == "free":
+            gate.set()  # the held job can end now, while this callback waits for it
+            found.append(queue.get_idle_request_id())
+
+    queue.set_callback(on_done)
+    queue.start_async(held, "held")
+    queue.start_async(_inputs(0), "free")
+    queue.wait_all()
+    assert len(found) == 1 and queue[found[0]].userdata == "held"
+    compiled.release()
+
+
+@pytest.mark.timeout(30)
+def test_start_async_without_sharing_inputs_copies_them(core: ov.Core,
+                                                      reference: ort.InferenceSession) -> None:
+    """``share_inputs=False`` lets the caller overwrite its arrays as soon as start_async returns."""
+    compiled = core.compile_model(MODEL, "CPU")  # LATENCY: one worker, requests run in order
+    gate = threading.Event()
+    _gate_program(compiled, gate)
+    first, second = compiled.create_infer_request(), compiled.create_infer_request()
+    first.start_async(_inputs(1))  # holds the only worker at the gate
+    feeds = _inputs(2)
+    second.start_async(feeds, share_inputs=False)
+    queue = ov.AsyncInferQueue(compiled, jobs=1)
+    queue_feeds = _inputs(3)
+    queue.start_async(queue_feeds, share_inputs=False)
+    for array in (*feeds.values(), *queue_feeds.values()):
+        array.fill(np.nan)
+    gate.set()
+    first.wait(), second.wait(), queue.wait_all()
+    _assert_matches(second.results, reference, _inputs(2))
+    _assert_matches(queue[0].results, reference, _inputs(3))
+    compiled.release()
+
+
 # --- failing requests, through a tiny device plugin --------------------------------------------
 
 

@@ -11,11 +11,12 @@ PIPELINE_PARALLEL, MULTI and AUTO.
 """
 
 from inferplex import errors, properties
+from inferplex.async_queue import AsyncInferQueue
 from inferplex.binding import InferResults
 from inferplex.core import Core
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingRecord
 from inferplex.model import ElementType, Model, Op, Port, save_model
-from inferplex.runtime import AsyncInferQueue, CompiledModel, InferRequest
+from inferplex.runtime import CompiledModel, InferRequest
 
 __version__ = "0.1.0"
 

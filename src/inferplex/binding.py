@@ -18,7 +18,7 @@ import numpy as np
 from inferplex.errors import InputError
 from inferplex.model import Port
 
-__all__ = ["InferResults", "bind_inputs", "tensor_dtype"]
+__all__ = ["InferResults", "bind_inputs", "copy_inputs", "tensor_dtype"]
 
 
 def tensor_dtype(tensor: Any) -> np.dtype[Any] | None:
@@ -101,6 +101,21 @@ def bind_inputs(ports: list[Port], inputs: Any, preset: Mapping[int, Any] | None
     if problems:
         raise InputError("; ".join(problems))
     return bound
+
+
+def copy_inputs(bound: Mapping[str, Any]) -> dict[str, Any]:
+    """Own copies of bound inputs, so that the caller may reuse its arrays at once."""
+    return {name: _copy_value(value) for name, value in bound.items()}
+
+
+def _copy_value(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if _is_tensor(value) and callable(getattr(value, "clone", None)):  # a torch tensor
+        return value.clone()
+    if isinstance(value, (list, tuple)):  # a sequence input
+        return type(value)(_copy_value(item) for item in value)
+    return value  # None (an absent optional) or an immutable scalar
 
 
 def _as_tensor(port: Port, value: Any) -> Any:

@@ -15,15 +15,22 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from inferplex.binding import InferResults, bind_inputs
+from inferplex.binding import InferResults, bind_inputs, copy_inputs
 from inferplex.devices.base import ProfilingRecord
 from inferplex.errors import InferenceError, InferplexError, InputError, PropertyError, RequestBusyError
 from inferplex.executor import Executor, RunResult
 from inferplex.model import Model, Port, _find_port
 
-__all__ = ["AsyncInferQueue", "CompiledModel", "InferRequest"]
+__all__ = ["CompiledModel", "InferRequest", "in_completion_callback"]
 
 _log = logging.getLogger("inferplex")
+
+_callbacks = threading.local()  # .depth: completion callbacks running on this thread
+
+
+def in_completion_callback() -> bool:
+    """True on a thread that is running a request's completion callback."""
+    return getattr(_callbacks, "depth", 0) > 0
 
 
 def _as_inference_error(error: BaseException, device: str) -> BaseException:
@@ -187,9 +194,14 @@ class InferRequest:
         return self.results
 
     def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = True) -> None:
-        """Start without waiting; the callback runs when the request ends."""
-        del share_inputs
-        self._start_bound(self._bind(inputs), userdata)
+        """Start without waiting; the callback runs when the request ends.
+
+        With ``share_inputs=True`` (the default) the request reads the caller's
+        arrays while it runs, so they must stay unchanged until it ends; with
+        False they are copied first and may be reused at once.
+        """
+        bound = self._bind(inputs)
+        self._start_bound(bound if share_inputs else copy_inputs(bound), userdata)
 
     def _start_bound(self, bound: dict[str, Any], userdata: Any) -> None:
         self._begin()
@@ -206,17 +218,24 @@ class InferRequest:
             self._error = _as_inference_error(outcome, self._compiled._device_name)
         else:
             self._result = outcome
+        if not run_callbacks:
+            self._ready.set()
+            return
+        _callbacks.depth = getattr(_callbacks, "depth", 0) + 1
         try:
-            if run_callbacks and self._callback is not None:
+            if self._callback is not None:
                 try:
                     self._callback(self._callback_userdata)
                 except Exception:  # noqa: BLE001 - a user callback must not stall requests
                     _log.exception("inferplex: an InferRequest callback raised")
         finally:
-            hook = self._completion_hook if run_callbacks else None
+            hook = self._completion_hook
             self._ready.set()
-            if hook is not None:
-                hook(self)
+            try:
+                if hook is not None:
+                    hook(self)
+            finally:
+                _callbacks.depth -= 1
 
     def wait(self) -> None:
         """Block until the request ends; raise its error if it failed."""
@@ -280,77 +299,3 @@ class InferRequest:
     def device(self) -> str:
         """Device that ran the last request (MULTI/AUTO: the one chosen)."""
         return self._result.device if self._result is not None else ""
-
-
-class AsyncInferQueue:
-    """A pool of requests: ``start_async`` takes an idle one (waiting if none is idle)."""
-
-    def __init__(self, compiled: CompiledModel, jobs: int = 0) -> None:
-        if jobs < 0:
-            raise PropertyError(f"jobs must be >= 0 (0 = OPTIMAL_NUMBER_OF_INFER_REQUESTS), got {jobs}")
-        count = jobs or max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
-        self._requests = [compiled.create_infer_request() for _ in range(count)]
-        self._idle: list[int] = list(range(count))
-        self._index = {id(request): index for index, request in enumerate(self._requests)}
-        self._cond = threading.Condition()
-        self._callback: Callable[[InferRequest, Any], None] | None = None
-        for request in self._requests:
-            request._completion_hook = self._on_done
-            request.set_callback(None)
-
-    def set_callback(self, callback: Callable[[InferRequest, Any], None] | None) -> None:
-        """``callback(request, userdata)`` runs when each job ends (also on failure)."""
-        self._callback = callback
-
-    def _on_done(self, request: InferRequest) -> None:
-        callback = self._callback
-        if callback is not None:
-            try:
-                callback(request, request.userdata)
-            except Exception:  # noqa: BLE001 - must not stall the queue
-                _log.exception("inferplex: an AsyncInferQueue callback raised")
-        with self._cond:
-            self._idle.append(self._index[id(request)])
-            self._cond.notify_all()
-
-    def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = True) -> None:
-        """Start a job on an idle request (blocks while all are busy)."""
-        with self._cond:
-            self._cond.wait_for(lambda: bool(self._idle))
-            index = self._idle.pop(0)
-        request = self._requests[index]
-        try:
-            bound = request._bind(inputs)
-        except BaseException:
-            with self._cond:  # rejected before it started: the request is idle again
-                self._idle.append(index)
-                self._cond.notify_all()
-            raise
-        # From here the request ends exactly once, through _on_done, even if submit fails.
-        request._start_bound(bound, userdata)
-
-    def is_ready(self) -> bool:
-        with self._cond:
-            return bool(self._idle)
-
-    def get_idle_request_id(self) -> int:
-        with self._cond:
-            self._cond.wait_for(lambda: bool(self._idle))
-            return self._idle[0]
-
-    def wait_all(self) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: len(self._idle) == len(self._requests))
-
-    def __len__(self) -> int:
-        return len(self._requests)
-
-    def __getitem__(self, index: int) -> InferRequest:
-        return self._requests[index]
-
-    def __iter__(self) -> Any:
-        return iter(self._requests)
-
-    @property
-    def userdata(self) -> list[Any]:
-        return [r.userdata for r in self._requests]

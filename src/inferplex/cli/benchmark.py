@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from inferplex.async_queue import AsyncInferQueue
 from inferplex.cli.inputs import (
     apply_shapes,
     batch_size,
@@ -33,7 +34,7 @@ from inferplex.cli.report import BenchmarkResult, print_counters, print_devices,
 from inferplex.core import Core
 from inferplex.errors import InputError, PropertyError
 from inferplex.properties import parse_device_string
-from inferplex.runtime import AsyncInferQueue, CompiledModel, InferRequest
+from inferplex.runtime import CompiledModel, InferRequest
 
 __all__ = ["add_arguments", "run_benchmark"]
 

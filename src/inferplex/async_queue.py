@@ -1,0 +1,158 @@
+"""AsyncInferQueue: a pool of requests fed by ``start_async`` (OpenVINO's Python helper).
+
+``start_async`` takes an idle job, waiting while every job is busy.  A job is
+idle again only once its callback has returned, so that nothing overwrites the
+results the callback reads.  Waiting is therefore never done on a thread that
+is running a completion callback (of this queue or any other request): there a
+job that finds no idle job is queued, with its inputs copied, and starts on the
+first job that becomes idle, before any later ``start_async``.  Waiting there
+could wait for the callback itself (one job, or every job's callback feeding the
+queue) and would hold a device worker meanwhile.
+
+``wait_all`` inside one of this queue's callbacks, and ``get_idle_request_id``
+where every busy job is a callback waiting the same way, raise
+:class:`~inferplex.errors.RequestBusyError` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from inferplex.binding import bind_inputs, copy_inputs
+from inferplex.errors import PropertyError, RequestBusyError
+from inferplex.runtime import CompiledModel, InferRequest, in_completion_callback
+
+__all__ = ["AsyncInferQueue"]
+
+_log = logging.getLogger("inferplex")
+
+
+class AsyncInferQueue:
+    """A pool of requests: ``start_async`` takes an idle one (waiting if none is idle)."""
+
+    def __init__(self, compiled: CompiledModel, jobs: int = 0) -> None:
+        if jobs < 0:
+            raise PropertyError(f"jobs must be >= 0 (0 = OPTIMAL_NUMBER_OF_INFER_REQUESTS), got {jobs}")
+        count = jobs or max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+        self._requests = [compiled.create_infer_request() for _ in range(count)]
+        self._ports = compiled.inputs
+        self._idle: list[int] = list(range(count))
+        self._queued: deque[tuple[dict[str, Any], Any]] = deque()  # (bound inputs, userdata)
+        self._index = {id(request): index for index, request in enumerate(self._requests)}
+        self._cond = threading.Condition()
+        self._callback: Callable[[InferRequest, Any], None] | None = None
+        self._in_callback = threading.local()  # .active: this thread runs one of our callbacks
+        self._callbacks_waiting = 0  # our callbacks blocked in get_idle_request_id
+        for request in self._requests:
+            request._completion_hook = self._on_done
+            request.set_callback(None)
+
+    def set_callback(self, callback: Callable[[InferRequest, Any], None] | None) -> None:
+        """``callback(request, userdata)`` runs when each job ends (also on failure)."""
+        self._callback = callback
+
+    def _on_done(self, request: InferRequest) -> None:
+        callback = self._callback
+        if callback is not None:
+            self._in_callback.active = True
+            try:
+                callback(request, request.userdata)
+            except Exception:  # noqa: BLE001 - must not stall the queue
+                _log.exception("inferplex: an AsyncInferQueue callback raised")
+            finally:
+                self._in_callback.active = False
+        with self._cond:
+            if not self._queued:
+                self._idle.append(self._index[id(request)])
+                self._cond.notify_all()
+                return
+            bound, userdata = self._queued.popleft()
+        # A queued job takes this request at once; it ends exactly once, through _on_done,
+        # even if its submit fails (which must not reach the thread delivering this callback).
+        try:
+            request._start_bound(bound, userdata)
+        except Exception:  # noqa: BLE001 - already ended with this error
+            _log.debug("inferplex: a queued AsyncInferQueue job failed to start", exc_info=True)
+
+    def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = True) -> None:
+        """Start a job on an idle request (blocks while all are busy, except in a callback).
+
+        On a thread running a completion callback a job that finds no idle
+        request is queued with its inputs copied, and starts when one is idle.
+        """
+        with self._cond:
+            if not self._idle and in_completion_callback():
+                index = None
+            else:
+                self._cond.wait_for(lambda: bool(self._idle))
+                index = self._idle.pop(0)
+        if index is None:
+            bound = copy_inputs(bind_inputs(self._ports, inputs))
+            with self._cond:
+                if not self._idle:
+                    self._queued.append((bound, userdata))
+                    return
+                index = self._idle.pop(0)  # one became idle meanwhile
+            self._requests[index]._start_bound(bound, userdata)
+            return
+        request = self._requests[index]
+        try:
+            bound = request._bind(inputs)
+        except BaseException:
+            with self._cond:  # rejected before it started: the request is idle again
+                self._idle.append(index)
+                self._cond.notify_all()
+            raise
+        # From here the request ends exactly once, through _on_done, even if submit fails.
+        request._start_bound(bound if share_inputs else copy_inputs(bound), userdata)
+
+    def is_ready(self) -> bool:
+        with self._cond:
+            return bool(self._idle)
+
+    def get_idle_request_id(self) -> int:
+        """The index of an idle job, waiting while all are busy."""
+        with self._cond:
+            if self._idle or not getattr(self._in_callback, "active", False):
+                self._cond.wait_for(lambda: bool(self._idle))
+                return self._idle[0]
+            self._callbacks_waiting += 1
+            self._cond.notify_all()  # the others recheck whether everyone now waits
+            try:
+                while not self._idle:
+                    if self._callbacks_waiting >= len(self._requests):
+                        raise RequestBusyError(
+                            "get_idle_request_id() was called inside this AsyncInferQueue's callbacks "
+                            f"while all {len(self._requests)} jobs were in callbacks waiting for an "
+                            "idle job; a job is idle only once its callback returns. Use start_async "
+                            "inside callbacks (it queues the job), or more jobs")
+                    self._cond.wait()
+                return self._idle[0]
+            finally:
+                self._callbacks_waiting -= 1
+
+    def wait_all(self) -> None:
+        """Wait until every job, queued ones included, has ended and run its callback."""
+        if getattr(self._in_callback, "active", False):
+            raise RequestBusyError("wait_all() was called inside this AsyncInferQueue's callback: the "
+                                   "job running it is idle only once the callback returns, so the "
+                                   "wait would never end; call wait_all() outside the callbacks")
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._idle) == len(self._requests) and not self._queued)
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def __getitem__(self, index: int) -> InferRequest:
+        return self._requests[index]
+
+    def __iter__(self) -> Any:
+        return iter(self._requests)
+
+    @property
+    def userdata(self) -> list[Any]:
+        return [r.userdata for r in self._requests]
