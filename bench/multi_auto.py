@@ -11,7 +11,9 @@ For each model, in one run:
    alone (target >= 0.95, and never below GPU alone), once per SCHEDULE_POLICY and
    once with MULTI_CHECK_HOST_GAIN off, closed loop and as a burst (N requests
    submitted at once, time to the last);
-4. first-inference latency of ``AUTO`` (compile_model call to first result) with and
+4. GPU alone and CUMULATIVE (defaults) measured in turns, ``--rounds`` times, both
+   kept compiled: the ratio of each round and the median;
+5. first-inference latency of ``AUTO`` (compile_model call to first result) with and
    without ENABLE_STARTUP_FALLBACK.
 
 Usage::
@@ -19,6 +21,7 @@ Usage::
     python bench/multi_auto.py                 # ResNet-50 and BERT-base, GPUs in f16
     python bench/multi_auto.py --quick         # tiny model, 2 emulated GPUs (no CUDA needed)
     python bench/multi_auto.py --models resnet50 --seconds 8
+    python bench/multi_auto.py --models bert --rounds 6   # more turns of GPU alone vs CUMULATIVE
 
 Prints a table with ratios; writes ``multi_auto.json`` to ``$OUT`` when it is set.
 """
@@ -231,10 +234,37 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
             result["cumulative"][label] = entry
             compiled.release()
             log(f"  {name}: CUMULATIVE {label} {entry['fps']:.1f} req/s, burst {entry['burst']['fps']:.1f}")
+    if gpus and args.rounds:
+        result["paired"] = paired_rounds(core, model, inputs, gpus[0], gpu_props, per_device, args)
     for fallback in (True, False):
         result["first_inference"]["with" if fallback else "without"] = first_inference(
             core, model, inputs, fallback, per_device)
     return result
+
+
+def paired_rounds(core: Any, model: Any, inputs: dict[str, np.ndarray], gpu: str, gpu_props: dict[str, Any],
+                  per_device: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """GPU alone and CUMULATIVE GPU+CPU (defaults) measured in turns, ``args.rounds`` times.
+
+    Both stay compiled, so each round compares the two a few seconds apart: the
+    ratio of each round, and its median, are free of drift between the sections
+    above (the GPU's clock, the host's other work).
+    """
+    alone = core.compile_model(model, gpu, {"PERFORMANCE_HINT": "THROUGHPUT", **gpu_props})
+    together = core.compile_model(model, f"AUTO:{gpu},CPU",
+                                  {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", **per_device})
+    rounds = []
+    for index in range(args.rounds):
+        gpu_fps = closed_loop(alone, inputs, args.seconds)["fps"]
+        cumulative_fps = closed_loop(together, inputs, args.seconds)["fps"]
+        rounds.append({"gpu_alone": gpu_fps, "cumulative": cumulative_fps, "ratio": cumulative_fps / gpu_fps})
+        log(f"  round {index + 1}: GPU alone {gpu_fps:.1f}, CUMULATIVE {cumulative_fps:.1f} req/s, "
+            f"{cumulative_fps / gpu_fps:.3f}x")
+    alone.release()
+    together.release()
+    ratios = sorted(r["ratio"] for r in rounds)
+    return {"rounds": rounds, "median_ratio": float(np.median(ratios)), "min_ratio": ratios[0],
+            "max_ratio": ratios[-1]}
 
 
 def ratios(result: dict[str, Any], gpus: list[str]) -> dict[str, float]:
@@ -286,6 +316,13 @@ def print_table(name: str, result: dict[str, Any], table: dict[str, float]) -> N
         target = ("" if "processes" in label or "one_process" in label or "both_ways" in label else
                   " (target >= 0.95)" if label.endswith("_sum") else " (target >= 1.0)")
         print(f"{label:<38}{value:>10.3f}{target}")
+    if result.get("paired"):
+        paired = result["paired"]
+        for index, r in enumerate(paired["rounds"], 1):
+            print(f"{'round ' + str(index) + ': GPU alone, CUMULATIVE':<38}{r['gpu_alone']:>10.1f}"
+                  f"{r['cumulative']:>10.1f}  {r['ratio']:.3f}x")
+        print(f"{'CUMULATIVE / GPU alone, in turns':<38}{paired['median_ratio']:>10.3f} (median; "
+              f"{paired['min_ratio']:.3f}-{paired['max_ratio']:.3f}; target >= 1.0)")
     for mode, r in result["first_inference"].items():
         print(f"first inference {mode} startup fallback: {r['first_inference_s']:.3f} s on "
               f"{r['first_device']} (EXECUTION_DEVICES then: {r['execution_devices_then']})")
@@ -303,9 +340,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--burst", type=int, default=None, help="requests per burst (default 400; 200 quick)")
     parser.add_argument("--gpu-precision", default=None, help="GPU INFERENCE_PRECISION_HINT (default f16)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="GPU alone vs CUMULATIVE measured in turns (default 3; 1 quick; 0: none)")
     args = parser.parse_args()
     args.seconds = args.seconds or (1.5 if args.quick else 6.0)
     args.burst = args.burst or (200 if args.quick else 400)
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
     if args.quick and "INFERPLEX_EMULATED_GPUS" not in os.environ:
         try:
             import torch
