@@ -113,6 +113,29 @@ def test_workers_run_concurrently_and_agree() -> None:
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
 
 
+def test_every_worker_captures_on_the_one_capture_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuDNN autotunes once per thread: captures on one thread autotune once, not once per worker."""
+    import threading
+
+    real_graph = torch.cuda.graph
+    threads: list[str] = []
+
+    def recording_graph(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real_graph(*args, **kwargs)
+
+    monkeypatch.setattr(torch.cuda, "graph", recording_graph)
+    program = _program({"PERFORMANCE_HINT": "THROUGHPUT"})
+    feeds = [_feeds(seed=s) for s in range(16)]
+    with ThreadPoolExecutor(program.num_workers) as pool:
+        results = list(pool.map(lambda i: program.run(feeds[i], worker=i % 8)["y"], range(16)))
+    assert threads == ["inferplex-capture"] * program.num_workers  # one graph per worker, one thread
+    assert all(worker.graphs for worker in program._workers)
+    for got, inputs in zip(results, feeds, strict=True):  # replayed from each worker's thread
+        np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+
+
 def test_a_run_leaves_the_calling_threads_stream_as_it_was() -> None:
     program, feeds = _program(), _feeds()
     side = torch.cuda.Stream()

@@ -420,3 +420,35 @@ def test_bert_like_front_end_specializes_to_a_capturable_graph() -> None:
     for variant in program._variants.values():
         assert variant.lowered.capturable
         assert not any(getattr(t, "data_dependent", False) for t in _calls(variant.lowered.module))
+
+
+def test_the_capture_thread_runs_work_in_turn_and_hands_back_results_and_errors() -> None:
+    """Every CUDA-graph capture goes through one thread (cuDNN autotunes once per thread)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from inferplex.devices.gpu.support import CaptureThread
+
+    captures = CaptureThread()
+    seen: list[str] = []
+    inside = threading.Lock()
+
+    def work(index: int) -> int:
+        assert inside.acquire(blocking=False), "two works ran at once"
+        try:
+            seen.append(threading.current_thread().name)
+            return captures.call(lambda: index * 10)  # a nested call runs inline, no deadlock
+        finally:
+            inside.release()
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: captures.call(lambda: work(i)), range(32)))
+    assert results == [i * 10 for i in range(32)]
+    assert seen == ["inferplex-capture"] * 32
+
+    def fail() -> None:
+        raise RuntimeError("capture failed")
+
+    with pytest.raises(RuntimeError, match="capture failed"):
+        captures.call(fail)
+    assert captures.call(lambda: "still serving") == "still serving"

@@ -50,7 +50,14 @@ import torch.fx
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
 from inferplex.devices.gpu.specialize import Specializer
-from inferplex.devices.gpu.support import GATE, OnStream, TimingInterpreter, host_tensor, pinned_empty
+from inferplex.devices.gpu.support import (
+    CAPTURES,
+    GATE,
+    OnStream,
+    TimingInterpreter,
+    host_tensor,
+    pinned_empty,
+)
 from inferplex.errors import InferenceError, InputError, PropertyError
 
 __all__ = ["GRAPH_CACHE_SIZE", "GpuProgram"]
@@ -123,6 +130,9 @@ class GpuProgram(DeviceProgram):
     """A :class:`LoweredGraph` compiled for one device; see the module docstring."""
 
     tensor_kind = "torch"
+    capture_on_one_thread = True
+    """Capture every CUDA graph on the process's capture thread; False: on each worker's
+    own thread, as before (``bench/gpu_warmup.py`` compares the two)."""
 
     def __init__(self, lowered: LoweredGraph, device: str, torch_device: torch.device,
                  num_workers: int = 1, config: Mapping[str, Any] | None = None,
@@ -356,7 +366,23 @@ class GpuProgram(DeviceProgram):
 
     def _capture(self, state: _Worker, variant: _Variant, signature: tuple[Any, ...],
                  tensors: list[torch.Tensor]) -> _Captured | None:
-        """Warm up once, then capture a CUDA graph for this signature; None when capture is impossible."""
+        """Warm up once, then capture a CUDA graph for this signature; None when capture is impossible.
+
+        On the process's capture thread (:class:`CaptureThread`: cuDNN autotunes
+        once per thread), on the worker's stream, while the worker waits.
+        """
+        if not self.capture_on_one_thread:
+            return self._capture_here(state, variant, signature, tensors)
+
+        def capture() -> _Captured | None:
+            with torch.cuda.stream(state.stream), torch.inference_mode():
+                return self._capture_here(state, variant, signature, tensors)
+
+        captured: _Captured | None = CAPTURES.call(capture)
+        return captured
+
+    def _capture_here(self, state: _Worker, variant: _Variant, signature: tuple[Any, ...],
+                      tensors: list[torch.Tensor]) -> _Captured | None:
         static = [t.clone() for t in tensors]  # the graph's own inputs, refilled before each replay
         variant.forward(*static)  # warm-up: lazy init, cuDNN autotuning, resize index tables
         state.stream.synchronize()
