@@ -192,7 +192,13 @@ def _compile_first(names: Sequence[str], compile_one: Callable[[str], Member],
 
 
 def _in_thread(function: Callable[[], _T], name: str) -> Future[_T]:
-    """Run ``function`` on a daemon thread (a long compile must not block interpreter exit)."""
+    """Run ``function`` on a thread of its own, which interpreter exit waits for.
+
+    A compile still running in a daemon thread at exit (the helper's, or the
+    chosen device's after the helper served a short program's requests) aborted
+    the interpreter: ONNX Runtime's and torch's native threads were torn down
+    under it ("terminate called without an active exception").
+    """
     future: Future[_T] = Future()
 
     def target() -> None:
@@ -201,7 +207,7 @@ def _in_thread(function: Callable[[], _T], name: str) -> Future[_T]:
         except BaseException as error:  # noqa: BLE001 - handed to the future
             future.set_exception(error)
 
-    threading.Thread(target=target, daemon=True, name=name).start()
+    threading.Thread(target=target, daemon=False, name=name).start()
     return future
 
 
