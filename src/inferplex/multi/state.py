@@ -24,10 +24,10 @@ __all__ = ["DeviceState", "Job", "Member", "Request", "SchedulerOptions", "Slot"
 _log = logging.getLogger("inferplex")
 
 DEFAULT_POLICY = "DEVICE_PRIORITY"
-"""SCHEDULE_POLICY when none is given.  bench/multi_auto.py compares the three: on two
-H200 with ResNet-50, CUMULATIVE GPU+CPU served 1,461-1,544 requests/s with DEVICE_PRIORITY
-against 1,324-1,372 with EARLIEST_FINISH, which sent a GPU served from a worker process
-almost nothing while the CPU served beside it (bench/RESULTS.md)."""
+"""SCHEDULE_POLICY when none is given.  bench/multi_auto.py compares the three: on one
+H200 with ResNet-50, CUMULATIVE GPU+CPU served 2,027-2,056 requests/s with DEVICE_PRIORITY,
+2,005-2,031 with ROUND_ROBIN and 1,976-2,021 with EARLIEST_FINISH (BERT-base: 1,205, 1,203,
+1,207), so EARLIEST_FINISH does not win there (bench/RESULTS.md, 2026-11-23)."""
 
 TIMEOUT_KEY = "MULTI_REQUEST_TIMEOUT"
 """Seconds one attempt of a request may run on a device before it counts as failed."""
