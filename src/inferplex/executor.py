@@ -260,6 +260,13 @@ _live_pools: weakref.WeakSet[ProgramExecutor] = weakref.WeakSet()
 
 @atexit.register
 def _drain_pools() -> None:
-    """At interpreter exit, before daemon threads stop: every queued request still runs and ends."""
-    for executor in list(_live_pools):
-        executor._stop_threads()
+    """At interpreter exit, before daemon threads stop: every queued request still runs and ends.
+
+    A request's end may queue its next step on another pool (HETERO's and
+    PIPELINE_PARALLEL's subgraphs), which then starts threads again: drained
+    until no pool has any, so that no thread is stopped inside ONNX Runtime or
+    torch (that aborts the interpreter) and no request is left half done.
+    """
+    while pools := [executor for executor in list(_live_pools) if executor._threads]:
+        for executor in pools:
+            executor._stop_threads()

@@ -2,10 +2,12 @@
 
 Each device keeps a pool of workers (one thread each, so a plugin's worker is
 used by one thread at a time, and daemon threads, so a hanging device never
-blocks the interpreter's exit).  User requests wait in one first-in, first-out
-queue; whenever a request arrives or a worker frees, the scheduling policy
-(:mod:`inferplex.multi.policies`) picks the device for the oldest waiting
-request.  Inputs go to the device as given, without a copy.
+blocks the interpreter's exit).  At exit every request given so far still ends
+on a device and runs its callback, before the workers stop (see
+:func:`_finish_at_exit`): a program may exit with requests in flight.  User
+requests wait in one first-in, first-out queue; whenever a request arrives or
+a worker frees, the scheduling policy (:mod:`inferplex.multi.policies`) picks
+the device for the oldest waiting request.  Inputs go to the device as given, without a copy.
 
 Failures (``ENABLE_RUNTIME_FALLBACK``, default on): a request that fails, or
 runs past ``MULTI_REQUEST_TIMEOUT``, is re-run on a device it has not failed on,
@@ -24,9 +26,11 @@ accelerators more than they add (``MULTI_CHECK_HOST_GAIN``,
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -82,6 +86,7 @@ class MultiExecutor(Executor):
         self._watchdog = threading.Thread(target=self._watch, daemon=True,
                                           name="inferplex-multi-watchdog")
         self._watchdog.start()
+        _live.add(self)
 
     # --- members -------------------------------------------------------------------
 
@@ -237,6 +242,20 @@ class MultiExecutor(Executor):
                 entry["state"] = self._state_of(name, now)
                 stats[name] = entry
             return stats
+
+    def drain(self, stall: float) -> bool:
+        """Wait until every request given so far has ended; False if none ended for ``stall`` seconds."""
+        with self._cond:
+            progress, pending = time.monotonic(), -1
+            while self._queue or self._retry or self._busy_total:
+                now = time.monotonic()
+                left = len(self._queue) + len(self._retry) + self._busy_total
+                if left != pending:
+                    progress, pending = now, left
+                elif now - progress > stall:
+                    return False
+                self._cond.wait(0.02)
+        return True
 
     def close(self) -> None:
         with self._lock:
@@ -493,6 +512,29 @@ class MultiExecutor(Executor):
 
 _current = threading.local()
 """``slot``: the slot whose thread this is (unset in other threads)."""
+
+_live: weakref.WeakSet[MultiExecutor] = weakref.WeakSet()
+
+EXIT_STALL = 30.0
+"""Seconds without a request ending after which exit stops waiting for a MULTI model."""
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    """At interpreter exit, before daemon threads stop: every request given so far ends.
+
+    Otherwise the workers' threads would be stopped inside ONNX Runtime or torch
+    and abort the interpreter ("terminate called without an active exception"),
+    and the requests' callbacks would never run.  A device on which no request
+    ends for :data:`EXIT_STALL` seconds stops the wait (a hanging device must not
+    keep the process alive).  Registered after the device pools' own exit hook,
+    so it runs first, while their threads still serve.
+    """
+    for executor in list(_live):
+        if not executor.drain(EXIT_STALL):
+            _log.warning("inferplex: no MULTI request ended for %.0f s at exit; leaving the rest", EXIT_STALL)
+            continue
+        executor.close()
 
 
 def _device_names(value: Any) -> list[str]:
