@@ -290,3 +290,50 @@ def submit_many(executor: Any, count: int, start: int = 0, collector: Collector 
         if pause:
             time.sleep(pause)
     return collector
+
+
+def relu_stack(layers: int, width: int, batch: int,
+               seed: int = 0) -> tuple[onnx.ModelProto, list[np.ndarray]]:
+    """``y = relu(... relu(x @ W0) ... @ Wn)`` with ``x: float32[batch, width]``, and its weights.
+
+    Big enough (``layers * width**2 * 4`` bytes) to keep devices busy: for programs that
+    exit while requests run or while a device still compiles.
+    """
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(seed)
+    scale = np.float32(1 / np.sqrt(width))
+    weights = [(rng.standard_normal((width, width)) * scale).astype(np.float32) for _ in range(layers)]
+    nodes, previous = [], "x"
+    for i in range(layers):
+        nodes += [helper.make_node("MatMul", [previous, f"w{i}"], [f"m{i}"]),
+                  helper.make_node("Relu", [f"m{i}"], [f"r{i}"])]
+        previous = f"r{i}"
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(
+        nodes, "relu_stack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, width])],
+        [numpy_helper.from_array(w, f"w{i}") for i, w in enumerate(weights)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, weights
+
+
+def relu_stack_reference(x: np.ndarray, weights: list[np.ndarray]) -> np.ndarray:
+    for w in weights:
+        x = np.maximum(x @ w, 0)
+    return x
+
+
+def run_program(source: str, *args: str, emulated_gpus: int = 2, timeout: float = 100) -> Any:
+    """Run ``source`` in a new interpreter (this folder importable, emulated GPUs); the CompletedProcess."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "INFERPLEX_EMULATED_GPUS": str(emulated_gpus), "PYTHONPATH": path}
+    return subprocess.run([sys.executable, "-c", source, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)

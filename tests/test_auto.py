@@ -10,7 +10,15 @@ from inferplex.errors import CompileError, DeviceNameError
 from inferplex.multi import AutoExecutor, auto_candidates, compile_auto
 from inferplex.properties import parse_device_string
 
-from multi_plugins import Faults, FaultyPlugin, input_for, linear_model, make_registry, submit_many
+from multi_plugins import (
+    Faults,
+    FaultyPlugin,
+    input_for,
+    linear_model,
+    make_registry,
+    run_program,
+    submit_many,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -155,29 +163,13 @@ def test_runtime_fallback_reruns_failures_on_the_host() -> None:
 
 _SHORT_PROGRAM = """
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
 import inferplex as ov
+from multi_plugins import relu_stack, relu_stack_reference
 
-rng = np.random.default_rng(0)
-nodes, weights, previous = [], [], "x"
-for i in range(24):  # about 100 MB of weights: the other device is still compiling at exit
-    w = (rng.standard_normal((1024, 1024)) / 32).astype(np.float32)
-    weights.append(numpy_helper.from_array(w, f"w{i}"))
-    nodes += [helper.make_node("MatMul", [previous, f"w{i}"], [f"m{i}"]),
-              helper.make_node("Relu", [f"m{i}"], [f"r{i}"])]
-    previous = f"r{i}"
-nodes[-1].output[0] = "y"
-graph = helper.make_graph(nodes, "stack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1024])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1024])], weights)
-model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-model.ir_version = 8
+model, weights = relu_stack(24, 1024, 4)  # 100 MB of weights: the other device still compiles at exit
 compiled = ov.Core().compile_model(model, "AUTO", {"ENABLE_STARTUP_FALLBACK": True})
-x = rng.standard_normal((4, 1024)).astype(np.float32)
-got = compiled({"x": x})["y"]
-expected = x
-for w in weights:
-    expected = np.maximum(expected @ numpy_helper.to_array(w), 0)
-np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+x = np.random.default_rng(1).standard_normal((4, 1024)).astype(np.float32)
+np.testing.assert_allclose(compiled({"x": x})["y"], relu_stack_reference(x, weights), rtol=1e-4, atol=1e-5)
 print("served by", compiled.get_property("EXECUTION_DEVICES"), flush=True)
 compiled.release()
 """
@@ -186,12 +178,6 @@ compiled.release()
 def test_a_short_program_exits_cleanly_while_auto_still_compiles() -> None:
     """The first result comes while the other device still compiles; exit then waits for that
     compile instead of tearing native threads down under it (it aborted the interpreter)."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "INFERPLEX_EMULATED_GPUS": "1"}
-    done = subprocess.run([sys.executable, "-c", _SHORT_PROGRAM], capture_output=True, text=True, env=env,
-                          timeout=50)
+    done = run_program(_SHORT_PROGRAM, emulated_gpus=1, timeout=50)
     assert done.returncode == 0, f"exit code {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.startswith("served by")

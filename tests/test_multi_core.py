@@ -10,7 +10,7 @@ import pytest
 import inferplex as ov
 from inferplex.errors import PropertyError
 
-from multi_plugins import expected, input_for, linear_model
+from multi_plugins import expected, input_for, linear_model, run_program
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -153,30 +153,16 @@ ended, wrong = [], []
 atexit.register(lambda: print(f"ended {len(ended)} wrong {len(wrong)}", flush=True))  # runs last
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
 import inferplex as ov
+from multi_plugins import relu_stack, relu_stack_reference
 
-rng = np.random.default_rng(0)
-nodes, weights, previous = [], [], "x"
-for i in range(8):  # enough work that requests are still running when the program ends
-    w = (rng.standard_normal((512, 512)) / 16).astype(np.float32)
-    weights.append(numpy_helper.from_array(w, f"w{i}"))
-    nodes += [helper.make_node("MatMul", [previous, f"w{i}"], [f"m{i}"]),
-              helper.make_node("Relu", [f"m{i}"], [f"r{i}"])]
-    previous = f"r{i}"
-nodes[-1].output[0] = "y"
-graph = helper.make_graph(nodes, "stack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 512])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 512])], weights)
-model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-model.ir_version = 8
-arrays = [numpy_helper.to_array(w) for w in weights]
+model, weights = relu_stack(8, 512, 64)  # enough work that requests still run when the program ends
 compiled = ov.Core().compile_model(model, sys.argv[1], json.loads(sys.argv[2]))
+rng = np.random.default_rng(1)
 inputs = [rng.standard_normal((64, 512)).astype(np.float32) for _ in range(48)]
 
 def check(request, index):
-    expected = inputs[index]
-    for w in arrays:
-        expected = np.maximum(expected @ w, 0)
+    expected = relu_stack_reference(inputs[index], weights)
     if not np.allclose(request.results["y"], expected, rtol=1e-3, atol=1e-3):
         wrong.append(index)
     ended.append(index)
@@ -196,12 +182,7 @@ def test_a_program_may_exit_with_requests_in_flight(devices: str, config: dict[s
     """Every request still ends, right, with its callback, and the interpreter exits cleanly
     (worker threads stopped inside ONNX Runtime or torch aborted it)."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    env = {**os.environ, "INFERPLEX_EMULATED_GPUS": "2"}
-    done = subprocess.run([sys.executable, "-c", _EXIT_WITH_REQUESTS_IN_FLIGHT, devices, json.dumps(config)],
-                          capture_output=True, text=True, env=env, timeout=100)
+    done = run_program(_EXIT_WITH_REQUESTS_IN_FLIGHT, devices, json.dumps(config))
     assert done.returncode == 0, f"exit code {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.split() == ["submitted", "ended", "48", "wrong", "0"]

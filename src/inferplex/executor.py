@@ -164,6 +164,8 @@ class ProgramExecutor(Executor):
         self._jobs: queue.SimpleQueue[tuple[Mapping[str, Any], Done] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._pool_lock = threading.Lock()
+        self._in_flight = 0
+        """Requests submitted and not yet ended (their ``done`` has not returned)."""
 
     @property
     def optimal_number_of_infer_requests(self) -> int:
@@ -197,6 +199,7 @@ class ProgramExecutor(Executor):
                 for thread in self._threads:
                     thread.start()
                 _live_pools.add(self)
+            self._in_flight += 1
             self._jobs.put((inputs, done))
 
     def _serve(self) -> None:
@@ -215,6 +218,9 @@ class ProgramExecutor(Executor):
             finish(done, error)
         else:
             finish(done, result)
+        finally:
+            with self._pool_lock:  # after ``done``, which may have queued the next step elsewhere
+                self._in_flight -= 1
 
     def close(self) -> None:
         self._stop_threads()
@@ -263,10 +269,15 @@ def _drain_pools() -> None:
     """At interpreter exit, before daemon threads stop: every queued request still runs and ends.
 
     A request's end may queue its next step on another pool (HETERO's and
-    PIPELINE_PARALLEL's subgraphs), which then starts threads again: drained
-    until no pool has any, so that no thread is stopped inside ONNX Runtime or
-    torch (that aborts the interpreter) and no request is left half done.
+    PIPELINE_PARALLEL's subgraphs), so the threads stop only once no pool has a
+    request in flight: no thread is stopped inside ONNX Runtime or torch (that
+    aborts the interpreter) and no request is left half done.  (Stopping one
+    pool while another still queued steps on it restarted its threads beside
+    the stopping ones, which could take each other's stop signals.)
     """
-    while pools := [executor for executor in list(_live_pools) if executor._threads]:
-        for executor in pools:
-            executor._stop_threads()
+    pools = list(_live_pools)
+    while any(executor._in_flight for executor in pools):
+        time.sleep(_POLL)
+        pools = list(_live_pools)
+    for executor in pools:
+        executor._stop_threads()
