@@ -1,4 +1,4 @@
-"""CompiledModel, InferRequest and AsyncInferQueue (OpenVINO's runtime API).
+"""CompiledModel and InferRequest (OpenVINO's runtime API; AsyncInferQueue is in :mod:`.async_queue`).
 
 Every started request ends exactly once, with results or an error: the
 executor's completion callback stores the outcome, runs the user's callback

@@ -107,10 +107,11 @@ class CaptureThread:
 
     PyTorch keeps cuDNN's autotuning results (``cudnn.benchmark``) per thread,
     since cuDNN's execution plans are not thread-safe.  A worker thread that
-    captured its own graph autotuned every convolution again first: about 0.9 s
-    per worker for ResNet-50 on an H200, one worker at a time under
-    :data:`GATE`, so 8 workers took 7 s to serve at full speed.  Captures run
-    one at a time anyway; on one thread only the first autotunes.  A graph
+    captured its own graph autotuned every convolution again first, one worker
+    at a time under :data:`GATE`: ResNet-50's 8 workers took 5.2 s to have all
+    served a request on an H200, against 0.09 s with every capture on this
+    thread, at the same steady throughput (``bench/gpu_warmup.py``).  Captures
+    run one at a time anyway; on one thread only the first autotunes.  A graph
     captured here replays on its worker's stream from the worker's thread.
     """
 
@@ -146,6 +147,7 @@ class CaptureThread:
                 outcome.extend((None, error))
             finally:
                 done.set()
+                del work, outcome, done  # hold no graph past its capture
 
 
 CAPTURES = CaptureThread()
