@@ -2,7 +2,9 @@
 
 ``FaultyPlugin(family, devices, ...)`` exposes devices that run the model with
 ONNX Runtime (so results are real) and can be slow, fail every k-th request,
-hang on chosen requests, compile slowly or fail to compile.
+hang on chosen requests, compile slowly or fail to compile.  Also: ``relu_stack``, a
+model big enough to keep devices busy, and ``run_program``, which runs a test program
+in a new interpreter (for what happens at exit).
 """
 
 from __future__ import annotations

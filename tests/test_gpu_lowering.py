@@ -427,7 +427,7 @@ def test_the_capture_thread_runs_work_in_turn_and_hands_back_results_and_errors(
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from inferplex.devices.gpu.support import CaptureThread
+    from inferplex.devices.gpu.graphs import CaptureThread
 
     captures = CaptureThread()
     seen: list[str] = []
@@ -452,3 +452,51 @@ def test_the_capture_thread_runs_work_in_turn_and_hands_back_results_and_errors(
     with pytest.raises(RuntimeError, match="capture failed"):
         captures.call(fail)
     assert captures.call(lambda: "still serving") == "still serving"
+
+
+def test_capture_graph_warms_up_then_captures_on_the_capture_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control flow of a capture, with torch's CUDA calls stood in for (CUDA runs it for real
+    in test_gpu_cuda.py): one warm-up call, one captured call on its own copies of the inputs,
+    on the capture thread; a capture that raises gives None (the signature then runs eagerly)."""
+    import contextlib
+    import threading
+
+    import torch
+
+    from inferplex.devices.gpu import graphs
+
+    events: list[tuple[str, str]] = []
+
+    class Stream:
+        def synchronize(self) -> None:
+            events.append(("sync", threading.current_thread().name))
+
+    @contextlib.contextmanager
+    def fake_graph(graph: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        events.append(("capture", threading.current_thread().name))
+        if kwargs.get("pool") == "broken":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        yield
+
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "graph", fake_graph)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: "graph")
+    calls: list[torch.Tensor] = []
+
+    def forward(x: torch.Tensor) -> tuple[torch.Tensor]:
+        calls.append(x)
+        return (x * 2,)
+
+    given = torch.arange(4.0)
+    captured = graphs.capture_graph(forward, [given], Stream(), "pool", owner="variant")  # type: ignore[arg-type]
+    assert captured is not None and captured.owner == "variant" and captured.graph == "graph"
+    assert len(calls) == 2 and all(c is not given for c in calls)  # the graph's own inputs
+    assert captured.inputs[0] is calls[1] and torch.equal(captured.inputs[0], given)
+    assert torch.equal(captured.outputs[0], given * 2)
+    assert events == [("sync", "inferplex-capture"), ("capture", "inferplex-capture")]
+    events.clear()
+    broken = graphs.capture_graph(forward, [given], Stream(), "broken", owner=None,  # type: ignore[arg-type]
+                                  on_capture_thread=False)
+    assert broken is None
+    assert [name for name, _ in events] == ["sync", "capture", "sync"]
+    assert all(thread == threading.current_thread().name for _, thread in events)

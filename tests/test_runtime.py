@@ -304,6 +304,31 @@ def test_start_async_inside_the_queues_own_callback_never_waits_for_itself(
 
 
 @pytest.mark.timeout(30)
+def test_bad_inputs_given_inside_a_callback_raise_there_and_queue_nothing(
+        compiled: ov.CompiledModel, reference: ort.InferenceSession) -> None:
+    queue = ov.AsyncInferQueue(compiled, jobs=1)
+    raised: list[BaseException] = []
+    ended: list[str] = []
+
+    def on_done(request: ov.InferRequest, userdata: str) -> None:
+        ended.append(userdata)
+        if userdata == "first":
+            try:  # no idle job here: checked before it would be queued
+                wrong = {"x": np.zeros((2, 5), np.float32), "y": np.zeros((2, 4), np.float32)}
+                queue.start_async(wrong, "bad")
+            except ov.errors.InputError as error:
+                raised.append(error)
+            queue.start_async(_inputs(2), "second")
+
+    queue.set_callback(on_done)
+    queue.start_async(_inputs(1), "first")
+    queue.wait_all()
+    assert ended == ["first", "second"]  # the bad job never started, the good one ran once
+    assert len(raised) == 1 and "'x'" in str(raised[0]) and "[N,4]" in str(raised[0]).replace(" ", "")
+    _assert_matches(queue[0].results, reference, _inputs(2))
+
+
+@pytest.mark.timeout(30)
 def test_wait_all_and_get_idle_request_id_inside_a_callback_raise_instead_of_hanging(
         compiled: ov.CompiledModel) -> None:
     queue = ov.AsyncInferQueue(compiled, jobs=1)

@@ -48,16 +48,10 @@ import torch
 import torch.fx
 
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
+from inferplex.devices.gpu.graphs import GATE, Captured, capture_graph
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
 from inferplex.devices.gpu.specialize import Specializer
-from inferplex.devices.gpu.support import (
-    CAPTURES,
-    GATE,
-    OnStream,
-    TimingInterpreter,
-    host_tensor,
-    pinned_empty,
-)
+from inferplex.devices.gpu.support import OnStream, TimingInterpreter, host_tensor, pinned_empty
 from inferplex.errors import InferenceError, InputError, PropertyError
 
 __all__ = ["GRAPH_CACHE_SIZE", "GpuProgram"]
@@ -89,15 +83,6 @@ class _Variant:
     buffer_ptrs: frozenset[int]
 
 
-@dataclass(eq=False)
-class _Captured:
-    graph: Any
-    inputs: list[torch.Tensor]
-    outputs: tuple[torch.Tensor, ...]
-    variant: _Variant
-    """The graph reads this variant's buffers: holding it keeps them alive as long as the graph."""
-
-
 @dataclass
 class _Worker:
     stream: Any = None
@@ -111,7 +96,7 @@ class _Worker:
     """This run copies asynchronously out of a caller's pinned tensor: wait for it before returning."""
     host_inputs: bool = False
     """This run copied host inputs through ``staging``."""
-    graphs: OrderedDict[tuple[Any, ...], _Captured] = field(default_factory=OrderedDict)
+    graphs: OrderedDict[tuple[Any, ...], Captured] = field(default_factory=OrderedDict)
     records: list[ProfilingRecord] = field(default_factory=list)
 
 
@@ -365,38 +350,14 @@ class GpuProgram(DeviceProgram):
         return variant.forward(*self._inputs(state, values))
 
     def _capture(self, state: _Worker, variant: _Variant, signature: tuple[Any, ...],
-                 tensors: list[torch.Tensor]) -> _Captured | None:
-        """Warm up once, then capture a CUDA graph for this signature; None when capture is impossible.
-
-        On the process's capture thread (:class:`CaptureThread`: cuDNN autotunes
-        once per thread), on the worker's stream, while the worker waits.
-        """
-        if not self.capture_on_one_thread:
-            return self._capture_here(state, variant, signature, tensors)
-
-        def capture() -> _Captured | None:
-            with torch.cuda.stream(state.stream), torch.inference_mode():
-                return self._capture_here(state, variant, signature, tensors)
-
-        captured: _Captured | None = CAPTURES.call(capture)
-        return captured
-
-    def _capture_here(self, state: _Worker, variant: _Variant, signature: tuple[Any, ...],
-                      tensors: list[torch.Tensor]) -> _Captured | None:
-        static = [t.clone() for t in tensors]  # the graph's own inputs, refilled before each replay
-        variant.forward(*static)  # warm-up: lazy init, cuDNN autotuning, resize index tables
-        state.stream.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph, pool=state.pool, stream=state.stream,
-                                  capture_error_mode="thread_local"):
-                outputs = tuple(variant.forward(*static))
-        except Exception:  # noqa: BLE001 - an op that syncs with the host: this signature runs eagerly
+                 tensors: list[torch.Tensor]) -> Captured | None:
+        """Capture this signature's graph for the worker (see :mod:`.graphs`); None: it runs eagerly."""
+        captured = capture_graph(variant.forward, tensors, state.stream, state.pool, variant,
+                                 self.capture_on_one_thread)
+        if captured is None:
             with self._lock:
                 self._eager_signatures.add(signature)
-            state.stream.synchronize()
             return None
-        captured = _Captured(graph, static, outputs, variant)
         state.graphs[signature] = captured
         if len(state.graphs) > GRAPH_CACHE_SIZE:
             # Graphs share the worker's memory pool: a dropped graph's memory goes back to

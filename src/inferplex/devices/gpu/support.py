@@ -1,13 +1,9 @@
-"""Run-time helpers of :class:`GpuProgram`: the per-op timing interpreter, the capture gate, host buffers."""
+"""Run-time helpers of :class:`GpuProgram`: the per-op timing interpreter, stream switching, host buffers."""
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -16,8 +12,7 @@ import torch.fx
 
 from inferplex.devices.gpu.tensors import numpy_to_torch
 
-__all__ = ["CAPTURES", "GATE", "CaptureGate", "CaptureThread", "OnStream", "TimingInterpreter", "host_tensor",
-           "pinned_empty"]
+__all__ = ["OnStream", "TimingInterpreter", "host_tensor", "pinned_empty"]
 
 
 class TimingInterpreter(torch.fx.Interpreter):
@@ -55,102 +50,6 @@ class TimingInterpreter(torch.fx.Interpreter):
             elapsed = start.elapsed_time(end) / 1000.0 if self.cuda else end - start
             totals[(name, op)] = totals.get((name, op), 0.0) + elapsed
         return totals
-
-
-class CaptureGate:
-    """Process-wide: many runs at once, or one CUDA-graph capture alone.
-
-    While a stream captures, work that other threads queue (pinned-memory
-    bookkeeping, event queries, allocations) can invalidate the capture or fail
-    with ``operation not permitted when stream is capturing``.  Captures happen
-    once per input shape, so pausing other runs for them costs little.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._running = 0
-        self._capturing = False
-        self._waiting = 0
-
-    @contextmanager
-    def run(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._capturing and not self._waiting)
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._running -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def capture(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting += 1
-            self._cond.wait_for(lambda: not self._capturing and self._running == 0)
-            self._waiting -= 1
-            self._capturing = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._capturing = False
-                self._cond.notify_all()
-
-
-GATE = CaptureGate()
-
-
-class CaptureThread:
-    """One thread of the process that makes every CUDA-graph capture, for every worker.
-
-    PyTorch keeps cuDNN's autotuning results (``cudnn.benchmark``) per thread,
-    since cuDNN's execution plans are not thread-safe.  A worker thread that
-    captured its own graph autotuned every convolution again first, one worker
-    at a time under :data:`GATE`: ResNet-50's 8 workers took 5.2 s to have all
-    served a request on an H200, against 0.09 s with every capture on this
-    thread, at the same steady throughput (``bench/gpu_warmup.py``).  Captures
-    run one at a time anyway; on one thread only the first autotunes.  A graph
-    captured here replays on its worker's stream from the worker's thread.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] = \
-            queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def call(self, work: Callable[[], Any]) -> Any:
-        """Run ``work()`` on the capture thread and return its result (or raise its error)."""
-        if threading.current_thread() is self._thread:
-            return work()
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="inferplex-capture", daemon=True)
-                self._thread.start()
-        outcome: list[Any] = []
-        done = threading.Event()
-        self._jobs.put((work, outcome, done))
-        done.wait()
-        value, error = outcome
-        if error is not None:
-            raise error
-        return value
-
-    def _serve(self) -> None:
-        while True:
-            work, outcome, done = self._jobs.get()
-            try:
-                outcome.extend((work(), None))
-            except BaseException as error:  # noqa: BLE001 - handed to the waiting worker
-                outcome.extend((None, error))
-            finally:
-                done.set()
-                del work, outcome, done  # hold no graph past its capture
-
-
-CAPTURES = CaptureThread()
 
 
 class OnStream:
