@@ -14,10 +14,19 @@ calling process's CPU time per request (it drives every worker process):
     python bench/multi_diagnostics.py --model bert # BERT-base instead of ResNet-50
     python bench/multi_diagnostics.py --quick      # tiny model, emulated GPUs
     python bench/multi_diagnostics.py --streams    # one GPU: NUM_STREAMS 4, 8 and 16, both ways
+    python bench/multi_diagnostics.py --throttle   # one GPU: GPU_QUEUE_THROTTLE MEDIUM vs LOW
 
 ``--streams`` measures only GPU.0, with the THROUGHPUT hint's worker count and
 with NUM_STREAMS 4, 8 and 16, in this process and from a worker process, and
 prints each row's ratio to the hint's default in this process.
+
+``--throttle`` compares a GPU worker's wait for its stream spinning on a host
+core (GPU_QUEUE_THROTTLE MEDIUM, the default) with sleeping on a blocking CUDA
+event (LOW), which leaves the core to a CPU serving beside the GPU: GPU.0
+alone in this process and through a worker process, then CUMULATIVE GPU.0+CPU
+with and without MULTI_CHECK_HOST_GAIN, then GPU.0 alone and CUMULATIVE (both
+throttles) in turns for ``--rounds`` rounds; ratios are to GPU.0 alone (MEDIUM)
+in this process, of the same round for the turns.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -40,6 +50,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=None, help="per row (default 3; 0.5 quick)")
     parser.add_argument("--model", choices=("resnet50", "bert"), default="resnet50")
     parser.add_argument("--streams", action="store_true", help="only the NUM_STREAMS sweep on GPU.0")
+    parser.add_argument("--throttle", action="store_true", help="only GPU_QUEUE_THROTTLE MEDIUM vs LOW")
+    parser.add_argument("--rounds", type=int, default=3, help="--throttle: rounds measured in turns")
     args = parser.parse_args()
     seconds = args.seconds or (0.5 if args.quick else 3.0)
     if args.quick:
@@ -52,16 +64,17 @@ def main() -> None:
     model, inputs = tiny_model(4) if args.quick else make(4, Path(folder))
     gpu = {} if args.quick else {"INFERENCE_PRECISION_HINT": "f16"}
 
-    def row(label: str, device: str, config: dict[str, Any], jobs_per_optimal: int = 1,
+    def row(label: str, device: str, config: dict[str, Any] | Any, jobs_per_optimal: int = 1,
             baseline: float | None = None) -> float:
-        compiled = core.compile_model(model, device, config)
+        compiled = core.compile_model(model, device, config) if isinstance(config, dict) else config
         before = _cpu_seconds()
         result = closed_loop(compiled, inputs, seconds, jobs_per_optimal)
         # closed_loop warms up for min(2 s, seconds) first: count the CPU of both loops.
         warmup = result["warmup_fps"] * min(2.0, seconds)
         per_request = (_cpu_seconds() - before) / max(1.0, result["requests"] + warmup) * 1e6
         check = getattr(compiled.executor, "host_gain", None)
-        compiled.release()
+        if isinstance(config, dict):
+            compiled.release()
         states = result["states"]
         marks = {d: f" ({state})" for d, state in states.items() if state != "serving"}
         devices = "  ".join(f"{d}: {s['fps']:.0f}{marks.get(d, '')}" for d, s in result["devices"].items())
@@ -81,6 +94,10 @@ def main() -> None:
             row(f"MULTI:GPU.0 through a worker process, NUM_STREAMS={streams}", "MULTI:GPU.0",
                 {"DEVICE_PROPERTIES": {"GPU": {**gpu, "NUM_STREAMS": streams}},
                  "MULTI_WORKER_PROCESSES": "YES"}, baseline=default)
+        return
+
+    if args.throttle:
+        throttle_rows(row, core, model, throughput, gpu, args.rounds)
         return
 
     row("GPU.0 alone", "GPU.0", throughput)
@@ -105,6 +122,40 @@ def main() -> None:
     for label, extra, cpu in variants:
         row(f"CUMULATIVE GPU+CPU, {label}", "AUTO:GPU.0,CPU",
             {**cumulative, **extra, "DEVICE_PROPERTIES": {"GPU": gpu, "CPU": cpu}})
+
+
+def throttle_rows(row: Any, core: Any, model: Any, throughput: dict[str, Any], gpu: dict[str, Any],
+                  rounds: int) -> None:
+    """The ``--throttle`` rows (see the module docstring)."""
+    throttles = ("MEDIUM", "LOW")
+    baseline = row("GPU.0 alone, MEDIUM", "GPU.0", throughput)
+    row("GPU.0 alone, LOW", "GPU.0", {**throughput, "GPU_QUEUE_THROTTLE": "LOW"}, baseline=baseline)
+    for throttle in throttles:
+        row(f"MULTI:GPU.0 through a worker process, {throttle}", "MULTI:GPU.0",
+            {"DEVICE_PROPERTIES": {"GPU": {**gpu, "GPU_QUEUE_THROTTLE": throttle}},
+             "MULTI_WORKER_PROCESSES": "YES"}, baseline=baseline)
+    cumulative = {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"}
+    for check in (False, True):
+        for throttle in throttles:
+            label = f"CUMULATIVE GPU+CPU, GPU {throttle}" + ("" if check else ", MULTI_CHECK_HOST_GAIN=NO")
+            per_device = {"GPU": {**gpu, "GPU_QUEUE_THROTTLE": throttle}}
+            row(label, "AUTO:GPU.0,CPU", {**cumulative, "MULTI_CHECK_HOST_GAIN": check,
+                                          "DEVICE_PROPERTIES": per_device}, baseline=baseline)
+    # In turns, all kept compiled: each round's ratios are free of drift between rows.
+    alone = core.compile_model(model, "GPU.0", throughput)
+    together = {t: core.compile_model(model, "AUTO:GPU.0,CPU", {
+        **cumulative, "DEVICE_PROPERTIES": {"GPU": {**gpu, "GPU_QUEUE_THROTTLE": t}}}) for t in throttles}
+    ratios: dict[str, list[float]] = {t: [] for t in throttles}
+    for index in range(rounds):
+        base = row(f"round {index + 1}: GPU.0 alone, MEDIUM", "GPU.0", alone)
+        for throttle, compiled in together.items():
+            ratios[throttle].append(row(f"round {index + 1}: CUMULATIVE GPU+CPU, GPU {throttle}",
+                                        "AUTO:GPU.0,CPU", compiled, baseline=base) / base)
+    for compiled in (alone, *together.values()):
+        compiled.release()
+    for throttle, values in ratios.items():
+        print(f"CUMULATIVE GPU+CPU, GPU {throttle}, vs GPU.0 alone in turns: median "
+              f"{statistics.median(values):.3f}x (range {min(values):.3f}-{max(values):.3f})", flush=True)
 
 
 def _cpu_seconds() -> float:

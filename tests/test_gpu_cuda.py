@@ -66,6 +66,24 @@ def _feeds(batch: int = 4, seed: int = 0) -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(seed).standard_normal((batch, 3, 32, 32)).astype(np.float32)}
 
 
+def _on_every_worker(program: Any, count: int, run: Callable[[int, int], np.ndarray]) -> list[np.ndarray]:
+    """``run(i, worker)`` for i in ``range(count)`` on worker ``i % num_workers``, each worker on a
+    thread of its own: a worker serves one request at a time (the executor's contract), and two
+    threads sharing one would overwrite each other's graph inputs."""
+    workers = program.num_workers
+
+    def serve(worker: int) -> list[tuple[int, np.ndarray]]:
+        return [(i, run(i, worker)) for i in range(worker, count, workers)]
+
+    with ThreadPoolExecutor(workers) as pool:
+        done = dict(pair for pairs in pool.map(serve, range(workers)) for pair in pairs)
+    return [done[i] for i in range(count)]
+
+
+def _run_feeds(program: Any, feeds: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
+    return _on_every_worker(program, len(feeds), lambda i, worker: program.run(feeds[i], worker=worker)["y"])
+
+
 def test_cuda_graph_replay_equals_eager() -> None:
     graphs, eager = _program(), _program({"CUDA_GRAPHS": False})
     assert graphs.get_property("CUDA_GRAPHS") is True
@@ -107,8 +125,7 @@ def test_workers_run_concurrently_and_agree() -> None:
     program = _program({"PERFORMANCE_HINT": "THROUGHPUT"})
     assert program.num_workers == 8
     feeds = [_feeds(seed=s) for s in range(16)]
-    with ThreadPoolExecutor(program.num_workers) as pool:
-        results = list(pool.map(lambda i: program.run(feeds[i], worker=i % 8)["y"], range(16)))
+    results = _run_feeds(program, feeds)
     for got, inputs in zip(results, feeds, strict=True):
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
 
@@ -127,13 +144,33 @@ def test_every_worker_captures_on_the_one_capture_thread(monkeypatch: pytest.Mon
     monkeypatch.setattr(torch.cuda, "graph", recording_graph)
     program = _program({"PERFORMANCE_HINT": "THROUGHPUT"})
     feeds = [_feeds(seed=s) for s in range(16)]
-    with ThreadPoolExecutor(program.num_workers) as pool:
-        results = list(pool.map(lambda i: program.run(feeds[i], worker=i % 8)["y"], range(16)))
+    results = _run_feeds(program, feeds)
     assert threads == ["inferplex-capture"] * program.num_workers  # one graph per worker, one thread
     assert all(worker.graphs for worker in program._workers)
     for got, inputs in zip(results, feeds, strict=True):  # replayed from each worker's thread
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
     assert torch.cuda.current_stream() == torch.cuda.default_stream()
+
+
+def test_low_queue_throttle_waits_on_blocking_events_with_the_same_results(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU_QUEUE_THROTTLE LOW: a worker waits for its stream on a blocking event, never spinning on it."""
+    program = _program({"PERFORMANCE_HINT": "THROUGHPUT", "GPU_QUEUE_THROTTLE": "LOW"})
+    assert program.get_property("GPU_QUEUE_THROTTLE") == "LOW"
+    assert all(worker.finished is not None for worker in program._workers)
+    spins: list[int] = []
+    real_synchronize = torch.cuda.Stream.synchronize
+    monkeypatch.setattr(torch.cuda.Stream, "synchronize",
+                        lambda stream: (spins.append(1), real_synchronize(stream))[1])
+    feeds = [_feeds(seed=s) for s in range(32)]
+    results = _run_feeds(program, feeds)
+    for got, inputs in zip(results, feeds, strict=True):
+        np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
+    captures = sum(bool(worker.graphs) for worker in program._workers)
+    assert len(spins) <= 2 * captures  # only around each capture; every run's wait is a blocking event
+    spins.clear()
+    _program({"PERFORMANCE_HINT": "THROUGHPUT"}).run(_feeds())
+    assert spins  # the default (MEDIUM) waits on the stream itself
 
 
 def test_a_run_leaves_the_calling_threads_stream_as_it_was() -> None:
@@ -221,11 +258,10 @@ def test_concurrent_workers_with_different_shapes() -> None:
         _compile(model, {"PERFORMANCE_HINT": "THROUGHPUT"}),
         _compile(model, {"CUDA_GRAPHS": False}),
     )
-    jobs = [(i % program.num_workers, 1 + i % 5, i) for i in range(24)]
-    with ThreadPoolExecutor(program.num_workers) as pool:
-        results = list(pool.map(lambda j: program.run(_block_feeds(j[1], j[2]), worker=j[0])["y"], jobs))
-    for (_, batch, seed), got in zip(jobs, results, strict=True):
-        np.testing.assert_allclose(got, eager.run(_block_feeds(batch, seed))["y"], rtol=1e-5, atol=1e-5)
+    results = _on_every_worker(program, 24, lambda i, worker: program.run(_block_feeds(1 + i % 5, i),
+                                                                          worker=worker)["y"])
+    for i, got in enumerate(results):
+        np.testing.assert_allclose(got, eager.run(_block_feeds(1 + i % 5, i))["y"], rtol=1e-5, atol=1e-5)
 
 
 def test_channels_last_f16_resnet_block_within_bounds() -> None:

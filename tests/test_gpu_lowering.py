@@ -357,6 +357,16 @@ def test_channels_last_is_off_when_emulated_and_exact_when_forced() -> None:
         _program(model, {"GPU_CHANNELS_LAST": "SOMETIMES"})
 
 
+def test_queue_throttle_is_accepted_and_kept_when_emulated(core: Any) -> None:
+    model, feeds = _cnn()
+    compiled = core.compile_model(model, "GPU.0", {"GPU_QUEUE_THROTTLE": "low"})
+    assert compiled.get_property("GPU_QUEUE_THROTTLE") == "LOW"
+    assert core.compile_model(model, "GPU.0").get_property("GPU_QUEUE_THROTTLE") == "MEDIUM"
+    np.testing.assert_allclose(compiled(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-6)
+    with pytest.raises(ov.errors.PropertyError, match="GPU_QUEUE_THROTTLE"):
+        core.compile_model(model, "GPU.0", {"GPU_QUEUE_THROTTLE": "fast"})
+
+
 def test_to_host_and_to_native_round_trip() -> None:
     model, feeds = _cnn()
     program = _program(model)

@@ -6,6 +6,7 @@ whose host slows the accelerator down (or does not) while it runs.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -81,6 +82,27 @@ def test_the_decision_is_checked_again_after_the_interval(monkeypatch: pytest.Mo
     # Now the host no longer slows the GPU: after the ramp and a new check it keeps serving.
     drive(check, now, host_gain.RAMP + 2 * host_gain.WINDOW + 0.2, gpu_rate=(1000, 1000), host_rate=60)
     assert check.checks == 2 and not check.held
+
+
+def test_the_same_answer_doubles_the_wait_for_the_next_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host_gain, "INTERVAL", 1.0)
+    monkeypatch.setattr(host_gain, "LONGEST_INTERVAL", 4.0)
+    check = HostGainCheck()
+    now, decided, waits = 0.0, [], []
+    while check.checks < 5:  # the host keeps costing more than it adds
+        checks = check.checks
+        now = drive(check, now, 0.05, gpu_rate=(700, 1000), host_rate=60)
+        if check.checks > checks:
+            decided.append(now)
+            waits.append(check.interval)
+    assert check.held and waits == [1.0, 2.0, 4.0, 4.0, 4.0]
+    # Each check started once the previous decision's wait was over, not sooner.
+    gaps = [later - earlier for earlier, later in itertools.pairwise(decided)]
+    assert all(gap >= wait for gap, wait in zip(gaps, waits, strict=False))
+    # The host stops slowing the GPU: the next check changes the answer and the wait starts over.
+    while check.checks < 6:
+        now = drive(check, now, 0.05, gpu_rate=(1000, 1000), host_rate=60)
+    assert not check.held and check.interval == 1.0
 
 
 def test_no_check_before_warm_up_without_full_load_or_without_both_kinds() -> None:

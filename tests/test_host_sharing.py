@@ -70,6 +70,10 @@ def test_a_cumulative_compile_gives_the_cpu_fewer_threads(registry) -> None:  # 
         assert threads <= max(1, cores - HOST_CORES_PER_ACCELERATOR)
         assert threads < cores or cores == 1  # without the GPU it would take every core
         assert cpu_program.get_property("THREAD_PRIORITY") == ("LOW" if _linux() else "NORMAL")
+        # The GPU's waits keep spinning beside the CPU: sleeping on blocking events (LOW) served
+        # less, with and without the CPU (bench/multi_diagnostics.py --throttle).
+        gpu_program = executor._devices["GPU.0"].executor.program
+        assert gpu_program.get_property("GPU_QUEUE_THROTTLE") == "MEDIUM"
     finally:
         executor.close()
 

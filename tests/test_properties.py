@@ -320,3 +320,10 @@ def test_gpu_channels_last_values(value: Any, expected: str) -> None:
     assert normalize_property("GPU_CHANNELS_LAST", value) == ("GPU_CHANNELS_LAST", expected)
     with pytest.raises(PropertyError, match=r"GPU_CHANNELS_LAST.*'sometimes'.*AUTO, YES, NO"):
         normalize_property("GPU_CHANNELS_LAST", "sometimes")
+
+
+@pytest.mark.parametrize("value, expected", [("low", "LOW"), ("Medium", "MEDIUM"), (" HIGH ", "HIGH")])
+def test_gpu_queue_throttle_values(value: Any, expected: str) -> None:
+    assert normalize_property("GPU_QUEUE_THROTTLE", value) == ("GPU_QUEUE_THROTTLE", expected)
+    with pytest.raises(PropertyError, match=r"GPU_QUEUE_THROTTLE.*'fast'.*LOW, MEDIUM, HIGH"):
+        normalize_property("GPU_QUEUE_THROTTLE", "fast")

@@ -208,6 +208,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "THREAD_PRIORITY": _enum("NORMAL", "LOW"),
     "GPU_CHANNELS_LAST": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
+    "GPU_QUEUE_THROTTLE": _enum("LOW", "MEDIUM", "HIGH"),
     "CACHE_DIR": _any_string,
     "MULTI_REQUEST_TIMEOUT": parse_seconds,
     "MULTI_QUARANTINE_TIME": parse_seconds,

@@ -28,7 +28,9 @@ Options (compile config): ``CUDA_GRAPHS`` (default True on CUDA; ignored on the
 emulated CPU device); ``TORCH_COMPILE`` (default False: ``torch.compile`` makes
 steady-state kernels faster but costs seconds to minutes on the first inference
 of each shape); ``ENABLE_PROFILING`` (per-op times through a timing
-``torch.fx.Interpreter``, plus input/output transfer records with bytes).
+``torch.fx.Interpreter``, plus input/output transfer records with bytes);
+``GPU_QUEUE_THROTTLE`` (MEDIUM default and HIGH: a worker waiting for its stream
+spins on a host core, CUDA's default; LOW: it sleeps on a blocking CUDA event).
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class _Worker:
     """This run copied host inputs through ``staging``."""
     graphs: OrderedDict[tuple[Any, ...], Captured] = field(default_factory=OrderedDict)
     records: list[ProfilingRecord] = field(default_factory=list)
+    finished: Any = None
+    """GPU_QUEUE_THROTTLE LOW: a blocking event, recorded on the stream to wait for it asleep."""
 
 
 def _delta(seconds: float) -> datetime.timedelta:
@@ -130,6 +134,7 @@ class GpuProgram(DeviceProgram):
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self._graphs_on = self._cuda and bool(config.get("CUDA_GRAPHS", True))
         self._compiled = bool(config.get("TORCH_COMPILE", False))
+        self._blocking_waits = self._cuda and str(config.get("GPU_QUEUE_THROTTLE", "MEDIUM")).upper() == "LOW"
         self._specializer = (specializer if specializer is not None and Specializer.worthwhile(lowered)
                              else None)
         self._generic = self._make_variant(lowered)
@@ -150,7 +155,22 @@ class GpuProgram(DeviceProgram):
             return _Worker()
         with torch.cuda.device(self._torch_device):
             stream = torch.cuda.Stream(self._torch_device)
-            return _Worker(stream=stream, on_stream=OnStream(stream), pool=torch.cuda.graph_pool_handle())
+            finished = torch.cuda.Event(blocking=True) if self._blocking_waits else None
+            return _Worker(stream=stream, on_stream=OnStream(stream), pool=torch.cuda.graph_pool_handle(),
+                           finished=finished)
+
+    def _wait_for_stream(self, state: _Worker) -> None:
+        """Wait until the worker's stream has run everything queued on it.
+
+        CUDA's default wait spins on a host core; with GPU_QUEUE_THROTTLE LOW the
+        thread sleeps on a blocking event until the device signals, leaving the
+        core to other work (a host device serving beside the GPU).
+        """
+        if state.finished is None:
+            state.stream.synchronize()
+        else:
+            state.finished.record(state.stream)
+            state.finished.synchronize()
 
     def _make_variant(self, lowered: LoweredGraph) -> _Variant:
         forward = torch.compile(lowered.module) if self._compiled else lowered.module
@@ -397,12 +417,12 @@ class GpuProgram(DeviceProgram):
                 else:
                     result[name] = array.copy() if self._aliases(variant, tensor) else array
         if pending:
-            state.stream.synchronize()  # the inputs' copies are done too: no staging event needed
+            self._wait_for_stream(state)  # the inputs' copies are done too: no staging event needed
             state.staged = None
             for name in pending:  # a view: the array keeps the pinned tensor alive, no host memcpy
                 result[name] = arrays[name] if name in arrays else torch_to_numpy(result[name])
         elif state.host_inputs:
-            state.staged = torch.cuda.Event()
+            state.staged = torch.cuda.Event(blocking=self._blocking_waits)
             state.staged.record(state.stream)
             if state.borrowed:
                 state.staged.synchronize()  # the caller may reuse its pinned input once we return
