@@ -74,6 +74,7 @@ def test_a_host_that_adds_more_than_it_costs_keeps_serving() -> None:
 
 def test_the_decision_is_checked_again_after_the_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_gain, "INTERVAL", 2.0)
+    monkeypatch.setattr(host_gain, "CHECK_BUDGET", 1.0)  # the shortest wait, whatever the check costs
     check = HostGainCheck()
     now = drive(check, 0.0, 2 * host_gain.WINDOW + 0.1, gpu_rate=(700, 1000), host_rate=60)
     assert check.held and check.checks == 1
@@ -87,6 +88,7 @@ def test_the_decision_is_checked_again_after_the_interval(monkeypatch: pytest.Mo
 def test_the_same_answer_doubles_the_wait_for_the_next_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_gain, "INTERVAL", 1.0)
     monkeypatch.setattr(host_gain, "LONGEST_INTERVAL", 4.0)
+    monkeypatch.setattr(host_gain, "CHECK_BUDGET", 1.0)  # checks cost nothing here: the doubling alone
     check = HostGainCheck()
     now, decided, waits = 0.0, [], []
     while check.checks < 5:  # the host keeps costing more than it adds
@@ -103,6 +105,19 @@ def test_the_same_answer_doubles_the_wait_for_the_next_check(monkeypatch: pytest
     while check.checks < 6:
         now = drive(check, now, 0.05, gpu_rate=(1000, 1000), host_rate=60)
     assert not check.held and check.interval == 1.0
+
+
+def test_a_costly_check_waits_long_enough_to_keep_within_its_budget() -> None:
+    check = HostGainCheck()
+    # With the host the devices serve 760/s, without it 1000/s: a check loses 24% for about a second.
+    drive(check, 0.0, 2 * host_gain.WINDOW + 0.1, gpu_rate=(700, 1000), host_rate=60)
+    assert check.held and check.checks == 1
+    lost = (host_gain.RAMP + host_gain.WINDOW) * (1 - 760 / 1000)
+    assert check.interval == pytest.approx(lost / host_gain.CHECK_BUDGET, rel=0.1)
+    assert check.interval > host_gain.INTERVAL
+    cheap = HostGainCheck()  # the host costs the GPU little: the shortest wait
+    drive(cheap, 0.0, 2 * host_gain.WINDOW + 0.1, gpu_rate=(998, 1000), host_rate=0)
+    assert cheap.checks == 1 and cheap.interval == host_gain.INTERVAL
 
 
 def test_no_check_before_warm_up_without_full_load_or_without_both_kinds() -> None:

@@ -14,17 +14,20 @@ worker of every device has run, past warm-up) counts completed requests for
 :data:`WINDOW` seconds with the host serving, then holds the host
 back (it finishes what it runs, then takes nothing new), and counts the
 accelerators alone for as long.  The host keeps serving only if the devices
-together completed more.  The answer is checked again :data:`INTERVAL` seconds
-later; each check that confirms the last answer doubles that wait, up to
-:data:`LONGEST_INTERVAL`, and one that changes it goes back to
-:data:`INTERVAL`.  A check costs what the host costs for about a second
-(:data:`RAMP`, then :data:`WINDOW`): on an H200 with BERT-base the GPU beside
-the CPU served 0.71-0.72x of what it did alone (``python
-bench/multi_diagnostics.py --throttle --model bert``), so a check every 30 s
-took about 1% of the throughput of a program running for hours; after an hour
-of the same answer a check takes under 0.1%.  A window without full load is
-dropped (the host serves meanwhile).  A held-back host still re-runs failed requests, and serves again
-at once when no accelerator is left serving.
+together completed more.
+
+A check serves the losing way for about a second (:data:`RAMP`, then
+:data:`WINDOW`).  On an H200 with BERT-base, the devices served 0.72-0.81x
+with the CPU serving of what the GPU served without it (``python
+bench/multi_auto.py``, ``python bench/multi_diagnostics.py --throttle --model
+bert``): a check every 30 s would cost about 1% of the throughput.  So the wait
+before the next check is at least :data:`INTERVAL` seconds, and long enough,
+from the rates just measured, that checks cost at most :data:`CHECK_BUDGET` of
+the throughput (about 50 s at 0.75x); each check that confirms the last answer
+doubles it, up to :data:`LONGEST_INTERVAL`, and one that changes it starts
+over.  A window without full load is dropped (the host serves meanwhile).  A
+held-back host still re-runs failed requests, and serves again at once when no
+accelerator is left serving.
 
 :class:`HostGainCheck` is plain state, driven by the MULTI scheduler under its
 lock with the time and the load; it starts no thread and reads no clock.
@@ -36,16 +39,18 @@ import logging
 from collections.abc import Collection
 from enum import Enum
 
-__all__ = ["DRAIN_LIMIT", "INTERVAL", "LONGEST_INTERVAL", "RAMP", "WINDOW", "HostGainCheck"]
+__all__ = ["CHECK_BUDGET", "DRAIN_LIMIT", "INTERVAL", "LONGEST_INTERVAL", "RAMP", "WINDOW", "HostGainCheck"]
 
 _log = logging.getLogger("inferplex")
 
 WINDOW = 0.5
 """Seconds of each measurement (host serving, then held back)."""
 INTERVAL = 30.0
-"""Seconds between the first decision (or one that changed the answer) and the next check."""
+"""The shortest wait from a decision to the next check."""
 LONGEST_INTERVAL = 480.0
-"""The longest wait between checks, reached after the same answer five times in a row."""
+"""The longest wait from a decision to the next check."""
+CHECK_BUDGET = 0.005
+"""The share of the throughput checks may cost: what a check loses, over the wait after it."""
 RAMP = 0.5
 """Seconds a host that was held back serves before it is measured again (its workers fill)."""
 DRAIN_LIMIT = 5.0
@@ -135,7 +140,10 @@ class HostGainCheck:
         with_host = self._with_host
         held = without_host >= with_host
         same = self.checks > 0 and held == self._last_held
-        self.interval = min(LONGEST_INTERVAL, 2 * self.interval) if same else INTERVAL
+        wait = 2 * self.interval if same else INTERVAL
+        best = max(with_host, without_host)
+        lost = (RAMP + WINDOW) * (1 - min(with_host, without_host) / best) if best > 0 else 0.0
+        self.interval = min(LONGEST_INTERVAL, max(wait, lost / CHECK_BUDGET))
         self.held = self._last_held = held
         self.checks += 1
         self.last_rates = (with_host, without_host)
