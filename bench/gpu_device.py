@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import io
 import json
 import os
 import statistics
@@ -30,6 +29,9 @@ from functools import partial
 from typing import Any
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_export import export_onnx
 
 TIME_BUDGET_S = 5 * 60
 
@@ -98,23 +100,6 @@ def _models(
     ]
 
 
-def _export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], names: list[str]) -> Any:
-    import onnx_ir as ir
-
-    buffer = io.BytesIO()
-    torch.onnx.export(
-        module,
-        args,
-        buffer,
-        input_names=names,
-        output_names=["y"],
-        opset_version=17,
-        dynamic_axes={n: {0: "batch"} for n in names},
-        dynamo=False,
-    )
-    return ir.from_proto(__import__("onnx").load_from_string(buffer.getvalue()))
-
-
 def _run_model(
     name: str,
     module: torch.nn.Module,
@@ -130,7 +115,9 @@ def _run_model(
 
     measure = median_timer(device.type == "cuda")
     module = module.eval()
-    model = _export(module, make(1), names)
+    import onnx_ir as ir
+
+    model = ir.from_proto(export_onnx(module, make(1), names, output_names=["y"], dynamic_batch=True))
     rows = []
     for precision, dtype in (("f32", torch.float32), ("f16", torch.float16)):
         program = GpuPlugin().compile(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})

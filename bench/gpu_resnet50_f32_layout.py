@@ -10,13 +10,11 @@ torch.compile's.  Needs CUDA and torchvision.
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
-import onnx
 import onnx_ir as ir
 import torch
 import torchvision
@@ -24,6 +22,8 @@ import torchvision
 from inferplex.devices.gpu.plugin import GpuPlugin
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_export import export_onnx
+
 from gpu_device import median_timer
 
 
@@ -34,10 +34,8 @@ def _median_ms(fn: Callable[[], Any], iters: int = 20) -> float:
 def main() -> None:
     torch.manual_seed(0)
     module = torchvision.models.resnet50(weights=None).eval()
-    buffer = io.BytesIO()
-    torch.onnx.export(module, (torch.randn(1, 3, 224, 224),), buffer, input_names=["x"], output_names=["y"],
-                      opset_version=17, dynamic_axes={"x": {0: "batch"}}, dynamo=False)
-    model = ir.from_proto(onnx.load_from_string(buffer.getvalue()))
+    model = ir.from_proto(export_onnx(module, (torch.randn(1, 3, 224, 224),), ["x"], output_names=["y"],
+                                      dynamic_batch=True))
     x = torch.randn(64, 3, 224, 224, device="cuda")
     rows: dict[str, float] = {}
     for layout in ("NO", "YES"):

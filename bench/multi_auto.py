@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_export import export_onnx
+
 from closed_loop import keep_full
 
 POLICIES = ("DEVICE_PRIORITY", "ROUND_ROBIN", "EARLIEST_FINISH")
@@ -71,24 +73,12 @@ def tiny_model(batch: int) -> tuple[Any, dict[str, np.ndarray]]:
     return model, {"x": rng.standard_normal((batch, 256)).astype(np.float32)}
 
 
-def _export(module: Any, args: tuple[Any, ...], names: list[str], path: Path) -> Path:
-    import torch
-
-    module.eval()
-    with torch.no_grad():
-        try:
-            torch.onnx.export(module, args, str(path), input_names=names, opset_version=17, dynamo=False)
-        except TypeError:  # older torch without the dynamo argument
-            torch.onnx.export(module, args, str(path), input_names=names, opset_version=17)
-    return path
-
-
 def resnet50(batch: int, folder: Path) -> tuple[Any, dict[str, np.ndarray]]:
     import torch
     import torchvision
 
     x = torch.randn(batch, 3, 224, 224)
-    path = _export(torchvision.models.resnet50(weights=None), (x,), ["x"], folder / "resnet50.onnx")
+    path = export_onnx(torchvision.models.resnet50(weights=None), (x,), ["x"], path=folder / "resnet50.onnx")
     return str(path), {"x": x.numpy()}
 
 
@@ -106,7 +96,8 @@ def bert_base(batch: int, folder: Path, seq: int = 128) -> tuple[Any, dict[str, 
 
     ids = torch.randint(0, 30000, (batch, seq))
     mask = torch.ones(batch, seq, dtype=torch.int64)
-    path = _export(Wrapped(), (ids, mask), ["input_ids", "attention_mask"], folder / "bert_base.onnx")
+    path = export_onnx(Wrapped(), (ids, mask), ["input_ids", "attention_mask"],
+                       path=folder / "bert_base.onnx")
     return str(path), {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
 
 

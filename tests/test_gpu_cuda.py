@@ -8,7 +8,6 @@ device tensors pass through without a host copy, and workers run concurrently.
 from __future__ import annotations
 
 import contextlib
-import io
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from torch_export import export_onnx
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -23,10 +23,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 def _export(net: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
     """``net`` exported to ONNX with input ``x`` (dynamic batch) and output ``y``."""
-    buffer = io.BytesIO()
-    torch.onnx.export(net, (example,), buffer, input_names=["x"], output_names=["y"], opset_version=17,
-                      dynamic_axes={"x": {0: "batch"}}, dynamo=False)
-    return onnx.load_from_string(buffer.getvalue())
+    return export_onnx(net, (example,), ["x"], {"x": {0: "batch"}})
 
 
 def _cnn_model() -> onnx.ModelProto:

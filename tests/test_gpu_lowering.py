@@ -8,13 +8,13 @@ rtol 1e-4; f16 and bf16 within the bounds documented on each test.
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from torch_export import export_onnx
 
 import inferplex as ov
 
@@ -25,28 +25,6 @@ nn = torch.nn
 @pytest.fixture(scope="module")
 def core(emulated_core: ov.Core) -> ov.Core:
     return emulated_core
-
-
-def _export(
-    module: Any,
-    args: tuple[Any, ...],
-    names: list[str],
-    dynamic: dict[str, Any] | None = None,
-    opset: int = 17,
-) -> onnx.ModelProto:
-    buffer = io.BytesIO()
-    module.eval()
-    torch.onnx.export(
-        module,
-        args,
-        buffer,
-        input_names=names,
-        output_names=["y"],
-        opset_version=opset,
-        dynamic_axes=dynamic,
-        dynamo=False,
-    )
-    return onnx.load_from_string(buffer.getvalue())
 
 
 class SmallCNN(nn.Module):
@@ -124,7 +102,7 @@ def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarra
 def _cnn() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     torch.manual_seed(0)
     x = torch.randn(2, 3, 17, 17)
-    return _export(SmallCNN(), (x,), ["x"], {"x": {0: "N"}}), {"x": x.numpy()}
+    return export_onnx(SmallCNN(), (x,), ["x"], {"x": {0: "N"}}), {"x": x.numpy()}
 
 
 def test_small_cnn_matches_onnx_runtime(core: Any) -> None:
@@ -136,7 +114,7 @@ def test_small_cnn_matches_onnx_runtime(core: Any) -> None:
 def test_transformer_encoder_dynamic_batch(core: Any) -> None:
     torch.manual_seed(0)
     layer, x = _encoder()
-    model = _export(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
+    model = export_onnx(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
     compiled = core.compile_model(model, "GPU.0")
     for batch in (1, 3, 2):
         feeds = {"x": np.random.default_rng(batch).standard_normal((batch, 10, 32)).astype(np.float32)}
@@ -146,7 +124,7 @@ def test_transformer_encoder_dynamic_batch(core: Any) -> None:
 def test_seq_model_matches_onnx_runtime(core: Any) -> None:
     torch.manual_seed(0)
     tokens = torch.randint(0, 50, (3, 12))
-    model = _export(SeqModel(), (tokens,), ["tokens"], {"tokens": {0: "N", 1: "T"}})
+    model = export_onnx(SeqModel(), (tokens,), ["tokens"], {"tokens": {0: "N", 1: "T"}})
     compiled = core.compile_model(model, "GPU.1")
     feeds = {"tokens": np.random.default_rng(1).integers(0, 50, (2, 7)).astype(np.int64)}
     np.testing.assert_allclose(compiled(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
@@ -263,7 +241,7 @@ def _calls(module: Any) -> list[Any]:
 def test_dynamic_batch_is_specialized_per_signature_with_shared_weights() -> None:
     torch.manual_seed(0)
     layer, x = _encoder()
-    model = _export(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
+    model = export_onnx(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
     program = _program(model)
     assert not program._generic.lowered.capturable  # shape arithmetic on the dynamic batch
     for batch in (1, 3, 1):
@@ -281,7 +259,7 @@ def test_dynamic_batch_is_specialized_per_signature_with_shared_weights() -> Non
 def test_specialization_can_be_turned_off() -> None:
     torch.manual_seed(0)
     layer, x = _encoder()
-    model = _export(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
+    model = export_onnx(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
     program = _program(model, {"SHAPE_SPECIALIZATION": False})
     feeds = {"x": np.random.default_rng(0).standard_normal((2, 10, 32)).astype(np.float32)}
     np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
@@ -304,7 +282,7 @@ def _conv_bn_model() -> onnx.ModelProto:
         bn.running_var.uniform_(0.05, 3)
         bn.weight.data.uniform_(0.5, 2)
         bn.bias.data.uniform_(-1, 1)
-    return _export(net, (torch.randn(2, 3, 9, 9),), ["x"], {"x": {0: "N"}})
+    return export_onnx(net, (torch.randn(2, 3, 9, 9),), ["x"], {"x": {0: "N"}})
 
 
 def test_conv_batchnorm_is_folded_and_exact() -> None:
@@ -422,7 +400,8 @@ class BertLike(nn.Module):
 
 def test_bert_like_front_end_specializes_to_a_capturable_graph() -> None:
     torch.manual_seed(0)
-    model = _export(BertLike(), (torch.randint(0, 100, (2, 16)),), ["ids"], {"ids": {0: "batch", 1: "seq"}})
+    model = export_onnx(BertLike(), (torch.randint(0, 100, (2, 16)),), ["ids"],
+                        {"ids": {0: "batch", 1: "seq"}})
     program = _program(model)
     for batch, seq in ((1, 16), (3, 9), (1, 16)):
         feeds = {"ids": np.random.default_rng(batch).integers(0, 100, (batch, seq)).astype(np.int64)}
