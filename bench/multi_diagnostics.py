@@ -15,6 +15,7 @@ calling process's CPU time per request (it drives every worker process):
     python bench/multi_diagnostics.py --quick      # tiny model, emulated GPUs
     python bench/multi_diagnostics.py --streams    # one GPU: NUM_STREAMS 4, 8 and 16, both ways
     python bench/multi_diagnostics.py --throttle   # one GPU: GPU_QUEUE_THROTTLE MEDIUM vs LOW
+    python bench/multi_diagnostics.py --long 120   # one GPU: long runs, MULTI_CHECK_HOST_GAIN's waits
 
 ``--streams`` measures only GPU.0, with the THROUGHPUT hint's worker count and
 with NUM_STREAMS 4, 8 and 16, in this process and from a worker process, and
@@ -27,6 +28,12 @@ alone in this process and through a worker process, then CUMULATIVE GPU.0+CPU
 with and without MULTI_CHECK_HOST_GAIN, then GPU.0 alone and CUMULATIVE (both
 throttles) in turns for ``--rounds`` rounds; ratios are to GPU.0 alone (MEDIUM)
 in this process, of the same round for the turns.
+
+``--long SECONDS`` measures GPU.0 alone, then CUMULATIVE GPU.0+CPU twice, each
+for SECONDS in one closed loop: with MULTI_CHECK_HOST_GAIN's waits between
+checks as they are (budgeted, doubling), then with a fixed 30 s wait (the
+check's constants set in this process, where the MULTI scheduler runs); it
+prints how many checks each made and its ratio to GPU.0 alone.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ def main() -> None:
     parser.add_argument("--streams", action="store_true", help="only the NUM_STREAMS sweep on GPU.0")
     parser.add_argument("--throttle", action="store_true", help="only GPU_QUEUE_THROTTLE MEDIUM vs LOW")
     parser.add_argument("--rounds", type=int, default=3, help="--throttle: rounds measured in turns")
+    parser.add_argument("--long", type=float, default=None, metavar="SECONDS",
+                        help="only GPU.0 alone and CUMULATIVE over long runs (the check's waits)")
     args = parser.parse_args()
     seconds = args.seconds or (0.5 if args.quick else 3.0)
     if args.quick:
@@ -98,6 +107,9 @@ def main() -> None:
 
     if args.throttle:
         throttle_rows(row, core, model, throughput, gpu, args.rounds)
+        return
+    if args.long:
+        long_rows(core, model, inputs, throughput, gpu, args.long)
         return
 
     row("GPU.0 alone", "GPU.0", throughput)
@@ -156,6 +168,31 @@ def throttle_rows(row: Any, core: Any, model: Any, throughput: dict[str, Any], g
     for throttle, values in ratios.items():
         print(f"CUMULATIVE GPU+CPU, GPU {throttle}, vs GPU.0 alone in turns: median "
               f"{statistics.median(values):.3f}x (range {min(values):.3f}-{max(values):.3f})", flush=True)
+
+
+def long_rows(core: Any, model: Any, inputs: dict[str, Any], throughput: dict[str, Any],
+              gpu: dict[str, Any], seconds: float) -> None:
+    """The ``--long`` rows (see the module docstring)."""
+    from inferplex.multi import host_gain
+
+    alone = core.compile_model(model, "GPU.0", throughput)
+    base = closed_loop(alone, inputs, seconds)["fps"]
+    alone.release()
+    print(f"{'GPU.0 alone':58s} {base:8.1f} req/s  ({seconds:.0f} s)", flush=True)
+    budgeted = (host_gain.CHECK_BUDGET, host_gain.LONGEST_INTERVAL)
+    for label, (budget, longest) in (("waits as they are", budgeted),
+                                     ("a fixed 30 s wait", (1.0, host_gain.INTERVAL))):
+        host_gain.CHECK_BUDGET, host_gain.LONGEST_INTERVAL = budget, longest
+        try:
+            compiled = core.compile_model(model, "AUTO:GPU.0,CPU", {
+                "PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", "DEVICE_PROPERTIES": {"GPU": gpu}})
+            fps = closed_loop(compiled, inputs, seconds)["fps"]
+            check = compiled.executor.host_gain
+            compiled.release()
+        finally:
+            host_gain.CHECK_BUDGET, host_gain.LONGEST_INTERVAL = budgeted
+        print(f"{'CUMULATIVE GPU+CPU, ' + label:58s} {fps:8.1f} req/s  {fps / base:5.3f}x  "
+              f"checks {check.checks}, last wait {check.interval:.0f} s", flush=True)
 
 
 def _cpu_seconds() -> float:
