@@ -343,6 +343,18 @@ def test_queue_throttle_is_accepted_and_kept_when_emulated(core: Any) -> None:
     np.testing.assert_allclose(compiled(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-6)
     with pytest.raises(ov.errors.PropertyError, match="GPU_QUEUE_THROTTLE"):
         core.compile_model(model, "GPU.0", {"GPU_QUEUE_THROTTLE": "fast"})
+    # Through MULTI's per-device properties: it reaches the GPU member, and a bad value is refused.
+    low = {"DEVICE_PROPERTIES": {"GPU": {"GPU_QUEUE_THROTTLE": "LOW"}}}
+    multi = core.compile_model(model, "MULTI:GPU.0,CPU", low)
+    try:
+        member = multi.executor._devices["GPU.0"].executor.program
+        assert member.get_property("GPU_QUEUE_THROTTLE") == "LOW"
+        np.testing.assert_allclose(multi(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-6)
+    finally:
+        multi.release()
+    bad = {"DEVICE_PROPERTIES": {"GPU": {"GPU_QUEUE_THROTTLE": 3}}}
+    with pytest.raises(ov.errors.PropertyError, match=r"GPU_QUEUE_THROTTLE.*LOW, MEDIUM, HIGH"):
+        core.compile_model(model, "MULTI:GPU.0,CPU", bad)
 
 
 def test_to_host_and_to_native_round_trip() -> None:
