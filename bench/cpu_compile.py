@@ -22,10 +22,7 @@ Models: stacks of 4 and 12 feed-forward layers of BERT-base's sizes (75 and
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,14 +30,10 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
+from gil_timing import alternating_medians, print_table
 from onnx import TensorProto, helper, numpy_helper
-from rich.console import Console
-from rich.table import Table
 
 import inferplex as ov
-
-_LATE = 0.005
-"""A ticker wake-up later than this counts as kept out."""
 
 
 def feed_forward_stack(path: Path, layers: int = 12, width: int = 768, hidden: int = 3072) -> Path:
@@ -64,81 +57,40 @@ def feed_forward_stack(path: Path, layers: int = 12, width: int = 768, hidden: i
     return path
 
 
-def timed_with_ticker(compile_once: Callable[[], Any]) -> tuple[float, float]:
-    """(seconds ``compile_once`` took, seconds a 1 ms ticker thread beside it was kept out)."""
-    late = [0.0]
-    stop = threading.Event()
-
-    def tick() -> None:
-        last = time.perf_counter()
-        while not stop.is_set():
-            time.sleep(0.001)
-            now = time.perf_counter()
-            if now - last > _LATE:
-                late[0] += now - last
-            last = now
-
-    ticker = threading.Thread(target=tick)
-    ticker.start()
-    start = time.perf_counter()
-    result = compile_once()
-    elapsed = time.perf_counter() - start
-    stop.set()
-    ticker.join()
-    del result
-    return elapsed, late[0]
-
-
 def _session(source: str | bytes) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.log_severity_level = 3
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
-def measure(name: str, path: Path, rounds: int) -> dict[str, Any]:
+def measure_stacks(runners_for: Callable[[Path], dict[str, Callable[[], Any]]], layer_counts: tuple[int, ...],
+                   rounds: int) -> list[dict[str, Any]]:
+    """Rows for :func:`gil_timing.print_table`: each feed-forward stack's runners, in alternating rounds."""
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for layers in layer_counts:
+            runners = runners_for(feed_forward_stack(Path(folder) / f"ffn{layers}.onnx", layers))
+            seconds, kept_out = alternating_medians(runners, rounds)
+            rows.append({"model": f"feed-forward x{layers}", "seconds": seconds, "kept_out": kept_out})
+    return rows
+
+
+def runners(path: Path) -> dict[str, Callable[[], Any]]:
     core = ov.Core()
     model = core.read_model(path)
-    runners: dict[str, Callable[[], Any]] = {
+    return {
         "inferplex": lambda: core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY"}),
         "serialized bytes": lambda: _session(model.to_onnx().SerializeToString()),
         "raw ORT, file": lambda: _session(str(path)),
     }
-    for run in runners.values():
-        run()  # warm-up: first loads of libraries and files
-    labels = list(runners)
-    seconds: dict[str, list[float]] = {label: [] for label in labels}
-    kept_out: dict[str, list[float]] = {label: [] for label in labels}
-    for index in range(rounds):
-        for label in labels[index % len(labels):] + labels[:index % len(labels)]:
-            took, late = timed_with_ticker(runners[label])
-            seconds[label].append(took)
-            kept_out[label].append(late)
-    return {"model": name, "seconds": {k: statistics.median(v) for k, v in seconds.items()},
-            "kept_out": {k: statistics.median(v) for k, v in kept_out.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as folder:
-        rows = [measure(f"feed-forward x{layers}",
-                        feed_forward_stack(Path(folder) / f"ffn{layers}.onnx", layers), args.rounds)
-                for layers in (4, 12)]
-    console = Console(highlight=False, width=max(Console().width, 120))
-    table = Table(title="CPU compile: median seconds, and seconds a Python thread beside it was kept out",
-                  title_justify="left")
-    for column in ("model", "engine", "compile s", "vs raw ORT", "vs serialized", "kept out s",
-                   "kept out vs serialized"):
-        table.add_column(column, justify="left" if column in ("model", "engine") else "right")
-    for row in rows:
-        raw, before = row["seconds"]["raw ORT, file"], row["seconds"]["serialized bytes"]
-        serialized = row["kept_out"]["serialized bytes"]
-        for label, took in row["seconds"].items():
-            late = row["kept_out"][label]
-            table.add_row(row["model"], label, f"{took:.2f}", f"{took / raw:.2f}x", f"{took / before:.2f}x",
-                          f"{late:.2f}", f"{late / serialized:.2f}x" if serialized > 0 else "-")
-    console.print(table)
+    rows = measure_stacks(runners, (4, 12), args.rounds)
+    print_table("CPU compile", rows, before="serialized bytes", peer="raw ORT, file")
     return 0
 
 

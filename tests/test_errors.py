@@ -222,6 +222,41 @@ def test_unknown_op_is_malformed(core: ov.Core) -> None:
         core.read_model(bad.SerializeToString())
 
 
+def _large_weight_model() -> onnx.ModelProto:
+    """y = x @ w with w of 128 KiB: large enough that the checker is given a placeholder for it."""
+    weights = np.ones((128, 256), np.float32)
+    return make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                      [("x", FLOAT, [2, 128])], [("y", FLOAT, [2, 256])],
+                      [numpy_helper.from_array(weights, "w")])
+
+
+def test_malformed_model_with_large_weights(core: ov.Core) -> None:
+    # The checker sees the graph without the weights' bytes: its findings are the same.
+    bad = _large_weight_model()
+    bad.graph.node[0].input[0] = "nowhere"
+    with _raises(ModelError, "malformed", "'nowhere'", "mm", "onnx.checker"):
+        core.read_model(bad)
+
+
+def test_large_weights_too_short_for_their_shape(core: ov.Core) -> None:
+    bad = _large_weight_model()
+    bad.graph.initializer[0].raw_data = bad.graph.initializer[0].raw_data[:-4]
+    with _raises(ModelError, "malformed", "'w'", "131068 bytes", "[128, 256]", "FLOAT",
+                 "131072 bytes required", "onnx.checker"):
+        core.read_model(bad)
+    with pytest.raises(onnx.checker.ValidationError, match="too small"):  # what the checker says of it
+        onnx.checker.check_model(bad)
+
+
+def test_large_weights_with_two_data_fields(core: ov.Core) -> None:
+    bad = _large_weight_model()
+    bad.graph.initializer[0].float_data.append(1.0)
+    with _raises(ModelError, "malformed", "'w'", "raw_data and float_data", "onnx.checker"):
+        core.read_model(bad.SerializeToString())
+    with pytest.raises(onnx.checker.ValidationError, match="one and only one value field"):
+        onnx.checker.check_model(bad)
+
+
 def _model_with_external_weights(folder: Path, location: str) -> Path:
     weights = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
     model = make_model([helper.make_node("Add", ["x", "w"], ["y"])],

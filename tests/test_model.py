@@ -173,6 +173,35 @@ def test_read_model_from_every_source_gives_equal_results(core: ov.Core, tmp_pat
             np.testing.assert_array_equal(results[index], want, err_msg=label)
 
 
+def test_large_weights_are_left_out_of_the_checkers_copy(core: ov.Core, tmp_path: Path) -> None:
+    # onnx.checker serializes what it is given: its copy holds placeholders for large
+    # weights (and small ones as they are), while the model read keeps every value.
+    from inferplex.model_check import LARGE_TENSOR_BYTES, checker_copy
+
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((64, 512), dtype=np.float32)
+    bias = rng.standard_normal(512, dtype=np.float32)
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["xw"]),
+                        helper.make_node("Add", ["xw", "b"], ["y"])],
+                       [("x", FLOAT, ["N", 64])], [("y", FLOAT, ["N", 512])],
+                       [numpy_helper.from_array(big, "w"), numpy_helper.from_array(bias, "b")])
+    assert big.nbytes > LARGE_TENSOR_BYTES > bias.nbytes
+    copy = checker_copy(model)
+    assert copy.ByteSize() < LARGE_TENSOR_BYTES < model.ByteSize()
+    kept = {t.name: t for t in copy.graph.initializer}
+    assert list(kept["w"].dims) == [0] and not kept["w"].raw_data
+    np.testing.assert_array_equal(numpy_helper.to_array(kept["b"]), bias)
+    assert [n.op_type for n in copy.graph.node] == ["MatMul", "Add"]
+    assert copy.opset_import == model.opset_import
+    path = tmp_path / "big.onnx"
+    onnx.save(model, path)
+    x = rng.standard_normal((3, 64), dtype=np.float32)
+    expected = ort_run(model, {"x": x})[0]
+    for source in (model, path):
+        result = core.compile_model(source, "CPU")({"x": x})["y"]
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_external_data_next_to_the_model_loads(core: ov.Core, tmp_path: Path) -> None:
     weights = np.arange(4096, dtype=np.float32).reshape(64, 64) / 4096
     model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])],

@@ -3,8 +3,9 @@
 ``read_model`` accepts a path, bytes, an ``onnx.ModelProto`` or an
 ``onnx_ir.Model``.  On reading, inferplex
 
-- checks the model with ``onnx.checker`` and names what is malformed;
-- refuses external data whose location leaves the model's folder;
+- checks the model with ``onnx.checker`` and names what is malformed, and
+  refuses external data whose location leaves the model's folder
+  (:mod:`inferplex.model_check`);
 - treats initializers that are also listed as graph inputs (IR version < 4,
   e.g. the ``light`` models in the onnx wheel) as constants, so engines can fold
   them — ONNX Runtime runs such models 2-3x slower otherwise;
@@ -29,6 +30,7 @@ import onnx
 import onnx_ir as ir
 
 from inferplex.errors import InputError, ModelError
+from inferplex.model_check import check_external_data, check_model
 
 __all__ = ["ElementType", "Model", "Op", "Port", "load_model", "save_model"]
 
@@ -317,8 +319,8 @@ def load_model(source: Any, weights: Any = None) -> Model:
     else:
         raise ModelError(f"read_model cannot read a {type(source).__name__}; accepted: a path "
                          "(str or os.PathLike), bytes, onnx.ModelProto or onnx_ir.Model")
-    _check_external_data(proto, base_dir)
-    _check(proto, source if base_dir is not None else None)
+    check_external_data(proto, base_dir)
+    check_model(proto, source if base_dir is not None else None)
     model = ir.serde.deserialize_model(proto)
     if base_dir is not None:
         ir.external_data.set_base_dir(model.graph, str(base_dir))
@@ -335,55 +337,6 @@ def _parse(load: Any, what: str) -> onnx.ModelProto:
         return load()
     except Exception as error:  # noqa: BLE001 - protobuf raises several unrelated types
         raise ModelError(f"{what} is not a readable ONNX model: {error}") from error
-
-
-def _check(proto: onnx.ModelProto, path: Any = None) -> None:
-    if not proto.graph.node and not proto.graph.output:
-        raise ModelError("the ONNX model has an empty graph: no nodes and no outputs")
-    # The checker finds external data files relative to the model's folder only when
-    # it is given the path (given the proto, it looks in the working directory).
-    external = path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
-                                        for t in _all_tensors(proto))
-    try:
-        onnx.checker.check_model(os.fspath(path) if external else proto, full_check=False)
-    except onnx.checker.ValidationError as error:
-        # the checker spreads one finding over several lines (the node is on the second)
-        text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
-        raise ModelError(f"malformed ONNX model: {text}; read_model accepts models that pass "
-                         "onnx.checker.check_model") from error
-
-
-def _check_external_data(proto: onnx.ModelProto, base_dir: Path | None) -> None:
-    refused: list[str] = []
-    for tensor in _all_tensors(proto):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-        if base_dir is None:
-            refused.append(f"{tensor.name!r} (external data needs a model read from a file)")
-            continue
-        target = (base_dir / location).resolve()
-        if os.path.isabs(location) or not target.is_relative_to(base_dir):
-            refused.append(f"{tensor.name!r} -> {location!r}")
-    if refused:
-        raise ModelError("external data outside the model's folder is refused: "
-                         + ", ".join(refused) + "; keep external data files next to the model")
-
-
-def _all_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    def walk(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-        yield from graph.initializer
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.HasField("t"):
-                    yield attribute.t
-                yield from attribute.tensors
-                if attribute.HasField("g"):
-                    yield from walk(attribute.g)
-                for sub in attribute.graphs:
-                    yield from walk(sub)
-
-    yield from walk(proto.graph)
 
 
 def _prepare(model: ir.Model) -> ir.Model:
