@@ -27,8 +27,12 @@ def _export(net: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
 
 
 def _cnn_model() -> onnx.ModelProto:
+    return _export(_cnn_model_module(), torch.randn(2, 3, 32, 32))
+
+
+def _cnn_model_module() -> torch.nn.Module:
     torch.manual_seed(0)
-    net = torch.nn.Sequential(
+    return torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3, padding=1),
         torch.nn.BatchNorm2d(16),
         torch.nn.ReLU(),
@@ -41,7 +45,6 @@ def _cnn_model() -> onnx.ModelProto:
         torch.nn.Linear(32, 10),
         torch.nn.Softmax(-1),
     ).eval()
-    return _export(net, torch.randn(2, 3, 32, 32))
 
 
 def _program(config: dict[str, Any] | None = None, device: str = "GPU.0") -> Any:
@@ -147,6 +150,24 @@ def test_every_worker_captures_on_the_one_capture_thread(monkeypatch: pytest.Mon
     for got, inputs in zip(results, feeds, strict=True):  # replayed from each worker's thread
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
     assert torch.cuda.current_stream() == torch.cuda.default_stream()
+
+
+def test_static_shapes_are_captured_while_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every input dim static, each worker's graph is captured before compile returns."""
+    static = export_onnx(_cnn_model_module(), (torch.randn(4, 3, 32, 32),), ["x"], {})
+    program = _compile(static, {"PERFORMANCE_HINT": "THROUGHPUT"})
+    assert program.num_workers == 8
+    assert all(list(worker.graphs) == [((4, 3, 32, 32),)] for worker in program._workers)
+    later: list[int] = []
+    real_graph = torch.cuda.graph
+    monkeypatch.setattr(torch.cuda, "graph", lambda *a, **k: (later.append(1), real_graph(*a, **k))[1])
+    feeds = [_feeds(seed=s) for s in range(16)]
+    results = _run_feeds(program, feeds)
+    assert later == []  # no request captured: each replayed its worker's graph
+    for got, inputs in zip(results, feeds, strict=True):
+        np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
+    eager = _compile(static, {"PERFORMANCE_HINT": "THROUGHPUT", "ENABLE_PROFILING": True})
+    assert not any(worker.graphs for worker in eager._workers)  # profiling runs eagerly: no warm-up
 
 
 def test_low_queue_throttle_waits_on_blocking_events_with_the_same_results(

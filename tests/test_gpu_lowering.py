@@ -501,3 +501,76 @@ def test_capture_graph_warms_up_then_captures_on_the_capture_thread(monkeypatch:
     assert broken is None
     assert [name for name, _ in events] == ["sync", "capture", "sync"]
     assert all(thread == threading.current_thread().name for _, thread in events)
+
+
+def _compiled_gpu_program(model: onnx.ModelProto) -> tuple[Any, Any]:
+    """A GpuProgram on emulated GPU.0 with two workers, and its lowering."""
+    import onnx_ir as ir
+
+    from inferplex.devices.gpu.plugin import GpuPlugin, _lower
+
+    plugin = GpuPlugin()
+    program = plugin.compile(ir.serde.deserialize_model(model), "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    lowered, _ = _lower(ir.serde.deserialize_model(model), plugin.torch_device("GPU.0"), "f32", False, False)
+    return program, lowered
+
+
+def test_warm_up_runs_every_worker_once_on_zeros_of_the_static_shapes(core: ov.Core) -> None:
+    """What compiling on CUDA does before it returns (there each run captures the worker's graph)."""
+    from inferplex.devices.gpu.graphs import warm_up
+
+    from conftest import ort_run
+
+    rng = np.random.default_rng(5)
+    weights = rng.standard_normal((6, 3), dtype=np.float32)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Gather", ["m", "i"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(weights, "w")]), opset_imports=[helper.make_opsetid("", 17)])
+    program, lowered = _compiled_gpu_program(model)
+    seen: list[tuple[int, dict[str, Any]]] = []
+    run = program.run
+    program.run = lambda inputs, worker=0, keep_on_device=(): (
+        seen.append((worker, {n: (tuple(v.shape), v.dtype, bool(v.any())) for n, v in inputs.items()})),
+        run(inputs, worker, keep_on_device))[1]
+    assert program.num_workers == 2
+    assert warm_up(program, lowered) is True
+    assert [w for w, _ in seen] == [0, 1]
+    assert all(s == {"x": ((4, 6), torch.float32, False), "i": ((2,), torch.int64, False)} for _, s in seen)
+    feeds = {"x": rng.standard_normal((4, 6), dtype=np.float32), "i": np.array([3, 1], np.int64)}
+    for worker in range(2):  # the warmed-up workers give the right results for real inputs
+        np.testing.assert_allclose(run(feeds, worker)["y"], ort_run(model, feeds)[0], rtol=1e-5, atol=1e-6)
+    program.close()
+
+
+def test_warm_up_skips_dynamic_shapes_and_survives_a_failing_run(core: ov.Core,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    from inferplex.devices.gpu.graphs import warm_up
+
+    dynamic = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    program, lowered = _compiled_gpu_program(dynamic)
+    calls: list[int] = []
+    program.run = lambda inputs, worker=0, keep_on_device=(): calls.append(worker)
+    assert warm_up(program, lowered) is False and calls == []  # which N will come is unknown
+
+    static = dynamic.SerializeToString()
+    fixed = onnx.load_from_string(static)
+    for value in (fixed.graph.input[0], fixed.graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_value = 2
+    program, lowered = _compiled_gpu_program(fixed)
+
+    def fail(inputs: Any, worker: int = 0, keep_on_device: Any = ()) -> Any:
+        calls.append(worker)
+        raise ov.errors.InferenceError("no zeros here")
+
+    program.run = fail
+    with caplog.at_level("INFO", logger="inferplex"):
+        assert warm_up(program, lowered) is True
+    assert calls == [0]  # the first failure stops the warm-up: requests capture instead
+    assert "warming up worker 0 on zeros failed" in caplog.text and "no zeros here" in caplog.text

@@ -222,7 +222,13 @@ class GpuPlugin(DevicePlugin):
                       "GPU_CHANNELS_LAST": channels_last,
                       "SHAPE_SPECIALIZATION": bool(settings["SHAPE_SPECIALIZATION"]),
                       "GPU_QUEUE_THROTTLE": settings["GPU_QUEUE_THROTTLE"]}
-        return GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer)
+        program = GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer)
+        if (torch_device.type == "cuda" and lowered.capturable and bool(settings["CUDA_GRAPHS"])
+                and not bool(settings["ENABLE_PROFILING"])):
+            from inferplex.devices.gpu.graphs import warm_up
+
+            warm_up(program, lowered)  # every worker's CUDA graph captured before the compile returns
+        return program
 
 
 def _channels_last(setting: Any, precision: str, kind: str, device: str) -> bool:
