@@ -53,7 +53,8 @@ def feed_forward_stack(path: Path, layers: int = 12, width: int = 768, hidden: i
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, width])
     y = helper.make_tensor_value_info(prev, TensorProto.FLOAT, [4, width])
     graph = helper.make_graph(nodes, "ffn", [x], [y], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    # IR 10: what ONNX Runtime 1.20 and later read (the onnx package stamps its newest).
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
     return path
 
 

@@ -14,7 +14,9 @@ For each model, in one run:
 4. GPU alone and CUMULATIVE (defaults) measured in turns, ``--rounds`` times, both
    kept compiled: the ratio of each round and the median;
 5. first-inference latency of ``AUTO`` (compile_model call to first result) with and
-   without ENABLE_STARTUP_FALLBACK, each in a new process.
+   without ENABLE_STARTUP_FALLBACK, each in a new process; with fallback, requests then
+   go on one after another until one runs on the GPU: when it did, and how long it took
+   (the hand-over).
 
 Usage::
 
@@ -22,6 +24,7 @@ Usage::
     python bench/multi_auto.py --quick         # tiny model, 2 emulated GPUs (no CUDA needed)
     python bench/multi_auto.py --models resnet50 --seconds 8
     python bench/multi_auto.py --models bert --rounds 6   # more turns of GPU alone vs CUMULATIVE
+    python bench/multi_auto.py --first-inference-only      # section 5, 3 samples, warm-up on and off
 
 Prints a table with ratios; writes ``multi_auto.json`` to ``$OUT`` when it is set.
 """
@@ -147,7 +150,9 @@ def burst(compiled: Any, inputs: dict[str, np.ndarray], count: int) -> dict[str,
 
 
 def first_inference(core: Any, model: Any, inputs: dict[str, np.ndarray], fallback: bool,
-                    config: dict[str, Any]) -> dict[str, Any]:
+                    config: dict[str, Any], follow_seconds: float = 10.0) -> dict[str, Any]:
+    """The compile_model call to the first result, then requests one after another until one
+    runs on the chosen device (at most ``follow_seconds``): the hand-over and what it costs."""
     start = time.perf_counter()
     compiled = core.compile_model(model, "AUTO", {**config, "ENABLE_STARTUP_FALLBACK": fallback})
     compiled_at = time.perf_counter() - start
@@ -155,9 +160,18 @@ def first_inference(core: Any, model: Any, inputs: dict[str, np.ndarray], fallba
     request.infer(inputs)
     first = time.perf_counter() - start
     devices = compiled.get_property("EXECUTION_DEVICES")
+    first_device, latencies = request.device, []
+    while request.device == "CPU" and time.perf_counter() - start < first + follow_seconds:
+        began = time.perf_counter()
+        request.infer(inputs)
+        latencies.append(time.perf_counter() - began)
     compiled.release()
     return {"first_inference_s": first, "compile_returned_s": compiled_at,
-            "first_device": request.device, "execution_devices_then": devices}
+            "first_device": first_device, "execution_devices_then": devices,
+            "on_chosen_device_s": time.perf_counter() - start if request.device != "CPU" else None,
+            "chosen_device": request.device,
+            "first_on_chosen_latency_s": latencies[-1] if latencies else None,
+            "requests_before_chosen": max(0, len(latencies) - 1)}
 
 
 def _stats(compiled: Any) -> dict[str, dict[str, Any]]:
@@ -228,14 +242,40 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
             log(f"  {name}: CUMULATIVE {label} {entry['fps']:.1f} req/s, burst {entry['burst']['fps']:.1f}")
     if gpus and args.rounds:
         result["paired"] = paired_rounds(core, model, inputs, gpus[0], gpu_props, per_device, args)
-    for fallback in (True, False):
-        result["first_inference"]["with" if fallback else "without"] = first_inference_in_a_new_process(
-            model, inputs, fallback, per_device)
+    result["first_inference"] = first_inferences(model, inputs, per_device, args)
     return result
 
 
+def first_inferences(model: Any, inputs: dict[str, np.ndarray], per_device: dict[str, Any],
+                     args: argparse.Namespace) -> dict[str, Any]:
+    """First inference with and without startup fallback, ``args.samples`` new processes each (median).
+
+    With ``--first-inference-only``, also with the GPU's warm-up at compile turned off (as before
+    it existed: each worker then captures its CUDA graph on its first request).
+    """
+    results: dict[str, Any] = {}
+    warm_ups = (True, False) if args.first_inference_only else (True,)
+    for _ in range(args.samples):  # in turns: the machine's drift spreads over every mode
+        for fallback in (True, False):
+            for warm_up in warm_ups:
+                mode = (f"{'with' if fallback else 'without'} startup fallback"
+                        + ("" if warm_up else ", no warm-up at compile"))
+                sample = first_inference_in_a_new_process(model, inputs, fallback, per_device, warm_up)
+                results.setdefault(mode, []).append(sample)
+    return {mode: _median_sample(samples) for mode, samples in results.items()}
+
+
+def _median_sample(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sample of median first-inference time, with every sample's time beside it."""
+    ordered = sorted(samples, key=lambda r: r["first_inference_s"])
+    median = dict(ordered[(len(ordered) - 1) // 2])
+    median["samples_s"] = [r["first_inference_s"] for r in samples]
+    median["first_on_chosen_latency_samples_s"] = [r["first_on_chosen_latency_s"] for r in samples]
+    return median
+
+
 def first_inference_in_a_new_process(model: Any, inputs: dict[str, np.ndarray], fallback: bool,
-                                     config: dict[str, Any]) -> dict[str, Any]:
+                                     config: dict[str, Any], warm_up: bool = True) -> dict[str, Any]:
     """``first_inference`` in a new process, as a program's first model would see it.
 
     In this process the sections above have already compiled the model: the
@@ -250,7 +290,7 @@ def first_inference_in_a_new_process(model: Any, inputs: dict[str, np.ndarray], 
             onnx.save(model, path)
         np.savez(Path(folder) / "inputs.npz", **inputs)
         job = json.dumps({"model": path, "inputs": str(Path(folder) / "inputs.npz"), "fallback": fallback,
-                          "config": config})
+                          "config": config, "warm_up": warm_up})
         done = subprocess.run([sys.executable, __file__, "--first-inference", job],
                               capture_output=True, text=True)
     lines = done.stdout.strip().splitlines()
@@ -264,6 +304,10 @@ def first_inference_in_a_new_process(model: Any, inputs: dict[str, np.ndarray], 
 def _first_inference_here(job: dict[str, Any]) -> None:
     import inferplex as ov
 
+    if not job.get("warm_up", True):
+        from inferplex.devices.gpu import graphs
+
+        graphs.warm_up = lambda program, lowered: False  # each worker captures on its first request
     core = ov.Core()
     if any(d.startswith("GPU.") for d in core.available_devices):
         try:
@@ -361,9 +405,23 @@ def print_table(name: str, result: dict[str, Any], table: dict[str, float]) -> N
                   f"{r['cumulative']:>10.1f}  {r['ratio']:.3f}x")
         print(f"{'CUMULATIVE / GPU alone, in turns':<38}{paired['median_ratio']:>10.3f} (median; "
               f"{paired['min_ratio']:.3f}-{paired['max_ratio']:.3f}; target >= 1.0)")
+    print_first_inferences(None, result)
+
+
+def print_first_inferences(name: str | None, result: dict[str, Any]) -> None:
+    if name is not None:
+        print(f"\n== {name} ==")
     for mode, r in result["first_inference"].items():
-        print(f"first inference {mode} startup fallback: {r['first_inference_s']:.3f} s on "
-              f"{r['first_device']} (EXECUTION_DEVICES then: {r['execution_devices_then']})")
+        samples = ", ".join(f"{t:.2f}" for t in r["samples_s"])
+        print(f"first inference {mode}: {r['first_inference_s']:.3f} s "
+              f"on {r['first_device']} (EXECUTION_DEVICES then: {r['execution_devices_then']}; "
+              f"samples {samples})")
+        if r["first_device"] == "CPU" and r["first_on_chosen_latency_s"] is not None:
+            latencies = ", ".join(f"{t * 1e3:.0f}" for t in r["first_on_chosen_latency_samples_s"] if t)
+            print(f"  hand-over: {r['chosen_device']} served its first request "
+                  f"{r['on_chosen_device_s']:.2f} s after compile_model began, "
+                  f"in {r['first_on_chosen_latency_s'] * 1e3:.0f} ms (samples {latencies} ms), "
+                  f"after {r['requests_before_chosen']} more on the CPU")
 
 
 def log(message: str) -> None:
@@ -380,6 +438,10 @@ def main() -> None:
     parser.add_argument("--gpu-precision", default=None, help="GPU INFERENCE_PRECISION_HINT (default f16)")
     parser.add_argument("--rounds", type=int, default=None,
                         help="GPU alone vs CUMULATIVE measured in turns (default 3; 1 quick; 0: none)")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="new processes per first-inference mode (default 1; 3 first-inference only)")
+    parser.add_argument("--first-inference-only", action="store_true",
+                        help="only section 5, also without the GPU's warm-up at compile")
     parser.add_argument("--first-inference", default=None, help=argparse.SUPPRESS)  # one, in this process
     args = parser.parse_args()
     if args.first_inference:
@@ -389,6 +451,8 @@ def main() -> None:
     args.burst = args.burst or (200 if args.quick else 400)
     if args.rounds is None:
         args.rounds = 1 if args.quick else 3
+    if args.samples is None:
+        args.samples = 3 if args.first_inference_only else 1
     if args.quick and "INFERPLEX_EMULATED_GPUS" not in os.environ:
         try:
             import torch
@@ -414,10 +478,16 @@ def main() -> None:
             builders = {"resnet50": resnet50, "bert": bert_base}
             models = {m: builders[m](args.batch, Path(folder)) for m in args.models.split(",")}
         for name, (model, inputs) in models.items():
-            result = bench_model(core, name, model, inputs, gpus, args)
-            result["ratios"] = ratios(result, gpus)
+            if args.first_inference_only:
+                per_device = {"DEVICE_PROPERTIES": {"GPU": {"INFERENCE_PRECISION_HINT": args.gpu_precision}}
+                              } if args.gpu_precision else {}
+                result = {"first_inference": first_inferences(model, inputs, per_device, args)}
+                print_first_inferences(name, result)
+            else:
+                result = bench_model(core, name, model, inputs, gpus, args)
+                result["ratios"] = ratios(result, gpus)
+                print_table(name, result, result["ratios"])
             results["models"][name] = result
-            print_table(name, result, result["ratios"])
     if os.environ.get("OUT"):
         path = Path(os.environ["OUT"]) / "multi_auto.json"
         path.write_text(json.dumps(results, indent=2, default=str))

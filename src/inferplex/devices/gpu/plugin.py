@@ -14,7 +14,8 @@ THROUGHPUT / CUMULATIVE_THROUGHPUT: 8 workers on CUDA, 2 emulated),
 TF32 is switched off for f32 programs; f16/bf16 convert floating weights and
 inputs, outputs keep the model's types), ``ENABLE_PROFILING``, ``TORCH_COMPILE``
 (default off: compile time hurts the first inference), ``CUDA_GRAPHS`` (default
-on), ``GPU_CHANNELS_LAST`` (``AUTO``: 4-D convolutions in NHWC memory order for
+on; a model whose input shapes are all static captures every worker's graph while
+it compiles), ``GPU_CHANNELS_LAST`` (``AUTO``: 4-D convolutions in NHWC memory order for
 f16/bf16 on CUDA, where tensor-core kernels want it; ``YES``/``NO`` force it;
 results are the same either way, see ``optimize``), ``SHAPE_SPECIALIZATION``
 (default on: models with dynamic input dims whose shape arithmetic would run on

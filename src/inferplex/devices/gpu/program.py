@@ -13,7 +13,8 @@ concurrently without sharing mutable state.  One run:
    with those dims fixed (:mod:`.specialize`; weights shared, at most
    ``GRAPH_CACHE_SIZE`` signatures kept, least recently used dropped);
 3. on CUDA, the worker replays the CUDA graph it captured for this signature
-   (captured on first sight after one warm-up run; at most ``GRAPH_CACHE_SIZE``
+   (captured on first sight after one warm-up run, or while compiling when
+   every input shape is static, see :func:`.graphs.warm_up`; at most ``GRAPH_CACHE_SIZE``
    per worker, least recently used dropped); lowerings with data-dependent ops,
    signatures that fail capture, and profiling runs go eagerly through the
    GraphModule;
