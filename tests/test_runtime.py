@@ -303,6 +303,53 @@ def test_start_async_inside_the_queues_own_callback_never_waits_for_itself(
     compiled.release()
 
 
+@pytest.mark.timeout(60)
+def test_jobs_queued_inside_callbacks_are_bounded(core: ov.Core, reference: ort.InferenceSession,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each result fans out into two jobs: the queue grows until start_async refuses, in the
+    callback; every job it accepted ends once, right, and the queue drains."""
+    from inferplex import async_queue
+
+    monkeypatch.setattr(async_queue, "QUEUED_PER_JOB", 4)
+    compiled = core.compile_model(MODEL, "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    queue = ov.AsyncInferQueue(compiled, jobs=2)
+    ended: Counter[int] = Counter()
+    outputs: dict[int, np.ndarray] = {}
+    refused: list[BaseException] = []
+    most_queued = [0]
+    numbers = iter(range(1, 10**6))
+    accepted = {0}
+    lock = threading.Lock()
+
+    def on_done(request: ov.InferRequest, userdata: int) -> None:
+        with lock:
+            ended[userdata] += 1
+            outputs[userdata] = request.results["tanh_out"].copy()
+        for _ in range(2):
+            if refused:
+                return  # once refused, the tree stops growing and the queue drains
+            with lock:
+                number = next(numbers)
+            try:
+                queue.start_async(_inputs(number), number)
+            except ov.errors.RequestBusyError as error:
+                refused.append(error)
+                return
+            with lock:
+                accepted.add(number)
+                most_queued[0] = max(most_queued[0], len(queue._queued))
+
+    queue.set_callback(on_done)
+    queue.start_async(_inputs(0), 0)
+    queue.wait_all()
+    assert refused and "8 jobs already waiting" in str(refused[0]) and "4 per job" in str(refused[0])
+    assert 0 < most_queued[0] <= 8  # 4 per job, 2 jobs: never more
+    assert ended == Counter(accepted)  # every accepted job ended once; a refused one never ran
+    for index in accepted:
+        np.testing.assert_allclose(outputs[index], reference.run(None, _inputs(index))[1], rtol=1e-6)
+    compiled.release()
+
+
 @pytest.mark.timeout(30)
 def test_bad_inputs_given_inside_a_callback_raise_there_and_queue_nothing(
         compiled: ov.CompiledModel, reference: ort.InferenceSession) -> None:

@@ -9,6 +9,12 @@ first job that becomes idle, before any later ``start_async``.  Waiting there
 could wait for the callback itself (one job, or every job's callback feeding the
 queue) and would hold a device worker meanwhile.
 
+At most :data:`QUEUED_PER_JOB` jobs per job of the queue wait that way: a
+callback that starts more jobs than end (each result fanning out into two, say)
+would otherwise grow the queue, and the input copies it holds, without end.
+``start_async`` past that raises :class:`~inferplex.errors.RequestBusyError` in
+the callback, and the job is not started.
+
 ``wait_all`` inside one of this queue's callbacks, and ``get_idle_request_id``
 where every busy job is a callback waiting the same way, raise
 :class:`~inferplex.errors.RequestBusyError` instead of hanging.
@@ -26,9 +32,12 @@ from inferplex.binding import bind_inputs, copy_inputs
 from inferplex.errors import PropertyError, RequestBusyError
 from inferplex.runtime import CompiledModel, InferRequest, in_completion_callback
 
-__all__ = ["AsyncInferQueue"]
+__all__ = ["QUEUED_PER_JOB", "AsyncInferQueue"]
 
 _log = logging.getLogger("inferplex")
+
+QUEUED_PER_JOB = 64
+"""Jobs started inside callbacks that may wait for an idle job, per job of the queue."""
 
 
 class AsyncInferQueue:
@@ -94,6 +103,13 @@ class AsyncInferQueue:
             bound = copy_inputs(bind_inputs(self._ports, inputs))
             with self._cond:
                 if not self._idle:
+                    limit = QUEUED_PER_JOB * len(self._requests)
+                    if len(self._queued) >= limit:
+                        raise RequestBusyError(
+                            f"start_async() inside a callback found no idle job and {limit} jobs already "
+                            f"waiting for one ({QUEUED_PER_JOB} per job of this AsyncInferQueue); the job "
+                            "was not started. Start fewer jobs from callbacks than end, or start them "
+                            "outside the callbacks (there start_async waits for an idle job)")
                     self._queued.append((bound, userdata))
                     return
                 index = self._idle.pop(0)  # one became idle meanwhile
