@@ -7,7 +7,7 @@ The checker takes the model as serialized bytes: given an ``onnx.ModelProto``
 it calls ``SerializeToString``, which holds the GIL while it copies every
 weight, and then parses them again in C++.  Every compile starts with
 ``read_model``, AUTO's and MULTI's devices included, so that time delayed them
-all.  The checker is now given a copy of the model in which each large
+all.  So the checker is given a copy of the model in which each large
 initializer stored as ``raw_data`` is an empty placeholder of the same name and
 type; the checker's rules on those tensors' data (one data field, bytes that
 fill the declared shape) are checked here.  ``python bench/read_model.py``
