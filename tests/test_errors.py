@@ -248,6 +248,19 @@ def test_large_weights_too_short_for_their_shape(core: ov.Core) -> None:
         onnx.checker.check_model(bad)
 
 
+def test_large_constant_value_too_short_for_its_shape(core: ov.Core) -> None:
+    value = numpy_helper.from_array(np.ones((128, 256), np.float32), "w_value")
+    bad = make_model([helper.make_node("Constant", [], ["w"], name="weights", value=value),
+                      helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                     [("x", FLOAT, [2, 128])], [("y", FLOAT, [2, 256])])
+    stored = bad.graph.node[0].attribute[0].t
+    stored.raw_data = stored.raw_data[:1000]
+    with _raises(ModelError, "malformed", "'w_value'", "1000 bytes", "131072 bytes required"):
+        core.read_model(bad)
+    with pytest.raises(onnx.checker.ValidationError, match="too small"):
+        onnx.checker.check_model(bad)
+
+
 def test_large_weights_with_two_data_fields(core: ov.Core) -> None:
     bad = _large_weight_model()
     bad.graph.initializer[0].float_data.append(1.0)

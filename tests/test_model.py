@@ -202,6 +202,25 @@ def test_large_weights_are_left_out_of_the_checkers_copy(core: ov.Core, tmp_path
         np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_large_constant_values_are_left_out_of_the_checkers_copy(core: ov.Core) -> None:
+    from inferplex.model_check import LARGE_TENSOR_BYTES, checker_copy
+
+    rng = np.random.default_rng(4)
+    big = rng.standard_normal((64, 512), dtype=np.float32)
+    model = make_model([helper.make_node("Constant", [], ["w"], name="weights",
+                                         value=numpy_helper.from_array(big, "w_value")),
+                        helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                       [("x", FLOAT, ["N", 64])], [("y", FLOAT, ["N", 512])])
+    copy = checker_copy(model)
+    assert copy.ByteSize() < LARGE_TENSOR_BYTES < model.ByteSize()
+    value = copy.graph.node[0].attribute[0]
+    assert value.name == "value" and list(value.t.dims) == [0] and not value.t.raw_data
+    assert [(n.name, n.op_type) for n in copy.graph.node] == [("weights", "Constant"), ("mm", "MatMul")]
+    x = rng.standard_normal((3, 64), dtype=np.float32)
+    result = core.compile_model(model, "CPU")({"x": x})["y"]
+    np.testing.assert_allclose(result, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
 def test_external_data_next_to_the_model_loads(core: ov.Core, tmp_path: Path) -> None:
     weights = np.arange(4096, dtype=np.float32).reshape(64, 64) / 4096
     model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])],

@@ -8,8 +8,8 @@ it calls ``SerializeToString``, which holds the GIL while it copies every
 weight, and then parses them again in C++.  Every compile starts with
 ``read_model``, AUTO's and MULTI's devices included, so that time delayed them
 all.  So the checker is given a copy of the model in which each large
-initializer stored as ``raw_data`` is an empty placeholder of the same name and
-type; the checker's rules on those tensors' data (one data field, bytes that
+initializer or Constant value stored as ``raw_data`` is an empty placeholder of
+the same name and type; the checker's rules on those tensors' data (one data field, bytes that
 fill the declared shape) are checked here.  ``python bench/read_model.py``
 compares the two on stacks of BERT-base-sized layers.
 """
@@ -29,7 +29,7 @@ from inferplex.errors import ModelError
 __all__ = ["LARGE_TENSOR_BYTES", "check_external_data", "check_model", "checker_copy"]
 
 LARGE_TENSOR_BYTES = 1 << 16
-"""Initializers larger than this are left out of the checker's copy (their size is checked here)."""
+"""Tensors larger than this are left out of the checker's copy (their size is checked here)."""
 
 _P = onnx.TensorProto
 _ITEM_BYTES = {
@@ -65,26 +65,46 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
 
 
 def checker_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """``proto`` with its large raw-data initializers as empty placeholders (``proto`` itself when none).
+    """``proto`` with its large raw-data tensors as empty placeholders (``proto`` itself when none).
 
-    Raises :class:`ModelError` for a left-out tensor that breaks the checker's
-    rules on data: bytes that do not fill its shape, or a second data field.
+    Large tensors are the main graph's initializers and its nodes' tensor
+    attributes (a Constant's ``value``).  Raises :class:`ModelError` for a
+    left-out tensor that breaks the checker's rules on data: bytes that do not
+    fill its shape, or a second data field.
     """
-    large = {index for index, tensor in enumerate(proto.graph.initializer) if _large(tensor)}
-    if not large:
+    graph = proto.graph
+    large = any(_large(tensor) for tensor in graph.initializer)
+    heavy = {index for index, node in enumerate(graph.node)
+             if any(a.HasField("t") and _large(a.t) for a in node.attribute)}
+    if not large and not heavy:
         return proto
     copy = onnx.ModelProto()
-    _copy_fields(proto, copy, leave_out="graph")
-    _copy_fields(proto.graph, copy.graph, leave_out="initializer")
-    for index, tensor in enumerate(proto.graph.initializer):
-        if index in large:
-            _check_data(tensor)
-            placeholder = copy.graph.initializer.add()
-            placeholder.name, placeholder.data_type = tensor.name, tensor.data_type
-            placeholder.dims.append(0)  # no elements and no data: the checker accepts it
-        else:
-            copy.graph.initializer.add().CopyFrom(tensor)
+    _copy_fields(proto, copy, leave_out=("graph",))
+    _copy_fields(graph, copy.graph, leave_out=("initializer", "node"))
+    for tensor in graph.initializer:
+        _copy_tensor(tensor, copy.graph.initializer.add())
+    for index, node in enumerate(graph.node):
+        if index not in heavy:
+            copy.graph.node.add().CopyFrom(node)
+            continue
+        target = copy.graph.node.add()
+        _copy_fields(node, target, leave_out=("attribute",))
+        for attribute in node.attribute:
+            kept = target.attribute.add()
+            _copy_fields(attribute, kept, leave_out=("t",))
+            if attribute.HasField("t"):
+                _copy_tensor(attribute.t, kept.t)
     return copy
+
+
+def _copy_tensor(tensor: onnx.TensorProto, target: onnx.TensorProto) -> None:
+    """``tensor`` into ``target``: as it is, or as a placeholder when large (its data checked here)."""
+    if not _large(tensor):
+        target.CopyFrom(tensor)
+        return
+    _check_data(tensor)
+    target.name, target.data_type = tensor.name, tensor.data_type
+    target.dims.append(0)  # no elements and no data: the checker accepts it
 
 
 def _large(tensor: onnx.TensorProto) -> bool:
@@ -99,7 +119,7 @@ def _check_data(tensor: onnx.TensorProto) -> None:
     """The checker's rules on a tensor's data: one data field, holding at least what the shape declares."""
     others = [name for name in _TYPED_FIELDS if len(getattr(tensor, name))]
     if others:
-        raise ModelError(f"malformed ONNX model: initializer {tensor.name!r} has raw_data and "
+        raise ModelError(f"malformed ONNX model: tensor {tensor.name!r} has raw_data and "
                          f"{', '.join(others)}: a tensor holds its values in one field; read_model "
                          "accepts models that pass onnx.checker.check_model")
     dims = list(tensor.dims)
@@ -107,15 +127,15 @@ def _check_data(tensor: onnx.TensorProto) -> None:
     held = len(tensor.raw_data)
     if held < needed:
         kind = onnx.TensorProto.DataType.Name(tensor.data_type)
-        raise ModelError(f"malformed ONNX model: initializer {tensor.name!r} holds {held} bytes of "
+        raise ModelError(f"malformed ONNX model: tensor {tensor.name!r} holds {held} bytes of "
                          f"raw_data, too few for its shape {dims} and type {kind} ({needed} bytes "
                          "required); read_model accepts models that pass onnx.checker.check_model")
 
 
-def _copy_fields(source: Any, target: Any, leave_out: str) -> None:
-    """Every field set in ``source`` but ``leave_out``, copied into ``target`` (nested messages copied)."""
+def _copy_fields(source: Any, target: Any, leave_out: tuple[str, ...]) -> None:
+    """Every field set in ``source`` but those in ``leave_out``, copied into ``target`` (messages copied)."""
     for field, value in source.ListFields():
-        if field.name == leave_out:
+        if field.name in leave_out:
             continue
         if hasattr(value, "extend") and not isinstance(value, (str, bytes)):  # a repeated field
             getattr(target, field.name).extend(value)
