@@ -340,3 +340,13 @@ def test_every_error_is_an_inferplex_error_and_a_value_error() -> None:
         assert issubclass(error_type, InferplexError)
         assert issubclass(error_type, ValueError)
     assert issubclass(RequestBusyError, InferplexError)
+
+
+@pytest.mark.parametrize("jobs", [-1, 2.5, "4", True])
+def test_async_infer_queue_refuses_a_bad_job_count(compiled: ov.CompiledModel, jobs: Any) -> None:
+    with _raises(PropertyError, "AsyncInferQueue jobs", "int >= 0", repr(jobs)):
+        ov.AsyncInferQueue(compiled, jobs)
+
+
+def test_async_infer_queue_takes_numpy_ints(compiled: ov.CompiledModel) -> None:
+    assert len(ov.AsyncInferQueue(compiled, np.int64(3))) == 3

@@ -23,6 +23,7 @@ where every busy job is a callback waiting the same way, raise
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -44,9 +45,14 @@ class AsyncInferQueue:
     """A pool of requests: ``start_async`` takes an idle one (waiting if none is idle)."""
 
     def __init__(self, compiled: CompiledModel, jobs: int = 0) -> None:
-        if jobs < 0:
-            raise PropertyError(f"jobs must be >= 0 (0 = OPTIMAL_NUMBER_OF_INFER_REQUESTS), got {jobs}")
-        count = jobs or max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+        try:
+            wanted = -1 if isinstance(jobs, bool) else operator.index(jobs)  # ints, numpy ints
+        except TypeError:
+            wanted = -1
+        if wanted < 0:
+            raise PropertyError("AsyncInferQueue jobs must be an int >= 0 "
+                                f"(0 = OPTIMAL_NUMBER_OF_INFER_REQUESTS), got {jobs!r}")
+        count = wanted or max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
         self._requests = [compiled.create_infer_request() for _ in range(count)]
         self._ports = compiled.inputs
         self._idle: list[int] = list(range(count))
