@@ -186,3 +186,87 @@ def test_a_program_may_exit_with_requests_in_flight(devices: str, config: dict[s
     done = run_program(_EXIT_WITH_REQUESTS_IN_FLIGHT, devices, json.dumps(config))
     assert done.returncode == 0, f"exit code {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.split() == ["submitted", "ended", "48", "wrong", "0"]
+
+
+@pytest.mark.parametrize(("device", "config"), [
+    ("CPU", {"PERFORMANCE_HINT": "THROUGHPUT"}),
+    ("GPU.0", {"MEMORY_LIMIT": "1GB", "PERFORMANCE_HINT_NUM_REQUESTS": 2}),
+    ("MULTI:GPU.0,CPU", {}),
+    ("AUTO", {}),
+    ("AUTO", {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"}),
+    ("HETERO:GPU.0,CPU", {}),
+])
+def test_supported_properties_lists_every_key_a_compiled_model_reads(
+        core: ov.Core, device: str, config: dict[str, object]) -> None:
+    """As with OpenVINO, ``for key in SUPPORTED_PROPERTIES: get_property(key)`` reads everything."""
+    compiled = core.compile_model(linear_model(), device, config)
+    listed = compiled.get_property("SUPPORTED_PROPERTIES")
+    values = {key: compiled.get_property(key) for key in listed}  # each listed key reads
+    assert len(set(listed)) == len(listed)
+    assert values["EXECUTION_DEVICES"] == compiled.get_property("EXECUTION_DEVICES")
+    for key, value in config.items():  # what the user set reads back (GPU programs used to refuse)
+        assert key in listed
+        assert values[key] == {"1GB": 10**9}.get(value, value)  # type: ignore[call-overload]
+    readable = {
+        "CPU": {"NUM_STREAMS", "INFERENCE_NUM_THREADS", "PERFORMANCE_HINT"},
+        "GPU.0": {"NUM_STREAMS", "CUDA_GRAPHS", "INFERENCE_PRECISION_HINT"},
+        "HETERO:GPU.0,CPU": {"HETERO_NUMBER_OF_SUBMODELS", "HETERO_SUBGRAPHS"},
+    }.get(device, {"MULTI_DEVICE_PRIORITIES", "DEVICE_STATISTICS", "SCHEDULE_POLICY", "PERFORMANCE_HINT"})
+    assert readable <= set(listed)
+    with pytest.raises(PropertyError, match="NOT_A_KEY"):
+        compiled.get_property("NOT_A_KEY")
+    compiled.release()
+
+
+@pytest.mark.parametrize(("device", "config", "hint"), [
+    ("AUTO", {}, "LATENCY"),
+    ("AUTO", {"PERFORMANCE_HINT": "THROUGHPUT"}, "THROUGHPUT"),
+    ("AUTO", {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"}, "CUMULATIVE_THROUGHPUT"),
+    ("MULTI:GPU.0,CPU", {}, "CUMULATIVE_THROUGHPUT"),
+    ("MULTI:GPU.0,CPU", {"PERFORMANCE_HINT": "THROUGHPUT"}, "THROUGHPUT"),
+])
+def test_a_virtual_device_reports_the_hint_it_runs_with(core: ov.Core, device: str, config: dict[str, str],
+                                                        hint: str) -> None:
+    compiled = core.compile_model(linear_model(), device, config)
+    assert compiled.get_property("PERFORMANCE_HINT") == hint
+    compiled.release()
+
+
+@pytest.mark.parametrize("key", ["NPU", "GPU0", "gpu", "GPU.x", "MULTI"])
+def test_device_properties_naming_no_device_are_refused(core: ov.Core, key: str) -> None:
+    """A misspelt key would otherwise be ignored in silence; nothing is set by a refused call."""
+    with pytest.raises(PropertyError, match=rf"DEVICE_PROPERTIES names '{key}'.*CPU, GPU"):
+        core.compile_model(linear_model(), "MULTI:GPU.0,CPU", {"DEVICE_PROPERTIES": {key: {}}})
+    with pytest.raises(PropertyError, match=rf"'{key}'"):
+        core.set_property("MULTI", {"DEVICE_PROPERTIES": {key: {"NUM_STREAMS": 2}}})
+    with pytest.raises(PropertyError, match=rf"'{key}'"):
+        core.set_property({"DEVICE_PROPERTIES": {key: {}}, "NUM_STREAMS": 1})
+    for virtual in ("MULTI", "AUTO", "HETERO"):
+        with pytest.raises(PropertyError, match="no property 'DEVICE_PROPERTIES' set"):
+            core.get_property(virtual, "DEVICE_PROPERTIES")
+    assert "NUM_STREAMS" not in core.registry.global_config("CPU")
+
+
+def test_device_properties_are_checked_for_devices_not_in_the_list(core: ov.Core) -> None:
+    """GPU.1 and an absent GPU.7 may carry properties (one config for several machines), valid ones."""
+    config = {"DEVICE_PROPERTIES": {"GPU.1": {"NUM_STREAMS": 3}, "GPU.7": {"NUM_STREAMS": 2}}}
+    compiled = core.compile_model(linear_model(), "MULTI:GPU.0,CPU", config)
+    result = compiled({"x": input_for(3)})["y"]
+    np.testing.assert_allclose(np.array(result), expected(input_for(3)), rtol=1e-5)
+    compiled.release()
+    with pytest.raises(PropertyError, match=r"DEVICE_PROPERTIES\['GPU.1'\].*NUM_STREAMS.*'lots'"):
+        core.compile_model(linear_model(), "MULTI:GPU.0,CPU",
+                           {"DEVICE_PROPERTIES": {"GPU.1": {"NUM_STREAMS": "lots"}}})
+    with pytest.raises(PropertyError, match=r"DEVICE_PROPERTIES\['CPU'\].*CUDA_GRAPHS"):
+        core.compile_model(linear_model(), "AUTO", {"DEVICE_PROPERTIES": {"CPU": {"CUDA_GRAPHS": True}}})
+
+
+def test_priorities_on_a_compiled_model_keep_the_request_counts(core: ov.Core) -> None:
+    compiled = core.compile_model(linear_model(), "MULTI:GPU.0,CPU(2)")
+    compiled.set_property({"MULTI_DEVICE_PRIORITIES": "CPU(2),GPU.0"})  # the compiled count: accepted
+    assert compiled.get_property("EXECUTION_DEVICES") == ["CPU", "GPU.0"]
+    with pytest.raises(PropertyError, match=r"CPU\(3\) \(CPU has 2\).*set when compiling"):
+        compiled.set_property({"MULTI_DEVICE_PRIORITIES": "GPU.0,CPU(3)"})
+    assert compiled.get_property("MULTI_DEVICE_PRIORITIES") == "CPU,GPU.0"  # unchanged
+    assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 2 + 2
+    compiled.release()

@@ -193,6 +193,9 @@ def test_properties_and_counters_come_from_the_worker_process(program) -> None: 
     assert program.get_property("ENABLE_PROFILING") is True
     with pytest.raises(ov.errors.PropertyError, match="NOT_A_KEY"):
         program.get_property("NOT_A_KEY")
+    names = program.property_names()
+    assert {"NUM_STREAMS", "ENABLE_PROFILING", "CUDA_GRAPHS", "EXECUTION_DEVICES"} <= set(names)
+    assert {name: program.get_property(name) for name in names}["NUM_STREAMS"] == 2
     program.run({"x": np.ones((4, WIDTH), np.float32)}, 1)
     names = {record.node_name for record in program.profiling_info(1)}
     assert {"matmul", "relu", "sum"} <= names

@@ -171,6 +171,7 @@ class Core:
     def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
         settings = dict(self._virtual_config[str(spec.virtual)])
         settings.update(normalize_config(config, target=str(spec.virtual)))
+        self._registry.check_device_properties(settings.get("DEVICE_PROPERTIES", {}))
         for device in spec.names:  # unknown members are refused before anything compiles
             self._registry.resolve(device)
         return settings
@@ -195,6 +196,9 @@ class Core:
                      properties: Mapping[str, Any] | None = None) -> None:
         """``set_property("CPU", {...})``, ``set_property("HETERO", {...})``, or all devices."""
         if isinstance(device_name, Mapping):
+            virtual = {name: normalize_config(device_name, target=name) for name in VIRTUAL_DEVICES}
+            for parsed in virtual.values():  # refused before anything is set
+                self._registry.check_device_properties(parsed.get("DEVICE_PROPERTIES", {}))
             for family in self._registry.families():
                 try:
                     plugin = self._registry.plugin(family)
@@ -208,13 +212,15 @@ class Core:
                 subset = {k: v for k, v in device_name.items() if k.upper() in accepted}
                 if subset:
                     self._registry.set_config(family, subset)
-            for name in VIRTUAL_DEVICES:
-                self._virtual_config[name].update(normalize_config(device_name, target=name))
+            for name, parsed in virtual.items():
+                self._virtual_config[name].update(parsed)
             return
         if properties is None:
             raise PropertyError("set_property needs properties: set_property('CPU', {'NUM_STREAMS': 2})")
         if device_name in VIRTUAL_DEVICES:
-            self._virtual_config[device_name].update(normalize_config(properties, target=device_name))
+            parsed = normalize_config(properties, target=device_name)
+            self._registry.check_device_properties(parsed.get("DEVICE_PROPERTIES", {}))
+            self._virtual_config[device_name].update(parsed)
             return
         self._registry.set_config(device_name, properties)
 

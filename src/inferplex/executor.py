@@ -121,6 +121,10 @@ class Executor(ABC):
         """An executor-specific read-only property; ``KeyError`` when unknown."""
         raise KeyError(key)
 
+    def property_names(self) -> tuple[str, ...]:
+        """The keys :meth:`get_property` answers."""
+        return ()
+
     def set_property(self, properties: Mapping[str, Any]) -> None:
         """Change properties of a compiled model; only some executors accept any."""
         raise PropertyError(
@@ -176,7 +180,13 @@ class ProgramExecutor(Executor):
         return [self.program.device]
 
     def get_property(self, key: str) -> Any:
-        return self.program.get_property(key)
+        try:
+            return self.program.get_property(key)
+        except PropertyError as error:  # not the program's: the compiled model's settings may have it
+            raise KeyError(key) from error
+
+    def property_names(self) -> tuple[str, ...]:
+        return tuple(self.program.property_names())
 
     def run(self, inputs: Mapping[str, Any]) -> RunResult:
         worker = self._free.get()

@@ -104,8 +104,9 @@ class CompiledModel:
                             f"it has: {', '.join(self._supported_properties())}")
 
     def _supported_properties(self) -> list[str]:
+        """Every key get_property answers: the model's, the executor's (its devices'), the settings."""
         names = ["OPTIMAL_NUMBER_OF_INFER_REQUESTS", "EXECUTION_DEVICES", "NETWORK_NAME",
-                 "SUPPORTED_PROPERTIES", *self._config]
+                 "SUPPORTED_PROPERTIES", *self._executor.property_names(), *self._config]
         return list(dict.fromkeys(names))
 
     def set_property(self, properties: Mapping[str, Any]) -> None:

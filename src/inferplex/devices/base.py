@@ -129,10 +129,14 @@ class DeviceProgram(ABC):
         return None
 
     def get_property(self, key: str) -> Any:
-        """A property of the compiled program; raise PropertyError for unknown keys."""
+        """A property of the compiled program; raise PropertyError (or KeyError) for unknown keys."""
         from inferplex.errors import PropertyError
 
         raise PropertyError(f"{type(self).__name__} has no property {key!r}")
+
+    def property_names(self) -> tuple[str, ...]:
+        """The keys :meth:`get_property` answers (listed in the compiled model's SUPPORTED_PROPERTIES)."""
+        return ()
 
     def close(self) -> None:  # noqa: B027 - optional: most programs hold nothing to release
         """Release device resources.  Idempotent."""

@@ -144,6 +144,9 @@ class CpuPlugin(DevicePlugin):
         return CpuProgram(model, config)
 
 
+_READ_DEFAULTS = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32", "ENABLE_PROFILING": False}
+"""What a CPU program reports for these keys when its config does not set them."""
+
 class CpuProgram(DeviceProgram):
     """A model compiled into one ONNX Runtime session per stream."""
 
@@ -230,10 +233,14 @@ class CpuProgram(DeviceProgram):
             return ["CPU"]
         if key in self._config:
             return self._config[key]
-        if key in ("PERFORMANCE_HINT", "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING"):
-            return {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
-                    "ENABLE_PROFILING": False}[key]
+        if key in _READ_DEFAULTS:
+            return _READ_DEFAULTS[key]
         raise KeyError(key)
+
+    def property_names(self) -> tuple[str, ...]:
+        own = ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+               "THREAD_SPINNING", "THREAD_PRIORITY", "EXECUTION_DEVICES")
+        return tuple(dict.fromkeys((*own, *self._config, *_READ_DEFAULTS)))
 
     def close(self) -> None:
         self._sessions = []

@@ -140,6 +140,30 @@ class DeviceRegistry:
         with self._lock:
             return dict(self._config.get(name, {}))
 
+    def check_device_properties(self, per_device: Mapping[str, Mapping[str, Any]]) -> None:
+        """Refuse a ``DEVICE_PROPERTIES`` entry that no device here could take, in one PropertyError.
+
+        Each key must be a device family (``GPU``) or ``FAMILY.<index>`` (``GPU.1``,
+        accepted even where that device is absent, so one config serves several
+        machines), and its properties must be ones that family accepts.  A
+        misspelt key (``GPU0``, ``cpu``) would otherwise be ignored in silence.
+        """
+        problems: list[str] = []
+        families = self.families()
+        for key, properties in per_device.items():
+            family, dot, index = key.partition(".")
+            if family not in families or (dot and not index.isdigit()):
+                problems.append(f"DEVICE_PROPERTIES names {key!r}, which is no device here; keys are a "
+                                f"device family ({', '.join(families)}) or a device FAMILY.<index> "
+                                f"(here: {', '.join(self.available_devices())})")
+                continue
+            try:
+                normalize_config(properties, self.plugin(family).supported_properties(), key)
+            except PropertyError as error:
+                problems.append(f"DEVICE_PROPERTIES[{key!r}]: {error}")
+        if problems:
+            raise PropertyError("; ".join(problems))
+
     def config_for(self, device: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Family settings, then the device's, then ``overrides`` (validated for this plugin)."""
         plugin, full = self.resolve(device)

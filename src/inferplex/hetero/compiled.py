@@ -139,6 +139,9 @@ class HeteroExecutor(Executor):
             return self.execution_devices
         raise KeyError(key)
 
+    def property_names(self) -> tuple[str, ...]:
+        return ("HETERO_NUMBER_OF_SUBMODELS", "HETERO_SUBGRAPHS", "PIPELINE_STAGES", "EXECUTION_DEVICES")
+
     def run(self, inputs: Mapping[str, Any]) -> RunResult:
         request = _Request(dict(inputs), done=lambda _: None)
         for runner in self.runners:

@@ -108,7 +108,7 @@ def compile_auto(registry: DeviceRegistry, model: ir.Model, spec: DeviceSpec,
     """Compile for AUTO; see the module docstring."""
     hint = str(config.get("PERFORMANCE_HINT", "LATENCY"))
     candidates = auto_candidates(registry, spec)
-    options = SchedulerOptions.from_config(config)
+    options = SchedulerOptions.from_config(config, default_hint="LATENCY")
     member_hint = "THROUGHPUT" if hint == "CUMULATIVE_THROUGHPUT" else hint
     configs, unsupported = _supporting(registry, model, candidates, config, member_hint)
     if not configs:
@@ -281,6 +281,9 @@ class AutoExecutor(Executor):
         if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
             return self.optimal_number_of_infer_requests
         return self.scheduler.get_property(key)
+
+    def property_names(self) -> tuple[str, ...]:
+        return self.scheduler.property_names()
 
     def set_property(self, properties: Mapping[str, Any]) -> None:
         if self._starting and "MULTI_DEVICE_PRIORITIES" in properties:

@@ -40,7 +40,7 @@ from inferplex.executor import Done, Executor, RunResult, finish, wait_running_q
 from inferplex.multi.host_gain import HostGainCheck
 from inferplex.multi.policies import DevicePriority, make_policy
 from inferplex.multi.state import DeviceState, Job, Member, Request, SchedulerOptions, Slot
-from inferplex.properties import canonical_key, normalize_property, parse_device_list
+from inferplex.properties import DeviceTarget, canonical_key, normalize_property, parse_device_list
 
 __all__ = ["MultiExecutor"]
 
@@ -195,10 +195,16 @@ class MultiExecutor(Executor):
             "MULTI_REQUEST_TIMEOUT": self._options.request_timeout or 0.0,
             "MULTI_QUARANTINE_TIME": self._options.quarantine_time,
             "MULTI_CHECK_HOST_GAIN": self._options.check_host_gain,
+            "PERFORMANCE_HINT": self._options.hint,
         }
         if name in values:
             return values[name]
         raise KeyError(key)
+
+    def property_names(self) -> tuple[str, ...]:
+        return ("MULTI_DEVICE_PRIORITIES", "DEVICE_STATISTICS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+                "EXECUTION_DEVICES", "SCHEDULE_POLICY", "ENABLE_RUNTIME_FALLBACK", "EXCLUSIVE_ASYNC_REQUESTS",
+                "MULTI_REQUEST_TIMEOUT", "MULTI_QUARANTINE_TIME", "MULTI_CHECK_HOST_GAIN", "PERFORMANCE_HINT")
 
     def set_property(self, properties: Mapping[str, Any]) -> None:
         """``MULTI_DEVICE_PRIORITIES`` (reorder, exclude, restore) and ``SCHEDULE_POLICY``."""
@@ -439,22 +445,30 @@ class MultiExecutor(Executor):
 
     def _check_priorities(self, value: Any) -> list[str]:
         _, parsed = normalize_property("MULTI_DEVICE_PRIORITIES", value)
-        names = _device_names(parsed)
+        targets = _device_targets(parsed)
         resolved: list[str] = []
         problems: list[str] = []
-        for name in names:
+        for target in targets:
             try:
-                full = self._resolve(name)
+                full = self._resolve(target.name)
             except Exception:  # noqa: BLE001 - an unknown name is reported like a missing one
-                full = name
+                full = target.name
             if full not in self._devices:
-                problems.append(name)
+                problems.append(target.name)
             resolved.append(full)
         if problems:
             raise PropertyError(
                 f"MULTI_DEVICE_PRIORITIES: {', '.join(problems)} was not in the original device "
                 f"list; devices can be reordered, excluded and restored, not added "
                 f"(compiled: {', '.join(self._devices)})")
+        resized = [f"{t.name}({t.num_requests}) ({full} has {len(self._devices[full].slots)})"
+                   for t, full in zip(targets, resolved, strict=True)
+                   if t.num_requests is not None and t.num_requests != len(self._devices[full].slots)]
+        if resized:
+            raise PropertyError(
+                f"MULTI_DEVICE_PRIORITIES: {', '.join(resized)}: a device's request count is set when "
+                "compiling; a compiled model's priorities reorder, exclude and restore devices "
+                "(write them without counts)")
         return resolved
 
     def _take_outbox(self) -> list[_Outcome]:
@@ -537,8 +551,8 @@ def _finish_at_exit() -> None:
         executor.close()
 
 
-def _device_names(value: Any) -> list[str]:
-    """Names of a MULTI_DEVICE_PRIORITIES value (text ``"GPU(4),CPU"`` or a sequence)."""
+def _device_targets(value: Any) -> list[DeviceTarget]:
+    """The devices of a MULTI_DEVICE_PRIORITIES value (text ``"GPU(4),CPU"`` or a sequence of names)."""
     if isinstance(value, str):
-        return [target.name for target in parse_device_list(value, allow_counts=True)]
-    return [str(name) for name in value]
+        return list(parse_device_list(value, allow_counts=True))
+    return [DeviceTarget(str(name)) for name in value]

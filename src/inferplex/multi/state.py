@@ -59,11 +59,17 @@ class SchedulerOptions:
     """``EXCLUSIVE_ASYNC_REQUESTS``: one request at a time, across compiled models."""
     check_host_gain: bool = True
     """``MULTI_CHECK_HOST_GAIN``: see :mod:`inferplex.multi.host_gain`."""
+    hint: str = "CUMULATIVE_THROUGHPUT"
+    """``PERFORMANCE_HINT`` of the virtual device (only reported: members compile with their own)."""
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> SchedulerOptions:
+    def from_config(cls, config: Mapping[str, Any],
+                    default_hint: str = "CUMULATIVE_THROUGHPUT") -> SchedulerOptions:
+        """``default_hint``: what the virtual device does without a PERFORMANCE_HINT (MULTI: spread
+        requests over every device; AUTO: LATENCY on one device)."""
         quarantine = parse_seconds(QUARANTINE_KEY, config.get(QUARANTINE_KEY, cls.quarantine_time))
         return cls(
+            hint=str(config.get("PERFORMANCE_HINT", default_hint)),
             policy=str(config.get("SCHEDULE_POLICY", DEFAULT_POLICY)).upper(),
             runtime_fallback=bool(config.get("ENABLE_RUNTIME_FALLBACK", True)),
             request_timeout=parse_seconds(TIMEOUT_KEY, config.get(TIMEOUT_KEY)),

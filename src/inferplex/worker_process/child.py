@@ -109,7 +109,10 @@ def main() -> int:
         if request[0] == "close":
             break
         try:
-            reply: tuple[Any, ...] = ("ok", program.get_property(request[1]))
+            if request[0] == "property_names":
+                reply: tuple[Any, ...] = ("ok", list(program.property_names()))
+            else:
+                reply = ("ok", program.get_property(request[1]))
         except BaseException as error:  # noqa: BLE001
             reply = ("error", type(error).__name__, str(error))
         control.send(reply)

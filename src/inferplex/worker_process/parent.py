@@ -107,17 +107,28 @@ class WorkerProcessProgram(DeviceProgram):
         return list(self._records[worker]) if 0 <= worker < self.num_workers else []
 
     def get_property(self, key: str) -> Any:
-        with self._control_lock:
-            try:
-                self._control.send(("property", key))
-                reply = self._control.recv()
-            except (EOFError, OSError) as error:
-                raise self._ended() from error
+        reply = self._ask(("property", key))
         if reply[0] == "error":
             if reply[1] == "KeyError":
                 raise KeyError(key)
             raise error_from(self.device, reply[1], reply[2])
         return reply[1]
+
+    def property_names(self) -> tuple[str, ...]:
+        reply = self._ask(("property_names",))
+        if reply[0] == "error":
+            raise error_from(self.device, reply[1], reply[2])
+        return tuple(reply[1])
+
+    def _ask(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        """One control message to the worker process, and its reply."""
+        with self._control_lock:
+            try:
+                self._control.send(message)
+                reply: tuple[Any, ...] = self._control.recv()
+            except (EOFError, OSError) as error:
+                raise self._ended() from error
+        return reply
 
     def close(self) -> None:
         if self._closed:

@@ -548,7 +548,17 @@ class GpuProgram(DeviceProgram):
         return list(self._workers[worker].records)
 
     def get_property(self, key: str) -> Any:
-        values = {
+        values = self._property_values()
+        if key not in values:
+            raise PropertyError(f"compiled model on {self.device} has no property {key!r}; "
+                                f"accepted: {', '.join(sorted(values))}")
+        return values[key]
+
+    def property_names(self) -> tuple[str, ...]:
+        return tuple(self._property_values())
+
+    def _property_values(self) -> dict[str, Any]:
+        return {
             "OPTIMAL_NUMBER_OF_INFER_REQUESTS": self.num_workers,
             "NUM_STREAMS": self.num_workers,
             "EXECUTION_DEVICES": (self.device,),
@@ -557,10 +567,6 @@ class GpuProgram(DeviceProgram):
             "TORCH_COMPILE": self._compiled,
             **self._properties,
         }
-        if key not in values:
-            raise PropertyError(f"compiled model on {self.device} has no property {key!r}; "
-                                f"accepted: {', '.join(sorted(values))}")
-        return values[key]
 
     def close(self) -> None:
         self._closed = True
