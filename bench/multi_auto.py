@@ -16,7 +16,9 @@ For each model, in one run:
 5. first-inference latency of ``AUTO`` (compile_model call to first result) with and
    without ENABLE_STARTUP_FALLBACK, each in a new process; with fallback, requests then
    go on one after another until one runs on the GPU: when it did, and how long it took
-   (the hand-over).
+   (the hand-over).  With ``--first-inference-only``, also two variants that inferplex does
+   not do, for comparison: no CUDA-graph warm-up at compile, and AUTO's CPU helper compiled in
+   a worker process of its own.
 
 Usage::
 
@@ -24,7 +26,7 @@ Usage::
     python bench/multi_auto.py --quick         # tiny model, 2 emulated GPUs (no CUDA needed)
     python bench/multi_auto.py --models resnet50 --seconds 8
     python bench/multi_auto.py --models bert --rounds 6   # more turns of GPU alone vs CUMULATIVE
-    python bench/multi_auto.py --first-inference-only      # section 5, 3 samples, warm-up on and off
+    python bench/multi_auto.py --first-inference-only      # section 5 and its variants, 3 samples
 
 Prints a table with ratios; writes ``multi_auto.json`` to ``$OUT`` when it is set.
 """
@@ -251,19 +253,28 @@ def first_inferences(model: Any, inputs: dict[str, np.ndarray], per_device: dict
                      args: argparse.Namespace) -> dict[str, Any]:
     """First inference with and without startup fallback, ``args.samples`` new processes each (median).
 
-    With ``--first-inference-only``, also with the GPU's warm-up at compile turned off (as before
-    it existed: each worker then captures its CUDA graph on its first request).
+    With ``--first-inference-only``, also two variants that are not what inferplex does (each
+    made in its new process only): the GPU's warm-up at compile turned off (as before it existed:
+    each worker then captures its CUDA graph on its first request), and the startup helper
+    compiled in a worker process of its own (away from this process's GIL, which ONNX Runtime
+    1.30 holds while it builds a session; paid for with a process start and a copy of the model).
     """
+    modes: list[tuple[str, bool, str | None]] = [("with startup fallback", True, None),
+                                                 ("without startup fallback", False, None)]
+    if args.first_inference_only:
+        modes += [("with startup fallback, no warm-up at compile", True, NO_WARM_UP),
+                  ("without startup fallback, no warm-up at compile", False, NO_WARM_UP),
+                  ("with startup fallback, the helper in a worker process", True, HELPER_PROCESS)]
     results: dict[str, Any] = {}
-    warm_ups = (True, False) if args.first_inference_only else (True,)
     for _ in range(args.samples):  # in turns: the machine's drift spreads over every mode
-        for fallback in (True, False):
-            for warm_up in warm_ups:
-                mode = (f"{'with' if fallback else 'without'} startup fallback"
-                        + ("" if warm_up else ", no warm-up at compile"))
-                sample = first_inference_in_a_new_process(model, inputs, fallback, per_device, warm_up)
-                results.setdefault(mode, []).append(sample)
+        for mode, fallback, variant in modes:
+            sample = first_inference_in_a_new_process(model, inputs, fallback, per_device, variant)
+            results.setdefault(mode, []).append(sample)
     return {mode: _median_sample(samples) for mode, samples in results.items()}
+
+
+NO_WARM_UP = "no warm-up"
+HELPER_PROCESS = "helper process"
 
 
 def _median_sample(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -276,7 +287,7 @@ def _median_sample(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def first_inference_in_a_new_process(model: Any, inputs: dict[str, np.ndarray], fallback: bool,
-                                     config: dict[str, Any], warm_up: bool = True) -> dict[str, Any]:
+                                     config: dict[str, Any], variant: str | None = None) -> dict[str, Any]:
     """``first_inference`` in a new process, as a program's first model would see it.
 
     In this process the sections above have already compiled the model: the
@@ -291,7 +302,7 @@ def first_inference_in_a_new_process(model: Any, inputs: dict[str, np.ndarray], 
             onnx.save(model, path)
         np.savez(Path(folder) / "inputs.npz", **inputs)
         job = json.dumps({"model": path, "inputs": str(Path(folder) / "inputs.npz"), "fallback": fallback,
-                          "config": config, "warm_up": warm_up})
+                          "config": config, "variant": variant})
         done = subprocess.run([sys.executable, __file__, "--first-inference", job],
                               capture_output=True, text=True)
     lines = done.stdout.strip().splitlines()
@@ -305,10 +316,21 @@ def first_inference_in_a_new_process(model: Any, inputs: dict[str, np.ndarray], 
 def _first_inference_here(job: dict[str, Any]) -> None:
     import inferplex as ov
 
-    if not job.get("warm_up", True):
+    if job.get("variant") == NO_WARM_UP:
         from inferplex.devices.gpu import graphs
 
         graphs.warm_up = lambda program, lowered: False  # each worker captures on its first request
+    if job.get("variant") == HELPER_PROCESS:
+        from inferplex.multi import auto
+
+        compile_member = auto.compile_member
+
+        def helper_in_a_process(registry: Any, model: Any, name: str, config: Any, num_requests: Any = None,
+                                own_process: bool = False) -> Any:
+            host = registry.device_property(name, "DEVICE_TYPE") == "host"
+            return compile_member(registry, model, name, config, num_requests, own_process or host)
+
+        auto.compile_member = helper_in_a_process
     core = ov.Core()
     if any(d.startswith("GPU.") for d in core.available_devices):
         try:
