@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from inferplex.errors import InputError
+from inferplex.errors import InputError, ModelError
 
 from conftest import ONNX_BACKEND_DATA, make_model, ort_run
 
@@ -219,6 +219,52 @@ def test_large_constant_values_are_left_out_of_the_checkers_copy(core: ov.Core) 
     x = rng.standard_normal((3, 64), dtype=np.float32)
     result = core.compile_model(model, "CPU")({"x": x})["y"]
     np.testing.assert_allclose(result, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def _if_model(then_weight: onnx.TensorProto, else_weight: onnx.TensorProto) -> onnx.ModelProto:
+    """``y = x @ W1`` when ``c`` else ``x @ W2``; W1 an initializer of the then-branch, W2 a Constant
+    of the else-branch."""
+    def branch(name: str, nodes: list[onnx.NodeProto],
+               initializers: list[onnx.TensorProto]) -> onnx.GraphProto:
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_y", FLOAT, None)],
+                                 initializers)
+
+    then_branch = branch("then", [helper.make_node("MatMul", ["x", "w1"], ["then_y"])], [then_weight])
+    else_branch = branch("else", [helper.make_node("Constant", [], ["w2"], value=else_weight),
+                                  helper.make_node("MatMul", ["x", "w2"], ["else_y"])], [])
+    return make_model([helper.make_node("If", ["c"], ["y"], name="choose", then_branch=then_branch,
+                                        else_branch=else_branch)],
+                      [("x", FLOAT, ["N", 64]), ("c", onnx.TensorProto.BOOL, [])], [("y", FLOAT, ["N", 512])])
+
+
+def test_large_tensors_in_subgraphs_are_left_out_of_the_checkers_copy(core: ov.Core) -> None:
+    from inferplex.model_check import LARGE_TENSOR_BYTES, checker_copy
+
+    rng = np.random.default_rng(5)
+    w1, w2 = (rng.standard_normal((64, 512), dtype=np.float32) for _ in range(2))
+    model = _if_model(numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2_value"))
+    copy = checker_copy(model)
+    assert copy.ByteSize() < LARGE_TENSOR_BYTES < model.ByteSize() // 2
+    branches = {a.name: a.g for a in copy.graph.node[0].attribute}
+    assert list(branches["then_branch"].initializer[0].dims) == [0]
+    assert list(branches["else_branch"].node[0].attribute[0].t.dims) == [0]
+    assert [n.op_type for n in branches["else_branch"].node] == ["Constant", "MatMul"]
+    x = rng.standard_normal((3, 64), dtype=np.float32)
+    compiled = core.compile_model(model, "CPU")
+    for flag in (True, False):
+        feeds = {"x": x, "c": np.array(flag)}
+        np.testing.assert_allclose(compiled(feeds)["y"], ort_run(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_too_short_tensor_in_a_subgraph_is_refused_with_its_name(core: ov.Core) -> None:
+    rng = np.random.default_rng(6)
+    w1, w2 = (rng.standard_normal((64, 512), dtype=np.float32) for _ in range(2))
+    model = _if_model(numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2_value"))
+    else_branch = next(a.g for a in model.graph.node[0].attribute if a.name == "else_branch")
+    value = else_branch.node[0].attribute[0].t
+    value.raw_data = value.raw_data[:1000]
+    with pytest.raises(ModelError, match=r"'w2_value' holds 1000 bytes.*\[64, 512\].*131072 bytes"):
+        core.read_model(model)
 
 
 def test_external_data_next_to_the_model_loads(core: ov.Core, tmp_path: Path) -> None:

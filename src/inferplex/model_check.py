@@ -8,10 +8,11 @@ it calls ``SerializeToString``, which holds the GIL while it copies every
 weight, and then parses them again in C++.  Every compile starts with
 ``read_model``, AUTO's and MULTI's devices included, so that time delayed them
 all.  So the checker is given a copy of the model in which each large
-initializer or Constant value stored as ``raw_data`` is an empty placeholder of
-the same name and type; the checker's rules on those tensors' data (one data field, bytes that
-fill the declared shape) are checked here.  ``python bench/read_model.py``
-compares the two on stacks of BERT-base-sized layers.
+initializer or Constant value stored as ``raw_data`` (subgraphs' included) is an
+empty placeholder of the same name and type; the checker's rules on those
+tensors' data (one data field, bytes that fill the declared shape) are checked
+here.  ``python bench/read_model.py`` compares the two on stacks of
+BERT-base-sized layers.
 """
 
 from __future__ import annotations
@@ -67,34 +68,52 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
 def checker_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
     """``proto`` with its large raw-data tensors as empty placeholders (``proto`` itself when none).
 
-    Large tensors are the main graph's initializers and its nodes' tensor
-    attributes (a Constant's ``value``).  Raises :class:`ModelError` for a
-    left-out tensor that breaks the checker's rules on data: bytes that do not
-    fill its shape, or a second data field.
+    Large tensors are initializers and nodes' tensor attributes (a Constant's
+    ``value``), in the main graph and in subgraphs (If, Loop, Scan bodies).
+    Raises :class:`ModelError` for a left-out tensor that breaks the checker's
+    rules on data: bytes that do not fill its shape, or a second data field.
     """
-    graph = proto.graph
-    large = any(_large(tensor) for tensor in graph.initializer)
-    heavy = {index for index, node in enumerate(graph.node)
-             if any(a.HasField("t") and _large(a.t) for a in node.attribute)}
-    if not large and not heavy:
+    if not _holds_large(proto.graph):
         return proto
     copy = onnx.ModelProto()
     _copy_fields(proto, copy, leave_out=("graph",))
-    _copy_fields(graph, copy.graph, leave_out=("initializer", "node"))
+    _copy_graph(proto.graph, copy.graph)
+    return copy
+
+
+def _copy_graph(graph: onnx.GraphProto, target: onnx.GraphProto) -> None:
+    """``graph`` into ``target``, its large tensors (and its subgraphs') as placeholders."""
+    _copy_fields(graph, target, leave_out=("initializer", "node"))
     for tensor in graph.initializer:
-        _copy_tensor(tensor, copy.graph.initializer.add())
-    for index, node in enumerate(graph.node):
-        if index not in heavy:
-            copy.graph.node.add().CopyFrom(node)
+        _copy_tensor(tensor, target.initializer.add())
+    for node in graph.node:
+        if not any(_attribute_holds_large(attribute) for attribute in node.attribute):
+            target.node.add().CopyFrom(node)
             continue
-        target = copy.graph.node.add()
-        _copy_fields(node, target, leave_out=("attribute",))
+        copied = target.node.add()
+        _copy_fields(node, copied, leave_out=("attribute",))
         for attribute in node.attribute:
-            kept = target.attribute.add()
-            _copy_fields(attribute, kept, leave_out=("t",))
+            kept = copied.attribute.add()
+            _copy_fields(attribute, kept, leave_out=("t", "tensors", "g", "graphs"))
             if attribute.HasField("t"):
                 _copy_tensor(attribute.t, kept.t)
-    return copy
+            for tensor in attribute.tensors:
+                _copy_tensor(tensor, kept.tensors.add())
+            if attribute.HasField("g"):
+                _copy_graph(attribute.g, kept.g)
+            for subgraph in attribute.graphs:
+                _copy_graph(subgraph, kept.graphs.add())
+
+
+def _holds_large(graph: onnx.GraphProto) -> bool:
+    return any(_large(tensor) for tensor in graph.initializer) or any(
+        _attribute_holds_large(attribute) for node in graph.node for attribute in node.attribute)
+
+
+def _attribute_holds_large(attribute: onnx.AttributeProto) -> bool:
+    return ((attribute.HasField("t") and _large(attribute.t)) or any(_large(t) for t in attribute.tensors)
+            or (attribute.HasField("g") and _holds_large(attribute.g))
+            or any(_holds_large(g) for g in attribute.graphs))
 
 
 def _copy_tensor(tensor: onnx.TensorProto, target: onnx.TensorProto) -> None:
