@@ -16,6 +16,7 @@ calling process's CPU time per request (it drives every worker process):
     python bench/multi_diagnostics.py --streams    # one GPU: NUM_STREAMS 4, 8 and 16, both ways
     python bench/multi_diagnostics.py --throttle   # one GPU: GPU_QUEUE_THROTTLE MEDIUM vs LOW
     python bench/multi_diagnostics.py --long 120   # one GPU: long runs, MULTI_CHECK_HOST_GAIN's waits
+    python bench/multi_diagnostics.py --ceiling    # one GPU: what the calling process can feed
 
 ``--streams`` measures only GPU.0, with the THROUGHPUT hint's worker count and
 with NUM_STREAMS 4, 8 and 16, in this process and from a worker process, and
@@ -34,6 +35,12 @@ for SECONDS in one closed loop: with MULTI_CHECK_HOST_GAIN's waits between
 checks as they are (budgeted, doubling), then with a fixed 30 s wait (the
 check's constants set in this process, where the MULTI scheduler runs); it
 prints how many checks each made and its ratio to GPU.0 alone.
+
+``--ceiling`` measures how many requests/s the calling process can drive through
+worker processes, with a model so small (a 4x256 MLP) that neither the GPU nor
+a worker process limits it: GPU.0 in this process, ``MULTI:GPU.0`` through one
+worker process, then two such compiled models (two worker processes, as MULTI
+over two GPUs has) fed at once from two threads; ratios are to one worker process.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +67,8 @@ def main() -> None:
     parser.add_argument("--streams", action="store_true", help="only the NUM_STREAMS sweep on GPU.0")
     parser.add_argument("--throttle", action="store_true", help="only GPU_QUEUE_THROTTLE MEDIUM vs LOW")
     parser.add_argument("--rounds", type=int, default=3, help="--throttle: rounds measured in turns")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="only the calling process's ceiling through one and two worker processes")
     parser.add_argument("--long", type=float, default=None, metavar="SECONDS",
                         help="only GPU.0 alone and CUMULATIVE over long runs (the check's waits)")
     args = parser.parse_args()
@@ -68,6 +78,9 @@ def main() -> None:
     import inferplex as ov
 
     core = ov.Core()
+    if args.ceiling:  # its own tiny model: ResNet-50 or BERT-base is not needed
+        ceiling_rows(core, seconds)
+        return
     folder = tempfile.mkdtemp()
     make = bert_base if args.model == "bert" else resnet50
     model, inputs = tiny_model(4) if args.quick else make(4, Path(folder))
@@ -193,6 +206,52 @@ def long_rows(core: Any, model: Any, inputs: dict[str, Any], throughput: dict[st
             host_gain.CHECK_BUDGET, host_gain.LONGEST_INTERVAL = budgeted
         print(f"{'CUMULATIVE GPU+CPU, ' + label:58s} {fps:8.1f} req/s  {fps / base:5.3f}x  "
               f"checks {check.checks}, last wait {check.interval:.0f} s", flush=True)
+
+
+def ceiling_rows(core: Any, seconds: float) -> None:
+    """The ``--ceiling`` rows (see the module docstring), each measured twice."""
+    model, inputs = tiny_model(4)
+    processes = {"MULTI_WORKER_PROCESSES": "YES"}
+    alone = core.compile_model(model, "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    first, second = (core.compile_model(model, "MULTI:GPU.0", processes) for _ in range(2))
+    rows = [("GPU.0 in this process", [alone]), ("MULTI:GPU.0, one worker process", [first]),
+            ("two MULTI:GPU.0 models, two worker processes at once", [first, second])]
+    one = None
+    for _ in range(2):
+        for label, models in rows:
+            fps, per_request = _fed_at_once(models, inputs, seconds)
+            one = fps if len(models) == 1 and label.startswith("MULTI") else one
+            ratio = f"  {fps / one:5.2f}x one worker process" if one and len(models) == 2 else ""
+            print(f"{label:58s} {fps:8.1f} req/s  caller CPU {per_request:5.0f} us/request{ratio}",
+                  flush=True)
+    for compiled in (alone, first, second):
+        compiled.release()
+
+
+def _fed_at_once(models: list[Any], inputs: dict[str, Any], seconds: float) -> tuple[float, float]:
+    """Closed loops on every model at once, one thread each: (requests/s in all, caller CPU us/request)."""
+    import threading
+
+    import inferplex as ov
+
+    from closed_loop import keep_full
+
+    queues = [ov.AsyncInferQueue(m, int(m.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))) for m in models]
+    for queue in queues:
+        keep_full(queue, inputs, min(1.0, seconds))  # warm-up: captures, first messages
+    ended = [0] * len(queues)
+
+    def loop(index: int) -> None:
+        ended[index] = keep_full(queues[index], inputs, seconds)[0]
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(queues))]
+    before, start = _cpu_seconds(), time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed, cpu = time.perf_counter() - start, _cpu_seconds() - before
+    return sum(ended) / elapsed, cpu / max(1, sum(ended)) * 1e6
 
 
 def _cpu_seconds() -> float:
