@@ -147,6 +147,7 @@ class CpuPlugin(DevicePlugin):
 _READ_DEFAULTS = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32", "ENABLE_PROFILING": False}
 """What a CPU program reports for these keys when its config does not set them."""
 
+
 class CpuProgram(DeviceProgram):
     """A model compiled into one ONNX Runtime session per stream."""
 
