@@ -72,6 +72,7 @@ def _check_report(report: Mapping[str, Any], count: int) -> None:
     assert latency["median"] <= latency["p90"] <= latency["p99"] <= latency["max"]
     for key in ("read_ms", "compile_ms", "first_inference_ms"):
         assert report[key] > 0
+    assert report["first_inference_device"] in [row["device"] for row in report["devices"]]
     assert sum(row["requests"] for row in report["devices"]) == count
     expected = count * report["batch"] / (report["duration_ms"] / 1e3)
     assert report["throughput_fps"] == pytest.approx(expected)
@@ -159,6 +160,20 @@ def test_benchmark_multi_reports_requests_per_device(capsys: pytest.CaptureFixtu
     _check_report(data, 8)
     assert [row["device"] for row in data["devices"]] == ["CPU"]
     assert data["devices"][0]["share"] == pytest.approx(1.0)
+
+
+def test_benchmark_auto_says_which_device_ran_the_first_inference(
+        capsys: pytest.CaptureFixture[str], small_model: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With AUTO's startup fallback the CPU may serve it while the (emulated) GPU compiles."""
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    report = tmp_path / "auto.json"
+    code, out, err = run(capsys, "benchmark", "-m", small_model, "-shape", "[1,4]", "-d", "AUTO",
+                         "-niter", "4", "--report", str(report))
+    assert code == 0, err
+    device = json.loads(report.read_text())["first_inference_device"]
+    assert device in ("CPU", "GPU.0")
+    assert re.search(rf"First inference took [0-9.]+ ms on {re.escape(device)}\n", out)
 
 
 # --- user mistakes: one line on stderr, exit 2 ------------------------------------------------

@@ -283,7 +283,8 @@ def _run_compiled(compiled: CompiledModel, args: argparse.Namespace, limits: _Li
     start = time.perf_counter()
     runner.infer(feeds)
     result.first_inference_ms = _since(start)
-    out.print(f"First inference took {result.first_inference_ms:.2f} ms")
+    result.first_inference_device = runner.device  # AUTO: the startup helper, while the GPU compiles
+    out.print(f"First inference took {result.first_inference_ms:.2f} ms on {result.first_inference_device}")
     show = err if (err.is_terminal and not args.no_progress) else None
     with _Ticker(show, limits) as ticker:
         if queue is None:

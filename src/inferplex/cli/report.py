@@ -47,6 +47,8 @@ class BenchmarkResult:
     read_ms: float = 0.0
     compile_ms: float = 0.0
     first_inference_ms: float = 0.0
+    first_inference_device: str = ""
+    """Device that ran the first inference (with AUTO, the CPU while the GPU still compiles)."""
     duration_ms: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
     """Latency of every measured request (the first inference excluded)."""
@@ -113,6 +115,7 @@ def to_json(result: BenchmarkResult) -> dict[str, Any]:
         "inputs": result.inputs,
         "read_ms": result.read_ms, "compile_ms": result.compile_ms,
         "first_inference_ms": result.first_inference_ms,
+        "first_inference_device": result.first_inference_device,
         "count": result.count, "duration_ms": result.duration_ms,
         "latency_ms": latency_summary(result.latencies_ms),
         "throughput_fps": result.throughput_fps,
