@@ -270,3 +270,58 @@ def test_priorities_on_a_compiled_model_keep_the_request_counts(core: ov.Core) -
     assert compiled.get_property("MULTI_DEVICE_PRIORITIES") == "CPU,GPU.0"  # unchanged
     assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 2 + 2
     compiled.release()
+
+
+@pytest.mark.parametrize("device", ["MULTI:GPU.0,CPU", "AUTO:GPU.0,CPU", "HETERO:GPU.0,CPU"])
+def test_a_device_key_given_to_a_virtual_device_reaches_the_members_that_take_it(
+        core: ov.Core, device: str) -> None:
+    """OpenVINO passes device keys down; they used to be accepted by the virtual device and dropped."""
+    config = {"GPU_QUEUE_THROTTLE": "LOW", "THREAD_SPINNING": False, "ENABLE_STARTUP_FALLBACK": False}
+    if device.startswith("HETERO"):
+        del config["ENABLE_STARTUP_FALLBACK"]
+    compiled = core.compile_model(linear_model(), device, config)
+    executor = compiled.executor
+    runners = getattr(executor, "runners", None)  # HETERO's subgraph runners, else MULTI's members
+    members = ({r.device: r.executor.program for r in runners} if runners is not None else
+               {name: state.executor.program
+                for name, state in getattr(executor, "scheduler", executor)._devices.items()})
+    assert members["GPU.0"].get_property("GPU_QUEUE_THROTTLE") == "LOW"
+    if "CPU" in members:
+        assert members["CPU"].get_property("THREAD_SPINNING") is False
+    result = compiled({"x": input_for(4)})["y"]
+    np.testing.assert_allclose(np.array(result), expected(input_for(4)), rtol=1e-5)
+    compiled.release()
+
+
+@pytest.mark.parametrize(("device", "key", "value"), [
+    ("HETERO:GPU.0,CPU", "SCHEDULE_POLICY", "ROUND_ROBIN"),
+    ("HETERO:GPU.0,CPU", "ENABLE_STARTUP_FALLBACK", False),
+    ("MULTI:GPU.0,CPU", "MODEL_DISTRIBUTION_POLICY", "PIPELINE_PARALLEL"),
+    ("AUTO", "NOT_A_KEY", 1),
+])
+def test_a_key_no_part_of_a_virtual_device_takes_is_refused(core: ov.Core, device: str, key: str,
+                                                            value: object) -> None:
+    virtual = device.split(":")[0]
+    with pytest.raises(PropertyError, match=rf"unknown property '{key}' for {virtual}; accepted keys: .*"):
+        core.compile_model(linear_model(), device, {key: value})
+    with pytest.raises(PropertyError, match=rf"'{key}'"):
+        core.set_property(virtual, {key: value})
+    assert key not in core.get_property(virtual, "SUPPORTED_PROPERTIES")
+
+
+def test_a_global_setting_goes_to_the_devices_that_take_it(core: ov.Core) -> None:
+    fresh = ov.Core()
+    fresh.set_property({"SCHEDULE_POLICY": "ROUND_ROBIN", "MODEL_DISTRIBUTION_POLICY": "PIPELINE_PARALLEL"})
+    assert fresh.get_property("MULTI", "SCHEDULE_POLICY") == "ROUND_ROBIN"
+    assert fresh.get_property("HETERO", "MODEL_DISTRIBUTION_POLICY") == "PIPELINE_PARALLEL"
+    with pytest.raises(PropertyError, match="no property 'SCHEDULE_POLICY' set"):
+        fresh.get_property("HETERO", "SCHEDULE_POLICY")
+    with pytest.raises(PropertyError, match="unknown property 'NOT_A_KEY' for any device"):
+        fresh.set_property({"NOT_A_KEY": 1, "SCHEDULE_POLICY": "DEVICE_PRIORITY"})
+    assert fresh.get_property("MULTI", "SCHEDULE_POLICY") == "ROUND_ROBIN"  # nothing set by the refusal
+
+
+def test_cache_dir_is_refused_with_the_reason(core: ov.Core) -> None:
+    for device in ("CPU", "AUTO", "MULTI:CPU"):
+        with pytest.raises(PropertyError, match=r"CACHE_DIR.*not supported by inferplex.*not cached"):
+            core.compile_model(linear_model(), device, {"CACHE_DIR": "cache"})

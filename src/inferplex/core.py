@@ -24,6 +24,7 @@ from inferplex.model import Model, load_model
 from inferplex.properties import (
     VIRTUAL_DEVICES,
     DeviceSpec,
+    canonical_key,
     normalize_config,
     parse_device_list,
     parse_device_string,
@@ -170,11 +171,34 @@ class Core:
 
     def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
         settings = dict(self._virtual_config[str(spec.virtual)])
-        settings.update(normalize_config(config, target=str(spec.virtual)))
-        self._registry.check_device_properties(settings.get("DEVICE_PROPERTIES", {}))
+        settings.update(self._parse_virtual(str(spec.virtual), config or {}))
         for device in spec.names:  # unknown members are refused before anything compiles
             self._registry.resolve(device)
         return settings
+
+    def _virtual_keys(self, virtual: str) -> tuple[str, ...]:
+        """The keys ``virtual`` takes: its own, and every device family's (each member gets
+        those it takes, see DeviceRegistry.member_config)."""
+        from inferplex.hetero import HETERO_PROPERTIES
+        from inferplex.multi import MULTI_PROPERTIES
+
+        keys = list(HETERO_PROPERTIES if virtual == "HETERO" else MULTI_PROPERTIES)
+        for family in self._registry.families():
+            try:
+                keys.extend(self._registry.plugin(family).supported_properties())
+            except Exception as error:  # noqa: BLE001 - like available_devices: skip it
+                _log.warning("inferplex: device family %s is unavailable: %s", family, error)
+        return tuple(dict.fromkeys(keys))
+
+    def _parse_virtual(self, virtual: str, properties: Mapping[str, Any],
+                       subset: bool = False) -> dict[str, Any]:
+        """``properties`` checked for ``virtual`` (only the keys it takes with ``subset``)."""
+        keys = self._virtual_keys(virtual)
+        if subset:
+            properties = {k: v for k, v in properties.items() if canonical_key(k) in keys}
+        parsed = normalize_config(properties, keys, target=virtual)
+        self._registry.check_device_properties(parsed.get("DEVICE_PROPERTIES", {}))
+        return parsed
 
     def _priorities(self, spec: DeviceSpec, settings: Mapping[str, Any]) -> str:
         priorities = settings.get("MULTI_DEVICE_PRIORITIES")
@@ -196,9 +220,10 @@ class Core:
                      properties: Mapping[str, Any] | None = None) -> None:
         """``set_property("CPU", {...})``, ``set_property("HETERO", {...})``, or all devices."""
         if isinstance(device_name, Mapping):
-            virtual = {name: normalize_config(device_name, target=name) for name in VIRTUAL_DEVICES}
-            for parsed in virtual.values():  # refused before anything is set
-                self._registry.check_device_properties(parsed.get("DEVICE_PROPERTIES", {}))
+            # Every key must be taken by some device; each device gets those it takes.
+            every = tuple(dict.fromkeys(k for name in VIRTUAL_DEVICES for k in self._virtual_keys(name)))
+            normalize_config(device_name, every, target="any device")
+            virtual = {name: self._parse_virtual(name, device_name, subset=True) for name in VIRTUAL_DEVICES}
             for family in self._registry.families():
                 try:
                     plugin = self._registry.plugin(family)
@@ -209,7 +234,7 @@ class Core:
                 if not present:  # e.g. GPU on a machine without one: nothing to configure
                     continue
                 accepted = plugin.supported_properties()
-                subset = {k: v for k, v in device_name.items() if k.upper() in accepted}
+                subset = {k: v for k, v in device_name.items() if canonical_key(k) in accepted}
                 if subset:
                     self._registry.set_config(family, subset)
             for name, parsed in virtual.items():
@@ -218,9 +243,7 @@ class Core:
         if properties is None:
             raise PropertyError("set_property needs properties: set_property('CPU', {'NUM_STREAMS': 2})")
         if device_name in VIRTUAL_DEVICES:
-            parsed = normalize_config(properties, target=device_name)
-            self._registry.check_device_properties(parsed.get("DEVICE_PROPERTIES", {}))
-            self._virtual_config[device_name].update(parsed)
+            self._virtual_config[device_name].update(self._parse_virtual(device_name, properties))
             return
         self._registry.set_config(device_name, properties)
 
@@ -229,9 +252,7 @@ class Core:
         name = str(key).upper()
         if device_name in VIRTUAL_DEVICES:
             if name == "SUPPORTED_PROPERTIES":
-                from inferplex.properties import _PARSERS
-
-                return sorted(_PARSERS)
+                return sorted(self._virtual_keys(device_name))
             if name in self._virtual_config[device_name]:
                 return self._virtual_config[device_name][name]
             if name == "FULL_DEVICE_NAME":

@@ -175,12 +175,6 @@ def _distribution_policy(value: Any) -> str:
     return _enum("", "PIPELINE_PARALLEL")(value)
 
 
-def _any_string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _Reject("a string")
-    return value
-
-
 # key -> parser.  The CPU/GPU plugins and virtual devices each declare which of
 # these they accept (SUPPORTED_PROPERTIES); this table only knows what values mean.
 _PARSERS: dict[str, Callable[[Any], Any]] = {
@@ -209,7 +203,6 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "GPU_CHANNELS_LAST": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
     "GPU_QUEUE_THROTTLE": _enum("LOW", "MEDIUM", "HIGH"),
-    "CACHE_DIR": _any_string,
     "MULTI_REQUEST_TIMEOUT": parse_seconds,
     "MULTI_QUARANTINE_TIME": parse_seconds,
     "MULTI_CHECK_HOST_GAIN": _bool,
@@ -217,6 +210,11 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
 }
 _ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES"}
+
+NOT_SUPPORTED = {
+    "CACHE_DIR": "compiled models are not cached (each compile_model compiles again); leave the key out",
+}
+"""OpenVINO keys inferplex refuses with the reason, rather than accepting them and doing nothing."""
 
 READ_ONLY_PROPERTIES = (
     "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
@@ -249,6 +247,8 @@ def normalize_property(key: str, value: Any, accepted_keys: tuple[str, ...] | No
     """
     where = f" for {target}" if target else ""
     name = canonical_key(key)
+    if name in NOT_SUPPORTED:
+        raise PropertyError(f"property {key!r}{where} is not supported by inferplex: {NOT_SUPPORTED[name]}")
     if name in READ_ONLY_PROPERTIES:
         raise PropertyError(f"property {key!r} is read-only{where}; it can be read with get_property")
     allowed = accepted_keys if accepted_keys is not None else tuple(_PARSERS)

@@ -18,19 +18,11 @@ from inferplex.properties import normalize_config
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-__all__ = ["FORWARDED_KEYS", "DeviceRegistry"]
+__all__ = ["DeviceRegistry"]
 
 _log = logging.getLogger("inferplex")
 
 PluginFactory = Callable[[], DevicePlugin]
-
-# Keys of a virtual device's config that also apply to each member device that
-# accepts them (OpenVINO passes hints and profiling down the same way).
-FORWARDED_KEYS = (
-    "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT",
-    "ENABLE_PROFILING", "NUM_STREAMS", "INFERENCE_NUM_THREADS", "MEMORY_LIMIT",
-)
-
 
 class DeviceRegistry:
     """Plugins by family and the global per-device configuration."""
@@ -177,12 +169,13 @@ class DeviceRegistry:
     def member_config(self, device: str, virtual_config: Mapping[str, Any]) -> dict[str, Any]:
         """The config a member device of HETERO/MULTI/AUTO compiles with.
 
-        Forwarded keys of the virtual config that the device accepts, then
-        ``DEVICE_PROPERTIES[family]``, then ``DEVICE_PROPERTIES[device]``.
+        The keys of the virtual config that the device takes (hints, profiling,
+        streams, its own keys such as CUDA_GRAPHS: OpenVINO passes them down the
+        same way), then ``DEVICE_PROPERTIES[family]``, then ``DEVICE_PROPERTIES[device]``.
         """
         plugin, full = self.resolve(device)
         accepted = plugin.supported_properties()
-        config = {k: v for k, v in virtual_config.items() if k in FORWARDED_KEYS and k in accepted}
+        config = {k: v for k, v in virtual_config.items() if k in accepted}
         per_device = virtual_config.get("DEVICE_PROPERTIES", {})
         for key in dict.fromkeys((plugin.family, device, full)):
             config.update(per_device.get(key, {}))

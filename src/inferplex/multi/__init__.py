@@ -74,7 +74,7 @@ MULTI_PROPERTIES = (
     "ENABLE_STARTUP_FALLBACK", "ENABLE_RUNTIME_FALLBACK", "EXCLUSIVE_ASYNC_REQUESTS",
     "MEMORY_LIMIT", TIMEOUT_KEY, QUARANTINE_KEY, WORKER_PROCESSES_KEY, HOST_GAIN_KEY,
 )
-"""Writable keys MULTI and AUTO accept (their SUPPORTED_PROPERTIES)."""
+"""MULTI's and AUTO's own keys; the devices' keys are accepted too and reach each member that takes them."""
 
 
 def compile_multi(registry: DeviceRegistry, model: ir.Model, targets: Sequence[DeviceTarget],
