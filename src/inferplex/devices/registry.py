@@ -24,6 +24,7 @@ _log = logging.getLogger("inferplex")
 
 PluginFactory = Callable[[], DevicePlugin]
 
+
 class DeviceRegistry:
     """Plugins by family and the global per-device configuration."""
 
