@@ -325,3 +325,12 @@ def test_cache_dir_is_refused_with_the_reason(core: ov.Core) -> None:
     for device in ("CPU", "AUTO", "MULTI:CPU"):
         with pytest.raises(PropertyError, match=r"CACHE_DIR.*not supported by inferplex.*not cached"):
             core.compile_model(linear_model(), device, {"CACHE_DIR": "cache"})
+
+
+def test_versions_of_auto_name_its_candidates(core: ov.Core) -> None:
+    gpus = [d for d in core.available_devices if d.startswith("GPU.")]
+    assert list(core.get_versions("AUTO")) == ["AUTO", *gpus, "CPU"]  # GPUs before the CPU
+    assert list(core.get_versions("AUTO:-CPU")) == ["AUTO", *gpus]
+    assert core.get_versions("AUTO:CPU")["CPU"] == core.get_versions("CPU")["CPU"]
+    with pytest.raises(ov.errors.DeviceNameError, match="no candidate device left"):
+        core.get_versions("AUTO:-CPU,-GPU")

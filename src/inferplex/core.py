@@ -73,6 +73,10 @@ class Core:
 
         spec = parse_device_string(device_name)
         names = spec.names or (() if spec.virtual else (device_name,))
+        if spec.virtual == "AUTO" and not spec.names:  # "AUTO", "AUTO:-CPU": its candidates
+            from inferplex.multi import auto_candidates
+
+            names = tuple(target.name for target in auto_candidates(self._registry, spec))
         versions = {spec.virtual: f"inferplex {__version__}"} if spec.virtual else {}
         for name in names:
             plugin, full = self._registry.resolve(name)
