@@ -334,3 +334,20 @@ def test_versions_of_auto_name_its_candidates(core: ov.Core) -> None:
     assert core.get_versions("AUTO:CPU")["CPU"] == core.get_versions("CPU")["CPU"]
     with pytest.raises(ov.errors.DeviceNameError, match="no candidate device left"):
         core.get_versions("AUTO:-CPU,-GPU")
+
+
+def test_a_device_key_no_member_takes_is_refused_when_given_to_the_compile(core: ov.Core) -> None:
+    with pytest.raises(PropertyError, match=r"CUDA_GRAPHS given to MULTI:CPU: no device in it \(CPU\)"):
+        core.compile_model(linear_model(), "MULTI:CPU", {"CUDA_GRAPHS": False})
+    with pytest.raises(PropertyError, match=r"GPU_QUEUE_THROTTLE, TORCH_COMPILE given to AUTO:-GPU.*them"):
+        core.compile_model(linear_model(), "AUTO:-GPU", {"GPU_QUEUE_THROTTLE": "LOW", "TORCH_COMPILE": False})
+    with pytest.raises(PropertyError, match=r"THREAD_SPINNING given to HETERO: .*\(GPU.0\)"):
+        core.compile_model(linear_model(), "HETERO",
+                           {"THREAD_SPINNING": False, "MULTI_DEVICE_PRIORITIES": "GPU.0"})
+    # Set for every later device list, it stays: this list has no GPU to take it.
+    fresh = ov.Core()
+    fresh.set_property("MULTI", {"CUDA_GRAPHS": False})
+    compiled = fresh.compile_model(linear_model(), "MULTI:CPU")
+    result = compiled({"x": input_for(2)})["y"]
+    np.testing.assert_allclose(np.array(result), expected(input_for(2)), rtol=1e-5)
+    compiled.release()

@@ -175,18 +175,55 @@ class Core:
 
     def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
         settings = dict(self._virtual_config[str(spec.virtual)])
-        settings.update(self._parse_virtual(str(spec.virtual), config or {}))
+        given = self._parse_virtual(str(spec.virtual), config or {})
+        settings.update(given)
         for device in spec.names:  # unknown members are refused before anything compiles
             self._registry.resolve(device)
+        self._check_members_take(spec, given, settings)
         return settings
+
+    def _check_members_take(self, spec: DeviceSpec, given: Mapping[str, Any],
+                            settings: Mapping[str, Any]) -> None:
+        """Refuse a device key given to this compile that no member of the virtual device takes
+        (``CUDA_GRAPHS`` for ``MULTI:CPU``).  Keys set with ``set_property`` are left alone:
+        they serve every later device list."""
+        own = self._own_keys(str(spec.virtual))
+        keys = [key for key in given if key not in own]
+        members = self._member_names(spec, settings) if keys else None
+        if not members:
+            return  # nothing to check, or no device list yet (the compile reports that)
+        plugins = {name: self._registry.resolve(name)[0] for name in members}
+        taken = {key for plugin in plugins.values() for key in plugin.supported_properties()}
+        missing = [key for key in keys if key not in taken]
+        if missing:
+            raise PropertyError(
+                f"{', '.join(missing)} given to {spec.text}: no device in it ({', '.join(members)}) takes "
+                f"{'them' if len(missing) > 1 else 'it'}; a device's key reaches the members that take it")
+
+    def _member_names(self, spec: DeviceSpec, settings: Mapping[str, Any]) -> list[str] | None:
+        """The devices a virtual device would compile on (AUTO: its candidates); None without a list."""
+        if spec.virtual == "AUTO":
+            from inferplex.multi import auto_candidates
+
+            if not spec.targets and not spec.exclusions and settings.get("MULTI_DEVICE_PRIORITIES"):
+                spec = parse_device_string("AUTO:" + settings["MULTI_DEVICE_PRIORITIES"])
+            return [target.name for target in auto_candidates(self._registry, spec)]
+        if spec.names:
+            return list(spec.names)
+        priorities = settings.get("MULTI_DEVICE_PRIORITIES")
+        return [t.name for t in parse_device_list(str(priorities), allow_counts=True)] if priorities else None
+
+    @staticmethod
+    def _own_keys(virtual: str) -> tuple[str, ...]:
+        from inferplex.hetero import HETERO_PROPERTIES
+        from inferplex.multi import MULTI_PROPERTIES
+
+        return HETERO_PROPERTIES if virtual == "HETERO" else MULTI_PROPERTIES
 
     def _virtual_keys(self, virtual: str) -> tuple[str, ...]:
         """The keys ``virtual`` takes: its own, and every device family's (each member gets
         those it takes, see DeviceRegistry.member_config)."""
-        from inferplex.hetero import HETERO_PROPERTIES
-        from inferplex.multi import MULTI_PROPERTIES
-
-        keys = list(HETERO_PROPERTIES if virtual == "HETERO" else MULTI_PROPERTIES)
+        keys = list(self._own_keys(virtual))
         for family in self._registry.families():
             try:
                 keys.extend(self._registry.plugin(family).supported_properties())
