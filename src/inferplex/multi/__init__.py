@@ -9,8 +9,10 @@ Entry points for the Core:
 Both return an :class:`~inferplex.executor.Executor` whose ``get_property``
 also answers ``DEVICE_STATISTICS`` (per-device ``requests``, ``share``,
 ``throughput``, ``latency_ms``, ``failures``, ``timeouts``, ``quarantines``,
-``returns``, ``workers``, ``state``), ``MULTI_DEVICE_PRIORITIES`` and
-``SCHEDULE_POLICY``; ``set_property`` changes ``MULTI_DEVICE_PRIORITIES`` and
+``returns``, ``workers``, ``state``), ``MULTI_DEVICE_PRIORITIES``,
+``SCHEDULE_POLICY`` and ``PERFORMANCE_HINT`` (unset: CUMULATIVE_THROUGHPUT for
+MULTI, LATENCY for AUTO), all listed by ``property_names``; ``set_property``
+changes ``MULTI_DEVICE_PRIORITIES`` (request counts stay as compiled) and
 ``SCHEDULE_POLICY`` without recompiling.
 
 Config keys read here besides the standard ones: ``MULTI_REQUEST_TIMEOUT``
