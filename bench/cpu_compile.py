@@ -76,6 +76,17 @@ def measure_stacks(runners_for: Callable[[Path], dict[str, Callable[[], Any]]], 
     return rows
 
 
+def stacks_main(description: str, runners_for: Callable[[Path], dict[str, Callable[[], Any]]],
+                layer_counts: tuple[int, ...], title: str, before: str, peer: str,
+                argv: list[str] | None) -> int:
+    """A stack benchmark's command line: ``--rounds``, then :func:`measure_stacks` and its table."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    args = parser.parse_args(argv)
+    print_table(title, measure_stacks(runners_for, layer_counts, args.rounds), before=before, peer=peer)
+    return 0
+
+
 def runners(path: Path) -> dict[str, Callable[[], Any]]:
     core = ov.Core()
     model = core.read_model(path)
@@ -87,12 +98,8 @@ def runners(path: Path) -> dict[str, Callable[[], Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    args = parser.parse_args(argv)
-    rows = measure_stacks(runners, (4, 12), args.rounds)
-    print_table("CPU compile", rows, before="serialized bytes", peer="raw ORT, file")
-    return 0
+    return stacks_main(__doc__.splitlines()[0], runners, (4, 12), "CPU compile",
+                       before="serialized bytes", peer="raw ORT, file", argv=argv)
 
 
 if __name__ == "__main__":

@@ -22,15 +22,13 @@ file), written to a temporary folder.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import onnx
-from cpu_compile import measure_stacks
-from gil_timing import print_table
+from cpu_compile import stacks_main
 
 import inferplex as ov
 from inferplex import model_check
@@ -58,12 +56,8 @@ def runners(path: Path) -> dict[str, Callable[[], Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    args = parser.parse_args(argv)
-    rows = measure_stacks(runners, (12, 24), args.rounds)
-    print_table("read_model", rows, before="whole model to the checker", peer="onnx.load")
-    return 0
+    return stacks_main(__doc__.splitlines()[0], runners, (12, 24), "read_model",
+                       before="whole model to the checker", peer="onnx.load", argv=argv)
 
 
 if __name__ == "__main__":

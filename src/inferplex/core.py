@@ -169,9 +169,7 @@ class Core:
             return compile_multi(self._registry, model.ir, targets, settings)
         from inferplex.multi import compile_auto
 
-        if not spec.targets and not spec.exclusions and settings.get("MULTI_DEVICE_PRIORITIES"):
-            spec = parse_device_string("AUTO:" + settings["MULTI_DEVICE_PRIORITIES"])
-        return compile_auto(self._registry, model.ir, spec, settings)
+        return compile_auto(self._registry, model.ir, _auto_spec(spec, settings), settings)
 
     def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
         settings = dict(self._virtual_config[str(spec.virtual)])
@@ -205,9 +203,7 @@ class Core:
         if spec.virtual == "AUTO":
             from inferplex.multi import auto_candidates
 
-            if not spec.targets and not spec.exclusions and settings.get("MULTI_DEVICE_PRIORITIES"):
-                spec = parse_device_string("AUTO:" + settings["MULTI_DEVICE_PRIORITIES"])
-            return [target.name for target in auto_candidates(self._registry, spec)]
+            return [target.name for target in auto_candidates(self._registry, _auto_spec(spec, settings))]
         if spec.names:
             return list(spec.names)
         priorities = settings.get("MULTI_DEVICE_PRIORITIES")
@@ -302,6 +298,13 @@ class Core:
         if name == "AVAILABLE_DEVICES":
             return self._registry.plugin(device_name.split(".")[0]).devices()
         return self._registry.device_property(device_name, name)
+
+
+def _auto_spec(spec: DeviceSpec, settings: Mapping[str, Any]) -> DeviceSpec:
+    """``AUTO`` with neither a list nor exclusions takes MULTI_DEVICE_PRIORITIES as its list."""
+    if not spec.targets and not spec.exclusions and settings.get("MULTI_DEVICE_PRIORITIES"):
+        return parse_device_string("AUTO:" + str(settings["MULTI_DEVICE_PRIORITIES"]))
+    return spec
 
 
 def _import_object(path: str) -> Any:
