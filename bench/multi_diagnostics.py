@@ -15,7 +15,7 @@ calling process's CPU time per request (it drives every worker process):
     python bench/multi_diagnostics.py --quick      # tiny model, emulated GPUs
     python bench/multi_diagnostics.py --streams    # one GPU: NUM_STREAMS 4, 8 and 16, both ways
     python bench/multi_diagnostics.py --throttle   # one GPU: GPU_QUEUE_THROTTLE MEDIUM vs LOW
-    python bench/multi_diagnostics.py --long 120   # one GPU: long runs, MULTI_CHECK_HOST_GAIN's waits
+    python bench/multi_diagnostics.py --long 120   # one GPU: long runs, MULTI_CHECK_HOST_GAIN's re-checks
     python bench/multi_diagnostics.py --ceiling    # one GPU: what the calling process can feed
 
 ``--streams`` measures only GPU.0, with the THROUGHPUT hint's worker count and
@@ -31,10 +31,13 @@ throttles) in turns for ``--rounds`` rounds; ratios are to GPU.0 alone (MEDIUM)
 in this process, of the same round for the turns.
 
 ``--long SECONDS`` measures GPU.0 alone, then CUMULATIVE GPU.0+CPU twice, each
-for SECONDS in one closed loop: with MULTI_CHECK_HOST_GAIN's waits between
-checks as they are (budgeted, doubling), then with a fixed 30 s wait (the
-check's constants set in this process, where the MULTI scheduler runs); it
-prints how many checks each made and its ratio to GPU.0 alone.
+for SECONDS in one closed loop of 3 s slices: MULTI_CHECK_HOST_GAIN as it is
+(a held-back CPU is checked again only once the GPU's rate strays from the one
+decided on, else after the longest wait), then checked again after each
+budgeted wait whatever the GPU serves, as before (``host_gain.DRIFT`` set to 0
+in this process, where the MULTI scheduler runs).  It prints how many checks
+each made, its ratio to GPU.0 alone, and its slowest slice against the median
+slice of GPU.0 alone.
 
 ``--ceiling`` measures how many requests/s the calling process can drive through
 worker processes, with a model so small (a 4x256 MLP) that neither the GPU nor
@@ -56,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multi_auto import bert_base, closed_loop, resnet50, tiny_model
+from multi_auto import bert_base, closed_loop, keep_full, resnet50, tiny_model
 
 
 def main() -> None:
@@ -189,23 +192,47 @@ def long_rows(core: Any, model: Any, inputs: dict[str, Any], throughput: dict[st
     from inferplex.multi import host_gain
 
     alone = core.compile_model(model, "GPU.0", throughput)
-    base = closed_loop(alone, inputs, seconds)["fps"]
+    base, base_slices = _sliced_loop(alone, inputs, seconds)
     alone.release()
-    print(f"{'GPU.0 alone':58s} {base:8.1f} req/s  ({seconds:.0f} s)", flush=True)
-    budgeted = (host_gain.CHECK_BUDGET, host_gain.LONGEST_INTERVAL)
-    for label, (budget, longest) in (("waits as they are", budgeted),
-                                     ("a fixed 30 s wait", (1.0, host_gain.INTERVAL))):
-        host_gain.CHECK_BUDGET, host_gain.LONGEST_INTERVAL = budget, longest
+    typical = statistics.median(base_slices)
+    print(f"{'GPU.0 alone':58s} {base:8.1f} req/s  ({seconds:.0f} s; {LONG_SLICE:.0f} s slices: "
+          f"{min(base_slices) / typical:.3f}-{max(base_slices) / typical:.3f}x their median)", flush=True)
+    drift = host_gain.DRIFT
+    for label, setting in (("a held-back CPU watched (now)", drift),
+                           ("checked again after each wait (before)", 0.0)):
+        host_gain.DRIFT = setting  # 0: every watch window counts as a change
         try:
             compiled = core.compile_model(model, "AUTO:GPU.0,CPU", {
                 "PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", "DEVICE_PROPERTIES": {"GPU": gpu}})
-            fps = closed_loop(compiled, inputs, seconds)["fps"]
+            fps, slices = _sliced_loop(compiled, inputs, seconds)
             check = compiled.executor.host_gain
             compiled.release()
         finally:
-            host_gain.CHECK_BUDGET, host_gain.LONGEST_INTERVAL = budgeted
+            host_gain.DRIFT = drift
         print(f"{'CUMULATIVE GPU+CPU, ' + label:58s} {fps:8.1f} req/s  {fps / base:5.3f}x  "
-              f"checks {check.checks}, last wait {check.interval:.0f} s", flush=True)
+              f"checks {check.checks}; slowest slice {min(slices) / typical:.3f}x, "
+              f"{sum(r < 0.97 * typical for r in slices)} of {len(slices)} under 0.97x the GPU's median",
+              flush=True)
+
+
+LONG_SLICE = 3.0
+"""Seconds of each slice of a ``--long`` run (the loop drains between slices, in every row alike)."""
+
+
+def _sliced_loop(compiled: Any, inputs: dict[str, Any], seconds: float) -> tuple[float, list[float]]:
+    """A closed loop at the optimal requests in flight for ``seconds`` after warm-up, in slices of
+    :data:`LONG_SLICE`: (requests/s over all, requests/s of each slice)."""
+    import inferplex as ov
+
+    jobs = max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+    queue = ov.AsyncInferQueue(compiled, jobs)
+    keep_full(queue, inputs, 2.0)
+    slices, ended, elapsed = [], 0, 0.0
+    while elapsed < seconds:
+        count, taken = keep_full(queue, inputs, LONG_SLICE)
+        slices.append(count / taken)
+        ended, elapsed = ended + count, elapsed + taken
+    return ended / elapsed, slices
 
 
 def ceiling_rows(core: Any, seconds: float) -> None:

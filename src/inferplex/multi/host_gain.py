@@ -29,6 +29,16 @@ over.  A window without full load is dropped (the host serves meanwhile).  A
 held-back host still re-runs failed requests, and serves again at once when no
 accelerator is left serving.
 
+A check can only change a held-back host's answer when something changed, and
+what usually changes the host's cost (other work on the machine, new input
+shapes) also moves the accelerators' own rate.  So while the host is held back the
+accelerators' rate under full load is watched in windows of :data:`WATCH`
+seconds: only once it strays more than :data:`DRIFT` from the rate the decision
+measured is the host checked again (after the wait above); otherwise the next
+check comes after :data:`LONGEST_INTERVAL`.  A GPU whose own rate wanders more
+than that (one H200 host's varied by 12% between 3 s slices, ``python
+bench/multi_diagnostics.py --model bert --long 120``) is checked as before.
+
 :class:`HostGainCheck` is plain state, driven by the MULTI scheduler under its
 lock with the time and the load; it starts no thread and reads no clock.
 """
@@ -39,7 +49,8 @@ import logging
 from collections.abc import Collection
 from enum import Enum
 
-__all__ = ["CHECK_BUDGET", "DRAIN_LIMIT", "INTERVAL", "LONGEST_INTERVAL", "RAMP", "WINDOW", "HostGainCheck"]
+__all__ = ["CHECK_BUDGET", "DRAIN_LIMIT", "DRIFT", "INTERVAL", "LONGEST_INTERVAL", "RAMP", "WATCH",
+           "WATCH_COUNT", "WINDOW", "HostGainCheck"]
 
 _log = logging.getLogger("inferplex")
 
@@ -55,6 +66,13 @@ RAMP = 0.5
 """Seconds a host that was held back serves before it is measured again (its workers fill)."""
 DRAIN_LIMIT = 5.0
 """Longest wait for the host's running requests before measuring without it (else no check)."""
+WATCH = 2.0
+"""Seconds of each window in which a held-back host's accelerators are watched."""
+WATCH_COUNT = 50
+"""Completed requests a watch window needs before its rate is compared (it grows until then)."""
+DRIFT = 0.1
+"""How far (a share) the accelerators' rate may stray from the decision's before a held-back host is
+checked again at the decision's wait rather than after :data:`LONGEST_INTERVAL`."""
 
 
 class _Phase(Enum):
@@ -81,6 +99,8 @@ class HostGainCheck:
         """Seconds from the latest decision to the next check."""
         self._phase = _Phase.WAIT_FOR_LOAD
         self._started = 0.0
+        self._window = 0.0
+        """When the current watch window began (see :meth:`_watch`)."""
         self._completed = 0
         self._with_host = 0.0
         self._load = 0.0
@@ -88,10 +108,13 @@ class HostGainCheck:
         self._seen = 0.0
         self._in_model = 0
         self._last_held = False
+        self._drifted = False
+        """The accelerators' rate strayed from the latest decision's while the host was held back."""
 
     def finished(self, host: bool) -> None:
         """Count one successfully completed request (``host``: served by a host device)."""
-        if self._phase is _Phase.WITH_HOST or (self._phase is _Phase.WITHOUT_HOST and not host):
+        if self._phase is _Phase.WITH_HOST or (
+                not host and self._phase in (_Phase.WITHOUT_HOST, _Phase.DECIDED)):
             self._completed += 1
 
     def observe(self, now: float, hosts: Collection[str], others: Collection[str], host_busy: int,
@@ -127,14 +150,30 @@ class HostGainCheck:
             self._start(_Phase.WITHOUT_HOST, now)
         elif phase is _Phase.DRAIN and elapsed >= DRAIN_LIMIT:
             self._reset(now)  # the host's requests run too long to measure without them
-        elif phase is _Phase.DECIDED and elapsed >= self.interval:
-            if self.held:
-                self.held = False
-                self._start(_Phase.RAMP, now)
-            else:
-                self._start(_Phase.WAIT_FOR_LOAD, now)
+        elif phase is _Phase.DECIDED:
+            if self.held and not self._drifted:
+                self._watch(now, other_workers)
+            if elapsed >= (self.interval if self._drifted or not self.held else LONGEST_INTERVAL):
+                if self.held:
+                    self.held = False
+                    self._start(_Phase.RAMP, now)
+                else:
+                    self._start(_Phase.WAIT_FOR_LOAD, now)
         elif phase is _Phase.RAMP and elapsed >= RAMP:
             self._start(_Phase.WAIT_FOR_LOAD, now)
+
+    def _watch(self, now: float, other_workers: int) -> None:
+        """One watch window of the accelerators while the host is held back (see the module docstring)."""
+        span = now - self._window
+        if span < WATCH or (self._load / span >= other_workers and self._completed < WATCH_COUNT):
+            return  # the window goes on
+        if self._load / span >= other_workers and self.last_rates is not None:
+            rate, decided = self._completed / span, self.last_rates[1]
+            if abs(rate - decided) > DRIFT * decided:
+                self._drifted = True
+                _log.info("inferplex: the accelerators serve %.1f requests/s, %.1f when the host was held "
+                          "back: the host is checked again", rate, decided)
+        self._window, self._completed, self._load = now, 0, 0.0
 
     def _decide(self, without_host: float, now: float, hosts: Collection[str]) -> None:
         with_host = self._with_host
@@ -145,6 +184,7 @@ class HostGainCheck:
         lost = (RAMP + WINDOW) * (1 - min(with_host, without_host) / best) if best > 0 else 0.0
         self.interval = min(LONGEST_INTERVAL, max(wait, lost / CHECK_BUDGET))
         self.held = self._last_held = held
+        self._drifted = False
         self.checks += 1
         self.last_rates = (with_host, without_host)
         _log.info("inferplex: %.1f requests/s with %s serving, %.1f without: %s", with_host,
@@ -153,7 +193,7 @@ class HostGainCheck:
 
     def _start(self, phase: _Phase, now: float) -> None:
         self._phase = phase
-        self._started = now
+        self._started = self._window = now
         self._completed = 0
         self._load = 0.0
 
