@@ -17,6 +17,7 @@ calling process's CPU time per request (it drives every worker process):
     python bench/multi_diagnostics.py --throttle   # one GPU: GPU_QUEUE_THROTTLE MEDIUM vs LOW
     python bench/multi_diagnostics.py --long 120   # one GPU: long runs, MULTI_CHECK_HOST_GAIN's re-checks
     python bench/multi_diagnostics.py --ceiling    # one GPU: what the calling process can feed
+    python bench/multi_diagnostics.py --queue-behind --model bert  # one GPU: runs queued behind or not
 
 ``--streams`` measures only GPU.0, with the THROUGHPUT hint's worker count and
 with NUM_STREAMS 4, 8 and 16, in this process and from a worker process, and
@@ -38,6 +39,12 @@ budgeted wait whatever the GPU serves, as before (``host_gain.DRIFT`` set to 0
 in this process, where the MULTI scheduler runs).  It prints how many checks
 each made, its ratio to GPU.0 alone, and its slowest slice against the median
 slice of GPU.0 alone.
+
+``--queue-behind`` measures GPU.0 alone, and ``MULTI:GPU.0`` through a worker
+process twice: as it runs now (a slot hands its GPU worker on once its run is
+queued on the worker's stream, copies back included, so the next run queues
+behind it) and as before (the worker handed on when the run had ended), in
+turns for ``--rounds`` rounds; ratios are to GPU.0 alone in the same round.
 
 ``--ceiling`` measures how many requests/s the calling process can drive through
 worker processes, with a model so small (a 4x256 MLP) that neither the GPU nor
@@ -69,9 +76,12 @@ def main() -> None:
     parser.add_argument("--model", choices=("resnet50", "bert"), default="resnet50")
     parser.add_argument("--streams", action="store_true", help="only the NUM_STREAMS sweep on GPU.0")
     parser.add_argument("--throttle", action="store_true", help="only GPU_QUEUE_THROTTLE MEDIUM vs LOW")
-    parser.add_argument("--rounds", type=int, default=3, help="--throttle: rounds measured in turns")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="--throttle, --queue-behind: rounds measured in turns")
     parser.add_argument("--ceiling", action="store_true",
                         help="only the calling process's ceiling through one and two worker processes")
+    parser.add_argument("--queue-behind", action="store_true",
+                        help="only GPU.0 alone and through a worker process, runs queued behind or not")
     parser.add_argument("--long", type=float, default=None, metavar="SECONDS",
                         help="only GPU.0 alone and CUMULATIVE over long runs (the check's waits)")
     args = parser.parse_args()
@@ -126,6 +136,9 @@ def main() -> None:
         return
     if args.long:
         long_rows(core, model, inputs, throughput, gpu, args.long)
+        return
+    if args.queue_behind:
+        queue_behind_rows(core, model, inputs, throughput, gpu, seconds, args.rounds)
         return
 
     row("GPU.0 alone", "GPU.0", throughput)
@@ -213,6 +226,34 @@ def long_rows(core: Any, model: Any, inputs: dict[str, Any], throughput: dict[st
               f"checks {check.checks}; slowest slice {min(slices) / typical:.3f}x, "
               f"{sum(r < 0.97 * typical for r in slices)} of {len(slices)} under 0.97x the GPU's median",
               flush=True)
+
+
+def queue_behind_rows(core: Any, model: Any, inputs: dict[str, Any], throughput: dict[str, Any],
+                      gpu: dict[str, Any], seconds: float, rounds: int) -> None:
+    """The ``--queue-behind`` rows (see the module docstring), in turns for ``rounds`` rounds."""
+    member = {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": "YES"}
+    compiled = {"GPU.0 alone": core.compile_model(model, "GPU.0", throughput),
+                "MULTI:GPU.0, runs queued behind (now)": core.compile_model(model, "MULTI:GPU.0", member)}
+    # The worker process is started with this process's path: the folder first there makes it
+    # run as before (bench/site_runs_not_queued/sitecustomize.py).
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site_runs_not_queued"))
+    try:
+        before = core.compile_model(model, "MULTI:GPU.0", member)
+        compiled["MULTI:GPU.0, each run to its end (before)"] = before
+    finally:
+        sys.path.pop(0)
+    rates: dict[str, list[float]] = {label: [] for label in compiled}
+    for index in range(rounds):
+        for label, model_on in compiled.items():
+            rates[label].append(closed_loop(model_on, inputs, seconds)["fps"])
+        print(f"round {index + 1}: " + ", ".join(f"{r[-1]:.1f}" for r in rates.values()), flush=True)
+    base = rates["GPU.0 alone"]
+    for label, values in rates.items():
+        ratios = [value / alone for value, alone in zip(values, base, strict=True)]
+        print(f"{label:58s} {statistics.median(values):8.1f} req/s  {statistics.median(ratios):5.3f}x "
+              f"GPU.0 alone (median of {rounds} rounds; {min(ratios):.3f}-{max(ratios):.3f})", flush=True)
+    for model_on in compiled.values():
+        model_on.release()
 
 
 LONG_SLICE = 3.0

@@ -398,6 +398,29 @@ def test_pinned_host_memory_goes_to_the_gpu_without_a_staging_copy(pinned) -> No
     assert not torch.from_numpy(view).is_pinned()
 
 
+def test_a_run_queued_behind_another_on_the_same_worker_gets_its_own_results() -> None:
+    """run_into's ``queued``: the worker's next run is queued on its stream while the first one's
+    copies back are still pending; each run gets its own inputs' results (ONNX Runtime's)."""
+    program = _program({"PERFORMANCE_HINT": "LATENCY"})
+    feeds = [_feeds(seed=s) for s in range(4)]
+    program.run(feeds[0], worker=0)  # captured
+    results: dict[int, np.ndarray] = {}
+    order: list[str] = []
+
+    def chain(index: int) -> None:
+        def queued() -> None:
+            order.append(f"queued {index}")
+            if index + 1 < len(feeds):  # the next run starts on this worker before this one returns
+                chain(index + 1)
+        results[index] = program.run_into(feeds[index], 0, lambda name, dtype, shape: None, queued)["y"]
+        order.append(f"returned {index}")
+
+    chain(0)
+    assert order[:2] == ["queued 0", "queued 1"]  # run 1 was queued behind run 0, which had not returned
+    for index, feed in enumerate(feeds):
+        np.testing.assert_allclose(results[index], _reference(feed), rtol=1e-4, atol=1e-5)
+
+
 def test_outputs_go_from_the_gpu_straight_into_pinned_host_memory(pinned) -> None:  # noqa: ANN001
     """run_into with page-locked memory: the GPU copies outputs there, equal to ONNX Runtime's."""
     program, memory, _ = pinned

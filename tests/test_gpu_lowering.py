@@ -392,6 +392,26 @@ def test_run_into_writes_outputs_into_the_callers_arrays() -> None:
         program.run_into(feeds, 0, lambda name, dtype, shape: wrong)
 
 
+def test_run_into_hands_its_worker_on_exactly_once() -> None:
+    """``queued`` (a worker process's slot gives the worker back): called once per run, before it
+    returns, also when the run fails; the results are still right."""
+    model, feeds = _cnn()
+    program = _program(model)
+    expected = _ort(model, feeds)[0]
+    calls: list[str] = []
+
+    def own(name: str, dtype: Any, shape: tuple[int, ...]) -> None:
+        return None  # the program makes its own arrays
+
+    out = program.run_into(feeds, 0, own, lambda: calls.append("ok"))["y"]
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ov.errors.InputError):
+        program.run_into({"nope": feeds["x"]}, 0, own, lambda: calls.append("bad"))
+    with pytest.raises(ov.errors.InferenceError):
+        program.run_into(feeds, 99, own, lambda: calls.append("no worker"))
+    assert calls == ["ok", "bad", "no worker"]
+
+
 class BertLike(nn.Module):
     """BERT's embedding front end (sliced position ids, expanded token types, a mask of ones) and a block."""
 

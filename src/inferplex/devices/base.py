@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-__all__ = ["DevicePlugin", "DeviceProgram", "MemoryInfo", "ProfilingRecord"]
+__all__ = ["CallOnce", "DevicePlugin", "DeviceProgram", "MemoryInfo", "ProfilingRecord"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,22 @@ class ProfilingRecord:
         """The same record with ``prefix`` before its node name (``"subgraph1: "``)."""
         return ProfilingRecord(prefix + self.node_name, self.node_type, self.exec_type,
                                self.real_time, self.cpu_time, self.status, self.bytes)
+
+
+class CallOnce:
+    """Calls ``callback`` (when there is one) the first time it is called; ``run_into``'s ``queued``."""
+
+    __slots__ = ("_callback", "done")
+
+    def __init__(self, callback: Callable[[], None] | None) -> None:
+        self._callback = callback
+        self.done = False
+
+    def __call__(self) -> None:
+        if not self.done:
+            self.done = True
+            if self._callback is not None:
+                self._callback()
 
 
 class DeviceProgram(ABC):
@@ -107,7 +123,8 @@ class DeviceProgram(ABC):
         return []
 
     def run_into(self, inputs: Mapping[str, Any], worker: int,
-                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any]) -> dict[str, Any]:
+                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any],
+                 queued: Callable[[], None] | None = None) -> dict[str, Any]:
         """``run``, writing each output into ``host_outputs(name, dtype, shape)`` where it can.
 
         ``host_outputs`` returns a writable numpy array of that dtype and shape
@@ -115,8 +132,17 @@ class DeviceProgram(ABC):
         there is returned as that array, the others as ``run`` returns them.  A
         worker process thus gets its outputs in its shared buffer with no copy
         of its own.  The default runs ``run`` and writes nothing there.
+
+        ``queued``, when given, is called exactly once, by this thread: as soon as
+        ``worker`` may start its next run while this one ends (a device that
+        queues runs in order, such as a GPU stream), and at the latest when this
+        run has ended, before it returns or raises.  The default calls it then.
         """
-        return self.run(inputs, worker)
+        try:
+            return self.run(inputs, worker)
+        finally:
+            if queued is not None:
+                queued()
 
     def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
         """Let the device read and write ``size`` bytes of host memory at ``address`` directly.

@@ -5,14 +5,17 @@ Compiles the model it is sent, answers with its number of request slots
 shared buffer per slot, then serves each slot on a thread of its own until the
 caller closes the program or goes away.  A slot takes any free program worker,
 so a request waits here, next to the device, rather than for a round trip to
-the caller while a worker idles.  Each shared buffer is offered to the program's
-``pin_host_memory`` (page-locked for a CUDA GPU), so inputs go from it to the
-device, and outputs from the device into it (``run_into``), with no copy on
-this side.
+the caller while a worker idles; and it hands the worker on as soon as its run
+is queued on the device (``run_into``'s ``queued``: a GPU stream runs the next
+run behind it), not when the run has ended.  Each shared buffer is offered to
+the program's ``pin_host_memory`` (page-locked for a CUDA GPU), so inputs go
+from it to the device, and outputs from the device into it (``run_into``), with
+no copy on this side.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import queue
@@ -22,7 +25,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from inferplex.devices.base import DeviceProgram
+from inferplex.devices.base import CallOnce, DeviceProgram
 from inferplex.worker_process.buffers import OutputPlacement, SharedBuffer, read_arrays
 from inferplex.worker_process.messages import MessageSocket
 
@@ -57,11 +60,14 @@ def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], sock: MessageSo
             inputs = read_arrays(buffer, described, copy=False)
             placement = OutputPlacement(buffer, end)  # outputs go after the inputs
             worker = free.get()
+            hand_on = CallOnce(functools.partial(free.put, worker))
             try:
-                outputs = program.run_into(inputs, worker, placement)
+                # The worker's next run may queue behind this one (not while profiling: the
+                # records read below are this run's only while the worker runs nothing else).
+                outputs = program.run_into(inputs, worker, placement, None if profiling else hand_on)
                 records = program.profiling_info(worker) if profiling else None
             finally:
-                free.put(worker)
+                hand_on()
             del inputs
             placed = placement.describe(outputs)
             del outputs, placement  # views of the buffer: a later growth may then unmap it at once

@@ -23,7 +23,11 @@ concurrently without sharing mutable state.  One run:
    in ``keep_on_device``, which stay torch tensors on the device (``tensor_kind``
    ``"torch"``) so the next GPU subgraph takes them without a host round trip.
    :meth:`GpuProgram.to_host` and :meth:`GpuProgram.to_native` move such tensors
-   for HETERO.
+   for HETERO;
+5. with ``run_into``'s ``queued`` (a worker process's slots), the worker is
+   handed on once the run, copies back included, is queued on its stream: the
+   next run queues behind it while this one waits for an event of its own.
+   The worker's state (:mod:`.workers`) is then the next run's.
 
 Options (compile config): ``CUDA_GRAPHS`` (default True on CUDA; ignored on the
 emulated CPU device); ``TORCH_COMPILE`` (default False: ``torch.compile`` makes
@@ -43,18 +47,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 import torch.fx
 
-from inferplex.devices.base import DeviceProgram, ProfilingRecord
+from inferplex.devices.base import CallOnce, DeviceProgram, ProfilingRecord
 from inferplex.devices.gpu.graphs import GATE, Captured, capture_graph
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
 from inferplex.devices.gpu.specialize import Specializer
-from inferplex.devices.gpu.support import OnStream, TimingInterpreter, host_tensor, pinned_empty
+from inferplex.devices.gpu.support import TimingInterpreter, host_tensor, pinned_empty
+from inferplex.devices.gpu.workers import PendingCopies, Variant, WorkerState
 from inferplex.errors import InferenceError, InputError, PropertyError
 
 __all__ = ["GRAPH_CACHE_SIZE", "GpuProgram"]
@@ -73,36 +77,6 @@ _log = logging.getLogger(__name__)
 
 _HOST_REGISTER_PORTABLE = 1
 """``cudaHostRegisterPortable``: the memory counts as pinned for every CUDA context."""
-
-
-@dataclass(eq=False)
-class _Variant:
-    """A lowering the program runs: the generic one, or one specialized to an input signature."""
-
-    lowered: LoweredGraph
-    forward: Any
-    graphs: bool
-    """Whether its runs are captured in CUDA graphs."""
-    buffer_ptrs: frozenset[int]
-
-
-@dataclass
-class _Worker:
-    stream: Any = None
-    on_stream: Any = None
-    """``with state.on_stream``: the worker's stream current (:class:`OnStream`)."""
-    pool: Any = None
-    staging: dict[int, torch.Tensor] = field(default_factory=dict)
-    staged: Any = None
-    """Event recorded after the last host-to-device copies of a run."""
-    borrowed: bool = False
-    """This run copies asynchronously out of a caller's pinned tensor: wait for it before returning."""
-    host_inputs: bool = False
-    """This run copied host inputs through ``staging``."""
-    graphs: OrderedDict[tuple[Any, ...], Captured] = field(default_factory=OrderedDict)
-    records: list[ProfilingRecord] = field(default_factory=list)
-    finished: Any = None
-    """GPU_QUEUE_THROTTLE LOW: a blocking event, recorded on the stream to wait for it asleep."""
 
 
 def _delta(seconds: float) -> datetime.timedelta:
@@ -139,7 +113,7 @@ class GpuProgram(DeviceProgram):
         self._specializer = (specializer if specializer is not None and Specializer.worthwhile(lowered)
                              else None)
         self._generic = self._make_variant(lowered)
-        self._variants: OrderedDict[tuple[Any, ...], _Variant] = OrderedDict()
+        self._variants: OrderedDict[tuple[Any, ...], Variant] = OrderedDict()
         self._specs = tuple(zip(lowered.input_names, lowered.input_dtypes,
                                 (_numpy_dtype(d) for d in lowered.input_dtypes), lowered.input_shapes,
                                 strict=True))
@@ -148,35 +122,13 @@ class GpuProgram(DeviceProgram):
         self._properties = dict(properties or {})
         self._eager_signatures: set[tuple[Any, ...]] = set()
         self._lock = threading.Lock()
-        self._workers = [self._new_worker() for _ in range(self.num_workers)]
+        self._workers = [WorkerState.new(torch_device, self._blocking_waits) for _ in range(self.num_workers)]
         self._closed = False
 
-    def _new_worker(self) -> _Worker:
-        if not self._cuda:
-            return _Worker()
-        with torch.cuda.device(self._torch_device):
-            stream = torch.cuda.Stream(self._torch_device)
-            finished = torch.cuda.Event(blocking=True) if self._blocking_waits else None
-            return _Worker(stream=stream, on_stream=OnStream(stream), pool=torch.cuda.graph_pool_handle(),
-                           finished=finished)
-
-    def _wait_for_stream(self, state: _Worker) -> None:
-        """Wait until the worker's stream has run everything queued on it.
-
-        CUDA's default wait spins on a host core; with GPU_QUEUE_THROTTLE LOW the
-        thread sleeps on a blocking event until the device signals, leaving the
-        core to other work (a host device serving beside the GPU).
-        """
-        if state.finished is None:
-            state.stream.synchronize()
-        else:
-            state.finished.record(state.stream)
-            state.finished.synchronize()
-
-    def _make_variant(self, lowered: LoweredGraph) -> _Variant:
+    def _make_variant(self, lowered: LoweredGraph) -> Variant:
         forward = torch.compile(lowered.module) if self._compiled else lowered.module
-        return _Variant(lowered, forward, self._graphs_on and lowered.capturable,
-                        frozenset(b.data_ptr() for b in lowered.module.buffers()))
+        return Variant(lowered, forward, self._graphs_on and lowered.capturable,
+                       frozenset(b.data_ptr() for b in lowered.module.buffers()))
 
     # --- inputs ---------------------------------------------------------------------
 
@@ -216,7 +168,7 @@ class GpuProgram(DeviceProgram):
         raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
                          f"the model takes {names}")
 
-    def _to_device(self, state: _Worker, index: int, value: Any,
+    def _to_device(self, state: WorkerState, index: int, value: Any,
                    out: torch.Tensor | None = None) -> torch.Tensor:
         """``value`` on this program's device; into ``out`` when given (a CUDA graph's static input)."""
         if isinstance(value, np.ndarray):
@@ -234,7 +186,7 @@ class GpuProgram(DeviceProgram):
                 else torch.empty(value.shape, dtype=value.dtype, device=self._torch_device))
         return dest.copy_(value, non_blocking=True)
 
-    def _stage(self, worker: _Worker, index: int, value: torch.Tensor) -> torch.Tensor:
+    def _stage(self, worker: WorkerState, index: int, value: torch.Tensor) -> torch.Tensor:
         """A pinned copy of a host tensor in the worker's reusable staging buffer (torch's threaded copy)."""
         if worker.staged is not None:
             worker.staged.synchronize()  # the previous run's copies out of the buffer are done
@@ -254,7 +206,7 @@ class GpuProgram(DeviceProgram):
             pinned.copy_(value)  # torch's intra-op threads: worth it for large tensors
         return pinned
 
-    def _inputs(self, state: _Worker, values: list[Any],
+    def _inputs(self, state: WorkerState, values: list[Any],
                 out: Sequence[torch.Tensor] | None = None) -> list[Any]:
         if out is None:
             tensors = [self._to_device(state, i, v) for i, v in enumerate(values)]
@@ -274,27 +226,44 @@ class GpuProgram(DeviceProgram):
         return self._run(inputs, worker, keep_on_device, None)
 
     def run_into(self, inputs: Mapping[str, Any], worker: int,
-                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any]) -> dict[str, Any]:
-        """``run`` with the outputs copied from the device straight into ``host_outputs``' arrays."""
-        return self._run(inputs, worker, (), host_outputs)
+                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any],
+                 queued: Callable[[], None] | None = None) -> dict[str, Any]:
+        """``run`` with the outputs copied from the device straight into ``host_outputs``' arrays.
+
+        With ``queued``, a run that replays a captured graph (or runs eagerly)
+        hands its worker on once everything is queued on the worker's stream,
+        copies back included: the next run queues behind it, and the stream
+        does not idle while this one's thread wakes, returns and finds the next
+        request.  This run then waits for an event of its own.
+        """
+        return self._run(inputs, worker, (), host_outputs, queued)
 
     def _run(self, inputs: Mapping[str, Any], worker: int, keep_on_device: Collection[str],
-             host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None) -> dict[str, Any]:
-        self.check_runnable(worker, self._closed)
-        values, signature = self._check(inputs)
-        state = self._workers[worker]
-        keep = set(keep_on_device) if keep_on_device else set()
+             host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None,
+             queued: Callable[[], None] | None = None) -> dict[str, Any]:
+        hand_on = CallOnce(queued)
+        state: WorkerState | None = None
         try:
+            self.check_runnable(worker, self._closed)
+            values, signature = self._check(inputs)
+            state = self._workers[worker]
+            keep = set(keep_on_device) if keep_on_device else set()
             variant = self._variant(signature)
             capture = variant.graphs and not self._profiling and signature not in state.graphs \
                 and signature not in self._eager_signatures
-            with GATE.capture() if capture else GATE.run(), torch.inference_mode(), \
-                    self._stream_context(state, values):
-                if self._profiling:
-                    outputs = self._run_profiled(state, variant, values)
-                else:
-                    outputs = self._run_tensors(state, variant, values, signature)
-                result = self._collect(state, variant, outputs, keep, host_outputs)
+            queue_behind = queued is not None and self._cuda and not (self._profiling or capture or keep)
+            with GATE.capture() if capture else GATE.run(), torch.inference_mode():
+                with self._stream_context(state, values):  # one thread's at a time: left before handing on
+                    if self._profiling:
+                        outputs = self._run_profiled(state, variant, values)
+                    else:
+                        outputs = self._run_tensors(state, variant, values, signature)
+                    result, copies = self._collect(state, variant, outputs, keep, host_outputs, queue_behind)
+                if copies is not None:
+                    state.borrowed = False
+                    hand_on()
+                    copies.done.synchronize()  # this run's end, not the next one's queued behind it
+                    self._host_arrays(result, copies.pending, copies.arrays)
             if self._cuda and keep:
                 self._hand_to_caller(state, result, keep)
         except (InputError, InferenceError):
@@ -302,10 +271,13 @@ class GpuProgram(DeviceProgram):
         except Exception as e:
             raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {e}") from e
         finally:
-            state.borrowed = False
+            if not hand_on.done:
+                if state is not None:
+                    state.borrowed = False
+                hand_on()
         return result
 
-    def _variant(self, signature: tuple[Any, ...]) -> _Variant:
+    def _variant(self, signature: tuple[Any, ...]) -> Variant:
         """The lowering for this signature: specialized when that helps (made once, then cached)."""
         if self._specializer is None:
             return self._generic
@@ -322,7 +294,7 @@ class GpuProgram(DeviceProgram):
                 self._variants.popitem(last=False)  # captured graphs keep their own variant alive
         return variant
 
-    def _specialize(self, signature: tuple[Any, ...]) -> _Variant:
+    def _specialize(self, signature: tuple[Any, ...]) -> Variant:
         if self._specializer is None:  # only called with a specializer; nothing to specialize
             return self._generic
         try:
@@ -333,7 +305,7 @@ class GpuProgram(DeviceProgram):
             return self._generic
         return self._make_variant(lowered)
 
-    def _hand_to_caller(self, state: _Worker, result: dict[str, Any], keep: set[str]) -> None:
+    def _hand_to_caller(self, state: WorkerState, result: dict[str, Any], keep: set[str]) -> None:
         """Order the caller's stream after this worker's, for tensors returned on the device.
 
         The worker ran on its own stream; without this the caller's next kernel
@@ -346,7 +318,7 @@ class GpuProgram(DeviceProgram):
             if isinstance(tensor, torch.Tensor) and tensor.is_cuda:
                 tensor.record_stream(caller)  # its memory must outlive the caller's use, not ours
 
-    def _stream_context(self, state: _Worker, values: Sequence[Any]) -> Any:
+    def _stream_context(self, state: WorkerState, values: Sequence[Any]) -> Any:
         if not self._cuda:
             return nullcontext()
         if any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
@@ -354,7 +326,7 @@ class GpuProgram(DeviceProgram):
             state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
         return state.on_stream
 
-    def _run_tensors(self, state: _Worker, variant: _Variant, values: list[Any],
+    def _run_tensors(self, state: WorkerState, variant: Variant, values: list[Any],
                      signature: tuple[Any, ...]) -> Sequence[torch.Tensor]:
         if variant.graphs and signature not in self._eager_signatures:
             captured = state.graphs.get(signature)
@@ -370,7 +342,7 @@ class GpuProgram(DeviceProgram):
             return captured.outputs
         return variant.forward(*self._inputs(state, values))
 
-    def _capture(self, state: _Worker, variant: _Variant, signature: tuple[Any, ...],
+    def _capture(self, state: WorkerState, variant: Variant, signature: tuple[Any, ...],
                  tensors: list[torch.Tensor]) -> Captured | None:
         """Capture this signature's graph for the worker (see :mod:`.graphs`); None: it runs eagerly."""
         captured = capture_graph(variant.forward, tensors, state.stream, state.pool, variant,
@@ -388,10 +360,13 @@ class GpuProgram(DeviceProgram):
                 state.graphs.popitem(last=False)
         return captured
 
-    def _collect(self, state: _Worker, variant: _Variant, outputs: Sequence[Any], keep: set[str],
-                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None = None) -> dict[str, Any]:
+    def _collect(self, state: WorkerState, variant: Variant, outputs: Sequence[Any], keep: set[str],
+                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None = None,
+                 queue_behind: bool = False) -> tuple[dict[str, Any], PendingCopies | None]:
         """Outputs by name: torch tensors for ``keep``, numpy arrays (pinned host memory, or the
-        arrays ``host_outputs`` gives) for the rest."""
+        arrays ``host_outputs`` gives) for the rest.  With ``queue_behind``, copies back are
+        queued and not waited for: the copies, and the event recorded after them, come back
+        with the outputs (tensors until :meth:`_host_arrays`)."""
         start = time.perf_counter()
         result: dict[str, Any] = {}
         pending: list[str] = []
@@ -417,11 +392,15 @@ class GpuProgram(DeviceProgram):
                     result[name] = given
                 else:
                     result[name] = array.copy() if self._aliases(variant, tensor) else array
+        if pending and queue_behind:
+            done = torch.cuda.Event(blocking=self._blocking_waits)
+            done.record(state.stream)
+            state.staged = done  # the next run's staging waits for this run's copies
+            return result, PendingCopies(pending, arrays, done)
         if pending:
-            self._wait_for_stream(state)  # the inputs' copies are done too: no staging event needed
+            state.wait_for_stream()  # the inputs' copies are done too: no staging event needed
             state.staged = None
-            for name in pending:  # a view: the array keeps the pinned tensor alive, no host memcpy
-                result[name] = arrays[name] if name in arrays else torch_to_numpy(result[name])
+            self._host_arrays(result, pending, arrays)
         elif state.host_inputs:
             state.staged = torch.cuda.Event(blocking=self._blocking_waits)
             state.staged.record(state.stream)
@@ -432,7 +411,13 @@ class GpuProgram(DeviceProgram):
             elapsed = _delta(time.perf_counter() - start)
             state.records.append(ProfilingRecord(f"transfer {self.device}->CPU", "Transfer", "copy",
                                                  elapsed, elapsed, bytes=moved))
-        return result
+        return result, None
+
+    @staticmethod
+    def _host_arrays(result: dict[str, Any], pending: list[str], arrays: dict[str, np.ndarray]) -> None:
+        """The copied-back outputs as numpy arrays, once their copies are done."""
+        for name in pending:  # a view: the array keeps the pinned tensor alive, no host memcpy
+            result[name] = arrays[name] if name in arrays else torch_to_numpy(result[name])
 
     @staticmethod
     def _given_output(host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None, name: str,
@@ -452,13 +437,13 @@ class GpuProgram(DeviceProgram):
                                  f"expected a writable {dtype} array of shape {shape}")
         return given
 
-    def _aliases(self, variant: _Variant, tensor: torch.Tensor) -> bool:
+    def _aliases(self, variant: Variant, tensor: torch.Tensor) -> bool:
         """Whether an output shares memory with a constant (or, on the host, may share a user's array)."""
         if not self._cuda:
             return True
         return tensor.numel() > 0 and tensor.untyped_storage().data_ptr() in variant.buffer_ptrs
 
-    def _run_profiled(self, state: _Worker, variant: _Variant,
+    def _run_profiled(self, state: WorkerState, variant: Variant,
                       values: list[Any]) -> Sequence[torch.Tensor]:
         state.records = []
         start = time.perf_counter()
