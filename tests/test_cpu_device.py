@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
@@ -81,3 +82,24 @@ def test_a_model_with_large_initializers_matches_onnx_runtime_on_the_whole_model
         requests = [compiled.create_infer_request() for _ in range(3)]
         for request in requests:
             np.testing.assert_allclose(request.infer({"x": x})["y"], want, rtol=1e-6, atol=1e-6)
+
+
+def test_run_into_hands_the_worker_on_once_after_the_run_also_when_it_fails() -> None:
+    """DeviceProgram.run_into's ``queued`` for a device that does not queue runs (the CPU): called
+    once, after the run, and also when it fails; the result is ONNX Runtime's."""
+    from inferplex.devices.cpu import CpuPlugin
+
+    model = _weighted_model()
+    program = CpuPlugin().compile(ir.serde.deserialize_model(model), "CPU", {})
+    x = np.random.default_rng(5).standard_normal((2, 256)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    calls: list[str] = []
+    out = program.run_into({"x": x}, 0, lambda name, dtype, shape: None, lambda: calls.append("ok"))
+    np.testing.assert_allclose(out["y"], want, rtol=1e-6, atol=1e-6)
+    # Past the compiled model's input checks, ONNX Runtime's own error comes back as one of ours.
+    with pytest.raises(ov.errors.InferenceError, match=r"inference failed on CPU: .*double"):
+        program.run_into({"x": x.astype(np.float64)}, 0, lambda name, dtype, shape: None,
+                         lambda: calls.append("failed"))
+    assert calls == ["ok", "failed"]
+    program.close()

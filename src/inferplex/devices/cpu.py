@@ -55,7 +55,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingRecord
-from inferplex.errors import CompileError, PropertyError
+from inferplex.errors import CompileError, InferenceError, PropertyError
 from inferplex.serialize import serialize_leaving_out
 
 __all__ = ["CpuPlugin", "CpuProgram", "stream_layout"]
@@ -201,7 +201,10 @@ class CpuProgram(DeviceProgram):
             self._sessions[worker] = self._new_session(worker)
             self._stale[worker] = False
         feed = {name: _to_numpy(value) for name, value in inputs.items()}
-        outputs = self._sessions[worker].run(None, feed)
+        try:
+            outputs = self._sessions[worker].run(None, feed)
+        except Exception as e:  # ONNX Runtime's own classes: the caller gets one of ours, as from a GPU
+            raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {e}") from e
         return dict(zip(self.output_names, outputs, strict=True))
 
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
