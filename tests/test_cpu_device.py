@@ -103,3 +103,24 @@ def test_run_into_hands_the_worker_on_once_after_the_run_also_when_it_fails() ->
                          lambda: calls.append("failed"))
     assert calls == ["ok", "failed"]
     program.close()
+
+
+def test_a_run_that_onnx_runtime_fails_ends_with_an_inference_error_naming_the_cpu() -> None:
+    """A failure inside the model (a Reshape to a shape its data does not fit, given as an input)
+    comes back through the public API as inferplex's InferenceError with ONNX Runtime's reason;
+    a shape that fits gives ONNX Runtime's own result."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["A", "B"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    request = ov.Core().compile_model(model, "CPU").create_infer_request()
+    fits = {"x": x, "shape": np.array([3, 4], np.int64)}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, fits)[0]
+    np.testing.assert_array_equal(request.infer(fits)["y"], want)
+    with pytest.raises(ov.errors.InferenceError, match=r"inference failed on CPU: .*Reshape"):
+        request.infer({"x": x, "shape": np.array([5, 5], np.int64)})
+    np.testing.assert_array_equal(request.infer(fits)["y"], want)  # the request serves on

@@ -30,7 +30,7 @@ from inferplex.worker_process.buffers import OutputPlacement, SharedBuffer, read
 from inferplex.worker_process.messages import MessageSocket
 
 REQUESTS_PER_WORKER = 2
-"""Request slots per program worker: one running, one ready to start when it ends."""
+"""Request slots per program worker: one running, one queued behind it (or ready to start when it ends)."""
 
 
 def _load_plugin(spec: tuple[str, str]) -> Any:
