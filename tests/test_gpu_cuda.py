@@ -399,24 +399,33 @@ def test_pinned_host_memory_goes_to_the_gpu_without_a_staging_copy(pinned) -> No
 
 
 def test_a_run_queued_behind_another_on_the_same_worker_gets_its_own_results() -> None:
-    """run_into's ``queued``: the worker's next run is queued on its stream while the first one's
-    copies back are still pending; each run gets its own inputs' results (ONNX Runtime's)."""
+    """run_into's ``queued``: called while the run is still queued on the worker's stream (not after
+    it ended), and the worker's next run queued behind it; each run gets its own inputs' results
+    (ONNX Runtime's)."""
+    import torch
+
     program = _program({"PERFORMANCE_HINT": "LATENCY"})
     feeds = [_feeds(seed=s) for s in range(4)]
     program.run(feeds[0], worker=0)  # captured
+    stream = program._workers[0].stream
     results: dict[int, np.ndarray] = {}
     order: list[str] = []
+    busy_when_handed_on: list[bool] = []
 
     def chain(index: int) -> None:
         def queued() -> None:
             order.append(f"queued {index}")
+            busy_when_handed_on.append(not stream.query())
             if index + 1 < len(feeds):  # the next run starts on this worker before this one returns
                 chain(index + 1)
         results[index] = program.run_into(feeds[index], 0, lambda name, dtype, shape: None, queued)["y"]
         order.append(f"returned {index}")
 
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time ahead of run 0 on the worker's stream
     chain(0)
     assert order[:2] == ["queued 0", "queued 1"]  # run 1 was queued behind run 0, which had not returned
+    assert busy_when_handed_on[0]  # run 0 handed its worker on before its stream had run it
     for index, feed in enumerate(feeds):
         np.testing.assert_allclose(results[index], _reference(feed), rtol=1e-4, atol=1e-5)
 
