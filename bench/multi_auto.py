@@ -6,7 +6,9 @@ For each model, in one run:
    requests in flight and twice that), and of the first GPU alone as MULTI serves it, from
    a worker process (``MULTI:GPU.0``): stricter ratios count each GPU at the better of both;
 2. ``MULTI:GPU.0,GPU.1`` against the sum of the two GPUs alone (target >= 0.95): the
-   default (GPU.1 in a worker process), each GPU in a worker process, all in this process;
+   default (``MULTI_WORKER_PROCESSES=AUTO``: each CUDA GPU in a worker process), ``YES``
+   (every device but the host in one: for two GPUs the same, so the two rows show the spread
+   of one run), all in this process;
 3. ``AUTO`` with ``CUMULATIVE_THROUGHPUT`` over GPU.0 + CPU against GPU alone + CPU
    alone (target >= 0.95, and never below GPU alone), once per SCHEDULE_POLICY and
    once with MULTI_CHECK_HOST_GAIN off, closed loop and as a burst (N requests
@@ -221,7 +223,7 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
         compiled.release()
         log(f"  {name}: {gpus[0]} alone through a worker process {result['alone_worker_process']['fps']:.1f}")
     if len(gpus) >= 2:
-        # MULTI_WORKER_PROCESSES: AUTO (the default: the second GPU in a worker process),
+        # MULTI_WORKER_PROCESSES: AUTO (the default: each GIL-bound GPU in a worker process),
         # YES (each GPU in a worker process), NO (every device driven from this process).
         for setting, key in (("AUTO", "multi"), ("YES", "multi_all_processes"), ("NO", "multi_one_process")):
             compiled = timed(f"MULTI:{gpus[0]},{gpus[1]}", {**per_device, "MULTI_WORKER_PROCESSES": setting})

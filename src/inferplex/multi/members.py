@@ -9,7 +9,9 @@ host device; NO none.  Measured with bench/multi_auto.py (f16, batch 4):
   calling process, whose GIL also runs every request's scheduling and callback,
   for ResNet-50; 1,219 against 1,218-1,230 for BERT-base;
 - on two H200 with 4 GPU workers (three runs), two GPUs served 3,171-3,216
-  against 1,490-1,795 all in the calling process (ResNet-50).
+  against 1,490-1,795 all in the calling process (ResNet-50); with 8 (two
+  runs), 2,958-3,904 against 1,392-1,414, and 2,383-2,424 against 1,247-1,443
+  for BERT-base.
 A variant measured once and not kept, the first GPU in the calling process and
 only the second in a process of its own, served 1,935 (against 2,517 for both
 in processes, same run, bench/multi_diagnostics.py).
