@@ -7,8 +7,9 @@ serialise on that lock: two H200s under MULTI, both driven from the calling
 process, served 0.59-0.72 of the sum of each alone.  In its own process each
 device keeps its own interpreter, and even one GPU serves more there than
 beside the caller's own Python (the scheduling and callbacks of every
-request): 1,557-1,611 against 1,274-1,446 requests/s for ResNet-50 on an H200,
-and two GPUs 1.97-2.05x one (bench/multi_auto.py).
+request): with 4 GPU workers, 1,557-1,611 against 1,274-1,446 requests/s for
+ResNet-50 on an H200, and two GPUs 1.97-2.05x one; with 8, 1,800-2,031 against
+1,603-1,752, and two GPUs 1.64-1.92x one (bench/multi_auto.py).
 
 How: :func:`compile_in_worker_process` starts ``python -m
 inferplex.worker_process.child``, which compiles the model with the same
