@@ -1,0 +1,109 @@
+"""Releasing what compiled models hold, and a bounded interpreter exit.
+
+Every thread the engine starts is a daemon thread, so nothing of inferplex's
+can keep the interpreter alive by itself.  At exit (normal end, ``sys.exit``,
+an uncaught ``KeyboardInterrupt``) :func:`_finish_at_exit` lets every request
+in flight end first, with its result and its callback, as a program that
+exits with requests in flight expects.  A device whose run goes on past the
+slowest run seen on it by ``EXIT_TIMEOUT`` seconds (default
+:data:`DEFAULT_EXIT_TIMEOUT`) counts as hung: its requests end with an
+:class:`~inferplex.errors.InferenceError` naming it, and exit goes on.
+
+(``concurrent.futures.ThreadPoolExecutor`` joins its threads at exit with no
+bound, so a hung device would hold the process: that is why device pools run
+on daemon threads of their own.)
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from typing import Protocol
+
+__all__ = ["DEFAULT_EXIT_TIMEOUT", "Watched", "ended", "progress", "started", "watch"]
+
+_log = logging.getLogger("inferplex")
+
+DEFAULT_EXIT_TIMEOUT = 5.0
+"""Seconds past the slowest run seen that exit waits for a run still going (``EXIT_TIMEOUT``)."""
+
+
+class Watched(Protocol):
+    """Something that runs work at exit: a device pool or a background compile."""
+
+    def exit_deadline(self) -> float | None:
+        """``time.monotonic()`` past which its current work counts as hung; None when idle."""
+
+    def abandon(self) -> None:
+        """End its current and queued work with errors naming the device; take no more."""
+
+
+_cond = threading.Condition()
+_live = 0
+_last_progress = time.monotonic()
+_watched: weakref.WeakSet[Watched] = weakref.WeakSet()  # type: ignore[type-var]
+
+
+def started() -> None:
+    """A user request started (it counts until :func:`ended`)."""
+    global _live
+    with _cond:
+        _live += 1
+
+
+def ended() -> None:
+    """A user request ended and its callback returned."""
+    global _live, _last_progress
+    with _cond:
+        _live -= 1
+        _last_progress = time.monotonic()
+        _cond.notify_all()
+
+
+def progress() -> None:
+    """Some run ended on some device: exit's wait looks again."""
+    global _last_progress
+    with _cond:
+        _last_progress = time.monotonic()
+        _cond.notify_all()
+
+
+def watch(item: Watched) -> None:
+    """Let exit look at ``item``'s runs (held weakly)."""
+    with _cond:
+        _watched.add(item)
+
+
+def live_requests() -> int:
+    """User requests started and not yet ended."""
+    with _cond:
+        return _live
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    """Wait until every request in flight has ended; abandon devices that hang."""
+    while True:
+        with _cond:
+            now = time.monotonic()
+            deadlines = [(deadline, item) for item in list(_watched)
+                         if (deadline := item.exit_deadline()) is not None]
+            if _live <= 0:  # runs left over (an attempt already re-run elsewhere) are abandoned
+                return
+            overdue = [item for deadline, item in deadlines if deadline <= now]
+            if not overdue:
+                if deadlines:
+                    wake = min(deadline for deadline, _ in deadlines)
+                else:  # requests wait in a scheduler or run callbacks: bound the wait anyway
+                    wake = _last_progress + DEFAULT_EXIT_TIMEOUT
+                    if wake <= now:
+                        _log.warning("inferplex: %d requests had not ended %.0f s into exit; leaving them",
+                                     _live, DEFAULT_EXIT_TIMEOUT)
+                        return
+                _cond.wait(wake - now)
+                continue
+        for item in overdue:  # outside the lock: ending requests runs their completions
+            item.abandon()
