@@ -23,7 +23,8 @@ import time
 import weakref
 from typing import Protocol
 
-__all__ = ["DEFAULT_EXIT_TIMEOUT", "Watched", "ended", "progress", "started", "watch"]
+__all__ = ["DEFAULT_EXIT_TIMEOUT", "Watched", "ended", "live_requests", "progress", "run_first_at_exit",
+           "started", "watch"]
 
 _log = logging.getLogger("inferplex")
 
@@ -42,6 +43,7 @@ class Watched(Protocol):
 
 
 _cond = threading.Condition()
+_exiting = False
 _live = 0
 _last_progress = time.monotonic()
 _watched: weakref.WeakSet[Watched] = weakref.WeakSet()  # type: ignore[type-var]
@@ -64,8 +66,10 @@ def ended() -> None:
 
 
 def progress() -> None:
-    """Some run ended on some device: exit's wait looks again."""
+    """A run started or ended on some device: exit's wait looks again (a no-op before exit)."""
     global _last_progress
+    if not _exiting:
+        return
     with _cond:
         _last_progress = time.monotonic()
         _cond.notify_all()
@@ -75,6 +79,18 @@ def watch(item: Watched) -> None:
     """Let exit look at ``item``'s runs (held weakly)."""
     with _cond:
         _watched.add(item)
+    run_first_at_exit()
+
+
+def run_first_at_exit() -> None:
+    """Make the exit wait run before the exit hooks registered so far.
+
+    ``atexit`` runs hooks last registered first.  Hooks registered after this
+    module's (``weakref.finalize``'s, which stop worker processes; a library's
+    own) would otherwise run while requests are still in flight.
+    """
+    atexit.unregister(_finish_at_exit)
+    atexit.register(_finish_at_exit)
 
 
 def live_requests() -> int:
@@ -83,9 +99,10 @@ def live_requests() -> int:
         return _live
 
 
-@atexit.register
 def _finish_at_exit() -> None:
     """Wait until every request in flight has ended; abandon devices that hang."""
+    global _exiting
+    _exiting = True
     while True:
         with _cond:
             now = time.monotonic()
@@ -107,3 +124,6 @@ def _finish_at_exit() -> None:
                 continue
         for item in overdue:  # outside the lock: ending requests runs their completions
             item.abandon()
+
+
+atexit.register(_finish_at_exit)
