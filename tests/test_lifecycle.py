@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 import pytest
+from hooked_plugin import HookedPlugin, hooked_compile
 from onnx import TensorProto, helper
 
 import inferplex as ov
 from inferplex.errors import CompileError, InferenceError, PluginError
 
 from conftest import make_model, ort_run
-from hooked_plugin import HookedPlugin, hooked_compile
 
 TESTS = Path(__file__).parent
 SRC = TESTS.parent / "src"
@@ -145,7 +145,7 @@ class _Broken(HookedPlugin):
 def test_a_plugin_raising_at_compile_is_a_compile_error_naming_it(device: str) -> None:
     core = ov.Core()
     core.register_plugin(_Broken("raise"), "HOOKED")
-    with pytest.raises(CompileError, match=r"HOOKED.*_Broken.compile raised RuntimeError: the device fell over"):
+    with pytest.raises(CompileError, match=r"HOOKED.*_Broken.compile raised RuntimeError: the device fell"):
         core.compile_model(MODEL, device)
 
 
