@@ -338,7 +338,7 @@ def test_to_host_and_to_native_on_cuda() -> None:
 def test_a_gpu_served_from_a_worker_process_gives_the_same_results() -> None:
     """MULTI_WORKER_PROCESSES=YES on CUDA: the GPU member runs in its own process, results unchanged."""
     import inferplex as ov
-    from inferplex.worker_process import WorkerProcessProgram
+    from inferplex.devices.remote import WorkerProcessProgram
 
     core = ov.Core()
     assert core.get_property("GPU.0", "GIL_BOUND") is True
