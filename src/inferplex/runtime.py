@@ -47,8 +47,8 @@ class CompiledModel:
     def __init__(self, model: Model, executor: Executor, device_name: str,
                  config: Mapping[str, Any]) -> None:
         self._model = model
-        self._inputs = model.inputs  # the ports compiled with, made once
-        self._outputs = model.outputs
+        self._inputs = [port.snapshot() for port in model.inputs]  # the ports compiled with
+        self._outputs = [port.snapshot() for port in model.outputs]
         self._executor = executor
         self._device_name = device_name
         self._config = dict(config)
