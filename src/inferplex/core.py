@@ -18,7 +18,7 @@ from typing import Any
 from inferplex.devices.base import DevicePlugin
 from inferplex.devices.cpu import CpuPlugin
 from inferplex.devices.registry import DeviceRegistry
-from inferplex.errors import DeviceNameError, PluginError, PropertyError
+from inferplex.errors import DeviceNameError, ModelError, PluginError, PropertyError
 from inferplex.executor import Executor, ProgramExecutor
 from inferplex.model import Model, load_model
 from inferplex.properties import (
@@ -31,7 +31,7 @@ from inferplex.properties import (
 )
 from inferplex.runtime import CompiledModel
 
-__all__ = ["Core"]
+__all__ = ["Core", "compile_model", "get_version"]
 
 _log = logging.getLogger("inferplex")
 
@@ -114,8 +114,18 @@ class Core:
 
     # --- models ------------------------------------------------------------------------
 
-    def read_model(self, model: Any, weights: Any = None) -> Model:
-        """Read a model from a path, bytes, ``onnx.ModelProto`` or ``onnx_ir.Model``."""
+    def read_model(self, model: Any, weights: Any = None, config: Mapping[str, Any] | None = None) -> Model:
+        """Read a model from a path (str or ``pathlib.Path``), bytes, a binary file object
+        (``io.BytesIO``), an ``onnx.ModelProto`` or an ``onnx_ir.Model``.
+
+        ``config`` takes the read options OpenVINO's read_model takes: ``ENABLE_MMAP``
+        (bool; external weights are memory-mapped either way).  Other keys are refused.
+        """
+        _check_read_config(config)
+        if hasattr(model, "read") and callable(model.read):  # io.BytesIO and open binary files
+            model = model.read()
+            if isinstance(model, str):
+                raise ModelError("read_model got a text file object; open the model file in binary mode ('rb')")
         return load_model(model, weights)
 
     def query_model(self, model: Any, device_name: str, config: Mapping[str, Any] | None = None
@@ -298,6 +308,39 @@ class Core:
         if name == "AVAILABLE_DEVICES":
             return self._registry.plugin(device_name.split(".")[0]).devices()
         return self._registry.device_property(device_name, name)
+
+
+_READ_OPTIONS = ("ENABLE_MMAP",)
+
+
+def _check_read_config(config: Mapping[str, Any] | None) -> None:
+    """Refuse read_model options other than ENABLE_MMAP, and values that are not booleans."""
+    if config is None:
+        return
+    if not isinstance(config, Mapping):
+        raise PropertyError(f"read_model's config must be a dict, got {type(config).__name__}")
+    problems = []
+    for key, value in config.items():
+        name = canonical_key(str(key))
+        if name not in _READ_OPTIONS:
+            problems.append(f"unknown read_model option {key!r}; accepted: {', '.join(_READ_OPTIONS)}")
+        elif not (isinstance(value, bool) or str(value).upper() in ("YES", "NO", "TRUE", "FALSE")):
+            problems.append(f"read_model option {name}: value {value!r} is not accepted; accepted: True, False")
+    if problems:
+        raise PropertyError("; ".join(problems))
+
+
+def compile_model(model: Any, device_name: str | None = "AUTO",
+                  config: Mapping[str, Any] | None = None) -> CompiledModel:
+    """Compile ``model`` (a Model, path, bytes, ModelProto, ...) with a new Core (OpenVINO's ``ov.compile_model``)."""
+    return Core().compile_model(model, device_name or "AUTO", config)
+
+
+def get_version() -> str:
+    """The runtime's version string (OpenVINO's ``ov.get_version()``)."""
+    from inferplex import __version__
+
+    return __version__
 
 
 def _auto_spec(spec: DeviceSpec, settings: Mapping[str, Any]) -> DeviceSpec:

@@ -444,9 +444,20 @@ def load_model(source: Any, weights: Any = None) -> Model:
     return Model(_prepare(model), name or proto.graph.name or None)
 
 
-def save_model(model: Model, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` (with rt_info such as affinities) to an .onnx file."""
-    ir.save(model.ir, os.fspath(path))
+def save_model(model: Model, output_model: str | os.PathLike[str], compress_to_fp16: bool = True) -> None:
+    """Write ``model`` (with rt_info such as affinities and layouts) to an .onnx file.
+
+    ``compress_to_fp16`` (default True, as in OpenVINO) stores float32 weights
+    as float16 followed by a Cast back to float32, halving the file; inputs,
+    outputs and the arithmetic stay float32.  Weights out of float16's range
+    stay float32.  The model in memory is not changed.
+    """
+    to_save = model.ir
+    if compress_to_fp16:
+        from inferplex.api.fp16 import compressed_weights_copy
+
+        to_save = compressed_weights_copy(model.ir)
+    ir.save(to_save, os.fspath(output_model))
 
 
 def _parse(load: Any, what: str) -> onnx.ModelProto:
