@@ -37,7 +37,11 @@ def compressed_weights_copy(model: ir.Model) -> ir.Model:
         value.replace_all_uses_with(out)
         value.const_value = None
         out.name = value.name
-        graph.insert_at(0, cast)
+        first = next(iter(graph), None)
+        if first is None:
+            graph.append(cast)
+        else:
+            graph.insert_before(first, cast)
     return copy
 
 

@@ -73,7 +73,7 @@ def _range(low: int, high: int | None, given: Any) -> Dim:
         return low
     if low == 0 and high is None:
         return None
-    return f"{low}..{'' if high is None else high}"
+    return f"{low or ''}..{'' if high is None else high}"  # OpenVINO prints "..8" and "1.."
 
 
 def _parse_dim_text(text: str) -> Dim:
@@ -199,6 +199,34 @@ def _infer_into(model: ir.Model, shapes: Mapping[int, list[Dim] | None],
             if info is not None and info.type.HasField("tensor_type") and \
                     info.type.tensor_type.HasField("shape"):
                 value.shape = ir.Shape([_proto_dim(d) for d in info.type.tensor_type.shape.dim])
+    problem = _reshape_contradiction(model.graph)
+    if problem:
+        asked = "; ".join(f"input {model.graph.inputs[i].name!r} {format_dims(d)} (the model declares "
+                          f"{format_dims(old_inputs[i])})" for i, d in shapes.items())
+        raise InputError(f"the model cannot take {asked}: {problem}")
+
+
+def _reshape_contradiction(graph: ir.Graph) -> str | None:
+    """A Reshape whose constant target cannot hold its (static) input's elements, described; else None.
+
+    ONNX's shape inference does not compare element counts, so a static batch a
+    Reshape constant fixes would otherwise pass here and fail at inference.
+    """
+    for node in graph:
+        if node.op_type != "Reshape" or len(node.inputs) < 2 or node.inputs[1] is None:
+            continue
+        data, target = node.inputs[0], node.inputs[1].const_value
+        dims = _dims_of(data) if data is not None else None
+        if target is None or dims is None or not all(isinstance(d, int) for d in dims):
+            continue
+        wanted = [int(v) for v in target.numpy().reshape(-1)]
+        allowzero = node.attributes.get_int("allowzero", 0)
+        sizes = [dims[i] if v == 0 and not allowzero and i < len(dims) else v for i, v in enumerate(wanted)]
+        have, known = int(np.prod(dims)), int(np.prod([v for v in sizes if v != -1]))
+        if (-1 not in sizes and known != have) or (-1 in sizes and (known == 0 or have % known)):
+            return (f"Reshape {node.name!r} turns {format_dims(dims)} ({have} elements) into the constant "
+                    f"shape {wanted}")
+    return None
 
 
 def _proto_dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
