@@ -214,7 +214,7 @@ def test_inputs_that_disagree_on_the_batch_are_refused() -> None:
         [("a", FLOAT, [2, 4]), ("b", FLOAT, [3, 4])], [("c", FLOAT, [2, 4]), ("d", FLOAT, [3, 4])]))
     for param in model.get_parameters():
         param.set_layout("NC")
-    with pytest.raises(InputError, match="disagree.*'b'"):
+    with pytest.raises(InputError, match=r"disagree.*'b'"):
         ov.get_batch(model)
 
 

@@ -125,7 +125,8 @@ class Core:
         if hasattr(model, "read") and callable(model.read):  # io.BytesIO and open binary files
             model = model.read()
             if isinstance(model, str):
-                raise ModelError("read_model got a text file object; open the model file in binary mode ('rb')")
+                raise ModelError("read_model got a text file object; open the model file in "
+                                 "binary mode ('rb')")
         return load_model(model, weights)
 
     def query_model(self, model: Any, device_name: str, config: Mapping[str, Any] | None = None
@@ -323,16 +324,21 @@ def _check_read_config(config: Mapping[str, Any] | None) -> None:
     for key, value in config.items():
         name = canonical_key(str(key))
         if name not in _READ_OPTIONS:
-            problems.append(f"unknown read_model option {key!r}; accepted: {', '.join(_READ_OPTIONS)}")
+            problems.append(f"unknown read_model option {key!r}; "
+                            f"accepted: {', '.join(_READ_OPTIONS)}")
         elif not (isinstance(value, bool) or str(value).upper() in ("YES", "NO", "TRUE", "FALSE")):
-            problems.append(f"read_model option {name}: value {value!r} is not accepted; accepted: True, False")
+            problems.append(f"read_model option {name}: value {value!r} is not accepted; "
+                            "accepted: True, False")
     if problems:
         raise PropertyError("; ".join(problems))
 
 
 def compile_model(model: Any, device_name: str | None = "AUTO",
                   config: Mapping[str, Any] | None = None) -> CompiledModel:
-    """Compile ``model`` (a Model, path, bytes, ModelProto, ...) with a new Core (OpenVINO's ``ov.compile_model``)."""
+    """Compile ``model`` (a Model, path, bytes, ModelProto, ...) with a new Core.
+
+    OpenVINO's ``ov.compile_model``: a shortcut for ``Core().compile_model(...)``.
+    """
     return Core().compile_model(model, device_name or "AUTO", config)
 
 

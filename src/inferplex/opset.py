@@ -233,7 +233,7 @@ def _value(item: NodeInput, dtype: ir.DataType | None = None) -> ir.Value:
     if isinstance(item, Node):
         return item._outputs[0]  # noqa: SLF001 - same layer
     if isinstance(getattr(item, "_value", None), ir.Value):  # an output port
-        return item._value  # type: ignore[no-any-return] # noqa: SLF001
+        return item._value  # noqa: SLF001
     if isinstance(item, ir.Value):
         return item
     array = np.asarray(item)
@@ -284,8 +284,8 @@ def _infer(built: Node, node: ir.Node, inputs: Sequence[ir.Value], attrs: dict[s
 
 
 def _show(value: ir.Value) -> str:
-    from inferplex.api.reshape import format_dims
     from inferplex.api.nodes import dims_of
+    from inferplex.api.reshape import format_dims
 
     dtype = value.dtype.name.lower() if value.dtype is not None else "?"
     return f"{dtype}{format_dims(dims_of(value))}"

@@ -7,10 +7,24 @@ from typing import Any
 
 from inferplex.api.nodes import Node
 from inferplex.opset import (
-    add, avg_pool, concat, constant, convolution, divide, matmul, multiply, parameter, relu, reshape,
-    result, sigmoid, softmax, subtract, transpose,
+    add,
+    avg_pool,
+    concat,
+    constant,
+    convolution,
+    divide,
+    matmul,
+    max_pool_node,
+    multiply,
+    parameter,
+    relu,
+    reshape,
+    result,
+    sigmoid,
+    softmax,
+    subtract,
+    transpose,
 )
-from inferplex.opset import max_pool_node
 
 __all__ = [
     "add", "avg_pool", "concat", "constant", "convolution", "divide", "matmul", "max_pool", "multiply",

@@ -3,4 +3,4 @@
 from __future__ import annotations
 
 from inferplex.opset import *  # noqa: F403
-from inferplex.opset import __all__ as __all__  # noqa: PLE0604
+from inferplex.opset import __all__ as __all__

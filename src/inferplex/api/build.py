@@ -161,7 +161,7 @@ def _name_values(inputs: Sequence[ir.Value], initializers: Sequence[ir.Value], n
     for node in nodes:
         for index, value in enumerate(node.outputs):
             base = (named_by_result.get(id(value)) or value.name
-                    or (node.name if index == 0 else f"{node.name}:{index}"))
+                    or (node.name if index == 0 else f"{node.name}:{index}") or "value")
             value.name = unique(base)
     final: list[ir.Value] = []
     identities: list[ir.Node] = []
@@ -172,6 +172,6 @@ def _name_values(inputs: Sequence[ir.Value], initializers: Sequence[ir.Value], n
             copy = identity.outputs[0]
             copy.name, copy.type, copy.shape = unique(f"{value.name}_{len(final)}"), value.type, value.shape
             identities.append(identity)
-            value = copy  # noqa: PLW2901
+            value = copy
         final.append(value)
     return final, identities

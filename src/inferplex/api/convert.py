@@ -22,7 +22,7 @@ __all__ = ["convert_model"]
 _REFUSED = ("output", "example_input", "extension")
 
 
-def convert_model(input_model: Any, *, input: Any = None, verbose: bool = False,  # noqa: A002
+def convert_model(input_model: Any, *, input: Any = None, verbose: bool = False,
                   share_weights: bool = True, **options: Any) -> Model:
     """Read an ONNX model (``.onnx`` path, bytes, file object, ``onnx.ModelProto``, ``onnx_ir.Model``).
 
@@ -35,8 +35,8 @@ def convert_model(input_model: Any, *, input: Any = None, verbose: bool = False,
     given = [key for key in options if options[key] is not None]
     if given:
         known = [key for key in given if key in _REFUSED]
-        raise InputError(f"convert_model option {', '.join(given)} is not supported"
-                         f"{' (it cuts or traces a model; do that when exporting to ONNX)' if known else ''}; "
+        why = " (it cuts or traces a model; do that when exporting to ONNX)" if known else ""
+        raise InputError(f"convert_model option {', '.join(given)} is not supported{why}; "
                          "accepted: input, verbose, share_weights")
     model = load_model(_source(input_model))
     if input is not None:

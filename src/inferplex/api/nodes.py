@@ -39,7 +39,8 @@ _SHORT_DTYPES = {
 
 
 def to_ir_dtype(dtype: Any) -> ir.DataType:
-    """An element type from a numpy dtype, a name (``"f32"``, ``"float32"``) or an object with ``to_dtype()``."""
+    """An element type from a numpy dtype, a name (``"f32"``, ``"float32"``) or an object with ``to_dtype()``.
+    """
     if isinstance(dtype, ir.DataType):
         return dtype
     to_dtype = getattr(dtype, "to_dtype", None)

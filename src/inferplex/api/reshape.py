@@ -217,12 +217,14 @@ def _reshape_contradiction(graph: ir.Graph) -> str | None:
             continue
         data, target = node.inputs[0], node.inputs[1].const_value
         dims = _dims_of(data) if data is not None else None
-        if target is None or dims is None or not all(isinstance(d, int) for d in dims):
+        static = [d for d in dims or () if isinstance(d, int)]
+        if target is None or dims is None or len(static) != len(dims):
             continue
         wanted = [int(v) for v in target.numpy().reshape(-1)]
         allowzero = node.attributes.get_int("allowzero", 0)
-        sizes = [dims[i] if v == 0 and not allowzero and i < len(dims) else v for i, v in enumerate(wanted)]
-        have, known = int(np.prod(dims)), int(np.prod([v for v in sizes if v != -1]))
+        sizes = [static[i] if v == 0 and not allowzero and i < len(static) else v
+                 for i, v in enumerate(wanted)]
+        have, known = int(np.prod(static)), int(np.prod([v for v in sizes if v != -1]))
         if (-1 not in sizes and known != have) or (-1 in sizes and (known == 0 or have % known)):
             return (f"Reshape {node.name!r} turns {format_dims(dims)} ({have} elements) into the constant "
                     f"shape {wanted}")
