@@ -10,6 +10,7 @@ a DevicePlugin subclass or factory).
 from __future__ import annotations
 
 import importlib
+import io
 import logging
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -123,10 +124,10 @@ class Core:
         """
         _check_read_config(config)
         if hasattr(model, "read") and callable(model.read):  # io.BytesIO and open binary files
-            model = model.read()
-            if isinstance(model, str):
+            if isinstance(model, io.TextIOBase):
                 raise ModelError("read_model got a text file object; open the model file in "
                                  "binary mode ('rb')")
+            model = model.read()
         return load_model(model, weights)
 
     def query_model(self, model: Any, device_name: str, config: Mapping[str, Any] | None = None
