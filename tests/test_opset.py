@@ -287,6 +287,15 @@ def test_dynamic_parameter_runs_any_batch_and_named_results() -> None:
     np.testing.assert_array_equal(ov.Core().compile_model(model, "CPU")({"x": xv})["y"], np.maximum(xv, 0))
 
 
+def test_friendly_names_name_the_onnx_ops() -> None:
+    x = opset.parameter([2], np.float32, name="x")
+    act = opset.relu(x, name="first")
+    act.set_friendly_name("act")
+    model = ov.Model(opset.sigmoid(act, name="gate"), [x])
+    assert [o.get_friendly_name() for o in model.get_ops()] == ["act", "gate"]
+    assert [o.get_type_name() for o in model.get_ordered_ops()] == ["Parameter", "Relu", "Sigmoid", "Result"]
+
+
 def test_nodes_are_reusable_across_models_and_outputs_may_repeat() -> None:
     x = opset.parameter([2], np.float32, name="x")
     y = opset.relu(x)

@@ -71,6 +71,7 @@ class Node:
         self._type_name = type_name
         self._outputs = list(outputs)
         self._onnx_nodes = list(onnx_nodes)
+        self._main = self._onnx_nodes[0] if self._onnx_nodes else None  # the node named after the op
         self._friendly = name or _next_name(type_name)
         self._rt_info: dict[str, Any] = {}
 
@@ -82,7 +83,10 @@ class Node:
         return self._friendly
 
     def set_friendly_name(self, name: str) -> None:
+        """Rename the op; its ONNX node takes the name in models built afterwards."""
         self._friendly = str(name)
+        if self._main is not None:
+            self._main.name = self._friendly
 
     @property
     def friendly_name(self) -> str:
