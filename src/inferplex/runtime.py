@@ -57,8 +57,8 @@ class CompiledModel:
     def __init__(self, model: Model, runner: Runner, device_name: str, config: Mapping[str, Any],
                  timeline: Timeline | None = None) -> None:
         self._model = model
-        self._inputs = model.inputs  # the ports compiled with, made once
-        self._outputs = model.outputs
+        self._inputs = [port.snapshot() for port in model.inputs]  # the ports compiled with
+        self._outputs = [port.snapshot() for port in model.outputs]
         self._runner = runner
         self._device_name = device_name
         self._config = dict(config)
