@@ -372,9 +372,9 @@ def parse_device_string(text: str) -> DeviceSpec:
             return DeviceSpec(head, (), (), text)
         if rest.strip() == "":
             raise DeviceNameError(
-                f"{text!r}: {head}: empty device list; write {head}:<devices> comma-separated, "
-                f"highest priority first, e.g. '{head}:GPU,CPU', or {head} alone to use "
-                "MULTI_DEVICE_PRIORITIES")
+                f"{text!r}: {head} got an empty device list; write the devices after '{head}:' "
+                f"comma-separated, highest priority first, e.g. 'GPU,CPU' ({head}:GPU,CPU), or "
+                f"{head} alone to use MULTI_DEVICE_PRIORITIES")
         items = parse_device_list(rest, allow_counts=head != "HETERO", allow_exclusions=head == "AUTO")
         if any(t.name in VIRTUAL_DEVICES for t in items):
             raise DeviceNameError(f"{text!r}: a virtual device cannot be listed inside {head}")
