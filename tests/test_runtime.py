@@ -103,7 +103,8 @@ def test_results_by_name_index_and_port(compiled: ov.CompiledModel,
     results = compiled(feeds)
     expected = reference.run(None, feeds)
     model_port = ov.Core().read_model(MODEL).outputs[1]
-    assert list(results) == ["relu_out", "tanh_out"]
+    assert list(results) == compiled.outputs  # OpenVINO's OVDict: its keys are the output ports
+    assert results.names() == ({"relu_out"}, {"tanh_out"})
     for index, port in enumerate(compiled.outputs):
         np.testing.assert_allclose(results[port], expected[index], rtol=1e-6)
         np.testing.assert_array_equal(results[port], results[index])
