@@ -225,7 +225,8 @@ def test_numbers_of_another_dtype_are_converted_as_numpy_converts(core: ov.Core)
 
 
 @pytest.mark.parametrize("share", [False, True])
-@pytest.mark.parametrize("value", [1.5, -2, np.float32(-1.0), np.int32(4), np.array(2.5), np.array(3, np.int64)])
+@pytest.mark.parametrize("value", [1.5, -2, np.float32(-1.0), np.int32(4), np.array(2.5),
+                                   np.array(3, np.int64)])
 def test_scalar_inputs(core: ov.Core, value: object, share: bool) -> None:
     model = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu"),
                         helper.make_node("Add", ["y", "v"], ["z"], name="add")],
@@ -307,7 +308,7 @@ def test_results_behave_as_openvinos_ovdict(compiled: ov.CompiledModel) -> None:
             np.testing.assert_array_equal(results[key], value)
     assert list(results.to_dict()) == compiled.outputs
     assert [v.shape for v in results.values()] == [(2, 4), (2, 3)]
-    out1, out2 = results.to_tuple()
+    _, out2 = results.to_tuple()
     np.testing.assert_array_equal(out2, results["tanh_out"])
     with pytest.raises(KeyError):
         results["x"]

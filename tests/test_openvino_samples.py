@@ -11,7 +11,7 @@ run on a fast clock, so their timed loops end after their minimum iterations.
 Samples that need something this build lacks (``ov.preprocess``, ``ov.Tensor``,
 readable defaults of unset settings) are skipped until it is there.
 """
-# ruff: noqa: E501, N400 - the samples' own lines are kept as they are
+# ruff: noqa: E501, E721, RUF059, SIM300 - the samples' own lines are kept as they are
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def hello_classification(argv: list[str]) -> int:
     ppp.input().tensor() \
         .set_shape(input_tensor.shape) \
         .set_element_type(ov.Type.u8) \
-        .set_layout(ov.Layout('NHWC'))  # noqa: ECE001, N400
+        .set_layout(ov.Layout('NHWC'))  # noqa: N400
     ppp.input().preprocess().resize(ov.preprocess.ResizeAlgorithm.RESIZE_LINEAR)
     ppp.input().model().set_layout(ov.Layout('NCHW'))
     ppp.output().tensor().set_element_type(ov.Type.f32)
@@ -272,7 +272,7 @@ def fill_tensor_random(tensor: Any) -> None:
     if np.dtype(dtype).kind in ['i', 'u', 'b']:
         rand_max += 1
     rs = np.random.RandomState(np.random.MT19937(np.random.SeedSequence(0)))
-    if 0 == tensor.get_size():
+    if 0 == tensor.get_size():  # noqa: SIM300
         raise RuntimeError("Models with dynamic shapes aren't supported. Input tensors must have specific shapes before inference")
     tensor.data[:] = rs.uniform(rand_min, rand_max, list(tensor.shape)).astype(dtype)
 

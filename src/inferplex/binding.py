@@ -164,7 +164,7 @@ def convert_input(port: Port, value: Any) -> Any:
     try:
         array = np.asarray(value)
         if dtype is not None and array.dtype != dtype:
-            array = array.astype(dtype) if dtype != object else np.asarray(value, dtype=object)
+            array = array.astype(dtype) if dtype.kind != "O" else np.asarray(value, dtype=object)
     except (TypeError, ValueError, OverflowError) as error:
         raise InputError(f"input {port.any_name!r}: cannot convert {type(value).__name__} "
                          f"to a {port.element_type} tensor ({error})") from error

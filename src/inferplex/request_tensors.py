@@ -82,7 +82,7 @@ def _zeros(port: Port) -> np.ndarray:
     dims = port_dims(port) or ()
     shape = tuple(d if isinstance(d, int) else 0 for d in dims)
     dtype = port_dtype(port) or np.dtype(np.float32)
-    return np.full(shape, "", dtype=object) if dtype == object else np.zeros(shape, dtype)
+    return np.full(shape, "", dtype=object) if dtype.kind == "O" else np.zeros(shape, dtype)
 
 
 class RequestTensors:
@@ -297,7 +297,7 @@ class TensorAccess:
         inputs, outputs = self._tensors.inputs, self._tensors.outputs
         if isinstance(key, Port) and key.kind == "output":
             return _find(outputs, key, "output")
-        if isinstance(key, Port) or isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if isinstance(key, Port) or (isinstance(key, (int, np.integer)) and not isinstance(key, bool)):
             return _find(inputs, key, "input")
         if not isinstance(key, str):
             raise InputError(f"a tensor is named by a name, a port or an input index, "
@@ -353,7 +353,7 @@ class TensorAccess:
         self.set_tensor(outputs[self._index(index, outputs, "output")], tensor)
 
     def set_input_tensors(self, tensors: Mapping[Any, Any] | Sequence[Any]) -> None:
-        """``{input key: tensor}``; or, as OpenVINO, a list of batch-1 tensors forming the only input's batch."""
+        """``{input key: tensor}``; or (OpenVINO's batch form) batch-1 tensors for the only input."""
         if isinstance(tensors, Mapping):
             for key, tensor in tensors.items():
                 self.set_tensor(self._tensors.inputs[self._index(key, self._tensors.inputs, "input")]

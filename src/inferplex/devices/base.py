@@ -83,8 +83,8 @@ class ProfilingInfo:
     """Wall time of the op in the last inference."""
     cpu_time: datetime.timedelta = datetime.timedelta(0)
     """Host time of the op (equals real_time where the engine does not tell them apart)."""
-    status: _ProfilingStatus = _ProfilingStatus.EXECUTED
-    """:attr:`Status` ``EXECUTED``, ``NOT_RUN`` or ``OPTIMIZED_OUT``."""
+    status: _ProfilingStatus | str = _ProfilingStatus.EXECUTED
+    """:attr:`Status` ``EXECUTED``, ``NOT_RUN`` or ``OPTIMIZED_OUT`` (a name is stored as the member)."""
     bytes: int = 0
     """Bytes moved, for transfer records; 0 otherwise (inferplex's own field)."""
 
@@ -101,6 +101,9 @@ class ProfilingInfo:
         """The same record with ``prefix`` before its node name (``"subgraph1: "``)."""
         return dataclasses.replace(self, node_name=prefix + self.node_name)
 
+
+_ProfilingStatus.__name__ = "Status"
+_ProfilingStatus.__qualname__ = "ProfilingInfo.Status"
 
 ProfilingRecord = ProfilingInfo
 """The name device plugins use for :class:`ProfilingInfo` (the same class)."""

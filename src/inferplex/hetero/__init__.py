@@ -175,7 +175,8 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
         inputs = sub.inputs
         if _whole_model(model, planned):
             inputs = tuple(name_of(v) for v in model.graph.inputs if not v.is_initializer())
-        pool = DevicePool(program, profiling=counting[sub.device], keep_on_device=keep, label=f"subgraph {sub.index}",
+        pool = DevicePool(program, profiling=counting[sub.device], keep_on_device=keep,
+                          label=f"subgraph {sub.index}",
                           exit_timeout=config.get("EXIT_TIMEOUT"))
         runners.append(SubgraphRunner(sub.index, pool, inputs,
                                       {n: sources[n] for n in sub.inputs if n in sources}))
