@@ -217,7 +217,8 @@ class GpuPlugin(DevicePlugin):
                 raise CompileError(f"{device}: lowering the model to torch failed: "
                                    f"{type(e).__name__}: {e}") from e
             workers = self.optimal_number_of_infer_requests(device, settings)
-            properties = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
+            properties = {"INFERENCE_PRECISION_HINT": precision,
+                          "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
                           "FULL_DEVICE_NAME": self.device_property(device, "FULL_DEVICE_NAME"),
                           "GPU_CHANNELS_LAST": channels_last,
                           "SHAPE_SPECIALIZATION": bool(settings["SHAPE_SPECIALIZATION"]),

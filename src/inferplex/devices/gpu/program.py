@@ -71,16 +71,18 @@ from inferplex.devices.gpu.settings import TORCH_SETTINGS
 from inferplex.devices.gpu.specialize import Specializer
 from inferplex.devices.gpu.statistics import GpuProgramStatistics, collect
 from inferplex.devices.gpu.support import TimingInterpreter, host_tensor, pinned_empty
+from inferplex.devices.gpu.transfers import (
+    given_output,
+    host_arrays,
+    register_host_memory,
+    stage,
+    to_device,
+    to_host,
+)
 from inferplex.devices.gpu.workers import LruCache, PendingCopies, Variant, WorkerState
 from inferplex.errors import InferenceError, InputError, PropertyError
 
 __all__ = ["GRAPH_CACHE_SIZE", "SHAPE_CACHE_SIZE", "STATISTICS_PROPERTY", "GpuProgram"]
-
-_THREADED_STAGING_BYTES = 16 << 20
-"""Host inputs at least this large are staged with torch's multi-threaded copy."""
-
-_NUMPY_COPYABLE = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32,
-                             torch.int16, torch.int8, torch.uint8, torch.bool})
 
 GRAPH_CACHE_SIZE = 8
 """CUDA graphs kept per worker (one per input signature)."""
@@ -94,19 +96,8 @@ STATISTICS_PROPERTY = "GPU_PROGRAM_STATISTICS"
 
 _log = logging.getLogger(__name__)
 
-_HOST_REGISTER_PORTABLE = 1
-"""``cudaHostRegisterPortable``: the memory counts as pinned for every CUDA context."""
-
-
 def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
-
-
-def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    return torch_to_numpy(torch.empty(0, dtype=dtype)).dtype
-
-
-_HOST_DTYPES = {dtype: _numpy_dtype(dtype) for dtype in _NUMPY_COPYABLE}
 
 
 class GpuProgram(DeviceProgram):
@@ -167,30 +158,10 @@ class GpuProgram(DeviceProgram):
             if value.is_pinned():
                 state.borrowed = True
             else:
-                value = self._stage(state, index, value)
+                value = stage(state, index, value)
         dest = (out if out is not None
                 else torch.empty(value.shape, dtype=value.dtype, device=self._torch_device))
         return dest.copy_(value, non_blocking=True)
-
-    def _stage(self, worker: WorkerState, index: int, value: torch.Tensor) -> torch.Tensor:
-        """A pinned copy of a host tensor in the worker's reusable staging buffer (torch's threaded copy)."""
-        if worker.staged is not None:
-            worker.staged.synchronize()  # the previous run's copies out of the buffer are done
-            worker.staged = None
-        nbytes = value.numel() * value.element_size()
-        buffer = worker.staging.get(index)
-        if buffer is None or buffer.numel() < nbytes:
-            buffer = pinned_empty(max(nbytes, 1), torch.uint8)
-            worker.staging[index] = buffer
-        pinned = buffer[:nbytes].view(value.dtype).view(value.shape)
-        if nbytes < _THREADED_STAGING_BYTES and value.dtype in _NUMPY_COPYABLE:
-            # A plain memcpy that releases the GIL.  torch's threaded copy, called from
-            # several request threads at once, oversubscribes its thread pool: MULTI
-            # over two GPUs served no more than one GPU did.
-            np.copyto(pinned.numpy(), value.numpy(), casting="no")
-        else:
-            pinned.copy_(value)  # torch's intra-op threads: worth it for large tensors
-        return pinned
 
     def _inputs(self, state: WorkerState, values: list[Any],
                 out: Sequence[torch.Tensor] | None = None) -> list[Any]:
@@ -264,7 +235,8 @@ class GpuProgram(DeviceProgram):
                 del self._runners[thread]
             self._lock.notify_all()
 
-    def _run_variant(self, state: WorkerState, variant: Variant, values: list[Any], signature: tuple[Any, ...],
+    def _run_variant(self, state: WorkerState, variant: Variant, values: list[Any],
+                     signature: tuple[Any, ...],
                      keep_on_device: Collection[str],
                      host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None,
                      hand_on: CallOnce, queued: bool) -> dict[str, Any]:
@@ -285,7 +257,7 @@ class GpuProgram(DeviceProgram):
                 state.borrowed = False
                 hand_on()
                 copies.done.synchronize()  # this run's end, not the next one's queued behind it
-                self._host_arrays(result, copies.pending, copies.arrays)
+                host_arrays(result, copies.pending, copies.arrays)
         if self._cuda and keep:
             self._hand_to_caller(state, result, keep)
         return result
@@ -389,7 +361,7 @@ class GpuProgram(DeviceProgram):
                 aliased = variant.graphs or self._aliases(variant, tensor)
                 result[name] = tensor.clone() if aliased else tensor
             elif self._cuda:
-                given = self._given_output(host_outputs, name, tensor)
+                given = given_output(host_outputs, name, tensor)
                 if given is None:
                     host = pinned_empty(tensor.shape, tensor.dtype)
                 else:
@@ -398,7 +370,7 @@ class GpuProgram(DeviceProgram):
                 pending.append(name)
             else:
                 array = torch_to_numpy(tensor)
-                given = self._given_output(host_outputs, name, tensor)
+                given = given_output(host_outputs, name, tensor)
                 if given is not None:
                     np.copyto(given, array, casting="no")
                     result[name] = given
@@ -412,7 +384,7 @@ class GpuProgram(DeviceProgram):
         if pending:
             state.wait_for_stream()  # the inputs' copies are done too: no staging event needed
             state.staged = None
-            self._host_arrays(result, pending, arrays)
+            host_arrays(result, pending, arrays)
         elif state.host_inputs:
             state.staged = torch.cuda.Event(blocking=self._blocking_waits)
             state.staged.record(state.stream)
@@ -424,30 +396,6 @@ class GpuProgram(DeviceProgram):
             state.records.append(ProfilingRecord(f"transfer {self.device}->CPU", "Transfer", "copy",
                                                  elapsed, elapsed, bytes=moved))
         return result, None
-
-    @staticmethod
-    def _host_arrays(result: dict[str, Any], pending: list[str], arrays: dict[str, np.ndarray]) -> None:
-        """The copied-back outputs as numpy arrays, once their copies are done."""
-        for name in pending:  # a view: the array keeps the pinned tensor alive, no host memcpy
-            result[name] = arrays[name] if name in arrays else torch_to_numpy(result[name])
-
-    @staticmethod
-    def _given_output(host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None, name: str,
-                      tensor: torch.Tensor) -> np.ndarray | None:
-        """The caller's array for output ``name`` (``run_into``), or None: then the program makes one."""
-        dtype = _HOST_DTYPES.get(tensor.dtype)
-        if host_outputs is None or dtype is None:
-            return None
-        shape = tuple(tensor.shape)
-        given = host_outputs(name, dtype, shape)
-        if given is None:
-            return None
-        if not isinstance(given, np.ndarray) or given.shape != shape or given.dtype != dtype \
-                or not given.flags.writeable:
-            raise InferenceError(f"{name}: run_into's host_outputs gave {type(given).__name__} "
-                                 f"{getattr(given, 'dtype', '')} {getattr(given, 'shape', '')}; "
-                                 f"expected a writable {dtype} array of shape {shape}")
-        return given
 
     def _aliases(self, variant: Variant, tensor: torch.Tensor) -> bool:
         """Whether an output shares memory with a constant (or, on the host, may share a user's array)."""
@@ -481,61 +429,19 @@ class GpuProgram(DeviceProgram):
     # --- transfers for other programs (HETERO) ----------------------------------------
 
     def to_host(self, value: Any) -> np.ndarray:
-        """``value`` as a numpy array: a device tensor through pinned memory, with no further host copy.
-
-        The copy runs on the current stream of the tensor's device (the stream a
-        ``keep_on_device`` output was handed to) and is waited for.
-        """
-        if isinstance(value, np.ndarray):
-            return value
-        if not isinstance(value, torch.Tensor):
-            return np.asarray(value)
-        if value.device.type != "cuda":
-            return torch_to_numpy(value)
-        host = pinned_empty(value.shape, value.dtype)
-        with torch.cuda.device(value.device):
-            host.copy_(value, non_blocking=True)
-            torch.cuda.current_stream(value.device).synchronize()
-        return torch_to_numpy(host)
+        """``value`` as a numpy array: a device tensor through pinned memory (:func:`.transfers.to_host`)."""
+        return to_host(value)
 
     def to_native(self, value: Any) -> torch.Tensor:
-        """``value`` on this program's device: host data via pinned memory, another GPU's device to device.
-
-        The copy is queued on this device's current stream, which :meth:`run`
-        waits on before it reads its inputs, so the result can be fed at once.
-        """
-        if isinstance(value, np.ndarray):
-            value = host_tensor(value) if self._cuda else numpy_to_torch(value)
-        if not isinstance(value, torch.Tensor):
-            raise InputError(f"{self.device} takes numpy arrays or torch tensors, got {type(value).__name__}")
-        if value.device == self._torch_device:
-            return value
-        if self._cuda and value.device.type == "cpu" and not value.is_pinned():
-            value = pinned_empty(value.shape, value.dtype).copy_(value)
-        return value.to(self._torch_device, non_blocking=self._cuda)
+        """``value`` on this program's device, ready for :meth:`run` (:func:`.transfers.to_device`)."""
+        return to_device(value, self._torch_device, self.device)
 
     def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
         """Page-lock host memory (``cudaHostRegister``): ``run`` then copies inputs there to
         the GPU directly, without its staging copy, as from any pinned tensor."""
         if not self._cuda or size <= 0:
             return None
-        cudart = torch.cuda.cudart()
-        codes: list[Any] = []
-
-        def register() -> None:
-            # In a thread of its own: a failure sets the CUDA runtime's per-thread last error,
-            # which the next kernel launch on that thread would report as its own.
-            with torch.cuda.device(self._torch_device):
-                codes.append(cudart.cudaHostRegister(address, size, _HOST_REGISTER_PORTABLE))
-
-        thread = threading.Thread(target=register, name="inferplex-pin")
-        thread.start()
-        thread.join()
-        if not codes or int(codes[0]) != 0:
-            _log.debug("%s: cudaHostRegister of %d bytes failed (%s): inputs there are staged",
-                       self.device, size, codes[0] if codes else "no answer")
-            return None
-        return lambda: cudart.cudaHostUnregister(address)
+        return register_host_memory(address, size, self._torch_device, self.device)
 
     # --- properties -------------------------------------------------------------------
 

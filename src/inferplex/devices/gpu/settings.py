@@ -84,7 +84,7 @@ def _switches() -> list[_Switch]:
 
 
 class TorchSettingsScope:
-    """Process-wide: inferplex's torch settings while at least one scope is open (see the module docstring)."""
+    """Process-wide: inferplex's torch settings while at least one scope is open (module docstring)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -93,13 +93,14 @@ def _storages(module: torch.nn.Module) -> dict[int, int]:
     return found
 
 
-def _variant_statistics(signature: Signature, variant: Variant, shared: dict[int, int]) -> ShapeVariantStatistics:
+def _variant_statistics(signature: Signature, variant: Variant,
+                        shared: dict[int, int]) -> ShapeVariantStatistics:
     own = sum(size for ptr, size in _storages(variant.lowered.module).items() if ptr not in shared)
     return ShapeVariantStatistics(signature, variant.lowered.capturable, own)
 
 
-def collect(generic: Variant | None, variants: Iterable[tuple[Signature, Variant]], eager: Iterable[Signature],
-            workers: Iterable[WorkerState], shape_cache_size: int,
+def collect(generic: Variant | None, variants: Iterable[tuple[Signature, Variant]],
+            eager: Iterable[Signature], workers: Iterable[WorkerState], shape_cache_size: int,
             graph_cache_size: int) -> GpuProgramStatistics:
     """The statistics of a program from its parts (``generic`` None: the program was closed)."""
     worker_stats = tuple(WorkerStatistics(tuple(state.graphs), len(state.staging), state.finished is not None)
