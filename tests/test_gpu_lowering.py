@@ -451,6 +451,7 @@ def test_the_capture_thread_runs_work_in_turn_and_hands_back_results_and_errors(
     from inferplex.devices.gpu.graphs import CaptureThread
 
     captures = CaptureThread()
+    release = captures.lease()
     seen: list[str] = []
     inside = threading.Lock()
 
@@ -473,6 +474,8 @@ def test_the_capture_thread_runs_work_in_turn_and_hands_back_results_and_errors(
     with pytest.raises(RuntimeError, match="capture failed"):
         captures.call(fail)
     assert captures.call(lambda: "still serving") == "still serving"
+    release()
+    assert not captures.running
 
 
 def test_capture_graph_warms_up_then_captures_on_the_capture_thread(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -96,6 +96,7 @@ STATISTICS_PROPERTY = "GPU_PROGRAM_STATISTICS"
 
 _log = logging.getLogger(__name__)
 
+
 def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
