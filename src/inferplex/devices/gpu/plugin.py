@@ -34,7 +34,7 @@ and AUTO keep MEDIUM.
 
 Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
 calling process (MULTI and CUMULATIVE_THROUGHPUT then serve the device from a
-worker process of its own, see :mod:`inferplex.worker_process`); False
+worker process of its own, see :mod:`inferplex.devices.remote`); False
 for emulated GPUs, whose work shares the host's cores anyway.
 """
 
