@@ -388,7 +388,7 @@ def _check_ir_model(model: ir.Model) -> None:
     for value in model.graph.initializers.values():
         tensor = value.const_value
         if isinstance(tensor, ir.ExternalTensor):
-            problem = external_data_problem(tensor.location, tensor.offset, tensor.length,
+            problem = external_data_problem(os.fspath(tensor.location), tensor.offset, tensor.length,
                                             Path(tensor.base_dir or ".").resolve(), tensor.nbytes)
             if problem:
                 refused.append(f"{value.name!r} -> {problem}")
@@ -398,7 +398,8 @@ def _check_ir_model(model: ir.Model) -> None:
 
     def left_out(value: ir.Value) -> bool:
         tensor = value.const_value
-        return isinstance(tensor, ir.ExternalTensor) or (tensor is not None and tensor.nbytes > LARGE_TENSOR_BYTES)
+        return isinstance(tensor, ir.ExternalTensor) or (
+            tensor is not None and tensor.nbytes > LARGE_TENSOR_BYTES)
 
     try:
         proto, left = serialize_leaving_out(model, left_out)

@@ -35,7 +35,6 @@ from typing import Any
 
 import onnx
 import onnx_ir as ir
-from google.protobuf.descriptor import FieldDescriptor
 
 from inferplex.errors import ModelError
 
@@ -70,8 +69,8 @@ _KNOWN_TYPES = frozenset(int(t) for t in ir.DataType) & frozenset(onnx.TensorPro
 _Path = tuple[Any, str, int | None] | None
 """Where a message sits: (its parent's path, its field, its index); spelled out only for a problem."""
 
-_STRING = FieldDescriptor.TYPE_STRING
-_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+_STRING, _MESSAGE = 9, 11
+"""protobuf's FieldDescriptor.TYPE_STRING and TYPE_MESSAGE (numbers fixed by descriptor.proto)."""
 
 
 def check_fields(proto: onnx.ModelProto) -> None:
