@@ -277,7 +277,9 @@ class OpenVinoProgram(CpuProgram):
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
         self.check_runnable(worker, self._closed)
-        feed = {self._inputs.get(name, name): to_numpy(value) for name, value in inputs.items()}
+        # Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
+        # their type: CastLike's target) are not fed; the caller checked the names.
+        feed = {self._inputs[name]: to_numpy(value) for name, value in inputs.items() if name in self._inputs}
         try:
             results = self._requests[worker].infer(feed, share_inputs=True).to_tuple()
         except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU

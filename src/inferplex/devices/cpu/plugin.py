@@ -87,6 +87,8 @@ class CpuPlugin(DevicePlugin):
         asked = _engine_asked(config)
         if asked == "ONNXRUNTIME":
             return ort_supported_nodes(model)
+        if config.get("ENGINE") != "OPENVINO" and _onnx_runtime_keeps(model):
+            return ort_supported_nodes(model)
         nodes, whole = openvino_engine.openvino_supported_nodes(model)
         if whole or config.get("ENGINE") == "OPENVINO":
             return nodes
@@ -97,13 +99,15 @@ class CpuPlugin(DevicePlugin):
         if asked == "ONNXRUNTIME":
             onnxruntime_engine.check_precision(config)
             return onnxruntime_engine.OnnxRuntimeProgram(model, config)
-        try:
-            return openvino_engine.OpenVinoProgram(model, config)
-        except openvino_engine.OpenVinoCannotRun as error:
-            if config.get("ENGINE") == "OPENVINO":
-                raise CompileError(f"OpenVINO cannot run the model on CPU: {error}; ENGINE=ONNXRUNTIME "
-                                   "runs it on ONNX Runtime, as leaving ENGINE unset does") from error
-            reason = f"OpenVINO cannot run the model: {error}"
+        reason = "" if config.get("ENGINE") == "OPENVINO" else _onnx_runtime_keeps(model)
+        if not reason:
+            try:
+                return openvino_engine.OpenVinoProgram(model, config)
+            except openvino_engine.OpenVinoCannotRun as error:
+                if config.get("ENGINE") == "OPENVINO":
+                    raise CompileError(f"OpenVINO cannot run the model on CPU: {error}; ENGINE=ONNXRUNTIME "
+                                       "runs it on ONNX Runtime, as leaving ENGINE unset does") from error
+                reason = f"OpenVINO cannot run the model: {error}"
         onnxruntime_engine.check_precision(config, f" (used because {reason})")
         _log.info("inferplex: the CPU runs this model on ONNX Runtime: %s", reason)
         return onnxruntime_engine.OnnxRuntimeProgram(model, config, fallback_reason=reason)
@@ -119,6 +123,40 @@ def _engine_asked(config: Mapping[str, Any]) -> str:
         raise CompileError("ENGINE=OPENVINO needs the openvino package (pip install openvino); "
                            "ENGINE=ONNXRUNTIME, or leaving ENGINE unset, runs on ONNX Runtime")
     return str(asked or default_engine())
+
+
+def _onnx_runtime_keeps(model: ir.Model) -> str:
+    """Why the default engine leaves ``model`` to ONNX Runtime though OpenVINO reads it ('' if it does not).
+
+    Models with a node that OpenVINO computes differently from ONNX (found by
+    ONNX's conformance suite), and models that compute in float64: OpenVINO's CPU plugin computes them in f32
+    and saturates infinities to the largest finite f32 on the way, where
+    ONNX Runtime computes in f64 as the model says.
+    """
+    for node in model.graph:
+        if reason := _openvino_differs(node):
+            return f"OpenVINO's CPU plugin computes {node.op_type} {reason} differently from ONNX's definition"
+    values = [*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()]
+    values.extend(output for node in model.graph for output in node.outputs)  # type: ignore[attr-defined]
+    if any(value.dtype == ir.DataType.DOUBLE for value in values):
+        return "the model computes in float64, which OpenVINO's CPU plugin computes in float32"
+    return ""
+
+
+def _openvino_differs(node: ir.Node) -> str:
+    """The attributes of ``node`` that OpenVINO's CPU plugin computes unlike ONNX ('' where none)."""
+    if node.domain not in ("", "ai.onnx"):
+        return ""
+    if node.op_type == "LSTM" and len(node.inputs) > 7 and node.inputs[7] is not None:
+        return "with peepholes"
+    if node.op_type == "Resize":
+        if node.attributes.get_int("antialias", 0):
+            return "with antialias"
+        if node.attributes.get_string("keep_aspect_ratio_policy", "stretch") != "stretch":
+            return "with keep_aspect_ratio_policy"
+        if node.attributes.get_int("exclude_outside", 0):
+            return "with exclude_outside"
+    return ""
 
 
 def _engine_version(engine: str) -> str:
