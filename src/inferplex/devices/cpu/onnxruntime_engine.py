@@ -61,7 +61,7 @@ def ort_version() -> str:
 
 
 def stream_layout(config: Mapping[str, Any], cores: int | None = None) -> tuple[int, int]:
-    """``(streams, threads_per_stream)`` of ONNX Runtime sessions for a CPU config (see the module docstring)."""
+    """``(streams, threads_per_stream)`` of ONNX Runtime sessions for a CPU config (module docstring)."""
     cores = cores or cpu_info.cores()
     threads = int(config.get("INFERENCE_NUM_THREADS") or 0) or cores
     streams_setting = config.get("NUM_STREAMS", "AUTO")

@@ -64,7 +64,8 @@ __all__ = [
     "read",
 ]
 
-_PASSED_ON = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT", "CACHE_DIR")
+_PASSED_ON = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
+              "CACHE_DIR")
 """inferplex keys OpenVINO's CPU plugin takes with the same name and meaning."""
 
 
@@ -252,7 +253,8 @@ class OpenVinoProgram(CpuProgram):
         ov_config = openvino_config(config)
         try:
             if low_priority:
-                compiled = in_low_priority_thread(lambda: _core().compile_model(ov_model, "CPU", ov_config))
+                compiled = in_low_priority_thread(
+                    lambda: _core().compile_model(ov_model, "CPU", ov_config))
             else:
                 compiled = _core().compile_model(ov_model, "CPU", ov_config)
         except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
@@ -268,23 +270,25 @@ class OpenVinoProgram(CpuProgram):
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
-        self._inputs = {name: index for index, port in enumerate(compiled.inputs) for name in port.get_names()}
-        by_name = {name: index for index, port in enumerate(compiled.outputs) for name in port.get_names()}
+        self._inputs = {name: i for i, port in enumerate(compiled.inputs) for name in port.get_names()}
+        by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
         self.input_names = [value.name or "" for value in model.graph.inputs]
         self.output_names = [value.name or "" for value in model.graph.outputs]
-        self._output_index = [by_name.get(name, position) for position, name in enumerate(self.output_names)]
+        self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
         self.check_runnable(worker, self._closed)
         # Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
         # their type: CastLike's target) are not fed; the caller checked the names.
-        feed = {self._inputs[name]: to_numpy(value) for name, value in inputs.items() if name in self._inputs}
+        feed = {self._inputs[name]: to_numpy(value) for name, value in inputs.items()
+                if name in self._inputs}
         try:
             results = self._requests[worker].infer(feed, share_inputs=True).to_tuple()
         except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU
-            raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {_reason(e)}") from e
-        return {name: results[index] for name, index in zip(self.output_names, self._output_index, strict=True)}
+            raise InferenceError(
+                f"inference failed on {self.device}: {type(e).__name__}: {_reason(e)}") from e
+        return {name: results[at] for name, at in zip(self.output_names, self._output_index, strict=True)}
 
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
         if not self._profiling or self._closed:

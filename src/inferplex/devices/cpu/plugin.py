@@ -126,7 +126,7 @@ def _engine_asked(config: Mapping[str, Any]) -> str:
 
 
 def _onnx_runtime_keeps(model: ir.Model) -> str:
-    """Why the default engine leaves ``model`` to ONNX Runtime though OpenVINO reads it ('' if it does not).
+    """Why the default engine leaves ``model`` to ONNX Runtime though OpenVINO reads it ('' if not).
 
     Models with a node that OpenVINO computes differently from ONNX (found by
     ONNX's conformance suite), and models that compute in float64: OpenVINO's CPU plugin computes them in f32
@@ -135,7 +135,7 @@ def _onnx_runtime_keeps(model: ir.Model) -> str:
     """
     for node in model.graph:
         if reason := _openvino_differs(node):
-            return f"OpenVINO's CPU plugin computes {node.op_type} {reason} differently from ONNX's definition"
+            return f"OpenVINO's CPU plugin computes {node.op_type} {reason} unlike ONNX's definition"
     values = [*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()]
     values.extend(output for node in model.graph for output in node.outputs)  # type: ignore[attr-defined]
     if any(value.dtype == ir.DataType.DOUBLE for value in values):
