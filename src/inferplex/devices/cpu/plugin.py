@@ -129,9 +129,9 @@ def _onnx_runtime_keeps(model: ir.Model) -> str:
     """Why the default engine leaves ``model`` to ONNX Runtime though OpenVINO reads it ('' if not).
 
     Models with a node that OpenVINO computes differently from ONNX (found by
-    ONNX's conformance suite), and models that compute in float64: OpenVINO's CPU plugin computes them in f32
-    and saturates infinities to the largest finite f32 on the way, where
-    ONNX Runtime computes in f64 as the model says.
+    ONNX's conformance suite), and models that compute in float64: OpenVINO's
+    CPU plugin computes them in f32 and saturates infinities to the largest
+    finite f32 on the way, where ONNX Runtime computes in f64 as the model says.
     """
     for node in model.graph:
         if reason := _openvino_differs(node):
