@@ -159,9 +159,9 @@ def test_every_property_problem_is_reported_at_once(core: ov.Core) -> None:
         core.compile_model(MODEL, "CPU", {"PERFORMANCE_HINT": "FAST", "NOPE": 1})
 
 
-def test_cpu_refuses_f16_precision(core: ov.Core) -> None:
+def test_cpu_onnx_runtime_engine_refuses_f16_precision(core: ov.Core) -> None:
     with _raises(PropertyError, "INFERENCE_PRECISION_HINT", "'f16'", "accepted: f32"):
-        core.compile_model(MODEL, "CPU", {"INFERENCE_PRECISION_HINT": "f16"})
+        core.compile_model(MODEL, "CPU", {"INFERENCE_PRECISION_HINT": "f16", "ENGINE": "ONNXRUNTIME"})
 
 
 def test_read_only_property_on_device(core: ov.Core) -> None:

@@ -301,3 +301,18 @@ def test_a_long_run_of_requests_keeps_memory_flat(core: ov.Core) -> None:
     gc.collect()
     np.testing.assert_allclose(request.results["y"], EXPECTED)
     assert _rss_bytes() - rss < 8 << 20
+
+
+def test_dropped_cores_return_threads_and_memory() -> None:
+    def use() -> None:
+        core = ov.Core()
+        compiled = core.compile_model(MODEL, "CPU")
+        np.testing.assert_allclose(compiled({"x": X})["y"], EXPECTED)
+
+    use()
+    gc.collect()
+    threads, rss = _settled_thread_count(0, 0.5), _rss_bytes()
+    for _ in range(30):
+        use()
+    assert _settled_thread_count(threads) <= threads
+    assert _rss_bytes() - rss < 0.10 * rss

@@ -207,6 +207,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "SHAPE_SPECIALIZATION": _bool,
     "THREAD_SPINNING": _bool,
     "THREAD_PRIORITY": _enum("NORMAL", "LOW"),
+    "ENGINE": _enum("OPENVINO", "ONNXRUNTIME", aliases={"ONNX_RUNTIME": "ONNXRUNTIME", "ORT": "ONNXRUNTIME"}),
     "GPU_CHANNELS_LAST": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
     "GPU_QUEUE_THROTTLE": _enum("LOW", "MEDIUM", "HIGH"),
