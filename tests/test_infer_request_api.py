@@ -322,13 +322,13 @@ def test_profiling_info_is_openvinos(core: ov.Core) -> None:
     records = request.profiling_info
     assert records and all(isinstance(r, ov.ProfilingInfo) for r in records)
     assert request.get_profiling_info() == records
-    relu = next(r for r in records if r.node_type == "Relu")
-    assert relu.node_name == "relu"
-    assert relu.status == ov.ProfilingInfo.Status.EXECUTED
-    assert isinstance(relu.real_time, datetime.timedelta) and isinstance(relu.cpu_time, datetime.timedelta)
-    assert isinstance(relu.exec_type, str) and relu.exec_type
-    names = {op.get_friendly_name() for op in ov.Core().read_model(STATIC).get_ops()}
-    assert {r.node_name for r in records if r.node_type != "Transfer"} <= names
+    assert all(isinstance(r.status, ov.ProfilingInfo.Status) for r in records)
+    ran = [r for r in records if r.status == ov.ProfilingInfo.Status.EXECUTED]
+    assert ran and sum((r.real_time for r in ran), datetime.timedelta(0)) > datetime.timedelta(0)
+    for record in records:  # the engine's own counters: names and kernels are its own
+        assert isinstance(record.real_time, datetime.timedelta)
+        assert isinstance(record.cpu_time, datetime.timedelta)
+        assert isinstance(record.exec_type, str) and isinstance(record.node_name, str)
 
 
 def test_profiling_info_status_takes_openvinos_names() -> None:
