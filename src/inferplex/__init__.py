@@ -10,7 +10,12 @@ PIPELINE_PARALLEL, MULTI and AUTO.
     >>> results = compiled({"x": array})                         # doctest: +SKIP
 """
 
-from inferplex import errors, properties
+from inferplex import errors, preprocess, properties
+from inferplex.api import layout_helpers
+from inferplex.api.layout import Layout
+from inferplex.api.shapes import Dimension, PartialShape, Shape
+from inferplex.api.tensor import Tensor
+from inferplex.api.types import Type
 from inferplex.async_queue import AsyncInferQueue
 from inferplex.binding import InferResults
 from inferplex.core import Core
@@ -26,16 +31,24 @@ __all__ = [
     "Core",
     "DevicePlugin",
     "DeviceProgram",
+    "Dimension",
     "ElementType",
     "InferRequest",
     "InferResults",
+    "Layout",
     "MemoryInfo",
     "Model",
     "Op",
+    "PartialShape",
     "Port",
     "ProfilingRecord",
+    "Shape",
+    "Tensor",
+    "Type",
     "__version__",
     "errors",
+    "layout_helpers",
+    "preprocess",
     "properties",
     "save_model",
 ]

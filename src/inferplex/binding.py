@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.api.types import Type
 from inferplex.errors import InputError
 from inferplex.model import Port
 
@@ -122,7 +123,7 @@ def _as_tensor(port: Port, value: Any) -> Any:
     if _is_tensor(value):
         return value
     element = port.element_type
-    dtype = element.dtype if element is not None else None
+    dtype = _numpy_dtype(element)
     try:
         return np.asarray(value, dtype=dtype)
     except (TypeError, ValueError) as error:
@@ -130,14 +131,21 @@ def _as_tensor(port: Port, value: Any) -> Any:
                          f"to a {element} tensor ({error})") from error
 
 
+def _numpy_dtype(element: Type) -> np.dtype[Any] | None:
+    """The dtype engines take for ``element``: ONNX Runtime takes strings as object arrays."""
+    if element.is_dynamic():
+        return None
+    return np.dtype(object) if element == Type.string else element.to_dtype()
+
+
 def _check(port: Port, tensor: Any, symbols: dict[str, tuple[int, str]]) -> list[str]:
     problems: list[str] = []
     element = port.element_type
     dtype = tensor.dtype if type(tensor) is np.ndarray else tensor_dtype(tensor)
-    if element is not None and dtype is not None and dtype != element.dtype:
+    if element.is_static() and dtype is not None and dtype != _numpy_dtype(element):
         problems.append(f"input {port.any_name!r} has dtype {dtype}; the model takes "
-                        f"{element} ({element.dtype})")
-    expected = port.partial_shape
+                        f"{element} ({_numpy_dtype(element)})")
+    expected = port.dims
     if expected is None:
         return problems
     shape = tensor.shape if type(tensor) is np.ndarray else tuple(int(d) for d in tensor.shape)

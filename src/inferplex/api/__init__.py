@@ -1,0 +1,1 @@
+"""The OpenVINO-facing layer: the public types of ``import inferplex as ov``."""
