@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.api.tensor import Tensor
 from inferplex.api.types import Type
 from inferplex.errors import InputError
 from inferplex.model import Port
@@ -49,7 +50,7 @@ def _keyed(ports: list[Port], inputs: Any) -> dict[int, Any]:
         return {}
     if type(inputs) is dict and all(type(key) is str and key in by_name for key in inputs):
         return {by_name[key]: value for key, value in inputs.items()}  # the common case, at once
-    if _is_tensor(inputs) or np.isscalar(inputs):
+    if _is_tensor(inputs) or np.isscalar(inputs) or isinstance(inputs, Tensor):
         if len(ports) != 1:
             raise InputError(f"a single tensor was given but the model has {len(ports)} inputs "
                              f"({', '.join(by_name)}); pass a dict keyed by input name")
@@ -120,6 +121,8 @@ def _copy_value(value: Any) -> Any:
 
 
 def _as_tensor(port: Port, value: Any) -> Any:
+    if isinstance(value, Tensor):  # ov.Tensor: its numpy view, no copy
+        value = np.asarray(value)
     if _is_tensor(value):
         return value
     element = port.element_type
