@@ -92,6 +92,7 @@ def plan_input(info: InputInfo, port: Any) -> tuple[_Tracker, PartialShape, Type
         _plan_pre_step(track, step, model_type, model_layout, model_shape)
     track.cast(model_type)
     track.transpose_to(model_layout, implicit=True)
+    track.ops = _resize_on_last_axes(track.ops, rank)
     shape = facts.shape
     if shape is None:
         shape = PartialShape(model_shape)
@@ -99,6 +100,37 @@ def plan_input(info: InputInfo, port: Any) -> tuple[_Tracker, PartialShape, Type
             shape = op.backward(shape)
         shape = _with_spatial(shape, tensor_layout, facts.spatial)
     return track, shape, user_type, tensor_layout
+
+
+def _resize_on_last_axes(ops: list[PlannedOp], rank: int | None) -> list[PlannedOp]:
+    """Resize H and W as the last two axes (ONNX Runtime's cubic and the GPU need it there).
+
+    A resize elsewhere is wrapped in two transposes; then neighbouring transposes
+    are merged, so that NHWC -> resize -> NCHW costs one transpose, not three.
+    """
+    if rank is None:
+        return ops
+    expanded: list[PlannedOp] = []
+    for op in ops:
+        h_axis, w_axis = (op.args[1] % rank, op.args[2] % rank) if op.kind == "resize" else (0, 0)
+        if op.kind != "resize" or (h_axis, w_axis) == (rank - 2, rank - 1):
+            expanded.append(op)
+            continue
+        order = [i for i in range(rank) if i not in (h_axis, w_axis)] + [h_axis, w_axis]
+        back = [order.index(i) for i in range(rank)]
+        expanded += [PlannedOp("transpose", (tuple(order),)),
+                     PlannedOp("resize", (op.args[0], rank - 2, rank - 1, *op.args[3:])),
+                     PlannedOp("transpose", (tuple(back),))]
+    merged: list[PlannedOp] = []
+    for op in expanded:
+        if op.kind == "transpose" and merged and merged[-1].kind == "transpose":
+            first = merged.pop().args[0]
+            order = tuple(first[i] for i in op.args[0])
+            if order != tuple(range(len(order))):
+                merged.append(PlannedOp("transpose", (order,)))
+        else:
+            merged.append(op)
+    return merged
 
 
 def _with_spatial(shape: PartialShape, layout: Layout, spatial: Any) -> PartialShape:

@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from inferplex.api.shapes import Dimension, PartialShape
 from inferplex.api.types import Type
-from inferplex.errors import InputError, ModelError
+from inferplex.errors import ModelError
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -110,7 +110,7 @@ class PlannedOp:
         elif self.kind == "first3":
             dims[_axis(self.args[0], rank)] = Dimension(4)
         elif self.kind == "crop":
-            raise InputError("crop needs the input tensor's shape: call "
+            raise ModelError("crop needs the input tensor's shape: call "
                              "ppp.input().tensor().set_shape(...) first")
         return PartialShape(dims)
 
