@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 
 import inferplex as ov
 from inferplex.errors import InputError
+
 from conftest import make_model
 
 FLOAT = TensorProto.FLOAT
@@ -92,7 +93,7 @@ def test_type_equality_hash_and_text() -> None:
 
 @pytest.mark.parametrize("bad", ["nope", "float33", 3.5])
 def test_bad_type_names_the_accepted_ones(bad: object) -> None:
-    with pytest.raises(InputError, match="accepted.*f32"):
+    with pytest.raises(InputError, match=r"accepted.*f32"):
         ov.Type(bad)
 
 

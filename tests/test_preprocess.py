@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 import inferplex as ov
 from inferplex.errors import InputError, ModelError
 from inferplex.preprocess import ColorFormat, PrePostProcessor, ResizeAlgorithm
+
 from conftest import make_model, ort_run
 
 FLOAT = TensorProto.FLOAT

@@ -23,7 +23,6 @@ from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 import onnx_ir as ir
 

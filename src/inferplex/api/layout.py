@@ -27,6 +27,9 @@ class Layout:
     """A tensor layout (OpenVINO's ``ov.Layout``); ``Layout()`` is the empty layout ``[...]``."""
 
     __slots__ = ("_dynamic", "_left", "_right")
+    _left: list[str | None]
+    _right: list[str | None]
+    _dynamic: bool
 
     def __init__(self, layout: str | Layout = "") -> None:
         if isinstance(layout, Layout):

@@ -41,6 +41,8 @@ class Dimension:
     """
 
     __slots__ = ("_max", "_min")
+    _min: int
+    _max: int | None
 
     def __init__(self, *args: Any) -> None:
         if len(args) == 1 and isinstance(args[0], Dimension):

@@ -32,7 +32,7 @@ __all__ = [
     "OutputModelInfo",
     "OutputTensorInfo",
     "PostProcessSteps",
-    "PreProcessSteps",
     "PrePostProcessor",
+    "PreProcessSteps",
     "ResizeAlgorithm",
 ]

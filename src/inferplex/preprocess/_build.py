@@ -125,9 +125,9 @@ def _resize_on_last_axes(ops: list[PlannedOp], rank: int | None) -> list[Planned
     for op in expanded:
         if op.kind == "transpose" and merged and merged[-1].kind == "transpose":
             first = merged.pop().args[0]
-            order = tuple(first[i] for i in op.args[0])
-            if order != tuple(range(len(order))):
-                merged.append(PlannedOp("transpose", (order,)))
+            combined = tuple(first[i] for i in op.args[0])
+            if combined != tuple(range(len(combined))):
+                merged.append(PlannedOp("transpose", (combined,)))
         else:
             merged.append(op)
     return merged

@@ -80,7 +80,7 @@ class _Steps:
         self.steps.append(Step(name, args))
         return self
 
-    def convert_element_type(self, type: Type | None = None) -> Any:  # noqa: A002 - OpenVINO's name
+    def convert_element_type(self, type: Type | None = None) -> Any:
         """Cast to ``type`` (default: the model's element type)."""
         return self._add("convert_element_type", None if type is None else Type(type))
 
@@ -107,8 +107,8 @@ class PreProcessSteps(_Steps):
                dst_width: int | None = None) -> PreProcessSteps:
         """Resize H and W to the model's (or to ``dst_height`` x ``dst_width``)."""
         if not isinstance(algorithm, ResizeAlgorithm):
-            raise InputError(f"resize takes a ResizeAlgorithm ({', '.join(a.name for a in ResizeAlgorithm)}), "
-                             f"got {algorithm!r}")
+            names = ", ".join(a.name for a in ResizeAlgorithm)
+            raise InputError(f"resize takes a ResizeAlgorithm ({names}), got {algorithm!r}")
         if (dst_height is None) != (dst_width is None):
             raise InputError("resize takes both dst_height and dst_width, or neither")
         return self._add("resize", algorithm, dst_height, dst_width)
@@ -150,7 +150,7 @@ class InputTensorInfo:
     def __init__(self) -> None:
         self.facts = TensorFacts()
 
-    def set_element_type(self, type: Type) -> InputTensorInfo:  # noqa: A002 - OpenVINO's name
+    def set_element_type(self, type: Type) -> InputTensorInfo:
         self.facts.element_type = Type(type)
         return self
 
@@ -171,7 +171,7 @@ class InputTensorInfo:
         self.facts.spatial = (int(height), int(width))
         return self
 
-    def set_color_format(self, format: ColorFormat,  # noqa: A002 - OpenVINO's name
+    def set_color_format(self, format: ColorFormat,
                          sub_names: Sequence[str] = ()) -> InputTensorInfo:
         del sub_names  # plane names of multi-plane formats, which are not built
         self.facts.color = ColorFormat(format)
@@ -184,7 +184,7 @@ class OutputTensorInfo:
     def __init__(self) -> None:
         self.facts = TensorFacts()
 
-    def set_element_type(self, type: Type) -> OutputTensorInfo:  # noqa: A002 - OpenVINO's name
+    def set_element_type(self, type: Type) -> OutputTensorInfo:
         self.facts.element_type = Type(type)
         return self
 

@@ -9,6 +9,7 @@ nodes through an :class:`Emitter`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ class Emitter:
 
     def const(self, array: np.ndarray) -> ir.Value:
         tensor = ir.tensor(array)
-        value = ir.Value(name=self._name("const"), const_value=tensor, shape=tensor.shape,
+        value = ir.Value(name=self._name("const"), const_value=tensor, shape=ir.Shape(array.shape),
                          type=ir.TensorType(tensor.dtype))
         self.initializers.append(value)
         return value
@@ -44,7 +45,7 @@ class Emitter:
     def ints(self, values: Any) -> ir.Value:
         return self.const(np.asarray(values, dtype=np.int64))
 
-    def op(self, op_type: str, inputs: list[ir.Value | None], element: Type,
+    def op(self, op_type: str, inputs: Sequence[ir.Value | None], element: Type,
            shape: PartialShape, **attributes: Any) -> ir.Value:
         name = self._name(op_type)
         node = ir.Node("", op_type, inputs, ir.convenience.convert_attributes(attributes),

@@ -66,10 +66,10 @@ class PrePostProcessor:
         """Add the steps to the model's graph; returns the (same) model."""
         graph = self._model.ir.graph
         opset = graph.opset_imports.get("", 1)
-        for index, info in sorted(self._inputs.items()):
-            self._build_input(graph, index, info, opset)
-        for index, info in sorted(self._outputs.items()):
-            self._build_output(graph, index, info, opset)
+        for index, input_info in sorted(self._inputs.items()):
+            self._build_input(graph, index, input_info, opset)
+        for index, output_info in sorted(self._outputs.items()):
+            self._build_output(graph, index, output_info, opset)
         return self._model
 
     def _build_input(self, graph: ir.Graph, index: int, info: InputInfo, opset: int) -> None:
