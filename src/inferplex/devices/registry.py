@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from inferplex.config.schema import normalize_config
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.errors import CompileError, DeviceNameError, InferplexError, PluginError, PropertyError
-from inferplex.properties import normalize_config
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -125,7 +125,7 @@ class DeviceRegistry:
     def set_config(self, name: str, properties: Mapping[str, Any]) -> None:
         """Global properties of a device or family (``core.set_property("GPU", ...)``)."""
         plugin, _ = self.resolve(name)
-        parsed = normalize_config(properties, plugin.supported_properties(), name)
+        parsed = normalize_config(properties, plugin.supported_properties(), name, plugin.property_parsers())
         with self._lock:
             self._config.setdefault(name, {}).update(parsed)
 
@@ -151,7 +151,8 @@ class DeviceRegistry:
                                 f"(here: {', '.join(self.available_devices())})")
                 continue
             try:
-                normalize_config(properties, self.plugin(family).supported_properties(), key)
+                plugin = self.plugin(family)
+                normalize_config(properties, plugin.supported_properties(), key, plugin.property_parsers())
             except PropertyError as error:
                 problems.append(f"DEVICE_PROPERTIES[{key!r}]: {error}")
         if problems:
@@ -164,7 +165,8 @@ class DeviceRegistry:
         with self._lock:
             for key in (plugin.family, full):
                 merged.update(self._config.get(key, {}))
-        merged.update(normalize_config(overrides or {}, plugin.supported_properties(), full))
+        merged.update(normalize_config(overrides or {}, plugin.supported_properties(), full,
+                                       plugin.property_parsers()))
         return merged
 
     def member_config(self, device: str, virtual_config: Mapping[str, Any]) -> dict[str, Any]:

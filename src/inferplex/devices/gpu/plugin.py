@@ -44,6 +44,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from inferplex.config import values
+from inferplex.config.values import Parser
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.errors import CompileError, DeviceNameError, InferplexError, PropertyError
 
@@ -55,6 +57,15 @@ __all__ = ["EMULATION_ENV", "GpuPlugin"]
 
 EMULATION_ENV = "INFERPLEX_EMULATED_GPUS"
 """Environment variable: number of GPUs to emulate on torch's CPU device."""
+
+_PARSERS: dict[str, Parser] = {
+    "TORCH_COMPILE": values.boolean,
+    "CUDA_GRAPHS": values.boolean,
+    "SHAPE_SPECIALIZATION": values.boolean,
+    "GPU_CHANNELS_LAST": values.yes_no_auto,
+    "GPU_QUEUE_THROTTLE": values.choice("LOW", "MEDIUM", "HIGH"),
+}
+"""The GPU's own keys (see the module docstring)."""
 
 _WRITABLE = ("PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_PRECISION_HINT",
              "ENABLE_PROFILING", "TORCH_COMPILE", "CUDA_GRAPHS", "GPU_CHANNELS_LAST", "SHAPE_SPECIALIZATION",
@@ -139,6 +150,9 @@ class GpuPlugin(DevicePlugin):
 
     def supported_properties(self) -> tuple[str, ...]:
         return _WRITABLE
+
+    def property_parsers(self) -> Mapping[str, Parser]:
+        return _PARSERS
 
     def device_property(self, device: str, key: str) -> Any:
         torch_device = self.torch_device(device)
