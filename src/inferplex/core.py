@@ -21,6 +21,7 @@ from inferplex.config.schema import (
     ENGINE_PROPERTIES,
     HETERO_PROPERTIES,
     MULTI_PROPERTIES,
+    as_config,
     canonical_key,
     normalize_config,
 )
@@ -159,7 +160,7 @@ class Core:
         model = self.read_model(model)
         device_name = device_name or "AUTO"
         spec = parse_device_string(device_name)
-        engine, config = _engine_settings(config)
+        engine, config = _engine_settings(as_config(config))
         timeline = Timeline(model.friendly_name) if engine.get("ENABLE_TRACE") else None
         if spec.virtual is None:
             device = self._registry.full_name(spec.names[0])
@@ -277,9 +278,15 @@ class Core:
 
     # --- properties ----------------------------------------------------------------------
 
-    def set_property(self, device_name: str | Mapping[str, Any],
-                     properties: Mapping[str, Any] | None = None) -> None:
-        """``set_property("CPU", {...})``, ``set_property("HETERO", {...})``, or all devices."""
+    def set_property(self, device_name: str | Mapping[str, Any] | tuple[str, Any],
+                     properties: Mapping[str, Any] | tuple[str, Any] | None = None) -> None:
+        """``set_property("CPU", {...})``, ``set_property("HETERO", {...})``, or all devices.
+
+        Properties are a dict or one ``(key, value)`` pair (``hint.performance_mode(...)``).
+        """
+        if not isinstance(device_name, str):
+            device_name = as_config(device_name) or {}
+        properties = as_config(properties)
         if isinstance(device_name, Mapping):
             # Every key must be taken by some device; each device gets those it takes.
             every = tuple(dict.fromkeys(k for name in VIRTUAL_DEVICES for k in self._virtual_keys(name)))
@@ -309,11 +316,17 @@ class Core:
         self._registry.set_config(device_name, properties)
 
     def get_property(self, device_name: str, key: str) -> Any:
-        """A device property (FULL_DEVICE_NAME, DEVICE_TOTAL_MEM_SIZE, settings, ...)."""
-        name = str(key).upper()
+        """A device property (FULL_DEVICE_NAME, DEVICE_TOTAL_MEM_SIZE, settings, ...), typed as
+        OpenVINO returns it (:func:`inferplex.properties._typed.typed_value`)."""
+        from inferplex.properties._typed import typed_value
+
+        name = canonical_key(key)
+        return typed_value(name, self._device_property(device_name, name, key))
+
+    def _device_property(self, device_name: str, name: str, key: str) -> Any:
         if device_name in VIRTUAL_DEVICES:
             if name == "SUPPORTED_PROPERTIES":
-                return sorted(self._virtual_keys(device_name))
+                return [*sorted(self._virtual_keys(device_name)), "FULL_DEVICE_NAME", "SUPPORTED_PROPERTIES"]
             if name in self._virtual_config[device_name]:
                 return self._virtual_config[device_name][name]
             if name == "FULL_DEVICE_NAME":

@@ -41,6 +41,9 @@ __all__ = ["CompiledModel", "InferRequest", "in_completion_callback"]
 
 _log = logging.getLogger("inferplex")
 
+_CHANGEABLE = ("MULTI_DEVICE_PRIORITIES", "SCHEDULE_POLICY")
+"""The keys a compiled model's SUPPORTED_PROPERTIES marks RW: those MULTI and AUTO change after compiling."""
+
 
 def in_completion_callback() -> bool:
     """True on a thread that is running a request's completion callback."""
@@ -149,8 +152,15 @@ class CompiledModel:
             release()
 
     def get_property(self, key: str) -> Any:
-        """Read a property: hints and settings, OPTIMAL_NUMBER_OF_INFER_REQUESTS, EXECUTION_DEVICES, ..."""
-        name = str(key).upper()
+        """Read a property: hints and settings, OPTIMAL_NUMBER_OF_INFER_REQUESTS, EXECUTION_DEVICES, ...,
+        typed as OpenVINO returns it (:func:`inferplex.properties._typed.typed_value`)."""
+        from inferplex.config.schema import canonical_key
+        from inferplex.properties._typed import typed_value
+
+        name = canonical_key(key)
+        return typed_value(name, self._property(name, key), writable=_CHANGEABLE)
+
+    def _property(self, name: str, key: str) -> Any:
         if name == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
             return self._runner.optimal_number_of_infer_requests
         if name == "EXECUTION_DEVICES":
@@ -170,21 +180,23 @@ class CompiledModel:
             pass
         if name in self._config:
             return self._config[name]
+        if name == "LOADED_FROM_CACHE":
+            return False  # compiled here, unless a runner (a model cache) answered above
         raise PropertyError(f"compiled model on {self._device_name} has no property {key!r}; "
                             f"it has: {', '.join(self._supported_properties())}")
 
     def _supported_properties(self) -> list[str]:
         """Every key get_property answers: the model's, the runner's (its devices'), the settings."""
         names = ["OPTIMAL_NUMBER_OF_INFER_REQUESTS", "EXECUTION_DEVICES", "NETWORK_NAME",
-                 "SUPPORTED_PROPERTIES", *(["TRACE"] if self._timeline is not None else []),
+                 "SUPPORTED_PROPERTIES", "LOADED_FROM_CACHE", *(["TRACE"] if self._timeline is not None else []),
                  *self._runner.property_names(), *self._config]
         return list(dict.fromkeys(names))
 
-    def set_property(self, properties: Mapping[str, Any]) -> None:
+    def set_property(self, properties: Mapping[str, Any] | tuple[str, Any]) -> None:
         """Change properties after compilation (e.g. MULTI_DEVICE_PRIORITIES on MULTI)."""
         from inferplex.config.schema import normalize_config
 
-        parsed = normalize_config(properties, target=self._device_name)
+        parsed = normalize_config(properties, target=self._device_name)  # a dict or one (key, value) pair
         self._runner.set_property(parsed)
         self._config.update(parsed)
 

@@ -9,7 +9,24 @@ virtual devices).  Keys only one device family knows (``CUDA_GRAPHS``,
 Values may be given as strings (``"THROUGHPUT"``, ``"YES"``, ``"20GiB"``) or as
 Python values (``True``, ``4``); :func:`normalize_property` turns either into one
 canonical value and raises :class:`~inferplex.errors.PropertyError` naming the
-key, the value and what is accepted.
+key, the value and what is accepted.  A config is a dict or one ``(key, value)``
+pair (:func:`as_config`), as in OpenVINO; keys may be the typed mirror's
+callable keys (:mod:`inferplex.properties`) and values its enums.
+
+Keys whose effect in inferplex needs saying:
+
+- ``EXECUTION_MODE_HINT``: ``ACCURACY`` means f32 on every device where no
+  ``INFERENCE_PRECISION_HINT`` is set (``DeviceRegistry.config_for`` applies it,
+  for single devices and the members of virtual ones alike); OpenVINO's CPU
+  engine receives the hint too.  ``PERFORMANCE`` (the default) leaves each
+  device its default precision.
+- ``MODEL_PRIORITY``: accepted by every device and read back as set.  OpenVINO's
+  AUTO uses it to give the best device to the highest-priority model when
+  several models share devices; inferplex does not rank models yet, so it
+  changes no placement or scheduling.
+- ``ENABLE_CPU_PINNING``: the CPU's OpenVINO engine pins its threads to cores
+  (OpenVINO's default where the OS allows it); ONNX Runtime's threads are never
+  pinned, and a CPU program read back says which held.
 """
 
 from __future__ import annotations
@@ -23,7 +40,7 @@ from inferplex.config.devices import DeviceTarget, parse_device_list
 from inferplex.errors import DeviceNameError, PropertyError
 
 __all__ = ["ENGINE_PROPERTIES", "HETERO_PROPERTIES", "MULTI_PROPERTIES", "NOT_SUPPORTED",
-           "READ_ONLY_PROPERTIES", "SCHEMA", "Property", "canonical_key", "normalize_config",
+           "READ_ONLY_PROPERTIES", "SCHEMA", "Property", "as_config", "canonical_key", "normalize_config",
            "normalize_property", "priority_targets"]
 
 
@@ -48,15 +65,30 @@ def priority_targets(value: Any) -> tuple[DeviceTarget, ...]:
 
 
 def _device_properties(value: Any) -> dict[str, dict[str, Any]]:
-    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
-        raise values.Reject("a mapping of device name to its properties, e.g. {'CPU': {'NUM_STREAMS': 2}}")
-    return {str(device): dict(props) for device, props in value.items()}
+    accepted = "a mapping of device name to its properties, e.g. {'CPU': {'NUM_STREAMS': 2}}"
+    if not isinstance(value, Mapping):
+        raise values.Reject(accepted)
+    try:
+        return {str(device): as_config(props) or {} for device, props in value.items()}
+    except PropertyError:
+        raise values.Reject(accepted) from None
 
 
 def _distribution_policy(value: Any) -> str:
-    if isinstance(value, (set, frozenset, list, tuple)):
-        value = ",".join(str(v) for v in value)
-    return values.choice("", "PIPELINE_PARALLEL")(value)
+    """A set of policies (OpenVINO's form), one name, or empty; stored as their names comma-joined."""
+    names = [str(v) for v in value] if isinstance(value, (set, frozenset, list, tuple)) else [value]
+    if any(isinstance(n, str) and n.strip().upper() == "TENSOR_PARALLEL" for n in names):
+        raise values.Reject("PIPELINE_PARALLEL, or an empty set; TENSOR_PARALLEL (each op's weights "
+                            "split across devices) is not implemented in inferplex")
+    return ",".join(values.choice("", "PIPELINE_PARALLEL")(n) for n in names if n != "")
+
+
+def _precision(value: Any) -> str:
+    """f32, f16 or bf16: a name, or an element type (``ov.Type.f32``, OpenVINO's ``Type`` too)."""
+    if not isinstance(value, str) and callable(getattr(value, "get_type_name", None)):
+        value = value.get_type_name()
+    return values.choice("f32", "f16", "bf16", aliases={
+        "FP32": "f32", "FLOAT32": "f32", "FP16": "f16", "FLOAT16": "f16", "BFLOAT16": "bf16"})(value)
 
 
 @dataclass(frozen=True)
@@ -81,10 +113,11 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("PERFORMANCE_HINT_NUM_REQUESTS", values.int_at_least(0), _DEVICE_AND_VIRTUAL),
     Property("NUM_STREAMS", values.streams, frozenset({"device"})),
     Property("INFERENCE_NUM_THREADS", values.int_at_least(0), frozenset({"device"})),
-    Property("INFERENCE_PRECISION_HINT", values.choice(
-        "f32", "f16", "bf16",
-        aliases={"FP32": "f32", "FLOAT32": "f32", "FP16": "f16", "FLOAT16": "f16", "BFLOAT16": "bf16"}),
-        _DEVICE_AND_VIRTUAL),
+    Property("INFERENCE_PRECISION_HINT", _precision, _DEVICE_AND_VIRTUAL),
+    Property("EXECUTION_MODE_HINT", values.choice("PERFORMANCE", "ACCURACY"), _DEVICE_AND_VIRTUAL),
+    Property("MODEL_PRIORITY", values.choice("LOW", "MEDIUM", "HIGH", aliases={"DEFAULT": "MEDIUM"}),
+             _DEVICE_AND_VIRTUAL),
+    Property("ENABLE_CPU_PINNING", values.boolean, frozenset({"device"})),
     Property("ENABLE_PROFILING", values.boolean, _DEVICE_AND_VIRTUAL),
     Property("MULTI_DEVICE_PRIORITIES", _device_priorities, _VIRTUAL),
     Property("DEVICE_PROPERTIES", _device_properties, _VIRTUAL),
@@ -121,11 +154,20 @@ _ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE
             "MULTI_WORKER_PROCESSES": "WORKER_PROCESSES"}
 
 NOT_SUPPORTED = {
+    "LOG_LEVEL": "inferplex logs through Python's logging; use "
+                 "logging.getLogger('inferplex').setLevel(logging.DEBUG) instead",
     "CACHE_DIR": "compiled models are not cached (each compile_model compiles again); leave the key out",
 }
 """OpenVINO keys inferplex refuses with the reason, rather than accepting them and doing nothing."""
 
 READ_ONLY_PROPERTIES = (
+    "AVAILABLE_DEVICES",
+    "DEVICE_ID",
+    "DEVICE_TYPE",
+    "OPTIMIZATION_CAPABILITIES",
+    "RANGE_FOR_STREAMS",
+    "RANGE_FOR_ASYNC_INFER_REQUESTS",
+    "LOADED_FROM_CACHE",
     "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
     "EXECUTION_DEVICES",
     "SUPPORTED_PROPERTIES",
@@ -177,14 +219,27 @@ def normalize_property(key: str, value: Any, accepted_keys: tuple[str, ...] | No
                             f"accepted: {reject}") from None
 
 
+def as_config(config: Any) -> dict[str, Any] | None:
+    """A config as a dict: a dict, or one ``(key, value)`` pair (what the typed mirror's
+    ``hint.performance_mode(...)`` returns), as OpenVINO's Python API takes; None stays None."""
+    if config is None or isinstance(config, Mapping):
+        return None if config is None else dict(config)
+    if isinstance(config, tuple) and len(config) == 2 and isinstance(config[0], str):
+        return {config[0]: config[1]}
+    hint = " (several pairs: pass dict(pairs))" if isinstance(config, (list, tuple)) else ""
+    raise PropertyError(
+        f"config must be a dict of property name to value, or one (name, value) pair such as "
+        f"hint.performance_mode(hint.PerformanceMode.THROUGHPUT){hint}; got {type(config).__name__} "
+        f"{config!r}")
+
+
 def normalize_config(config: Mapping[str, Any] | None, accepted_keys: tuple[str, ...] | None = None,
                      target: str = "",
                      parsers: Mapping[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
     """Validate every entry of a config; all problems are reported in one error."""
+    config = as_config(config)
     if config is None:
         return {}
-    if not isinstance(config, Mapping):
-        raise PropertyError(f"config must be a dict of property name to value, got {type(config).__name__}")
     result: dict[str, Any] = {}
     problems: list[str] = []
     for key, value in config.items():

@@ -106,9 +106,19 @@ def parse_seconds(value: Any) -> float | None:
 
 
 def streams(value: Any) -> int | str:
+    """``AUTO`` or an int >= 1; OpenVINO's ``streams.Num`` (anything with ``to_integer()``,
+    where -1 means AUTO) too.  NUMA (-2: a stream per NUMA node) is refused."""
+    if callable(getattr(value, "to_integer", None)):
+        value = {-1: "AUTO", -2: "NUMA"}.get(value.to_integer(), value.to_integer())
     if isinstance(value, str) and value.strip().upper() == "AUTO":
         return "AUTO"
-    return int_at_least(1)(value)
+    if isinstance(value, str) and value.strip().upper() == "NUMA":
+        raise Reject("AUTO or an integer >= 1 (NUMA, a stream per NUMA node, is not implemented; "
+                     "give the number of streams)")
+    try:
+        return int_at_least(1)(value)
+    except Reject:
+        raise Reject("AUTO or an integer >= 1") from None
 
 
 

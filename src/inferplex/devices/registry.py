@@ -24,6 +24,20 @@ _log = logging.getLogger("inferplex")
 
 PluginFactory = Callable[[], DevicePlugin]
 
+_DEVICE_FACTS = ("FULL_DEVICE_NAME", "DEVICE_TYPE", "DEVICE_ID", "OPTIMIZATION_CAPABILITIES",
+                 "RANGE_FOR_STREAMS", "RANGE_FOR_ASYNC_INFER_REQUESTS", "DEVICE_TOTAL_MEM_SIZE",
+                 "DEVICE_FREE_MEM_SIZE")
+"""Read-only device facts a device's SUPPORTED_PROPERTIES lists where its plugin answers them."""
+
+
+def _execution_mode_applied(config: dict[str, Any], accepted: Sequence[str]) -> dict[str, Any]:
+    """EXECUTION_MODE_HINT=ACCURACY means f32 where no INFERENCE_PRECISION_HINT is set (OpenVINO's
+    meaning for f32 models); the one place it is applied, for single devices and members alike."""
+    if (config.get("EXECUTION_MODE_HINT") == "ACCURACY" and "INFERENCE_PRECISION_HINT" not in config
+            and "INFERENCE_PRECISION_HINT" in accepted):
+        config["INFERENCE_PRECISION_HINT"] = "f32"
+    return config
+
 
 class DeviceRegistry:
     """Plugins by family and the global per-device configuration."""
@@ -167,7 +181,7 @@ class DeviceRegistry:
                 merged.update(self._config.get(key, {}))
         merged.update(normalize_config(overrides or {}, plugin.supported_properties(), full,
                                        plugin.property_parsers()))
-        return merged
+        return _execution_mode_applied(merged, plugin.supported_properties())
 
     def member_config(self, device: str, virtual_config: Mapping[str, Any]) -> dict[str, Any]:
         """The config a member device of HETERO/MULTI/AUTO compiles with.
@@ -219,7 +233,7 @@ class DeviceRegistry:
         plugin, full = self.resolve(device)
         config = self.config_for(full)
         if key == "SUPPORTED_PROPERTIES":
-            return list(plugin.supported_properties())
+            return [*plugin.supported_properties(), *self._facts_answered(plugin, full)]
         if key in config:
             return config[key]
         if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
@@ -229,6 +243,16 @@ class DeviceRegistry:
         except KeyError:
             raise PropertyError(
                 f"device {full} has no property {key!r}; it has: "
-                f"{', '.join(sorted(plugin.supported_properties()))}, FULL_DEVICE_NAME, "
-                "DEVICE_TOTAL_MEM_SIZE, OPTIMAL_NUMBER_OF_INFER_REQUESTS, SUPPORTED_PROPERTIES"
-            ) from None
+                f"{', '.join(self.device_property(full, 'SUPPORTED_PROPERTIES'))}") from None
+
+    @staticmethod
+    def _facts_answered(plugin: DevicePlugin, device: str) -> list[str]:
+        """The read-only facts of :data:`_DEVICE_FACTS` that ``plugin`` answers for ``device``."""
+        answered = ["OPTIMAL_NUMBER_OF_INFER_REQUESTS", "SUPPORTED_PROPERTIES"]
+        for key in _DEVICE_FACTS:
+            try:
+                plugin.device_property(device, key)
+            except KeyError:
+                continue
+            answered.append(key)
+        return answered

@@ -118,6 +118,8 @@ class OnnxRuntimeProgram(CpuProgram):
         options.log_severity_level = 3  # warnings about unused initializers are not the user's concern
         if not self._spinning:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if self._config.get("CPU_DENORMALS_OPTIMIZATION"):
+            options.add_session_config_entry("session.set_denormal_as_zero", "1")
         if self._initializers:  # copied into the session's graph before it is optimized
             options.add_external_initializers(*map(list, zip(*self._initializers, strict=True)))
         if self._external_dir:  # the bytes keep external data by relative location
@@ -171,11 +173,13 @@ class OnnxRuntimeProgram(CpuProgram):
             return self._streams
         if key == "INFERENCE_PRECISION_HINT":
             return "f32"
+        if key == "ENABLE_CPU_PINNING":
+            return False  # ONNX Runtime's threads are not pinned to cores
         raise KeyError(key)
 
     def _own_property_names(self) -> tuple[str, ...]:
         return ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
-                "INFERENCE_PRECISION_HINT")
+                "INFERENCE_PRECISION_HINT", "ENABLE_CPU_PINNING")
 
     def _release(self) -> None:
         self._sessions = []

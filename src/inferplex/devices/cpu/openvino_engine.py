@@ -23,6 +23,10 @@ Properties map onto OpenVINO's CPU plugin:
   and the OS may run the accelerators' feeding threads on any core.
 - ``THREAD_PRIORITY=LOW``: the model is compiled on a lowest-priority thread,
   so OpenVINO's stream threads, made then, run at that priority.
+- ``EXECUTION_MODE_HINT`` goes to OpenVINO as it is (ACCURACY also sets f32,
+  see the schema); ``ENABLE_CPU_PINNING`` and ``CPU_DENORMALS_OPTIMIZATION``
+  go to OpenVINO when set (an explicit ``ENABLE_CPU_PINNING`` wins over
+  ``THREAD_SPINNING``'s); the pinning OpenVINO applied is read back.
 - ``CACHE_DIR`` is OpenVINO's model cache.
 
 Tensors: numpy inputs are shared with OpenVINO (``share_inputs``: no copy when
@@ -56,6 +60,7 @@ __all__ = [
     "OpenVinoCannotRun",
     "OpenVinoProgram",
     "available",
+    "cpu_fact",
     "default_precision",
     "openvino_config",
     "openvino_supported_nodes",
@@ -65,7 +70,7 @@ __all__ = [
 ]
 
 _PASSED_ON = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
-              "CACHE_DIR")
+              "CACHE_DIR", "EXECUTION_MODE_HINT")
 """inferplex keys OpenVINO's CPU plugin takes with the same name and meaning."""
 
 
@@ -109,6 +114,11 @@ def _precision_name(value: Any) -> str:
     return str(name)
 
 
+def cpu_fact(key: str) -> Any:
+    """A fact OpenVINO's CPU plugin gives about this CPU (``OPTIMIZATION_CAPABILITIES``, ...)."""
+    return _core().get_property("CPU", key)
+
+
 def default_precision() -> str:
     """The precision OpenVINO's CPU plugin computes in when none is asked (bf16 on AMX/AVX512_BF16 CPUs)."""
     return _precision_name(_core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
@@ -127,6 +137,9 @@ def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
         ov_config["PERF_COUNT"] = True
     if config.get("THREAD_SPINNING") is False:
         ov_config["ENABLE_CPU_PINNING"] = False
+    for key in ("ENABLE_CPU_PINNING", "CPU_DENORMALS_OPTIMIZATION"):
+        if key in config:
+            ov_config[key] = bool(config[key])
     return ov_config
 
 
@@ -267,6 +280,7 @@ class OpenVinoProgram(CpuProgram):
                        ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
         self._facts["INFERENCE_PRECISION_HINT"] = _precision_name(
             compiled.get_property("INFERENCE_PRECISION_HINT"))
+        self._facts["ENABLE_CPU_PINNING"] = bool(compiled.get_property("ENABLE_CPU_PINNING"))
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]

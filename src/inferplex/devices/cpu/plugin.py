@@ -41,13 +41,22 @@ _PARSERS: dict[str, Parser] = {
     "THREAD_PRIORITY": values.choice("NORMAL", "LOW"),
     "ENGINE": values.choice("OPENVINO", "ONNXRUNTIME",
                             aliases={"ONNX_RUNTIME": "ONNXRUNTIME", "ORT": "ONNXRUNTIME"}),
+    "CPU_DENORMALS_OPTIMIZATION": values.boolean,
 }
 """The CPU's own keys (see the module docstring)."""
+
+_UNSET: dict[str, Any] = {
+    "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "INFERENCE_NUM_THREADS": 0,
+    "ENABLE_PROFILING": False, "MEMORY_LIMIT": 0, "THREAD_PRIORITY": "NORMAL",
+    "EXECUTION_MODE_HINT": "PERFORMANCE", "MODEL_PRIORITY": "MEDIUM",
+}
+"""What ``core.get_property("CPU", key)`` reads for these keys while they are not set (0: the engine decides)."""
 
 _SUPPORTED = (
     "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
     "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING", "MEMORY_LIMIT", "THREAD_SPINNING",
-    "THREAD_PRIORITY", "ENGINE",
+    "THREAD_PRIORITY", "ENGINE", "EXECUTION_MODE_HINT", "MODEL_PRIORITY", "ENABLE_CPU_PINNING",
+    "CPU_DENORMALS_OPTIMIZATION",
 )
 
 
@@ -83,6 +92,17 @@ class CpuPlugin(DevicePlugin):
             "INSTRUCTION_SETS": lambda: list(cpu_info.instruction_sets()),
             "INFERENCE_PRECISION_HINT": lambda: (
                 openvino_engine.default_precision() if engine == "OPENVINO" else "f32"),
+            "NUM_STREAMS": lambda: (int(openvino_engine.cpu_fact("NUM_STREAMS")) if engine == "OPENVINO"
+                                    else onnxruntime_engine.stream_layout({})[0]),
+            "THREAD_SPINNING": lambda: True,  # the default layout has one stream, whose threads spin
+            **{key: (lambda value=value: value) for key, value in _UNSET.items()},
+            "ENABLE_CPU_PINNING": lambda: (
+                bool(openvino_engine.cpu_fact("ENABLE_CPU_PINNING")) if engine == "OPENVINO" else False),
+            "CPU_DENORMALS_OPTIMIZATION": lambda: False,
+            "DEVICE_ID": lambda: "",
+            "RANGE_FOR_STREAMS": lambda: (1, cpu_info.cores()),
+            "RANGE_FOR_ASYNC_INFER_REQUESTS": lambda: (1, cpu_info.cores(), 1),
+            "OPTIMIZATION_CAPABILITIES": lambda: _capabilities(engine),
         }
         if key not in facts:
             raise KeyError(key)
@@ -170,6 +190,16 @@ def _openvino_differs(node: ir.Node) -> str:
         if node.attributes.get_int("exclude_outside", 0):
             return "with exclude_outside"
     return ""
+
+
+def _capabilities(engine: str) -> list[str]:
+    """FP32 and INT8 (quantized ONNX ops) on either engine; BF16/FP16 where OpenVINO's CPU
+    plugin computes in them on this CPU (ONNX Runtime's CPU engine runs f32 only)."""
+    names = ["FP32", "INT8"]
+    if engine == "OPENVINO":
+        own = set(openvino_engine.cpu_fact("OPTIMIZATION_CAPABILITIES"))
+        names[1:1] = [name for name in ("BF16", "FP16") if name in own]
+    return names
 
 
 def _engine_version(engine: str) -> str:

@@ -32,6 +32,12 @@ CUMULATIVE_THROUGHPUT the GPU lost less with LOW (979 against 848 req/s for
 BERT-base) but the sum stayed below MEDIUM's once the CPU was held back, so MULTI
 and AUTO keep MEDIUM.
 
+``EXECUTION_MODE_HINT`` and ``MODEL_PRIORITY`` mean what :mod:`inferplex.config.schema`
+says.  Read-only facts: ``DEVICE_ID`` (the index), ``DEVICE_TYPE``,
+``OPTIMIZATION_CAPABILITIES`` (FP32, FP16, BF16 where the device computes it),
+``RANGE_FOR_STREAMS`` and ``RANGE_FOR_ASYNC_INFER_REQUESTS`` (one worker up to the
+throughput hints' count).
+
 Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
 calling process (MULTI and CUMULATIVE_THROUGHPUT then serve the device from a
 worker process of its own, see :mod:`inferplex.devices.remote`); False
@@ -69,12 +75,12 @@ _PARSERS: dict[str, Parser] = {
 
 _WRITABLE = ("PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_PRECISION_HINT",
              "ENABLE_PROFILING", "TORCH_COMPILE", "CUDA_GRAPHS", "GPU_CHANNELS_LAST", "SHAPE_SPECIALIZATION",
-             "MEMORY_LIMIT", "GPU_QUEUE_THROTTLE")
+             "MEMORY_LIMIT", "GPU_QUEUE_THROTTLE", "EXECUTION_MODE_HINT", "MODEL_PRIORITY")
 _DEFAULTS: dict[str, Any] = {
     "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": "AUTO",
     "INFERENCE_PRECISION_HINT": "f32", "ENABLE_PROFILING": False, "TORCH_COMPILE": False,
     "CUDA_GRAPHS": True, "GPU_CHANNELS_LAST": "AUTO", "SHAPE_SPECIALIZATION": True, "MEMORY_LIMIT": 0,
-    "GPU_QUEUE_THROTTLE": "MEDIUM",
+    "GPU_QUEUE_THROTTLE": "MEDIUM", "EXECUTION_MODE_HINT": "PERFORMANCE", "MODEL_PRIORITY": "MEDIUM",
 }
 _THROUGHPUT_WORKERS = {"cuda": 8, "cpu": 2}
 """Workers (each a CUDA stream with its own graphs) for the throughput hints.  Small
@@ -171,6 +177,15 @@ class GpuPlugin(DevicePlugin):
             return f"torch {_torch().__version__} ({torch_device.type})"
         if key == "GIL_BOUND":
             return torch_device.type == "cuda"
+        if key == "DEVICE_ID":
+            return ("GPU.0" if device == "GPU" else device).split(".")[1]
+        if key in ("RANGE_FOR_STREAMS", "RANGE_FOR_ASYNC_INFER_REQUESTS"):
+            # From one worker (LATENCY) to the count the throughput hints choose.
+            most = _THROUGHPUT_WORKERS[torch_device.type]
+            return (1, most) if key == "RANGE_FOR_STREAMS" else (1, most, 1)
+        if key == "OPTIMIZATION_CAPABILITIES":
+            bf16 = torch_device.type == "cpu" or _torch().cuda.is_bf16_supported()
+            return ["FP32", "FP16", *(["BF16"] if bf16 else [])]
         if key == "DEVICE_TOTAL_MEM_SIZE":
             return self.memory(device).total_bytes
         if key == "DEVICE_FREE_MEM_SIZE":

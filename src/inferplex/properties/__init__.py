@@ -1,0 +1,56 @@
+"""OpenVINO's typed property mirror (``ov.properties``): callable keys, enums, typed read-back.
+
+Each property is a callable key string, as in ``openvino.properties``::
+
+    import inferplex as ov
+    import inferplex.properties as props
+    import inferplex.properties.hint as hints
+
+    props.enable_profiling()                                   # "PERF_COUNT"
+    core.compile_model(model, "CPU", {hints.performance_mode: hints.PerformanceMode.THROUGHPUT})
+    core.set_property("CPU", props.streams.num(2))             # one (key, value) pair
+    compiled.get_property(hints.performance_mode())            # PerformanceMode.THROUGHPUT
+
+Submodules: :mod:`.hint`, :mod:`.streams`, :mod:`.device`, :mod:`.intel_auto`,
+:mod:`.intel_cpu`, :mod:`.log`.  The keys, their accepted values and who takes
+them are in :mod:`inferplex.config.schema`; this package only names them.
+Values read with ``get_property`` come back typed as OpenVINO returns them
+(see :func:`inferplex.properties._typed.typed_value`).
+"""
+
+from __future__ import annotations
+
+from inferplex.properties import device, hint, intel_auto, intel_cpu, log, streams
+from inferplex.properties._typed import Property
+
+__all__ = [
+    "Property", "available_devices", "cache_dir", "device", "enable_profiling", "execution_devices", "hint",
+    "inference_num_threads", "intel_auto", "intel_cpu", "loaded_from_cache", "log", "model_name",
+    "num_streams", "optimal_number_of_infer_requests", "range_for_async_infer_requests",
+    "range_for_streams", "streams", "supported_properties",
+]
+
+enable_profiling = Property("PERF_COUNT")
+"""Whether requests record per-op counters (``get_profiling_info``); inferplex's ``ENABLE_PROFILING``."""
+cache_dir = Property("CACHE_DIR")
+"""OpenVINO's compiled-model cache folder (see the schema for whether inferplex takes it)."""
+inference_num_threads = Property("INFERENCE_NUM_THREADS")
+"""Threads the CPU computes with (0: all cores)."""
+num_streams = Property("NUM_STREAMS")
+"""The same key as :data:`streams.num`."""
+supported_properties = Property("SUPPORTED_PROPERTIES", read_only=True)
+"""``{key: "RO" | "RW"}`` of a device or compiled model."""
+optimal_number_of_infer_requests = Property("OPTIMAL_NUMBER_OF_INFER_REQUESTS", read_only=True)
+"""Requests worth keeping in flight (an int)."""
+execution_devices = Property("EXECUTION_DEVICES", read_only=True)
+"""The devices a compiled model runs on (a list)."""
+available_devices = Property("AVAILABLE_DEVICES", read_only=True)
+"""The devices of a family (``core.get_property("GPU", available_devices)``)."""
+model_name = Property("NETWORK_NAME", read_only=True)
+"""The compiled model's name (OpenVINO's key is ``NETWORK_NAME``)."""
+range_for_streams = Property("RANGE_FOR_STREAMS", read_only=True)
+"""``(min, max)`` streams a device runs."""
+range_for_async_infer_requests = Property("RANGE_FOR_ASYNC_INFER_REQUESTS", read_only=True)
+"""``(min, max, step)`` of requests a device keeps in flight."""
+loaded_from_cache = Property("LOADED_FROM_CACHE", read_only=True)
+"""Whether a compiled model came from the model cache (False unless caching applies)."""

@@ -1,0 +1,161 @@
+"""The value types of OpenVINO's typed properties, as inferplex stores them.
+
+Each enum is a ``StrEnum`` whose values are the strings inferplex's schema
+stores (:mod:`inferplex.config.schema`), so a member and its string are
+interchangeable: ``PerformanceMode.THROUGHPUT == "THROUGHPUT"`` holds, a config
+written with strings keeps working, and ``str(member)`` is the stored string.
+(OpenVINO's members are pybind11 enums that compare unequal to strings; this is
+the one place inferplex differs, on purpose.)
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar
+
+__all__ = ["Capability", "DeviceType", "ExecutionMode", "Level", "ModelDistributionPolicy", "Num",
+           "PerformanceMode", "Priority", "SchedulePolicy"]
+
+
+class PerformanceMode(enum.StrEnum):
+    """``hint.PerformanceMode``: what the device tunes for (``PERFORMANCE_HINT``)."""
+
+    LATENCY = "LATENCY"
+    THROUGHPUT = "THROUGHPUT"
+    CUMULATIVE_THROUGHPUT = "CUMULATIVE_THROUGHPUT"
+
+
+class ExecutionMode(enum.StrEnum):
+    """``hint.ExecutionMode`` (``EXECUTION_MODE_HINT``): ACCURACY computes in f32 unless a precision is set."""
+
+    PERFORMANCE = "PERFORMANCE"
+    ACCURACY = "ACCURACY"
+
+
+class Priority(enum.StrEnum):
+    """``hint.Priority`` (``MODEL_PRIORITY``); ``DEFAULT`` is ``MEDIUM``, as in OpenVINO."""
+
+    LOW = "LOW"
+    MEDIUM = "MEDIUM"
+    HIGH = "HIGH"
+    DEFAULT = "MEDIUM"
+
+
+class ModelDistributionPolicy(enum.StrEnum):
+    """``hint.ModelDistributionPolicy``: how HETERO spreads a model over its devices.
+
+    ``PIPELINE_PARALLEL`` gives each device a contiguous stage of the model.
+    ``TENSOR_PARALLEL`` (each op's weights split across devices) exists so that
+    OpenVINO programs import; inferplex refuses it with a PropertyError.
+    """
+
+    TENSOR_PARALLEL = "TENSOR_PARALLEL"
+    PIPELINE_PARALLEL = "PIPELINE_PARALLEL"
+
+
+class SchedulePolicy(enum.StrEnum):
+    """``intel_auto.SchedulePolicy``: which device of MULTI/AUTO takes the next request.
+
+    ``EARLIEST_FINISH`` is inferplex's own: the device expected to finish the
+    request first, from its measured latencies and queue.
+    """
+
+    ROUND_ROBIN = "ROUND_ROBIN"
+    DEVICE_PRIORITY = "DEVICE_PRIORITY"
+    EARLIEST_FINISH = "EARLIEST_FINISH"
+    DEFAULT = "DEVICE_PRIORITY"
+
+
+class DeviceType(enum.StrEnum):
+    """``device.Type`` (``DEVICE_TYPE``): whether a device shares the host's memory.
+
+    The CPU answers ``INTEGRATED``, as OpenVINO's CPU plugin does.
+    """
+
+    INTEGRATED = "integrated"
+    DISCRETE = "discrete"
+
+
+DeviceType.__name__ = DeviceType.__qualname__ = "Type"
+
+
+class Capability(enum.StrEnum):
+    """``device.Capability``: the names ``OPTIMIZATION_CAPABILITIES`` lists."""
+
+    FP32 = "FP32"
+    BF16 = "BF16"
+    FP16 = "FP16"
+    INT8 = "INT8"
+    INT16 = "INT16"
+    BIN = "BIN"
+    WINOGRAD = "WINOGRAD"
+    EXPORT_IMPORT = "EXPORT_IMPORT"
+
+
+class Level(enum.StrEnum):
+    """``log.Level`` (``LOG_LEVEL``); inferplex logs through Python's ``logging`` instead."""
+
+    NO = "LOG_NONE"
+    ERR = "LOG_ERROR"
+    WARNING = "LOG_WARNING"
+    INFO = "LOG_INFO"
+    DEBUG = "LOG_DEBUG"
+    TRACE = "LOG_TRACE"
+
+
+class Num:
+    """``streams.Num``: a number of streams, ``Num(4)``, or ``Num.AUTO`` / ``Num.NUMA``.
+
+    As in OpenVINO, ``to_integer()`` is -1 for AUTO and -2 for NUMA.  A ``Num``
+    compares equal to what inferplex stores for ``NUM_STREAMS``: the string
+    ``"AUTO"`` or the int (``Num(4) == 4``, ``Num.AUTO == "AUTO"``).
+    """
+
+    AUTO: ClassVar[Num]
+    NUMA: ClassVar[Num]
+    _NAMES: ClassVar[dict[int, str]] = {-1: "AUTO", -2: "NUMA"}
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any = -1) -> None:
+        if isinstance(value, Num):
+            value = value._value
+        if isinstance(value, str) and value.strip().upper() in ("AUTO", "NUMA"):
+            value = {"AUTO": -1, "NUMA": -2}[value.strip().upper()]
+        if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value not in self._NAMES):
+            from inferplex.errors import PropertyError
+
+            raise PropertyError(f"streams.Num({value!r}): accepted: an integer >= 1, or "
+                                "Num.AUTO / Num.NUMA ('AUTO', 'NUMA')")
+        self._value = int(value)
+
+    def to_integer(self) -> int:
+        """The number of streams; -1 for AUTO, -2 for NUMA."""
+        return self._value
+
+    @property
+    def name(self) -> str:
+        """``"AUTO"``, ``"NUMA"`` or the number as text."""
+        return self._NAMES.get(self._value, str(self._value))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Num):
+            return other._value == self._value
+        if isinstance(other, str):
+            return other.strip().upper() == self.name
+        if isinstance(other, int) and not isinstance(other, bool):
+            return other == self._value and other > 0
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name) if self._value < 0 else hash(self._value)
+
+    def __repr__(self) -> str:
+        return f"<Num: {self.name}>"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Num.AUTO = Num(-1)
+Num.NUMA = Num(-2)

@@ -1,0 +1,150 @@
+"""Callable property keys, and the one conversion of stored values to OpenVINO's typed values.
+
+A :class:`Property` is a key string that can be called, as OpenVINO's
+``openvino.properties`` functions are::
+
+    hint.performance_mode()                                 # "PERFORMANCE_HINT"
+    hint.performance_mode(hint.PerformanceMode.THROUGHPUT)  # ("PERFORMANCE_HINT", PerformanceMode.THROUGHPUT)
+    {hint.performance_mode: "LATENCY"}                      # it is the key string itself, too
+
+A value is checked when the pair is made, by the schema's parser
+(:mod:`inferplex.config.schema`): a bad one raises
+:class:`~inferplex.errors.PropertyError` naming the key, the value and what is
+accepted.  Read-only keys take no value.
+
+:func:`typed_value` turns what inferplex stores (strings, ints, lists) into what
+OpenVINO's ``get_property`` returns (``PerformanceMode.THROUGHPUT``,
+``Type.f32``, ``{"NUM_STREAMS": "RW", ...}``); ``Core.get_property`` and
+``CompiledModel.get_property`` call it on every value they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from inferplex.config.schema import READ_ONLY_PROPERTIES, canonical_key, normalize_property
+from inferplex.errors import PropertyError
+from inferplex.properties import _enums
+
+__all__ = ["Property", "typed_value"]
+
+
+class Property(str):
+    """A property key (a ``str``) that returns itself, or a checked ``(key, value)`` pair, when called."""
+
+    read_only: bool
+    """Whether the key only reads (calling it with a value is an error)."""
+
+    def __new__(cls, key: str, *, read_only: bool = False,
+                collect: Callable[[tuple[Any, ...]], Any] | None = None,
+                parser: Callable[[Any], Any] | None = None) -> Property:
+        instance = super().__new__(cls, key)
+        instance.read_only = read_only
+        instance._collect = collect
+        instance._parser = parser
+        return instance
+
+    def __call__(self, *values: Any) -> Any:
+        """``key()`` -> the key string; ``key(value)`` -> ``(key, typed value)``."""
+        key = str(self)
+        if not values:
+            return key
+        if self.read_only:
+            raise PropertyError(f"property {key} is read-only: call it with no value for its key, "
+                                f"then read it with get_property({key!r})")
+        if self._collect is not None:
+            value = self._collect(values)
+        elif len(values) == 1:
+            value = values[0]
+        else:
+            raise PropertyError(f"property {key} takes one value, got {len(values)}: {values!r}")
+        parsers = {canonical_key(key): self._parser} if self._parser is not None else None
+        name, parsed = normalize_property(key, value, parsers=parsers)
+        return key, typed_value(name, parsed)
+
+
+def _enum(kind: type[Any]) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        try:
+            return kind(value)
+        except ValueError:
+            return value  # a value the enum does not name (a plugin's own) is returned as stored
+
+    return convert
+
+
+def _precision(value: Any) -> Any:
+    from inferplex.api.types import Type
+
+    try:
+        return Type(value)
+    except Exception:  # noqa: BLE001 - not an element type name: returned as stored
+        return value
+
+
+def _streams(value: Any) -> Any:
+    return _enums.Num.AUTO if isinstance(value, str) and value.upper() == "AUTO" else value
+
+
+def _distribution(value: Any) -> set[Any]:
+    names = value if isinstance(value, (set, frozenset, list, tuple)) else str(value).split(",")
+    return {_enum(_enums.ModelDistributionPolicy)(name) for name in names if name}
+
+
+_HOST_TYPES = {"host": _enums.DeviceType.INTEGRATED, "emulated": _enums.DeviceType.DISCRETE}
+
+
+def _device_type(value: Any) -> Any:
+    """DEVICE_TYPE: ``host`` (the CPU) reads as INTEGRATED, as OpenVINO's CPU answers;
+    ``emulated`` GPUs read as DISCRETE, the GPUs they stand in for."""
+    text = str(value).lower()
+    return _HOST_TYPES.get(text) or _enum(_enums.DeviceType)(text)
+
+
+def _device_properties(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        return value
+    return {device: {str(k): typed_value(k, v) for k, v in config.items()} if isinstance(config, Mapping)
+            else config for device, config in value.items()}
+
+
+_CONVERT: dict[str, Callable[[Any], Any]] = {
+    "PERFORMANCE_HINT": _enum(_enums.PerformanceMode),
+    "EXECUTION_MODE_HINT": _enum(_enums.ExecutionMode),
+    "MODEL_PRIORITY": _enum(_enums.Priority),
+    "SCHEDULE_POLICY": _enum(_enums.SchedulePolicy),
+    "INFERENCE_PRECISION_HINT": _precision,
+    "NUM_STREAMS": _streams,
+    "MODEL_DISTRIBUTION_POLICY": _distribution,
+    "DEVICE_TYPE": _device_type,
+    "DEVICE_PROPERTIES": _device_properties,
+    "EXECUTION_DEVICES": list,
+    "AVAILABLE_DEVICES": list,
+    "OPTIMIZATION_CAPABILITIES": lambda names: [_enum(_enums.Capability)(n) for n in names],
+    "RANGE_FOR_STREAMS": tuple,
+    "RANGE_FOR_ASYNC_INFER_REQUESTS": tuple,
+}
+
+
+def typed_value(key: str, value: Any, *, writable: Collection[str] | None = None) -> Any:
+    """``value`` of property ``key`` as OpenVINO's ``get_property`` returns it.
+
+    Enums for hints and policies (``PerformanceMode.THROUGHPUT``), ``ov.Type``
+    for ``INFERENCE_PRECISION_HINT``, a set for ``MODEL_DISTRIBUTION_POLICY``,
+    ``streams.Num.AUTO`` for ``NUM_STREAMS`` left to the device (else its int),
+    lists and tuples for the list-valued facts.  ``SUPPORTED_PROPERTIES``
+    becomes ``{key: "RO" | "RW"}``: ``writable`` names the keys that can be set
+    (default: every key the schema does not mark read-only).  Other values are
+    returned unchanged.
+    """
+    name = canonical_key(key)
+    if name == "SUPPORTED_PROPERTIES" and not isinstance(value, Mapping):
+        def mode(k: str) -> str:
+            if writable is not None:
+                return "RW" if k in writable else "RO"
+            return "RO" if k in READ_ONLY_PROPERTIES else "RW"
+
+        return {str(k): mode(str(k)) for k in value}
+    convert = _CONVERT.get(name)
+    return value if convert is None or value is None else convert(value)

@@ -1,0 +1,37 @@
+"""``ov.properties.device``: device lists, per-device settings and device facts.
+
+(OpenVINO's ``openvino.properties.device``.)  ``priorities`` and ``properties``
+configure the virtual devices (HETERO, MULTI, AUTO); the others read facts of a
+device with ``core.get_property(device, key)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferplex.properties._enums import Capability, DeviceType
+from inferplex.properties._typed import Property
+
+Type = DeviceType
+"""``device.Type``: INTEGRATED or DISCRETE."""
+
+__all__ = ["Capability", "Type", "capabilities", "full_name", "id", "priorities", "properties", "type"]
+
+
+def _device_list(values: tuple[Any, ...]) -> Any:
+    """``priorities("GPU", "CPU")`` and ``priorities("GPU,CPU")`` both mean ``"GPU,CPU"``."""
+    return values[0] if len(values) == 1 else ",".join(str(v) for v in values)
+
+
+priorities = Property("MULTI_DEVICE_PRIORITIES", collect=_device_list)
+"""The devices of a virtual device, highest priority first: ``priorities("GPU", "CPU")``."""
+properties = Property("DEVICE_PROPERTIES")
+"""Per-device settings for a virtual device's members: ``properties({"CPU": {...}, "GPU": {...}})``."""
+full_name = Property("FULL_DEVICE_NAME", read_only=True)
+"""The device's name as its vendor gives it (read-only)."""
+id = Property("DEVICE_ID", read_only=True)  # noqa: A001 - OpenVINO's name
+"""The device's index within its family (``"1"`` for ``GPU.1``; ``""`` for the CPU) (read-only)."""
+type = Property("DEVICE_TYPE", read_only=True)  # noqa: A001 - OpenVINO's name
+""":class:`Type` INTEGRATED or DISCRETE (read-only)."""
+capabilities = Property("OPTIMIZATION_CAPABILITIES", read_only=True)
+"""The precisions the device computes in, as :class:`Capability` names (read-only)."""

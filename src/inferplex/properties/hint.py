@@ -1,0 +1,34 @@
+"""``ov.properties.hint``: the hints a device tunes itself by (OpenVINO's ``openvino.properties.hint``).
+
+    >>> import inferplex as ov
+    >>> hint = ov.properties.hint
+    >>> hint.performance_mode()
+    'PERFORMANCE_HINT'
+    >>> hint.performance_mode(hint.PerformanceMode.THROUGHPUT)
+    ('PERFORMANCE_HINT', <PerformanceMode.THROUGHPUT: 'THROUGHPUT'>)
+"""
+
+from __future__ import annotations
+
+from inferplex.properties._enums import ExecutionMode, ModelDistributionPolicy, PerformanceMode, Priority
+from inferplex.properties._typed import Property
+
+__all__ = ["ExecutionMode", "ModelDistributionPolicy", "PerformanceMode", "Priority", "enable_cpu_pinning",
+           "execution_mode", "inference_precision", "model_distribution_policy", "model_priority",
+           "num_requests", "performance_mode"]
+
+performance_mode = Property("PERFORMANCE_HINT")
+"""LATENCY, THROUGHPUT or CUMULATIVE_THROUGHPUT (:class:`PerformanceMode`)."""
+num_requests = Property("PERFORMANCE_HINT_NUM_REQUESTS")
+"""Requests the application keeps in flight (0: the device decides); caps the throughput hint."""
+inference_precision = Property("INFERENCE_PRECISION_HINT")
+"""The precision to compute in: ``ov.Type.f32``, ``f16``, ``bf16`` (or their names); read back as ``ov.Type``."""
+execution_mode = Property("EXECUTION_MODE_HINT")
+"""PERFORMANCE (the device may compute in lower precision) or ACCURACY (f32 unless
+``inference_precision`` is set) (:class:`ExecutionMode`)."""
+model_priority = Property("MODEL_PRIORITY")
+"""LOW, MEDIUM or HIGH (:class:`Priority`); accepted and read back, see the schema for its effect."""
+model_distribution_policy = Property("MODEL_DISTRIBUTION_POLICY", collect=lambda v: v[0] if len(v) == 1 else set(v))
+"""A set of :class:`ModelDistributionPolicy`: ``{PIPELINE_PARALLEL}`` on HETERO, or an empty set."""
+enable_cpu_pinning = Property("ENABLE_CPU_PINNING")
+"""Whether the CPU's inference threads are pinned to cores (OpenVINO's CPU engine)."""

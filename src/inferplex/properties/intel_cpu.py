@@ -1,0 +1,12 @@
+"""``ov.properties.intel_cpu``: the CPU's own keys that inferplex takes (OpenVINO's ``openvino.properties.intel_cpu``)."""
+
+from __future__ import annotations
+
+from inferplex.config import values
+from inferplex.properties._typed import Property
+
+__all__ = ["denormals_optimization"]
+
+denormals_optimization = Property("CPU_DENORMALS_OPTIMIZATION", parser=values.boolean)
+"""Whether the CPU flushes denormal floats to zero (faster on some models, results may differ
+in the smallest values); both CPU engines apply it."""
