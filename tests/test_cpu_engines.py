@@ -79,7 +79,7 @@ def test_openvino_is_the_default_engine_and_reads_back() -> None:
 def test_f32_results_match_onnx_runtime_on_the_whole_model(engine: str, hint: str) -> None:
     compiled = ov.Core().compile_model(_mlp(), "CPU", {"ENGINE": engine, "PERFORMANCE_HINT": hint,
                                                        "INFERENCE_PRECISION_HINT": "f32"})
-    assert compiled.get_property("INFERENCE_PRECISION_HINT") == "f32"
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
     want = _ort(_mlp(), {"x": X})
     count = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
     requests = [compiled.create_infer_request() for _ in range(count)]
@@ -93,13 +93,13 @@ def test_low_precision_is_what_openvino_runs_and_stays_within_its_bounds(precisi
     type); results within bf16's 8-bit mantissa of ONNX Runtime's f32 (softmax outputs in [0, 1])."""
     compiled = ov.Core().compile_model(_mlp(), "CPU", {"INFERENCE_PRECISION_HINT": precision})
     raw = _raw_openvino(_mlp(), {"INFERENCE_PRECISION_HINT": precision})
-    assert compiled.get_property("INFERENCE_PRECISION_HINT") == raw.get_property(
-        "INFERENCE_PRECISION_HINT").get_type_name()
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type(raw.get_property(
+        "INFERENCE_PRECISION_HINT").get_type_name())
     np.testing.assert_allclose(compiled({"x": X})["y"], _ort(_mlp(), {"x": X}), atol=2e-2)
 
 
 def test_the_default_precision_is_openvinos() -> None:
-    default = openvino.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    default = ov.Type(openvino.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name())
     assert ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT") == default
     assert ov.Core().compile_model(_mlp(), "CPU").get_property("INFERENCE_PRECISION_HINT") == default
 

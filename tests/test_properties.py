@@ -263,7 +263,7 @@ def test_compiled_model_properties() -> None:
     compiled = ov.Core().compile_model(MODEL, "CPU", {"PERFORMANCE_HINT": "LATENCY"})
     assert compiled.get_property("EXECUTION_DEVICES") == ["CPU"]
     assert compiled.get_property("PERFORMANCE_HINT") == "LATENCY"
-    assert compiled.get_property("INFERENCE_PRECISION_HINT") == "f32"
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32  # typed, as OpenVINO
     supported = compiled.get_property("SUPPORTED_PROPERTIES")
     assert "OPTIMAL_NUMBER_OF_INFER_REQUESTS" in supported and "PERFORMANCE_HINT" in supported
 
