@@ -1,5 +1,9 @@
 """Compiling the member devices of MULTI and AUTO, in parallel, through the registry.
 
+Each member becomes a :class:`~inferplex.engine.dispatch_state.Member`: a
+:class:`~inferplex.engine.device_pool.DevicePool` over the compiled program,
+with as many threads as the member takes requests at once.
+
 ``MULTI_WORKER_PROCESSES`` (AUTO | YES | NO; default AUTO) says which members
 run in a worker process of their own (:mod:`inferplex.worker_process`): AUTO
 those whose plugin reports ``GIL_BOUND`` (a CUDA GPU); YES every member but the
@@ -25,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from inferplex.devices.sharing import device_type, share_the_host
+from inferplex.engine.device_pool import DevicePool
+from inferplex.engine.dispatch_state import Member
 from inferplex.errors import CompileError
-from inferplex.executor import ProgramExecutor
-from inferplex.multi.state import Member
 from inferplex.properties import DeviceTarget
 
 if TYPE_CHECKING:
@@ -85,7 +89,7 @@ def _gil_bound(registry: DeviceRegistry, device: str) -> bool:
 def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
                    config: Mapping[str, Any], num_requests: int | None = None,
                    own_process: bool = False) -> Member:
-    """Compile on one device and wrap it; the pool is ``num_requests`` or the device's number."""
+    """Compile on one device into a pool of ``num_requests`` threads (default: the device's workers)."""
     program: DeviceProgram
     if own_process:
         from inferplex.worker_process import compile_in_worker_process
@@ -93,9 +97,13 @@ def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
         program = compile_in_worker_process(registry, model, device, config)
     else:
         program = registry.compile(model, device, config)
-    executor = ProgramExecutor(program, profiling=bool(config.get("ENABLE_PROFILING", False)))
-    return Member(device, executor, num_requests or int(program.num_workers),
-                  host=device_type(registry, device) == "host")
+    try:
+        pool = DevicePool(program, threads=num_requests, profiling=bool(config.get("ENABLE_PROFILING", False)))
+        host = device_type(registry, device) == "host"
+    except BaseException:
+        program.close()
+        raise
+    return Member(device, pool, host=host)
 
 
 def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence[DeviceTarget],
