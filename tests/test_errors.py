@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
+from hooked_plugin import hooked_compile
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
@@ -307,16 +308,12 @@ def test_external_data_without_a_folder_is_refused(core: ov.Core, tmp_path: Path
 
 @pytest.mark.timeout(30)
 def test_double_start_async_is_busy(core: ov.Core) -> None:
-    compiled = core.compile_model(MODEL, "CPU")
-    program = compiled.executor.program
-    real_run = program.run
     gate = threading.Event()
 
-    def gated(inputs: Mapping[str, Any], worker: int = 0, keep_on_device: Collection[str] = ()) -> Any:
+    def gated(inputs: Mapping[str, Any], worker: int) -> None:
         assert gate.wait(20)
-        return real_run(inputs, worker, keep_on_device)
 
-    program.run = gated  # type: ignore[method-assign]
+    compiled = hooked_compile(MODEL, None, gated)
     request = compiled.create_infer_request()
     calls: list[int] = []
     request.set_callback(calls.append, 1)

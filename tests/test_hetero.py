@@ -14,7 +14,9 @@ import pytest
 import inferplex as ov
 from inferplex.devices.base import DeviceProgram
 from inferplex.devices.registry import DeviceRegistry
-from inferplex.errors import AffinityError, DeviceNameError, UnsupportedOpError
+from inferplex.engine.request import Request
+from inferplex.engine.runner import Runner
+from inferplex.errors import AffinityError, DeviceNameError, InferenceError, UnsupportedOpError
 from inferplex.hetero import compile_hetero, plan_hetero, query_hetero
 from inferplex.hetero.graph import GraphIndex
 from inferplex.hetero.split import split_into_subgraphs
@@ -84,8 +86,8 @@ def test_constants_are_copied_never_transferred() -> None:
     assert not moved & {"zero", "minus1", "w0", "w1"}
     executor = compile_hetero(registry, model, ["LIMITED", "HOST"], {})
     x = _x()
-    np.testing.assert_allclose(executor.run({"x": x}).outputs["y"], ort_run(glue_model(), {"x": x})[0],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(executor.run(Request({"x": x})).outputs["y"],
+                               ort_run(glue_model(), {"x": x})[0], rtol=1e-5, atol=1e-6)
     executor.close()
 
 
@@ -144,7 +146,7 @@ def test_query_edit_set_compile() -> None:
     executor = compile_hetero(registry, model, ["LIMITED", "HOST"], {})
     assert executor.get_property("HETERO_NUMBER_OF_SUBMODELS") == 3
     x = _x()
-    np.testing.assert_allclose(executor.run({"x": x}).outputs["y"],
+    np.testing.assert_allclose(executor.run(Request({"x": x})).outputs["y"],
                                ort_run(diamond_model(), {"x": x})[0], rtol=1e-5, atol=1e-6)
     executor.close()
 
@@ -195,7 +197,7 @@ def test_tensors_stay_native_and_cross_once_with_counters() -> None:
     executor = compile_hetero(registry, _ir(diamond_model()), ["LIMITED", "HOST"],
                               {"ENABLE_PROFILING": True})
     x = _x()
-    result = executor.run({"x": x})
+    result = executor.run(Request({"x": x}))
     np.testing.assert_allclose(result.outputs["y"], ort_run(diamond_model(), {"x": x})[0],
                                rtol=1e-5, atol=1e-6)
     transfers = [r for r in result.profiling if r.node_type == "Transfer"]
@@ -216,7 +218,7 @@ def test_gpu_to_gpu_moves_device_to_device() -> None:
         node.metadata_props["affinity"] = "LIMITED.0" if node.name < "mm2" else "LIMITED.1"
     executor = compile_hetero(registry, model, ["LIMITED.0", "LIMITED.1"], {})
     assert executor.execution_devices == ["LIMITED.0", "LIMITED.1"]
-    executor.run({"x": _x(2, 16)})
+    executor.run(Request({"x": _x(2, 16)}))
     assert plugin.counters.get("to_host", 0) == 0 and plugin.counters["to_native"] >= 1
     executor.close()
 
@@ -236,7 +238,7 @@ def test_async_overlaps_and_ends_every_request_once() -> None:
                 finished.set()
 
     for _ in range(12):
-        executor.submit({"x": x}, done)
+        _submit(executor, {"x": x}, done)
     assert finished.wait(20)
     assert len(outcomes) == 12
     for outcome in outcomes:
@@ -244,8 +246,9 @@ def test_async_overlaps_and_ends_every_request_once() -> None:
     plugin.fail_on = "LIMITED.0"
     failed: list[object] = []
     event = threading.Event()
-    executor.submit({"x": x}, lambda o: (failed.append(o), event.set()))
-    assert event.wait(5) and isinstance(failed[0], RuntimeError)
+    _submit(executor, {"x": x}, lambda o: (failed.append(o), event.set()))
+    assert event.wait(5) and isinstance(failed[0], InferenceError)
+    assert "LIMITED.0" in str(failed[0])
     executor.close()
 
 
@@ -282,3 +285,11 @@ def test_core_hetero_with_device_properties_and_async_queue() -> None:
         queue.start_async({"x": x}, i)
     queue.wait_all()
     assert sorted(seen) == list(range(9))
+
+
+def _submit(runner: Runner, inputs: dict[str, Any], done: Any) -> None:
+    """Start one request on ``runner``; ``done`` gets its RunResult or its error."""
+    request = Request(inputs)
+    request.future.add_done_callback(
+        lambda f: done(f.exception() if f.exception() is not None else f.result()))
+    runner.submit(request)

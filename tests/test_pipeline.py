@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
+import inferplex as ov
 from inferplex.devices.registry import DeviceRegistry
+from inferplex.engine.request import Request
+from inferplex.engine.runner import Runner
 from inferplex.errors import MemoryPlanError
 from inferplex.hetero import compile_hetero, plan_hetero
 from inferplex.hetero.graph import GraphIndex, annotate
@@ -95,7 +99,7 @@ def test_larger_than_one_device_runs_across_devices(count: int) -> None:
     assert all(s.need_bytes <= s.capacity_bytes == limit for s in stages)
     x = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
     expected = ort_run(proto, {"x": x})[0]
-    np.testing.assert_allclose(executor.run({"x": x}).outputs["y"], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(executor.run(Request({"x": x})).outputs["y"], expected, rtol=1e-5, atol=1e-6)
     done, results = threading.Event(), []
 
     def collect(outcome: object) -> None:
@@ -104,7 +108,7 @@ def test_larger_than_one_device_runs_across_devices(count: int) -> None:
             done.set()
 
     for _ in range(8):
-        executor.submit({"x": x}, collect)
+        _submit(executor, {"x": x}, collect)
     assert done.wait(20)
     for outcome in results:
         np.testing.assert_allclose(outcome.outputs["y"], expected, rtol=1e-5, atol=1e-6)
@@ -129,7 +133,7 @@ def _gpu_plugin_present() -> bool:
 @pytest.mark.skipif(not _gpu_plugin_present(), reason="the GPU plugin (torch) is not installed")
 @pytest.mark.parametrize("count", [2, 4])
 def test_pipeline_across_emulated_gpus(count: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    import inferplex as ov
+
 
     monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", str(count))
     core = ov.Core()
@@ -150,3 +154,11 @@ def test_pipeline_across_emulated_gpus(count: int, monkeypatch: pytest.MonkeyPat
     assert len(results) == 3 * count
     for got in results:
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def _submit(runner: Runner, inputs: dict[str, Any], done: Any) -> None:
+    """Start one request on ``runner``; ``done`` gets its RunResult or its error."""
+    request = Request(inputs)
+    request.future.add_done_callback(
+        lambda f: done(f.exception() if f.exception() is not None else f.result()))
+    runner.submit(request)

@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
+from hooked_plugin import hooked_compile
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
@@ -66,16 +67,13 @@ def _assert_matches(results: Any, reference: ort.InferenceSession, feeds: Mappin
         np.testing.assert_array_equal(results[index], results[name])
 
 
-def _gate_program(compiled: ov.CompiledModel, gate: threading.Event) -> None:
-    """Make every run of ``compiled`` wait for ``gate`` before running for real."""
-    program = compiled.executor.program
-    real_run = program.run
+def _gated(gate: threading.Event, config: Mapping[str, Any] | None = None) -> ov.CompiledModel:
+    """MODEL compiled so that every run waits for ``gate`` before running for real."""
 
-    def gated(inputs: Mapping[str, Any], worker: int = 0, keep_on_device: Collection[str] = ()) -> Any:
+    def wait(inputs: Mapping[str, Any], worker: int) -> None:
         assert gate.wait(20), "the test never opened the gate"
-        return real_run(inputs, worker, keep_on_device)
 
-    program.run = gated  # type: ignore[method-assign]
+    return hooked_compile(MODEL, config, wait)
 
 
 # --- sync --------------------------------------------------------------------------------------
@@ -184,9 +182,8 @@ def test_a_callback_may_wait_for_an_async_request_of_its_own_model(
 
 @pytest.mark.timeout(30)
 def test_wait_for_reports_running_then_done(core: ov.Core, reference: ort.InferenceSession) -> None:
-    compiled = core.compile_model(MODEL, "CPU")
     gate = threading.Event()
-    _gate_program(compiled, gate)
+    compiled = _gated(gate)
     request = compiled.create_infer_request()
     feeds = _inputs(5)
     request.start_async(feeds)
@@ -402,17 +399,13 @@ def test_wait_all_and_get_idle_request_id_inside_a_callback_raise_instead_of_han
 def test_get_idle_request_id_in_a_callback_waits_for_a_job_that_is_still_running(
         core: ov.Core) -> None:
     """Only a wait that cannot end raises: here the other job ends once its gate opens."""
-    compiled = core.compile_model(MODEL, "CPU", {"NUM_STREAMS": 2})
     held, gate = _inputs(1), threading.Event()
-    program = compiled.executor.program
-    real_run = program.run
 
-    def gated(inputs: Mapping[str, Any], worker: int = 0, keep_on_device: Collection[str] = ()) -> Any:
+    def gated(inputs: Mapping[str, Any], worker: int) -> None:
         if np.array_equal(inputs["x"], held["x"]):
             assert gate.wait(20), "the test never opened the gate"
-        return real_run(inputs, worker, keep_on_device)
 
-    program.run = gated  # type: ignore[method-assign]
+    compiled = hooked_compile(MODEL, {"NUM_STREAMS": 2}, gated)
     queue = ov.AsyncInferQueue(compiled, jobs=2)
     found: list[int] = []
 
@@ -433,9 +426,8 @@ def test_get_idle_request_id_in_a_callback_waits_for_a_job_that_is_still_running
 def test_start_async_without_sharing_inputs_copies_them(core: ov.Core,
                                                       reference: ort.InferenceSession) -> None:
     """``share_inputs=False`` lets the caller overwrite its arrays as soon as start_async returns."""
-    compiled = core.compile_model(MODEL, "CPU")  # LATENCY: one worker, requests run in order
     gate = threading.Event()
-    _gate_program(compiled, gate)
+    compiled = _gated(gate)  # LATENCY: one worker, requests run in order
     first, second = compiled.create_infer_request(), compiled.create_infer_request()
     first.start_async(_inputs(1))  # holds the only worker at the gate
     feeds = _inputs(2)
@@ -580,22 +572,18 @@ def test_queue_with_failures_ends_every_request_once(flaky: ov.CompiledModel,
 @pytest.mark.timeout(60)
 def test_throughput_hint_runs_requests_concurrently(core: ov.Core,
                                                     reference: ort.InferenceSession) -> None:
-    compiled = core.compile_model(MODEL, "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
-    streams = compiled.get_property("NUM_STREAMS")
-    assert streams > 1
-    assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == streams
     # Each run waits at a barrier for another run: it passes only if two run at once.
-    program = compiled.executor.program
-    real_run = program.run
     barrier = threading.Barrier(2, timeout=20)
     workers: list[int] = []
 
-    def meet(inputs: Mapping[str, Any], worker: int = 0, keep_on_device: Collection[str] = ()) -> Any:
+    def meet(inputs: Mapping[str, Any], worker: int) -> None:
         workers.append(worker)
         barrier.wait()
-        return real_run(inputs, worker, keep_on_device)
 
-    program.run = meet  # type: ignore[method-assign]
+    compiled = hooked_compile(MODEL, {"PERFORMANCE_HINT": "THROUGHPUT"}, meet)
+    streams = compiled.get_property("NUM_STREAMS")
+    assert streams > 1
+    assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == streams
     queue = ov.AsyncInferQueue(compiled, jobs=0)
     assert len(queue) == streams
     feeds = [_inputs(seed) for seed in range(2 * streams)]

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from inferplex.binding import bind_inputs, copy_inputs
+from inferplex.engine.completions import blocking
 from inferplex.errors import PropertyError, RequestBusyError
 from inferplex.runtime import CompiledModel, InferRequest, in_completion_callback
 
@@ -103,7 +104,8 @@ class AsyncInferQueue:
             if not self._idle and in_completion_callback():
                 index = None
             else:
-                self._cond.wait_for(lambda: bool(self._idle))
+                with blocking():
+                    self._cond.wait_for(lambda: bool(self._idle))
                 index = self._idle.pop(0)
         if index is None:
             bound = copy_inputs(bind_inputs(self._ports, inputs))
@@ -140,7 +142,8 @@ class AsyncInferQueue:
         """The index of an idle job, waiting while all are busy."""
         with self._cond:
             if self._idle or not getattr(self._in_callback, "active", False):
-                self._cond.wait_for(lambda: bool(self._idle))
+                with blocking():
+                    self._cond.wait_for(lambda: bool(self._idle))
                 return self._idle[0]
             self._callbacks_waiting += 1
             self._cond.notify_all()  # the others recheck whether everyone now waits
@@ -152,7 +155,8 @@ class AsyncInferQueue:
                             f"while all {len(self._requests)} jobs were in callbacks waiting for an "
                             "idle job; a job is idle only once its callback returns. Use start_async "
                             "inside callbacks (it queues the job), or more jobs")
-                    self._cond.wait()
+                    with blocking():
+                        self._cond.wait()
                 return self._idle[0]
             finally:
                 self._callbacks_waiting -= 1
@@ -163,7 +167,7 @@ class AsyncInferQueue:
             raise RequestBusyError("wait_all() was called inside this AsyncInferQueue's callback: the "
                                    "job running it is idle only once the callback returns, so the "
                                    "wait would never end; call wait_all() outside the callbacks")
-        with self._cond:
+        with self._cond, blocking():
             self._cond.wait_for(lambda: len(self._idle) == len(self._requests) and not self._queued)
 
     def __len__(self) -> int:

@@ -18,10 +18,13 @@ from typing import Any
 from inferplex.devices.base import DevicePlugin
 from inferplex.devices.cpu import CpuPlugin
 from inferplex.devices.registry import DeviceRegistry
+from inferplex.engine.device_pool import DevicePool
+from inferplex.engine.runner import PoolRunner, Runner
+from inferplex.engine.trace import Timeline
 from inferplex.errors import DeviceNameError, PluginError, PropertyError
-from inferplex.executor import Executor, ProgramExecutor
 from inferplex.model import Model, load_model
 from inferplex.properties import (
+    ENGINE_PROPERTIES,
     VIRTUAL_DEVICES,
     DeviceSpec,
     canonical_key,
@@ -145,18 +148,20 @@ class Core:
         model = self.read_model(model)
         device_name = device_name or "AUTO"
         spec = parse_device_string(device_name)
+        engine, config = _engine_settings(config)
+        timeline = Timeline(model.friendly_name) if engine.get("ENABLE_TRACE") else None
         if spec.virtual is None:
             device = self._registry.full_name(spec.names[0])
             settings = self._registry.config_for(device, config)
             program = self._registry.compile(model.ir, device, settings)
-            executor: Executor = ProgramExecutor(program, profiling=bool(
-                settings.get("ENABLE_PROFILING", False)))
-            return CompiledModel(model, executor, device, settings)
-        settings = self._virtual(spec, config)
-        executor = self._compile_virtual(model, spec, settings)
-        return CompiledModel(model, executor, device_name, settings)
+            pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),
+                              exit_timeout=engine.get("EXIT_TIMEOUT"))
+            return CompiledModel(model, PoolRunner(pool), device, {**settings, **engine}, timeline)
+        settings = {**self._virtual(spec, config), **engine}
+        runner = self._compile_virtual(model, spec, settings)
+        return CompiledModel(model, runner, device_name, settings, timeline)
 
-    def _compile_virtual(self, model: Model, spec: DeviceSpec, settings: dict[str, Any]) -> Executor:
+    def _compile_virtual(self, model: Model, spec: DeviceSpec, settings: dict[str, Any]) -> Runner:
         if spec.virtual == "HETERO":
             from inferplex.hetero import compile_hetero
 
@@ -298,6 +303,15 @@ class Core:
         if name == "AVAILABLE_DEVICES":
             return self._registry.plugin(device_name.split(".")[0]).devices()
         return self._registry.device_property(device_name, name)
+
+
+def _engine_settings(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The engine's own keys of a compile config (checked), and the rest for the devices."""
+    if not config or not isinstance(config, Mapping):
+        return {}, config  # type: ignore[return-value]
+    engine = {k: v for k, v in config.items() if canonical_key(k) in ENGINE_PROPERTIES}
+    rest = {k: v for k, v in config.items() if canonical_key(k) not in ENGINE_PROPERTIES}
+    return normalize_config(engine, ENGINE_PROPERTIES, target="the engine"), rest
 
 
 def _auto_spec(spec: DeviceSpec, settings: Mapping[str, Any]) -> DeviceSpec:

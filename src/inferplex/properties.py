@@ -23,6 +23,7 @@ from typing import Any
 from inferplex.errors import DeviceNameError, PropertyError
 
 __all__ = [
+    "ENGINE_PROPERTIES",
     "VIRTUAL_DEVICES",
     "DeviceSpec",
     "DeviceTarget",
@@ -35,6 +36,12 @@ __all__ = [
 ]
 
 VIRTUAL_DEVICES = ("HETERO", "MULTI", "AUTO")
+
+ENGINE_PROPERTIES = ("EXIT_TIMEOUT", "ENABLE_TRACE")
+"""Compile keys every device takes, read by the request engine itself (not passed to plugins):
+``EXIT_TIMEOUT`` (seconds past the slowest run seen that interpreter exit waits for a run still
+going before its request ends with an InferenceError; default 5) and ``ENABLE_TRACE`` (record
+each request's stages; read them as a Chrome trace with ``get_property("TRACE")``)."""
 
 # --- typed mirror of the string keys (OpenVINO's ov.properties.hint.*) -----------
 
@@ -206,6 +213,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "MULTI_REQUEST_TIMEOUT": parse_seconds,
     "MULTI_QUARANTINE_TIME": parse_seconds,
     "MULTI_CHECK_HOST_GAIN": _bool,
+    "EXIT_TIMEOUT": parse_seconds,
+    "ENABLE_TRACE": _bool,
     "MULTI_WORKER_PROCESSES": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
 }

@@ -1,10 +1,17 @@
 """CompiledModel and InferRequest (OpenVINO's runtime API; AsyncInferQueue is in :mod:`.async_queue`).
 
-Every started request ends exactly once, with results or an error: the
-executor's completion callback stores the outcome, runs the user's callback
-(whose exceptions are logged, never allowed to stall the queue) and only then
-marks the request ready, so ``wait()`` returns after the callback has run.
+Every started request ends exactly once, through its
+:class:`~inferplex.engine.request.Request` future.  When an asynchronous request
+ends, its completion runs on the compiled model's completion executor (never
+on a device's thread): first the user's callback (whose exceptions are logged,
+never allowed to stall anything), then the request is marked ended, so
+``wait()`` returns after the callback has run.  The results are readable from
+the moment the request has ended on its device, inside its own callback too.
 A failed request raises its error from ``wait()``, ``infer()`` and ``results``.
+
+A compiled model frees everything it holds (threads, device programs, worker
+processes) on ``release()``, at the end of a ``with`` block, or when it is
+garbage-collected.
 """
 
 from __future__ import annotations
@@ -12,52 +19,55 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferplex.binding import InferResults, bind_inputs, copy_inputs
 from inferplex.devices.base import ProfilingRecord
-from inferplex.errors import InferenceError, InferplexError, InputError, PropertyError, RequestBusyError
-from inferplex.executor import Executor, RunResult
+from inferplex.engine import lifecycle
+from inferplex.engine.completions import Completions, blocking, on_completion_thread
+from inferplex.engine.device_pool import as_inference_error
+from inferplex.engine.request import Request, RunResult
+from inferplex.engine.runner import Runner
+from inferplex.engine.trace import Timeline
+from inferplex.errors import InferenceError, InputError, PropertyError, RequestBusyError
 from inferplex.model import Model, Port, _find_port
 
 __all__ = ["CompiledModel", "InferRequest", "in_completion_callback"]
 
 _log = logging.getLogger("inferplex")
 
-_callbacks = threading.local()  # .depth: completion callbacks running on this thread
-
 
 def in_completion_callback() -> bool:
     """True on a thread that is running a request's completion callback."""
-    return getattr(_callbacks, "depth", 0) > 0
+    return on_completion_thread()
 
 
-def _as_inference_error(error: BaseException, device: str) -> BaseException:
-    if isinstance(error, InferplexError):
-        return error
-    wrapped = InferenceError(f"inference failed on {device}: {type(error).__name__}: {error}")
-    wrapped.__cause__ = error
-    return wrapped
+def _release(runner: Runner, completions: Completions) -> None:
+    try:
+        runner.close()
+    finally:
+        completions.close()
 
 
 class CompiledModel:
     """A model compiled for a device (single or virtual); create requests from it."""
 
-    def __init__(self, model: Model, executor: Executor, device_name: str,
-                 config: Mapping[str, Any]) -> None:
+    def __init__(self, model: Model, runner: Runner, device_name: str, config: Mapping[str, Any],
+                 timeline: Timeline | None = None) -> None:
         self._model = model
         self._inputs = model.inputs  # the ports compiled with, made once
         self._outputs = model.outputs
-        self._executor = executor
+        self._runner = runner
         self._device_name = device_name
         self._config = dict(config)
+        self._timeline = timeline
+        self._completions = Completions(device_name)
         self._default_request: InferRequest | None = None
         self._lock = threading.Lock()
-
-    @property
-    def executor(self) -> Executor:
-        return self._executor
+        # Holds neither self nor anything that refers to it: the model can be collected.
+        self._finalizer = weakref.finalize(self, _release, runner, self._completions)
 
     @property
     def inputs(self) -> list[Port]:
@@ -87,15 +97,20 @@ class CompiledModel:
         """Read a property: hints and settings, OPTIMAL_NUMBER_OF_INFER_REQUESTS, EXECUTION_DEVICES, ..."""
         name = str(key).upper()
         if name == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
-            return self._executor.optimal_number_of_infer_requests
+            return self._runner.optimal_number_of_infer_requests
         if name == "EXECUTION_DEVICES":
-            return list(self._executor.execution_devices)
+            return list(self._runner.execution_devices)
         if name in ("NETWORK_NAME", "MODEL_NAME"):
             return self._model.friendly_name
         if name == "SUPPORTED_PROPERTIES":
             return self._supported_properties()
+        if name == "TRACE":
+            if self._timeline is None:
+                raise PropertyError("TRACE is recorded only when the model is compiled with "
+                                    "{'ENABLE_TRACE': True}")
+            return self._timeline.to_chrome()
         try:
-            return self._executor.get_property(name)
+            return self._runner.get_property(name)
         except KeyError:
             pass
         if name in self._config:
@@ -104,9 +119,10 @@ class CompiledModel:
                             f"it has: {', '.join(self._supported_properties())}")
 
     def _supported_properties(self) -> list[str]:
-        """Every key get_property answers: the model's, the executor's (its devices'), the settings."""
+        """Every key get_property answers: the model's, the runner's (its devices'), the settings."""
         names = ["OPTIMAL_NUMBER_OF_INFER_REQUESTS", "EXECUTION_DEVICES", "NETWORK_NAME",
-                 "SUPPORTED_PROPERTIES", *self._executor.property_names(), *self._config]
+                 "SUPPORTED_PROPERTIES", *(["TRACE"] if self._timeline is not None else []),
+                 *self._runner.property_names(), *self._config]
         return list(dict.fromkeys(names))
 
     def set_property(self, properties: Mapping[str, Any]) -> None:
@@ -114,12 +130,22 @@ class CompiledModel:
         from inferplex.properties import normalize_config
 
         parsed = normalize_config(properties, target=self._device_name)
-        self._executor.set_property(parsed)
+        self._runner.set_property(parsed)
         self._config.update(parsed)
 
     def release(self) -> None:
-        """Stop workers and release device memory."""
-        self._executor.close()
+        """Stop the threads and release the devices' programs (also done when collected).
+
+        Requests already queued still run to the end; later ones fail with an
+        InferenceError.  Callable from any thread, completion callbacks included.
+        """
+        self._finalizer()
+
+    def __enter__(self) -> CompiledModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
     def __repr__(self) -> str:
         return f"<CompiledModel {self._model.friendly_name!r} on {self._device_name}>"
@@ -131,15 +157,14 @@ class InferRequest:
     def __init__(self, compiled: CompiledModel) -> None:
         self._compiled = compiled
         self._inputs_set: dict[int, Any] = {}
-        self._result: RunResult | None = None
-        self._error: BaseException | None = None
+        self._request: Request | None = None
         self._callback: Callable[[Any], None] | None = None
         self._callback_userdata: Any = None
         self._completion_hook: Callable[[InferRequest], None] | None = None
-        self._ready = threading.Event()
-        self._ready.set()
+        self._ended = threading.Event()
+        self._ended.set()
+        self._completing: int | None = None  # the thread running this request's completion
         self._lock = threading.Lock()
-        self._started = 0.0
         self._latency_ms = 0.0
         self.userdata: Any = None
 
@@ -172,26 +197,30 @@ class InferRequest:
 
     # --- running ---------------------------------------------------------------------
 
-    def _begin(self) -> None:
+    def _begin(self, bound: Mapping[str, Any]) -> Request:
         with self._lock:
-            if not self._ready.is_set():
+            if not self._ended.is_set():
                 raise RequestBusyError("this InferRequest is still running; call wait() before "
                                        "starting it again, or use more requests (AsyncInferQueue)")
-            self._ready.clear()
-            self._result, self._error = None, None
-            self._started = time.perf_counter()
+            self._ended.clear()
+            request = Request(bound, self._compiled._timeline)
+            self._request = request
+            return request
 
     def infer(self, inputs: Any = None, share_inputs: bool = True) -> InferResults:
         """Run synchronously and return the results."""
         del share_inputs  # inputs are never copied unless a device must
-        bound = self._bind(inputs)
-        self._begin()
+        request = self._begin(self._bind(inputs))
         try:
-            result = self._compiled.executor.run(bound)
-        except BaseException as error:
-            self._complete(error, run_callbacks=False)
-            raise _as_inference_error(error, self._compiled._device_name) from error
-        self._complete(result, run_callbacks=False)
+            self._compiled._runner.run(request)
+        except Exception as error:  # noqa: BLE001 - the request ends with it; results raises it
+            request.fail(as_inference_error(error, self._compiled._device_name))
+        except BaseException as error:  # KeyboardInterrupt: end the request, let it through
+            request.fail(InferenceError(f"the run was interrupted: {type(error).__name__}"))
+            raise
+        finally:
+            self._latency_ms = (time.perf_counter() - request.started) * 1e3
+            self._ended.set()
         return self.results
 
     def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = True) -> None:
@@ -205,51 +234,61 @@ class InferRequest:
         self._start_bound(bound if share_inputs else copy_inputs(bound), userdata)
 
     def _start_bound(self, bound: dict[str, Any], userdata: Any) -> None:
-        self._begin()
+        request = self._begin(bound)
         self.userdata = userdata
+        lifecycle.started()
+        completions = self._compiled._completions
+        request.future.add_done_callback(lambda _: completions.submit(lambda: self._complete(request)))
         try:
-            self._compiled.executor.submit(bound, self._complete)
-        except BaseException as error:  # a submit that fails still ends the request once
-            self._complete(error)
+            self._compiled._runner.submit(request)
+        except BaseException as error:  # a runner that raises still ends the request once
+            request.fail(as_inference_error(error, self._compiled._device_name))
             raise
 
-    def _complete(self, outcome: RunResult | BaseException, run_callbacks: bool = True) -> None:
-        self._latency_ms = (time.perf_counter() - self._started) * 1e3
-        if isinstance(outcome, BaseException):
-            self._error = _as_inference_error(outcome, self._compiled._device_name)
-        else:
-            self._result = outcome
-        if not run_callbacks:
-            self._ready.set()
-            return
-        _callbacks.depth = getattr(_callbacks, "depth", 0) + 1
+    def _complete(self, request: Request) -> None:
+        """The request ended on its device: run the callback, mark it ended, hand it on."""
+        self._latency_ms = (time.perf_counter() - request.started) * 1e3
+        if request.timeline is not None:
+            request.timeline.forget(request)
+        self._completing = threading.get_ident()
         try:
             if self._callback is not None:
+                begin = time.perf_counter()
                 try:
                     self._callback(self._callback_userdata)
                 except Exception:  # noqa: BLE001 - a user callback must not stall requests
                     _log.exception("inferplex: an InferRequest callback raised")
+                request.mark("callback", "callbacks", begin)
         finally:
+            self._completing = None
             hook = self._completion_hook
-            self._ready.set()
+            self._ended.set()
             try:
                 if hook is not None:
                     hook(self)
             finally:
-                _callbacks.depth -= 1
+                lifecycle.ended()
 
     def wait(self) -> None:
         """Block until the request ends; raise its error if it failed."""
-        self._compiled.executor.wait(self._ready)
-        if self._error is not None:
-            raise self._error
+        if self._completing != threading.get_ident():  # inside its own callback it has ended
+            with blocking():
+                self._ended.wait()
+        self._raise_failure()
 
     def wait_for(self, timeout: int | float) -> bool:
-        """Wait up to ``timeout`` milliseconds; True when the request has ended."""
-        if timeout < 0:
-            self._compiled.executor.wait(self._ready)
+        """Wait up to ``timeout`` milliseconds (-1: without limit); True when the request has ended."""
+        if self._completing == threading.get_ident():
             return True
-        return self._compiled.executor.wait(self._ready, timeout / 1000.0)
+        with blocking():
+            return self._ended.wait(None if timeout < 0 else timeout / 1000.0)
+
+    def _raise_failure(self) -> None:
+        request = self._request
+        if request is not None and request.future.done():
+            error = request.future.exception()
+            if error is not None:
+                raise error
 
     def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
         """``callback(userdata)`` is called when an async run ends (also on failure)."""
@@ -260,16 +299,24 @@ class InferRequest:
 
     # --- outputs ---------------------------------------------------------------------
 
+    def _result(self) -> RunResult | None:
+        request = self._request
+        if request is None:
+            return None
+        if not request.future.done():
+            raise RequestBusyError("results are not ready; call wait() first")
+        error = request.future.exception()
+        if error is not None:
+            raise error
+        return request.future.result()
+
     @property
     def results(self) -> InferResults:
-        """Outputs of the last run, by name, index or port."""
-        if not self._ready.is_set():
-            raise RequestBusyError("results are not ready; call wait() first")
-        if self._error is not None:
-            raise self._error
-        if self._result is None:
+        """Outputs of the last run, by name, index or port (readable in its callback too)."""
+        result = self._result()
+        if result is None:
             raise InputError("this request has not run yet; call infer() or start_async()")
-        return InferResults(self._compiled._outputs, self._result.outputs)
+        return InferResults(self._compiled._outputs, result.outputs)
 
     def get_tensor(self, key: int | str | Port) -> Any:
         """An output of the last run, or an input set with set_tensor."""
@@ -285,7 +332,13 @@ class InferRequest:
 
     def get_profiling_info(self) -> list[ProfilingRecord]:
         """Per-op counters of the last run (ENABLE_PROFILING must be on at compile time)."""
-        return self._result.profiling if self._result is not None else []
+        try:
+            result = self._result()
+        except (RequestBusyError, InferenceError):
+            return []
+        except Exception:  # noqa: BLE001 - a failed run has no counters
+            return []
+        return result.profiling if result is not None else []
 
     @property
     def profiling_info(self) -> list[ProfilingRecord]:
@@ -299,4 +352,8 @@ class InferRequest:
     @property
     def device(self) -> str:
         """Device that ran the last request (MULTI/AUTO: the one chosen)."""
-        return self._result.device if self._result is not None else ""
+        try:
+            result = self._result()
+        except Exception:  # noqa: BLE001 - running or failed: no device to name
+            return ""
+        return result.device if result is not None else ""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
-from inferplex.errors import DeviceNameError, PluginError, PropertyError
+from inferplex.errors import CompileError, DeviceNameError, InferplexError, PluginError, PropertyError
 from inferplex.properties import normalize_config
 
 if TYPE_CHECKING:
@@ -187,7 +187,13 @@ class DeviceRegistry:
     def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
         """Compile on one device; ``config`` must come from config_for/member_config."""
         plugin, full = self.resolve(device)
-        program = plugin.compile(model, full, dict(config))
+        try:
+            program = plugin.compile(model, full, dict(config))
+        except InferplexError:
+            raise
+        except Exception as error:  # a plugin's own exception: name the plugin and the device
+            raise CompileError(f"{full} could not compile the model: {type(plugin).__name__}.compile "
+                               f"raised {type(error).__name__}: {error}") from error
         if not isinstance(program, DeviceProgram):
             raise PluginError(f"{type(plugin).__name__}.compile returned {type(program).__name__}; "
                               "it must return a DeviceProgram")

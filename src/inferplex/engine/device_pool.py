@@ -67,11 +67,13 @@ class DevicePool:
     program's workers; MULTI gives a member ``NAME(n)`` requests).
     ``keep_on_device``: outputs left in the program's native tensors (HETERO).
     ``exit_timeout``: seconds past the slowest run seen after which a run still
-    going at exit counts as hung.
+    going at exit counts as hung.  ``label``: what its runs are called on the
+    timeline (``"subgraph 1"`` in a HETERO chain).
     """
 
     def __init__(self, program: DeviceProgram, *, threads: int | None = None, profiling: bool = False,
-                 keep_on_device: Collection[str] = (), exit_timeout: float | None = None) -> None:
+                 keep_on_device: Collection[str] = (), exit_timeout: float | None = None,
+                 label: str = "run") -> None:
         workers = _workers_of(program)
         self.program = program
         self.device: str = program.device
@@ -79,6 +81,7 @@ class DevicePool:
         self.threads = max(1, int(threads or workers))
         self.profiling = profiling
         self.keep_on_device = tuple(keep_on_device)
+        self.label = label
         self.exit_timeout = lifecycle.DEFAULT_EXIT_TIMEOUT if exit_timeout is None else float(exit_timeout)
         self.slowest = 0.0
         """Seconds of the slowest run seen (exit waits that long, plus ``exit_timeout``)."""
@@ -107,7 +110,7 @@ class DevicePool:
         end = time.perf_counter()
         self.slowest = max(self.slowest, end - begin)
         if request is not None:
-            request.mark("run", self.device, begin, end, worker)
+            request.mark(self.label, self.device, begin, end, worker)
         if not self.profiling:
             return RunResult(outputs, None, self.device)
         program = self.program  # read lazily: the counters are those of the last run on this worker

@@ -4,7 +4,7 @@ Entry points for the Core and the CLI:
 
 - :func:`query_hetero` -- node name -> device, automatic mode (``query_model``);
 - :func:`plan_hetero` -- the :class:`HeteroPlan` a compilation would use (no compiling);
-- :func:`compile_hetero` -- an :class:`~inferplex.executor.Executor` running the plan;
+- :func:`compile_hetero` -- an :class:`~inferplex.engine.chain.ChainRunner` running the plan;
 - :func:`write_affinity_dot`, :func:`write_subgraphs_dot`, :func:`render_svg` -- GraphViz files.
 """
 
@@ -18,8 +18,8 @@ import numpy as np
 import onnx_ir as ir
 
 from inferplex.errors import CompileError, InferplexError
-from inferplex.executor import Executor, ProgramExecutor
-from inferplex.hetero.compiled import HeteroExecutor, SubgraphRunner
+from inferplex.engine.chain import ChainRunner, SubgraphRunner
+from inferplex.engine.device_pool import DevicePool
 from inferplex.hetero.graph import fill_missing_types, name_of
 from inferplex.hetero.plan import HeteroPlan, StagePlan, SubgraphPlan, TransferPlan
 from inferplex.hetero.planner import Planned, plan, query
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from inferplex.devices.registry import DeviceRegistry
 
 __all__ = [
-    "HETERO_PROPERTIES", "HeteroExecutor", "HeteroPlan", "StagePlan", "SubgraphPlan", "TransferPlan",
+    "HETERO_PROPERTIES", "ChainRunner", "HeteroPlan", "StagePlan", "SubgraphPlan", "TransferPlan",
     "compile_hetero", "plan_hetero", "query_hetero", "render_svg", "write_affinity_dot",
     "write_subgraphs_dot",
 ]
@@ -132,7 +132,7 @@ def _constant_outputs(model: ir.Model) -> dict[str, np.ndarray]:
 
 
 def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
-                   config: Mapping[str, Any]) -> Executor:
+                   config: Mapping[str, Any]) -> ChainRunner:
     """Split ``model`` over ``devices`` (names as written, priority order) and compile it.
 
     ``config`` is the validated HETERO config; each device compiles its subgraphs
@@ -161,7 +161,9 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
         inputs = sub.inputs
         if _whole_model(model, planned):
             inputs = tuple(name_of(v) for v in model.graph.inputs if not v.is_initializer())
-        runners.append(SubgraphRunner(sub.index, ProgramExecutor(program, keep, profiling), inputs,
+        pool = DevicePool(program, profiling=profiling, keep_on_device=keep, label=f"subgraph {sub.index}",
+                          exit_timeout=config.get("EXIT_TIMEOUT"))
+        runners.append(SubgraphRunner(sub.index, pool, inputs,
                                       {n: sources[n] for n in sub.inputs if n in sources}))
     outputs = [name_of(v) for v in model.graph.outputs]
-    return HeteroExecutor(planned.plan, runners, outputs, _constant_outputs(model), profiling)
+    return ChainRunner(planned.plan, runners, outputs, _constant_outputs(model), profiling)

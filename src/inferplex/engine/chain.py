@@ -1,10 +1,10 @@
-"""The HETERO executor: a chain of subgraph programs.
+"""HETERO and PIPELINE_PARALLEL: a chain of subgraph programs over device pools.
 
 ``run`` runs the subgraphs in order in the calling thread.  ``submit`` chains
-the subgraphs' own executors: when subgraph i finishes request k (on its worker
+the subgraphs' device pools: when subgraph i finishes request k (on its pool's
 thread), request k is queued on subgraph i+1 and subgraph i takes request k+1,
-so the subgraphs work as a pipeline.  A request ends exactly once: with every
-output, or with the first error any subgraph raised.
+so the subgraphs work as a pipeline.  A request ends exactly once, through its
+future: with every output, or with the first error any subgraph raised.
 
 Tensors: a value made by a non-numpy program (torch on a GPU) stays native
 (``keep_on_device``) when a program of the same kind reads it; values only
@@ -19,19 +19,23 @@ timed and reported as ``Transfer`` counters.
 from __future__ import annotations
 
 import datetime
-import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from inferplex.devices.base import ProfilingRecord
-from inferplex.executor import Done, Executor, ProgramExecutor, RunResult, finish
-from inferplex.hetero.plan import HeteroPlan
+from inferplex.engine.device_pool import DevicePool, as_inference_error
+from inferplex.engine.request import Request, RunResult
+from inferplex.engine.runner import Runner
 
-__all__ = ["HeteroExecutor", "SubgraphRunner"]
+if TYPE_CHECKING:
+    from inferplex.hetero.plan import HeteroPlan
+
+__all__ = ["ChainRunner", "SubgraphRunner"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ class SubgraphRunner:
     """One compiled subgraph and how its values flow."""
 
     index: int
-    executor: ProgramExecutor
+    pool: DevicePool
     inputs: tuple[str, ...]
     """Values it reads (model inputs or earlier subgraphs' outputs)."""
     sources: Mapping[str, int]
@@ -47,11 +51,11 @@ class SubgraphRunner:
 
     @property
     def device(self) -> str:
-        return self.executor.program.device
+        return self.pool.device
 
     @property
     def kind(self) -> str:
-        return str(getattr(self.executor.program, "tensor_kind", "numpy"))
+        return str(getattr(self.pool.program, "tensor_kind", "numpy"))
 
 
 _DEFERRED = "in the reader's run"
@@ -65,7 +69,7 @@ def _to_host(runner: SubgraphRunner, value: Any) -> Any:
     """``value`` as a numpy array, through the producer's ``to_host`` when it has one."""
     if isinstance(value, np.ndarray):
         return value
-    to_host = getattr(runner.executor.program, "to_host", None)
+    to_host = getattr(runner.pool.program, "to_host", None)
     if to_host is not None:
         return to_host(value)
     try:
@@ -79,32 +83,26 @@ def _convert(value: Any, source: SubgraphRunner, target: SubgraphRunner) -> tupl
     if target.kind == "numpy":
         moved = _to_host(source, value)
         return moved, "to host" if isinstance(moved, np.ndarray) else _DEFERRED
-    to_native = getattr(target.executor.program, "to_native", None)
+    to_native = getattr(target.pool.program, "to_native", None)
     if to_native is not None:
         return to_native(value), "to device"
     return value, _DEFERRED
 
 
 @dataclass
-class _Request:
-    """One request travelling down the chain (async path)."""
+class _Travel:
+    """What one request carries down the chain: its values, counters and moved tensors."""
 
+    request: Request
     values: dict[str, Any]
-    done: Done
     profiling: list[ProfilingRecord] = field(default_factory=list)
     moved: dict[tuple[str, str, str], Any] = field(default_factory=dict)
-    _ended: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def end(self, outcome: RunResult | BaseException) -> None:
-        with self._lock:
-            if self._ended:
-                return
-            self._ended = True
-        finish(self.done, outcome)
+        self.request.end(outcome)
 
 
-class HeteroExecutor(Executor):
+class ChainRunner(Runner):
     """Runs the subgraphs of a :class:`HeteroPlan` as a chain (see the module docstring)."""
 
     def __init__(self, plan: HeteroPlan, runners: Sequence[SubgraphRunner],
@@ -117,12 +115,12 @@ class HeteroExecutor(Executor):
         self.profiling = profiling
         self._closed = False
 
-    # --- Executor ------------------------------------------------------------
+    # --- Runner --------------------------------------------------------------
 
     @property
     def optimal_number_of_infer_requests(self) -> int:
         # One request per worker of every subgraph keeps each of them busy.
-        return sum(r.executor.optimal_number_of_infer_requests for r in self.runners)
+        return sum(r.pool.workers for r in self.runners)
 
     @property
     def execution_devices(self) -> list[str]:
@@ -142,54 +140,61 @@ class HeteroExecutor(Executor):
     def property_names(self) -> tuple[str, ...]:
         return ("HETERO_NUMBER_OF_SUBMODELS", "HETERO_SUBGRAPHS", "PIPELINE_STAGES", "EXECUTION_DEVICES")
 
-    def run(self, inputs: Mapping[str, Any]) -> RunResult:
-        request = _Request(dict(inputs), done=lambda _: None)
+    def run(self, request: Request) -> RunResult:
+        travel = _Travel(request, dict(request.inputs))
         for runner in self.runners:
-            result = runner.executor.run(self._feeds(runner, request))
-            self._collect(runner, request, result)
-        return self._result(request)
+            try:
+                result = runner.pool.run(self._feeds(runner, travel), request)
+            except BaseException as error:
+                raise as_inference_error(error, runner.device) from error
+            self._collect(runner, travel, result)
+        result = self._result(travel)
+        request.succeed(result)
+        return result
 
-    def submit(self, inputs: Mapping[str, Any], done: Done) -> None:
-        self._submit_from(0, _Request(dict(inputs), done))
+    def submit(self, request: Request) -> None:
+        self._submit_from(0, _Travel(request, dict(request.inputs)))
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         for runner in self.runners:
-            runner.executor.close()
+            runner.pool.close()
 
     # --- the chain -----------------------------------------------------------
 
-    def _submit_from(self, position: int, request: _Request) -> None:
+    def _submit_from(self, position: int, travel: _Travel) -> None:
         try:
             if position == len(self.runners):
-                request.end(self._result(request))
+                travel.end(self._result(travel))
                 return
             runner = self.runners[position]
-            feeds = self._feeds(runner, request)
-            runner.executor.submit(feeds, lambda outcome: self._after(position, request, outcome))
+            feeds = self._feeds(runner, travel)
+            future = runner.pool.submit(feeds, travel.request)
+            future.add_done_callback(lambda done: self._after(position, travel, done))
         except BaseException as error:  # noqa: BLE001 - ends the request instead of being lost
-            request.end(error)
+            travel.end(as_inference_error(error, self.runners[min(position, len(self.runners) - 1)].device))
 
-    def _after(self, position: int, request: _Request, outcome: RunResult | BaseException) -> None:
-        if isinstance(outcome, BaseException):
-            request.end(outcome)
+    def _after(self, position: int, travel: _Travel, done: Future[RunResult]) -> None:
+        error = done.exception()
+        if error is not None:
+            travel.end(error)
             return
         try:
-            self._collect(self.runners[position], request, outcome)
-        except BaseException as error:  # noqa: BLE001
-            request.end(error)
+            self._collect(self.runners[position], travel, done.result())
+        except BaseException as failure:  # noqa: BLE001
+            travel.end(as_inference_error(failure, self.runners[position].device))
             return
-        self._submit_from(position + 1, request)
+        self._submit_from(position + 1, travel)
 
-    def _collect(self, runner: SubgraphRunner, request: _Request, result: RunResult) -> None:
+    def _collect(self, runner: SubgraphRunner, request: _Travel, result: RunResult) -> None:
         request.values.update(result.outputs)
         if self.profiling:
             prefix = f"subgraph{runner.index}: "
             request.profiling.extend(r.with_prefix(prefix) for r in result.profiling)
 
-    def _feeds(self, runner: SubgraphRunner, request: _Request) -> dict[str, Any]:
+    def _feeds(self, runner: SubgraphRunner, request: _Travel) -> dict[str, Any]:
         feeds: dict[str, Any] = {}
         for name in runner.inputs:
             value = request.values[name]
@@ -200,7 +205,7 @@ class HeteroExecutor(Executor):
         return feeds
 
     def _move(self, name: str, value: Any, source: SubgraphRunner, target: SubgraphRunner,
-              request: _Request) -> Any:
+              request: _Travel) -> Any:
         if source.device == target.device and source.kind == target.kind:
             return value
         if isinstance(value, np.ndarray) and target.kind == "numpy":
@@ -218,9 +223,9 @@ class HeteroExecutor(Executor):
                 "Transfer", how, elapsed, elapsed, bytes=_nbytes(value)))
         return moved
 
-    def _result(self, request: _Request) -> RunResult:
+    def _result(self, request: _Travel) -> RunResult:
         outputs: dict[str, Any] = {}
-        producer = {n: r for r in self.runners for n in r.executor.keep_on_device}
+        producer = {n: r for r in self.runners for n in r.pool.keep_on_device}
         for name in self.outputs:
             if name in self.constants:
                 outputs[name] = self.constants[name]
