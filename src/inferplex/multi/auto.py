@@ -137,7 +137,7 @@ def compile_auto(registry: DeviceRegistry, model: ir.Model, spec: DeviceSpec,
     names = list(configs)
     counts = {t.name: t.num_requests for t in candidates}
     compile_one = lambda name: compile_member(  # noqa: E731
-        registry, model, name, configs[name], counts.get(name))
+        registry, model, name, configs[name], counts.get(name), exit_timeout=config.get("EXIT_TIMEOUT"))
     helper = _startup_helper(registry, names) if config.get("ENABLE_STARTUP_FALLBACK", True) else None
     if helper is None:
         member = _compile_first(names, compile_one, unsupported)

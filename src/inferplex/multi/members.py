@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from inferplex.devices.sharing import device_type, share_the_host
 from inferplex.engine.device_pool import DevicePool
 from inferplex.engine.dispatch_state import Member
-from inferplex.errors import CompileError
+from inferplex.errors import CompileError, InferplexError
 from inferplex.properties import DeviceTarget
 
 if TYPE_CHECKING:
@@ -88,8 +88,11 @@ def _gil_bound(registry: DeviceRegistry, device: str) -> bool:
 
 def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
                    config: Mapping[str, Any], num_requests: int | None = None,
-                   own_process: bool = False) -> Member:
-    """Compile on one device into a pool of ``num_requests`` threads (default: the device's workers)."""
+                   own_process: bool = False, exit_timeout: float | None = None) -> Member:
+    """Compile on one device into a pool of ``num_requests`` threads (default: the device's workers).
+
+    ``exit_timeout``: the virtual device's ``EXIT_TIMEOUT`` (see :class:`DevicePool`).
+    """
     program: DeviceProgram
     if own_process:
         from inferplex.worker_process import compile_in_worker_process
@@ -98,7 +101,8 @@ def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
     else:
         program = registry.compile(model, device, config)
     try:
-        pool = DevicePool(program, threads=num_requests, profiling=bool(config.get("ENABLE_PROFILING", False)))
+        pool = DevicePool(program, threads=num_requests, profiling=bool(config.get("ENABLE_PROFILING", False)),
+                          exit_timeout=exit_timeout)
         host = device_type(registry, device) == "host"
     except BaseException:
         program.close()
@@ -120,7 +124,8 @@ def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence
     own = wants_own_process(registry, [t.name for t in targets], setting)
     with ThreadPoolExecutor(max(1, len(targets)), thread_name_prefix="inferplex-compile") as pool:
         futures = {t.name: pool.submit(compile_member, registry, model, t.name, configs[t.name],
-                                       t.num_requests, own[t.name]) for t in targets}
+                                       t.num_requests, own[t.name], config.get("EXIT_TIMEOUT"))
+                   for t in targets}
     members: list[Member] = []
     failures: dict[str, BaseException] = {}
     for name, future in futures.items():
@@ -142,4 +147,6 @@ def compile_error(failures: Mapping[str, BaseException | str]) -> CompileError:
 
 
 def _reason(error: BaseException | str) -> str:
-    return error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    if isinstance(error, str | InferplexError):  # inferplex's errors already say what failed
+        return str(error)
+    return f"{type(error).__name__}: {error}"
