@@ -48,6 +48,7 @@ from inferplex.multi.members import (
     compile_error,
     compile_member,
     compile_members,
+    failure_reason,
     member_config,
     resolve_targets,
 )
@@ -262,8 +263,8 @@ def _start_with_helper(helper: str, chosen: list[str], compile_one: Callable[[st
         error = selected.future.exception()
         if error is not None:
             helper_error = helping.future.exception()
-            raise CompileError(f"{error}; {helper}: {type(helper_error).__name__}: "
-                               f"{helper_error}") from error
+            raise CompileError(f"{error}; {helper}: {failure_reason(cast('BaseException', helper_error))}") \
+                from error
         return Dispatcher([selected.future.result()], options, resolve=resolve)
     dispatcher = Dispatcher([helping.future.result()], options, resolve=resolve, starting=helper,
                             expected_requests=expected)

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from inferplex.devices.base import DeviceProgram
     from inferplex.devices.registry import DeviceRegistry
 
-__all__ = ["WORKER_PROCESSES_KEY", "compile_error", "compile_member", "compile_members", "member_config",
-           "resolve_targets", "wants_own_process"]
+__all__ = ["WORKER_PROCESSES_KEY", "compile_error", "compile_member", "compile_members", "failure_reason",
+           "member_config", "resolve_targets", "wants_own_process"]
 
 WORKER_PROCESSES_KEY = "MULTI_WORKER_PROCESSES"
 
@@ -142,11 +142,12 @@ def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence
 
 def compile_error(failures: Mapping[str, BaseException | str]) -> CompileError:
     """One CompileError naming each device and its reason."""
-    reasons = "; ".join(f"{name}: {_reason(error)}" for name, error in failures.items())
+    reasons = "; ".join(f"{name}: {failure_reason(error)}" for name, error in failures.items())
     return CompileError(f"no device could compile the model: {reasons}")
 
 
-def _reason(error: BaseException | str) -> str:
+def failure_reason(error: BaseException | str) -> str:
+    """A compile failure in words (inferplex's own errors as they are, others with their type)."""
     if isinstance(error, str | InferplexError):  # inferplex's errors already say what failed
         return str(error)
     return f"{type(error).__name__}: {error}"
