@@ -68,6 +68,9 @@ class CompiledModel:
         self._lock = threading.Lock()
         # Holds neither self nor anything that refers to it: the model can be collected.
         self._finalizer = weakref.finalize(self, _release, runner, self._completions)
+        # Not at exit: there lifecycle lets the requests in flight end first (releasing would fail
+        # those still waiting in a MULTI dispatcher), and every engine thread is a daemon.
+        self._finalizer.atexit = False
 
     @property
     def inputs(self) -> list[Port]:
