@@ -18,6 +18,7 @@ from inferplex.scheduling.latency import LatencyEstimate
 
 from multi_plugins import (
     Collector,
+    run_program,
     Faults,
     FaultyPlugin,
     expected,
@@ -349,3 +350,41 @@ def test_targets_keep_their_request_counts() -> None:
     compiled = multi(core, "MULTI:CPU(3)")
     assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 3
     compiled.release()
+
+
+_HANGING_MEMBER = """
+import sys, time
+import numpy as np
+import inferplex as ov
+from multi_plugins import Faults, FaultyPlugin, expected, input_for, linear_model, make_core
+
+slow = FaultyPlugin("SLOW", ("SLOW",), {"SLOW": Faults(hang_on={1}, hang_seconds=600, workers=1)})
+cpu = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=2)}, device_type="host")
+compiled = make_core(cpu, slow).compile_model(linear_model(), "MULTI:SLOW,CPU", {
+    "MULTI_REQUEST_TIMEOUT": "200ms", "SCHEDULE_POLICY": "DEVICE_PRIORITY"})
+ended = {}
+queue = ov.AsyncInferQueue(compiled, 4)
+queue.set_callback(lambda request, index: ended.__setitem__(index, (np.array(request.results["y"]), request.device)))
+for index in range(12):
+    queue.start_async({"x": input_for(index)}, index)
+if sys.argv[1] == "wait":
+    queue.wait_all()
+    right = all(np.allclose(y, expected(input_for(i))) for i, (y, _) in ended.items())
+    print("ended", len(ended), "right", right, "first on", ended[0][1], flush=True)
+else:
+    print("exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("wait", ["wait", "exit"])
+def test_a_hanging_member_times_out_and_the_process_still_exits_promptly(wait: str) -> None:
+    """SLOW's first run hangs for 10 minutes: the request re-runs on the CPU, and at exit (after
+    waiting for the requests, or with them in flight) the hung run does not hold the process."""
+    started = time.monotonic()
+    done = run_program(_HANGING_MEMBER, wait, timeout=60)
+    assert done.returncode == 0, f"exit code {done.returncode}: {done.stderr[-2000:]}"
+    if wait == "wait":
+        assert done.stdout.split() == ["ended", "12", "right", "True", "first", "on", "CPU"], done.stdout
+    else:
+        assert done.stdout.split() == ["exiting"], done.stdout
+    assert time.monotonic() - started < 30

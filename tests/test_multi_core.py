@@ -352,3 +352,43 @@ def test_a_device_key_no_member_takes_is_refused_when_given_to_the_compile(core:
     result = compiled({"x": input_for(2)})["y"]
     np.testing.assert_allclose(np.array(result), expected(input_for(2)), rtol=1e-5)
     compiled.release()
+
+
+def test_release_inside_a_multi_callback(core: ov.Core) -> None:
+    """Callbacks run off the devices' and the dispatcher's threads: releasing there closes everything."""
+    compiled = core.compile_model(linear_model(), f"MULTI:{device_list(core)}")
+    request = compiled.create_infer_request()
+    released = threading.Event()
+
+    def release(_: object) -> None:
+        compiled.release()
+        released.set()
+
+    request.set_callback(release, None)
+    request.start_async({"x": input_for(7)})
+    assert released.wait(20), "release() inside the callback did not return"
+    request.wait()
+    np.testing.assert_allclose(np.array(request.results["y"]), expected(input_for(7)), rtol=1e-5)
+    with pytest.raises(ov.errors.InferenceError, match="closed|released"):
+        compiled.create_infer_request().infer({"x": input_for(8)})
+
+
+def test_dropping_multi_models_ends_their_threads(core: ov.Core) -> None:
+    """30 compiled MULTI models, each run once and dropped: the thread count returns to where it was."""
+    import gc
+    import time
+
+    gc.collect()
+    baseline = threading.active_count()
+    for index in range(30):
+        compiled = core.compile_model(linear_model(), f"MULTI:{device_list(core)}")
+        queue = ov.AsyncInferQueue(compiled)  # a request on every member: every pool starts its threads
+        for job in range(len(queue)):
+            queue.start_async({"x": input_for(index + job)})
+        queue.wait_all()
+        del compiled, queue
+    gc.collect()
+    deadline = time.monotonic() + 20
+    while threading.active_count() > baseline and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= baseline, [t.name for t in threading.enumerate()]

@@ -156,6 +156,7 @@ class DevicePool:
                 self._running.pop(me, None)
             _settle(job.future, outcome)
             lifecycle.progress()
+            del job, outcome  # held while idle, they would keep the request's compiled model alive
 
     # --- lifecycle -------------------------------------------------------------------
 

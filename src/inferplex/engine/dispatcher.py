@@ -271,6 +271,10 @@ class Dispatcher(Runner):
                 self._dispatch(now)
             except Exception:  # noqa: BLE001 - the dispatcher must outlive a bug in one step
                 _log.exception("inferplex: the MULTI dispatcher failed; it goes on")
+            # Hold no event while waiting: it would keep its request, and through the request's
+            # callbacks the compiled model, from being collected.
+            batch.clear()
+            event = None
 
     def _handle(self, event: Any, now: float) -> None:
         if event is _CLOSE:
