@@ -18,13 +18,13 @@ from inferplex.scheduling.latency import LatencyEstimate
 
 from multi_plugins import (
     Collector,
-    run_program,
     Faults,
     FaultyPlugin,
     expected,
     input_for,
     linear_model,
     make_core,
+    run_program,
     submit_many,
     submit_when_free,
 )
@@ -341,7 +341,7 @@ def test_close_ends_every_pending_request_once() -> None:
     for index, outcome in collector.outcomes.items():  # those already running end with their results
         if outcome.error is None:
             np.testing.assert_allclose(outcome.y, expected(input_for(index)), rtol=1e-5)
-    with pytest.raises(InferenceError, match="closed|released"):
+    with pytest.raises(InferenceError, match=r"closed|released"):
         infer(compiled, 0)
 
 
@@ -364,7 +364,11 @@ compiled = make_core(cpu, slow).compile_model(linear_model(), "MULTI:SLOW,CPU", 
     "MULTI_REQUEST_TIMEOUT": "200ms", "SCHEDULE_POLICY": "DEVICE_PRIORITY"})
 ended = {}
 queue = ov.AsyncInferQueue(compiled, 4)
-queue.set_callback(lambda request, index: ended.__setitem__(index, (np.array(request.results["y"]), request.device)))
+
+def record(request, index):
+    ended[index] = (np.array(request.results["y"]), request.device)
+
+queue.set_callback(record)
 for index in range(12):
     queue.start_async({"x": input_for(index)}, index)
 if sys.argv[1] == "wait":

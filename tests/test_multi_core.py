@@ -369,7 +369,7 @@ def test_release_inside_a_multi_callback(core: ov.Core) -> None:
     assert released.wait(20), "release() inside the callback did not return"
     request.wait()
     np.testing.assert_allclose(np.array(request.results["y"]), expected(input_for(7)), rtol=1e-5)
-    with pytest.raises(ov.errors.InferenceError, match="closed|released"):
+    with pytest.raises(ov.errors.InferenceError, match=r"closed|released"):
         compiled.create_infer_request().infer({"x": input_for(8)})
 
 

@@ -96,7 +96,7 @@ class Completions:
                     completion()
                 except Exception:  # noqa: BLE001 - one callback must not stop the others
                     _log.exception("inferplex: a completion callback raised; the request is complete anyway")
-                completion = None  # held while idle, it would keep its compiled model from being collected
+                del completion  # held while idle, it would keep its compiled model from being collected
         finally:
             _local.completions = None
 

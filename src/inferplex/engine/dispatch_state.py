@@ -7,11 +7,12 @@ are the pure code of :mod:`inferplex.scheduling`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from inferplex.errors import InferplexError
+from inferplex.errors import InferplexError, PropertyError
+from inferplex.properties import DeviceTarget, parse_device_list
 from inferplex.scheduling.latency import LatencyEstimate, expected_left
 from inferplex.scheduling.policies import DeviceLoad
 from inferplex.scheduling.quarantine import Quarantine
@@ -19,8 +20,10 @@ from inferplex.scheduling.quarantine import Quarantine
 if TYPE_CHECKING:
     from inferplex.engine.device_pool import DevicePool
     from inferplex.engine.request import Request
+    from inferplex.scheduling.host_gain import HostGainCheck
 
-__all__ = ["Attempt", "Device", "Member", "Pending", "describe_failures"]
+__all__ = ["Attempt", "Device", "Member", "Pending", "check_priorities", "describe_failures",
+           "device_targets", "statistics"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +133,69 @@ def describe_failures(failures: Sequence[tuple[str, BaseException]]) -> str:
     """``"GPU.0: <error>; CPU: <error>"``; inferplex's own errors already name what failed."""
     return "; ".join(f"{name}: {error}" if isinstance(error, InferplexError)
                      else f"{name}: {type(error).__name__}: {error}" for name, error in failures)
+
+
+def statistics(devices: Mapping[str, Device], serving: Sequence[str], fallback: Sequence[str],
+               host_gain: HostGainCheck, first_start: float | None, last_done: float,
+               now: float) -> dict[str, dict[str, Any]]:
+    """DEVICE_STATISTICS: per-device requests, share, throughput (requests/s), latency_ms, ...
+
+    ``throughput`` is the device's completed requests over the time from the
+    first request started to the last one finished, so the devices' values add
+    up to the compiled model's throughput.  ``state``: serving, held back,
+    quarantined, fallback or excluded.  Host devices also carry ``host_gain``:
+    the MULTI_CHECK_HOST_GAIN check's phase, decisions so far, whether the host
+    is held back, and the rates (with the host, without it) of the latest decision.
+    """
+    total = sum(device.requests for device in devices.values())
+    window = last_done - first_start if first_start is not None else 0.0
+    stats = {}
+    for name, device in devices.items():
+        entry = device.statistics(total, window)
+        if device.quarantine.active(now):
+            entry["state"] = "quarantined"
+        elif name in serving:
+            entry["state"] = "held back" if device.host and host_gain.held else "serving"
+        else:
+            entry["state"] = "fallback" if name in fallback else "excluded"
+        if device.host:
+            entry["host_gain"] = {"phase": host_gain.phase, "checks": host_gain.checks,
+                                  "held": host_gain.held, "rates": host_gain.last_rates}
+        stats[name] = entry
+    return stats
+
+
+def device_targets(value: Any) -> list[DeviceTarget]:
+    """The devices of a MULTI_DEVICE_PRIORITIES value (text ``"GPU(4),CPU"`` or a sequence of names)."""
+    if isinstance(value, str):
+        return list(parse_device_list(value, allow_counts=True))
+    return [DeviceTarget(str(name)) for name in value]
+
+
+def check_priorities(targets: Sequence[DeviceTarget], devices: Mapping[str, Device],
+                     resolve: Callable[[str], str]) -> list[str]:
+    """Full names of new MULTI_DEVICE_PRIORITIES; PropertyError naming devices not compiled or resized."""
+    resolved: list[str] = []
+    problems: list[str] = []
+    for target in targets:
+        try:
+            full = resolve(target.name)
+        except Exception:  # noqa: BLE001 - an unknown name is reported like a missing one
+            full = target.name
+        if full not in devices:
+            problems.append(target.name)
+        resolved.append(full)
+    if problems:
+        raise PropertyError(
+            f"MULTI_DEVICE_PRIORITIES: {', '.join(problems)} was not in the original device "
+            f"list; devices can be reordered, excluded and restored, not added "
+            f"(compiled: {', '.join(devices)})")
+    resized = [f"{t.name}({t.num_requests}) ({full} has {devices[full].workers})"
+               for t, full in zip(targets, resolved, strict=True)
+               if t.num_requests is not None and t.num_requests != devices[full].workers]
+    if resized:
+        raise PropertyError(
+            f"MULTI_DEVICE_PRIORITIES: {', '.join(resized)}: a device's request count is set when "
+            "compiling; a compiled model's priorities reorder, exclude and restore devices "
+            "(write them without counts)")
+    return resolved

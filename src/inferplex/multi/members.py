@@ -101,8 +101,8 @@ def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
     else:
         program = registry.compile(model, device, config)
     try:
-        pool = DevicePool(program, threads=num_requests, profiling=bool(config.get("ENABLE_PROFILING", False)),
-                          exit_timeout=exit_timeout)
+        profiling = bool(config.get("ENABLE_PROFILING", False))
+        pool = DevicePool(program, threads=num_requests, profiling=profiling, exit_timeout=exit_timeout)
         host = device_type(registry, device) == "host"
     except BaseException:
         program.close()
