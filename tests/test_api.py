@@ -25,9 +25,18 @@ PUBLIC = [
     "Port",
     "ProfilingRecord",
     "__version__",
+    "compile_model",
+    "convert_model",
     "errors",
+    "get_batch",
+    "get_version",
+    "op",
+    "opset",
+    "opset1",
+    "opset8",
     "properties",
     "save_model",
+    "set_batch",
 ]
 
 ERRORS = [

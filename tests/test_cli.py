@@ -110,6 +110,19 @@ def test_benchmark_async_uses_the_requests_asked_for(capsys: pytest.CaptureFixtu
     assert "3 request(s)" in out
 
 
+def test_benchmark_trace_writes_each_request_s_stages(capsys: pytest.CaptureFixture[str],
+                                                     small_model: str, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    code, out, err = run(capsys, "benchmark", "-m", small_model, "-shape", "x[2,4]", "-niter", "8",
+                         "-nireq", "2", "--trace", str(trace), "--no-progress")
+    assert code == 0, err
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert {"queued", "run", "callback"} <= {e["name"] for e in spans}
+    assert len({e["args"]["request"] for e in spans}) >= 8  # the first (sync) inference and 8 more
+    assert f"Trace written to {trace}" in out
+
+
 def test_benchmark_perf_counts(capsys: pytest.CaptureFixture[str], small_model: str,
                                tmp_path: Path) -> None:
     report = tmp_path / "pc.json"

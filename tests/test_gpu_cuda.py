@@ -62,6 +62,16 @@ def _reference(feeds: dict[str, np.ndarray]) -> np.ndarray:
     return session.run(None, feeds)[0]
 
 
+def _statistics(program: Any) -> Any:
+    """What the program holds now (its GPU_PROGRAM_STATISTICS property)."""
+    return program.get_property("GPU_PROGRAM_STATISTICS")
+
+
+def _captured(program: Any) -> list[tuple[Any, ...]]:
+    """Per worker, the input signatures it holds a CUDA graph for (least recently used first)."""
+    return [worker.captured_signatures for worker in _statistics(program).workers]
+
+
 def _feeds(batch: int = 4, seed: int = 0) -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(seed).standard_normal((batch, 3, 32, 32)).astype(np.float32)}
 
@@ -90,7 +100,8 @@ def test_cuda_graph_replay_equals_eager() -> None:
     for seed in range(3):  # capture, then replays with new data
         feeds = _feeds(seed=seed)
         np.testing.assert_array_equal(graphs.run(feeds)["y"], eager.run(feeds)["y"])
-    assert graphs._workers[0].graphs, "no CUDA graph was captured"
+    assert _captured(graphs)[0] == (((4, 3, 32, 32),),), "no CUDA graph was captured"
+    assert _captured(eager)[0] == ()
 
 
 def test_f32_matches_onnx_runtime_on_cuda() -> None:
@@ -146,7 +157,7 @@ def test_every_worker_captures_on_the_one_capture_thread(monkeypatch: pytest.Mon
     feeds = [_feeds(seed=s) for s in range(16)]
     results = _run_feeds(program, feeds)
     assert threads == ["inferplex-capture"] * program.num_workers  # one graph per worker, one thread
-    assert all(worker.graphs for worker in program._workers)
+    assert all(_captured(program))
     for got, inputs in zip(results, feeds, strict=True):  # replayed from each worker's thread
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
     assert torch.cuda.current_stream() == torch.cuda.default_stream()
@@ -157,7 +168,7 @@ def test_static_shapes_are_captured_while_compiling(monkeypatch: pytest.MonkeyPa
     static = export_onnx(_cnn_model_module(), (torch.randn(4, 3, 32, 32),), ["x"], {})
     program = _compile(static, {"PERFORMANCE_HINT": "THROUGHPUT"})
     assert program.num_workers == 8
-    assert all(list(worker.graphs) == [((4, 3, 32, 32),)] for worker in program._workers)
+    assert _captured(program) == [(((4, 3, 32, 32),),)] * 8
     later: list[int] = []
     real_graph = torch.cuda.graph
     monkeypatch.setattr(torch.cuda, "graph", lambda *a, **k: (later.append(1), real_graph(*a, **k))[1])
@@ -167,7 +178,7 @@ def test_static_shapes_are_captured_while_compiling(monkeypatch: pytest.MonkeyPa
     for got, inputs in zip(results, feeds, strict=True):
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
     eager = _compile(static, {"PERFORMANCE_HINT": "THROUGHPUT", "ENABLE_PROFILING": True})
-    assert not any(worker.graphs for worker in eager._workers)  # profiling runs eagerly: no warm-up
+    assert not any(_captured(eager))  # profiling runs eagerly: no warm-up
 
 
 def test_low_queue_throttle_waits_on_blocking_events_with_the_same_results(
@@ -175,7 +186,7 @@ def test_low_queue_throttle_waits_on_blocking_events_with_the_same_results(
     """GPU_QUEUE_THROTTLE LOW: a worker waits for its stream on a blocking event, never spinning on it."""
     program = _program({"PERFORMANCE_HINT": "THROUGHPUT", "GPU_QUEUE_THROTTLE": "LOW"})
     assert program.get_property("GPU_QUEUE_THROTTLE") == "LOW"
-    assert all(worker.finished is not None for worker in program._workers)
+    assert all(worker.blocking_waits for worker in _statistics(program).workers)
     spins: list[int] = []
     real_synchronize = torch.cuda.Stream.synchronize
     monkeypatch.setattr(torch.cuda.Stream, "synchronize",
@@ -184,7 +195,7 @@ def test_low_queue_throttle_waits_on_blocking_events_with_the_same_results(
     results = _run_feeds(program, feeds)
     for got, inputs in zip(results, feeds, strict=True):
         np.testing.assert_allclose(got, _reference(inputs), rtol=1e-4, atol=1e-6)
-    captures = sum(bool(worker.graphs) for worker in program._workers)
+    captures = sum(bool(signatures) for signatures in _captured(program))
     assert len(spins) <= 2 * captures  # only around each capture; every run's wait is a blocking event
     spins.clear()
     _program({"PERFORMANCE_HINT": "THROUGHPUT"}).run(_feeds())
@@ -265,9 +276,9 @@ def test_specialized_block_is_captured_and_equals_eager() -> None:
     for batch in (1, 3, 1):
         feeds = _block_feeds(batch, seed=batch)
         np.testing.assert_allclose(graphs.run(feeds)["y"], eager.run(feeds)["y"], rtol=1e-5, atol=1e-5)
-    assert set(graphs._workers[0].graphs) == {((1, 16, 64),), ((3, 16, 64),)}, (
-        "specialized runs were not captured"
-    )
+    assert _captured(graphs)[0] == (((3, 16, 64),), ((1, 16, 64),)), "specialized runs were not captured"
+    stats = _statistics(graphs)
+    assert not stats.capturable and all(v.capturable for v in stats.shape_variants)
 
 
 def test_concurrent_workers_with_different_shapes() -> None:
@@ -322,7 +333,12 @@ def test_many_shapes_cycle_through_the_graph_cache_safely() -> None:
             out = program.run(feeds, keep_on_device={"y"})["y"]
             np.testing.assert_allclose(program.to_host(out), eager.run(feeds)["y"], rtol=1e-5, atol=1e-5)
     torch.cuda.synchronize()  # an illegal access would surface here at the latest
-    assert len(program._workers[0].graphs) == GRAPH_CACHE_SIZE
+    stats = _statistics(program)
+    assert stats.graph_cache_size == GRAPH_CACHE_SIZE
+    assert _captured(program)[0] == tuple(((b, 16, 64),) for b in batches[-GRAPH_CACHE_SIZE:])
+    assert len(stats.shape_variants) == len(batches)  # every lowering kept: within SHAPE_CACHE_SIZE
+    program.close()
+    assert _statistics(program).closed and _captured(program) == [()]
 
 
 def test_to_host_and_to_native_on_cuda() -> None:
@@ -338,7 +354,7 @@ def test_to_host_and_to_native_on_cuda() -> None:
 def test_a_gpu_served_from_a_worker_process_gives_the_same_results() -> None:
     """MULTI_WORKER_PROCESSES=YES on CUDA: the GPU member runs in its own process, results unchanged."""
     import inferplex as ov
-    from inferplex.worker_process import WorkerProcessProgram
+    from inferplex.devices.remote import WorkerProcessProgram
 
     core = ov.Core()
     assert core.get_property("GPU.0", "GIL_BOUND") is True
@@ -393,7 +409,7 @@ def test_pinned_host_memory_goes_to_the_gpu_without_a_staging_copy(pinned) -> No
     assert torch.from_numpy(view).is_pinned()
     for _ in range(3):  # capture, then replays
         np.testing.assert_allclose(program.run({"x": view})["y"], _reference(feeds), rtol=1e-4, atol=1e-5)
-    assert not program._workers[0].staging  # read in place: no staging buffer was made
+    assert _statistics(program).workers[0].staging_buffers == 0  # read in place: nothing staged
     unpin()
     assert not torch.from_numpy(view).is_pinned()
 
@@ -407,23 +423,26 @@ def test_a_run_queued_behind_another_on_the_same_worker_gets_its_own_results() -
     program = _program({"PERFORMANCE_HINT": "LATENCY"})
     feeds = [_feeds(seed=s) for s in range(4)]
     program.run(feeds[0], worker=0)  # captured
-    stream = program._workers[0].stream
+    side = torch.cuda.Stream()
     results: dict[int, np.ndarray] = {}
     order: list[str] = []
     busy_when_handed_on: list[bool] = []
 
-    def chain(index: int) -> None:
+    def chain(index: int, inputs: list[dict[str, Any]]) -> None:
         def queued() -> None:
             order.append(f"queued {index}")
-            busy_when_handed_on.append(not stream.query())
-            if index + 1 < len(feeds):  # the next run starts on this worker before this one returns
-                chain(index + 1)
-        results[index] = program.run_into(feeds[index], 0, lambda name, dtype, shape: None, queued)["y"]
+            busy_when_handed_on.append(not side.query())
+            if index + 1 < len(inputs):  # the next run starts on this worker before this one returns
+                chain(index + 1, inputs)
+        results[index] = program.run_into(inputs[index], 0, lambda name, dtype, shape: None, queued)["y"]
         order.append(f"returned {index}")
 
-    with torch.cuda.stream(stream):
-        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time ahead of run 0 on the worker's stream
-    chain(0)
+    with torch.cuda.stream(side):
+        inputs = [{"x": torch.from_numpy(feed["x"]).cuda()} for feed in feeds]
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time on the caller's stream
+        # Device inputs: the worker's stream waits for the caller's, so every run is queued
+        # behind the sleep, and ``side`` still busy means run 0 has not ended.
+        chain(0, inputs)
     assert order[:2] == ["queued 0", "queued 1"]  # run 1 was queued behind run 0, which had not returned
     assert busy_when_handed_on[0]  # run 0 handed its worker on before its stream had run it
     for index, feed in enumerate(feeds):

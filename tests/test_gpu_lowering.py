@@ -234,36 +234,40 @@ def _program(model: onnx.ModelProto, config: dict[str, Any] | None = None) -> An
         return GpuPlugin().compile(ir.serde.deserialize_model(model), "GPU.0", config or {})
 
 
-def _calls(module: Any) -> list[Any]:
-    return [n.target for n in module.graph.nodes if n.op == "call_function"]
+def _statistics(compiled: Any) -> Any:
+    """What the compiled model's GPU program holds now (its GPU_PROGRAM_STATISTICS property)."""
+    return compiled.get_property("GPU_PROGRAM_STATISTICS")
 
 
-def test_dynamic_batch_is_specialized_per_signature_with_shared_weights() -> None:
+def test_dynamic_batch_is_specialized_per_signature_with_shared_weights(core: Any) -> None:
     torch.manual_seed(0)
     layer, x = _encoder()
     model = export_onnx(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
-    program = _program(model)
-    assert not program._generic.lowered.capturable  # shape arithmetic on the dynamic batch
+    compiled = core.compile_model(model, "GPU.0")
+    assert "GPU_PROGRAM_STATISTICS" in compiled.get_property("SUPPORTED_PROPERTIES")
+    assert not _statistics(compiled).capturable  # shape arithmetic on the dynamic batch
     for batch in (1, 3, 1):
         feeds = {"x": np.random.default_rng(batch).standard_normal((batch, 10, 32)).astype(np.float32)}
-        np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
-    assert set(program._variants) == {((1, 10, 32),), ((3, 10, 32),)}  # batch 1 again reused its lowering
-    special = program._variants[((1, 10, 32),)].lowered
-    assert special.capturable and special.input_shapes == ((1, 10, 32),)
-    assert not any(getattr(t, "data_dependent", False) for t in _calls(special.module))
-    generic_ptrs = {t.data_ptr() for t in program._generic.lowered.module.buffers() if t.numel() >= 32 * 32}
-    special_ptrs = {t.data_ptr() for t in special.module.buffers() if t.numel() >= 32 * 32}
-    assert generic_ptrs and generic_ptrs == special_ptrs  # every weight matrix is the same tensor
+        np.testing.assert_allclose(compiled(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+    stats = _statistics(compiled)
+    # batch 1 again reused its lowering, which is now the most recently used
+    assert [v.signature for v in stats.shape_variants] == [((3, 10, 32),), ((1, 10, 32),)]
+    assert all(v.capturable for v in stats.shape_variants)
+    weights = sum(t.nbytes for t in layer.state_dict().values() if t.numel() >= 32 * 32)
+    assert stats.weight_bytes >= weights
+    # every weight matrix is shared with the generic lowering: no variant holds one of its own
+    assert all(v.own_constant_bytes < 32 * 32 * 4 for v in stats.shape_variants)
+    compiled.release()
 
 
-def test_specialization_can_be_turned_off() -> None:
+def test_specialization_can_be_turned_off(core: Any) -> None:
     torch.manual_seed(0)
     layer, x = _encoder()
     model = export_onnx(layer, (x,), ["x"], {"x": {0: "batch"}}, opset=17)
-    program = _program(model, {"SHAPE_SPECIALIZATION": False})
+    compiled = core.compile_model(model, "GPU.0", {"SHAPE_SPECIALIZATION": False})
     feeds = {"x": np.random.default_rng(0).standard_normal((2, 10, 32)).astype(np.float32)}
-    np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
-    assert not program._variants
+    np.testing.assert_allclose(compiled(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+    assert _statistics(compiled).shape_variants == ()
 
 
 def _conv_bn_model() -> onnx.ModelProto:
@@ -285,16 +289,16 @@ def _conv_bn_model() -> onnx.ModelProto:
     return export_onnx(net, (torch.randn(2, 3, 9, 9),), ["x"], {"x": {0: "N"}})
 
 
-def test_conv_batchnorm_is_folded_and_exact() -> None:
+def test_conv_batchnorm_is_folded_and_exact(core: Any) -> None:
     model = _conv_bn_model()
-    program = _program(model)
-    calls = _calls(program._generic.lowered.module)
-    assert not any("batch_norm" in getattr(t, "__name__", "") for t in calls)
+    compiled = core.compile_model(model, "GPU.0")
+    ops = _statistics(compiled).ops_run
+    assert ops.count("Conv") == 2 and "BatchNormalization" not in ops  # each folded into its Conv
     feeds = {"x": np.random.default_rng(0).standard_normal((3, 3, 9, 9)).astype(np.float32)}
-    np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(compiled(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
 
 
-def test_matmul_bias_becomes_linear() -> None:
+def test_matmul_bias_becomes_linear(core: Any) -> None:
     rng = np.random.default_rng(0)
     w, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
     graph = helper.make_graph(
@@ -305,13 +309,11 @@ def test_matmul_bias_becomes_linear() -> None:
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    program = _program(model)
-    assert [getattr(t, "__name__", "") for t in _calls(program._generic.lowered.module)] == [
-        "linear",
-        "cast_to",
-    ]
+    compiled = core.compile_model(model, "GPU.0")
+    stats = _statistics(compiled)
+    assert stats.ops_run == ("MatMul",) and stats.calls == ("linear", "cast_to")  # the Add is fused
     feeds = {"x": rng.standard_normal((3, 4, 16)).astype(np.float32)}
-    np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(compiled(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_channels_last_is_off_when_emulated_and_exact_when_forced() -> None:
@@ -320,12 +322,9 @@ def test_channels_last_is_off_when_emulated_and_exact_when_forced() -> None:
     assert default.get_property("GPU_CHANNELS_LAST") is False
     forced = _program(model, {"GPU_CHANNELS_LAST": "YES"})
     assert forced.get_property("GPU_CHANNELS_LAST") is True
-    nhwc = [
-        t
-        for t in forced._generic.lowered.module.buffers()
-        if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
-    ]
-    assert len(nhwc) == 2  # the two Conv weights (folded with their BatchNormalization)
+    assert _statistics(default).channels_last_weights == 0
+    # the two Conv weights (folded with their BatchNormalization)
+    assert _statistics(forced).channels_last_weights == 2
     want = _ort(model, feeds)[0]
     out = forced.run(feeds, keep_on_device={"y"})["y"]
     assert out.is_contiguous()
@@ -430,17 +429,18 @@ class BertLike(nn.Module):
         return self.block(h + mask)
 
 
-def test_bert_like_front_end_specializes_to_a_capturable_graph() -> None:
+def test_bert_like_front_end_specializes_to_a_capturable_graph(core: Any) -> None:
     torch.manual_seed(0)
     model = export_onnx(BertLike(), (torch.randint(0, 100, (2, 16)),), ["ids"],
                         {"ids": {0: "batch", 1: "seq"}})
-    program = _program(model)
+    compiled = core.compile_model(model, "GPU.0")
     for batch, seq in ((1, 16), (3, 9), (1, 16)):
         feeds = {"ids": np.random.default_rng(batch).integers(0, 100, (batch, seq)).astype(np.int64)}
-        np.testing.assert_allclose(program.run(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
-    for variant in program._variants.values():
-        assert variant.lowered.capturable
-        assert not any(getattr(t, "data_dependent", False) for t in _calls(variant.lowered.module))
+        np.testing.assert_allclose(compiled(feeds)["y"], _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+    stats = _statistics(compiled)
+    assert not stats.capturable
+    assert sorted(v.signature for v in stats.shape_variants) == [((1, 16),), ((3, 9),)]
+    assert all(v.capturable for v in stats.shape_variants)  # no op reads device data on the host
 
 
 def test_the_capture_thread_runs_work_in_turn_and_hands_back_results_and_errors() -> None:
@@ -451,6 +451,7 @@ def test_the_capture_thread_runs_work_in_turn_and_hands_back_results_and_errors(
     from inferplex.devices.gpu.graphs import CaptureThread
 
     captures = CaptureThread()
+    release = captures.lease()
     seen: list[str] = []
     inside = threading.Lock()
 
@@ -473,6 +474,8 @@ def test_the_capture_thread_runs_work_in_turn_and_hands_back_results_and_errors(
     with pytest.raises(RuntimeError, match="capture failed"):
         captures.call(fail)
     assert captures.call(lambda: "still serving") == "still serving"
+    release()
+    assert not captures.running
 
 
 def test_capture_graph_warms_up_then_captures_on_the_capture_thread(monkeypatch: pytest.MonkeyPatch) -> None:

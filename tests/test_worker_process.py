@@ -6,7 +6,6 @@ program compiled in this process.
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from inferplex import worker_process
+from inferplex.devices import remote as worker_process
 from inferplex.errors import InferenceError, InputError
 from inferplex.multi.members import wants_own_process
 
@@ -85,7 +84,7 @@ def test_the_shared_buffer_grows_for_a_large_request_and_results_stay_right(prog
 
 
 def test_a_shared_buffer_offers_each_mapping_for_pinning_and_undoes_it_first() -> None:
-    from inferplex.worker_process.buffers import SharedBuffer, new_buffer_fd, read_arrays, write_arrays
+    from inferplex.devices.remote.buffers import SharedBuffer, new_buffer_fd, read_arrays, write_arrays
 
     calls: list[tuple[str, int, int]] = []
 
@@ -110,61 +109,6 @@ def test_a_shared_buffer_offers_each_mapping_for_pinning_and_undoes_it_first() -
     write_arrays(unpinnable, small)
     assert not unpinnable.pinned
     unpinnable.close()
-
-
-def test_outputs_are_placed_in_the_buffer_while_they_fit_and_copied_in_otherwise() -> None:
-    from inferplex.worker_process.buffers import OutputPlacement, SharedBuffer, new_buffer_fd, read_arrays
-
-    buffer = SharedBuffer(new_buffer_fd())
-    buffer.reserve(1 << 20)
-    placement = OutputPlacement(buffer, 100)
-    y = placement("y", np.float32, (4, 16))
-    assert y is not None and y.ctypes.data % 64 == 0  # aligned, after the inputs
-    y[...] = RNG.standard_normal((4, 16))
-    assert placement("huge", np.float32, (1 << 20,)) is None  # would need a new mapping: copied in later
-    assert placement("text", np.dtype(object), (2,)) is None  # travels in the message
-    huge = RNG.standard_normal(1 << 20).astype(np.float32)
-    text = np.array(["a", "b"], dtype=object)
-    outputs = {"huge": huge, "y": y, "text": text, "s": np.float32(3.5) * np.ones(())}
-    described = placement.describe(outputs)
-    assert [entry[0] for entry in described] == list(outputs)  # in the program's order
-    assert described[1] == ("y", "<f4", (4, 16), 128)  # written in place: described, not copied
-    assert buffer.size >= (1 << 20) * 4 + 128  # grown for the rest
-    back = read_arrays(buffer, described, copy=True)
-    assert sorted(back) == ["huge", "s", "text", "y"]
-    for name, value in outputs.items():
-        np.testing.assert_array_equal(back[name], value)
-    del y, outputs
-    buffer.close()
-
-
-def test_request_messages_of_any_size_cross_a_socket_whole() -> None:
-    import socket
-    import threading
-
-    from inferplex.worker_process.messages import MessageSocket
-
-    ours, theirs = (MessageSocket(end) for end in socket.socketpair())
-    small = ("run", 1 << 20, [("x", "<f4", (4, 3), 0)], 48)
-    large = ("ok", 0, [("s", np.array(["text"] * 100_000, dtype=object))], None)  # travels in the message
-    sender = threading.Thread(target=lambda: [theirs.send(m) for m in (small, large, small)])
-    sender.start()  # back to back: a read may take the start of the next message, which is kept
-    assert ours.receive() == small
-    kind, size, [(name, array)], records = ours.receive()
-    assert (kind, size, name, records) == ("ok", 0, "s", None)
-    np.testing.assert_array_equal(array, large[2][0][1])
-    assert ours.receive() == small
-    sender.join()
-    garbage = b"not a pickle"
-    theirs.socket.sendall(len(garbage).to_bytes(8, "big") + garbage)
-    theirs.send(small)
-    with pytest.raises(pickle.UnpicklingError):
-        ours.receive()
-    assert ours.receive() == small  # the bad message was taken whole
-    theirs.close()
-    with pytest.raises(EOFError):
-        ours.receive()
-    ours.close()
 
 
 def test_outputs_are_the_callers_own_copies(program) -> None:  # noqa: ANN001
@@ -232,7 +176,7 @@ def _worker_processes() -> set[int]:
             command = (entry / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue  # ended meanwhile
-        if parent == os.getpid() and b"inferplex.worker_process.child" in command:
+        if parent == os.getpid() and b"inferplex.devices.remote.child" in command:
             found.add(int(entry.name))
     return found
 

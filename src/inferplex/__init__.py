@@ -10,10 +10,12 @@ PIPELINE_PARALLEL, MULTI and AUTO.
     >>> results = compiled({"x": array})                         # doctest: +SKIP
 """
 
-from inferplex import errors, properties
+from inferplex import errors, op, opset, opset1, opset8, properties
+from inferplex.api.batch import get_batch, set_batch
+from inferplex.api.convert import convert_model
 from inferplex.async_queue import AsyncInferQueue
 from inferplex.binding import InferResults
-from inferplex.core import Core
+from inferplex.core import Core, compile_model, get_version
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingRecord
 from inferplex.model import ElementType, Model, Op, Port, save_model
 from inferplex.runtime import CompiledModel, InferRequest
@@ -35,7 +37,16 @@ __all__ = [
     "Port",
     "ProfilingRecord",
     "__version__",
+    "compile_model",
+    "convert_model",
     "errors",
+    "get_batch",
+    "get_version",
+    "op",
+    "opset",
+    "opset1",
+    "opset8",
     "properties",
     "save_model",
+    "set_batch",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.api.reshape import dim_bounds
 from inferplex.errors import InputError
 from inferplex.model import Port
 
@@ -152,7 +153,13 @@ def _check(port: Port, tensor: Any, symbols: dict[str, tuple[int, str]]) -> list
             problems.append(f"input {port.any_name!r} has shape {list(shape)}; the model takes "
                             f"{_show(expected)} (dimension {axis} must be {want})")
             break
-        if isinstance(want, str):
+        bounds = dim_bounds(want)
+        if bounds is not None:  # a ranged dim ("1..8"), set by Model.reshape
+            if got < bounds[0] or (bounds[1] is not None and got > bounds[1]):
+                problems.append(f"input {port.any_name!r} has shape {list(shape)}; the model takes "
+                                f"{_show(expected)} (dimension {axis} must be in {want})")
+                break
+        elif isinstance(want, str):
             seen = symbols.setdefault(want, (got, port.any_name))
             if seen[0] != got:
                 problems.append(f"dimension {want!r} is {seen[0]} in input {seen[1]!r} but {got} "

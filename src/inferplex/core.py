@@ -10,6 +10,7 @@ a DevicePlugin subclass or factory).
 from __future__ import annotations
 
 import importlib
+import io
 import logging
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -21,7 +22,7 @@ from inferplex.devices.registry import DeviceRegistry
 from inferplex.engine.device_pool import DevicePool
 from inferplex.engine.runner import PoolRunner, Runner
 from inferplex.engine.trace import Timeline
-from inferplex.errors import DeviceNameError, PluginError, PropertyError
+from inferplex.errors import DeviceNameError, ModelError, PluginError, PropertyError
 from inferplex.model import Model, load_model
 from inferplex.properties import (
     ENGINE_PROPERTIES,
@@ -34,7 +35,7 @@ from inferplex.properties import (
 )
 from inferplex.runtime import CompiledModel
 
-__all__ = ["Core"]
+__all__ = ["Core", "compile_model", "get_version"]
 
 _log = logging.getLogger("inferplex")
 
@@ -117,8 +118,19 @@ class Core:
 
     # --- models ------------------------------------------------------------------------
 
-    def read_model(self, model: Any, weights: Any = None) -> Model:
-        """Read a model from a path, bytes, ``onnx.ModelProto`` or ``onnx_ir.Model``."""
+    def read_model(self, model: Any, weights: Any = None, config: Mapping[str, Any] | None = None) -> Model:
+        """Read a model from a path (str or ``pathlib.Path``), bytes, a binary file object
+        (``io.BytesIO``), an ``onnx.ModelProto`` or an ``onnx_ir.Model``.
+
+        ``config`` takes the read options OpenVINO's read_model takes: ``ENABLE_MMAP``
+        (bool; external weights are memory-mapped either way).  Other keys are refused.
+        """
+        _check_read_config(config)
+        if hasattr(model, "read") and callable(model.read):  # io.BytesIO and open binary files
+            if isinstance(model, io.TextIOBase):
+                raise ModelError("read_model got a text file object; open the model file in "
+                                 "binary mode ('rb')")
+            model = model.read()
         return load_model(model, weights)
 
     def query_model(self, model: Any, device_name: str, config: Mapping[str, Any] | None = None
@@ -312,6 +324,44 @@ def _engine_settings(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], 
     engine = {k: v for k, v in config.items() if canonical_key(k) in ENGINE_PROPERTIES}
     rest = {k: v for k, v in config.items() if canonical_key(k) not in ENGINE_PROPERTIES}
     return normalize_config(engine, ENGINE_PROPERTIES, target="the engine"), rest
+
+
+_READ_OPTIONS = ("ENABLE_MMAP",)
+
+
+def _check_read_config(config: Mapping[str, Any] | None) -> None:
+    """Refuse read_model options other than ENABLE_MMAP, and values that are not booleans."""
+    if config is None:
+        return
+    if not isinstance(config, Mapping):
+        raise PropertyError(f"read_model's config must be a dict, got {type(config).__name__}")
+    problems = []
+    for key, value in config.items():
+        name = canonical_key(str(key))
+        if name not in _READ_OPTIONS:
+            problems.append(f"unknown read_model option {key!r}; "
+                            f"accepted: {', '.join(_READ_OPTIONS)}")
+        elif not (isinstance(value, bool) or str(value).upper() in ("YES", "NO", "TRUE", "FALSE")):
+            problems.append(f"read_model option {name}: value {value!r} is not accepted; "
+                            "accepted: True, False")
+    if problems:
+        raise PropertyError("; ".join(problems))
+
+
+def compile_model(model: Any, device_name: str | None = "AUTO",
+                  config: Mapping[str, Any] | None = None) -> CompiledModel:
+    """Compile ``model`` (a Model, path, bytes, ModelProto, ...) with a new Core.
+
+    OpenVINO's ``ov.compile_model``: a shortcut for ``Core().compile_model(...)``.
+    """
+    return Core().compile_model(model, device_name or "AUTO", config)
+
+
+def get_version() -> str:
+    """The runtime's version string (OpenVINO's ``ov.get_version()``)."""
+    from inferplex import __version__
+
+    return __version__
 
 
 def _auto_spec(spec: DeviceSpec, settings: Mapping[str, Any]) -> DeviceSpec:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,21 +82,47 @@ def _dims(value: ir.Value) -> tuple[Dim, ...] | None:
 class Port:
     """An input or output of a model (OpenVINO's ``ConstOutput``).
 
-    A port is a snapshot: name, element type and shape are read from the graph
-    when the port is made (``model.inputs`` makes fresh ones after a reshape;
-    a compiled model keeps the ports it was compiled with).
+    A model's ports are live: after ``model.reshape`` a port taken before shows
+    the new shape, as in OpenVINO.  A compiled model keeps snapshots of the
+    ports it was compiled with (:meth:`snapshot`), since its program does not
+    change when the model does.
     """
 
-    def __init__(self, value: ir.Value, index: int, kind: str) -> None:
+    def __init__(self, value: ir.Value, index: int, kind: str, live: bool = False,
+                 node: Any = None) -> None:
         self._value = value
         self.index = index
         self.kind = kind  # "input" or "output"
+        self._live = live
+        self._node = node
+        self._refresh()
+
+    def _refresh(self) -> None:
+        value, kind, index = self._value, self.kind, self.index
         self._name = value.name or f"{kind}_{index}"
         self._element = _element_type(value)
         self._dims = _dims(value)
 
+    def snapshot(self) -> Port:
+        """A port that keeps today's name, type and shape whatever later reshapes do."""
+        return Port(self._value, self.index, self.kind, node=self._node)
+
+    def get_node(self) -> Any:
+        """The node this port belongs to: a Parameter for a model input, a Result for an output."""
+        if self._node is None:
+            from inferplex.api.nodes import Parameter, Result
+
+            return Parameter.view(self._value) if self.kind == "input" else Result(self._value)
+        return self._node
+
+    def get_index(self) -> int:
+        """The output index on its node (0 for a model's inputs and outputs)."""
+        return self.index if self._node is not None else 0
+
     @property
     def any_name(self) -> str:
+        if self._live:
+            self._refresh()
         return self._name
 
     def get_any_name(self) -> str:
@@ -116,6 +142,8 @@ class Port:
 
     @property
     def element_type(self) -> ElementType | None:
+        if self._live:
+            self._refresh()
         return self._element
 
     def get_element_type(self) -> ElementType | None:
@@ -123,7 +151,9 @@ class Port:
 
     @property
     def partial_shape(self) -> tuple[Dim, ...] | None:
-        """Dims as ints, symbolic names (str) or None; None when the rank is unknown."""
+        """Dims as ints, symbolic names or ranges (str, ``"1..8"``) or None; None when the rank is unknown."""
+        if self._live:
+            self._refresh()
         return self._dims
 
     def get_partial_shape(self) -> tuple[Dim, ...] | None:
@@ -212,9 +242,24 @@ class Op:
 
 
 class Model:
-    """An ONNX model ready to query and compile; wraps an ``onnx_ir.Model``."""
+    """An ONNX model ready to query and compile; wraps an ``onnx_ir.Model``.
 
-    def __init__(self, model: ir.Model, name: str | None = None) -> None:
+    ``Model(ir_model, name)`` wraps a graph; ``Model(results, parameters, name)``
+    assembles one from nodes built with :mod:`inferplex.opset`, as OpenVINO's
+    ``ov.Model`` does (``results``: a node, an output port, or a list of them).
+    """
+
+    def __init__(self, model: Any, parameters: Any = None, name: str | None = None) -> None:
+        if isinstance(model, ir.Model):
+            if isinstance(parameters, str) and name is None:
+                parameters, name = None, parameters
+            if parameters is not None:
+                raise ModelError("Model(onnx_ir.Model, name) takes no parameters; "
+                                 "Model(results, parameters, name) builds a model from nodes")
+        else:
+            from inferplex.api.build import build_model
+
+            model = build_model(model, parameters, name)
         self.ir = model
         self._name = name or model.graph.name or "model"
 
@@ -222,54 +267,133 @@ class Model:
     def friendly_name(self) -> str:
         return self._name
 
+    @friendly_name.setter
+    def friendly_name(self, name: str) -> None:
+        self.set_friendly_name(name)
+
     def get_friendly_name(self) -> str:
+        return self._name
+
+    def set_friendly_name(self, name: str) -> None:
+        """Rename the model (its MODEL_NAME once compiled; the ONNX graph's name when saved)."""
+        self._name = str(name)
+        self.ir.graph.name = self._name
+
+    def get_name(self) -> str:
+        return self._name
+
+    @property
+    def name(self) -> str:
         return self._name
 
     @property
     def inputs(self) -> list[Port]:
-        return [Port(v, i, "input") for i, v in enumerate(self.ir.graph.inputs)]
+        return [Port(v, i, "input", live=True) for i, v in enumerate(self.ir.graph.inputs)]
 
     @property
     def outputs(self) -> list[Port]:
-        return [Port(v, i, "output") for i, v in enumerate(self.ir.graph.outputs)]
+        return [Port(v, i, "output", live=True) for i, v in enumerate(self.ir.graph.outputs)]
 
-    def input(self, key: int | str = 0) -> Port:
+    def input(self, key: int | str | Port = 0) -> Port:
+        """An input by index, tensor name or port."""
         return _find_port(self.inputs, key, "input")
 
-    def output(self, key: int | str = 0) -> Port:
+    def output(self, key: int | str | Port = 0) -> Port:
+        """An output by index, tensor name or port."""
         return _find_port(self.outputs, key, "output")
 
+    def get_output_size(self) -> int:
+        return len(self.ir.graph.outputs)
+
+    def get_parameters(self) -> list[Any]:
+        """The inputs as Parameter nodes (live: ``set_layout`` and shape setters change the model)."""
+        from inferplex.api.nodes import Parameter
+
+        return [Parameter.view(value) for value in self.ir.graph.inputs]
+
+    @property
+    def parameters(self) -> list[Any]:
+        return self.get_parameters()
+
+    def get_results(self) -> list[Any]:
+        """The outputs as Result nodes."""
+        from inferplex.api.nodes import Result
+
+        return [Result(value, name=value.name) for value in self.ir.graph.outputs]
+
+    @property
+    def results(self) -> list[Any]:
+        return self.get_results()
+
     def get_ops(self) -> list[Op]:
-        """Every op of the main graph, in graph order."""
+        """Every op of the main graph, in graph order (the ops that take affinities and placement)."""
         return [Op(node) for node in self.ir.graph]
 
-    def get_ordered_ops(self) -> list[Op]:
-        return self.get_ops()
+    def get_ordered_ops(self) -> list[Any]:
+        """Parameters, the ops in topological order, then Results (OpenVINO's order)."""
+        ops = [Op(node) for node in _topological(self.ir.graph)]
+        return [*self.get_parameters(), *ops, *self.get_results()]
 
     def is_dynamic(self) -> bool:
+        """True when some input or output has a dynamic dimension or rank."""
         return any(p.is_dynamic for p in self.inputs + self.outputs)
 
-    def reshape(self, shapes: Mapping[str | int, Sequence[Dim]] | Sequence[Dim]) -> None:
-        """Set input shapes (``{name: [1, 3, 224, 224]}``, or one shape for a single input)."""
+    @property
+    def dynamic(self) -> bool:
+        return self.is_dynamic()
+
+    def reshape(self, shapes: Any, variable_shapes: Any = None) -> None:
+        """Set input shapes and re-infer every shape downstream (see :mod:`inferplex.api.reshape`).
+
+        ``shapes``: one shape for a one-input model (``[1, 3, 224, 224]``,
+        ``"1..8,3,224,224"``, a PartialShape), or ``{name | index | port: shape}``.
+        A shape the model cannot take raises InputError and leaves the model as it was.
+        """
+        from inferplex.api.reshape import apply_input_shapes, parse_shape
+
+        if variable_shapes:
+            raise InputError("reshape with variable shapes needs stateful models, which ONNX models are not")
         if not isinstance(shapes, Mapping):
+            if len(self.ir.graph.inputs) != 1:
+                raise InputError(f"one shape was given but the model has {len(self.ir.graph.inputs)} "
+                                 "inputs; pass {name or index or port: shape}")
             shapes = {0: shapes}
-        for key, dims in shapes.items():
-            port = self.input(key)
-            value = self.ir.graph.inputs[port.index]
-            value.shape = ir.Shape([d if isinstance(d, int) and d >= 0 else
-                                    (None if d in (None, -1) else str(d)) for d in dims])
-        _clear_inferred_shapes(self.ir.graph)
+        new = {self.input(key).index: parse_shape(value) for key, value in shapes.items()}
+        apply_input_shapes(self.ir, new)
 
     def to_onnx(self) -> onnx.ModelProto:
         """The model as an ``onnx.ModelProto`` (rt_info included as node metadata)."""
         return ir.serde.serialize_model(self.ir)
 
     def clone(self) -> Model:
+        """A deep copy: reshaping or editing it leaves this model as it is."""
         return Model(ir.serde.deserialize_model(self.to_onnx()), self._name)
 
     def __repr__(self) -> str:
         return (f"<Model {self._name!r} inputs={[p.any_name for p in self.inputs]} "
                 f"outputs={[p.any_name for p in self.outputs]} ops={self.ir.graph.num_nodes()}>")
+
+
+def _topological(graph: ir.Graph) -> list[ir.Node]:
+    """The graph's nodes in a topological order (the graph itself is not reordered)."""
+    placed: set[int] = set()
+    order: list[ir.Node] = []
+    for node in graph:  # ONNX requires graph order to be topological; re-check it cheaply
+        pending = [node]
+        while pending:
+            current = pending[-1]
+            if id(current) in placed:
+                pending.pop()
+                continue
+            producers = [v.producer() for v in current.inputs if v is not None and v.producer() is not None]
+            todo = [p for p in producers if p is not None and p.graph is graph and id(p) not in placed]
+            if todo:
+                pending.extend(todo)
+                continue
+            placed.add(id(current))
+            order.append(current)
+            pending.pop()
+    return order
 
 
 def _find_port(ports: list[Port], key: int | str | Port, kind: str) -> Port:
@@ -283,13 +407,6 @@ def _find_port(ports: list[Port], key: int | str | Port, kind: str) -> Port:
         if port.any_name == key:
             return port
     raise InputError(f"no {kind} named {key!r}; {kind}s: {', '.join(p.any_name for p in ports)}")
-
-
-def _clear_inferred_shapes(graph: ir.Graph) -> None:
-    for node in graph:
-        for value in node.outputs:
-            if not value.is_graph_output():
-                value.shape = None
 
 
 # --- reading and saving ------------------------------------------------------------
@@ -327,9 +444,20 @@ def load_model(source: Any, weights: Any = None) -> Model:
     return Model(_prepare(model), name or proto.graph.name or None)
 
 
-def save_model(model: Model, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` (with rt_info such as affinities) to an .onnx file."""
-    ir.save(model.ir, os.fspath(path))
+def save_model(model: Model, output_model: str | os.PathLike[str], compress_to_fp16: bool = True) -> None:
+    """Write ``model`` (with rt_info such as affinities and layouts) to an .onnx file.
+
+    ``compress_to_fp16`` (default True, as in OpenVINO) stores float32 weights
+    as float16 followed by a Cast back to float32, halving the file; inputs,
+    outputs and the arithmetic stay float32.  Weights out of float16's range
+    stay float32.  The model in memory is not changed.
+    """
+    to_save = model.ir
+    if compress_to_fp16:
+        from inferplex.api.fp16 import compressed_weights_copy
+
+        to_save = compressed_weights_copy(model.ir)
+    ir.save(to_save, os.fspath(output_model))
 
 
 def _parse(load: Any, what: str) -> onnx.ModelProto:

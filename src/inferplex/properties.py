@@ -215,10 +215,11 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "MULTI_CHECK_HOST_GAIN": _bool,
     "EXIT_TIMEOUT": parse_seconds,
     "ENABLE_TRACE": _bool,
-    "MULTI_WORKER_PROCESSES": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
+    "WORKER_PROCESSES": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
 }
-_ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES"}
+_ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES",
+            "MULTI_WORKER_PROCESSES": "WORKER_PROCESSES"}
 
 NOT_SUPPORTED = {
     "CACHE_DIR": "compiled models are not cached (each compile_model compiles again); leave the key out",

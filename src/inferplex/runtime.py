@@ -57,8 +57,8 @@ class CompiledModel:
     def __init__(self, model: Model, runner: Runner, device_name: str, config: Mapping[str, Any],
                  timeline: Timeline | None = None) -> None:
         self._model = model
-        self._inputs = model.inputs  # the ports compiled with, made once
-        self._outputs = model.outputs
+        self._inputs = [port.snapshot() for port in model.inputs]  # the ports compiled with
+        self._outputs = [port.snapshot() for port in model.outputs]
         self._runner = runner
         self._device_name = device_name
         self._config = dict(config)
@@ -68,9 +68,8 @@ class CompiledModel:
         self._lock = threading.Lock()
         # Holds neither self nor anything that refers to it: the model can be collected.
         self._finalizer = weakref.finalize(self, _release, runner, self._completions)
-        # Not at exit: there lifecycle lets the requests in flight end first (releasing would fail
-        # those still waiting in a MULTI dispatcher), and every engine thread is a daemon.
-        self._finalizer.atexit = False
+        self._finalizer.atexit = False  # at exit the engine lets requests end; nothing to free
+        lifecycle.run_first_at_exit()
 
     @property
     def inputs(self) -> list[Port]:
@@ -250,18 +249,15 @@ class InferRequest:
 
     def _complete(self, request: Request) -> None:
         """The request ended on its device: run the callback, mark it ended, hand it on."""
-        self._latency_ms = (time.perf_counter() - request.started) * 1e3
-        if request.timeline is not None:
-            request.timeline.forget(request)
+        begin = time.perf_counter()
+        self._latency_ms = (begin - request.started) * 1e3
         self._completing = threading.get_ident()
         try:
             if self._callback is not None:
-                begin = time.perf_counter()
                 try:
                     self._callback(self._callback_userdata)
                 except Exception:  # noqa: BLE001 - a user callback must not stall requests
                     _log.exception("inferplex: an InferRequest callback raised")
-                request.mark("callback", "callbacks", begin)
         finally:
             self._completing = None
             hook = self._completion_hook
@@ -270,6 +266,9 @@ class InferRequest:
                 if hook is not None:
                     hook(self)
             finally:
+                if request.timeline is not None:
+                    request.mark("callback", "callbacks", begin)
+                    request.timeline.forget(request)
                 lifecycle.ended()
 
     def wait(self) -> None:

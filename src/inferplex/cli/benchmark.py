@@ -12,6 +12,7 @@ not counted.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -79,6 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("-json_stats", "--json_stats", dest="json_stats", action="store_true",
         help="accepted for benchmark_app compatibility: reports are always JSON")
     add("--report", dest="report", metavar="FILE", help="write the JSON report to FILE")
+    add("--trace", dest="trace", metavar="FILE",
+        help="record each request's stages (ENABLE_TRACE) and write them to FILE as a Chrome / "
+        "Perfetto trace (open it in chrome://tracing or ui.perfetto.dev)")
     add("--no-progress", dest="no_progress", action="store_true",
         help="no progress bar (it is off anyway when stderr is not a terminal)")
     add("--seed", dest="seed", type=int, default=0, help="seed of the random inputs (default 0)")
@@ -98,6 +102,8 @@ def build_config(args: argparse.Namespace, virtual: bool) -> dict[str, Any]:
         config["INFERENCE_PRECISION_HINT"] = args.precision
     if args.perf_counts:
         config["ENABLE_PROFILING"] = True
+    if args.trace:
+        config["ENABLE_TRACE"] = True
     for item in args.properties:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -298,6 +304,9 @@ def _run_compiled(compiled: CompiledModel, args: argparse.Namespace, limits: _Li
         result.counters = next((records for records in (r.get_profiling_info() for r in requests)
                                 if records), [])
     _report(result, args, out, virtual)
+    if args.trace:
+        Path(args.trace).write_text(json.dumps(compiled.get_property("TRACE")))
+        out.print(f"Trace written to {args.trace}")
     return 0
 
 

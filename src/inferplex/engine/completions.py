@@ -65,8 +65,17 @@ class Completions:
             self._queue.append(completion)
             if self._idle:
                 self._cond.notify()
-            elif self._threads - self._blocked_count <= 0:
+                return
+            if self._threads - self._blocked_count > 0:
+                return
+            try:
                 self._start_thread()
+                return
+            except RuntimeError:  # interpreter shutdown starts no thread: run it here
+                self._threads -= 1
+                pending, self._queue = list(self._queue), deque()
+        for item in pending:
+            _run(item)
 
     def _blocked(self, change: int) -> None:
         with self._cond:
@@ -92,11 +101,8 @@ class Completions:
                         self._cond.wait()
                         self._idle -= 1
                     completion = self._queue.popleft()
-                try:
-                    completion()
-                except Exception:  # noqa: BLE001 - one callback must not stop the others
-                    _log.exception("inferplex: a completion callback raised; the request is complete anyway")
-                del completion  # held while idle, it would keep its compiled model from being collected
+                _run(completion)
+                del completion  # an idle thread must not keep the last request (and its model) alive
         finally:
             _local.completions = None
 
@@ -105,3 +111,10 @@ class Completions:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+
+def _run(completion: Callable[[], None]) -> None:
+    try:
+        completion()
+    except Exception:  # noqa: BLE001 - one callback must not stop the others
+        _log.exception("inferplex: a completion callback raised; the request is complete anyway")

@@ -144,6 +144,7 @@ class DevicePool:
             job.started = time.perf_counter()
             with self._lock:
                 self._running[me] = job
+            lifecycle.progress()
             if job.request is not None:
                 job.request.mark("queued", self.device, job.queued, job.started)
             outcome: RunResult | BaseException
@@ -155,8 +156,8 @@ class DevicePool:
             with self._lock:
                 self._running.pop(me, None)
             _settle(job.future, outcome)
+            del job, outcome  # an idle thread must not keep the last request (and its model) alive
             lifecycle.progress()
-            del job, outcome  # held while idle, they would keep the request's compiled model alive
 
     # --- lifecycle -------------------------------------------------------------------
 

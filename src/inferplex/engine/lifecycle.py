@@ -23,7 +23,8 @@ import time
 import weakref
 from typing import Protocol
 
-__all__ = ["DEFAULT_EXIT_TIMEOUT", "Watched", "ended", "progress", "started", "watch"]
+__all__ = ["DEFAULT_EXIT_TIMEOUT", "Watched", "ended", "live_requests", "progress", "run_first_at_exit",
+           "started", "watch"]
 
 _log = logging.getLogger("inferplex")
 
@@ -48,6 +49,7 @@ def _holds_exit(item: Watched) -> bool:
 
 
 _cond = threading.Condition()
+_exiting = False
 _live = 0
 _last_progress = time.monotonic()
 _watched: weakref.WeakSet[Watched] = weakref.WeakSet()  # type: ignore[type-var]
@@ -70,8 +72,10 @@ def ended() -> None:
 
 
 def progress() -> None:
-    """Some run ended on some device: exit's wait looks again."""
+    """A run started or ended on some device: exit's wait looks again (a no-op before exit)."""
     global _last_progress
+    if not _exiting:
+        return
     with _cond:
         _last_progress = time.monotonic()
         _cond.notify_all()
@@ -81,6 +85,18 @@ def watch(item: Watched) -> None:
     """Let exit look at ``item``'s runs (held weakly)."""
     with _cond:
         _watched.add(item)
+    run_first_at_exit()
+
+
+def run_first_at_exit() -> None:
+    """Make the exit wait run before the exit hooks registered so far.
+
+    ``atexit`` runs hooks last registered first.  Hooks registered after this
+    module's (``weakref.finalize``'s, which stop worker processes; a library's
+    own) would otherwise run while requests are still in flight.
+    """
+    atexit.unregister(_finish_at_exit)
+    atexit.register(_finish_at_exit)
 
 
 def live_requests() -> int:
@@ -89,9 +105,10 @@ def live_requests() -> int:
         return _live
 
 
-@atexit.register
 def _finish_at_exit() -> None:
     """Wait until every request in flight has ended; abandon devices that hang."""
+    global _exiting
+    _exiting = True
     while True:
         with _cond:
             now = time.monotonic()
@@ -115,3 +132,6 @@ def _finish_at_exit() -> None:
                 continue
         for item in overdue:  # outside the lock: ending requests runs their completions
             item.abandon()
+
+
+atexit.register(_finish_at_exit)

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx_ir as ir
 
-from inferplex.errors import CompileError, InferplexError
+from inferplex.devices import remote
 from inferplex.engine.chain import ChainRunner, SubgraphRunner
 from inferplex.engine.device_pool import DevicePool
+from inferplex.errors import CompileError, InferplexError
 from inferplex.hetero.graph import fill_missing_types, name_of
 from inferplex.hetero.plan import HeteroPlan, StagePlan, SubgraphPlan, TransferPlan
 from inferplex.hetero.planner import Planned, plan, query
@@ -44,6 +45,7 @@ __all__ = [
 HETERO_PROPERTIES = (
     "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING",
     "MULTI_DEVICE_PRIORITIES", "DEVICE_PROPERTIES", "MODEL_DISTRIBUTION_POLICY", "MEMORY_LIMIT",
+    "WORKER_PROCESSES",
 )
 """HETERO's own keys; the devices' keys are accepted too and reach each member that takes them."""
 
@@ -84,10 +86,16 @@ def _whole_model(model: ir.Model, planned: Planned) -> bool:
         and list(subs[0].outputs) == graph_outputs
 
 
-def _compile_all(registry: DeviceRegistry, model: ir.Model,
-                 planned: Planned) -> list[DeviceProgram]:
-    """Compile every subgraph; on any failure close the others and report every failure."""
+def _compile_all(registry: DeviceRegistry, model: ir.Model, planned: Planned,
+                 worker_processes: str) -> list[DeviceProgram]:
+    """Compile every subgraph; on any failure close the others and report every failure.
+
+    ``worker_processes``: the WORKER_PROCESSES setting (see :mod:`inferplex.devices.remote`):
+    two GPUs in one chain must not serialise on this process's GIL.
+    """
     subs = planned.plan.subgraphs
+    own = remote.wants_own_process(registry, sorted({s.device for s in subs}), worker_processes,
+                                   min_bound=2)
     boundary = [n for s in subs for n in (*s.inputs, *s.outputs)]
     unknown = [] if _whole_model(model, planned) else fill_missing_types(planned.annotated, boundary)
     if unknown:
@@ -100,8 +108,10 @@ def _compile_all(registry: DeviceRegistry, model: ir.Model,
         for sub in subs:
             submodel = model if _whole_model(model, planned) else \
                 extract_submodel(planned.annotated, planned.index, sub)
+            config = planned.member_configs[sub.device]
             try:
-                programs.append(registry.compile(submodel, sub.device, planned.member_configs[sub.device]))
+                programs.append(remote.compile_in_worker_process(registry, submodel, sub.device, config)
+                                if own[sub.device] else registry.compile(submodel, sub.device, config))
             except InferplexError as error:
                 failures.append(f"subgraph{sub.index} on {sub.device} ({len(sub.nodes)} ops, "
                                 f"{sub.op_range}): {error}")
@@ -143,7 +153,7 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
     planned = plan(registry, model, devices, config)
     if visualize_requested():
         _visualize(model, planned)
-    programs = _compile_all(registry, model, planned)
+    programs = _compile_all(registry, model, planned, str(config.get("WORKER_PROCESSES", "AUTO")))
     subs = planned.plan.subgraphs
     sources = {name: s.index for s in subs for name in s.outputs}
     readers: dict[str, list[int]] = {}

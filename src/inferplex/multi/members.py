@@ -5,7 +5,7 @@ Each member becomes a :class:`~inferplex.engine.dispatch_state.Member`: a
 with as many threads as the member takes requests at once.
 
 ``MULTI_WORKER_PROCESSES`` (AUTO | YES | NO; default AUTO) says which members
-run in a worker process of their own (:mod:`inferplex.worker_process`): AUTO
+run in a worker process of their own (:mod:`inferplex.devices.remote`): AUTO
 those whose plugin reports ``GIL_BOUND`` (a CUDA GPU); YES every member but the
 host device; NO none.  Measured with bench/multi_auto.py (f16, batch 4):
 - on one H200 with 8 GPU workers (two runs), one GPU served 1,992-2,025
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["WORKER_PROCESSES_KEY", "compile_error", "compile_member", "compile_members", "failure_reason",
            "member_config", "resolve_targets", "wants_own_process"]
 
-WORKER_PROCESSES_KEY = "MULTI_WORKER_PROCESSES"
+WORKER_PROCESSES_KEY = "WORKER_PROCESSES"
 
 _log = logging.getLogger("inferplex")
 
@@ -69,21 +69,9 @@ def member_config(registry: DeviceRegistry, device: str, config: Mapping[str, An
 
 def wants_own_process(registry: DeviceRegistry, devices: Sequence[str], setting: str) -> dict[str, bool]:
     """Which of the member ``devices`` serve from a worker process (see the module docstring)."""
-    from inferplex import worker_process
+    from inferplex.devices import remote
 
-    if setting == "NO" or not worker_process.supported():
-        return dict.fromkeys(devices, False)
-    not_host = {d: device_type(registry, d) != "host" for d in devices}
-    if setting == "YES":
-        return not_host
-    return {d: not_host[d] and _gil_bound(registry, d) for d in devices}
-
-
-def _gil_bound(registry: DeviceRegistry, device: str) -> bool:
-    try:
-        return bool(registry.device_property(device, "GIL_BOUND"))
-    except Exception:  # noqa: BLE001 - a device that does not say runs in this process
-        return False
+    return remote.wants_own_process(registry, devices, setting, min_bound=1)
 
 
 def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
@@ -95,7 +83,7 @@ def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
     """
     program: DeviceProgram
     if own_process:
-        from inferplex.worker_process import compile_in_worker_process
+        from inferplex.devices.remote import compile_in_worker_process
 
         program = compile_in_worker_process(registry, model, device, config)
     else:

@@ -82,6 +82,9 @@ class CaptureGate:
 GATE = CaptureGate()
 
 
+_Jobs = queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event] | None]
+
+
 class CaptureThread:
     """One thread of the process that makes every CUDA-graph capture, for every worker.
 
@@ -93,13 +96,48 @@ class CaptureThread:
     thread, at the same steady throughput (``bench/gpu_warmup.py``).  Captures
     run one at a time anyway; on one thread only the first autotunes.  A graph
     captured here replays on its worker's stream from the worker's thread.
+
+    The thread lives while some program holds a :meth:`lease` on it: it starts
+    on the first capture and ends when the last lease is released (the last
+    program capturing graphs closed), so no thread outlives the programs.  It
+    holds nothing of a capture once that capture has returned.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] = \
-            queue.SimpleQueue()
+        self._jobs: _Jobs = queue.SimpleQueue()
+        """The running thread's queue (each thread has its own: one ending never takes another's job)."""
         self._thread: threading.Thread | None = None
+        self._leases = 0
+
+    def lease(self) -> Callable[[], None]:
+        """Count one more user; returns the function (idempotent) that ends its use."""
+        with self._lock:
+            self._leases += 1
+        released: list[bool] = []
+
+        def release() -> None:
+            if not released:
+                released.append(True)
+                self._release()
+
+        return release
+
+    def _release(self) -> None:
+        with self._lock:
+            self._leases -= 1
+            if self._leases > 0 or self._thread is None:
+                return
+            thread, self._thread = self._thread, None
+            self._jobs.put(None)  # ends the thread once the jobs queued before it have run
+        if thread is not threading.current_thread():
+            thread.join()
+
+    @property
+    def running(self) -> bool:
+        """Whether the capture thread exists now."""
+        with self._lock:
+            return self._thread is not None
 
     def call(self, work: Callable[[], Any]) -> Any:
         """Run ``work()`` on the capture thread and return its result (or raise its error)."""
@@ -107,27 +145,32 @@ class CaptureThread:
             return work()
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="inferplex-capture", daemon=True)
+                self._jobs = queue.SimpleQueue()
+                self._thread = threading.Thread(target=_serve, args=(self._jobs,), name="inferplex-capture",
+                                                daemon=True)
                 self._thread.start()
+            jobs = self._jobs
         outcome: list[Any] = []
         done = threading.Event()
-        self._jobs.put((work, outcome, done))
+        jobs.put((work, outcome, done))
         done.wait()
         value, error = outcome
         if error is not None:
             raise error
         return value
 
-    def _serve(self) -> None:
-        while True:
-            work, outcome, done = self._jobs.get()
-            try:
-                outcome.extend((work(), None))
-            except BaseException as error:  # noqa: BLE001 - handed to the waiting worker
-                outcome.extend((None, error))
-            finally:
-                done.set()
-                del work, outcome, done  # hold no graph past its capture
+
+def _serve(jobs: _Jobs) -> None:
+    """The capture thread: runs each job in turn until it takes None."""
+    while (job := jobs.get()) is not None:
+        work, outcome, done = job
+        try:
+            outcome.extend((work(), None))
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting worker
+            outcome.extend((None, error))
+        finally:
+            done.set()
+            del work, outcome, done, job  # hold no graph past its capture
 
 
 CAPTURES = CaptureThread()

@@ -37,6 +37,7 @@ from inferplex.devices.gpu.build import Builder, cast_to
 from inferplex.devices.gpu.optimize import WeightCache, contiguous, plan_fusions
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering
 from inferplex.devices.gpu.shapes import ShapeInference
+from inferplex.devices.gpu.support import forget_source_when_collected
 from inferplex.devices.gpu.tensors import numpy_to_torch, torch_to_numpy
 from inferplex.errors import UnsupportedOpError
 
@@ -439,6 +440,7 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     output_dtypes = _add_outputs(builder, model, bool(fusions.channels_last_convs))
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
+    forget_source_when_collected(module)
     capturable = not any(
         n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "data_dependent", False)
         for name, n in analysis.nodes if name not in analysis.folded)

@@ -11,8 +11,9 @@ Properties (compile config): ``PERFORMANCE_HINT`` (LATENCY: 1 worker;
 THROUGHPUT / CUMULATIVE_THROUGHPUT: 8 workers on CUDA, 2 emulated),
 ``PERFORMANCE_HINT_NUM_REQUESTS`` (caps the hinted number), ``NUM_STREAMS``
 (explicit worker count), ``INFERENCE_PRECISION_HINT`` (f32 default and exact:
-TF32 is switched off for f32 programs; f16/bf16 convert floating weights and
-inputs, outputs keep the model's types), ``ENABLE_PROFILING``, ``TORCH_COMPILE``
+no TF32; f16/bf16 convert floating weights and
+inputs, outputs keep the model's types; torch's process-wide TF32 switches are
+set only while inferplex runs, see ``settings``), ``ENABLE_PROFILING``, ``TORCH_COMPILE``
 (default off: compile time hurts the first inference), ``CUDA_GRAPHS`` (default
 on; a model whose input shapes are all static captures every worker's graph while
 it compiles), ``GPU_CHANNELS_LAST`` (``AUTO``: 4-D convolutions in NHWC memory order for
@@ -33,7 +34,7 @@ and AUTO keep MEDIUM.
 
 Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
 calling process (MULTI and CUMULATIVE_THROUGHPUT then serve the device from a
-worker process of its own, see :mod:`inferplex.worker_process`); False
+worker process of its own, see :mod:`inferplex.devices.remote`); False
 for emulated GPUs, whose work shares the host's cores anyway.
 """
 
@@ -202,33 +203,32 @@ class GpuPlugin(DevicePlugin):
             raise PropertyError(f"INFERENCE_PRECISION_HINT {precision!r} is not accepted by {device}; "
                                 "accepted: f32, f16, bf16")
         channels_last = _channels_last(settings["GPU_CHANNELS_LAST"], precision, torch_device.type, device)
-        if torch_device.type == "cuda" and precision == "f32":
-            torch = _torch()
-            # f32 means f32: TF32 matmuls and convolutions round inputs to 10 mantissa bits.
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
-        if torch_device.type == "cuda":
-            _torch().backends.cudnn.benchmark = True
-        try:
-            lowered, specializer = _lower(model, torch_device, precision, channels_last,
-                                          bool(settings["SHAPE_SPECIALIZATION"]))
-        except InferplexError:
-            raise
-        except Exception as e:
-            raise CompileError(f"{device}: lowering the model to torch failed: "
-                               f"{type(e).__name__}: {e}") from e
-        workers = self.optimal_number_of_infer_requests(device, settings)
-        properties = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
-                      "FULL_DEVICE_NAME": self.device_property(device, "FULL_DEVICE_NAME"),
-                      "GPU_CHANNELS_LAST": channels_last,
-                      "SHAPE_SPECIALIZATION": bool(settings["SHAPE_SPECIALIZATION"]),
-                      "GPU_QUEUE_THROTTLE": settings["GPU_QUEUE_THROTTLE"]}
-        program = GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer)
-        if (torch_device.type == "cuda" and lowered.capturable and bool(settings["CUDA_GRAPHS"])
-                and not bool(settings["ENABLE_PROFILING"])):
-            from inferplex.devices.gpu.graphs import warm_up
+        from inferplex.devices.gpu.settings import TORCH_SETTINGS
 
-            warm_up(program, lowered)  # every worker's CUDA graph captured before the compile returns
+        # f32 means f32 (no TF32 rounding), with cuDNN autotuning: set while lowering, capturing
+        # and running, and the user's own settings put back after (see settings).
+        with TORCH_SETTINGS.scope():
+            try:
+                lowered, specializer = _lower(model, torch_device, precision, channels_last,
+                                              bool(settings["SHAPE_SPECIALIZATION"]))
+            except InferplexError:
+                raise
+            except Exception as e:
+                raise CompileError(f"{device}: lowering the model to torch failed: "
+                                   f"{type(e).__name__}: {e}") from e
+            workers = self.optimal_number_of_infer_requests(device, settings)
+            properties = {"INFERENCE_PRECISION_HINT": precision,
+                          "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
+                          "FULL_DEVICE_NAME": self.device_property(device, "FULL_DEVICE_NAME"),
+                          "GPU_CHANNELS_LAST": channels_last,
+                          "SHAPE_SPECIALIZATION": bool(settings["SHAPE_SPECIALIZATION"]),
+                          "GPU_QUEUE_THROTTLE": settings["GPU_QUEUE_THROTTLE"]}
+            program = GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer)
+            if (torch_device.type == "cuda" and lowered.capturable and bool(settings["CUDA_GRAPHS"])
+                    and not bool(settings["ENABLE_PROFILING"])):
+                from inferplex.devices.gpu.graphs import warm_up
+
+                warm_up(program, lowered)  # every worker's CUDA graph captured before the compile returns
         return program
 
 

@@ -11,7 +11,8 @@ concurrently without sharing mutable state.  One run:
 2. a model whose generic lowering cannot be captured (shape arithmetic on
    dynamic dims reads the device) is lowered again for each new input signature
    with those dims fixed (:mod:`.specialize`; weights shared, at most
-   ``GRAPH_CACHE_SIZE`` signatures kept, least recently used dropped);
+   ``SHAPE_CACHE_SIZE`` signatures kept, least recently used dropped: state
+   grows with the distinct shapes seen, never with the requests);
 3. on CUDA, the worker replays the CUDA graph it captured for this signature
    (captured on first sight after one warm-up run, or while compiling when
    every input shape is static, see :func:`.graphs.warm_up`; at most ``GRAPH_CACHE_SIZE``
@@ -29,6 +30,14 @@ concurrently without sharing mutable state.  One run:
    next run queues behind it while this one waits for an event of its own.
    The worker's state (:mod:`.workers`) is then the next run's.
 
+Lowering, capturing and eager runs happen under inferplex's torch settings
+(:mod:`.settings`: no TF32, cuDNN autotuning), which are put back to the user's
+afterwards.  :meth:`GpuProgram.close` waits for the runs in flight, then drops
+every graph, stream, buffer, lowering and weight, and ends the capture thread
+when no other program needs it; a run after it raises InferenceError.
+What the program holds is reported by the ``GPU_PROGRAM_STATISTICS`` property
+(:mod:`.statistics`).
+
 Options (compile config): ``CUDA_GRAPHS`` (default True on CUDA; ignored on the
 emulated CPU device); ``TORCH_COMPILE`` (default False: ``torch.compile`` makes
 steady-state kernels faster but costs seconds to minutes on the first inference
@@ -44,7 +53,8 @@ import datetime
 import logging
 import threading
 import time
-from collections import OrderedDict
+import weakref
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -54,40 +64,41 @@ import torch
 import torch.fx
 
 from inferplex.devices.base import CallOnce, DeviceProgram, ProfilingRecord
-from inferplex.devices.gpu.graphs import GATE, Captured, capture_graph
+from inferplex.devices.gpu.graphs import CAPTURES, GATE, Captured, capture_graph
+from inferplex.devices.gpu.inputs import InputChecker
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
+from inferplex.devices.gpu.settings import TORCH_SETTINGS
 from inferplex.devices.gpu.specialize import Specializer
+from inferplex.devices.gpu.statistics import GpuProgramStatistics, collect
 from inferplex.devices.gpu.support import TimingInterpreter, host_tensor, pinned_empty
-from inferplex.devices.gpu.workers import PendingCopies, Variant, WorkerState
+from inferplex.devices.gpu.transfers import (
+    given_output,
+    host_arrays,
+    register_host_memory,
+    stage,
+    to_device,
+    to_host,
+)
+from inferplex.devices.gpu.workers import LruCache, PendingCopies, Variant, WorkerState
 from inferplex.errors import InferenceError, InputError, PropertyError
 
-__all__ = ["GRAPH_CACHE_SIZE", "GpuProgram"]
-
-_THREADED_STAGING_BYTES = 16 << 20
-"""Host inputs at least this large are staged with torch's multi-threaded copy."""
-
-_NUMPY_COPYABLE = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32,
-                             torch.int16, torch.int8, torch.uint8, torch.bool})
+__all__ = ["GRAPH_CACHE_SIZE", "SHAPE_CACHE_SIZE", "STATISTICS_PROPERTY", "GpuProgram"]
 
 GRAPH_CACHE_SIZE = 8
-"""CUDA graphs kept per worker, and specialized lowerings per program (one per input signature)."""
+"""CUDA graphs kept per worker (one per input signature)."""
 
-_VALIDATED_LIMIT = 256
+SHAPE_CACHE_SIZE = 64
+"""Specialized lowerings kept per program (one per input signature), and signatures remembered
+as failing CUDA-graph capture."""
+
+STATISTICS_PROPERTY = "GPU_PROGRAM_STATISTICS"
+"""Read-only property: a :class:`~.statistics.GpuProgramStatistics` of what the program holds now."""
+
 _log = logging.getLogger(__name__)
-
-_HOST_REGISTER_PORTABLE = 1
-"""``cudaHostRegisterPortable``: the memory counts as pinned for every CUDA context."""
 
 
 def _delta(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
-
-
-def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    return torch_to_numpy(torch.empty(0, dtype=dtype)).dtype
-
-
-_HOST_DTYPES = {dtype: _numpy_dtype(dtype) for dtype in _NUMPY_COPYABLE}
 
 
 class GpuProgram(DeviceProgram):
@@ -112,18 +123,21 @@ class GpuProgram(DeviceProgram):
         self._blocking_waits = self._cuda and str(config.get("GPU_QUEUE_THROTTLE", "MEDIUM")).upper() == "LOW"
         self._specializer = (specializer if specializer is not None and Specializer.worthwhile(lowered)
                              else None)
-        self._generic = self._make_variant(lowered)
-        self._variants: OrderedDict[tuple[Any, ...], Variant] = OrderedDict()
-        self._specs = tuple(zip(lowered.input_names, lowered.input_dtypes,
-                                (_numpy_dtype(d) for d in lowered.input_dtypes), lowered.input_shapes,
-                                strict=True))
-        self._names = frozenset(lowered.input_names)
-        self._validated: set[tuple[Any, ...]] = set()
+        self._generic: Variant | None = self._make_variant(lowered)
+        self._graphs_possible = self._graphs_on and (self._generic.graphs or self._specializer is not None)
+        self._variants: LruCache[tuple[Any, ...], Variant] = LruCache(SHAPE_CACHE_SIZE)
+        self._inputs_checker = InputChecker(lowered)
         self._properties = dict(properties or {})
-        self._eager_signatures: set[tuple[Any, ...]] = set()
-        self._lock = threading.Lock()
+        self._eager_signatures: LruCache[tuple[Any, ...], bool] = LruCache(SHAPE_CACHE_SIZE)
+        self._lock = threading.Condition()
+        self._runners: Counter[int] = Counter()
+        """Thread id -> runs of this program in flight on that thread (close waits for the others)."""
         self._workers = [WorkerState.new(torch_device, self._blocking_waits) for _ in range(self.num_workers)]
         self._closed = False
+        # Programs the caller drops without closing still give the capture thread back.
+        self._release_captures = CAPTURES.lease() if self._graphs_possible else None
+        if self._release_captures is not None:
+            weakref.finalize(self, self._release_captures)
 
     def _make_variant(self, lowered: LoweredGraph) -> Variant:
         forward = torch.compile(lowered.module) if self._compiled else lowered.module
@@ -131,42 +145,6 @@ class GpuProgram(DeviceProgram):
                        frozenset(b.data_ptr() for b in lowered.module.buffers()))
 
     # --- inputs ---------------------------------------------------------------------
-
-    def _check(self, inputs: Mapping[str, Any]) -> tuple[list[Any], tuple[Any, ...]]:
-        """The inputs in the model's order, and their signature (shapes; dtypes are checked equal)."""
-        if not isinstance(inputs, Mapping):
-            raise InputError(f"inputs must be a mapping of input name to tensor, got {type(inputs).__name__}")
-        if len(inputs) != len(self._names) or not self._names.issuperset(inputs):
-            self._names_error(inputs)
-        values = []
-        for name, dtype, np_dtype, _ in self._specs:
-            value = inputs[name]
-            if isinstance(value, np.ndarray):
-                ok = value.dtype == np_dtype
-            elif isinstance(value, torch.Tensor):
-                ok = value.dtype == dtype
-            else:
-                value = torch.from_dlpack(value) if hasattr(value, "__dlpack__") else np.asarray(value)
-                ok = value.dtype == (dtype if isinstance(value, torch.Tensor) else np_dtype)
-            if not ok:
-                got = (value.dtype if isinstance(value, torch.Tensor)
-                       else numpy_to_torch(value.reshape(-1)[:0]).dtype)
-                raise InputError(f"input {name!r} has element type {got}, the model takes {dtype}")
-            values.append(value)
-        signature = tuple(tuple(v.shape) for v in values)
-        if signature not in self._validated:
-            for (name, _, _, declared), shape in zip(self._specs, signature, strict=True):
-                _check_shape(name, shape, declared)
-            if len(self._validated) < _VALIDATED_LIMIT:
-                self._validated.add(signature)
-        return values, signature
-
-    def _names_error(self, inputs: Mapping[str, Any]) -> None:
-        names = [spec[0] for spec in self._specs]
-        unknown = sorted(set(inputs) - self._names)
-        missing = [n for n in names if n not in inputs]
-        raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
-                         f"the model takes {names}")
 
     def _to_device(self, state: WorkerState, index: int, value: Any,
                    out: torch.Tensor | None = None) -> torch.Tensor:
@@ -181,30 +159,10 @@ class GpuProgram(DeviceProgram):
             if value.is_pinned():
                 state.borrowed = True
             else:
-                value = self._stage(state, index, value)
+                value = stage(state, index, value)
         dest = (out if out is not None
                 else torch.empty(value.shape, dtype=value.dtype, device=self._torch_device))
         return dest.copy_(value, non_blocking=True)
-
-    def _stage(self, worker: WorkerState, index: int, value: torch.Tensor) -> torch.Tensor:
-        """A pinned copy of a host tensor in the worker's reusable staging buffer (torch's threaded copy)."""
-        if worker.staged is not None:
-            worker.staged.synchronize()  # the previous run's copies out of the buffer are done
-            worker.staged = None
-        nbytes = value.numel() * value.element_size()
-        buffer = worker.staging.get(index)
-        if buffer is None or buffer.numel() < nbytes:
-            buffer = pinned_empty(max(nbytes, 1), torch.uint8)
-            worker.staging[index] = buffer
-        pinned = buffer[:nbytes].view(value.dtype).view(value.shape)
-        if nbytes < _THREADED_STAGING_BYTES and value.dtype in _NUMPY_COPYABLE:
-            # A plain memcpy that releases the GIL.  torch's threaded copy, called from
-            # several request threads at once, oversubscribes its thread pool: MULTI
-            # over two GPUs served no more than one GPU did.
-            np.copyto(pinned.numpy(), value.numpy(), casting="no")
-        else:
-            pinned.copy_(value)  # torch's intra-op threads: worth it for large tensors
-        return pinned
 
     def _inputs(self, state: WorkerState, values: list[Any],
                 out: Sequence[torch.Tensor] | None = None) -> list[Any]:
@@ -243,29 +201,22 @@ class GpuProgram(DeviceProgram):
              queued: Callable[[], None] | None = None) -> dict[str, Any]:
         hand_on = CallOnce(queued)
         state: WorkerState | None = None
+        thread = threading.get_ident()
+        counted = False
         try:
-            self.check_runnable(worker, self._closed)
-            values, signature = self._check(inputs)
+            with self._lock:
+                self.check_runnable(worker, self._closed)
+                self._runners[thread] += 1
+                counted = True
+            values, signature = self._inputs_checker.check(inputs)
             state = self._workers[worker]
-            keep = set(keep_on_device) if keep_on_device else set()
             variant = self._variant(signature)
-            capture = variant.graphs and not self._profiling and signature not in state.graphs \
+            replay = variant.graphs and not self._profiling and signature in state.graphs \
                 and signature not in self._eager_signatures
-            queue_behind = queued is not None and self._cuda and not (self._profiling or capture or keep)
-            with GATE.capture() if capture else GATE.run(), torch.inference_mode():
-                with self._stream_context(state, values):  # one thread's at a time: left before handing on
-                    if self._profiling:
-                        outputs = self._run_profiled(state, variant, values)
-                    else:
-                        outputs = self._run_tensors(state, variant, values, signature)
-                    result, copies = self._collect(state, variant, outputs, keep, host_outputs, queue_behind)
-                if copies is not None:
-                    state.borrowed = False
-                    hand_on()
-                    copies.done.synchronize()  # this run's end, not the next one's queued behind it
-                    self._host_arrays(result, copies.pending, copies.arrays)
-            if self._cuda and keep:
-                self._hand_to_caller(state, result, keep)
+            # A replay's kernels were chosen at capture: only the other runs need the settings.
+            with nullcontext() if replay else TORCH_SETTINGS.scope():
+                return self._run_variant(state, variant, values, signature, keep_on_device, host_outputs,
+                                         hand_on, queued is not None)
         except (InputError, InferenceError):
             raise
         except Exception as e:
@@ -275,34 +226,68 @@ class GpuProgram(DeviceProgram):
                 if state is not None:
                     state.borrowed = False
                 hand_on()
+            if counted:
+                self._end_run(thread)
+
+    def _end_run(self, thread: int) -> None:
+        with self._lock:
+            self._runners[thread] -= 1
+            if not self._runners[thread]:
+                del self._runners[thread]
+            self._lock.notify_all()
+
+    def _run_variant(self, state: WorkerState, variant: Variant, values: list[Any],
+                     signature: tuple[Any, ...],
+                     keep_on_device: Collection[str],
+                     host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None,
+                     hand_on: CallOnce, queued: bool) -> dict[str, Any]:
+        """One run of ``variant`` on the worker ``state``; ``hand_on`` calls ``run_into``'s ``queued``
+        (``queued``: whether there is one)."""
+        keep = set(keep_on_device) if keep_on_device else set()
+        capture = variant.graphs and not self._profiling and signature not in state.graphs \
+            and signature not in self._eager_signatures
+        queue_behind = queued and self._cuda and not (self._profiling or capture or keep)
+        with GATE.capture() if capture else GATE.run(), torch.inference_mode():
+            with self._stream_context(state, values):  # one thread's at a time: left before handing on
+                if self._profiling:
+                    outputs = self._run_profiled(state, variant, values)
+                else:
+                    outputs = self._run_tensors(state, variant, values, signature)
+                result, copies = self._collect(state, variant, outputs, keep, host_outputs, queue_behind)
+            if copies is not None:
+                state.borrowed = False
+                hand_on()
+                copies.done.synchronize()  # this run's end, not the next one's queued behind it
+                host_arrays(result, copies.pending, copies.arrays)
+        if self._cuda and keep:
+            self._hand_to_caller(state, result, keep)
         return result
 
     def _variant(self, signature: tuple[Any, ...]) -> Variant:
         """The lowering for this signature: specialized when that helps (made once, then cached)."""
+        generic = self._generic
+        if generic is None:  # closed since the run began
+            raise InferenceError(f"the program on {self.device} was closed")
         if self._specializer is None:
-            return self._generic
+            return generic
         with self._lock:
             variant = self._variants.get(signature)
-            if variant is not None:
-                self._variants.move_to_end(signature)
-                return variant
-        with GATE.run():  # uploads new constants: not while another thread captures
-            variant = self._specialize(signature)
-        with self._lock:
-            variant = self._variants.setdefault(signature, variant)
-            while len(self._variants) > GRAPH_CACHE_SIZE:
-                self._variants.popitem(last=False)  # captured graphs keep their own variant alive
-        return variant
+        if variant is not None:
+            return variant
+        # Uploads new constants: not while another thread captures.  Folding constants runs
+        # torch on the host: under inferplex's settings (exact f32).
+        with GATE.run(), TORCH_SETTINGS.scope():
+            variant = self._specialize(generic, self._specializer, signature)
+        with self._lock:  # captured graphs keep their own variant alive once it is dropped here
+            return self._variants.put(signature, variant)
 
-    def _specialize(self, signature: tuple[Any, ...]) -> Variant:
-        if self._specializer is None:  # only called with a specializer; nothing to specialize
-            return self._generic
+    def _specialize(self, generic: Variant, specializer: Specializer, signature: tuple[Any, ...]) -> Variant:
         try:
-            lowered = self._specializer.lower(self._generic.lowered.input_names, signature)
+            lowered = specializer.lower(generic.lowered.input_names, signature)
         except Exception as e:  # noqa: BLE001 - the generic lowering is exact for every shape
             _log.warning("%s: specializing to input shapes %s failed (%s: %s); running the generic lowering",
                          self.device, signature, type(e).__name__, e)
-            return self._generic
+            return generic
         return self._make_variant(lowered)
 
     def _hand_to_caller(self, state: WorkerState, result: dict[str, Any], keep: set[str]) -> None:
@@ -349,7 +334,7 @@ class GpuProgram(DeviceProgram):
                                  self.capture_on_one_thread)
         if captured is None:
             with self._lock:
-                self._eager_signatures.add(signature)
+                self._eager_signatures.put(signature, True)
             return None
         state.graphs[signature] = captured
         if len(state.graphs) > GRAPH_CACHE_SIZE:
@@ -377,7 +362,7 @@ class GpuProgram(DeviceProgram):
                 aliased = variant.graphs or self._aliases(variant, tensor)
                 result[name] = tensor.clone() if aliased else tensor
             elif self._cuda:
-                given = self._given_output(host_outputs, name, tensor)
+                given = given_output(host_outputs, name, tensor)
                 if given is None:
                     host = pinned_empty(tensor.shape, tensor.dtype)
                 else:
@@ -386,7 +371,7 @@ class GpuProgram(DeviceProgram):
                 pending.append(name)
             else:
                 array = torch_to_numpy(tensor)
-                given = self._given_output(host_outputs, name, tensor)
+                given = given_output(host_outputs, name, tensor)
                 if given is not None:
                     np.copyto(given, array, casting="no")
                     result[name] = given
@@ -400,7 +385,7 @@ class GpuProgram(DeviceProgram):
         if pending:
             state.wait_for_stream()  # the inputs' copies are done too: no staging event needed
             state.staged = None
-            self._host_arrays(result, pending, arrays)
+            host_arrays(result, pending, arrays)
         elif state.host_inputs:
             state.staged = torch.cuda.Event(blocking=self._blocking_waits)
             state.staged.record(state.stream)
@@ -412,30 +397,6 @@ class GpuProgram(DeviceProgram):
             state.records.append(ProfilingRecord(f"transfer {self.device}->CPU", "Transfer", "copy",
                                                  elapsed, elapsed, bytes=moved))
         return result, None
-
-    @staticmethod
-    def _host_arrays(result: dict[str, Any], pending: list[str], arrays: dict[str, np.ndarray]) -> None:
-        """The copied-back outputs as numpy arrays, once their copies are done."""
-        for name in pending:  # a view: the array keeps the pinned tensor alive, no host memcpy
-            result[name] = arrays[name] if name in arrays else torch_to_numpy(result[name])
-
-    @staticmethod
-    def _given_output(host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None, name: str,
-                      tensor: torch.Tensor) -> np.ndarray | None:
-        """The caller's array for output ``name`` (``run_into``), or None: then the program makes one."""
-        dtype = _HOST_DTYPES.get(tensor.dtype)
-        if host_outputs is None or dtype is None:
-            return None
-        shape = tuple(tensor.shape)
-        given = host_outputs(name, dtype, shape)
-        if given is None:
-            return None
-        if not isinstance(given, np.ndarray) or given.shape != shape or given.dtype != dtype \
-                or not given.flags.writeable:
-            raise InferenceError(f"{name}: run_into's host_outputs gave {type(given).__name__} "
-                                 f"{getattr(given, 'dtype', '')} {getattr(given, 'shape', '')}; "
-                                 f"expected a writable {dtype} array of shape {shape}")
-        return given
 
     def _aliases(self, variant: Variant, tensor: torch.Tensor) -> bool:
         """Whether an output shares memory with a constant (or, on the host, may share a user's array)."""
@@ -469,61 +430,19 @@ class GpuProgram(DeviceProgram):
     # --- transfers for other programs (HETERO) ----------------------------------------
 
     def to_host(self, value: Any) -> np.ndarray:
-        """``value`` as a numpy array: a device tensor through pinned memory, with no further host copy.
-
-        The copy runs on the current stream of the tensor's device (the stream a
-        ``keep_on_device`` output was handed to) and is waited for.
-        """
-        if isinstance(value, np.ndarray):
-            return value
-        if not isinstance(value, torch.Tensor):
-            return np.asarray(value)
-        if value.device.type != "cuda":
-            return torch_to_numpy(value)
-        host = pinned_empty(value.shape, value.dtype)
-        with torch.cuda.device(value.device):
-            host.copy_(value, non_blocking=True)
-            torch.cuda.current_stream(value.device).synchronize()
-        return torch_to_numpy(host)
+        """``value`` as a numpy array: a device tensor through pinned memory (:func:`.transfers.to_host`)."""
+        return to_host(value)
 
     def to_native(self, value: Any) -> torch.Tensor:
-        """``value`` on this program's device: host data via pinned memory, another GPU's device to device.
-
-        The copy is queued on this device's current stream, which :meth:`run`
-        waits on before it reads its inputs, so the result can be fed at once.
-        """
-        if isinstance(value, np.ndarray):
-            value = host_tensor(value) if self._cuda else numpy_to_torch(value)
-        if not isinstance(value, torch.Tensor):
-            raise InputError(f"{self.device} takes numpy arrays or torch tensors, got {type(value).__name__}")
-        if value.device == self._torch_device:
-            return value
-        if self._cuda and value.device.type == "cpu" and not value.is_pinned():
-            value = pinned_empty(value.shape, value.dtype).copy_(value)
-        return value.to(self._torch_device, non_blocking=self._cuda)
+        """``value`` on this program's device, ready for :meth:`run` (:func:`.transfers.to_device`)."""
+        return to_device(value, self._torch_device, self.device)
 
     def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
         """Page-lock host memory (``cudaHostRegister``): ``run`` then copies inputs there to
         the GPU directly, without its staging copy, as from any pinned tensor."""
         if not self._cuda or size <= 0:
             return None
-        cudart = torch.cuda.cudart()
-        codes: list[Any] = []
-
-        def register() -> None:
-            # In a thread of its own: a failure sets the CUDA runtime's per-thread last error,
-            # which the next kernel launch on that thread would report as its own.
-            with torch.cuda.device(self._torch_device):
-                codes.append(cudart.cudaHostRegister(address, size, _HOST_REGISTER_PORTABLE))
-
-        thread = threading.Thread(target=register, name="inferplex-pin")
-        thread.start()
-        thread.join()
-        if not codes or int(codes[0]) != 0:
-            _log.debug("%s: cudaHostRegister of %d bytes failed (%s): inputs there are staged",
-                       self.device, size, codes[0] if codes else "no answer")
-            return None
-        return lambda: cudart.cudaHostUnregister(address)
+        return register_host_memory(address, size, self._torch_device, self.device)
 
     # --- properties -------------------------------------------------------------------
 
@@ -533,14 +452,16 @@ class GpuProgram(DeviceProgram):
         return list(self._workers[worker].records)
 
     def get_property(self, key: str) -> Any:
+        if key == STATISTICS_PROPERTY:
+            return self.statistics()
         values = self._property_values()
         if key not in values:
             raise PropertyError(f"compiled model on {self.device} has no property {key!r}; "
-                                f"accepted: {', '.join(sorted(values))}")
+                                f"accepted: {', '.join(sorted([*values, STATISTICS_PROPERTY]))}")
         return values[key]
 
     def property_names(self) -> tuple[str, ...]:
-        return tuple(self._property_values())
+        return (*self._property_values(), STATISTICS_PROPERTY)
 
     def _property_values(self) -> dict[str, Any]:
         return {
@@ -548,29 +469,43 @@ class GpuProgram(DeviceProgram):
             "NUM_STREAMS": self.num_workers,
             "EXECUTION_DEVICES": (self.device,),
             "ENABLE_PROFILING": self._profiling,
-            "CUDA_GRAPHS": self._graphs_on and (self._generic.graphs or self._specializer is not None),
+            "CUDA_GRAPHS": self._graphs_possible,
             "TORCH_COMPILE": self._compiled,
             **self._properties,
         }
 
+    def statistics(self) -> GpuProgramStatistics:
+        """What the program holds now (its ``GPU_PROGRAM_STATISTICS`` property)."""
+        with self._lock:
+            variants = self._variants.items()
+            eager = self._eager_signatures.keys()
+            return collect(self._generic, variants, eager, list(self._workers), self._variants.limit,
+                           GRAPH_CACHE_SIZE)
+
     def close(self) -> None:
-        self._closed = True
-        for state in self._workers:
-            if self._cuda:
+        """Wait for the runs in flight on other threads, then release everything the program holds.
+
+        Idempotent.  CUDA graphs, streams, staging buffers, the specialized
+        lowerings, the generic lowering and its weights go; so does the
+        program's hold on the capture thread (which ends when no program needs
+        it).  Properties stay readable; a run raises InferenceError.
+        """
+        me = threading.get_ident()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._lock.wait_for(lambda: sum(self._runners.values()) == self._runners[me])
+            workers, self._workers = self._workers, [WorkerState() for _ in self._workers]
+            self._variants.clear()
+            self._eager_signatures.clear()
+            self._generic = None
+            self._specializer = None
+        for state in workers:
+            if state.stream is not None:
                 state.stream.synchronize()  # no replay or copy still uses what is dropped here
             state.graphs.clear()
             state.staging.clear()
-        with self._lock:
-            self._variants.clear()
-
-
-def _check_shape(name: str, got: tuple[int, ...], declared: tuple[int | str | None, ...] | None) -> None:
-    if declared is None:
-        return
-    if len(got) != len(declared):
-        raise InputError(f"input {name!r} has rank {len(got)} (shape {list(got)}); the model takes rank "
-                         f"{len(declared)} (shape {list(declared)})")
-    for axis, (size, want) in enumerate(zip(got, declared, strict=True)):
-        if isinstance(want, int) and size != want:
-            raise InputError(f"input {name!r} has size {size} on axis {axis} (shape {list(got)}); "
-                             f"the model takes {list(declared)}")
+        self._inputs_checker.forget()
+        if self._release_captures is not None:
+            self._release_captures()

@@ -1,9 +1,12 @@
-"""Run-time helpers of :class:`GpuProgram`: the per-op timing interpreter, stream switching, host buffers."""
+"""Run-time helpers of :class:`GpuProgram`: the per-op timing interpreter, stream switching, host
+buffers, and the release of the source code torch.fx generates for each GraphModule."""
 
 from __future__ import annotations
 
+import linecache
 import time
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -12,7 +15,7 @@ import torch.fx
 
 from inferplex.devices.gpu.tensors import numpy_to_torch
 
-__all__ = ["OnStream", "TimingInterpreter", "host_tensor", "pinned_empty"]
+__all__ = ["OnStream", "TimingInterpreter", "forget_source_when_collected", "host_tensor", "pinned_empty"]
 
 
 class TimingInterpreter(torch.fx.Interpreter):
@@ -112,3 +115,27 @@ def pinned_empty(shape: Any, dtype: torch.dtype) -> torch.Tensor:
     have finished, so one per call is safe with asynchronous transfers.
     """
     return torch.empty(shape, dtype=dtype, pin_memory=True)
+
+
+def forget_source_when_collected(module: torch.fx.GraphModule) -> None:
+    """Drop the source torch.fx keeps for ``module``'s generated ``forward`` once ``module`` is freed.
+
+    torch.fx compiles each GraphModule's code from a string and, so that
+    tracebacks can show it, files that string under a fresh ``<eval_with_key>.N``
+    name in :mod:`linecache` and in its own loader's cache, and never removes
+    it: every lowering (one per compile, one per specialized input signature)
+    would leave its source behind for the life of the process.  This ties the
+    entries' life to the module's.
+    """
+    forward = getattr(type(module), "forward", None)
+    key = getattr(getattr(forward, "__code__", None), "co_filename", None)
+    if isinstance(key, str) and key.startswith("<eval_with_key>"):
+        weakref.finalize(module, _forget_source, key)
+
+
+def _forget_source(key: str) -> None:
+    linecache.cache.pop(key, None)
+    loader = getattr(torch.fx.graph_module, "_loader", None)  # torch.fx's private source cache
+    eval_cache = getattr(loader, "eval_cache", None)
+    if isinstance(eval_cache, dict):
+        eval_cache.pop(key, None)

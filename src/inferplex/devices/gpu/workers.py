@@ -2,14 +2,15 @@
 
 A worker owns a CUDA stream, its pinned staging buffers and the CUDA graphs it
 captured; a variant is a lowering the program runs (the generic one, or one
-specialized to an input signature).
+specialized to an input signature), kept per signature in an :class:`LruCache`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -19,7 +20,7 @@ from inferplex.devices.gpu.graphs import Captured
 from inferplex.devices.gpu.lower import LoweredGraph
 from inferplex.devices.gpu.support import OnStream
 
-__all__ = ["PendingCopies", "Variant", "WorkerState"]
+__all__ = ["LruCache", "PendingCopies", "Variant", "WorkerState"]
 
 
 @dataclass(eq=False)
@@ -86,3 +87,49 @@ class PendingCopies:
     arrays: dict[str, np.ndarray]
     done: Any
     """CUDA event recorded after them."""
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LruCache(Generic[K, V]):
+    """A mapping that keeps at most ``limit`` entries, dropping the least recently used.
+
+    Not thread-safe: the owner holds its own lock around it where threads share it.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, int(limit))
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        """The value of ``key`` (now the most recently used), or None."""
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> V:
+        """Keep ``value`` for ``key`` unless one is kept already; return the one kept."""
+        kept = self._entries.setdefault(key, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.limit:
+            self._entries.popitem(last=False)
+        return kept
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def items(self) -> list[tuple[K, V]]:
+        """The entries, least recently used first."""
+        return list(self._entries.items())
+
+    def keys(self) -> list[K]:
+        return list(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()

@@ -1,4 +1,4 @@
-"""The worker process: ``python -m inferplex.worker_process.child FD`` (started by parent.py).
+"""The worker process: ``python -m inferplex.devices.remote.child FD`` (started by parent.py).
 
 Compiles the model it is sent, answers with its number of request slots
 (``REQUESTS_PER_WORKER`` per program worker), receives one socket and one
@@ -26,8 +26,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from inferplex.devices.base import CallOnce, DeviceProgram
-from inferplex.worker_process.buffers import OutputPlacement, SharedBuffer, read_arrays
-from inferplex.worker_process.messages import MessageSocket
+from inferplex.devices.remote.buffers import OutputPlacement, SharedBuffer, read_arrays
 
 REQUESTS_PER_WORKER = 2
 """Request slots per program worker: one running, one queued behind it (or ready to start when it ends)."""
@@ -48,11 +47,11 @@ def _compile(message: tuple[Any, ...]) -> DeviceProgram:
     return _load_plugin(spec).compile(ir.load(path), device, config)
 
 
-def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], sock: MessageSocket,
+def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], sock: Connection,
            buffer: SharedBuffer, profiling: bool) -> None:
     while True:
         try:
-            _, size, described, end = sock.receive()
+            _, size, described, end = sock.recv()
         except (EOFError, OSError):
             return
         try:
@@ -103,7 +102,7 @@ def main() -> int:
     for worker in range(workers):
         free.put(worker)
     for index in range(slots):
-        slot = MessageSocket(socket.socket(fileno=fds[2 * index]))
+        slot = Connection(fds[2 * index])
         buffer = SharedBuffer(fds[2 * index + 1], pin=program.pin_host_memory)
         threading.Thread(target=_serve, args=(program, free, slot, buffer, profiling),
                          name=f"inferplex-slot-{index}", daemon=True).start()

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from inferplex import errors
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
-from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
-from inferplex.worker_process.buffers import (
+from inferplex.devices.remote.buffers import (
     SharedBuffer,
     new_buffer_fd,
     read_arrays,
     write_arrays,
 )
-from inferplex.worker_process.messages import MessageSocket
+from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -57,7 +56,7 @@ class WorkerProcessProgram(DeviceProgram):
     tensor_kind = "numpy"
 
     def __init__(self, device: str, process: subprocess.Popen[bytes], control: Connection,
-                 workers: list[tuple[MessageSocket, SharedBuffer]], profiling: bool) -> None:
+                 workers: list[tuple[Connection, SharedBuffer]], profiling: bool) -> None:
         self.device = device
         self.num_workers = len(workers)
         self._process = process
@@ -87,7 +86,7 @@ class WorkerProcessProgram(DeviceProgram):
                              f"{type(error).__name__}: {error}") from error
         try:
             sock.send(("run", buffer.size, described, end))
-            reply = sock.receive()
+            reply = sock.recv()
         except (EOFError, OSError) as error:
             raise self._ended() from error
         if reply[0] == "error":
@@ -138,7 +137,7 @@ class WorkerProcessProgram(DeviceProgram):
 
 
 def _stop(process: subprocess.Popen[bytes], control: Connection,
-          workers: list[tuple[MessageSocket, SharedBuffer]]) -> None:
+          workers: list[tuple[Connection, SharedBuffer]]) -> None:
     """Ask the worker process to end, then make sure it does; release both ends' resources."""
     try:
         control.send(("close",))
@@ -174,7 +173,7 @@ def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device:
         path = os.path.join(folder, "model.onnx")
         ir.save(model, path, external_data="model.onnx.data")
         process = subprocess.Popen(  # noqa: S603 - our own module, with this interpreter
-            [sys.executable, "-m", "inferplex.worker_process.child", str(theirs.fileno())],
+            [sys.executable, "-m", "inferplex.devices.remote.child", str(theirs.fileno())],
             pass_fds=[theirs.fileno()], env=env, start_new_session=True)
         theirs.close()
         control = Connection(os.dup(ours.fileno()))
@@ -197,12 +196,12 @@ def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device:
         control.close()
         ours.close()
         raise error_from(full, reply[1], reply[2])
-    workers: list[tuple[MessageSocket, SharedBuffer]] = []
+    workers: list[tuple[Connection, SharedBuffer]] = []
     passed: list[int] = []
     for _ in range(int(reply[1])):
         mine, other = socket.socketpair()
         buffer = SharedBuffer(new_buffer_fd())
-        workers.append((MessageSocket(mine), buffer))
+        workers.append((Connection(mine.detach()), buffer))
         passed += [other.detach(), buffer.fd]
     socket.send_fds(ours, [b"workers"], passed)
     for fd in passed[0::2]:

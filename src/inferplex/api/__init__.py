@@ -1,0 +1,1 @@
+"""The OpenVINO-facing layer: shapes and reshape, batch, model-building nodes, saving."""

@@ -1,0 +1,177 @@
+"""``ov.Model(results, parameters, name)``: an ONNX graph assembled from built nodes through onnx-ir.
+
+The nodes reachable from the results are collected in a topological order;
+constants become initializers; every value gets a unique name (a parameter
+keeps its own, an unnamed output takes its node's friendly name).  The graph is
+assembled as an ``onnx_ir.GraphView`` and copied once (serialized and read
+back), so the built nodes stay free: the same nodes may go into several models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import onnx_ir as ir
+
+from inferplex.api.nodes import Node, Parameter, Result
+from inferplex.errors import ModelError
+
+__all__ = ["IR_VERSION", "OPSET", "build_model"]
+
+OPSET = 17
+"""ONNX opset of built models: Softmax along one axis (13+), Reshape's allowzero (14+)."""
+IR_VERSION = 8
+"""The ONNX IR version that goes with opset 17."""
+
+
+def build_model(results: Any, parameters: Any, name: str | None) -> ir.Model:
+    """An ``onnx_ir.Model`` computing ``results`` from ``parameters``."""
+    outputs = _result_values(results)
+    inputs = _parameter_values(parameters)
+    nodes, initializers = _collect([value for value, _ in outputs], inputs)
+    outputs_named, identities = _name_values(inputs, initializers, nodes, outputs)
+    view = ir.GraphView(inputs, outputs_named, nodes=[*nodes, *identities], initializers=initializers,
+                        opset_imports={"": OPSET}, name=name or "model")
+    model = ir.Model(view, ir_version=IR_VERSION, producer_name="inferplex")  # type: ignore[arg-type]
+    return ir.serde.deserialize_model(ir.serde.serialize_model(model))
+
+
+def _result_values(results: Any) -> list[tuple[ir.Value, str | None]]:
+    """``(value, result name)`` for each result: a Result, a node (all its outputs) or an output port."""
+    items = results if isinstance(results, (list, tuple)) else [results]
+    if not items:
+        raise ModelError("a model needs at least one result")
+    values: list[tuple[ir.Value, str | None]] = []
+    for item in items:
+        if isinstance(item, Result):
+            values.append((item.value, item.get_friendly_name()))
+        elif isinstance(item, Node):
+            values.extend((value, None) for value in item._outputs)  # noqa: SLF001 - same layer
+        elif isinstance(getattr(item, "_value", None), ir.Value):  # an output port
+            values.append((item._value, None))  # noqa: SLF001
+        else:
+            raise ModelError(f"a model's results are nodes, Results or output ports, not "
+                             f"{type(item).__name__}")
+    return values
+
+
+def _parameter_values(parameters: Any) -> list[ir.Value]:
+    if parameters is None:
+        raise ModelError("Model(results, parameters, name) needs the list of Parameters")
+    items = parameters if isinstance(parameters, (list, tuple)) else [parameters]
+    values: list[ir.Value] = []
+    for item in items:
+        if not isinstance(item, Parameter):
+            raise ModelError(f"a model's parameters are Parameter nodes (opset.parameter), not "
+                             f"{type(item).__name__}")
+        if any(item.value is v for v in values):
+            raise ModelError(f"Parameter {item.get_friendly_name()!r} is listed twice")
+        values.append(item.value)
+    return values
+
+
+def _collect(outputs: Sequence[ir.Value], inputs: Sequence[ir.Value]) -> tuple[list[ir.Node], list[ir.Value]]:
+    """Nodes reachable from ``outputs`` (topological order) and the constants they read."""
+    known = {id(v) for v in inputs}
+    order: list[ir.Node] = []
+    placed: set[int] = set()
+    initializers: dict[int, ir.Value] = {}
+    undeclared: list[str] = []
+    pending: list[ir.Value | ir.Node] = list(reversed(outputs))
+    while pending:
+        item = pending.pop()
+        if isinstance(item, ir.Node):  # its inputs are placed: place it
+            if id(item) not in placed:
+                placed.add(id(item))
+                order.append(item)
+            continue
+        producer = item.producer()
+        if producer is None:
+            if item.const_value is not None:
+                initializers.setdefault(id(item), item)
+            elif id(item) not in known and item.name not in undeclared:
+                undeclared.append(item.name or "?")
+            continue
+        if id(producer) in placed:
+            continue
+        pending.append(producer)
+        pending.extend(v for v in reversed(producer.inputs) if v is not None and
+                       (v.producer() is None or id(v.producer()) not in placed))
+    if undeclared:
+        raise ModelError(f"the results depend on Parameter {', '.join(repr(n) for n in undeclared)}, "
+                         "not in the model's parameters; add it to the parameters list")
+    return _ordered(order), list(initializers.values())
+
+
+def _ordered(nodes: list[ir.Node]) -> list[ir.Node]:
+    """``nodes`` re-ordered so that every node comes after the producers of its inputs."""
+    members = {id(n) for n in nodes}
+    done: set[int] = set()
+    result: list[ir.Node] = []
+
+    def visit(node: ir.Node) -> None:
+        stack = [(node, False)]
+        while stack:
+            current, expanded = stack.pop()
+            if id(current) in done:
+                continue
+            if expanded:
+                done.add(id(current))
+                result.append(current)
+                continue
+            stack.append((current, True))
+            for value in current.inputs:
+                producer = value.producer() if value is not None else None
+                if producer is not None and id(producer) in members and id(producer) not in done:
+                    stack.append((producer, False))
+
+    for node in nodes:
+        visit(node)
+    return result
+
+
+def _name_values(inputs: Sequence[ir.Value], initializers: Sequence[ir.Value], nodes: Sequence[ir.Node],
+                 outputs: Sequence[tuple[ir.Value, str | None]]) -> tuple[list[ir.Value], list[ir.Node]]:
+    """Unique names for every value; the graph outputs (an Identity where one value is output twice)."""
+    used: set[str] = set()
+    for value in inputs:
+        if value.name in used:
+            raise ModelError(f"two parameters are named {value.name!r}; input names must be unique")
+        used.add(value.name or "")
+
+    def unique(base: str) -> str:
+        name, suffix = base, 1
+        while name in used:
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        used.add(name)
+        return name
+
+    for value in initializers:
+        value.name = unique(value.name or "Constant")
+    node_names: set[str] = set()
+    for node in nodes:
+        base = name = node.name or node.op_type
+        suffix = 1
+        while name in node_names:
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        node.name = name
+        node_names.add(name)
+    named_by_result = {id(v): name for v, name in outputs if name}
+    for node in nodes:
+        for index, value in enumerate(node.outputs):
+            base = (named_by_result.get(id(value)) or value.name
+                    or (node.name if index == 0 else f"{node.name}:{index}") or "value")
+            value.name = unique(base)
+    final: list[ir.Value] = []
+    identities: list[ir.Node] = []
+    input_ids = {id(v) for v in inputs}
+    for value, _ in outputs:
+        if id(value) in input_ids or any(v is value for v in final):  # one value, one graph output
+            identity = ir.node("Identity", [value], name=unique(f"{value.name}/identity"))
+            copy = identity.outputs[0]
+            copy.name, copy.type, copy.shape = unique(f"{value.name}_{len(final)}"), value.type, value.shape
+            identities.append(identity)
+            value = copy
+        final.append(value)
+    return final, identities

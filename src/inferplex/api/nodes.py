@@ -1,0 +1,305 @@
+"""Nodes of OpenVINO's graph API over onnx-ir values: Parameter, Constant, Result and built ops.
+
+A :class:`Node` is what ``inferplex.opset`` functions return: one OpenVINO
+operation, made of one or more ONNX nodes, whose outputs are ``onnx_ir``
+values with their element types and shapes already inferred.  ``ov.Model``
+assembles the nodes reachable from its results into an ONNX graph.
+
+:class:`Parameter` and :class:`Result` are also what ``Model.get_parameters()``
+and ``get_results()`` return: there they are live views over the model's graph
+inputs and outputs, so ``set_layout`` and ``set_partial_shape`` change the model.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from inferplex.api.reshape import Dim, parse_shape
+from inferplex.errors import InputError
+
+__all__ = ["LAYOUT_KEY", "Constant", "Node", "Parameter", "Result", "to_ir_dtype"]
+
+LAYOUT_KEY = "layout"
+"""Key of a graph input's metadata_props that holds its layout (``"[N,C,H,W]"``), saved with the model."""
+
+_FRIENDLY_KEY = "friendly_name"
+_ids = itertools.count(1)
+
+_SHORT_DTYPES = {
+    "f32": "float32", "f16": "float16", "f64": "float64", "bf16": "bfloat16",
+    "i4": "int4", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u4": "uint4", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "boolean": "bool", "bool": "bool", "string": "str", "float": "float32",
+}
+
+
+def to_ir_dtype(dtype: Any) -> ir.DataType:
+    """An element type from a numpy dtype, a name (``"f32"``, ``"float32"``) or an object with ``to_dtype()``.
+    """
+    if isinstance(dtype, ir.DataType):
+        return dtype
+    to_dtype = getattr(dtype, "to_dtype", None)
+    if callable(to_dtype):
+        dtype = to_dtype()
+    if isinstance(dtype, str):
+        dtype = _SHORT_DTYPES.get(dtype.lower(), dtype)
+        if dtype == "bfloat16":
+            return ir.DataType.BFLOAT16
+        if dtype == "str":
+            return ir.DataType.STRING
+    try:
+        return ir.DataType.from_numpy(np.dtype(dtype))
+    except (TypeError, ValueError) as error:
+        raise InputError(f"element type {dtype!r} is not understood; give a numpy dtype, a name "
+                         "such as 'f32', 'i64', 'u8', 'boolean', or an ov.Type") from error
+
+
+def _next_name(type_name: str) -> str:
+    return f"{type_name}_{next(_ids)}"
+
+
+class Node:
+    """One operation: its outputs (onnx-ir values) and the ONNX nodes that compute them."""
+
+    def __init__(self, type_name: str, outputs: Sequence[ir.Value], onnx_nodes: Sequence[ir.Node] = (),
+                 name: str | None = None) -> None:
+        self._type_name = type_name
+        self._outputs = list(outputs)
+        self._onnx_nodes = list(onnx_nodes)
+        self._main = self._onnx_nodes[0] if self._onnx_nodes else None  # the node named after the op
+        self._friendly = name or _next_name(type_name)
+        self._rt_info: dict[str, Any] = {}
+
+    def get_type_name(self) -> str:
+        """OpenVINO's op type (``Convolution``, ``MaxPool``, ``Parameter``, ...)."""
+        return self._type_name
+
+    def get_friendly_name(self) -> str:
+        return self._friendly
+
+    def set_friendly_name(self, name: str) -> None:
+        """Rename the op; its ONNX node takes the name in models built afterwards."""
+        self._friendly = str(name)
+        if self._main is not None:
+            self._main.name = self._friendly
+
+    @property
+    def friendly_name(self) -> str:
+        return self.get_friendly_name()
+
+    @friendly_name.setter
+    def friendly_name(self, name: str) -> None:
+        self.set_friendly_name(name)
+
+    def get_rt_info(self) -> dict[str, Any]:
+        return self._rt_info
+
+    @property
+    def onnx_nodes(self) -> list[ir.Node]:
+        """The ONNX nodes this operation is made of (none for Parameter and Constant)."""
+        return list(self._onnx_nodes)
+
+    def output(self, index: int = 0) -> Any:
+        from inferplex.model import Port
+
+        if not 0 <= index < len(self._outputs):
+            raise InputError(f"{self._type_name} {self.get_friendly_name()!r} has "
+                             f"{len(self._outputs)} output(s); index {index} is out of range")
+        return Port(self._outputs[index], index, "output", live=True, node=self)
+
+    def outputs(self) -> list[Any]:
+        return [self.output(i) for i in range(len(self._outputs))]
+
+    def get_output_size(self) -> int:
+        return len(self._outputs)
+
+    def get_output_partial_shape(self, index: int = 0) -> Any:
+        return self.output(index).get_partial_shape()
+
+    def get_output_shape(self, index: int = 0) -> Any:
+        return self.output(index).get_shape()
+
+    def get_output_element_type(self, index: int = 0) -> Any:
+        return self.output(index).get_element_type()
+
+    def get_element_type(self) -> Any:
+        return self.get_output_element_type(0)
+
+    @property
+    def shape(self) -> Any:
+        return self.get_output_partial_shape(0)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(repr(o) for o in self.outputs())
+        return f"<{self._type_name}: {self.get_friendly_name()!r} ({shapes})>"
+
+
+class Parameter(Node):
+    """A model input (OpenVINO's ``op.Parameter(element_type, shape)``).
+
+    Built in code it is a new graph input; from ``Model.get_parameters()`` it
+    is a live view of one, whose layout and shape setters change the model.
+    """
+
+    def __init__(self, element_type: Any, shape: Any = (), name: str | None = None) -> None:
+        value = ir.Value(name=name or _next_name("Parameter"), type=ir.TensorType(to_ir_dtype(element_type)))
+        dims = parse_shape(shape)
+        value.shape = None if dims is None else ir.Shape(dims)
+        super().__init__("Parameter", [value], name=value.name)
+
+    @classmethod
+    def view(cls, value: ir.Value) -> Parameter:
+        """The Parameter of an existing graph input."""
+        node = cls.__new__(cls)
+        Node.__init__(node, "Parameter", [value], name=value.name)
+        return node
+
+    @property
+    def value(self) -> ir.Value:
+        """The graph input (an onnx-ir value)."""
+        return self._outputs[0]
+
+    def get_friendly_name(self) -> str:
+        return self.value.metadata_props.get(_FRIENDLY_KEY) or self.value.name or self._friendly
+
+    def set_friendly_name(self, name: str) -> None:
+        """Sets the display name only: the input's tensor name, used to feed it, stays."""
+        self.value.metadata_props[_FRIENDLY_KEY] = str(name)
+
+    def get_partial_shape(self) -> Any:
+        return self.get_output_partial_shape(0)
+
+    def set_partial_shape(self, shape: Any) -> None:
+        """Set the input's shape (``Model.reshape`` also re-infers every downstream shape)."""
+        dims = parse_shape(shape)
+        self.value.shape = None if dims is None else ir.Shape(dims)
+
+    def set_element_type(self, element_type: Any) -> None:
+        self.value.type = ir.TensorType(to_ir_dtype(element_type))
+
+    def get_layout(self) -> str:
+        """The layout as OpenVINO prints it (``[N,C,H,W]``); ``""`` when none is set."""
+        return self.value.metadata_props.get(LAYOUT_KEY, "")
+
+    def set_layout(self, layout: Any) -> None:
+        """Set the layout: an ``ov.Layout``, ``"NCHW"``, ``"[N,C,H,W]"``, ``"N..."``; ``""`` clears it."""
+        text = str(layout.to_string() if callable(getattr(layout, "to_string", None)) else layout).strip()
+        if not text or text in ("[...]", "..."):
+            self.value.metadata_props.pop(LAYOUT_KEY, None)
+            return
+        self.value.metadata_props[LAYOUT_KEY] = _layout_text(text)
+
+    @property
+    def layout(self) -> str:
+        return self.get_layout()
+
+    @layout.setter
+    def layout(self, layout: Any) -> None:
+        self.set_layout(layout)
+
+
+def layout_names(text: str) -> tuple[list[str], list[str] | None]:
+    """The dim names of a layout before ``...`` and after it (None when there is no ``...``).
+
+    ``"NCHW"`` -> (["N", "C", "H", "W"], None); ``"[N,...,C]"`` -> (["N"], ["C"]).
+    """
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        parts = [p.strip().upper() for p in body[1:-1].split(",") if p.strip()]
+    else:
+        parts = []
+        rest = body.upper()
+        while rest:
+            if rest.startswith("..."):
+                parts.append("...")
+                rest = rest[3:]
+            else:
+                parts.append(rest[0])
+                rest = rest[1:]
+    if "..." not in parts:
+        return parts, None
+    cut = parts.index("...")
+    return parts[:cut], parts[cut + 1:]
+
+
+def _layout_text(text: str) -> str:
+    head, tail = layout_names(text)
+    names = head if tail is None else [*head, "...", *tail]
+    bad = [n for n in names if n != "..." and not (n.isalnum() or n == "?" or "_" in n)]
+    if bad or (tail is not None and "..." in tail):
+        raise InputError(f"layout {text!r} is not understood; give one such as 'NCHW', '[N,C,H,W]', "
+                         "'N...' or '...C'")
+    return "[" + ",".join(names) + "]"
+
+
+class Constant(Node):
+    """A constant tensor: ``Constant(array)`` or ``Constant(element_type, shape, values)``."""
+
+    def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
+        kwargs.pop("shared_memory", None)
+        array = _constant_array(args, kwargs)
+        value = ir.Value(name=name, const_value=ir.tensor(array))
+        value.type = ir.TensorType(value.const_value.dtype)  # type: ignore[union-attr]
+        value.shape = ir.Shape(array.shape)
+        super().__init__("Constant", [value], name=name)
+
+    def get_data(self) -> np.ndarray:
+        tensor = self._outputs[0].const_value
+        assert tensor is not None
+        return tensor.numpy()
+
+    @property
+    def data(self) -> np.ndarray:
+        return self.get_data()
+
+    def get_vector(self) -> np.ndarray:
+        return self.get_data().reshape(-1)
+
+
+def _constant_array(args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray:
+    if len(args) >= 2 and not isinstance(args[1], bool):  # (element_type, shape[, values])
+        dtype = np.dtype(to_ir_dtype(args[0]).numpy())
+        dims = parse_shape(args[1])
+        if dims is None or not all(isinstance(d, int) for d in dims):
+            raise InputError(f"a constant needs a static shape, got {args[1]!r}")
+        values = args[2] if len(args) > 2 else kwargs.pop("values", 0)
+        data = np.asarray(values, dtype=dtype)
+        shape = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+        if data.size == 1 and int(np.prod(shape)) != 1:
+            return np.full(shape, data.reshape(()), dtype=dtype)
+        if data.size != int(np.prod(shape)):
+            raise InputError(f"a constant of shape {list(shape)} needs {int(np.prod(shape))} values, "
+                             f"got {data.size}")
+        return data.reshape(shape)
+    if not args:
+        raise InputError("Constant needs a value: Constant(array) or Constant(element_type, shape, values)")
+    value = args[0]
+    value = getattr(value, "data", value) if not isinstance(value, np.ndarray) else value
+    return np.array(value)
+
+
+class Result(Node):
+    """A model output: ``opset.result(node)``, or a view from ``Model.get_results()``."""
+
+    def __init__(self, source: ir.Value, name: str | None = None) -> None:
+        super().__init__("Result", [source], name=name)
+
+    @property
+    def value(self) -> ir.Value:
+        """The value this result outputs."""
+        return self._outputs[0]
+
+    def input_value(self, index: int = 0) -> Any:
+        return self.output(index)
+
+
+def dims_of(value: ir.Value) -> list[Dim] | None:
+    """A value's dims: ints, range or symbol names, None for unknown dims; None for an unknown rank."""
+    if value.shape is None:
+        return None
+    return [d if isinstance(d, int) else d.value for d in value.shape]

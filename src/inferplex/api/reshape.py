@@ -1,0 +1,275 @@
+"""Model.reshape: new input shapes in every form OpenVINO takes, and shape inference after.
+
+A shape may be given as a list or tuple of dims, a string (``"1,3,?,?"``,
+``"[1..8,3,224,224]"``), or any object whose ``to_string()`` prints such a
+string (OpenVINO's ``PartialShape`` prints ``[1,3,?,?]``) or that iterates into
+dims.  A dim is an int (``-1`` is dynamic), ``None``, ``"?"``, a range
+``(1, 8)`` or ``"1..8"`` (``"1.."`` and ``"..8"`` leave one end open), or an
+object whose ``to_string()`` prints one of those.
+
+ONNX has no ranged dimension, so a range is kept as a symbolic dimension named
+``"1..8"``: it survives saving, shape inference carries it downstream, and
+input binding checks a tensor's dimension against its bounds.  A name that is
+not a number or range (``"batch"``) is an ONNX symbolic dimension: inputs that
+share it must agree on its size.
+
+After the inputs change, ONNX shape inference runs over the whole graph (on a
+copy without the large weights), so every downstream port shows the new
+shapes.  A shape the model cannot take (a rank a Conv refuses, a size a Reshape
+constant contradicts) is an :class:`~inferplex.errors.InputError` naming the
+input, the shape asked for and the shape the model declares; the model is left
+as it was.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from inferplex.errors import InputError
+from inferplex.serialize import serialize_leaving_out
+
+__all__ = ["Dim", "apply_input_shapes", "dim_bounds", "format_dims", "parse_shape"]
+
+Dim = int | str | None
+"""A dimension as stored: a size, a range or symbol name (``"1..8"``, ``"batch"``), None for any."""
+
+_WEIGHT_LIMIT_BYTES = 1024
+"""Initializers up to this size stay in the copy shape inference reads (Reshape targets, axes)."""
+
+_RANGE = re.compile(r"^\s*(\d*)\s*\.\.\s*(\d*)\s*$")
+_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
+_ACCEPTED = ("a shape is a list of dims, a string such as '1,3,?,?' or '1..8,3,224,224', or an "
+             "object printing '[1,3,?,?]'; a dim is an int (-1 dynamic), '?', a range (1, 8) or "
+             "'1..8', or a symbol name")
+
+
+def format_dims(dims: Sequence[Dim] | None) -> str:
+    """OpenVINO's spelling of a shape: ``[1,3,?,?]``, ``[1..8,3]``; ``[...]`` for an unknown rank."""
+    if dims is None:
+        return "[...]"
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def dim_bounds(dim: Dim) -> tuple[int, int | None] | None:
+    """``(min, max)`` of a ranged dim (max None when open); None for sizes, symbols and ``?``."""
+    if not isinstance(dim, str):
+        return None
+    match = _RANGE.match(dim)
+    if match is None or not (match.group(1) or match.group(2)):
+        return None
+    return int(match.group(1) or 0), int(match.group(2)) if match.group(2) else None
+
+
+def _range(low: int, high: int | None, given: Any) -> Dim:
+    if low < 0 or (high is not None and high < low):
+        raise InputError(f"dimension range {given!r} is not valid: need 0 <= min <= max")
+    if high == low:
+        return low
+    if low == 0 and high is None:
+        return None
+    return f"{low or ''}..{'' if high is None else high}"  # OpenVINO prints "..8" and "1.."
+
+
+def _parse_dim_text(text: str) -> Dim:
+    text = text.strip()
+    if text in ("?", "-1", ""):
+        return None
+    if text.isdigit():
+        return int(text)
+    match = _RANGE.match(text)
+    if match is not None and (match.group(1) or match.group(2)):
+        return _range(int(match.group(1) or 0), int(match.group(2)) if match.group(2) else None, text)
+    if _SYMBOL.match(text):
+        return text
+    raise InputError(f"dimension {text!r} is not understood; {_ACCEPTED}")
+
+
+def _parse_dim(dim: Any) -> Dim:
+    if dim is None:
+        return None
+    if isinstance(dim, (bool, np.bool_)):
+        raise InputError(f"dimension {dim!r} is a bool; {_ACCEPTED}")
+    if isinstance(dim, (int, np.integer)):
+        if dim < -1:
+            raise InputError(f"dimension {int(dim)} is negative; use -1 or '?' for a dynamic one")
+        return None if dim == -1 else int(dim)
+    if isinstance(dim, str):
+        return _parse_dim_text(dim)
+    if isinstance(dim, (tuple, list)) and len(dim) == 2 and all(
+            isinstance(end, (int, np.integer)) and not isinstance(end, bool) for end in dim):
+        low, high = int(dim[0]), int(dim[1])
+        return _range(max(low, 0), None if high == -1 else high, tuple(dim))
+    to_string = getattr(dim, "to_string", None)
+    if callable(to_string):
+        return _parse_dim_text(str(to_string()))
+    raise InputError(f"dimension {dim!r} ({type(dim).__name__}) is not understood; {_ACCEPTED}")
+
+
+def parse_shape(shape: Any) -> list[Dim] | None:
+    """Dims from any shape form OpenVINO takes; None for a dynamic rank (``"[...]"``, ``"..."``).
+
+    >>> parse_shape("1..8,3,?,?")
+    ['1..8', 3, None, None]
+    >>> parse_shape([(1, 8), -1, "?", 4])
+    ['1..8', None, None, 4]
+    """
+    if isinstance(shape, (str, bytes)):
+        text = shape.decode() if isinstance(shape, bytes) else shape
+        return _parse_shape_text(text)
+    if not isinstance(shape, (list, tuple, np.ndarray)):
+        to_string = getattr(shape, "to_string", None)
+        if callable(to_string):
+            return _parse_shape_text(str(to_string()))
+    if isinstance(shape, Iterable) and not isinstance(shape, Mapping):
+        return [_parse_dim(dim) for dim in shape]
+    raise InputError(f"shape {shape!r} ({type(shape).__name__}) is not understood; {_ACCEPTED}")
+
+
+def _parse_shape_text(text: str) -> list[Dim] | None:
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1].strip()
+    if body == "...":
+        return None
+    if not body:
+        return []
+    return [_parse_dim_text(part) for part in body.split(",")]
+
+
+def _ir_dims(dims: Sequence[Dim] | None) -> ir.Shape | None:
+    return None if dims is None else ir.Shape(list(dims))
+
+
+def _dims_of(value: ir.Value) -> list[Dim] | None:
+    if value.shape is None:
+        return None
+    return [d if isinstance(d, int) else d.value for d in value.shape]
+
+
+# --- applying shapes -----------------------------------------------------------------------------
+
+
+def apply_input_shapes(model: ir.Model, shapes: Mapping[int, list[Dim] | None]) -> None:
+    """Set the shapes of the main graph's inputs ``{index: dims}`` and infer every other shape.
+
+    On an InputError the model is left as it was.
+    """
+    graph = model.graph
+    values = _node_outputs(graph)
+    saved = {id(v): v.shape for v in [*graph.inputs, *values]}
+    old_inputs = {index: _dims_of(graph.inputs[index]) for index in shapes}
+    try:
+        for index, dims in shapes.items():
+            graph.inputs[index].shape = _ir_dims(dims)
+        for value in values:
+            value.shape = None
+        _infer_into(model, shapes, old_inputs)
+    except BaseException:
+        for value in [*graph.inputs, *values]:
+            value.shape = saved[id(value)]
+        raise
+
+
+def _node_outputs(graph: ir.Graph) -> list[ir.Value]:
+    """Outputs of every node, subgraphs included (their shapes may depend on the inputs)."""
+    return [value for node in ir.traversal.RecursiveGraphIterator(graph) for value in node.outputs]
+
+
+def _infer_into(model: ir.Model, shapes: Mapping[int, list[Dim] | None],
+                old_inputs: Mapping[int, list[Dim] | None]) -> None:
+    try:
+        inferred = _infer(model, strict=True)
+    except onnx.shape_inference.InferenceError as error:
+        if _fails_as_declared(model, old_inputs):
+            inferred = _infer(model, strict=False)  # the model fails inference whatever the shapes
+        else:
+            asked = "; ".join(f"input {model.graph.inputs[i].name!r} {format_dims(d)} (the model "
+                              f"declares {format_dims(old_inputs[i])})" for i, d in shapes.items())
+            raise InputError(f"the model cannot take {asked}: {_first_line(error)}") from error
+    by_name = {info.name: info for info in [*inferred.graph.value_info, *inferred.graph.output]}
+    for node in model.graph:
+        for value in node.outputs:
+            info = by_name.get(value.name or "")
+            if info is not None and info.type.HasField("tensor_type") and \
+                    info.type.tensor_type.HasField("shape"):
+                value.shape = ir.Shape([_proto_dim(d) for d in info.type.tensor_type.shape.dim])
+    problem = _reshape_contradiction(model.graph)
+    if problem:
+        asked = "; ".join(f"input {model.graph.inputs[i].name!r} {format_dims(d)} (the model declares "
+                          f"{format_dims(old_inputs[i])})" for i, d in shapes.items())
+        raise InputError(f"the model cannot take {asked}: {problem}")
+
+
+def _reshape_contradiction(graph: ir.Graph) -> str | None:
+    """A Reshape whose constant target cannot hold its (static) input's elements, described; else None.
+
+    ONNX's shape inference does not compare element counts, so a static batch a
+    Reshape constant fixes would otherwise pass here and fail at inference.
+    """
+    for node in graph:
+        if node.op_type != "Reshape" or len(node.inputs) < 2 or node.inputs[1] is None:
+            continue
+        data, target = node.inputs[0], node.inputs[1].const_value
+        dims = _dims_of(data) if data is not None else None
+        static = [d for d in dims or () if isinstance(d, int)]
+        if target is None or dims is None or len(static) != len(dims):
+            continue
+        wanted = [int(v) for v in target.numpy().reshape(-1)]
+        allowzero = node.attributes.get_int("allowzero", 0)
+        sizes = [static[i] if v == 0 and not allowzero and i < len(static) else v
+                 for i, v in enumerate(wanted)]
+        have, known = int(np.prod(static)), int(np.prod([v for v in sizes if v != -1]))
+        if (-1 not in sizes and known != have) or (-1 in sizes and (known == 0 or have % known)):
+            return (f"Reshape {node.name!r} turns {format_dims(dims)} ({have} elements) into the constant "
+                    f"shape {wanted}")
+    return None
+
+
+def _proto_dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
+    if dim.HasField("dim_value"):
+        return int(dim.dim_value)
+    return dim.dim_param or None
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def _fails_as_declared(model: ir.Model, old_inputs: Mapping[int, list[Dim] | None]) -> bool:
+    """True when strict inference fails with the inputs' declared shapes too (not the reshape's fault)."""
+    graph = model.graph
+    new = {index: graph.inputs[index].shape for index in old_inputs}
+    try:
+        for index, dims in old_inputs.items():
+            graph.inputs[index].shape = _ir_dims(dims)
+        _infer(model, strict=True)
+    except onnx.shape_inference.InferenceError:
+        return True
+    finally:
+        for index, shape in new.items():
+            graph.inputs[index].shape = shape
+    return False
+
+
+def _infer(model: ir.Model, strict: bool) -> onnx.ModelProto:
+    """ONNX shape inference on a copy whose large initializers are typed graph inputs."""
+    proto, left = serialize_leaving_out(model, _large)
+    declared = {info.name for info in proto.graph.input}
+    for value in left:
+        tensor = value.const_value
+        if value.name not in declared and tensor is not None:
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(
+                value.name or "", tensor.dtype.value, [int(d) for d in tensor.shape.numpy()]))
+    return onnx.shape_inference.infer_shapes(proto, check_type=strict, strict_mode=strict,
+                                             data_prop=True)
+
+
+def _large(value: ir.Value) -> bool:
+    tensor = value.const_value
+    return tensor is not None and tensor.nbytes > _WEIGHT_LIMIT_BYTES

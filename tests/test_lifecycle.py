@@ -1,0 +1,318 @@
+"""The life of compiled models and requests at its edges: dropping, releasing, exiting, faults.
+
+Threads and memory return when compiled models go; a program exits with
+requests in flight, each ending once, and a hung device cannot hold it; plugin
+faults reach the user as inferplex errors naming the plugin.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from hooked_plugin import HookedPlugin, hooked_compile
+from onnx import TensorProto, helper
+
+import inferplex as ov
+from inferplex.errors import CompileError, InferenceError, PluginError
+
+from conftest import make_model, ort_run
+
+TESTS = Path(__file__).parent
+SRC = TESTS.parent / "src"
+FLOAT = TensorProto.FLOAT
+
+
+def _model() -> Any:
+    return make_model([helper.make_node("Add", ["x", "x"], ["s"], name="add"),
+                       helper.make_node("Relu", ["s"], ["y"], name="relu")],
+                      [("x", FLOAT, [2, 8])], [("y", FLOAT, [2, 8])])
+
+
+MODEL = _model()
+X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+EXPECTED = ort_run(MODEL, {"x": X})[0]
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _settled_thread_count(target: int, seconds: float = 10.0) -> int:
+    """Threads alive once those ending have ended (or the deadline passed)."""
+    deadline = time.monotonic() + seconds
+    while threading.active_count() > target and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    return threading.active_count()
+
+
+def _use_and_drop(core: ov.Core, device: str, release: bool) -> None:
+    compiled = core.compile_model(MODEL, device)
+    queue = ov.AsyncInferQueue(compiled, 2)
+    for _ in range(4):
+        queue.start_async({"x": X})
+    queue.wait_all()
+    np.testing.assert_allclose(queue[0].results["y"], EXPECTED)
+    if release:
+        compiled.release()
+
+
+@pytest.mark.parametrize("release", [True, False], ids=["release", "garbage-collected"])
+@pytest.mark.parametrize("device", ["CPU", "HETERO:GPU.0,CPU"])
+def test_dropped_compiled_models_return_threads_and_memory(emulated_core: ov.Core, device: str,
+                                                           release: bool) -> None:
+    _use_and_drop(emulated_core, device, release)  # first use: lazy imports, engine pools
+    gc.collect()
+    threads, rss = _settled_thread_count(0, 0.5), _rss_bytes()
+    for _ in range(30):
+        _use_and_drop(emulated_core, device, release)
+    assert _settled_thread_count(threads) <= threads
+    assert _rss_bytes() - rss < 0.10 * rss
+
+
+def test_release_inside_a_callback_and_results_there(core: ov.Core) -> None:
+    compiled = core.compile_model(MODEL, "CPU")
+    request = compiled.create_infer_request()
+    seen: list[Any] = []
+    done = threading.Event()
+
+    def callback(_: Any) -> None:
+        seen.append(request.results["y"].copy())  # its own results, inside its callback
+        compiled.release()
+        done.set()
+
+    request.set_callback(callback)
+    request.start_async({"x": X})
+    assert done.wait(20)
+    request.wait()
+    np.testing.assert_allclose(seen[0], EXPECTED)
+    with pytest.raises(InferenceError, match="released"):
+        compiled.create_infer_request().infer({"x": X})
+
+
+def test_a_callback_may_wait_for_another_request_of_its_model(core: ov.Core) -> None:
+    compiled = core.compile_model(MODEL, "CPU")
+    first, second = compiled.create_infer_request(), compiled.create_infer_request()
+    outcome: list[Any] = []
+
+    def on_first(_: Any) -> None:
+        second.start_async({"x": X})
+        second.wait()  # its completion is queued behind this one: the wait must not hang
+        outcome.append(second.results["y"])
+
+    first.set_callback(on_first)
+    second.set_callback(lambda _: outcome.append("second's callback"))
+    first.start_async({"x": X})
+    first.wait()
+    assert outcome[0] == "second's callback"
+    np.testing.assert_allclose(outcome[1], EXPECTED)
+
+
+def test_with_block_releases(core: ov.Core) -> None:
+    with core.compile_model(MODEL, "CPU") as compiled:
+        np.testing.assert_allclose(compiled({"x": X})["y"], EXPECTED)
+    with pytest.raises(InferenceError, match="released"):
+        compiled({"x": X})
+
+
+class _Broken(HookedPlugin):
+    def __init__(self, mode: str) -> None:
+        super().__init__(lambda inputs, worker: None)
+        self.mode = mode
+
+    def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> Any:
+        if self.mode == "raise":
+            raise RuntimeError("the device fell over")
+        if self.mode == "none":
+            return None
+        return super().compile(model, device, config)
+
+
+@pytest.mark.parametrize("device", ["HOOKED", "HETERO:HOOKED,CPU"])
+def test_a_plugin_raising_at_compile_is_a_compile_error_naming_it(device: str) -> None:
+    core = ov.Core()
+    core.register_plugin(_Broken("raise"), "HOOKED")
+    with pytest.raises(CompileError, match=r"HOOKED.*_Broken.compile raised RuntimeError: the device fell"):
+        core.compile_model(MODEL, device)
+
+
+@pytest.mark.parametrize("device", ["HOOKED", "HETERO:HOOKED,CPU"])
+def test_a_plugin_returning_nothing_is_a_plugin_error(device: str) -> None:
+    core = ov.Core()
+    core.register_plugin(_Broken("none"), "HOOKED")
+    with pytest.raises((PluginError, CompileError), match="must return a DeviceProgram"):
+        core.compile_model(MODEL, device)
+
+
+def test_a_run_that_raises_is_an_inference_error_naming_the_device() -> None:
+    def fail(inputs: Mapping[str, Any], worker: int) -> None:
+        raise ValueError("bad tensor")
+
+    compiled = hooked_compile(MODEL, None, fail)
+    with pytest.raises(InferenceError, match="HOOKED: ValueError: bad tensor"):
+        compiled({"x": X})
+    request = compiled.create_infer_request()
+    request.start_async({"x": X})
+    with pytest.raises(InferenceError, match="HOOKED"):
+        request.wait()
+
+
+def test_trace_records_each_stage_per_device() -> None:
+    core = ov.Core()
+    compiled = core.compile_model(MODEL, "CPU", {"ENABLE_TRACE": True})
+    queue = ov.AsyncInferQueue(compiled, 2)
+    queue.set_callback(lambda request, _: None)
+    for _ in range(5):
+        queue.start_async({"x": X})
+    queue.wait_all()
+    trace = compiled.get_property("TRACE")
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["name"] for e in spans} == {"queued", "run", "callback"}
+    assert len({e["args"]["request"] for e in spans}) == 5
+    assert all(e["dur"] >= 0 for e in spans)
+    with pytest.raises(ov.errors.PropertyError, match="ENABLE_TRACE"):
+        core.compile_model(MODEL, "CPU").get_property("TRACE")
+
+
+def test_hetero_subgraphs_are_their_own_trace_stages(emulated_core: ov.Core) -> None:
+    model = make_model([helper.make_node("Relu", ["x"], ["a"], name="relu"),
+                        helper.make_node("Tanh", ["a"], ["y"], name="tanh")],
+                       [("x", FLOAT, [2, 8])], [("y", FLOAT, [2, 8])])
+    read = emulated_core.read_model(model)
+    for op in read.get_ops():
+        op.get_rt_info()["affinity"] = "GPU.0" if op.get_friendly_name() == "relu" else "CPU"
+    compiled = emulated_core.compile_model(read, "HETERO:GPU.0,CPU", {"ENABLE_TRACE": True})
+    request = compiled.create_infer_request()
+    request.start_async({"x": X})
+    request.wait()
+    np.testing.assert_allclose(request.results["y"], np.tanh(np.maximum(X, 0)), rtol=1e-6)
+    names = {(e["name"], e["cat"]) for e in compiled.get_property("TRACE")["traceEvents"] if e["ph"] == "X"}
+    assert {("subgraph 0", "GPU.0"), ("subgraph 1", "CPU")} <= names
+
+
+def _run_script(body: str, timeout: float = 60.0) -> tuple[subprocess.CompletedProcess[str], float]:
+    script = textwrap.dedent(body)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
+    begin = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+    return done, time.monotonic() - begin
+
+
+_PRELUDE = """
+    import sys, threading, time
+    import numpy as np
+    import inferplex as ov
+    from hooked_plugin import hooked_compile
+    from test_lifecycle import MODEL, X, EXPECTED
+"""
+
+
+def test_exit_with_requests_in_flight_ends_each_with_its_result() -> None:
+    done, _ = _run_script(_PRELUDE + """
+    def slow(inputs, worker):
+        time.sleep(0.01)
+    compiled = hooked_compile(MODEL, None, slow)
+    ok = []
+    def callback(request, userdata):
+        ok.append(np.allclose(request.results["y"], EXPECTED))
+        if len(ok) == 40:
+            print("all", sum(ok), flush=True)
+    queue = ov.AsyncInferQueue(compiled, 4)
+    queue.set_callback(callback)
+    for i in range(40):
+        queue.start_async({"x": X}, i)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "all 40"
+
+
+@pytest.mark.parametrize("mode", ["normal", "sys.exit", "KeyboardInterrupt"])
+def test_a_hung_device_cannot_hold_the_process_at_exit(mode: str) -> None:
+    ending = {"normal": "", "sys.exit": "sys.exit(3)", "KeyboardInterrupt": "raise KeyboardInterrupt"}[mode]
+    done, seconds = _run_script(_PRELUDE + f"""
+    hang = threading.Event()
+    def stuck(inputs, worker):
+        hang.wait()
+    compiled = hooked_compile(MODEL, {{"EXIT_TIMEOUT": 1}}, stuck)
+    request = compiled.create_infer_request()
+    def callback(_):
+        try:
+            request.wait()
+        except ov.errors.InferenceError as error:
+            print("ended:", error, flush=True)
+    request.set_callback(callback)
+    request.start_async({{"x": X}})
+    {ending}
+    """)
+    assert seconds < 20
+    # An uncaught KeyboardInterrupt ends the process by SIGINT (-2), as Python does.
+    assert done.returncode == {"normal": 0, "sys.exit": 3, "KeyboardInterrupt": -2}[mode], done.stderr
+    assert "ended: HOOKED gave no result within 1.0 s at exit" in done.stdout
+
+
+def test_the_exit_wait_defaults_to_a_few_seconds_past_the_slowest_run() -> None:
+    done, seconds = _run_script(_PRELUDE + """
+    hang = threading.Event()
+    calls = []
+    def stuck(inputs, worker):
+        calls.append(1)
+        if len(calls) > 1:
+            hang.wait()
+    compiled = hooked_compile(MODEL, None, stuck)
+    compiled({"x": X})
+    compiled.create_infer_request().start_async({"x": X})
+    """)
+    assert done.returncode == 0, done.stderr
+    assert 4.0 < seconds < 15, seconds
+    assert "HOOKED gave no result within 5.0 s at exit" in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_long_run_of_requests_keeps_memory_flat(core: ov.Core) -> None:
+    compiled = core.compile_model(MODEL, "CPU")
+    queue = ov.AsyncInferQueue(compiled, 2)
+    request = compiled.create_infer_request()
+    for _ in range(10_000):
+        request.infer({"x": X})
+    for _ in range(2_000):
+        queue.start_async({"x": X})
+    queue.wait_all()
+    gc.collect()
+    rss = _rss_bytes()
+    for _ in range(70_000):
+        request.infer({"x": X})
+    for _ in range(18_000):
+        queue.start_async({"x": X})
+    queue.wait_all()
+    gc.collect()
+    np.testing.assert_allclose(request.results["y"], EXPECTED)
+    assert _rss_bytes() - rss < 8 << 20
+
+
+def test_dropped_cores_return_threads_and_memory() -> None:
+    def use() -> None:
+        core = ov.Core()
+        compiled = core.compile_model(MODEL, "CPU")
+        np.testing.assert_allclose(compiled({"x": X})["y"], EXPECTED)
+
+    use()
+    gc.collect()
+    threads, rss = _settled_thread_count(0, 0.5), _rss_bytes()
+    for _ in range(30):
+        use()
+    assert _settled_thread_count(threads) <= threads
+    assert _rss_bytes() - rss < 0.10 * rss
