@@ -59,9 +59,6 @@ __all__ = ["Dispatcher", "Member"]
 _log = logging.getLogger("inferplex")
 _T = TypeVar("_T")
 
-_EXCLUSIVE = threading.Lock()
-"""EXCLUSIVE_ASYNC_REQUESTS: one run at a time across every compiled model that asks for it."""
-
 _OWN_PROPERTIES = (
     "MULTI_DEVICE_PRIORITIES", "DEVICE_STATISTICS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "EXECUTION_DEVICES",
     "SCHEDULE_POLICY", "ENABLE_RUNTIME_FALLBACK", "EXCLUSIVE_ASYNC_REQUESTS", "MULTI_REQUEST_TIMEOUT",
@@ -94,9 +91,6 @@ class Dispatcher(Runner):
         self._schedule = Schedule(members, self._options, resolve, fallback, self._post_run_end,
                                   starting, expected_requests)
         """Read and changed on the dispatcher thread only."""
-        self._ready = threading.Event()
-        if starting is None:
-            self._ready.set()
         # Shared with other threads: the queue, and under _gate whether it is still read.
         self._events: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._gate = threading.Lock()
@@ -168,11 +162,6 @@ class Dispatcher(Runner):
         if problems:
             raise PropertyError("; ".join(problems))
         self._ask(partial(self._schedule.apply, priorities, policy))
-
-    def wait_ready(self, timeout: float | None = None) -> bool:
-        """Block until AUTO's startup hand-over is over (or failed); True when it is."""
-        with blocking():
-            return self._ready.wait(timeout)
 
     def hand_over(self, compiled: Future[Member]) -> None:
         """Done-callback of AUTO's chosen device's compile: it serves from now on."""
@@ -266,7 +255,6 @@ class Dispatcher(Runner):
             _answer(event[1], event[2])
         elif kind == "hand over":
             self._schedule.handed_over(event[1], event[2])
-            self._ready.set()
         elif kind == "fallback":
             self._schedule.helper_compiled(event[1])
 
@@ -276,7 +264,6 @@ class Dispatcher(Runner):
 
     def _shut_down(self) -> None:
         """Closing: pools close (running requests end, their events handled), then the thread stops."""
-        self._ready.set()
         for device in self._schedule.close():
             device.pool.close()
         with self._gate:

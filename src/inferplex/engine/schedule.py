@@ -312,7 +312,7 @@ class Schedule:
     def statistics(self) -> dict[str, dict[str, Any]]:
         """DEVICE_STATISTICS (see :func:`~inferplex.engine.dispatch_state.statistics`)."""
         return device_statistics(self._devices, self._serving, self._fallback, self._host_gain,
-                          self._first_start, self._last_done, time.monotonic())
+                                 self._first_start, self._last_done, time.monotonic())
 
     def apply(self, priorities: list[DeviceTarget] | None, policy: SchedulePolicy | None) -> None:
         if priorities is not None:
