@@ -23,6 +23,7 @@ PUBLIC = [
     "Model",
     "Op",
     "Port",
+    "ProfilingInfo",
     "ProfilingRecord",
     "__version__",
     "compile_model",

@@ -1,4 +1,4 @@
-"""The CPU device's support answer and model hand-over to ONNX Runtime (devices/cpu.py)."""
+"""The CPU device's support answer and model hand-over to its engines (devices/cpu/)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from inferplex.devices.cpu import _serialize
+from inferplex.devices.cpu.onnxruntime_engine import serialize_for_ort as _serialize
 
 
 def _constant_model(ir_version: int | None = None) -> object:
@@ -84,25 +84,29 @@ def test_a_model_with_large_initializers_matches_onnx_runtime_on_the_whole_model
             np.testing.assert_allclose(request.infer({"x": x})["y"], want, rtol=1e-6, atol=1e-6)
 
 
-def test_run_into_hands_the_worker_on_once_after_the_run_also_when_it_fails() -> None:
+@pytest.mark.parametrize("engine", ["OPENVINO", "ONNXRUNTIME"])
+def test_run_into_hands_the_worker_on_once_after_the_run_also_when_it_fails(engine: str) -> None:
     """DeviceProgram.run_into's ``queued`` for a device that does not queue runs (the CPU): called
     once, after the run, and also when it fails; the result is ONNX Runtime's."""
     from inferplex.devices.cpu import CpuPlugin
 
     model = _weighted_model()
-    program = CpuPlugin().compile(ir.serde.deserialize_model(model), "CPU", {})
+    program = CpuPlugin().compile(ir.serde.deserialize_model(model), "CPU", {"ENGINE": engine})
     x = np.random.default_rng(5).standard_normal((2, 256)).astype(np.float32)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": x})[0]
     calls: list[str] = []
     out = program.run_into({"x": x}, 0, lambda name, dtype, shape: None, lambda: calls.append("ok"))
-    np.testing.assert_allclose(out["y"], want, rtol=1e-6, atol=1e-6)
-    # Past the compiled model's input checks, ONNX Runtime's own error comes back as one of ours.
-    with pytest.raises(ov.errors.InferenceError, match=r"inference failed on CPU: .*double"):
-        program.run_into({"x": x.astype(np.float64)}, 0, lambda name, dtype, shape: None,
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-5)
+    # Past the compiled model's input checks, the engine's own error comes back as one of ours.
+    with pytest.raises(ov.errors.InferenceError, match=r"inference failed on CPU: "):
+        program.run_into({"x": x[:, :100]}, 0, lambda name, dtype, shape: None,
                          lambda: calls.append("failed"))
     assert calls == ["ok", "failed"]
     program.close()
+    program.close()  # idempotent
+    with pytest.raises(ov.errors.InferenceError, match="the program on CPU was closed"):
+        program.run({"x": x}, 0)
 
 
 def test_a_run_that_onnx_runtime_fails_ends_with_an_inference_error_naming_the_cpu() -> None:

@@ -175,7 +175,8 @@ def test_low_thread_priority_puts_onnx_runtime_threads_at_nice_19(core) -> None:
 
     model = _gelu_between_matmuls()
     before = _thread_nice_values()
-    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 3, "THREAD_PRIORITY": "LOW"})
+    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 3, "THREAD_PRIORITY": "LOW",
+                                                 "ENGINE": "ONNXRUNTIME"})
     new = {tid: nice for tid, nice in _thread_nice_values().items() if tid not in before}
     # ONNX Runtime's pool for 3 threads: 2 threads of its own (the caller's thread is the third).
     assert len(new) >= 2 and set(new.values()) == {19}, new
@@ -185,7 +186,7 @@ def test_low_thread_priority_puts_onnx_runtime_threads_at_nice_19(core) -> None:
     x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(compiled({"x": x})["y"], session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
-    normal = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 3})
+    normal = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 3, "ENGINE": "ONNXRUNTIME"})
     assert normal.get_property("THREAD_PRIORITY") == "NORMAL"
     with pytest.raises(ov.errors.PropertyError, match="THREAD_PRIORITY"):
         core.compile_model(model, "CPU", {"THREAD_PRIORITY": "HIGH"})

@@ -16,7 +16,7 @@ from inferplex.api.convert import convert_model
 from inferplex.async_queue import AsyncInferQueue
 from inferplex.binding import InferResults
 from inferplex.core import Core, compile_model, get_version
-from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingRecord
+from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingInfo, ProfilingRecord
 from inferplex.model import ElementType, Model, Op, Port, save_model
 from inferplex.runtime import CompiledModel, InferRequest
 
@@ -35,6 +35,7 @@ __all__ = [
     "Model",
     "Op",
     "Port",
+    "ProfilingInfo",
     "ProfilingRecord",
     "__version__",
     "compile_model",

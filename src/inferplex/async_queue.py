@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from inferplex.binding import bind_inputs, copy_inputs
+from inferplex.binding import check_inputs, convert_input, copy_value, keyed_inputs, port_dims
 from inferplex.engine.completions import blocking
 from inferplex.errors import PropertyError, RequestBusyError
 from inferplex.runtime import CompiledModel, InferRequest, in_completion_callback
@@ -57,7 +57,7 @@ class AsyncInferQueue:
         self._requests = [compiled.create_infer_request() for _ in range(count)]
         self._ports = compiled.inputs
         self._idle: list[int] = list(range(count))
-        self._queued: deque[tuple[dict[str, Any], Any]] = deque()  # (bound inputs, userdata)
+        self._queued: deque[tuple[dict[int, Any], Any]] = deque()  # (staged inputs, userdata)
         self._index = {id(request): index for index, request in enumerate(self._requests)}
         self._cond = threading.Condition()
         self._callback: Callable[[InferRequest, Any], None] | None = None
@@ -81,12 +81,19 @@ class AsyncInferQueue:
                 _log.exception("inferplex: an AsyncInferQueue callback raised")
             finally:
                 self._in_callback.active = False
-        with self._cond:
-            if not self._queued:
-                self._idle.append(self._index[id(request)])
-                self._cond.notify_all()
-                return
-            bound, userdata = self._queued.popleft()
+        while True:
+            with self._cond:
+                if not self._queued:
+                    self._idle.append(self._index[id(request)])
+                    self._cond.notify_all()
+                    return
+                staged, userdata = self._queued.popleft()
+            try:  # checked when queued: placing it fails only on what the check cannot see
+                bound = request._tensors.bind(staged, share=True)
+            except Exception:  # noqa: BLE001 - must not reach the thread delivering this callback
+                _log.exception("inferplex: a queued AsyncInferQueue job was refused and dropped")
+                continue
+            break
         # A queued job takes this request at once; it ends exactly once, through _on_done,
         # even if its submit fails (which must not reach the thread delivering this callback).
         try:
@@ -94,8 +101,12 @@ class AsyncInferQueue:
         except Exception:  # noqa: BLE001 - already ended with this error
             _log.debug("inferplex: a queued AsyncInferQueue job failed to start", exc_info=True)
 
-    def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = True) -> None:
+    def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = False) -> None:
         """Start a job on an idle request (blocks while all are busy, except in a callback).
+
+        ``inputs`` are placed in that request's tensors as :meth:`InferRequest.infer`
+        places them (``share_inputs`` likewise); inputs not given read the tensors
+        the request holds, those set with ``queue[i].set_tensor`` included.
 
         On a thread running a completion callback a job that finds no idle
         request is queued with its inputs copied, and starts when one is idle.
@@ -107,8 +118,9 @@ class AsyncInferQueue:
                 with blocking():
                     self._cond.wait_for(lambda: bool(self._idle))
                 index = self._idle.pop(0)
+        staged = None
         if index is None:
-            bound = copy_inputs(bind_inputs(self._ports, inputs))
+            staged = self._staged(inputs)
             with self._cond:
                 if not self._idle:
                     limit = QUEUED_PER_JOB * len(self._requests)
@@ -118,21 +130,32 @@ class AsyncInferQueue:
                             f"waiting for one ({QUEUED_PER_JOB} per job of this AsyncInferQueue); the job "
                             "was not started. Start fewer jobs from callbacks than end, or start them "
                             "outside the callbacks (there start_async waits for an idle job)")
-                    self._queued.append((bound, userdata))
+                    self._queued.append((staged, userdata))
                     return
                 index = self._idle.pop(0)  # one became idle meanwhile
-            self._requests[index]._start_bound(bound, userdata)
-            return
         request = self._requests[index]
         try:
-            bound = request._bind(inputs)
+            bound = request._tensors.bind(staged, share=True) if staged is not None \
+                else request._bind(inputs, share_inputs)
         except BaseException:
             with self._cond:  # rejected before it started: the request is idle again
                 self._idle.append(index)
                 self._cond.notify_all()
             raise
         # From here the request ends exactly once, through _on_done, even if submit fails.
-        request._start_bound(bound if share_inputs else copy_inputs(bound), userdata)
+        request._start_bound(bound, userdata)
+
+    def _staged(self, inputs: Any) -> dict[int, Any]:
+        """Copies of a queued job's inputs, checked now: the job starts later, on whichever
+        request is idle first, so it must carry every input that request cannot supply
+        (a dynamic one); static inputs not given read that request's tensors."""
+        staged = {i: copy_value(convert_input(self._ports[i], value))
+                  for i, value in keyed_inputs(self._ports, inputs).items()}
+        needed = {p.index for p in self._ports
+                  if p.index not in staged and (port_dims(p) is None or not p.is_tensor or any(
+                      not isinstance(d, int) for d in port_dims(p) or ()))}
+        check_inputs([p for p in self._ports if p.index in staged or p.index in needed], staged)
+        return staged
 
     def is_ready(self) -> bool:
         with self._cond:

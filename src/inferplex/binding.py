@@ -1,15 +1,23 @@
 """Matching user inputs to a model's input ports, and results by name, index or port.
 
 Inputs may be given as a dict keyed by input name, index or :class:`Port`; as a
-list or tuple in input order; or, for a one-input model, as a single tensor.
-Tensors are numpy arrays, torch tensors (taken as they are, on any device), or
-anything ``numpy.asarray`` accepts (lists and scalars are converted to the
-port's type).  Every problem is collected and reported in one
-:class:`~inferplex.errors.InputError`.
+list or tuple in input order; as the results of another request; or, for a
+one-input model, as a single value (a list of plain numbers counts as one value
+there).  A value is a numpy array, an ``ov.Tensor``, a torch tensor (taken as it
+is, on any device), a Python or numpy scalar, a 0-d array, a nested list, or
+anything with ``__array__``.
+
+Element types follow OpenVINO's data dispatcher: a value whose dtype differs
+from the input's is converted with a copy (numpy's ``astype``: int64 data given
+to an int32 input wraps as numpy wraps it, float64 rounds to float32).  An
+``ov.Tensor`` of another element type is refused, as OpenVINO refuses to set it,
+and so is a value that cannot be converted (text for a float input).  Every
+problem is collected and reported in one :class:`~inferplex.errors.InputError`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,7 +27,25 @@ from inferplex.api.reshape import dim_bounds
 from inferplex.errors import InputError
 from inferplex.model import Port
 
-__all__ = ["InferResults", "bind_inputs", "copy_inputs", "tensor_dtype"]
+__all__ = [
+    "InferResults", "as_array", "check_inputs", "convert_input", "copy_value", "is_ov_tensor",
+    "keyed_inputs", "port_dims", "port_dtype", "tensor_class", "tensor_dtype",
+]
+
+
+@functools.cache
+def tensor_class() -> type | None:
+    """``ov.Tensor``'s class, or None where this build has none (imported on first use)."""
+    try:
+        from inferplex.api.tensor import Tensor  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return Tensor  # type: ignore[no-any-return,unused-ignore]
+
+
+def is_ov_tensor(value: Any) -> bool:
+    cls = tensor_class()
+    return cls is not None and isinstance(value, cls)
 
 
 def tensor_dtype(tensor: Any) -> np.dtype[Any] | None:
@@ -38,22 +64,57 @@ def tensor_dtype(tensor: Any) -> np.dtype[Any] | None:
         return None
 
 
-def _is_tensor(value: Any) -> bool:
-    return isinstance(value, np.ndarray) or (hasattr(value, "shape") and hasattr(value, "dtype"))
+def port_dtype(port: Port) -> np.dtype[Any] | None:
+    """The numpy dtype an input takes (object for strings, as ONNX Runtime takes them); None if unknown."""
+    element = port.element_type
+    if element is None:
+        return None
+    is_dynamic = getattr(element, "is_dynamic", None)
+    if callable(is_dynamic) and is_dynamic():
+        return None
+    if str(element) == "string":
+        return np.dtype(object)
+    return np.dtype(element.to_dtype())
 
 
-def _keyed(ports: list[Port], inputs: Any) -> dict[int, Any]:
-    """Map user inputs to port indices; unknown keys are reported at once."""
+def port_dims(port: Port) -> tuple[Any, ...] | None:
+    """The port's dims as ints, symbol names, ranges (``"1..8"``) or None; None for an unknown rank."""
+    dims = port.dims if hasattr(port, "dims") else port.partial_shape
+    return None if dims is None else tuple(dims)
+
+
+def _is_native(value: Any) -> bool:
+    """A tensor object taken as it is (a torch tensor, on any device), not through numpy."""
+    return not isinstance(value, np.ndarray) and hasattr(value, "shape") and hasattr(value, "dtype") \
+        and not is_ov_tensor(value)
+
+
+def _single(value: Any, ports: list[Port]) -> bool:
+    """Whether ``value`` is one input's value rather than a collection of inputs."""
+    if isinstance(value, (np.ndarray, np.generic, int, float, bool, str, bytes)) or is_ov_tensor(value):
+        return True
+    if _is_native(value) or (hasattr(value, "__array__") and not isinstance(value, (Mapping, Sequence))):
+        return True
+    # OpenVINO: a list of plain numbers given to a one-input model is that input's data.
+    return isinstance(value, list) and len(ports) == 1 and all(
+        isinstance(item, (int, float, str, bytes)) or (isinstance(item, list) and all(
+            isinstance(inner, (int, float, str, bytes)) for inner in item)) for item in value)
+
+
+def keyed_inputs(ports: list[Port], inputs: Any) -> dict[int, Any]:
+    """``{input index: value}`` from whatever form ``inputs`` takes; unknown keys are reported at once."""
     by_name = {p.any_name: p.index for p in ports}
     if inputs is None:
         return {}
     if type(inputs) is dict and all(type(key) is str and key in by_name for key in inputs):
         return {by_name[key]: value for key, value in inputs.items()}  # the common case, at once
-    if _is_tensor(inputs) or np.isscalar(inputs):
+    if _single(inputs, ports):
         if len(ports) != 1:
             raise InputError(f"a single tensor was given but the model has {len(ports)} inputs "
                              f"({', '.join(by_name)}); pass a dict keyed by input name")
         return {0: inputs}
+    if isinstance(inputs, InferResults):  # another request's results feed this one, in order
+        inputs = inputs.to_tuple()
     if isinstance(inputs, Mapping):
         result: dict[int, Any] = {}
         unknown: list[str] = []
@@ -79,66 +140,95 @@ def _keyed(ports: list[Port], inputs: Any) -> dict[int, Any]:
                      "keyed by input name, index or port, a list in input order, or one tensor")
 
 
-def bind_inputs(ports: list[Port], inputs: Any, preset: Mapping[int, Any] | None = None) -> dict[str, Any]:
-    """Check ``inputs`` against ``ports``; return ``{input name: tensor}`` for the executor."""
-    given = dict(preset or {})
-    given.update(_keyed(ports, inputs))
-    problems: list[str] = []
-    missing = [p.any_name for p in ports if p.index not in given]
+def convert_input(port: Port, value: Any) -> Any:
+    """``value`` in the input's element type: the value itself where it already is, else a copy.
+
+    An ``ov.Tensor`` is returned as it is (it must have the input's element
+    type); a torch tensor is converted with ``.to``; anything else goes through
+    numpy.  Sequence and optional inputs take their values as given.
+    """
+    if not port.is_tensor:
+        return value
+    dtype = port_dtype(port)
+    if is_ov_tensor(value):
+        element = value.get_element_type()
+        if port.element_type is not None and dtype is not None and str(element) != str(port.element_type):
+            raise InputError(f"input {port.any_name!r}: an ov.Tensor of element type {element} cannot "
+                             f"be set on an input of element type {port.element_type}; give a "
+                             f"{port.element_type} tensor, or a numpy array (converted with a copy)")
+        return value
+    if _is_native(value) and (dtype is None or tensor_dtype(value) == dtype):
+        return value
+    if _is_native(value) and type(value).__module__.startswith("torch"):
+        return _torch_as(value, dtype)
+    try:
+        array = np.asarray(value)
+        if dtype is not None and array.dtype != dtype:
+            array = array.astype(dtype) if dtype.kind != "O" else np.asarray(value, dtype=object)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise InputError(f"input {port.any_name!r}: cannot convert {type(value).__name__} "
+                         f"to a {port.element_type} tensor ({error})") from error
+    return array
+
+
+def _torch_as(value: Any, dtype: np.dtype[Any] | None) -> Any:
+    import torch
+
+    try:
+        target = torch.from_numpy(np.empty(0, dtype)).dtype
+    except (TypeError, ValueError) as error:
+        raise InputError(f"a torch tensor cannot be converted to {dtype}: {error}") from error
+    return value.to(target)
+
+
+def as_array(value: Any) -> Any:
+    """What the engine runs on for a held input: an ov.Tensor's data, or the value itself."""
+    if is_ov_tensor(value):
+        return np.asarray(value)
+    return value
+
+
+def check_inputs(ports: list[Port], values: Mapping[int, Any],
+                 refused: Mapping[int, str] | None = None) -> None:
+    """Raise one InputError for every missing input and every dtype or shape that does not fit.
+
+    ``refused``: ``{input index: problem}`` for inputs given but not convertible
+    (left out of ``values``); their problems are reported first.
+    """
+    problems = list((refused or {}).values())
+    missing = [p.any_name for p in ports if p.index not in values and p.index not in (refused or {})]
     if missing:
         problems.append(f"missing input {', '.join(repr(m) for m in missing)}; the model's "
                         f"inputs are {', '.join(repr(p.any_name) for p in ports)}")
     symbols: dict[str, tuple[int, str]] = {}
-    bound: dict[str, Any] = {}
     for port in ports:
-        if port.index not in given:
-            continue
-        if not port.is_tensor:  # sequences (lists) and optionals (None or a value) go as given
-            bound[port.any_name] = given[port.index]
-            continue
-        tensor = _as_tensor(port, given[port.index])
-        problems.extend(_check(port, tensor, symbols))
-        bound[port.any_name] = tensor
+        if port.index in values and port.is_tensor:
+            problems.extend(_check(port, as_array(values[port.index]), symbols))
     if problems:
         raise InputError("; ".join(problems))
-    return bound
 
 
-def copy_inputs(bound: Mapping[str, Any]) -> dict[str, Any]:
-    """Own copies of bound inputs, so that the caller may reuse its arrays at once."""
-    return {name: _copy_value(value) for name, value in bound.items()}
-
-
-def _copy_value(value: Any) -> Any:
+def copy_value(value: Any) -> Any:
+    """An own copy of an input value, so that the caller may reuse its array at once."""
     if isinstance(value, np.ndarray):
         return value.copy()
-    if _is_tensor(value) and callable(getattr(value, "clone", None)):  # a torch tensor
+    if is_ov_tensor(value):
+        return np.array(value, copy=True)
+    if _is_native(value) and callable(getattr(value, "clone", None)):  # a torch tensor
         return value.clone()
     if isinstance(value, (list, tuple)):  # a sequence input
-        return type(value)(_copy_value(item) for item in value)
+        return type(value)(copy_value(item) for item in value)
     return value  # None (an absent optional) or an immutable scalar
-
-
-def _as_tensor(port: Port, value: Any) -> Any:
-    if _is_tensor(value):
-        return value
-    element = port.element_type
-    dtype = element.dtype if element is not None else None
-    try:
-        return np.asarray(value, dtype=dtype)
-    except (TypeError, ValueError) as error:
-        raise InputError(f"input {port.any_name!r}: cannot convert {type(value).__name__} "
-                         f"to a {element} tensor ({error})") from error
 
 
 def _check(port: Port, tensor: Any, symbols: dict[str, tuple[int, str]]) -> list[str]:
     problems: list[str] = []
-    element = port.element_type
+    want = port_dtype(port)
     dtype = tensor.dtype if type(tensor) is np.ndarray else tensor_dtype(tensor)
-    if element is not None and dtype is not None and dtype != element.dtype:
+    if want is not None and dtype is not None and dtype != want:
         problems.append(f"input {port.any_name!r} has dtype {dtype}; the model takes "
-                        f"{element} ({element.dtype})")
-    expected = port.partial_shape
+                        f"{port.element_type} ({want})")
+    expected = port_dims(port)
     if expected is None:
         return problems
     shape = tensor.shape if type(tensor) is np.ndarray else tuple(int(d) for d in tensor.shape)
@@ -148,21 +238,21 @@ def _check(port: Port, tensor: Any, symbols: dict[str, tuple[int, str]]) -> list
         problems.append(f"input {port.any_name!r} has rank {len(shape)} (shape {list(shape)}); "
                         f"the model takes rank {len(expected)}: {_show(expected)}")
         return problems
-    for axis, (got, want) in enumerate(zip(shape, expected, strict=True)):
-        if isinstance(want, int) and got != want:
+    for axis, (got, want_dim) in enumerate(zip(shape, expected, strict=True)):
+        if isinstance(want_dim, int) and got != want_dim:
             problems.append(f"input {port.any_name!r} has shape {list(shape)}; the model takes "
-                            f"{_show(expected)} (dimension {axis} must be {want})")
+                            f"{_show(expected)} (dimension {axis} must be {want_dim})")
             break
-        bounds = dim_bounds(want)
+        bounds = dim_bounds(want_dim)
         if bounds is not None:  # a ranged dim ("1..8"), set by Model.reshape
             if got < bounds[0] or (bounds[1] is not None and got > bounds[1]):
                 problems.append(f"input {port.any_name!r} has shape {list(shape)}; the model takes "
-                                f"{_show(expected)} (dimension {axis} must be in {want})")
+                                f"{_show(expected)} (dimension {axis} must be in {want_dim})")
                 break
-        elif isinstance(want, str):
-            seen = symbols.setdefault(want, (got, port.any_name))
+        elif isinstance(want_dim, str):
+            seen = symbols.setdefault(want_dim, (got, port.any_name))
             if seen[0] != got:
-                problems.append(f"dimension {want!r} is {seen[0]} in input {seen[1]!r} but {got} "
+                problems.append(f"dimension {want_dim!r} is {seen[0]} in input {seen[1]!r} but {got} "
                                 f"in input {port.any_name!r}; inputs must agree on it")
     return problems
 
@@ -171,10 +261,12 @@ def _show(dims: tuple[Any, ...]) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-class InferResults(Mapping[str, Any]):
-    """Results of one inference, indexable by output name, index or port.
+class InferResults(Mapping[Port, Any]):
+    """Results of one inference (OpenVINO's ``OVDict``), indexable by output port, index or name.
 
-    Iterating gives output names; ``to_tuple()`` gives tensors in output order.
+    As in OpenVINO, its keys are the output ports: iterating, ``keys()``,
+    ``items()`` and ``to_dict()`` give ports; ``names()`` gives each output's
+    names; ``values()`` and ``to_tuple()`` give the arrays in output order.
     """
 
     def __init__(self, ports: list[Port], outputs: Mapping[str, Any]) -> None:
@@ -184,7 +276,7 @@ class InferResults(Mapping[str, Any]):
     def _name(self, key: Any) -> str:
         if isinstance(key, Port):
             key = key.any_name
-        if isinstance(key, int) and not isinstance(key, bool):
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
             if 0 <= key < len(self._ports):
                 return self._ports[key].any_name
             raise KeyError(f"output index {key} out of range; the model has {len(self._ports)} outputs")
@@ -195,17 +287,22 @@ class InferResults(Mapping[str, Any]):
     def __getitem__(self, key: Any) -> Any:
         return self._outputs[self._name(key)]
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(p.any_name for p in self._ports)
+    def __iter__(self) -> Iterator[Port]:
+        return iter(self._ports)
 
     def __len__(self) -> int:
         return len(self._ports)
 
+    def names(self) -> tuple[set[str], ...]:
+        """The names of each output, in output order."""
+        return tuple(p.get_names() for p in self._ports)
+
     def to_tuple(self) -> tuple[Any, ...]:
         return tuple(self._outputs[p.any_name] for p in self._ports)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {p.any_name: self._outputs[p.any_name] for p in self._ports}
+    def to_dict(self) -> dict[Port, Any]:
+        """A plain dict ``{output port: array}`` (OpenVINO's: addressing by name and index is lost)."""
+        return {p: self._outputs[p.any_name] for p in self._ports}
 
     def __repr__(self) -> str:
         shapes = {n: list(getattr(v, "shape", ())) for n, v in self._outputs.items()}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,15 @@ import onnx
 import onnx_ir as ir
 
 from inferplex.errors import InputError, ModelError
-from inferplex.model_check import check_external_data, check_model
+from inferplex.model_check import (
+    LARGE_TENSOR_BYTES,
+    check_external_data,
+    check_fields,
+    check_model,
+    external_data_problem,
+    refuse,
+)
+from inferplex.serialize import serialize_leaving_out
 
 __all__ = ["ElementType", "Model", "Op", "Port", "load_model", "save_model"]
 
@@ -413,14 +421,21 @@ def _find_port(ports: list[Port], key: int | str | Port, kind: str) -> Port:
 
 
 def load_model(source: Any, weights: Any = None) -> Model:
-    """Read a model from a path, bytes, ``onnx.ModelProto`` or ``onnx_ir.Model``."""
+    """Read a model from a path, bytes, ``onnx.ModelProto`` or ``onnx_ir.Model``.
+
+    Whatever is wrong with the source ends as a :class:`ModelError` naming it:
+    a file that is missing or not a protobuf, text that is not UTF-8, unknown
+    element types, external data that is malformed or leaves the model's
+    folder, what ``onnx.checker`` finds (:mod:`inferplex.model_check`).
+    """
     del weights  # OpenVINO's read_model(model, weights): ONNX keeps weights inside or beside
     base_dir: Path | None = None
     name: str | None = None
     if isinstance(source, Model):
         return source
     if isinstance(source, ir.Model):
-        return Model(_prepare(source), None)
+        _check_ir_model(source)
+        return Model(_read_ir(lambda: _prepare(source)), None)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
@@ -436,12 +451,17 @@ def load_model(source: Any, weights: Any = None) -> Model:
     else:
         raise ModelError(f"read_model cannot read a {type(source).__name__}; accepted: a path "
                          "(str or os.PathLike), bytes, onnx.ModelProto or onnx_ir.Model")
+    check_fields(proto)
     check_external_data(proto, base_dir)
     check_model(proto, source if base_dir is not None else None)
-    model = ir.serde.deserialize_model(proto)
-    if base_dir is not None:
-        ir.external_data.set_base_dir(model.graph, str(base_dir))
-    return Model(_prepare(model), name or proto.graph.name or None)
+
+    def read() -> ir.Model:
+        model = ir.serde.deserialize_model(proto)
+        if base_dir is not None:
+            ir.external_data.set_base_dir(model.graph, str(base_dir))
+        return _prepare(model)
+
+    return Model(_read_ir(read), name or proto.graph.name or None)
 
 
 def save_model(model: Model, output_model: str | os.PathLike[str], compress_to_fp16: bool = True) -> None:
@@ -464,7 +484,61 @@ def _parse(load: Any, what: str) -> onnx.ModelProto:
     try:
         return load()
     except Exception as error:  # noqa: BLE001 - protobuf raises several unrelated types
-        raise ModelError(f"{what} is not a readable ONNX model: {error}") from error
+        raise ModelError(f"{what} is not a readable ONNX model: {_cause(error)}") from error
+
+
+def _read_ir(read: Callable[[], ir.Model]) -> ir.Model:
+    """``read()``, its failures (onnx-ir's SerdeError and what it wraps) as a ModelError."""
+    try:
+        return read()
+    except ModelError:
+        raise
+    except Exception as error:  # noqa: BLE001 - whatever a checked model still trips in onnx-ir
+        raise ModelError(f"malformed ONNX model: onnx_ir cannot read it: {_cause(error)}") from error
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost error of a chain as ``Type: message`` (onnx-ir's SerdeError names only the call)."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return f"{type(error).__name__}: {error}"
+
+
+def _check_ir_model(model: ir.Model) -> None:
+    """An ``onnx_ir.Model`` gets the checks a file gets, on its proto without large weights.
+
+    Main-graph initializers stored outside (``ir.ExternalTensor``) must stay
+    in their folder; they and the large in-memory ones are left out of the
+    proto (:func:`inferplex.serialize.serialize_leaving_out`), so no weight is
+    copied, and stand in it as empty placeholders of their name and type.
+    """
+    refused = []
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if isinstance(tensor, ir.ExternalTensor):
+            problem = external_data_problem(os.fspath(tensor.location), tensor.offset, tensor.length,
+                                            Path(tensor.base_dir or ".").resolve(), tensor.nbytes)
+            if problem:
+                refused.append(f"{value.name!r} -> {problem}")
+    if refused:
+        refuse("external data refused", refused, "keep external data files next to the model, with "
+               "non-negative offset and length within the file")
+
+    def left_out(value: ir.Value) -> bool:
+        tensor = value.const_value
+        return isinstance(tensor, ir.ExternalTensor) or (
+            tensor is not None and tensor.nbytes > LARGE_TENSOR_BYTES)
+
+    try:
+        proto, left = serialize_leaving_out(model, left_out)
+    except Exception as error:  # noqa: BLE001 - onnx-ir's SerdeError wraps what the proto refused
+        raise ModelError(f"malformed onnx_ir.Model: it cannot be written as ONNX: {_cause(error)}") from error
+    for value in left:
+        placeholder = proto.graph.initializer.add()
+        placeholder.name, placeholder.data_type = value.name or "", int(value.dtype or 0)
+        placeholder.dims.append(0)
+    check_fields(proto)
+    check_model(proto)
 
 
 def _prepare(model: ir.Model) -> ir.Model:

@@ -1,7 +1,16 @@
 """What ``read_model`` checks in an ONNX model before it is used.
 
-- ``onnx.checker.check_model`` (without shape inference), named errors;
-- external data must stay in the model's folder.
+- every text field is UTF-8, every element type is one ONNX defines, subgraphs
+  nest at most MAX_SUBGRAPH_DEPTH deep, graph inputs and outputs have unique
+  names (:func:`check_fields`, one pass over the proto that never copies weights);
+- external data stays in the model's folder, in a regular file holding the
+  bytes its offset and length name (:func:`check_external_data`);
+- ``onnx.checker.check_model`` (without shape inference), named errors.
+
+The first two run before anything else reads the model: onnx-ir, the checker
+and the engines fail on such models with their own errors (a ``SerdeError``,
+a ``UnicodeDecodeError`` raised while the checker words its message), or not
+at all until a compile.
 
 The checker takes the model as serialized bytes: given an ``onnx.ModelProto``
 it calls ``SerializeToString``, which holds the GIL while it copies every
@@ -19,15 +28,18 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import onnx
+import onnx_ir as ir
 
 from inferplex.errors import ModelError
 
-__all__ = ["LARGE_TENSOR_BYTES", "check_external_data", "check_model", "checker_copy"]
+__all__ = ["LARGE_TENSOR_BYTES", "MAX_SUBGRAPH_DEPTH", "check_external_data", "check_fields", "check_model",
+           "checker_copy", "external_data_problem", "refuse"]
 
 LARGE_TENSOR_BYTES = 1 << 16
 """Tensors larger than this are left out of the checker's copy (their size is checked here)."""
@@ -44,6 +56,141 @@ _ITEM_BYTES = {
 _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 
 
+MAX_SUBGRAPH_DEPTH = 40
+"""Subgraphs (If, Loop, Scan bodies) nested deeper than this are refused.
+
+protobuf parses messages at most 100 deep, three per subgraph level, so no
+file nests deeper than 33 levels; a deeper ``onnx.ModelProto`` built in memory
+would overflow onnx-ir's recursive reader and the checker's parser."""
+
+_KNOWN_TYPES = frozenset(int(t) for t in ir.DataType) & frozenset(onnx.TensorProto.DataType.values())
+"""Element type numbers both onnx and onnx-ir know (0, UNDEFINED, included: types may be unknown)."""
+
+_Path = tuple[Any, str, int | None] | None
+"""Where a message sits: (its parent's path, its field, its index); spelled out only for a problem."""
+
+_STRING, _MESSAGE = 9, 11
+"""protobuf's FieldDescriptor.TYPE_STRING and TYPE_MESSAGE (numbers fixed by descriptor.proto)."""
+
+
+def check_fields(proto: onnx.ModelProto) -> None:
+    """Raise :class:`ModelError` listing every field onnx-ir or the engines could not take.
+
+    Text fields that are not UTF-8 (protobuf hands them over as bytes),
+    element types ONNX does not define (``data_type`` 99), negative dims in
+    a value's type (they would become negative port shapes), graphs with two
+    inputs or two outputs of one name, subgraphs nested deeper than
+    MAX_SUBGRAPH_DEPTH.  One pass over the messages, without recursion, that
+    never reads a tensor's data.
+    """
+    problems: list[str] = []
+    pending: list[tuple[Any, _Path, int]] = [(proto, None, 0)]
+    while pending:
+        message, path, depth = pending.pop()
+        kind = type(message)
+        if kind is onnx.TensorShapeProto:  # most of a model's messages: checked here, not queued
+            _check_shape(message, path, problems)
+            continue
+        if kind is onnx.TensorProto:
+            _check_tensor(message, path, problems)
+            continue  # listing its fields would copy its raw_data
+        if kind is onnx.AttributeProto and message.type in _PLAIN_ATTRIBUTES:
+            _check_plain_attribute(message, path, problems)
+            continue
+        if kind is onnx.GraphProto:
+            depth += 1
+            if depth > MAX_SUBGRAPH_DEPTH:
+                problems.append(f"{_spell(path)} is a subgraph nested {depth} levels deep (at most "
+                                f"{MAX_SUBGRAPH_DEPTH} are read)")
+                continue
+            _check_unique_names(message, path, problems)
+        elif kind is onnx.TypeProto.Tensor or kind is onnx.TypeProto.SparseTensor:
+            _check_type(message.elem_type, (path, "elem_type", None), problems)
+        elif kind is onnx.TypeProto.Map:
+            _check_type(message.key_type, (path, "key_type", None), problems)
+        for field, value in message.ListFields():
+            if field.type == _STRING:
+                if field.is_repeated:
+                    if any(type(item) is bytes for item in value):
+                        _check_texts(value, path, field.name, True, problems)
+                elif type(value) is bytes:
+                    _check_texts([value], path, field.name, False, problems)
+            elif field.type == _MESSAGE:
+                name = field.name
+                if field.is_repeated:
+                    pending.extend((item, (path, name, index), depth) for index, item in enumerate(value))
+                else:
+                    pending.append((value, (path, name, None), depth))
+    if problems:
+        refuse("malformed ONNX model", problems, "read_model accepts UTF-8 text, the element types "
+               f"of onnx.TensorProto.DataType, dims >= 0, unique graph input and output names, and subgraphs "
+               f"nested at most {MAX_SUBGRAPH_DEPTH} deep")
+
+
+_A = onnx.AttributeProto
+_PLAIN_ATTRIBUTES = frozenset({_A.FLOAT, _A.INT, _A.STRING, _A.FLOATS, _A.INTS, _A.STRINGS})
+"""Attribute types holding no message: most of a model's attributes, checked without listing fields."""
+
+
+def _check_plain_attribute(attribute: onnx.AttributeProto, path: _Path, problems: list[str]) -> None:
+    for field in ("name", "ref_attr_name", "doc_string"):
+        if type(getattr(attribute, field)) is bytes:
+            _check_texts([getattr(attribute, field)], path, field, False, problems)
+
+
+def _check_shape(shape: onnx.TensorShapeProto, path: _Path, problems: list[str]) -> None:
+    for index, dim in enumerate(shape.dim):
+        if dim.dim_value < 0:
+            problems.append(f"{_spell((path, 'dim', index))} is {dim.dim_value} (a dim_value is >= 0; "
+                            "a dim_param names a dynamic dim)")
+        if type(dim.dim_param) is bytes or type(dim.denotation) is bytes:
+            dim_path = (path, "dim", index)
+            _check_texts([dim.dim_param], dim_path, "dim_param", False, problems)
+            _check_texts([dim.denotation], dim_path, "denotation", False, problems)
+
+
+def _check_tensor(tensor: onnx.TensorProto, path: _Path, problems: list[str]) -> None:
+    for name in ("name", "doc_string"):
+        _check_texts([getattr(tensor, name)], path, name, False, problems)
+    for field in ("external_data", "metadata_props"):
+        for index, entry in enumerate(getattr(tensor, field)):
+            entry_path = (path, field, index)
+            _check_texts([entry.key], entry_path, "key", False, problems)
+            _check_texts([entry.value], entry_path, "value", False, problems)
+    if tensor.data_type == 0 or tensor.data_type not in _KNOWN_TYPES:
+        problems.append(f"tensor {tensor.name!r} ({_spell(path)}) has element type {tensor.data_type}, "
+                        "which is not one of onnx.TensorProto.DataType")
+
+
+def _check_type(number: int, path: _Path, problems: list[str]) -> None:
+    if number not in _KNOWN_TYPES:
+        problems.append(f"{_spell(path)} is {number}, which is not one of onnx.TensorProto.DataType")
+
+
+def _check_texts(values: Any, path: _Path, field: str, repeated: bool, problems: list[str]) -> None:
+    for index, value in enumerate(values):
+        if isinstance(value, bytes):
+            where = _spell((path, field, index if repeated else None))
+            problems.append(f"{where} is not UTF-8 text ({value[:40]!r})")
+
+
+def _check_unique_names(graph: onnx.GraphProto, path: _Path, problems: list[str]) -> None:
+    for field in ("input", "output"):
+        counts = Counter(value.name for value in getattr(graph, field))
+        twice = sorted(name for name, count in counts.items() if count > 1 and isinstance(name, str))
+        if twice:
+            problems.append(f"{_spell(path)} lists the {field}s {', '.join(map(repr, twice))} more than once")
+
+
+def _spell(path: _Path) -> str:
+    """``graph.node[3].attribute[0].g`` for a path; ``the model`` for the root."""
+    parts: list[str] = []
+    while path is not None:
+        path, field, index = path
+        parts.append(field if index is None else f"{field}[{index}]")
+    return ".".join(reversed(parts)) or "the model"
+
+
 def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
     """Raise :class:`ModelError` when ``proto`` is not a well-formed ONNX model.
 
@@ -56,13 +203,17 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
     # it is given the path (given the proto, it looks in the working directory).
     external = path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
                                         for t in all_tensors(proto))
+    checked = os.fspath(path) if external else checker_copy(proto)
     try:
-        onnx.checker.check_model(os.fspath(path) if external else checker_copy(proto), full_check=False)
+        onnx.checker.check_model(checked, full_check=False)
     except onnx.checker.ValidationError as error:
         # the checker spreads one finding over several lines (the node is on the second)
         text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
         raise ModelError(f"malformed ONNX model: {text}; read_model accepts models that pass "
                          "onnx.checker.check_model") from error
+    except Exception as error:  # noqa: BLE001 - the checker's C++ side raises several unrelated types
+        raise ModelError(f"malformed ONNX model: onnx.checker could not check it ({type(error).__name__}: "
+                         f"{error}); read_model accepts models that pass onnx.checker.check_model") from error
 
 
 def checker_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -165,21 +316,85 @@ def _copy_fields(source: Any, target: Any, leave_out: tuple[str, ...]) -> None:
 
 
 def check_external_data(proto: onnx.ModelProto, base_dir: Path | None) -> None:
-    """Refuse external data whose location leaves the model's folder (or that has no folder)."""
+    """Refuse external data that is malformed, leaves the model's folder, or has no folder.
+
+    Each tensor stored outside the file needs a relative ``location`` in the
+    model's folder (symlinks resolved) naming a regular file, and non-negative
+    decimal ``offset`` and ``length`` within that file.
+    """
     refused: list[str] = []
     for tensor in all_tensors(proto):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        entries = {entry.key: entry.value for entry in tensor.external_data}
         if base_dir is None:
             refused.append(f"{tensor.name!r} (external data needs a model read from a file)")
             continue
-        target = (base_dir / location).resolve()
-        if os.path.isabs(location) or not target.is_relative_to(base_dir):
-            refused.append(f"{tensor.name!r} -> {location!r}")
+        problem = external_data_problem(entries.get("location", ""), entries.get("offset"),
+                                        entries.get("length"), base_dir, _tensor_bytes(tensor))
+        if problem:
+            refused.append(f"{tensor.name!r} -> {problem}")
     if refused:
-        raise ModelError("external data outside the model's folder is refused: "
-                         + ", ".join(refused) + "; keep external data files next to the model")
+        refuse("external data refused", refused, "keep external data files next to the model, with "
+               "non-negative offset and length within the file")
+
+
+def external_data_problem(location: str, offset: str | int | None, length: str | int | None,
+                          base_dir: Path, needed: int | None) -> str | None:
+    """What is wrong with one tensor's external data reference, or None when nothing is.
+
+    ``offset`` and ``length`` as stored (decimal text in a proto, ints in
+    onnx-ir; None when absent); ``needed``: the bytes the tensor's shape and
+    type call for, None when not known here.
+    """
+    if not isinstance(location, str) or not location:
+        return "no location: external data names the file holding it"
+    if "\0" in location:
+        return f"{location!r}: a location may not hold a NUL character"
+    numbers: dict[str, int] = {}
+    for key, text in (("offset", offset), ("length", length)):
+        if text is None or text == "":
+            continue
+        number = _decimal(text)
+        if number is None or number < 0:
+            return f"{location!r}: {key} {text!r} is not a non-negative integer"
+        numbers[key] = number
+    target = (base_dir / location).resolve()
+    if os.path.isabs(location) or not target.is_relative_to(base_dir.resolve()):
+        return f"{location!r} (outside the model's folder)"
+    if not target.is_file():
+        return f"{location!r}: no such file in the model's folder"
+    start = numbers.get("offset", 0)
+    size = target.stat().st_size
+    stored = numbers.get("length", size - start)
+    if start + stored > size:
+        return f"{location!r}: offset {start} + length {stored} passes the file's end ({size} bytes)"
+    if needed is not None and stored < needed:
+        return f"{location!r}: {stored} bytes stored, too few for the tensor ({needed} bytes required)"
+    return None
+
+
+def _decimal(text: str | int) -> int | None:
+    if isinstance(text, int):
+        return text
+    stripped = text.strip()
+    return int(stripped) if stripped.lstrip("-").isdigit() and stripped.isascii() else None
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> int | None:
+    """Bytes a tensor of a type sized here needs for its shape (None for other types)."""
+    item = _ITEM_BYTES.get(tensor.data_type)
+    if item is None or any(d < 0 for d in tensor.dims):
+        return None
+    return math.prod(tensor.dims) * item
+
+
+def refuse(lead: str, problems: list[str], accepted: str, shown: int = 8) -> None:
+    """Raise one :class:`ModelError`: ``lead``, the first ``shown`` problems, and what is accepted."""
+    listed = "; ".join(problems[:shown])
+    if len(problems) > shown:
+        listed += f"; and {len(problems) - shown} more"
+    raise ModelError(f"{lead}: {listed}; {accepted}")
 
 
 def all_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:

@@ -207,6 +207,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "SHAPE_SPECIALIZATION": _bool,
     "THREAD_SPINNING": _bool,
     "THREAD_PRIORITY": _enum("NORMAL", "LOW"),
+    "ENGINE": _enum("OPENVINO", "ONNXRUNTIME", aliases={"ONNX_RUNTIME": "ONNXRUNTIME", "ORT": "ONNXRUNTIME"}),
     "GPU_CHANNELS_LAST": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
     "GPU_QUEUE_THROTTLE": _enum("LOW", "MEDIUM", "HIGH"),
@@ -370,6 +371,11 @@ def parse_device_string(text: str) -> DeviceSpec:
     if head in VIRTUAL_DEVICES:
         if not sep:
             return DeviceSpec(head, (), (), text)
+        if rest.strip() == "":
+            raise DeviceNameError(
+                f"{text!r}: {head} got an empty device list; write the devices after '{head}:' "
+                f"comma-separated, highest priority first, e.g. 'GPU,CPU' ({head}:GPU,CPU), or "
+                f"{head} alone to use MULTI_DEVICE_PRIORITIES")
         items = parse_device_list(rest, allow_counts=head != "HETERO", allow_exclusions=head == "AUTO")
         if any(t.name in VIRTUAL_DEVICES for t in items):
             raise DeviceNameError(f"{text!r}: a virtual device cannot be listed inside {head}")

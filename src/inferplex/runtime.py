@@ -23,8 +23,10 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from inferplex.binding import InferResults, bind_inputs, copy_inputs
-from inferplex.devices.base import ProfilingRecord
+import numpy as np
+
+from inferplex.binding import InferResults, keyed_inputs
+from inferplex.devices.base import ProfilingInfo
 from inferplex.engine import lifecycle
 from inferplex.engine.completions import Completions, blocking, on_completion_thread
 from inferplex.engine.device_pool import as_inference_error
@@ -33,6 +35,7 @@ from inferplex.engine.runner import Runner
 from inferplex.engine.trace import Timeline
 from inferplex.errors import InferenceError, InputError, PropertyError, RequestBusyError
 from inferplex.model import Model, Port, _find_port
+from inferplex.request_tensors import RequestTensors, TensorAccess
 
 __all__ = ["CompiledModel", "InferRequest", "in_completion_callback"]
 
@@ -86,14 +89,64 @@ class CompiledModel:
         return _find_port(self.outputs, key, "output")
 
     def create_infer_request(self) -> InferRequest:
+        """A new request, with its own input and output tensors."""
         return InferRequest(self)
 
-    def __call__(self, inputs: Any = None) -> InferResults:
-        """Run one inference synchronously (OpenVINO's ``compiled_model(inputs)``)."""
+    def infer_new_request(self, inputs: Any = None) -> InferResults:
+        """Run ``inputs`` on a new request and return its results (OpenVINO's ``infer_new_request``)."""
+        return self.create_infer_request().infer(inputs)
+
+    def __call__(self, inputs: Any = None, share_inputs: bool = True, share_outputs: bool = False,
+                 *, decode_strings: bool = True) -> InferResults:
+        """Run one inference synchronously on a request the model keeps (``compiled_model(inputs)``).
+
+        As in OpenVINO, inputs are shared by default here (``share_inputs=True``:
+        arrays of the input's dtype are read where they are) and results are
+        copies unless ``share_outputs=True``.  See :meth:`InferRequest.infer`.
+        """
         with self._lock:
             if self._default_request is None:
                 self._default_request = self.create_infer_request()
-        return self._default_request.infer(inputs)
+        return self._default_request.infer(inputs, share_inputs, share_outputs,
+                                           decode_strings=decode_strings)
+
+    def get_runtime_model(self) -> Model:
+        """A copy of the model that runs, each op's ``rt_info`` saying where it runs.
+
+        ``affinity`` names the device that runs the op (for HETERO, its
+        subgraph's device; for MULTI, every device that may run it, comma-separated);
+        ``execOrder`` is its position in execution order, ``layerType`` its
+        op type and ``originalLayersNames`` its name in the model.
+        """
+        runtime = self._model.clone()
+        where = self._placement()
+        every = ",".join(self._runner.execution_devices)
+        for order, op in enumerate(o for o in runtime.get_ordered_ops() if hasattr(o, "node")):
+            info = op.get_rt_info()
+            name = op.get_friendly_name()
+            info["affinity"] = where.get(name, every)
+            info["execOrder"] = str(order)
+            info["layerType"] = op.get_type_name()
+            info["originalLayersNames"] = name
+        return runtime
+
+    def _placement(self) -> dict[str, str]:
+        """``{op name: device}`` where a HETERO plan places ops; empty for other devices."""
+        try:
+            plan = self._runner.get_property("HETERO_SUBGRAPHS")
+        except KeyError:
+            return {}
+        return {node: sub.device for sub in getattr(plan, "subgraphs", ()) for node in sub.nodes}
+
+    def release_memory(self) -> None:
+        """Free memory the devices keep between runs where they can; the model stays usable.
+
+        Runners that keep such memory expose ``release_memory``; where none does
+        (the devices allocate per run), there is nothing to free and this returns.
+        """
+        release = getattr(self._runner, "release_memory", None)
+        if callable(release):
+            release()
 
     def get_property(self, key: str) -> Any:
         """Read a property: hints and settings, OPTIMAL_NUMBER_OF_INFER_REQUESTS, EXECUTION_DEVICES, ..."""
@@ -153,12 +206,18 @@ class CompiledModel:
         return f"<CompiledModel {self._model.friendly_name!r} on {self._device_name}>"
 
 
-class InferRequest:
-    """One inference request: sync ``infer`` or ``start_async`` + ``wait``."""
+class InferRequest(TensorAccess):
+    """One inference request: sync ``infer`` or ``start_async`` + ``wait``.
+
+    It holds one tensor per input and output (see
+    :mod:`inferplex.request_tensors`): what ``infer`` is given is placed there,
+    what the caller writes into ``get_input_tensor(i).data`` is what a run
+    without inputs reads, and results land in the output tensors.
+    """
 
     def __init__(self, compiled: CompiledModel) -> None:
         self._compiled = compiled
-        self._inputs_set: dict[int, Any] = {}
+        self._tensors = RequestTensors(compiled._inputs, compiled._outputs)
         self._request: Request | None = None
         self._callback: Callable[[Any], None] | None = None
         self._callback_userdata: Any = None
@@ -170,32 +229,19 @@ class InferRequest:
         self._latency_ms = 0.0
         self.userdata: Any = None
 
-    @property
-    def model_inputs(self) -> list[Port]:
-        return self._compiled.inputs
+    def get_compiled_model(self) -> CompiledModel:
+        """The compiled model this request belongs to."""
+        return self._compiled
 
-    @property
-    def model_outputs(self) -> list[Port]:
-        return self._compiled.outputs
+    def _check_idle(self) -> None:
+        if not self._ended.is_set() and self._completing != threading.get_ident():
+            raise RequestBusyError("this InferRequest is still running; call wait() before "
+                                   "changing its tensors or starting it again")
 
-    # --- inputs ----------------------------------------------------------------------
-
-    def set_tensor(self, key: int | str | Port, tensor: Any) -> None:
-        """Set one input (by name, index or port) for the next run without inputs."""
-        port = _find_port(self._compiled.inputs, key, "input")
-        self._inputs_set[port.index] = tensor
-
-    def set_input_tensor(self, *args: Any) -> None:
-        """``set_input_tensor(tensor)`` for one-input models, or ``(index, tensor)``."""
-        index, tensor = (0, args[0]) if len(args) == 1 else (args[0], args[1])
-        self.set_tensor(index, tensor)
-
-    def set_input_tensors(self, tensors: Mapping[int | str, Any]) -> None:
-        for key, tensor in tensors.items():
-            self.set_tensor(key, tensor)
-
-    def _bind(self, inputs: Any) -> dict[str, Any]:
-        return bind_inputs(self._compiled._inputs, inputs, self._inputs_set)
+    def _bind(self, inputs: Any, share_inputs: bool = False) -> dict[str, Any]:
+        """Place ``inputs`` in the request's tensors; ``{input name: array}`` to run."""
+        self._check_idle()
+        return self._tensors.bind(keyed_inputs(self._compiled._inputs, inputs), share_inputs)
 
     # --- running ---------------------------------------------------------------------
 
@@ -209,12 +255,22 @@ class InferRequest:
             self._request = request
             return request
 
-    def infer(self, inputs: Any = None, share_inputs: bool = True) -> InferResults:
-        """Run synchronously and return the results."""
-        del share_inputs  # inputs are never copied unless a device must
-        request = self._begin(self._bind(inputs))
+    def infer(self, inputs: Any = None, share_inputs: bool = False, share_outputs: bool = False,
+              *, decode_strings: bool = True) -> InferResults:
+        """Run synchronously and return the results (OpenVINO's ``InferRequest.infer``).
+
+        ``share_inputs=False`` (the default) copies the inputs into the
+        request's tensors, converting dtypes; with True, numpy arrays of the
+        input's dtype that are C-contiguous and writable are read in place and
+        must not change until the run ends.  ``share_outputs=False`` returns
+        copies of the results; True returns views of the output tensors, which
+        the next run overwrites.  ``decode_strings``: string outputs as ``str``
+        (True) or ``bytes`` (False).
+        """
+        request = self._begin(self._bind(inputs, share_inputs))
         try:
-            self._compiled._runner.run(request)
+            result = self._compiled._runner.run(request)
+            self._tensors.ran(result.outputs)
         except Exception as error:  # noqa: BLE001 - the request ends with it; results raises it
             request.fail(as_inference_error(error, self._compiled._device_name))
         except BaseException as error:  # KeyboardInterrupt: end the request, let it through
@@ -223,17 +279,16 @@ class InferRequest:
         finally:
             self._latency_ms = (time.perf_counter() - request.started) * 1e3
             self._ended.set()
-        return self.results
+        return self._results(share_outputs, decode_strings)
 
-    def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = True) -> None:
+    def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = False) -> None:
         """Start without waiting; the callback runs when the request ends.
 
-        With ``share_inputs=True`` (the default) the request reads the caller's
-        arrays while it runs, so they must stay unchanged until it ends; with
-        False they are copied first and may be reused at once.
+        ``share_inputs`` as in :meth:`infer`: with False (the default) the
+        inputs are copied and the caller may reuse its arrays at once; with
+        True arrays read in place must stay unchanged until the request ends.
         """
-        bound = self._bind(inputs)
-        self._start_bound(bound if share_inputs else copy_inputs(bound), userdata)
+        self._start_bound(self._bind(inputs, share_inputs), userdata)
 
     def _start_bound(self, bound: dict[str, Any], userdata: Any) -> None:
         request = self._begin(bound)
@@ -253,6 +308,11 @@ class InferRequest:
         self._latency_ms = (begin - request.started) * 1e3
         self._completing = threading.get_ident()
         try:
+            if request.future.exception() is None:
+                try:
+                    self._tensors.ran(request.future.result().outputs)
+                except Exception:  # noqa: BLE001 - the results stay readable; only the copy failed
+                    _log.exception("inferplex: writing results into the output tensors failed")
             if self._callback is not None:
                 try:
                     self._callback(self._callback_userdata)
@@ -320,19 +380,17 @@ class InferRequest:
             raise InputError("this request has not run yet; call infer() or start_async()")
         return InferResults(self._compiled._outputs, result.outputs)
 
-    def get_tensor(self, key: int | str | Port) -> Any:
-        """An output of the last run, or an input set with set_tensor."""
-        name = key.any_name if isinstance(key, Port) else key
-        output_names = {p.any_name for p in self._compiled.outputs}
-        if isinstance(name, str) and name not in output_names:
-            port = _find_port(self._compiled.inputs, name, "input")
-            return self._inputs_set.get(port.index)
-        return self.results[name]
+    def _results(self, share_outputs: bool, decode_strings: bool) -> InferResults:
+        results = self.results
+        if share_outputs:  # views of the output tensors where the request holds some
+            results = InferResults(self._compiled._outputs, self._tensors.output_views(results))
+            if decode_strings:
+                return results
+        outputs = {port.any_name: _output_copy(value, share_outputs, decode_strings)
+                   for port, value in results.items()}
+        return InferResults(self._compiled._outputs, outputs)
 
-    def get_output_tensor(self, index: int = 0) -> Any:
-        return self.results[index]
-
-    def get_profiling_info(self) -> list[ProfilingRecord]:
+    def get_profiling_info(self) -> list[ProfilingInfo]:
         """Per-op counters of the last run (ENABLE_PROFILING must be on at compile time)."""
         try:
             result = self._result()
@@ -343,7 +401,7 @@ class InferRequest:
         return result.profiling if result is not None else []
 
     @property
-    def profiling_info(self) -> list[ProfilingRecord]:
+    def profiling_info(self) -> list[ProfilingInfo]:
         return self.get_profiling_info()
 
     @property
@@ -359,3 +417,14 @@ class InferRequest:
         except Exception:  # noqa: BLE001 - running or failed: no device to name
             return ""
         return result.device if result is not None else ""
+
+
+def _output_copy(value: Any, share: bool, decode_strings: bool) -> Any:
+    """A result as ``infer`` returns it: a copy unless shared; strings as str or bytes."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "OSU":
+        if decode_strings:
+            return value.astype(str) if value.dtype.kind != "U" else value.copy()
+        return np.char.encode(value.astype(str)) if value.size else value.astype(bytes)
+    if share or not isinstance(value, np.ndarray):
+        return value
+    return value.copy()

@@ -75,6 +75,21 @@ def _version(core: Core, device: str) -> str:
         return "-"
 
 
+def _engine(core: Core, device: str) -> str:
+    """The engine that runs the device, with its version where the device tells it apart
+    (the CPU: ``OPENVINO (openvino 2026.4.1)``); else the device's version string."""
+    version = _property(core, device, "ENGINE_VERSION")
+    if version == "-":
+        return _version(core, device)
+    return f"{_property(core, device, 'ENGINE')} ({version})"
+
+
+def _instruction_sets(core: Core, device: str) -> str:
+    """The instruction sets a device names (the CPU: AMX, AVX512_BF16, AVX2, ...); '-' where none."""
+    names = _property(core, device, "INSTRUCTION_SETS")
+    return " ".join(names) if isinstance(names, (list, tuple)) and names else "-"
+
+
 def _unavailable_families(core: Core) -> list[tuple[str, str]]:
     """Device families whose plugin cannot load here, with the reason."""
     missing = []
@@ -100,7 +115,8 @@ def _list_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
     core = Core()
     devices = core.available_devices
     table = Table(title="inferplex devices", title_justify="left")
-    for column in ("device", "full name", "memory", "optimal requests", "engine", "self-check"):
+    for column in ("device", "full name", "memory", "optimal requests", "engine", "precision", "ISA",
+                   "self-check"):
         table.add_column(column, overflow="fold")
     checks = []
     for device in devices:
@@ -109,14 +125,15 @@ def _list_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
         table.add_row(device, str(_property(core, device, "FULL_DEVICE_NAME")),
                       format_bytes(_property(core, device, "DEVICE_TOTAL_MEM_SIZE")),
                       str(_property(core, device, "OPTIMAL_NUMBER_OF_INFER_REQUESTS")),
-                      _version(core, device), _verdict(check))
+                      _engine(core, device), str(_property(core, device, "INFERENCE_PRECISION_HINT")),
+                      _instruction_sets(core, device), _verdict(check))
     for family, reason in _unavailable_families(core):
-        table.add_row(family, "unavailable", "-", "-", "-", f"not loaded: {reason}")
+        table.add_row(family, "unavailable", "-", "-", "-", "-", "-", f"not loaded: {reason}")
     if args.virtual and devices:
         for device in _virtual_devices(devices):
             check = check_device(core, device)
             checks.append(check)
-            table.add_row(device, "virtual", "-", "-", "-", _verdict(check))
+            table.add_row(device, "virtual", "-", "-", "-", "-", "-", _verdict(check))
     out.print(table)
     if not args.virtual:
         out.print("Virtual devices: HETERO:<devices> (split one model), MULTI:<devices> (spread "

@@ -22,7 +22,9 @@ the next subgraph on a like device takes them without a host round trip.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-__all__ = ["CallOnce", "DevicePlugin", "DeviceProgram", "MemoryInfo", "ProfilingRecord"]
+__all__ = ["CallOnce", "DevicePlugin", "DeviceProgram", "MemoryInfo", "ProfilingInfo", "ProfilingRecord"]
 
 
 @dataclass(frozen=True)
@@ -44,29 +46,67 @@ class MemoryInfo:
     """Memory free for new allocations now."""
 
 
+class _ProfilingStatus(enum.StrEnum):
+    """Whether an op ran in the last inference (OpenVINO's ``ProfilingInfo.Status``).
+
+    A string enum: ``status == "EXECUTED"`` holds as well as
+    ``status == ProfilingInfo.Status.EXECUTED``.
+    """
+
+    NOT_RUN = "NOT_RUN"
+    """The op did not run (e.g. folded into a constant at compile time)."""
+    OPTIMIZED_OUT = "OPTIMIZED_OUT"
+    """The op was fused into another or removed by an optimisation."""
+    EXECUTED = "EXECUTED"
+    """The op ran."""
+
+
 @dataclass(frozen=True)
-class ProfilingRecord:
-    """One performance counter (OpenVINO's ``ProfilingInfo``)."""
+class ProfilingInfo:
+    """One performance counter of the last inference (OpenVINO's ``ov.ProfilingInfo``).
 
-    node_name: str
+    ``request.get_profiling_info()`` returns a list of these when the model was
+    compiled with ``ENABLE_PROFILING`` (alias ``PERF_COUNT``).  ``status`` may be
+    given as a string (``"EXECUTED"``); it is stored as a :attr:`Status` member.
+    """
+
+    Status = _ProfilingStatus
+    """The status enum: ``ProfilingInfo.Status.EXECUTED``, ``NOT_RUN``, ``OPTIMIZED_OUT``."""
+
+    node_name: str = ""
     """Op friendly name, or a label such as ``"transfer GPU.0->CPU"``."""
-    node_type: str
+    node_type: str = ""
     """ONNX op type, or ``"Transfer"``."""
-    exec_type: str
+    exec_type: str = ""
     """Kernel or engine that ran it, e.g. ``"CPUExecutionProvider"``."""
-    real_time: datetime.timedelta
+    real_time: datetime.timedelta = datetime.timedelta(0)
     """Wall time of the op in the last inference."""
-    cpu_time: datetime.timedelta
+    cpu_time: datetime.timedelta = datetime.timedelta(0)
     """Host time of the op (equals real_time where the engine does not tell them apart)."""
-    status: str = "EXECUTED"
-    """``"EXECUTED"`` or ``"NOT_RUN"``."""
+    status: _ProfilingStatus | str = _ProfilingStatus.EXECUTED
+    """:attr:`Status` ``EXECUTED``, ``NOT_RUN`` or ``OPTIMIZED_OUT`` (a name is stored as the member)."""
     bytes: int = 0
-    """Bytes moved, for transfer records; 0 otherwise."""
+    """Bytes moved, for transfer records; 0 otherwise (inferplex's own field)."""
 
-    def with_prefix(self, prefix: str) -> ProfilingRecord:
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, _ProfilingStatus):
+            try:
+                status = _ProfilingStatus(str(self.status).upper().removeprefix("STATUS."))
+            except ValueError:
+                raise ValueError(f"ProfilingInfo status {self.status!r} is not one of "
+                                 f"{', '.join(s.value for s in _ProfilingStatus)}") from None
+            object.__setattr__(self, "status", status)
+
+    def with_prefix(self, prefix: str) -> ProfilingInfo:
         """The same record with ``prefix`` before its node name (``"subgraph1: "``)."""
-        return ProfilingRecord(prefix + self.node_name, self.node_type, self.exec_type,
-                               self.real_time, self.cpu_time, self.status, self.bytes)
+        return dataclasses.replace(self, node_name=prefix + self.node_name)
+
+
+_ProfilingStatus.__name__ = "Status"
+_ProfilingStatus.__qualname__ = "ProfilingInfo.Status"
+
+ProfilingRecord = ProfilingInfo
+"""The name device plugins use for :class:`ProfilingInfo` (the same class)."""
 
 
 class CallOnce:

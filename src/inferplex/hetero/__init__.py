@@ -160,7 +160,11 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
     for sub in subs:
         for name in sub.inputs:
             readers.setdefault(name, []).append(sub.index)
-    profiling = bool(config.get("ENABLE_PROFILING", False))
+    # Each subgraph counts when its device's own config says so (``core.set_property("GPU",
+    # {"ENABLE_PROFILING": True})``, DEVICE_PROPERTIES, or HETERO's key passed down), as
+    # OpenVINO's HETERO does; the chain reports when any of them counts.
+    counting = {d: bool(c.get("ENABLE_PROFILING", False)) for d, c in planned.member_configs.items()}
+    profiling = bool(config.get("ENABLE_PROFILING", False)) or any(counting[s.device] for s in subs)
     runners = []
     for sub, program in zip(subs, programs, strict=True):
         kind = str(getattr(program, "tensor_kind", "numpy"))
@@ -171,7 +175,8 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
         inputs = sub.inputs
         if _whole_model(model, planned):
             inputs = tuple(name_of(v) for v in model.graph.inputs if not v.is_initializer())
-        pool = DevicePool(program, profiling=profiling, keep_on_device=keep, label=f"subgraph {sub.index}",
+        pool = DevicePool(program, profiling=counting[sub.device], keep_on_device=keep,
+                          label=f"subgraph {sub.index}",
                           exit_timeout=config.get("EXIT_TIMEOUT"))
         runners.append(SubgraphRunner(sub.index, pool, inputs,
                                       {n: sources[n] for n in sub.inputs if n in sources}))

@@ -1,0 +1,149 @@
+"""inferplex's CPU device against raw OpenVINO and raw ONNX Runtime, side by side in one process.
+
+Batch 1, PERFORMANCE_HINT=LATENCY, the onnx wheel's ``light_*`` models (their
+weights are graph inputs; inferplex's reader turns them into constants, and
+every runner gets that constant-ized model).  Runners, each a sync call on one
+request:
+
+- raw OpenVINO at its default precision (bf16 on CPUs with AMX or AVX512_BF16)
+  and at f32: ``InferRequest.infer(feeds, share_inputs=True)``;
+- raw ONNX Runtime with OpenVINO's thread count;
+- inferplex's CPU device (OpenVINO engine) at its default precision and at
+  f32: ``InferRequest.infer(feeds)`` through the public API.
+
+Runners alternate round by round so that drift in machine load hits them
+alike; medians are of per-round medians, and the ratios (raw OpenVINO's time
+over inferplex's at the same precision: 1.0 means no overhead, target >= 0.97)
+are paired round by round.
+
+    python bench/cpu_engines.py [--seconds 0.5] [--rounds 5] [--models light_resnet50,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import onnxruntime as ort
+import openvino
+from rich.console import Console
+from rich.table import Table
+
+import inferplex as ov
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from inferplex.cli.inputs import random_inputs, sample_model_path
+
+MODELS = ("light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2",
+          "light_resnet50", "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512")
+Runner = Callable[[], Any]
+
+
+def runners(name: str) -> tuple[dict[str, Runner], dict[str, str]]:
+    """The five sync runners of one model, and the precision each inferplex / OpenVINO runner uses."""
+    core = ov.Core()
+    model = core.read_model(sample_model_path(name))
+    feeds = random_inputs(model.inputs)
+    data = model.to_onnx().SerializeToString()
+    raw_core = openvino.Core()
+    by_index = {index: feeds[port.any_name] for index, port in enumerate(model.inputs)}
+    raw: dict[str, Any] = {}
+    for label, config in (("default", {}), ("f32", {"INFERENCE_PRECISION_HINT": "f32"})):
+        compiled = raw_core.compile_model(raw_core.read_model(data, b""), "CPU",
+                                          {"PERFORMANCE_HINT": "LATENCY", **config})
+        raw[label] = compiled
+    threads = int(raw["default"].get_property("INFERENCE_NUM_THREADS"))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    ours = {label: core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", **config})
+            for label, config in (("default", {}), ("f32", {"INFERENCE_PRECISION_HINT": "f32"}))}
+    raw_requests = {label: compiled.create_infer_request() for label, compiled in raw.items()}
+    our_requests = {label: compiled.create_infer_request() for label, compiled in ours.items()}
+    table: dict[str, Runner] = {
+        "raw OpenVINO default": lambda: raw_requests["default"].infer(by_index, share_inputs=True),
+        "raw OpenVINO f32": lambda: raw_requests["f32"].infer(by_index, share_inputs=True),
+        "raw ORT": lambda: session.run(None, feeds),
+        "inferplex default": lambda: our_requests["default"].infer(feeds),
+        "inferplex f32": lambda: our_requests["f32"].infer(feeds),
+    }
+    raw_precision = raw["default"].get_property("INFERENCE_PRECISION_HINT").get_type_name()
+    precisions = {"raw OpenVINO default": raw_precision,
+                  "inferplex default": ours["default"].get_property("INFERENCE_PRECISION_HINT"),
+                  "engine": ours["default"].get_property("ENGINE")}
+    return table, precisions
+
+
+def _time_calls(run: Runner, seconds: float) -> list[float]:
+    """Latencies (ms) of back-to-back calls for about ``seconds`` (at least 3 calls)."""
+    samples: list[float] = []
+    stop = time.perf_counter() + seconds
+    while len(samples) < 3 or time.perf_counter() < stop:
+        start = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return samples
+
+
+def measure(name: str, seconds: float, rounds: int) -> dict[str, Any]:
+    table, precisions = runners(name)
+    for run in table.values():  # warm-up: first runs allocate and tune
+        _time_calls(run, 0.0)
+    per_round: dict[str, list[float]] = {label: [] for label in table}
+    labels = list(table)
+    for index in range(rounds):
+        for label in labels[index % len(labels):] + labels[:index % len(labels)]:
+            per_round[label].append(statistics.median(_time_calls(table[label], seconds)))
+    medians = {label: statistics.median(values) for label, values in per_round.items()}
+
+    def paired(raw: str, ours: str) -> float:  # raw time / our time, round by round
+        return statistics.median(a / b for a, b in zip(per_round[raw], per_round[ours], strict=True))
+
+    return {"model": name, "median_ms": medians, "precision": precisions,
+            "ratio_default": paired("raw OpenVINO default", "inferplex default"),
+            "ratio_f32": paired("raw OpenVINO f32", "inferplex f32"),
+            "ort_over_inferplex_default": paired("raw ORT", "inferplex default")}
+
+
+def _cpu_model() -> str:
+    from inferplex.devices.cpu import cpu_info
+
+    return cpu_info.cpu_name()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=0.5, help="seconds per runner per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--models", default=",".join(MODELS))
+    args = parser.parse_args()
+    rows = [measure(name, args.seconds, args.rounds) for name in args.models.split(",")]
+    title = (f"{datetime.date.today()} {_cpu_model()}, {os.cpu_count()} cores, openvino "
+             f"{openvino.__version__.split('-')[0]}, onnxruntime {ort.__version__}")
+    table = Table(title=title, title_justify="left")
+    for column in ("model", "precision", "raw OV default", "raw OV f32", "raw ORT", "inferplex default",
+                   "inferplex f32", "raw OV / inferplex default", "raw OV / inferplex f32"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        m = row["median_ms"]
+        table.add_row(row["model"], row["precision"]["inferplex default"],
+                      *(f"{m[k]:.2f}" for k in ("raw OpenVINO default", "raw OpenVINO f32", "raw ORT",
+                                                 "inferplex default", "inferplex f32")),
+                      f"{row['ratio_default']:.3f}", f"{row['ratio_f32']:.3f}")
+    Console(width=200).print(table)
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, "cpu_engines.json").write_text(json.dumps({"title": title, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""The CPU device: OpenVINO's CPU plugin by default, ONNX Runtime as the other engine and fallback.
+
+Modules: ``plugin`` (the device family, its properties, the engine choice),
+``openvino_engine`` and ``onnxruntime_engine`` (one program class each, sharing
+``program.CpuProgram``), ``onnxruntime_support`` (which nodes ONNX Runtime
+runs), ``profile`` (both engines' counters as profiling records), ``cpu_info``
+(name, cores, memory, instruction sets) and ``threads`` (thread priority).
+"""
+
+from inferplex.devices.cpu.onnxruntime_engine import stream_layout
+from inferplex.devices.cpu.plugin import CpuPlugin
+from inferplex.devices.cpu.program import ENGINES, CpuProgram
+
+__all__ = ["ENGINES", "CpuPlugin", "CpuProgram", "stream_layout"]

@@ -1,0 +1,253 @@
+"""The CPU device's ONNX Runtime engine: one ONNX Runtime session per stream.
+
+Chosen with ``ENGINE=ONNXRUNTIME``, and used where OpenVINO is not installed or
+cannot read a model (contrib ops such as ``com.microsoft.Inverse``).
+
+Streams: one session per stream, each with its own intra-op thread pool, so
+concurrent requests do not fight over one pool.
+
+- ``PERFORMANCE_HINT=LATENCY`` (default): one stream using every core.
+- ``PERFORMANCE_HINT=THROUGHPUT``: several streams splitting the cores (one
+  core per stream up to 4 cores, then streams of 4 cores).
+- ``NUM_STREAMS`` / ``INFERENCE_NUM_THREADS`` override both.
+- ``THREAD_SPINNING`` (YES/NO): whether idle intra-op threads spin waiting for
+  work (ONNX Runtime's ``allow_spinning``).  Default: on with one stream, off
+  with several.  HETERO and MULTI turn it off when accelerators work beside the
+  CPU, so that idle threads do not slow the accelerators' host copies.
+- ``THREAD_PRIORITY=LOW``: the sessions are made on a lowest-priority thread,
+  so their intra-op threads run at that priority (see ``threads.py``).
+
+Precision: ONNX Runtime's CPU provider computes in the model's types, so only
+``INFERENCE_PRECISION_HINT=f32`` is accepted; other values are refused rather
+than silently ignored.
+
+Tensors: numpy inputs of the right dtype reach ONNX Runtime without a copy, and
+``InferenceSession.run`` hands its output buffers to numpy without one.
+
+Counters (``ENABLE_PROFILING``): ONNX Runtime writes its events only when the
+profiler ends, so reading the counters ends it and the worker's session is
+rebuilt before its next run: counters cost nothing until someone reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Collection, Mapping
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+
+from inferplex.devices.base import ProfilingRecord
+from inferplex.devices.cpu import cpu_info
+from inferplex.devices.cpu.profile import ORT_PROVIDER, ort_last_run_records
+from inferplex.devices.cpu.program import CpuProgram, to_numpy
+from inferplex.devices.cpu.threads import in_low_priority_thread, per_thread_priority
+from inferplex.errors import CompileError, InferenceError, PropertyError
+from inferplex.serialize import serialize_leaving_out
+
+__all__ = ["OnnxRuntimeProgram", "check_precision", "ort_version", "serialize_for_ort", "stream_layout"]
+
+
+def ort_version() -> str:
+    return f"onnxruntime {ort.__version__}"
+
+
+def stream_layout(config: Mapping[str, Any], cores: int | None = None) -> tuple[int, int]:
+    """``(streams, threads_per_stream)`` of ONNX Runtime sessions for a CPU config (module docstring)."""
+    cores = cores or cpu_info.cores()
+    threads = int(config.get("INFERENCE_NUM_THREADS") or 0) or cores
+    streams_setting = config.get("NUM_STREAMS", "AUTO")
+    if streams_setting != "AUTO":
+        streams = int(streams_setting)
+    elif config.get("PERFORMANCE_HINT") in ("THROUGHPUT", "CUMULATIVE_THROUGHPUT"):
+        streams = threads if threads <= 4 else max(2, threads // 4)
+        requests = int(config.get("PERFORMANCE_HINT_NUM_REQUESTS") or 0)
+        if requests:
+            streams = max(1, min(streams, requests))
+    else:
+        streams = 1
+    return streams, max(1, threads // streams)
+
+
+def check_precision(config: Mapping[str, Any], why: str = "") -> None:
+    """Refuse an INFERENCE_PRECISION_HINT other than f32: ONNX Runtime computes in the model's types."""
+    precision = config.get("INFERENCE_PRECISION_HINT", "f32")
+    if precision != "f32":
+        raise PropertyError(
+            f"INFERENCE_PRECISION_HINT={precision!r} is not supported by the CPU device's ONNX Runtime "
+            f"engine{why} (it computes in the model's own types); accepted: f32, or bf16/f16 "
+            "with ENGINE=OPENVINO")
+
+
+class OnnxRuntimeProgram(CpuProgram):
+    """A model compiled into one ONNX Runtime session per stream."""
+
+    engine = "ONNXRUNTIME"
+
+    def __init__(self, model: ir.Model, config: Mapping[str, Any], fallback_reason: str = "") -> None:
+        streams, threads = stream_layout(config)
+        super().__init__(config, spinning=bool(config.get("THREAD_SPINNING", streams == 1)),
+                         low_priority=config.get("THREAD_PRIORITY", "NORMAL") == "LOW"
+                         and per_thread_priority(), fallback_reason=fallback_reason)
+        self._streams, self._threads = streams, threads
+        self.num_workers = self._streams
+        self._profiling = bool(config.get("ENABLE_PROFILING", False))
+        self._profile_dir = tempfile.mkdtemp(prefix="inferplex-profile-") if self._profiling else ""
+        self._model_bytes, self._initializers = serialize_for_ort(model)
+        self._external_dir = _external_data_dir(model)
+        self._sessions = [self._new_session(i) for i in range(self._streams)]
+        self._stale = [False] * self._streams
+        self._lock = threading.Lock()
+        first = self._sessions[0]
+        self.input_names = [i.name for i in first.get_inputs()]
+        self.output_names = [o.name for o in first.get_outputs()]
+
+    def _new_session(self, worker: int) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3  # warnings about unused initializers are not the user's concern
+        if not self._spinning:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if self._initializers:  # copied into the session's graph before it is optimized
+            options.add_external_initializers(*map(list, zip(*self._initializers, strict=True)))
+        if self._external_dir:  # the bytes keep external data by relative location
+            options.add_session_config_entry(
+                "session.model_external_initializers_file_folder_path", self._external_dir)
+        if self._profiling:
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(self._profile_dir, f"worker{worker}")
+        try:
+            if self._low_priority:
+                return in_low_priority_thread(
+                    lambda: ort.InferenceSession(self._model_bytes, options, providers=[ORT_PROVIDER]))
+            return ort.InferenceSession(self._model_bytes, options, providers=[ORT_PROVIDER])
+        except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
+            raise CompileError(f"ONNX Runtime could not compile the model for CPU: {error}") from error
+
+    def run(self, inputs: Mapping[str, Any], worker: int = 0,
+            keep_on_device: Collection[str] = ()) -> dict[str, Any]:
+        self.check_runnable(worker, self._closed)
+        if self._stale[worker]:
+            self._sessions[worker] = self._new_session(worker)
+            self._stale[worker] = False
+        feed = {name: to_numpy(value) for name, value in inputs.items()}
+        try:
+            outputs = self._sessions[worker].run(None, feed)
+        except Exception as e:  # ONNX Runtime's own classes: the caller gets one of ours, as from a GPU
+            raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {e}") from e
+        return dict(zip(self.output_names, outputs, strict=True))
+
+    def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
+        if not self._profiling or self._closed:
+            return []
+        with self._lock:
+            if self._stale[worker]:
+                return []
+            path = self._sessions[worker].end_profiling()
+            self._stale[worker] = True
+        try:
+            with open(path, encoding="utf-8") as handle:
+                events = json.load(handle)
+        finally:
+            os.unlink(path)
+        return ort_last_run_records(events)
+
+    def _own_property(self, key: str) -> Any:
+        if key == "NUM_STREAMS":
+            return self._streams
+        if key == "INFERENCE_NUM_THREADS":
+            return self._threads * self._streams
+        if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
+            return self._streams
+        if key == "INFERENCE_PRECISION_HINT":
+            return "f32"
+        raise KeyError(key)
+
+    def _own_property_names(self) -> tuple[str, ...]:
+        return ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+                "INFERENCE_PRECISION_HINT")
+
+    def _release(self) -> None:
+        self._sessions = []
+
+
+def _external_data_dir(model: ir.Model) -> str:
+    """The folder external initializers are read from ('' when they are all in memory)."""
+    folders = {value.const_value.base_dir for value in model.graph.initializers.values()
+               if isinstance(value.const_value, ir.ExternalTensor)}
+    if len(folders) > 1:
+        listed = ", ".join(sorted(str(folder) for folder in folders))
+        raise CompileError(f"external data comes from several folders ({listed}); ONNX Runtime "
+                           "reads it from one: keep it next to the model")
+    return str(folders.pop()) if folders else ""
+
+
+_IN_MEMORY_BYTES = 1024
+"""Main-graph initializers at least this large reach ONNX Runtime as in-memory
+values (``add_external_initializers``) instead of inside the serialized model.
+protobuf's ``SerializeToString`` holds the GIL while it copies them, seconds for
+a BERT-base-sized model, and a GPU compile beside it (AUTO's startup fallback,
+MULTI) stalls meanwhile.  ONNX Runtime copies them in while it builds the
+session, without the GIL."""
+
+_IN_MEMORY_DTYPES = frozenset({
+    ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT8, ir.DataType.INT16,
+    ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32,
+    ir.DataType.UINT64, ir.DataType.BOOL})
+"""Element types ``OrtValue.ortvalue_from_numpy`` takes (others stay in the model)."""
+
+_Initializers = list[tuple[str, "ort.OrtValue"]]
+
+
+def serialize_for_ort(model: ir.Model) -> tuple[bytes, _Initializers]:
+    """The model as bytes for ONNX Runtime, and the large initializers left out of them."""
+    proto, left = serialize_leaving_out(model, _in_memory)
+    # onnx.helper stamps the newest IR version, which may be newer than the
+    # installed ONNX Runtime reads; the graph itself rarely needs it.
+    proto.ir_version = min(proto.ir_version, max_ir_version())
+    initializers: _Initializers = []
+    for value in left:
+        tensor = value.const_value
+        assert tensor is not None  # serialize_leaving_out leaves out constants only
+        array = np.ascontiguousarray(tensor.numpy())
+        initializers.append((value.name or "", ort.OrtValue.ortvalue_from_numpy(array)))
+        stub = proto.graph.initializer.add()  # ONNX Runtime replaces it with the value above
+        stub.name, stub.data_type = value.name or "", tensor.dtype.value
+        stub.dims.extend(int(d) for d in tensor.shape.numpy())
+        stub.data_location = onnx.TensorProto.EXTERNAL
+        for key, text in (("location", "inferplex-in-memory"), ("offset", "0"),
+                          ("length", str(array.nbytes))):
+            entry = stub.external_data.add()
+            entry.key, entry.value = key, text
+    return proto.SerializeToString(), initializers
+
+
+def _in_memory(value: ir.Value) -> bool:
+    """Whether an initializer goes to ONNX Runtime as an in-memory value (see ``_IN_MEMORY_BYTES``)."""
+    tensor = value.const_value
+    return (tensor is not None and not isinstance(tensor, ir.ExternalTensor)  # read from its folder
+            and tensor.dtype in _IN_MEMORY_DTYPES and tensor.nbytes >= _IN_MEMORY_BYTES)
+
+
+@lru_cache(maxsize=1)
+def max_ir_version() -> int:
+    """Highest IR version the installed ONNX Runtime accepts (asked once, with an empty model)."""
+    probe = onnx.helper.make_model(onnx.helper.make_graph([], "probe", [], []))
+    probe.ir_version = 10_000
+    try:
+        ort.InferenceSession(probe.SerializeToString(), providers=[ORT_PROVIDER])
+    except Exception as error:  # noqa: BLE001 - the message carries the number
+        match = re.search(r"max supported IR version: (\d+)", str(error))
+        if match:
+            return int(match.group(1))
+    return onnx.IR_VERSION

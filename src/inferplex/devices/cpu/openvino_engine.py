@@ -1,0 +1,306 @@
+"""The CPU device's OpenVINO engine: OpenVINO's own CPU plugin, which reads ONNX directly.
+
+The default engine where the ``openvino`` package is installed and reads the
+model.  Each worker owns one ``openvino.InferRequest`` of one compiled model;
+OpenVINO runs the model on its own streams and threads, and releases the GIL
+while a request runs.
+
+Properties map onto OpenVINO's CPU plugin:
+
+- ``PERFORMANCE_HINT`` LATENCY / THROUGHPUT (CUMULATIVE_THROUGHPUT counts as
+  THROUGHPUT on one device), ``PERFORMANCE_HINT_NUM_REQUESTS``,
+  ``NUM_STREAMS`` and ``INFERENCE_NUM_THREADS`` go to OpenVINO as they are;
+  the workers are its ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``.
+- ``INFERENCE_PRECISION_HINT`` f32 / bf16 / f16 goes to OpenVINO; unset, OpenVINO
+  picks bf16 where the CPU has AMX or AVX512_BF16 and f32 elsewhere.  The
+  precision read back is the one OpenVINO runs (it runs f32 where the CPU
+  lacks the asked type).
+- ``ENABLE_PROFILING`` is OpenVINO's ``PERF_COUNT``: per-op counters with the
+  kernel that ran each op.
+- ``THREAD_SPINNING=NO`` (set when accelerators work beside the CPU):
+  OpenVINO has no spin setting (its idle threads park soon), so its nearest
+  knob is used: threads are not pinned to cores (``ENABLE_CPU_PINNING=NO``)
+  and the OS may run the accelerators' feeding threads on any core.
+- ``THREAD_PRIORITY=LOW``: the model is compiled on a lowest-priority thread,
+  so OpenVINO's stream threads, made then, run at that priority.
+- ``CACHE_DIR`` is OpenVINO's model cache.
+
+Tensors: numpy inputs are shared with OpenVINO (``share_inputs``: no copy when
+C-contiguous and of the input's type); outputs are copied out of the request's
+buffers, which the worker's next run overwrites.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Collection, Iterable, Mapping
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from inferplex.devices.base import ProfilingRecord
+from inferplex.devices.cpu.profile import openvino_records
+from inferplex.devices.cpu.program import CpuProgram, to_numpy
+from inferplex.devices.cpu.threads import in_low_priority_thread, per_thread_priority
+from inferplex.errors import InferenceError
+from inferplex.serialize import serialize_leaving_out
+
+if TYPE_CHECKING:
+    import openvino
+
+__all__ = [
+    "OpenVinoCannotRun",
+    "OpenVinoProgram",
+    "available",
+    "default_precision",
+    "openvino_config",
+    "openvino_supported_nodes",
+    "openvino_version",
+    "optimal_requests",
+    "read",
+]
+
+_PASSED_ON = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
+              "CACHE_DIR")
+"""inferplex keys OpenVINO's CPU plugin takes with the same name and meaning."""
+
+
+class OpenVinoCannotRun(Exception):
+    """OpenVINO could not read or compile a model; the message is OpenVINO's reason."""
+
+
+@lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether the ``openvino`` package imports here."""
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_core_lock = threading.Lock()
+_cores: list[openvino.Core] = []
+
+
+def _core() -> openvino.Core:
+    """The process's one OpenVINO Core (its CPU plugin keeps one thread pool for every model)."""
+    with _core_lock:
+        if not _cores:
+            import openvino
+
+            _cores.append(openvino.Core())
+        return _cores[0]
+
+
+def openvino_version() -> str:
+    import openvino
+
+    return f"openvino {openvino.__version__.split('-')[0]}"
+
+
+def _precision_name(value: Any) -> str:
+    """``"f32"``, ``"bf16"``, ``"f16"`` for an ``openvino.Type`` (or its text)."""
+    name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    return str(name)
+
+
+def default_precision() -> str:
+    """The precision OpenVINO's CPU plugin computes in when none is asked (bf16 on AMX/AVX512_BF16 CPUs)."""
+    return _precision_name(_core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+
+
+def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """OpenVINO CPU-plugin properties for an inferplex CPU config (see the module docstring)."""
+    hint = config.get("PERFORMANCE_HINT", "LATENCY")
+    ov_config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY" if hint == "LATENCY" else "THROUGHPUT"}
+    for key in _PASSED_ON:
+        if config.get(key):  # 0 threads / 0 requests mean "OpenVINO decides"
+            ov_config[key] = config[key]
+    if config.get("NUM_STREAMS", "AUTO") != "AUTO":
+        ov_config["NUM_STREAMS"] = int(config["NUM_STREAMS"])
+    if config.get("ENABLE_PROFILING"):
+        ov_config["PERF_COUNT"] = True
+    if config.get("THREAD_SPINNING") is False:
+        ov_config["ENABLE_CPU_PINNING"] = False
+    return ov_config
+
+
+def read(model: ir.Model) -> openvino.Model:
+    """``model`` read by OpenVINO's ONNX frontend; raise OpenVinoCannotRun with OpenVINO's reason."""
+    proto, external = serialize_leaving_out(
+        model, lambda value: isinstance(value.const_value, ir.ExternalTensor))
+    for value in external:  # OpenVINO reads ONNX bytes with every weight inside
+        tensor = value.const_value
+        assert tensor is not None  # serialize_leaving_out leaves out constants only
+        inline = ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=value.name)
+        proto.graph.initializer.append(ir.serde.serialize_tensor(inline))
+    _bf16_as_raw_data(proto.graph)
+    for function in proto.functions:
+        _bf16_nodes_as_raw_data(function.node)
+    try:
+        return _core().read_model(proto.SerializeToString(), b"")
+    except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
+        raise OpenVinoCannotRun(_reason(error)) from error
+
+
+def _bf16_as_raw_data(graph: onnx.GraphProto) -> None:
+    """Move bfloat16 tensor data from ``int32_data`` to ``raw_data``, in place.
+
+    OpenVINO's ONNX frontend reads a bfloat16 tensor's ``int32_data`` as the
+    integers themselves (1.0, stored as 16256, reads 16256.0); its ``raw_data``
+    reads right.  ``onnx.helper.make_tensor`` writes bfloat16 as ``int32_data``.
+    """
+    for tensor in graph.initializer:
+        _tensor_as_raw_data(tensor)
+    _bf16_nodes_as_raw_data(graph.node)
+
+
+def _bf16_nodes_as_raw_data(nodes: Iterable[onnx.NodeProto]) -> None:
+    for node in nodes:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                _tensor_as_raw_data(attribute.t)
+            for tensor in attribute.tensors:
+                _tensor_as_raw_data(tensor)
+            if attribute.HasField("g"):
+                _bf16_as_raw_data(attribute.g)
+            for graph in attribute.graphs:
+                _bf16_as_raw_data(graph)
+
+
+def _tensor_as_raw_data(tensor: onnx.TensorProto) -> None:
+    if tensor.data_type == onnx.TensorProto.BFLOAT16 and len(tensor.int32_data):
+        tensor.raw_data = np.asarray(tensor.int32_data, dtype=np.uint16).tobytes()
+        del tensor.int32_data[:]
+
+
+def _reason(error: BaseException) -> str:
+    """OpenVINO's message without its source-file lines."""
+    lines = [line for line in str(error).splitlines()
+             if line.strip() and not line.startswith(("Exception from src", "Check '"))
+             and "Frontend_Extensions" not in line]
+    return " ".join(line.strip() for line in lines) or type(error).__name__
+
+
+_UNCONVERTED = re.compile(r"No conversion rule found for operations: ([^\n]+)")
+
+
+def openvino_supported_nodes(model: ir.Model) -> tuple[set[str], bool]:
+    """Nodes of ``model``'s main graph that OpenVINO runs, and whether it runs the whole model.
+
+    Where OpenVINO cannot read the model because it lacks some ops, the nodes of
+    the other ops are listed (a HETERO subgraph without them would be read).
+    """
+    names = {node.name for node in model.graph if node.name}
+    try:
+        ov_model = read(model)
+    except OpenVinoCannotRun as error:
+        match = _UNCONVERTED.search(str(error.__cause__))
+        if not match:
+            return set(), False
+        lacking = {op.strip() for op in match.group(1).split(",")}
+        return {node.name for node in model.graph if node.name and _qualified(node) not in lacking}, False
+    answered = _core().query_model(ov_model, "CPU")
+    refused = {op.get_friendly_name() for op in ov_model.get_ops() if op.get_friendly_name() not in answered}
+    if not refused:
+        return names, True
+    return {node.name for node in model.graph if node.name and node.name not in refused
+            and not any(out.name in refused for out in node.outputs)}, False
+
+
+def _qualified(node: ir.Node) -> str:
+    """How OpenVINO names an op in its errors: ``Relu``, ``com.microsoft.Inverse``."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+
+
+_optimal_lock = threading.Lock()
+_optimal: dict[tuple[tuple[str, str], ...], int] = {}
+
+
+def optimal_requests(config: Mapping[str, Any]) -> int:
+    """OPTIMAL_NUMBER_OF_INFER_REQUESTS that OpenVINO gives a small model under ``config``.
+
+    OpenVINO says it only for a compiled model; a one-op model compiled once per
+    distinct config answers before the real model is compiled.
+    """
+    ov_config = openvino_config(config)
+    ov_config.pop("CACHE_DIR", None)
+    key = tuple(sorted((k, str(v)) for k, v in ov_config.items()))
+    with _optimal_lock:
+        if key not in _optimal:
+            import openvino
+
+            parameter = openvino.opset13.parameter([1, 64], openvino.Type.f32)
+            probe = openvino.Model([openvino.opset13.relu(parameter)], [parameter], "probe")
+            compiled = _core().compile_model(probe, "CPU", ov_config)
+            _optimal[key] = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        return _optimal[key]
+
+
+class OpenVinoProgram(CpuProgram):
+    """A model compiled by OpenVINO's CPU plugin; worker ``i`` owns infer request ``i``."""
+
+    engine = "OPENVINO"
+
+    def __init__(self, model: ir.Model, config: Mapping[str, Any]) -> None:
+        ov_model = read(model)
+        low_priority = config.get("THREAD_PRIORITY", "NORMAL") == "LOW" and per_thread_priority()
+        ov_config = openvino_config(config)
+        try:
+            if low_priority:
+                compiled = in_low_priority_thread(
+                    lambda: _core().compile_model(ov_model, "CPU", ov_config))
+            else:
+                compiled = _core().compile_model(ov_model, "CPU", ov_config)
+        except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
+            raise OpenVinoCannotRun(_reason(error)) from error
+        streams = int(compiled.get_property("NUM_STREAMS"))
+        super().__init__(config, spinning=bool(config.get("THREAD_SPINNING", streams == 1)),
+                         low_priority=low_priority)
+        self._compiled: openvino.CompiledModel | None = compiled
+        self._facts = {key: int(compiled.get_property(key)) for key in
+                       ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
+        self._facts["INFERENCE_PRECISION_HINT"] = _precision_name(
+            compiled.get_property("INFERENCE_PRECISION_HINT"))
+        self._profiling = bool(config.get("ENABLE_PROFILING", False))
+        self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
+        self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
+        self._inputs = {name: i for i, port in enumerate(compiled.inputs) for name in port.get_names()}
+        by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
+        self.input_names = [value.name or "" for value in model.graph.inputs]
+        self.output_names = [value.name or "" for value in model.graph.outputs]
+        self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
+
+    def run(self, inputs: Mapping[str, Any], worker: int = 0,
+            keep_on_device: Collection[str] = ()) -> dict[str, Any]:
+        self.check_runnable(worker, self._closed)
+        # Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
+        # their type: CastLike's target) are not fed; the caller checked the names.
+        feed = {self._inputs[name]: to_numpy(value) for name, value in inputs.items()
+                if name in self._inputs}
+        try:
+            results = self._requests[worker].infer(feed, share_inputs=True).to_tuple()
+        except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU
+            raise InferenceError(
+                f"inference failed on {self.device}: {type(e).__name__}: {_reason(e)}") from e
+        return {name: results[at] for name, at in zip(self.output_names, self._output_index, strict=True)}
+
+    def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
+        if not self._profiling or self._closed:
+            return []
+        return openvino_records(self._requests[worker].get_profiling_info())
+
+    def _own_property(self, key: str) -> Any:
+        return self._facts[key]
+
+    def _own_property_names(self) -> tuple[str, ...]:
+        return tuple(self._facts)
+
+    def _release(self) -> None:
+        self._requests = []
+        self._compiled = None

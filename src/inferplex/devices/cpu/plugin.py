@@ -1,0 +1,163 @@
+"""The CPU device: the host CPU, run by OpenVINO's CPU plugin or by ONNX Runtime.
+
+Engines (the ``ENGINE`` property):
+
+- ``OPENVINO`` (the default where the ``openvino`` package is installed): the
+  fastest x86 CPU engine, computing in bf16 by default on CPUs with AMX or
+  AVX512_BF16.  See ``openvino_engine.py``.
+- ``ONNXRUNTIME``: ONNX Runtime's CPU execution provider, f32 only.  See
+  ``onnxruntime_engine.py``.
+
+Left unset, each model runs on OpenVINO when OpenVINO reads and compiles it,
+and on ONNX Runtime otherwise (contrib ops that OpenVINO lacks, such as
+``com.microsoft.Inverse``); the compiled model's ``ENGINE`` says which, and
+``ENGINE_FALLBACK_REASON`` why.  Set explicitly, the engine is the one asked
+for, and a model it cannot run is a CompileError.  ``query_model`` answers for
+the engine that would compile the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import onnx_ir as ir
+
+from inferplex.devices.base import DevicePlugin, MemoryInfo
+from inferplex.devices.cpu import cpu_info, onnxruntime_engine, openvino_engine
+from inferplex.devices.cpu.onnxruntime_support import ort_supported_nodes
+from inferplex.devices.cpu.program import CpuProgram
+from inferplex.errors import CompileError
+
+__all__ = ["CpuPlugin"]
+
+_log = logging.getLogger("inferplex")
+
+_SUPPORTED = (
+    "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
+    "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING", "MEMORY_LIMIT", "THREAD_SPINNING",
+    "THREAD_PRIORITY", "ENGINE",
+)
+
+
+def default_engine() -> str:
+    """``"OPENVINO"`` where the openvino package is installed, else ``"ONNXRUNTIME"``."""
+    return "OPENVINO" if openvino_engine.available() else "ONNXRUNTIME"
+
+
+class CpuPlugin(DevicePlugin):
+    """The host CPU on OpenVINO's CPU plugin, or on ONNX Runtime (see the module docstring)."""
+
+    family = "CPU"
+
+    def devices(self) -> list[str]:
+        return ["CPU"]
+
+    def supported_properties(self) -> tuple[str, ...]:
+        return _SUPPORTED
+
+    def device_property(self, device: str, key: str) -> Any:
+        engine = default_engine()
+        facts = {
+            "FULL_DEVICE_NAME": cpu_info.cpu_name,
+            "DEVICE_TOTAL_MEM_SIZE": lambda: self.memory(device).total_bytes,
+            "DEVICE_FREE_MEM_SIZE": lambda: self.memory(device).free_bytes,
+            "DEVICE_TYPE": lambda: "host",
+            "NUMBER_OF_CORES": cpu_info.cores,
+            "ENGINE": lambda: engine,
+            "ENGINE_VERSION": lambda: _engine_version(engine),
+            "INSTRUCTION_SETS": lambda: list(cpu_info.instruction_sets()),
+            "INFERENCE_PRECISION_HINT": lambda: (
+                openvino_engine.default_precision() if engine == "OPENVINO" else "f32"),
+        }
+        if key not in facts:
+            raise KeyError(key)
+        return facts[key]()
+
+    def optimal_number_of_infer_requests(self, device: str, config: Mapping[str, Any]) -> int:
+        if _engine_asked(config) == "ONNXRUNTIME":
+            return onnxruntime_engine.stream_layout(config)[0]
+        return openvino_engine.optimal_requests(config)
+
+    def memory(self, device: str) -> MemoryInfo:
+        return cpu_info.memory()
+
+    def supported_nodes(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> set[str]:
+        asked = _engine_asked(config)
+        if asked == "ONNXRUNTIME":
+            return ort_supported_nodes(model)
+        if config.get("ENGINE") != "OPENVINO" and _onnx_runtime_keeps(model):
+            return ort_supported_nodes(model)
+        nodes, whole = openvino_engine.openvino_supported_nodes(model)
+        if whole or config.get("ENGINE") == "OPENVINO":
+            return nodes
+        return ort_supported_nodes(model)  # the engine that would compile this model
+
+    def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> CpuProgram:
+        asked = _engine_asked(config)
+        if asked == "ONNXRUNTIME":
+            onnxruntime_engine.check_precision(config)
+            return onnxruntime_engine.OnnxRuntimeProgram(model, config)
+        reason = "" if config.get("ENGINE") == "OPENVINO" else _onnx_runtime_keeps(model)
+        if not reason:
+            try:
+                return openvino_engine.OpenVinoProgram(model, config)
+            except openvino_engine.OpenVinoCannotRun as error:
+                if config.get("ENGINE") == "OPENVINO":
+                    raise CompileError(f"OpenVINO cannot run the model on CPU: {error}; ENGINE=ONNXRUNTIME "
+                                       "runs it on ONNX Runtime, as leaving ENGINE unset does") from error
+                reason = f"OpenVINO cannot run the model: {error}"
+        onnxruntime_engine.check_precision(config, f" (used because {reason})")
+        _log.info("inferplex: the CPU runs this model on ONNX Runtime: %s", reason)
+        return onnxruntime_engine.OnnxRuntimeProgram(model, config, fallback_reason=reason)
+
+
+def _engine_asked(config: Mapping[str, Any]) -> str:
+    """The engine a config asks for, or the default: ``"OPENVINO"`` or ``"ONNXRUNTIME"``.
+
+    Raise CompileError for ENGINE=OPENVINO where the openvino package is missing.
+    """
+    asked = config.get("ENGINE")
+    if asked == "OPENVINO" and not openvino_engine.available():
+        raise CompileError("ENGINE=OPENVINO needs the openvino package (pip install openvino); "
+                           "ENGINE=ONNXRUNTIME, or leaving ENGINE unset, runs on ONNX Runtime")
+    return str(asked or default_engine())
+
+
+def _onnx_runtime_keeps(model: ir.Model) -> str:
+    """Why the default engine leaves ``model`` to ONNX Runtime though OpenVINO reads it ('' if not).
+
+    Models with a node that OpenVINO computes differently from ONNX (found by
+    ONNX's conformance suite), and models that compute in float64: OpenVINO's
+    CPU plugin computes them in f32 and saturates infinities to the largest
+    finite f32 on the way, where ONNX Runtime computes in f64 as the model says.
+    """
+    for node in model.graph:
+        if reason := _openvino_differs(node):
+            return f"OpenVINO's CPU plugin computes {node.op_type} {reason} unlike ONNX's definition"
+    values = [*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()]
+    values.extend(output for node in model.graph for output in node.outputs)  # type: ignore[attr-defined]
+    if any(value.dtype == ir.DataType.DOUBLE for value in values):
+        return "the model computes in float64, which OpenVINO's CPU plugin computes in float32"
+    return ""
+
+
+def _openvino_differs(node: ir.Node) -> str:
+    """The attributes of ``node`` that OpenVINO's CPU plugin computes unlike ONNX ('' where none)."""
+    if node.domain not in ("", "ai.onnx"):
+        return ""
+    if node.op_type == "LSTM" and len(node.inputs) > 7 and node.inputs[7] is not None:
+        return "with peepholes"
+    if node.op_type == "Resize":
+        if node.attributes.get_int("antialias", 0):
+            return "with antialias"
+        if node.attributes.get_string("keep_aspect_ratio_policy", "stretch") != "stretch":
+            return "with keep_aspect_ratio_policy"
+        if node.attributes.get_int("exclude_outside", 0):
+            return "with exclude_outside"
+    return ""
+
+
+def _engine_version(engine: str) -> str:
+    return openvino_engine.openvino_version() if engine == "OPENVINO" else onnxruntime_engine.ort_version()

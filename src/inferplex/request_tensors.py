@@ -1,0 +1,401 @@
+"""The tensors an InferRequest holds: one per input and output, as OpenVINO's requests hold them.
+
+Inputs.  A request holds one value per input: an array it owns, the caller's
+own array (``share_inputs=True``), an ``ov.Tensor`` given with ``set_tensor``,
+or a torch tensor.  A static input it was never given gets an array of zeros
+of its shape the first time it is read (``get_input_tensor``) or run, so that
+
+    request.get_input_tensor(0).data[:] = image
+    request.infer()
+
+runs on what the caller wrote.  Inputs given to ``infer``/``start_async`` are
+placed as OpenVINO's data dispatcher places them:
+
+- ``share_inputs=False`` (InferRequest's default): copied into the request's
+  own array (or into the ov.Tensor set on the input), converting the dtype;
+- ``share_inputs=True``: a C-contiguous, writable numpy array of the input's
+  dtype is held as it is (the run reads the caller's memory); anything else is
+  converted or copied;
+- an ``ov.Tensor`` is held as it is in both modes.
+
+Outputs.  After a run, an output reads as an ``ov.Tensor`` over the result.
+An output tensor once handed out (``get_output_tensor``), or set with
+``set_output_tensor``, receives every later result, so a caller may keep it
+and read it after each run.
+
+A batch of tensors set with ``set_input_tensors([t0, t1, ...])`` is gathered
+along the first axis at each run, so writes into them between runs count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from inferplex.binding import (
+    as_array,
+    check_inputs,
+    convert_input,
+    is_ov_tensor,
+    port_dims,
+    port_dtype,
+    tensor_class,
+)
+from inferplex.errors import InputError
+from inferplex.model import Port
+
+__all__ = ["RequestTensors", "TensorAccess"]
+
+
+class _Batch:
+    """Tensors set with ``set_input_tensors(list)``: one input's batch, gathered at each run."""
+
+    def __init__(self, tensors: Sequence[Any]) -> None:
+        self.tensors = list(tensors)
+
+    def gather(self) -> np.ndarray:
+        return np.concatenate([np.asarray(as_array(t)) for t in self.tensors], axis=0)
+
+
+def _wrap(array: Any) -> Any:
+    """An ov.Tensor over ``array``'s memory (a copy where it cannot be shared); the array where
+    this build has no ov.Tensor, or for tensors numpy cannot see (a torch tensor on a GPU)."""
+    cls = tensor_class()
+    if cls is None or is_ov_tensor(array):
+        return array
+    if not isinstance(array, np.ndarray):
+        try:
+            array = np.asarray(array)
+        except (TypeError, RuntimeError):
+            return array
+    if array.dtype == object:  # strings
+        return cls(array)
+    share = array.flags.c_contiguous and array.flags.writeable
+    return cls(array, shared_memory=bool(share))
+
+
+def _zeros(port: Port) -> np.ndarray:
+    """What a request holds for an input or output before anything is written: zeros of its
+    shape, with 0 for dynamic dims (as OpenVINO's empty tensors of a dynamic shape)."""
+    dims = port_dims(port) or ()
+    shape = tuple(d if isinstance(d, int) else 0 for d in dims)
+    dtype = port_dtype(port) or np.dtype(np.float32)
+    return np.full(shape, "", dtype=object) if dtype.kind == "O" else np.zeros(shape, dtype)
+
+
+class RequestTensors:
+    """The tensors of one request (see the module docstring)."""
+
+    def __init__(self, inputs: list[Port], outputs: list[Port]) -> None:
+        self.inputs = inputs
+        self.outputs = outputs
+        self._held: dict[int, Any] = {}
+        """Input index -> its value (array, ov.Tensor, torch tensor or _Batch)."""
+        self._owned: set[int] = set()
+        """Inputs whose arrays belong to the request (given values are copied into them)."""
+        self._out: dict[int, Any] = {}
+        """Output index -> the tensor that receives its results (handed out or set by the caller)."""
+        self._last: dict[str, Any] | None = None
+
+    # --- inputs --------------------------------------------------------------------------
+
+    def set_input(self, port: Port, value: Any) -> None:
+        """``set_tensor`` on an input: the request reads ``value`` itself from now on."""
+        if isinstance(value, (list, tuple)) and port.is_tensor and value and all(
+                is_ov_tensor(v) or isinstance(v, np.ndarray) for v in value):
+            self._set_batch(port, value)
+            return
+        converted = convert_input(port, value)
+        if port.is_tensor:
+            check_inputs([port], {port.index: converted})
+        self._held[port.index] = converted
+        self._owned.discard(port.index)
+
+    def _set_batch(self, port: Port, tensors: Sequence[Any]) -> None:
+        dims = port_dims(port)
+        batch = dims[0] if dims else None
+        if isinstance(batch, int) and batch != len(tensors):
+            raise InputError(f"input {port.any_name!r} has batch {batch}, but {len(tensors)} tensors "
+                             "were given; give one tensor per batch item")
+        for tensor in tensors:
+            shape = tuple(np.shape(as_array(tensor)))
+            if not shape or shape[0] != 1:
+                raise InputError(f"batched tensors for input {port.any_name!r} must each have batch "
+                                 f"1 on the first axis, got shape {list(shape)}")
+        self._held[port.index] = _Batch(tensors)
+        self._owned.discard(port.index)
+
+    def input_tensor(self, port: Port) -> Any:
+        """The input's tensor (an ov.Tensor sharing the request's memory where this build has one)."""
+        held = self._held.get(port.index)
+        if isinstance(held, _Batch):
+            raise InputError(f"input {port.any_name!r} was set with a batch of tensors "
+                             "(set_input_tensors); read those tensors instead")
+        if held is None:
+            held = self._default(port)
+            if held is None:
+                return _wrap(_zeros(port))
+        if is_ov_tensor(held) or not isinstance(held, np.ndarray):
+            return _wrap(held)
+        tensor = _wrap(held)
+        if is_ov_tensor(tensor) and port.index in self._owned:
+            # Hold the tensor itself: later copies go into the memory the caller writes to.
+            self._held[port.index] = tensor
+        return tensor
+
+    def _default(self, port: Port) -> Any:
+        """Zeros for a static input never given (None for a dynamic one: it must be given)."""
+        dims = port_dims(port)
+        if not port.is_tensor or dims is None or any(not isinstance(d, int) for d in dims):
+            return None
+        self._held[port.index] = _zeros(port)
+        self._owned.add(port.index)
+        return self._held[port.index]
+
+    def bind(self, keyed: Mapping[int, Any], share: bool) -> dict[str, Any]:
+        """Place the given values (``{input index: value}``) and return ``{input name: array}`` to run.
+
+        Values are converted and every input checked before anything is placed,
+        so a refused call leaves the request's tensors as they were.
+        """
+        converted: dict[int, Any] = {}
+        refused: dict[int, str] = {}
+        for index, value in keyed.items():
+            try:
+                converted[index] = convert_input(self.inputs[index], value)
+            except InputError as error:
+                refused[index] = str(error)
+        values = {**{i: self._run_value(h) for i, h in self._held.items() if i not in keyed},
+                  **converted}
+        for port in self.inputs:
+            if port.index not in values and port.index not in keyed and self._default(port) is not None:
+                values[port.index] = self._held[port.index]
+        check_inputs(self.inputs, values, refused)
+        for index, value in converted.items():
+            self._place(index, keyed[index], value, share)
+        return {p.any_name: self._run_value(self._held[p.index]) for p in self.inputs}
+
+    def _place(self, index: int, given: Any, value: Any, share: bool) -> None:
+        port = self.inputs[index]
+        if is_ov_tensor(value) or not isinstance(value, np.ndarray) or not port.is_tensor:
+            self._held[index] = value  # ov.Tensor, torch tensor, sequence or optional: as given
+            self._owned.discard(index)
+            return
+        if isinstance(given, np.ndarray):
+            fresh = value is not given  # converted: a copy nobody else holds
+        else:  # scalars and lists are new arrays; an __array__ object may view its own memory
+            fresh = not hasattr(given, "__array__")
+        if share:  # OpenVINO: a new tensor over the caller's memory where it can, else a copy
+            if not fresh and value.flags.c_contiguous and value.flags.writeable:
+                self._held[index] = value
+                self._owned.discard(index)
+            else:
+                self._held[index] = value if fresh else np.array(value, order="C", copy=True)
+                self._owned.add(index)
+            return
+        held = self._held.get(index)
+        if is_ov_tensor(held) and _copy_into(held, value):
+            return  # OpenVINO copies into the tensor the input holds, the caller's one included
+        if index in self._owned and isinstance(held, np.ndarray) and held.shape == value.shape \
+                and held.dtype == value.dtype:
+            np.copyto(held, value)
+            return
+        self._held[index] = value if fresh else np.array(value, order="C", copy=True)
+        self._owned.add(index)
+
+    @staticmethod
+    def _run_value(held: Any) -> Any:
+        return held.gather() if isinstance(held, _Batch) else as_array(held)
+
+    def snapshot_inputs(self) -> dict[str, Any]:
+        """``{input name: array}`` of what the request holds now (for a run without inputs)."""
+        return self.bind({}, share=True)
+
+    # --- outputs -------------------------------------------------------------------------
+
+    def set_output(self, port: Port, tensor: Any) -> None:
+        """``set_tensor`` on an output: later results are written into ``tensor``."""
+        if not (is_ov_tensor(tensor) or isinstance(tensor, np.ndarray)):
+            raise InputError(f"output {port.any_name!r}: set an ov.Tensor or a numpy array, "
+                             f"not {type(tensor).__name__}")
+        self._out[port.index] = tensor
+        if self._last is not None:
+            _copy_into(tensor, self._last[port.any_name])
+
+    def ran(self, outputs: Mapping[str, Any]) -> None:
+        """A run ended with ``outputs``: write them into the output tensors held."""
+        self._last = dict(outputs)
+        for index, tensor in list(self._out.items()):
+            value = outputs[self.outputs[index].any_name]
+            if not _copy_into(tensor, value):
+                self._out[index] = _wrap(value)  # grew past a shared buffer: a new tensor
+
+    def output_views(self, results: Mapping[Port, Any]) -> dict[str, Any]:
+        """``{output name: array}``: the output tensors' memory where held, else the results."""
+        views: dict[str, Any] = {}
+        for port, value in results.items():
+            held = self._out.get(port.index)
+            views[port.any_name] = np.asarray(held) if held is not None else value
+        return views
+
+    def output_tensor(self, port: Port) -> Any:
+        """The output's tensor: the one held, else the last result (or zeros before any run)."""
+        held = self._out.get(port.index)
+        if held is not None:
+            return held
+        value = _zeros(port) if self._last is None else self._last[port.any_name]
+        tensor = _wrap(value)
+        if is_ov_tensor(tensor):
+            self._out[port.index] = tensor
+        return tensor
+
+
+def _copy_into(tensor: Any, value: Any) -> bool:
+    """Copy ``value`` into ``tensor`` (an ov.Tensor or array), taking its shape; False if it cannot."""
+    try:
+        array = np.asarray(value)
+        if is_ov_tensor(tensor):
+            if tuple(tensor.shape) != array.shape:
+                tensor.shape = list(array.shape)
+            target = tensor.data
+        else:
+            target = tensor
+        if target.shape != array.shape:
+            return False
+        target[...] = array
+    except (InputError, ValueError, TypeError, RuntimeError):
+        return False
+    return True
+
+
+class TensorAccess:
+    """The tensor half of :class:`~inferplex.runtime.InferRequest`'s API (OpenVINO's names).
+
+    Keys: an input or output name, a port (``compiled.inputs[0]``,
+    ``model.outputs[1]``), or an int, which counts inputs (as int keys of
+    ``infer``'s dict do).  Tensors are ``ov.Tensor`` objects sharing the
+    request's memory.
+    """
+
+    _tensors: RequestTensors
+
+    @property
+    def model_inputs(self) -> list[Port]:
+        return list(self._tensors.inputs)
+
+    @property
+    def model_outputs(self) -> list[Port]:
+        return list(self._tensors.outputs)
+
+    def _check_idle(self) -> None:
+        """Raise RequestBusyError while the request runs (the class running requests defines it)."""
+
+    def _port(self, key: Any) -> Port:
+        """The input or output ``key`` names (see the class docstring)."""
+        inputs, outputs = self._tensors.inputs, self._tensors.outputs
+        if isinstance(key, Port) and key.kind == "output":
+            return _find(outputs, key, "output")
+        if isinstance(key, Port) or (isinstance(key, (int, np.integer)) and not isinstance(key, bool)):
+            return _find(inputs, key, "input")
+        if not isinstance(key, str):
+            raise InputError(f"a tensor is named by a name, a port or an input index, "
+                             f"not {type(key).__name__}")
+        for port in (*inputs, *outputs):
+            if port.any_name == key:
+                return port
+        raise InputError(f"no input or output named {key!r}; inputs: "
+                         f"{', '.join(p.any_name for p in inputs)}; outputs: "
+                         f"{', '.join(p.any_name for p in outputs)}")
+
+    def get_tensor(self, key: Any) -> Any:
+        """The tensor of an input or output (by name, port or input index)."""
+        port = self._port(key)
+        if port.kind == "output":
+            return self._tensors.output_tensor(port)
+        return self._tensors.input_tensor(port)
+
+    def set_tensor(self, key: Any, tensor: Any) -> None:
+        """Set the tensor of an input (read by later runs) or an output (written by them)."""
+        self._check_idle()
+        port = self._port(key)
+        if port.kind == "output":
+            self._tensors.set_output(port, tensor)
+        else:
+            self._tensors.set_input(port, tensor)
+
+    def set_tensors(self, tensors: Any, batch: Sequence[Any] | None = None) -> None:
+        """``set_tensors({key: tensor, ...})``, or ``set_tensors(key, [tensor, ...])`` for a batch."""
+        if batch is not None:
+            self.set_tensor(tensors, list(batch))
+            return
+        for key, tensor in dict(tensors).items():
+            self.set_tensor(key, tensor)
+
+    def get_input_tensor(self, index: int | None = None) -> Any:
+        """The tensor of input ``index`` (no index: the only input)."""
+        return self.get_tensor(self._index(index, self._tensors.inputs, "input"))
+
+    def get_output_tensor(self, index: int | None = None) -> Any:
+        """The tensor of output ``index`` (no index: the only output)."""
+        return self.get_tensor(self._tensors.outputs[self._index(index, self._tensors.outputs, "output")])
+
+    def set_input_tensor(self, *args: Any) -> None:
+        """``set_input_tensor(tensor)`` for one-input models, or ``(index, tensor)``."""
+        index, tensor = (None, args[0]) if len(args) == 1 else (args[0], args[1])
+        self.set_tensor(self._index(index, self._tensors.inputs, "input"), tensor)
+
+    def set_output_tensor(self, *args: Any) -> None:
+        """``set_output_tensor(tensor)`` for one-output models, or ``(index, tensor)``."""
+        index, tensor = (None, args[0]) if len(args) == 1 else (args[0], args[1])
+        outputs = self._tensors.outputs
+        self.set_tensor(outputs[self._index(index, outputs, "output")], tensor)
+
+    def set_input_tensors(self, tensors: Mapping[Any, Any] | Sequence[Any]) -> None:
+        """``{input key: tensor}``; or (OpenVINO's batch form) batch-1 tensors for the only input."""
+        if isinstance(tensors, Mapping):
+            for key, tensor in tensors.items():
+                self.set_tensor(self._tensors.inputs[self._index(key, self._tensors.inputs, "input")]
+                                if isinstance(key, int) else key, tensor)
+            return
+        self.set_tensor(self._index(None, self._tensors.inputs, "input"), list(tensors))
+
+    def set_output_tensors(self, tensors: Mapping[Any, Any]) -> None:
+        """``{output index | name | port: tensor}``."""
+        outputs = self._tensors.outputs
+        for key, tensor in tensors.items():
+            self.set_tensor(outputs[self._index(key, outputs, "output")] if isinstance(key, int) else key,
+                            tensor)
+
+    @property
+    def input_tensors(self) -> list[Any]:
+        return [self._tensors.input_tensor(p) for p in self._tensors.inputs]
+
+    @property
+    def output_tensors(self) -> list[Any]:
+        return [self._tensors.output_tensor(p) for p in self._tensors.outputs]
+
+    @staticmethod
+    def _index(index: Any, ports: Sequence[Port], kind: str) -> int:
+        if index is None:
+            if len(ports) != 1:
+                raise InputError(f"the model has {len(ports)} {kind}s; give the {kind} index "
+                                 f"(0..{len(ports) - 1})")
+            return 0
+        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+            if 0 <= index < len(ports):
+                return int(index)
+            raise InputError(f"{kind} index {index} is out of range; the model has {len(ports)} {kind}s")
+        raise InputError(f"an {kind} index must be an int, not {type(index).__name__}")
+
+
+def _find(ports: Sequence[Port], key: Any, kind: str) -> Port:
+    if isinstance(key, Port):
+        key = key.any_name
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return ports[TensorAccess._index(key, ports, kind)]
+    for port in ports:
+        if port.any_name == key:
+            return port
+    raise InputError(f"no {kind} named {key!r}; {kind}s: {', '.join(p.any_name for p in ports)}")

@@ -1,0 +1,1 @@
+"""Helpers OpenVINO programs import from ``openvino.utils`` (``types.get_dtype``)."""
