@@ -241,5 +241,5 @@ def test_auto_gives_gil_bound_devices_a_process_of_their_own(registry, monkeypat
 
 
 def test_the_setting_is_validated(core) -> None:  # noqa: ANN001
-    with pytest.raises(ov.errors.PropertyError, match="WORKER_PROCESSES.*SOMETIMES"):  # the alias's key
+    with pytest.raises(ov.errors.PropertyError, match=r"WORKER_PROCESSES.*SOMETIMES"):  # the alias's key
         core.compile_model(dynamic_model(), "MULTI:CPU", {"MULTI_WORKER_PROCESSES": "SOMETIMES"})
