@@ -15,6 +15,7 @@ Device strings (:func:`parse_device_string`)::
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 from inferplex.errors import DeviceNameError, PropertyError
 
 __all__ = [
+    "COMMON_PROPERTIES",
     "ENGINE_PROPERTIES",
     "VIRTUAL_DEVICES",
     "DeviceSpec",
@@ -36,6 +38,10 @@ __all__ = [
 ]
 
 VIRTUAL_DEVICES = ("HETERO", "MULTI", "AUTO")
+
+COMMON_PROPERTIES = ("CACHE_DIR",)
+"""Keys every device and virtual device takes, handled by the device registry, not by plugins
+(``CACHE_DIR``: the model cache, see :mod:`inferplex.devices.cache`)."""
 
 ENGINE_PROPERTIES = ("EXIT_TIMEOUT", "ENABLE_TRACE")
 """Compile keys every device takes, read by the request engine itself (not passed to plugins):
@@ -151,6 +157,13 @@ def parse_seconds(value: Any) -> float | None:
     return number or None
 
 
+def _cache_dir(value: Any) -> str:
+    """A directory path (str or os.PathLike); '' turns the cache off.  Its safety is checked at compile."""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise _Reject("a directory path (str or pathlib.Path), or '' for no cache")
+
+
 def _streams(value: Any) -> int | str:
     if isinstance(value, str) and value.strip().upper() == "AUTO":
         return "AUTO"
@@ -216,15 +229,14 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "MULTI_CHECK_HOST_GAIN": _bool,
     "EXIT_TIMEOUT": parse_seconds,
     "ENABLE_TRACE": _bool,
+    "CACHE_DIR": _cache_dir,
     "WORKER_PROCESSES": lambda v: ("YES" if v else "NO") if isinstance(v, bool) else _enum(
         "AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(v),
 }
 _ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES",
             "MULTI_WORKER_PROCESSES": "WORKER_PROCESSES"}
 
-NOT_SUPPORTED = {
-    "CACHE_DIR": "compiled models are not cached (each compile_model compiles again); leave the key out",
-}
+NOT_SUPPORTED: dict[str, str] = {}
 """OpenVINO keys inferplex refuses with the reason, rather than accepting them and doing nothing."""
 
 READ_ONLY_PROPERTIES = (
@@ -240,6 +252,7 @@ READ_ONLY_PROPERTIES = (
     "PIPELINE_STAGES",
     "HETERO_SUBGRAPHS",
     "DEVICE_STATISTICS",
+    "LOADED_FROM_CACHE",
 )
 
 
