@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from inferplex.config.devices import parse_device_string
 from inferplex.errors import CompileError, DeviceNameError
 from inferplex.multi import AutoExecutor, auto_candidates, compile_auto
-from inferplex.properties import parse_device_string
 
 from multi_plugins import (
     Faults,

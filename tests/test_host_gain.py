@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from inferplex.config.devices import parse_device_string
 from inferplex.multi import compile_multi, host_gain
 from inferplex.multi.host_gain import HostGainCheck
-from inferplex.properties import parse_device_string
 
 from multi_plugins import (
     Collector,

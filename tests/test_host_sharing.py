@@ -58,8 +58,8 @@ def test_a_cumulative_compile_gives_the_cpu_fewer_threads(registry) -> None:  # 
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    from inferplex.config.devices import parse_device_list
     from inferplex.multi import compile_multi
-    from inferplex.properties import parse_device_list
 
     executor = compile_multi(registry, ov.Core().read_model(model).ir,
                              parse_device_list("GPU.0,CPU"), {})
@@ -83,8 +83,8 @@ def test_auto_startup_helper_leaves_cores_to_the_device_it_stands_in_for(registr
 
     from onnx import TensorProto, helper
 
+    from inferplex.config.devices import parse_device_string
     from inferplex.multi import compile_auto
-    from inferplex.properties import parse_device_string
 
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from inferplex.config.devices import DeviceTarget, parse_device_string
 from inferplex.errors import CompileError, DeviceNameError, InferenceError, PropertyError
 from inferplex.multi import compile_multi
-from inferplex.properties import DeviceTarget, parse_device_string
 
 from multi_plugins import (
     Collector,

@@ -9,18 +9,11 @@ import pytest
 from onnx import TensorProto, helper
 
 import inferplex as ov
+from inferplex.config.devices import DeviceSpec, DeviceTarget, parse_device_list, parse_device_string
+from inferplex.config.schema import canonical_key, normalize_config, normalize_property
+from inferplex.config.values import parse_bytes
 from inferplex.devices.cpu import stream_layout
 from inferplex.errors import DeviceNameError, PropertyError
-from inferplex.properties import (
-    DeviceSpec,
-    DeviceTarget,
-    canonical_key,
-    normalize_config,
-    normalize_property,
-    parse_bytes,
-    parse_device_list,
-    parse_device_string,
-)
 
 from conftest import make_model
 
@@ -316,15 +309,27 @@ def test_a_devices_own_key_reaches_its_plugin_unparsed() -> None:
         normalize_property("NPU_TILE_MODE", "wide", ("NUM_STREAMS",))
 
 
+def _gpu_core(monkeypatch: pytest.MonkeyPatch) -> ov.Core:
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    return ov.Core()
+
+
 @pytest.mark.parametrize("value, expected", [(True, "YES"), (False, "NO"), ("auto", "AUTO"), ("true", "YES")])
-def test_gpu_channels_last_values(value: Any, expected: str) -> None:
-    assert normalize_property("GPU_CHANNELS_LAST", value) == ("GPU_CHANNELS_LAST", expected)
+def test_gpu_channels_last_values(value: Any, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU plugin parses its own keys, wherever they are given."""
+    core = _gpu_core(monkeypatch)
+    core.set_property("GPU", {"GPU_CHANNELS_LAST": value})
+    assert core.get_property("GPU.0", "GPU_CHANNELS_LAST") == expected
     with pytest.raises(PropertyError, match=r"GPU_CHANNELS_LAST.*'sometimes'.*AUTO, YES, NO"):
-        normalize_property("GPU_CHANNELS_LAST", "sometimes")
+        core.set_property("GPU", {"GPU_CHANNELS_LAST": "sometimes"})
+    with pytest.raises(PropertyError, match=r"GPU_CHANNELS_LAST.*'sometimes'.*AUTO, YES, NO"):
+        core.set_property("MULTI", {"GPU_CHANNELS_LAST": "sometimes"})
 
 
 @pytest.mark.parametrize("value, expected", [("low", "LOW"), ("Medium", "MEDIUM"), (" HIGH ", "HIGH")])
-def test_gpu_queue_throttle_values(value: Any, expected: str) -> None:
-    assert normalize_property("GPU_QUEUE_THROTTLE", value) == ("GPU_QUEUE_THROTTLE", expected)
+def test_gpu_queue_throttle_values(value: Any, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    core = _gpu_core(monkeypatch)
+    core.set_property("GPU.0", {"GPU_QUEUE_THROTTLE": value})
+    assert core.get_property("GPU.0", "GPU_QUEUE_THROTTLE") == expected
     with pytest.raises(PropertyError, match=r"GPU_QUEUE_THROTTLE.*'fast'.*LOW, MEDIUM, HIGH"):
-        normalize_property("GPU_QUEUE_THROTTLE", "fast")
+        core.set_property("GPU.0", {"GPU_QUEUE_THROTTLE": "fast"})

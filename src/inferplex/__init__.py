@@ -10,9 +10,14 @@ PIPELINE_PARALLEL, MULTI and AUTO.
     >>> results = compiled({"x": array})                         # doctest: +SKIP
 """
 
-from inferplex import errors, op, opset, opset1, opset8, properties
+from inferplex import errors, op, opset, opset1, opset8, preprocess, properties
+from inferplex.api import layout_helpers
 from inferplex.api.batch import get_batch, set_batch
 from inferplex.api.convert import convert_model
+from inferplex.api.layout import Layout
+from inferplex.api.shapes import Dimension, PartialShape, Shape
+from inferplex.api.tensor import Tensor
+from inferplex.api.types import Type
 from inferplex.async_queue import AsyncInferQueue
 from inferplex.binding import InferResults
 from inferplex.core import Core, compile_model, get_version
@@ -28,25 +33,33 @@ __all__ = [
     "Core",
     "DevicePlugin",
     "DeviceProgram",
+    "Dimension",
     "ElementType",
     "InferRequest",
     "InferResults",
+    "Layout",
     "MemoryInfo",
     "Model",
     "Op",
+    "PartialShape",
     "Port",
     "ProfilingInfo",
     "ProfilingRecord",
+    "Shape",
+    "Tensor",
+    "Type",
     "__version__",
     "compile_model",
     "convert_model",
     "errors",
     "get_batch",
     "get_version",
+    "layout_helpers",
     "op",
     "opset",
     "opset1",
     "opset8",
+    "preprocess",
     "properties",
     "save_model",
     "set_batch",

@@ -16,6 +16,14 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
+from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
+from inferplex.config.schema import (
+    ENGINE_PROPERTIES,
+    HETERO_PROPERTIES,
+    MULTI_PROPERTIES,
+    canonical_key,
+    normalize_config,
+)
 from inferplex.devices.base import DevicePlugin, DeviceProgram
 from inferplex.devices.cache import CacheRecord, unpack_export
 from inferplex.devices.cpu import CpuPlugin
@@ -32,15 +40,6 @@ from inferplex.errors import (
     PropertyError,
 )
 from inferplex.model import Model, load_model
-from inferplex.properties import (
-    ENGINE_PROPERTIES,
-    VIRTUAL_DEVICES,
-    DeviceSpec,
-    canonical_key,
-    normalize_config,
-    parse_device_list,
-    parse_device_string,
-)
 from inferplex.runtime import CompiledModel
 
 __all__ = ["Core", "compile_model", "get_version"]
@@ -277,9 +276,6 @@ class Core:
 
     @staticmethod
     def _own_keys(virtual: str) -> tuple[str, ...]:
-        from inferplex.hetero import HETERO_PROPERTIES
-        from inferplex.multi import MULTI_PROPERTIES
-
         return HETERO_PROPERTIES if virtual == "HETERO" else MULTI_PROPERTIES
 
     def _virtual_keys(self, virtual: str) -> tuple[str, ...]:
@@ -293,13 +289,24 @@ class Core:
                 _log.warning("inferplex: device family %s is unavailable: %s", family, error)
         return tuple(dict.fromkeys(keys))
 
+    def _device_parsers(self) -> dict[str, Callable[[Any], Any]]:
+        """Every available device family's parsers of its own keys (for virtual devices' configs)."""
+        parsers: dict[str, Callable[[Any], Any]] = {}
+        for family in self._registry.families():
+            try:
+                for key, parse in self._registry.plugin(family).property_parsers().items():
+                    parsers.setdefault(key, parse)
+            except Exception:  # noqa: BLE001 - an unavailable family was reported by _virtual_keys
+                continue
+        return parsers
+
     def _parse_virtual(self, virtual: str, properties: Mapping[str, Any],
                        subset: bool = False) -> dict[str, Any]:
         """``properties`` checked for ``virtual`` (only the keys it takes with ``subset``)."""
         keys = self._virtual_keys(virtual)
         if subset:
             properties = {k: v for k, v in properties.items() if canonical_key(k) in keys}
-        parsed = normalize_config(properties, keys, target=virtual)
+        parsed = normalize_config(properties, keys, target=virtual, parsers=self._device_parsers())
         self._registry.check_device_properties(parsed.get("DEVICE_PROPERTIES", {}))
         return parsed
 
@@ -325,7 +332,7 @@ class Core:
         if isinstance(device_name, Mapping):
             # Every key must be taken by some device; each device gets those it takes.
             every = tuple(dict.fromkeys(k for name in VIRTUAL_DEVICES for k in self._virtual_keys(name)))
-            normalize_config(device_name, every, target="any device")
+            normalize_config(device_name, every, target="any device", parsers=self._device_parsers())
             virtual = {name: self._parse_virtual(name, device_name, subset=True) for name in VIRTUAL_DEVICES}
             for family in self._registry.families():
                 try:

@@ -18,17 +18,16 @@ affinities survive a save/load round trip.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 import onnx_ir as ir
 
+from inferplex.api.shapes import Dimension, PartialShape, Shape
+from inferplex.api.types import Type
 from inferplex.errors import InputError, ModelError
 from inferplex.model_check import (
     LARGE_TENSOR_BYTES,
@@ -45,46 +44,28 @@ __all__ = ["ElementType", "Model", "Op", "Port", "load_model", "save_model"]
 Dim = int | str | None
 
 
-@dataclass(frozen=True)
-class ElementType:
-    """Element type of a port, printed OpenVINO-style (``f32``, ``i64``, ``boolean``)."""
-
-    name: str
-    """Short name: ``f32``, ``f16``, ``bf16``, ``i64``, ``u8``, ``boolean``, ..."""
-    onnx_type: int
-    """``onnx.TensorProto`` data type number."""
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype[Any]:
-        """The numpy dtype (bf16 maps to ml_dtypes' bfloat16 when available)."""
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.onnx_type))
-
-    def to_dtype(self) -> np.dtype[Any]:
-        return self.dtype
-
-    def __str__(self) -> str:
-        return self.name
+ElementType = Type
+"""The element type of a port: :class:`inferplex.Type` (kept as an alias of it)."""
 
 
-_SHORT_NAMES = {
-    "FLOAT": "f32", "FLOAT16": "f16", "BFLOAT16": "bf16", "DOUBLE": "f64",
-    "INT8": "i8", "INT16": "i16", "INT32": "i32", "INT64": "i64",
-    "UINT8": "u8", "UINT16": "u16", "UINT32": "u32", "UINT64": "u64",
-    "BOOL": "boolean", "STRING": "string",
-}
-
-
-def _element_type(value: ir.Value) -> ElementType | None:
-    if value.dtype is None:
-        return None
-    name = value.dtype.name
-    return ElementType(_SHORT_NAMES.get(name, name.lower()), int(value.dtype))
+def _element_type(value: ir.Value) -> Type:
+    return Type.dynamic if value.dtype is None else Type(value.dtype)
 
 
 def _dims(value: ir.Value) -> tuple[Dim, ...] | None:
     if value.shape is None:
         return None
     return tuple(d if isinstance(d, int) else getattr(d, "value", None) for d in value.shape)
+
+
+def _dimension(dim: Dim) -> int | Dimension:
+    """A port's dim as OpenVINO shows it: a size, a range (stored as the symbol ``"1..8"``) or ``?``."""
+    if isinstance(dim, int):
+        return dim
+    low, sep, high = (dim or "").partition("..")
+    if sep and low.isdigit() and (high.isdigit() or high == ""):
+        return Dimension(int(low), int(high) if high else -1)
+    return Dimension()
 
 
 class Port:
@@ -149,44 +130,61 @@ class Port:
         return self._value.type is None or isinstance(self._value.type, ir.TensorType)
 
     @property
-    def element_type(self) -> ElementType | None:
+    def element_type(self) -> Type:
+        """The element type; ``Type.dynamic`` when the model does not say."""
         if self._live:
             self._refresh()
         return self._element
 
-    def get_element_type(self) -> ElementType | None:
+    def get_element_type(self) -> Type:
         return self.element_type
 
     @property
-    def partial_shape(self) -> tuple[Dim, ...] | None:
-        """Dims as ints, symbolic names or ranges (str, ``"1..8"``) or None; None when the rank is unknown."""
+    def dims(self) -> tuple[Dim, ...] | None:
+        """Dims as ints, symbolic names or ranges (str, ``"1..8"``) or None; None when the rank is unknown.
+
+        inferplex's own view, kept for the symbol names ONNX gives dynamic dims
+        (inputs must agree on a symbol); OpenVINO's view is :attr:`partial_shape`.
+        """
         if self._live:
             self._refresh()
         return self._dims
 
-    def get_partial_shape(self) -> tuple[Dim, ...] | None:
+    @property
+    def partial_shape(self) -> PartialShape:
+        """The shape, with ``?`` for dynamic dims, ``1..8`` for ranges and ``[...]`` for an unknown rank."""
+        dims = self.dims
+        if dims is None:
+            return PartialShape.dynamic()
+        return PartialShape([_dimension(d) for d in dims])
+
+    def get_partial_shape(self) -> PartialShape:
         return self.partial_shape
 
     @property
     def is_dynamic(self) -> bool:
-        dims = self.partial_shape
+        dims = self.dims
         return dims is None or any(not isinstance(d, int) for d in dims)
 
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> Shape:
         """Static shape; InputError when some dimension is dynamic."""
-        dims = self.partial_shape
-        if dims is None or self.is_dynamic:
-            raise InputError(f"{self.kind} {self.any_name!r} has a dynamic shape {dims}; "
-                             "use partial_shape, or reshape the model to static dims")
-        return tuple(int(d) for d in dims)  # type: ignore[arg-type]
+        if self.is_dynamic:
+            raise InputError(f"{self.kind} {self.any_name!r} has a dynamic shape "
+                             f"{self.partial_shape}; use partial_shape, or reshape the model "
+                             "to static dims")
+        return Shape(self.dims or ())
 
-    def get_shape(self) -> tuple[int, ...]:
+    def get_shape(self) -> Shape:
         return self.shape
+
+    def get_rt_info(self) -> MutableMapping[str, str]:
+        """String properties of the tensor (its ``layout``, ...), stored in the ONNX graph."""
+        return _RtInfo(self._value.metadata_props)
 
     def __repr__(self) -> str:
         return (f"<Port {self.kind}[{self.index}] {self.any_name!r} "
-                f"{self.element_type} {list(self.partial_shape or [])}>")
+                f"{self.element_type} {self.partial_shape}>")
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Port) and other.kind == self.kind and other.index == self.index
@@ -197,10 +195,10 @@ class Port:
 
 
 class _RtInfo(MutableMapping[str, str]):
-    """``op.get_rt_info()``: a dict view over the node's metadata_props (string values)."""
+    """``get_rt_info()``: a dict view over a node's or value's metadata_props (string values)."""
 
-    def __init__(self, node: ir.Node) -> None:
-        self._props = node.metadata_props
+    def __init__(self, props: MutableMapping[str, str]) -> None:
+        self._props = props
 
     def __getitem__(self, key: str) -> str:
         return self._props[key]
@@ -243,7 +241,7 @@ class Op:
         return self._node.domain
 
     def get_rt_info(self) -> MutableMapping[str, str]:
-        return _RtInfo(self._node)
+        return _RtInfo(self._node.metadata_props)
 
     def __repr__(self) -> str:
         return f"<Op {self._node.op_type} {self._node.name!r}>"

@@ -215,7 +215,7 @@ class CompiledModel:
 
     def set_property(self, properties: Mapping[str, Any]) -> None:
         """Change properties after compilation (e.g. MULTI_DEVICE_PRIORITIES on MULTI)."""
-        from inferplex.properties import normalize_config
+        from inferplex.config.schema import normalize_config
 
         parsed = normalize_config(properties, target=self._device_name)
         self._runner.set_property(parsed)

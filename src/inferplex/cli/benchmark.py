@@ -32,9 +32,9 @@ from inferplex.cli.inputs import (
 )
 from inferplex.cli.output import describe_ports, print_compiled, print_hetero_plan, read_optional
 from inferplex.cli.report import BenchmarkResult, print_counters, print_devices, print_result, write_json
+from inferplex.config.devices import parse_device_string
 from inferplex.core import Core
 from inferplex.errors import InputError, PropertyError
-from inferplex.properties import parse_device_string
 from inferplex.runtime import CompiledModel, InferRequest
 
 __all__ = ["add_arguments", "run_benchmark"]

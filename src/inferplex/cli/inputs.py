@@ -82,7 +82,7 @@ def apply_shapes(model: Model, shapes: Mapping[str | int, Dims] | None, batch: i
             raise InputError(f"-shape without an input name needs a one-input model; this one has "
                              f"{_port_list(model.inputs)}; write 'name[dims]'")
         port = model.input(key)  # InputError names the inputs when the name is unknown
-        current = port.partial_shape
+        current = port.dims
         if current is not None and len(current) != len(dims):
             raise InputError(f"-shape gives input {port.any_name!r} rank {len(dims)} {dims}, "
                              f"but the model's input has rank {len(current)}: {_show(current)}")
@@ -91,7 +91,7 @@ def apply_shapes(model: Model, shapes: Mapping[str | int, Dims] | None, batch: i
         if batch < 1:
             raise InputError(f"-b must be at least 1, got {batch}")
         for port in model.inputs:
-            known = list(new.get(port.any_name) or port.partial_shape or [])
+            known = list(new.get(port.any_name) or port.dims or [])
             if known:
                 new[port.any_name] = [batch, *known[1:]]
     if new:
@@ -102,9 +102,9 @@ def check_static(model: Model) -> None:
     """InputError naming every input that still has a dynamic dimension."""
     dynamic = [p for p in model.inputs if p.is_dynamic]
     if dynamic:
-        names = ", ".join(f"{p.any_name!r} {_show(p.partial_shape)}" for p in dynamic)
+        names = ", ".join(f"{p.any_name!r} {_show(p.dims)}" for p in dynamic)
         example = dynamic[0]
-        dims = ",".join("1" if not isinstance(d, int) else str(d) for d in example.partial_shape or [1])
+        dims = ",".join("1" if not isinstance(d, int) else str(d) for d in example.dims or [1])
         raise InputError(f"dynamic input {names}: give static dims with -shape, e.g. "
                          f"-shape \"{example.any_name}[{dims}]\" (or -b for the batch dimension)")
 
@@ -113,7 +113,7 @@ def batch_size(model: Model, batch: int | None) -> int:
     """``-b`` if given, else dimension 0 of the first input of rank >= 2, else 1."""
     if batch is not None:
         return batch
-    first = model.inputs[0].partial_shape if model.inputs else None
+    first = model.inputs[0].dims if model.inputs else None
     if first and len(first) >= 2 and isinstance(first[0], int) and first[0] > 0:
         return first[0]
     return 1
@@ -125,8 +125,8 @@ def random_inputs(ports: list[Port], seed: int = 0) -> dict[str, np.ndarray]:
     feeds: dict[str, np.ndarray] = {}
     for port in ports:
         element = port.element_type
-        dtype = element.dtype if element is not None else np.dtype(np.float32)
-        shape = port.shape
+        dtype = element.to_dtype() if element.is_static() else np.dtype(np.float32)
+        shape = tuple(port.shape)
         if dtype.kind == "f":
             feeds[port.any_name] = rng.random(shape, dtype=np.float64).astype(dtype)
         elif dtype.kind == "b":
@@ -162,7 +162,7 @@ def tiny_model() -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
 
 
 def _port_list(ports: list[Port]) -> str:
-    return ", ".join(f"{p.any_name!r} {_show(p.partial_shape)}" for p in ports) or "no inputs"
+    return ", ".join(f"{p.any_name!r} {_show(p.dims)}" for p in ports) or "no inputs"
 
 
 def _show(dims: Any) -> str:

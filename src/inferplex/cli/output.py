@@ -41,7 +41,7 @@ def format_bytes(count: Any) -> str:
 
 def describe_ports(ports: Sequence[Port]) -> dict[str, dict[str, Any]]:
     """``{name: {"shape": [1, 3, 224, 224], "element_type": "f32"}}`` ("?" for dynamic dims)."""
-    return {p.any_name: {"shape": [d if isinstance(d, int) else "?" for d in p.partial_shape or []],
+    return {p.any_name: {"shape": [d if isinstance(d, int) else "?" for d in p.dims or []],
                          "element_type": str(p.element_type)} for p in ports}
 
 

@@ -21,10 +21,10 @@ from rich.console import Console
 from rich.table import Table
 
 from inferplex.cli.inputs import sample_model_path
+from inferplex.config.devices import parse_device_string
 from inferplex.core import Core
 from inferplex.errors import InferplexError, PropertyError
 from inferplex.model import Model
-from inferplex.properties import parse_device_string
 
 __all__ = ["add_arguments", "run_query"]
 

@@ -222,6 +222,16 @@ class DevicePlugin(ABC):
     def supported_properties(self) -> tuple[str, ...]:
         """Writable property keys this family accepts in set_property / compile configs."""
 
+    def property_parsers(self) -> Mapping[str, Callable[[Any], Any]]:
+        """Value parsers of this family's own keys (those not in :mod:`inferplex.config.schema`).
+
+        Each takes a string or a Python value and returns the canonical value, or
+        raises :class:`inferplex.config.values.Reject` saying what is accepted
+        (build them from :mod:`inferplex.config.values`).  Keys without a parser
+        reach ``compile`` as given.
+        """
+        return {}
+
     @abstractmethod
     def device_property(self, device: str, key: str) -> Any:
         """A read-only device property (``FULL_DEVICE_NAME``, ``DEVICE_TOTAL_MEM_SIZE``, ...).

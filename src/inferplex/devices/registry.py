@@ -19,10 +19,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from inferplex.config.schema import COMMON_PROPERTIES, normalize_config
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.devices.cache import CacheRecord, CompileLedger, compile_through_cache
 from inferplex.errors import CompileError, DeviceNameError, InferplexError, PluginError, PropertyError
-from inferplex.properties import COMMON_PROPERTIES, normalize_config
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -151,7 +151,7 @@ class DeviceRegistry:
     def set_config(self, name: str, properties: Mapping[str, Any]) -> None:
         """Global properties of a device or family (``core.set_property("GPU", ...)``)."""
         plugin, _ = self.resolve(name)
-        parsed = normalize_config(properties, self.accepted_keys(plugin), name)
+        parsed = normalize_config(properties, self.accepted_keys(plugin), name, plugin.property_parsers())
         with self._lock:
             self._config.setdefault(name, {}).update(parsed)
 
@@ -177,7 +177,8 @@ class DeviceRegistry:
                                 f"(here: {', '.join(self.available_devices())})")
                 continue
             try:
-                normalize_config(properties, self.accepted_keys(self.plugin(family)), key)
+                plugin = self.plugin(family)
+                normalize_config(properties, self.accepted_keys(plugin), key, plugin.property_parsers())
             except PropertyError as error:
                 problems.append(f"DEVICE_PROPERTIES[{key!r}]: {error}")
         if problems:
@@ -190,7 +191,8 @@ class DeviceRegistry:
         with self._lock:
             for key in (plugin.family, full):
                 merged.update(self._config.get(key, {}))
-        merged.update(normalize_config(overrides or {}, self.accepted_keys(plugin), full))
+        merged.update(normalize_config(overrides or {}, self.accepted_keys(plugin), full,
+                                       plugin.property_parsers()))
         return merged
 
     def member_config(self, device: str, virtual_config: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,17 +37,11 @@ if TYPE_CHECKING:
     from inferplex.devices.registry import DeviceRegistry
 
 __all__ = [
-    "HETERO_PROPERTIES", "ChainRunner", "HeteroPlan", "StagePlan", "SubgraphPlan", "TransferPlan",
+    "ChainRunner", "HeteroPlan", "StagePlan", "SubgraphPlan", "TransferPlan",
     "compile_hetero", "plan_hetero", "query_hetero", "render_svg", "write_affinity_dot",
     "write_subgraphs_dot",
 ]
 
-HETERO_PROPERTIES = (
-    "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING",
-    "MULTI_DEVICE_PRIORITIES", "DEVICE_PROPERTIES", "MODEL_DISTRIBUTION_POLICY", "MEMORY_LIMIT",
-    "WORKER_PROCESSES",
-)
-"""HETERO's own keys; the devices' keys are accepted too and reach each member that takes them."""
 
 
 def query_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],

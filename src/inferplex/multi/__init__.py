@@ -29,21 +29,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from inferplex.config.devices import DeviceTarget, parse_device_list
 from inferplex.errors import DeviceNameError
 from inferplex.executor import Executor
 from inferplex.multi.auto import AutoExecutor, auto_candidates, compile_auto, device_rank
-from inferplex.multi.members import WORKER_PROCESSES_KEY, compile_members
+from inferplex.multi.members import compile_members
 from inferplex.multi.policies import DeviceLoad, DevicePriority, EarliestFinish, RoundRobin, make_policy
 from inferplex.multi.scheduler import MultiExecutor
 from inferplex.multi.state import (
     DEFAULT_POLICY,
-    HOST_GAIN_KEY,
     QUARANTINE_KEY,
     TIMEOUT_KEY,
     Member,
     SchedulerOptions,
 )
-from inferplex.properties import DeviceTarget, parse_device_list
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_POLICY",
-    "MULTI_PROPERTIES",
     "QUARANTINE_KEY",
     "TIMEOUT_KEY",
     "AutoExecutor",
@@ -70,13 +68,6 @@ __all__ = [
     "make_policy",
 ]
 
-MULTI_PROPERTIES = (
-    "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT",
-    "ENABLE_PROFILING", "MULTI_DEVICE_PRIORITIES", "DEVICE_PROPERTIES", "SCHEDULE_POLICY",
-    "ENABLE_STARTUP_FALLBACK", "ENABLE_RUNTIME_FALLBACK", "EXCLUSIVE_ASYNC_REQUESTS",
-    "MEMORY_LIMIT", TIMEOUT_KEY, QUARANTINE_KEY, WORKER_PROCESSES_KEY, HOST_GAIN_KEY,
-)
-"""MULTI's and AUTO's own keys; the devices' keys are accepted too and reach each member that takes them."""
 
 
 def compile_multi(registry: DeviceRegistry, model: ir.Model, targets: Sequence[DeviceTarget],

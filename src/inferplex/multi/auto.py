@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from inferplex.config.devices import DeviceSpec, DeviceTarget
 from inferplex.devices.sharing import share_the_host
 from inferplex.errors import CompileError, DeviceNameError, PropertyError
 from inferplex.executor import Done, Executor, RunResult
@@ -40,7 +41,6 @@ from inferplex.multi.members import (
 )
 from inferplex.multi.scheduler import MultiExecutor
 from inferplex.multi.state import Member, SchedulerOptions
-from inferplex.properties import DeviceSpec, DeviceTarget
 
 if TYPE_CHECKING:
     import onnx_ir as ir

@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from inferplex.config.devices import DeviceTarget
 from inferplex.devices.sharing import device_type, share_the_host
 from inferplex.errors import CompileError
 from inferplex.executor import ProgramExecutor
 from inferplex.multi.state import Member
-from inferplex.properties import DeviceTarget
 
 if TYPE_CHECKING:
     import onnx_ir as ir

@@ -35,12 +35,13 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from inferplex.config.devices import DeviceTarget, parse_device_list
+from inferplex.config.schema import canonical_key, normalize_property
 from inferplex.errors import InferenceError, PropertyError
 from inferplex.executor import Done, Executor, RunResult, finish, wait_running_queued
 from inferplex.multi.host_gain import HostGainCheck
 from inferplex.multi.policies import DevicePriority, make_policy
 from inferplex.multi.state import DeviceState, Job, Member, Request, SchedulerOptions, Slot
-from inferplex.properties import DeviceTarget, canonical_key, normalize_property, parse_device_list
 
 __all__ = ["MultiExecutor"]
 

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferplex.config.schema import normalize_property
 from inferplex.executor import Done, Executor
 from inferplex.multi.policies import DeviceLoad
-from inferplex.properties import normalize_property
 
 __all__ = ["DeviceState", "Job", "Member", "Request", "SchedulerOptions", "Slot", "parse_seconds"]
 

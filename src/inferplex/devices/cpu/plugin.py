@@ -24,6 +24,8 @@ from typing import Any
 
 import onnx_ir as ir
 
+from inferplex.config import values
+from inferplex.config.values import Parser
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.devices.cpu import cpu_info, onnxruntime_engine, openvino_engine
 from inferplex.devices.cpu.onnxruntime_support import ort_supported_nodes
@@ -33,6 +35,14 @@ from inferplex.errors import CompileError
 __all__ = ["CpuPlugin"]
 
 _log = logging.getLogger("inferplex")
+
+_PARSERS: dict[str, Parser] = {
+    "THREAD_SPINNING": values.boolean,
+    "THREAD_PRIORITY": values.choice("NORMAL", "LOW"),
+    "ENGINE": values.choice("OPENVINO", "ONNXRUNTIME",
+                            aliases={"ONNX_RUNTIME": "ONNXRUNTIME", "ORT": "ONNXRUNTIME"}),
+}
+"""The CPU's own keys (see the module docstring)."""
 
 _SUPPORTED = (
     "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
@@ -56,6 +66,9 @@ class CpuPlugin(DevicePlugin):
 
     def supported_properties(self) -> tuple[str, ...]:
         return _SUPPORTED
+
+    def property_parsers(self) -> Mapping[str, Parser]:
+        return _PARSERS
 
     def device_property(self, device: str, key: str) -> Any:
         engine = default_engine()

@@ -24,13 +24,10 @@ the host are lowered once per input signature with those dims fixed, see
 ``specialize``), ``MEMORY_LIMIT``, ``GPU_QUEUE_THROTTLE`` (OpenVINO's name and
 values: MEDIUM, the default, and HIGH spin a host core while a worker waits for
 the device; LOW sleeps on a blocking CUDA event instead; no effect on emulated
-GPUs).  On an H200 with 8 workers (f16, batch 4, ``python
-bench/multi_diagnostics.py --throttle``), LOW cut the calling process's CPU time
-from 6.2 to 0.65 ms per request for BERT-base and from 3.1 to 0.95 ms for
-ResNet-50, at 0.97x and 0.95x the throughput.  Beside a CPU serving in
-CUMULATIVE_THROUGHPUT the GPU lost less with LOW (979 against 848 req/s for
-BERT-base) but the sum stayed below MEDIUM's once the CPU was held back, so MULTI
-and AUTO keep MEDIUM.
+GPUs).  LOW frees most of the calling process's CPU time per request for a
+few percent of throughput (``python bench/multi_diagnostics.py --throttle``);
+beside a CPU serving in CUMULATIVE_THROUGHPUT the sum stayed below MEDIUM's
+once the CPU was held back, so MULTI and AUTO keep MEDIUM.
 
 Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
 calling process (MULTI and CUMULATIVE_THROUGHPUT then serve the device from a
@@ -44,6 +41,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from inferplex.config import values
+from inferplex.config.values import Parser
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.errors import CompileError, DeviceNameError, InferplexError, PropertyError
 
@@ -56,6 +55,15 @@ __all__ = ["EMULATION_ENV", "GpuPlugin"]
 EMULATION_ENV = "INFERPLEX_EMULATED_GPUS"
 """Environment variable: number of GPUs to emulate on torch's CPU device."""
 
+_PARSERS: dict[str, Parser] = {
+    "TORCH_COMPILE": values.boolean,
+    "CUDA_GRAPHS": values.boolean,
+    "SHAPE_SPECIALIZATION": values.boolean,
+    "GPU_CHANNELS_LAST": values.yes_no_auto,
+    "GPU_QUEUE_THROTTLE": values.choice("LOW", "MEDIUM", "HIGH"),
+}
+"""The GPU's own keys (see the module docstring)."""
+
 _WRITABLE = ("PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_PRECISION_HINT",
              "ENABLE_PROFILING", "TORCH_COMPILE", "CUDA_GRAPHS", "GPU_CHANNELS_LAST", "SHAPE_SPECIALIZATION",
              "MEMORY_LIMIT", "GPU_QUEUE_THROTTLE")
@@ -67,10 +75,9 @@ _DEFAULTS: dict[str, Any] = {
 }
 _THROUGHPUT_WORKERS = {"cuda": 8, "cpu": 2}
 """Workers (each a CUDA stream with its own graphs) for the throughput hints.  Small
-requests leave a GPU partly idle between one stream's kernels: on an H200 (f16,
-batch 4, ``python bench/multi_diagnostics.py --streams``), 8 workers served
-1.10-1.16x what 4 did for ResNet-50 and BERT-base, in the calling process and
-from a worker process, and 16 served 0.91-0.97x the 8."""
+requests leave a GPU partly idle between one stream's kernels, so several streams
+overlap them; past 8 the gain turns into a loss (``python bench/multi_diagnostics.py
+--streams`` measures it)."""
 
 
 def _emulated_count() -> int:
@@ -139,6 +146,9 @@ class GpuPlugin(DevicePlugin):
 
     def supported_properties(self) -> tuple[str, ...]:
         return _WRITABLE
+
+    def property_parsers(self) -> Mapping[str, Parser]:
+        return _PARSERS
 
     def device_property(self, device: str, key: str) -> Any:
         torch_device = self.torch_device(device)

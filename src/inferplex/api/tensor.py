@@ -1,0 +1,232 @@
+"""``ov.Tensor``: a typed, shaped host buffer that numpy sees as an array.
+
+A tensor owns a flat buffer (its capacity) and shows the first ``size``
+elements of it in its shape.  As in OpenVINO:
+
+- ``Tensor(array)`` copies; ``Tensor(array, shared_memory=True)`` views the
+  array's memory (which must be C-contiguous), so writes show on both sides.
+- ``Tensor(array, shape, type)`` reads the array's bytes as ``type`` in
+  ``shape`` (e.g. a uint16 or float16 array as ``Type.bf16``), sharing memory.
+- ``Tensor(type, shape)`` allocates a tensor of zeros.
+- Setting ``shape`` to one that fits the capacity reshapes in place; a larger
+  shape reallocates a tensor that owns its memory, and is an error for one
+  that views a caller's array.
+- String tensors hold Python strings: ``str_data``/``bytes_data`` read and
+  write them; ``data`` gives the bytes, as OpenVINO does.
+
+Sub-byte types (``u4``, ``i4``) keep one element per byte (ml_dtypes' layout),
+while ``byte_size`` counts packed bits as OpenVINO does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from inferplex.api.shapes import PartialShape, Shape, Strides
+from inferplex.api.types import Type
+from inferplex.errors import InputError
+
+__all__ = ["Tensor"]
+
+_ACCEPTED = ("Tensor(array, shared_memory=False), Tensor(array, shape, type), "
+             "Tensor(type, shape), Tensor(list) or Tensor(port)")
+
+
+class Tensor:
+    """A host tensor (OpenVINO's ``ov.Tensor``); see the module docstring for the constructors."""
+
+    __slots__ = ("_array", "_buffer", "_owned", "_type")
+
+    def __init__(self, *args: Any, shared_memory: bool = False) -> None:
+        if not args:
+            raise InputError(f"Tensor needs arguments; accepted: {_ACCEPTED}")
+        first = args[0]
+        if isinstance(first, np.ndarray) and len(args) == 1:
+            self._from_array(first, shared_memory)
+        elif isinstance(first, np.ndarray) and len(args) in (2, 3):
+            self._view_bytes(first, _shape_of(args[1]), Type(args[2]) if len(args) == 3 else None)
+        elif isinstance(first, (list, tuple, np.generic, int, float, bool, str, bytes)):
+            if len(args) == 2:
+                self._allocate(Type(first), _shape_of(args[1]))
+            else:
+                self._from_array(np.array(first), shared_memory=False)
+        elif len(args) == 2:
+            self._allocate(Type(first), _shape_of(args[1]))
+        elif len(args) == 1 and hasattr(first, "get_element_type"):
+            self._allocate(first.get_element_type(), first.get_shape())
+        else:
+            raise InputError(f"Tensor cannot be built from {', '.join(type(a).__name__ for a in args)}"
+                             f"; accepted: {_ACCEPTED}")
+
+    # --- construction ---------------------------------------------------------------
+
+    def _from_array(self, array: np.ndarray, shared_memory: bool) -> None:
+        element = Type(array.dtype)
+        if element == Type.string:
+            shared_memory = False
+            array = np.vectorize(_as_str, otypes=[object])(array) if array.size else \
+                array.astype(object)
+        if shared_memory and not array.flags.c_contiguous:
+            raise InputError("Tensor(array, shared_memory=True) needs a C-contiguous array; "
+                             "pass np.ascontiguousarray(array), or shared_memory=False to copy")
+        if not shared_memory:
+            array = np.array(array, order="C", copy=True)
+        self._set(element, array.reshape(-1), tuple(array.shape), owned=not shared_memory)
+
+    def _view_bytes(self, array: np.ndarray, shape: tuple[int, ...], element: Type | None) -> None:
+        element = Type(array.dtype) if element is None or element.is_dynamic() else element
+        if element == Type.string or array.dtype.kind in "OUS":
+            raise InputError("Tensor(array, shape, type) reads an array's bytes; string tensors "
+                             "are made with Tensor(array_of_str)")
+        if not array.flags.c_contiguous:
+            raise InputError("Tensor(array, shape, type) shares the array's memory and needs a "
+                             "C-contiguous array; pass np.ascontiguousarray(array)")
+        dtype = element.to_dtype()
+        needed = math.prod(shape) * dtype.itemsize
+        if array.nbytes < needed:
+            raise InputError(f"the array holds {array.nbytes} bytes but a {element} tensor of shape "
+                             f"{list(shape)} needs {needed}")
+        flat = array.reshape(-1).view(np.uint8)[: array.nbytes - array.nbytes % dtype.itemsize]
+        self._set(element, flat.view(dtype), shape, owned=False)
+
+    def _allocate(self, element: Type, shape: tuple[int, ...]) -> None:
+        element = Type(element)
+        if element.is_dynamic():
+            raise InputError("a tensor needs a static element type, got Type.dynamic")
+        self._set(element, _zeros(element, math.prod(shape)), shape, owned=True)
+
+    def _set(self, element: Type, buffer: np.ndarray, shape: tuple[int, ...], owned: bool) -> None:
+        self._type, self._buffer, self._owned = element, buffer, owned
+        self._array = buffer[: math.prod(shape)].reshape(shape)
+
+    # --- OpenVINO's API ----------------------------------------------------------------
+
+    @property
+    def data(self) -> np.ndarray:
+        """A numpy view of the tensor (for strings, a copy as bytes)."""
+        if self._type == Type.string:
+            return self.bytes_data
+        return self._array
+
+    def get_element_type(self) -> Type:
+        return self._type
+
+    def get_shape(self) -> Shape:
+        return Shape(self._array.shape)
+
+    def set_shape(self, shape: Any) -> None:
+        """Reshape in place when the capacity allows, else reallocate (owned tensors only)."""
+        dims = _shape_of(shape)
+        size = math.prod(dims)
+        if size <= self._buffer.size:
+            self._array = self._buffer[:size].reshape(dims)
+        elif self._owned:
+            self._set(self._type, _zeros(self._type, size), dims, owned=True)
+        else:
+            raise InputError(f"cannot set shape {list(dims)} on a tensor that shares a caller's "
+                             f"memory of {self._buffer.size} elements; it would need {size}")
+
+    def get_size(self) -> int:
+        return int(self._array.size)
+
+    def get_byte_size(self) -> int:
+        return (self.get_size() * self._type.get_bitwidth() + 7) // 8
+
+    def get_strides(self) -> Strides:
+        if self._type == Type.string:
+            item = self._type.get_size()
+            dims = self._array.shape
+            return Strides(item * math.prod(dims[i + 1:]) for i in range(len(dims)))
+        return Strides(self._array.strides)
+
+    def is_continuous(self) -> bool:
+        return bool(self._array.flags.c_contiguous)
+
+    element_type = property(get_element_type)
+    shape = property(get_shape, set_shape)
+    size = property(get_size)
+    byte_size = property(get_byte_size)
+    strides = property(get_strides)
+
+    def copy_to(self, target: Tensor) -> None:
+        """Copy into ``target``, reshaping it to this shape; the element types must match."""
+        if not isinstance(target, Tensor):
+            raise InputError(f"copy_to takes a Tensor, got {type(target).__name__}")
+        target.copy_from(self)
+
+    def copy_from(self, source: Tensor | np.ndarray) -> None:
+        """Copy ``source`` (a Tensor or array of this element type) in, taking its shape."""
+        if isinstance(source, np.ndarray):
+            source = Tensor(source, shared_memory=source.flags.c_contiguous)
+        if not isinstance(source, Tensor):
+            raise InputError(f"copy_from takes a Tensor or a numpy array, got "
+                             f"{type(source).__name__}")
+        if source.element_type != self._type:
+            raise InputError(f"cannot copy a {source.element_type} tensor into a {self._type} "
+                             "tensor; element types must be equal")
+        self.set_shape(source._array.shape)
+        self._array[...] = source._array
+
+    @property
+    def str_data(self) -> np.ndarray:
+        """The strings of a string tensor, as a numpy array of ``str``; settable."""
+        self._check_string("str_data")
+        return self._array.astype(str) if self._array.size else np.zeros(self._array.shape, str)
+
+    @str_data.setter
+    def str_data(self, values: Any) -> None:
+        self._set_strings(values)
+
+    @property
+    def bytes_data(self) -> np.ndarray:
+        """The strings of a string tensor as UTF-8 bytes; settable."""
+        self._check_string("bytes_data")
+        encoded = [s.encode() for s in self._array.reshape(-1)]
+        return np.array(encoded, dtype=np.bytes_).reshape(self._array.shape)
+
+    @bytes_data.setter
+    def bytes_data(self, values: Any) -> None:
+        self._set_strings(values)
+
+    def _check_string(self, what: str) -> None:
+        if self._type != Type.string:
+            raise InputError(f"{what} is for string tensors; this tensor is {self._type} "
+                             "(use .data)")
+
+    def _set_strings(self, values: Any) -> None:
+        self._check_string("setting strings")
+        array = np.asarray(values)
+        self.set_shape(array.shape)
+        if array.size:
+            self._array[...] = np.vectorize(_as_str, otypes=[object])(array)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        array = self._array if self._type != Type.string else self.str_data.astype(object)
+        if dtype is not None and np.dtype(dtype) != array.dtype:
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
+    def __repr__(self) -> str:
+        return f"<Tensor: shape{self.get_shape()} type: {self._type}>"
+
+
+def _as_str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _zeros(element: Type, size: int) -> np.ndarray:
+    if element == Type.string:
+        return np.full(size, "", dtype=object)
+    return np.zeros(size, dtype=element.to_dtype())
+
+
+def _shape_of(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, PartialShape):
+        return tuple(shape.to_shape())
+    if isinstance(shape, (int, np.integer)):
+        raise InputError(f"a tensor shape is a list of dims, got the int {shape}; "
+                         f"write [{shape}]")
+    return tuple(Shape(shape))

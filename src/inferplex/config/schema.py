@@ -1,0 +1,203 @@
+"""The one property schema: every key inferplex itself reads, its parser, and who takes it.
+
+A key's *takers* are the places it means something: ``"engine"`` (the request
+engine reads it for any device), ``"device"`` (device plugins that list it in
+``supported_properties``), ``"HETERO"``, ``"MULTI"`` and ``"AUTO"`` (the
+virtual devices).  Keys only one device family knows (``CUDA_GRAPHS``,
+``ENGINE``) live in that plugin (``DevicePlugin.property_parsers``), not here.
+
+Values may be given as strings (``"THROUGHPUT"``, ``"YES"``, ``"20GiB"``) or as
+Python values (``True``, ``4``); :func:`normalize_property` turns either into one
+canonical value and raises :class:`~inferplex.errors.PropertyError` naming the
+key, the value and what is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from inferplex.config import values
+from inferplex.config.devices import DeviceTarget, parse_device_list
+from inferplex.errors import DeviceNameError, PropertyError
+
+__all__ = ["COMMON_PROPERTIES", "ENGINE_PROPERTIES", "HETERO_PROPERTIES", "MULTI_PROPERTIES", "NOT_SUPPORTED",
+           "READ_ONLY_PROPERTIES", "SCHEMA", "Property", "canonical_key", "normalize_config",
+           "normalize_property", "priority_targets"]
+
+
+def _device_priorities(value: Any) -> str:
+    """A validated device list, kept as its text: ``"GPU.0(4),CPU"`` (:func:`priority_targets` reads it)."""
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    if not isinstance(value, str):
+        raise values.Reject("a comma-separated device list such as 'GPU,CPU'")
+    try:
+        parse_device_list(value, allow_counts=True)
+    except DeviceNameError as e:
+        raise values.Reject(f"a comma-separated device list such as 'GPU,CPU' ({e})") from None
+    return value
+
+
+def priority_targets(value: Any) -> tuple[DeviceTarget, ...]:
+    """The devices of a MULTI_DEVICE_PRIORITIES value (its text, or a sequence of names)."""
+    if isinstance(value, str):
+        return parse_device_list(value, allow_counts=True)
+    return tuple(DeviceTarget(str(name)) for name in value)
+
+
+def _device_properties(value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
+        raise values.Reject("a mapping of device name to its properties, e.g. {'CPU': {'NUM_STREAMS': 2}}")
+    return {str(device): dict(props) for device, props in value.items()}
+
+
+def _distribution_policy(value: Any) -> str:
+    if isinstance(value, (set, frozenset, list, tuple)):
+        value = ",".join(str(v) for v in value)
+    return values.choice("", "PIPELINE_PARALLEL")(value)
+
+
+@dataclass(frozen=True)
+class Property:
+    """One key of the schema."""
+
+    key: str
+    """OpenVINO's spelling (or inferplex's, for its own keys)."""
+    parse: Callable[[Any], Any]
+    """The value parser (:mod:`inferplex.config.values`)."""
+    takers: frozenset[str]
+    """Where the key means something: "engine", "device", "registry" (every device, through the
+    device registry), "HETERO", "MULTI", "AUTO"."""
+
+
+_VIRTUAL = frozenset({"HETERO", "MULTI", "AUTO"})
+_MULTI = frozenset({"MULTI", "AUTO"})
+_DEVICE_AND_VIRTUAL = _VIRTUAL | {"device"}
+
+SCHEMA: dict[str, Property] = {p.key: p for p in (
+    Property("PERFORMANCE_HINT", values.choice("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"),
+             _DEVICE_AND_VIRTUAL),
+    Property("PERFORMANCE_HINT_NUM_REQUESTS", values.int_at_least(0), _DEVICE_AND_VIRTUAL),
+    Property("NUM_STREAMS", values.streams, frozenset({"device"})),
+    Property("INFERENCE_NUM_THREADS", values.int_at_least(0), frozenset({"device"})),
+    Property("INFERENCE_PRECISION_HINT", values.choice(
+        "f32", "f16", "bf16",
+        aliases={"FP32": "f32", "FLOAT32": "f32", "FP16": "f16", "FLOAT16": "f16", "BFLOAT16": "bf16"}),
+        _DEVICE_AND_VIRTUAL),
+    Property("ENABLE_PROFILING", values.boolean, _DEVICE_AND_VIRTUAL),
+    Property("MULTI_DEVICE_PRIORITIES", _device_priorities, _VIRTUAL),
+    Property("DEVICE_PROPERTIES", _device_properties, _VIRTUAL),
+    Property("MODEL_DISTRIBUTION_POLICY", _distribution_policy, frozenset({"HETERO"})),
+    Property("MEMORY_LIMIT", values.byte_size, _DEVICE_AND_VIRTUAL),
+    Property("SCHEDULE_POLICY", values.choice("DEVICE_PRIORITY", "ROUND_ROBIN", "EARLIEST_FINISH"), _MULTI),
+    Property("ENABLE_STARTUP_FALLBACK", values.boolean, _MULTI),
+    Property("ENABLE_RUNTIME_FALLBACK", values.boolean, _MULTI),
+    Property("EXCLUSIVE_ASYNC_REQUESTS", values.boolean, _MULTI),
+    Property("MULTI_REQUEST_TIMEOUT", values.seconds, _MULTI),
+    Property("MULTI_QUARANTINE_TIME", values.seconds, _MULTI),
+    Property("MULTI_CHECK_HOST_GAIN", values.boolean, _MULTI),
+    Property("WORKER_PROCESSES", values.yes_no_auto, _VIRTUAL),
+    Property("EXIT_TIMEOUT", values.seconds, frozenset({"engine"})),
+    Property("ENABLE_TRACE", values.boolean, frozenset({"engine"})),
+    Property("CACHE_DIR", values.directory, _VIRTUAL | {"registry"}),
+)}
+
+
+def _taken_by(taker: str) -> tuple[str, ...]:
+    return tuple(key for key, prop in SCHEMA.items() if taker in prop.takers)
+
+
+ENGINE_PROPERTIES = _taken_by("engine")
+"""Compile keys every device takes, read by the request engine itself (not passed to plugins):
+``EXIT_TIMEOUT`` (seconds past the slowest run seen that interpreter exit waits for a run still
+going before its request ends with an InferenceError; default 5) and ``ENABLE_TRACE`` (record
+each request's stages; read them as a Chrome trace with ``get_property("TRACE")``)."""
+COMMON_PROPERTIES = _taken_by("registry")
+"""Keys every device takes, read by the device registry rather than by plugins: ``CACHE_DIR``
+(the model cache, see :mod:`inferplex.devices.cache`)."""
+HETERO_PROPERTIES = _taken_by("HETERO")
+"""HETERO's own keys; the devices' keys are accepted too and reach each member that takes them."""
+MULTI_PROPERTIES = _taken_by("MULTI")
+"""MULTI's and AUTO's own keys; the devices' keys are accepted too and reach each member that takes them."""
+
+_ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES",
+            "MULTI_WORKER_PROCESSES": "WORKER_PROCESSES"}
+
+NOT_SUPPORTED: dict[str, str] = {}
+"""OpenVINO keys inferplex refuses with the reason, rather than accepting them and doing nothing."""
+
+READ_ONLY_PROPERTIES = (
+    "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+    "EXECUTION_DEVICES",
+    "SUPPORTED_PROPERTIES",
+    "FULL_DEVICE_NAME",
+    "DEVICE_TOTAL_MEM_SIZE",
+    "DEVICE_FREE_MEM_SIZE",
+    "HETERO_NUMBER_OF_SUBMODELS",
+    "NETWORK_NAME",
+    "MODEL_NAME",
+    "PIPELINE_STAGES",
+    "HETERO_SUBGRAPHS",
+    "DEVICE_STATISTICS",
+    "LOADED_FROM_CACHE",
+)
+
+
+def canonical_key(key: str) -> str:
+    """The canonical spelling of a property key (``PERF_COUNT`` -> ``ENABLE_PROFILING``)."""
+    upper = str(key).strip().upper()
+    return _ALIASES.get(upper, upper)
+
+
+def normalize_property(key: str, value: Any, accepted_keys: tuple[str, ...] | None = None,
+                       target: str = "",
+                       parsers: Mapping[str, Callable[[Any], Any]] | None = None) -> tuple[str, Any]:
+    """Validate one property and return ``(canonical_key, canonical_value)``.
+
+    ``accepted_keys`` limits the writable keys (a device's SUPPORTED_PROPERTIES);
+    ``target`` names the device in error messages; ``parsers`` are the device
+    plugins' parsers of their own keys.
+    """
+    where = f" for {target}" if target else ""
+    name = canonical_key(key)
+    if name in NOT_SUPPORTED:
+        raise PropertyError(f"property {key!r}{where} is not supported by inferplex: {NOT_SUPPORTED[name]}")
+    if name in READ_ONLY_PROPERTIES:
+        raise PropertyError(f"property {key!r} is read-only{where}; it can be read with get_property")
+    own = parsers or {}
+    allowed = accepted_keys if accepted_keys is not None else (*SCHEMA, *own)
+    if name not in allowed:
+        raise PropertyError(
+            f"unknown property {key!r}{where}; accepted keys: {', '.join(sorted(allowed))}")
+    parse = SCHEMA[name].parse if name in SCHEMA else own.get(name)
+    if parse is None:
+        return name, value  # a device's own key without a parser: its plugin checks the value
+    try:
+        return name, parse(value)
+    except values.Reject as reject:
+        raise PropertyError(f"property {name}{where}: value {value!r} is not accepted; "
+                            f"accepted: {reject}") from None
+
+
+def normalize_config(config: Mapping[str, Any] | None, accepted_keys: tuple[str, ...] | None = None,
+                     target: str = "",
+                     parsers: Mapping[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
+    """Validate every entry of a config; all problems are reported in one error."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise PropertyError(f"config must be a dict of property name to value, got {type(config).__name__}")
+    result: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in config.items():
+        try:
+            name, parsed = normalize_property(key, value, accepted_keys, target, parsers)
+        except PropertyError as e:
+            problems.append(str(e))
+        else:
+            result[name] = parsed
+    if problems:
+        raise PropertyError("; ".join(problems))
+    return result

@@ -1,0 +1,138 @@
+"""Value parsers: what a property's value may be written as, and its one canonical form.
+
+Each parser takes a string (``"YES"``, ``"20GiB"``, ``"500ms"``) or a Python
+value (``True``, ``4``) and returns the canonical value, or raises
+:class:`Reject` with the text of what is accepted; :mod:`.schema` turns that
+into a :class:`~inferplex.errors.PropertyError` naming the key and the value.
+Device plugins build their own keys' parsers from these
+(``DevicePlugin.property_parsers``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from inferplex.errors import PropertyError
+
+__all__ = ["Parser", "Reject", "boolean", "byte_size", "choice", "directory", "int_at_least", "parse_bytes",
+           "parse_seconds", "seconds", "streams", "yes_no_auto"]
+
+
+class Reject(Exception):  # noqa: N818 - a parser's "no", not an error the user sees
+    """Raised by a value parser; its text says what is accepted."""
+
+
+_TRUE = {"YES", "TRUE", "1", "ON"}
+_FALSE = {"NO", "FALSE", "0", "OFF"}
+_BYTE_UNITS = {
+    "": 1, "B": 1,
+    "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+    "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40,
+}
+_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().upper() in _TRUE | _FALSE:
+        return value.strip().upper() in _TRUE
+    raise Reject("True/False or 'YES'/'NO'")
+
+
+def int_at_least(minimum: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise Reject(f"an integer >= {minimum}")
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise Reject(f"an integer >= {minimum}") from None
+        if (isinstance(value, float) and value != number) or number < minimum:
+            raise Reject(f"an integer >= {minimum}")
+        return number
+
+    return parse
+
+
+def choice(*choices: str, aliases: Mapping[str, str] | None = None) -> Callable[[Any], str]:
+    table = {c.upper(): c for c in choices}
+    table.update({k.upper(): v for k, v in (aliases or {}).items()})
+
+    def parse(value: Any) -> str:
+        if isinstance(value, str) and value.strip().upper() in table:
+            return table[value.strip().upper()]
+        raise Reject("one of " + ", ".join(choices))
+
+    return parse
+
+
+def parse_bytes(value: Any) -> int:
+    """Bytes from an int or a string such as ``"20GiB"``, ``"512 MB"`` or ``"1024"``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        match = _BYTES_RE.match(value)
+        if match and match.group(2).upper() in _BYTE_UNITS:
+            return int(float(match.group(1)) * _BYTE_UNITS[match.group(2).upper()])
+    raise PropertyError(
+        f"MEMORY_LIMIT: {value!r} is not a size; accepted: a number of bytes (int) "
+        "or a string like '20GiB', '512MB', '1.5GB'"
+    )
+
+
+def byte_size(value: Any) -> int:
+    try:
+        return parse_bytes(value)
+    except PropertyError:
+        raise Reject("bytes as an int, or a string like '20GiB', '512MB'") from None
+
+
+_SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$", re.IGNORECASE)
+
+
+def parse_seconds(value: Any) -> float | None:
+    """Seconds from ``2``, ``0.5``, ``"500ms"`` or ``"2s"``; ``None`` and ``0`` mean no limit."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value) or None
+    match = _SECONDS_RE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise Reject("seconds as a number (0 = no limit), or a string like '500ms', '2s'")
+    number = float(match.group(1)) / (1000.0 if (match.group(2) or "").lower() == "ms" else 1.0)
+    return number or None
+
+
+def streams(value: Any) -> int | str:
+    if isinstance(value, str) and value.strip().upper() == "AUTO":
+        return "AUTO"
+    return int_at_least(1)(value)
+
+
+
+
+def seconds(value: Any) -> float | None:
+    """:func:`parse_seconds` as a parser."""
+    return parse_seconds(value)
+
+
+def yes_no_auto(value: Any) -> str:
+    """``AUTO``, ``YES`` or ``NO`` (booleans read as YES/NO)."""
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    return choice("AUTO", "YES", "NO", aliases={"TRUE": "YES", "FALSE": "NO"})(value)
+
+
+Parser = Callable[[Any], Any]
+"""A value parser: the canonical value, or :class:`Reject`."""
+
+
+def directory(value: Any) -> str:
+    """A directory path (str or os.PathLike) as text; '' means none.  Whether it is safe is checked
+    where it is used (the model cache checks its owner and mode at compile)."""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise Reject("a directory path (str or pathlib.Path), or '' for none")

@@ -1,0 +1,38 @@
+"""``ov.preprocess``: OpenVINO's PrePostProcessor, built into the ONNX graph.
+
+Steps recorded on a :class:`PrePostProcessor` become ONNX ops at ``build()``,
+so every device (and the GPU's fused lowered graph) runs them, and no numpy
+preprocessing is left to the host.  Built: element type and layout
+conversion, resize (linear, nearest, cubic), mean, scale, channel reversal,
+RGB/BGR/RGBX/BGRX colour conversion and crop, plus OpenVINO's implicit
+conversions to the model's element type and layout; on outputs, element type
+and layout conversion.
+"""
+
+from inferplex.preprocess._info import (
+    ColorFormat,
+    InputInfo,
+    InputModelInfo,
+    InputTensorInfo,
+    OutputInfo,
+    OutputModelInfo,
+    OutputTensorInfo,
+    PostProcessSteps,
+    PreProcessSteps,
+    ResizeAlgorithm,
+)
+from inferplex.preprocess._processor import PrePostProcessor
+
+__all__ = [
+    "ColorFormat",
+    "InputInfo",
+    "InputModelInfo",
+    "InputTensorInfo",
+    "OutputInfo",
+    "OutputModelInfo",
+    "OutputTensorInfo",
+    "PostProcessSteps",
+    "PrePostProcessor",
+    "PreProcessSteps",
+    "ResizeAlgorithm",
+]

@@ -1,0 +1,249 @@
+"""What a user records on a PrePostProcessor: tensor and model facts, and the steps.
+
+These classes only record; :mod:`inferplex.preprocess._build` turns the records
+into ONNX ops.  Every setter returns its object, so calls chain as in OpenVINO:
+``ppp.input().tensor().set_element_type(Type.u8).set_layout(Layout("NHWC"))``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferplex.api.layout import Layout
+from inferplex.api.shapes import PartialShape
+from inferplex.api.types import Type
+from inferplex.errors import InputError
+
+
+class ResizeAlgorithm(enum.Enum):
+    """How ``resize`` interpolates (ONNX Resize, half-pixel coordinates, no antialiasing)."""
+
+    RESIZE_LINEAR = "linear"
+    RESIZE_NEAREST = "nearest"
+    RESIZE_CUBIC = "cubic"
+
+
+class ColorFormat(enum.Enum):
+    """Colour formats of image tensors; conversions between RGB, BGR, RGBX and BGRX are built."""
+
+    UNDEFINED = "UNDEFINED"
+    RGB = "RGB"
+    BGR = "BGR"
+    RGBX = "RGBX"
+    BGRX = "BGRX"
+    GRAY = "GRAY"
+    NV12_SINGLE_PLANE = "NV12_SINGLE_PLANE"
+    NV12_TWO_PLANES = "NV12_TWO_PLANES"
+    I420_SINGLE_PLANE = "I420_SINGLE_PLANE"
+    I420_THREE_PLANES = "I420_THREE_PLANES"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded step: its name (``mean``, ``resize``, ...) and its arguments."""
+
+    name: str
+    """The step's method name, e.g. ``convert_element_type``."""
+    args: tuple[Any, ...] = ()
+    """Its arguments, already checked and converted (Type, Layout, floats, ...)."""
+
+
+def _floats(values: float | Sequence[float], what: str) -> tuple[float, ...]:
+    items = [values] if isinstance(values, (int, float)) else list(values)
+    try:
+        return tuple(float(v) for v in items)
+    except (TypeError, ValueError) as error:
+        raise InputError(f"{what} takes a number or a list of numbers (one per channel), "
+                         f"got {values!r}") from error
+
+
+def _layout_or_order(layout: Any) -> Layout | tuple[int, ...] | None:
+    if layout is None or isinstance(layout, Layout):
+        return layout
+    if isinstance(layout, str):
+        return Layout(layout)
+    order = tuple(int(i) for i in layout)
+    if sorted(order) != list(range(len(order))):
+        raise InputError(f"convert_layout order {list(order)} is not a permutation of "
+                         f"0..{len(order) - 1}")
+    return order
+
+
+class _Steps:
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+
+    def _add(self, name: str, *args: Any) -> Any:
+        self.steps.append(Step(name, args))
+        return self
+
+    def convert_element_type(self, type: Type | None = None) -> Any:
+        """Cast to ``type`` (default: the model's element type)."""
+        return self._add("convert_element_type", None if type is None else Type(type))
+
+    def convert_layout(self, layout: Layout | str | Sequence[int] | None = None) -> Any:
+        """Transpose to ``layout`` (default: the model's), or by a dimension order ``[0, 3, 1, 2]``."""
+        return self._add("convert_layout", _layout_or_order(layout))
+
+
+class PreProcessSteps(_Steps):
+    """The preprocessing steps of one input, applied in the order they are added."""
+
+    def mean(self, value: float | Sequence[float]) -> PreProcessSteps:
+        """Subtract ``value`` (one number, or one per channel: needs a layout with ``C``)."""
+        return self._add("mean", _floats(value, "mean"))
+
+    def scale(self, value: float | Sequence[float]) -> PreProcessSteps:
+        """Divide by ``value`` (one number, or one per channel)."""
+        values = _floats(value, "scale")
+        if 0.0 in values:
+            raise InputError(f"scale values must be non-zero, got {list(values)}")
+        return self._add("scale", values)
+
+    def resize(self, algorithm: ResizeAlgorithm, dst_height: int | None = None,
+               dst_width: int | None = None) -> PreProcessSteps:
+        """Resize H and W to the model's (or to ``dst_height`` x ``dst_width``)."""
+        if not isinstance(algorithm, ResizeAlgorithm):
+            names = ", ".join(a.name for a in ResizeAlgorithm)
+            raise InputError(f"resize takes a ResizeAlgorithm ({names}), got {algorithm!r}")
+        if (dst_height is None) != (dst_width is None):
+            raise InputError("resize takes both dst_height and dst_width, or neither")
+        return self._add("resize", algorithm, dst_height, dst_width)
+
+    def reverse_channels(self) -> PreProcessSteps:
+        """Reverse the order of the channels (``C`` must be in the layout)."""
+        return self._add("reverse_channels")
+
+    def convert_color(self, dst_format: ColorFormat) -> PreProcessSteps:
+        """Convert from the tensor's colour format (``set_color_format``) to ``dst_format``."""
+        return self._add("convert_color", ColorFormat(dst_format))
+
+    def crop(self, begin: Sequence[int], end: Sequence[int]) -> PreProcessSteps:
+        """Keep ``begin[i]:end[i]`` of every dimension (negative ends count from the end)."""
+        if len(begin) != len(end):
+            raise InputError(f"crop begin {list(begin)} and end {list(end)} differ in length")
+        return self._add("crop", tuple(int(b) for b in begin), tuple(int(e) for e in end))
+
+
+class PostProcessSteps(_Steps):
+    """The postprocessing steps of one output, applied in the order they are added."""
+
+
+@dataclass
+class TensorFacts:
+    """What the user's tensor is; None where not set (then the model's is used)."""
+
+    element_type: Type | None = None
+    layout: Layout | None = None
+    shape: PartialShape | None = None
+    spatial: tuple[Any, Any] | None = None
+    """(height, width) from ``set_spatial_*_shape``: ints, or None for dynamic."""
+    color: ColorFormat | None = None
+
+
+class InputTensorInfo:
+    """The tensor a user will feed (``ppp.input().tensor()``)."""
+
+    def __init__(self) -> None:
+        self.facts = TensorFacts()
+
+    def set_element_type(self, type: Type) -> InputTensorInfo:
+        self.facts.element_type = Type(type)
+        return self
+
+    def set_layout(self, layout: Layout | str) -> InputTensorInfo:
+        self.facts.layout = Layout(layout)
+        return self
+
+    def set_shape(self, shape: Any) -> InputTensorInfo:
+        self.facts.shape = PartialShape(shape)
+        return self
+
+    def set_spatial_dynamic_shape(self) -> InputTensorInfo:
+        """Height and width are dynamic: any image size is accepted (resize it)."""
+        self.facts.spatial = (None, None)
+        return self
+
+    def set_spatial_static_shape(self, height: int, width: int) -> InputTensorInfo:
+        self.facts.spatial = (int(height), int(width))
+        return self
+
+    def set_color_format(self, format: ColorFormat,
+                         sub_names: Sequence[str] = ()) -> InputTensorInfo:
+        del sub_names  # plane names of multi-plane formats, which are not built
+        self.facts.color = ColorFormat(format)
+        return self
+
+
+class OutputTensorInfo:
+    """The tensor a user will read (``ppp.output().tensor()``)."""
+
+    def __init__(self) -> None:
+        self.facts = TensorFacts()
+
+    def set_element_type(self, type: Type) -> OutputTensorInfo:
+        self.facts.element_type = Type(type)
+        return self
+
+    def set_layout(self, layout: Layout | str) -> OutputTensorInfo:
+        self.facts.layout = Layout(layout)
+        return self
+
+
+class _ModelInfo:
+    def __init__(self) -> None:
+        self.layout: Layout | None = None
+
+    def set_layout(self, layout: Layout | str) -> Any:
+        """The layout the model's tensor has (e.g. ``NCHW``)."""
+        self.layout = Layout(layout)
+        return self
+
+
+class InputModelInfo(_ModelInfo):
+    """What the model's input is (``ppp.input().model()``)."""
+
+
+class OutputModelInfo(_ModelInfo):
+    """What the model's output is (``ppp.output().model()``)."""
+
+
+@dataclass
+class InputInfo:
+    """One input's records: ``tensor()``, ``preprocess()`` and ``model()``."""
+
+    index: int
+    _tensor: InputTensorInfo = field(default_factory=InputTensorInfo)
+    _steps: PreProcessSteps = field(default_factory=PreProcessSteps)
+    _model: InputModelInfo = field(default_factory=InputModelInfo)
+
+    def tensor(self) -> InputTensorInfo:
+        return self._tensor
+
+    def preprocess(self) -> PreProcessSteps:
+        return self._steps
+
+    def model(self) -> InputModelInfo:
+        return self._model
+
+
+@dataclass
+class OutputInfo:
+    """One output's records: ``model()``, ``postprocess()`` and ``tensor()``."""
+
+    index: int
+    _tensor: OutputTensorInfo = field(default_factory=OutputTensorInfo)
+    _steps: PostProcessSteps = field(default_factory=PostProcessSteps)
+    _model: OutputModelInfo = field(default_factory=OutputModelInfo)
+
+    def tensor(self) -> OutputTensorInfo:
+        return self._tensor
+
+    def postprocess(self) -> PostProcessSteps:
+        return self._steps
+
+    def model(self) -> OutputModelInfo:
+        return self._model

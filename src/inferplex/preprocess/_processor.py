@@ -1,0 +1,127 @@
+"""``PrePostProcessor``: records steps per input/output and adds them to the graph at ``build()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+
+from inferplex.api import layout_helpers
+from inferplex.api.layout import Layout
+from inferplex.errors import InputError, ModelError
+from inferplex.model import Model
+from inferplex.preprocess._build import emit, new_input, plan_input, plan_output
+from inferplex.preprocess._info import InputInfo, OutputInfo
+from inferplex.preprocess._ops import Emitter, ir_shape
+
+__all__ = ["PrePostProcessor"]
+
+
+class PrePostProcessor:
+    """OpenVINO's ``PrePostProcessor`` over an ONNX model.
+
+    ``build()`` adds the recorded steps to ``model``'s ONNX graph as ONNX ops
+    (Cast, Transpose, Resize, Sub, Div, Slice), so every device runs them; as
+    in OpenVINO it changes ``model`` in place and returns it.  The new inputs
+    and outputs keep their names, and carry the tensor's layout.
+
+        >>> ppp = PrePostProcessor(model)                          # doctest: +SKIP
+        >>> ppp.input().tensor().set_element_type(Type.u8).set_layout(Layout("NHWC"))
+        >>> ppp.input().model().set_layout(Layout("NCHW"))
+        >>> model = ppp.build()
+    """
+
+    def __init__(self, model: Model) -> None:
+        if not isinstance(model, Model):
+            raise InputError(f"PrePostProcessor takes an inferplex Model (core.read_model(...)), "
+                             f"got {type(model).__name__}")
+        self._model = model
+        self._inputs: dict[int, InputInfo] = {}
+        self._outputs: dict[int, OutputInfo] = {}
+
+    def input(self, key: int | str | None = None) -> InputInfo:
+        """The records of one input, by index or name; no key for a one-input model."""
+        index = self._index(key, self._model.inputs, "input")
+        return self._inputs.setdefault(index, InputInfo(index))
+
+    def output(self, key: int | str | None = None) -> OutputInfo:
+        """The records of one output, by index or name; no key for a one-output model."""
+        index = self._index(key, self._model.outputs, "output")
+        return self._outputs.setdefault(index, OutputInfo(index))
+
+    @staticmethod
+    def _index(key: Any, ports: list[Any], kind: str) -> int:
+        if key is None:
+            if len(ports) != 1:
+                raise InputError(f"the model has {len(ports)} {kind}s; name one: "
+                                 f"ppp.{kind}(index) or ppp.{kind}('name')")
+            return 0
+        for port in ports:
+            if key in (port.index, port.any_name):
+                return int(port.index)
+        raise InputError(f"the model has no {kind} {key!r}; {kind}s: "
+                         f"{', '.join(p.any_name for p in ports)}")
+
+    def build(self) -> Model:
+        """Add the steps to the model's graph; returns the (same) model."""
+        graph = self._model.ir.graph
+        opset = graph.opset_imports.get("", 1)
+        for index, input_info in sorted(self._inputs.items()):
+            self._build_input(graph, index, input_info, opset)
+        for index, output_info in sorted(self._outputs.items()):
+            self._build_output(graph, index, output_info, opset)
+        return self._model
+
+    def _build_input(self, graph: ir.Graph, index: int, info: InputInfo, opset: int) -> None:
+        port = self._model.inputs[index]
+        track, shape, element, layout = plan_input(info, port)
+        name = port.any_name
+        old = graph.inputs[index]
+        out = Emitter(f"{name}/preprocess", opset)
+        value = new_input(name, element, shape)
+        final, _, final_shape = emit(out, track.ops, value, element, shape)
+        if not final_shape.compatible(port.get_partial_shape()):
+            raise ModelError(f"input {name!r}: after preprocessing the tensor has shape "
+                             f"{final_shape}, but the model takes {port.get_partial_shape()}; "
+                             "check the tensor's shape and layout, and the resize/crop steps")
+        if not track.ops:  # no ops: the input only takes the tensor's (narrower) shape
+            old.shape = ir_shape(shape) if shape.refines(port.get_partial_shape()) else old.shape
+            return self._store_layout(index, layout)
+        old.name = f"{name}/model_input"
+        old.replace_all_uses_with(final, replace_graph_outputs=True)
+        for initializer in out.initializers:
+            graph.register_initializer(initializer)
+        if graph.num_nodes():
+            graph.insert_before(graph.node(0), out.nodes)
+        else:
+            graph.extend(out.nodes)
+        graph.inputs[index] = value
+        self._store_layout(index, layout)
+
+    def _store_layout(self, index: int, layout: Layout) -> None:
+        if not layout.empty:
+            layout_helpers.set_layout(self._model.inputs[index], layout)
+
+    def _build_output(self, graph: ir.Graph, index: int, info: OutputInfo, opset: int) -> None:
+        port = self._model.outputs[index]
+        track = plan_output(info, port)
+        if track.ops:
+            old = graph.outputs[index]
+            name = port.any_name
+            out = Emitter(f"{name}/postprocess", opset)
+            final, _, _ = emit(out, track.ops, old, port.get_element_type(),
+                               port.get_partial_shape())
+            old.name = f"{name}/model_output"
+            final.name = name
+            for initializer in out.initializers:
+                graph.register_initializer(initializer)
+            graph.extend(out.nodes)
+            graph.outputs[index] = final
+        layout = info.tensor().facts.layout or track.layout
+        if not layout.empty:
+            layout_helpers.set_layout(self._model.outputs[index], layout)
+
+    def __repr__(self) -> str:
+        return (f"<PrePostProcessor {self._model.get_friendly_name()!r} "
+                f"inputs={sorted(self._inputs)} outputs={sorted(self._outputs)}>")
+
