@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, ort_run
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
 from inferplex.errors import CompileError, PropertyError
+
+from conftest import make_model, ort_run
 
 _RNG = np.random.default_rng(7)
 _W1 = _RNG.standard_normal((16, 32)).astype(np.float32)
@@ -171,10 +172,10 @@ def test_virtual_devices_load_their_members_from_cache(tmp_path: Path, device: s
     cold = _compile(tmp_path, device)
     assert cold.get_property("LOADED_FROM_CACHE") is False
     warm = _compile(tmp_path, device)
-    _check(cold)
-    _check(warm)
     if device != "AUTO":  # AUTO picks among the devices present; a GPU here is not cached
         assert warm.get_property("LOADED_FROM_CACHE") is True
+    _check(cold)
+    _check(warm)
 
 
 @pytest.mark.usefixtures("emulated_gpus")
@@ -220,7 +221,7 @@ def test_global_cache_dir_reads_back(tmp_path: Path) -> None:
     core.set_property({"CACHE_DIR": str(tmp_path)})
     assert core.get_property("CPU", "CACHE_DIR") == str(tmp_path)
     assert core.get_property("HETERO", "CACHE_DIR") == str(tmp_path)
-    with pytest.raises(PropertyError, match="CACHE_DIR.*not accepted.*directory path"):
+    with pytest.raises(PropertyError, match=r"CACHE_DIR.*not accepted.*directory path"):
         core.set_property({"CACHE_DIR": 3})
 
 
@@ -245,7 +246,7 @@ def test_import_refuses_other_devices_and_bad_blobs() -> None:
     blob = ov.Core().compile_model(_mlp(), "CPU").export_model()
     assert isinstance(blob, bytes)
     core = ov.Core()
-    with pytest.raises(CompileError, match="exported from CPU; it cannot be imported on GPU.0"):
+    with pytest.raises(CompileError, match=r"exported from CPU; it cannot be imported on GPU.0"):
         core.import_model(blob, "GPU")
     with pytest.raises(CompileError, match="checksum does not match"):
         core.import_model(blob[:-10], "CPU")
@@ -255,7 +256,7 @@ def test_import_refuses_other_devices_and_bad_blobs() -> None:
         core.import_model(blob, "MULTI:CPU")
     with pytest.raises(CompileError, match="virtual device"):
         core.compile_model(_mlp(), "MULTI:CPU").export_model()
-    with pytest.raises(CompileError, match="GPU.0 cannot export"):
+    with pytest.raises(CompileError, match=r"GPU.0 cannot export"):
         core.compile_model(_mlp(), "GPU.0").export_model()
 
 
@@ -275,5 +276,5 @@ def test_cache_dir_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "theirs"
     folder.mkdir(mode=0o700)
     os.chown(folder, 12345, 12345)
-    with pytest.raises(PropertyError, match="owned by another user.*a directory you own"):
+    with pytest.raises(PropertyError, match=r"owned by another user.*a directory you own"):
         _compile(folder, "CPU")

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from inferplex.binding import InferResults, keyed_inputs
-from inferplex.devices.cache import CompileLedger
 from inferplex.devices.base import ProfilingInfo
+from inferplex.devices.cache import CompileLedger
 from inferplex.engine import lifecycle
 from inferplex.engine.completions import Completions, blocking, on_completion_thread
 from inferplex.engine.device_pool import as_inference_error
@@ -153,7 +153,8 @@ class CompiledModel:
         from inferplex.errors import CompileError
 
         records = self._ledger.snapshot() if self._ledger is not None else []
-        if len(records) != 1 or ":" in self._device_name or self._device_name in ("HETERO", "MULTI", "AUTO"):
+        virtual = ":" in self._device_name or self._device_name in ("HETERO", "MULTI", "AUTO")
+        if len(records) != 1 or virtual:
             raise CompileError(f"export_model exports a model compiled on one device; {self._device_name} "
                                "is a virtual device: compile on one of its devices to export")
         record = records[0]
@@ -209,7 +210,8 @@ class CompiledModel:
     def _supported_properties(self) -> list[str]:
         """Every key get_property answers: the model's, the runner's (its devices'), the settings."""
         names = ["OPTIMAL_NUMBER_OF_INFER_REQUESTS", "EXECUTION_DEVICES", "NETWORK_NAME",
-                 "SUPPORTED_PROPERTIES", "LOADED_FROM_CACHE", *(["TRACE"] if self._timeline is not None else []),
+                 "SUPPORTED_PROPERTIES", "LOADED_FROM_CACHE",
+                 *(["TRACE"] if self._timeline is not None else []),
                  *self._runner.property_names(), *self._config]
         return list(dict.fromkeys(names))
 

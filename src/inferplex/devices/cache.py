@@ -41,6 +41,7 @@ own blob, under one SHA-256.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -158,8 +159,8 @@ def _unpack(magic: bytes, blob: bytes) -> tuple[dict[str, Any], bytes]:
     except ValueError:
         raise ValueError("its header is not readable") from None
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
-        raise ValueError(f"it is of another format ({header.get('format') if isinstance(header, dict) else '?'}"
-                         f", this version reads {_FORMAT})")
+        found = header.get("format") if isinstance(header, dict) else "?"
+        raise ValueError(f"it is of another format ({found}, this version reads {_FORMAT})")
     payload = blob[at + size:]
     if len(payload) != header.get("payload_bytes") or \
             hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
@@ -198,10 +199,8 @@ def _read_entry(root: Path, key: str, fingerprint: str) -> bytes | None:
 
 def _discard(path: Path, why: str) -> None:
     _log.warning("inferplex: ignoring cache entry %s: %s; compiling again", path, why)
-    try:
+    with contextlib.suppress(OSError):
         path.unlink()
-    except OSError:
-        pass
 
 
 def _write_entry(root: Path, key: str, fingerprint: str, device: str, payload: bytes) -> None:

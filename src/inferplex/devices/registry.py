@@ -222,8 +222,8 @@ class DeviceRegistry:
         settings = dict(config)
         cache_dir = str(settings.pop("CACHE_DIR", "") or "")
         if cache_dir:
-            program, loaded = compile_through_cache(
-                plugin, model, full, settings, cache_dir, lambda: self._compile(plugin, model, full, settings))
+            program, loaded = compile_through_cache(plugin, model, full, settings, cache_dir,
+                                                    lambda: self._compile(plugin, model, full, settings))
         else:
             program, loaded = self._compile(plugin, model, full, settings), False
         if not isinstance(program, DeviceProgram):
