@@ -63,7 +63,8 @@ def latency_runners(name: str) -> tuple[dict[str, Runner], int]:
     model = core.read_model(path)
     feeds = random_inputs(model.inputs)
     threads = stream_layout({"PERFORMANCE_HINT": "LATENCY"})[1]
-    request = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", "ENGINE": "ONNXRUNTIME"}).create_infer_request()
+    config = {"PERFORMANCE_HINT": "LATENCY", "ENGINE": "ONNXRUNTIME"}
+    request = core.compile_model(model, "CPU", config).create_infer_request()
     constant = _raw_session(model.to_onnx().SerializeToString(), threads)
     original = _raw_session(str(path), threads)
     return {
@@ -117,7 +118,8 @@ def measure_overhead(rounds: int, calls: int = 2000) -> dict[str, float]:
     proto, feeds, _ = tiny_model()
     core = ov.Core()
     model = core.read_model(proto)
-    request = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", "ENGINE": "ONNXRUNTIME"}).create_infer_request()
+    config = {"PERFORMANCE_HINT": "LATENCY", "ENGINE": "ONNXRUNTIME"}
+    request = core.compile_model(model, "CPU", config).create_infer_request()
     threads = stream_layout({"PERFORMANCE_HINT": "LATENCY"})[1]
     session = _raw_session(model.to_onnx().SerializeToString(), threads)
     runners = {"inferplex": lambda: request.infer(feeds), "raw ORT": lambda: session.run(None, feeds)}

@@ -132,9 +132,18 @@ def closed_loop(compiled: Any, inputs: dict[str, np.ndarray], seconds: float,
             "states": {name: s.get("state") for name, s in after.items()}}
 
 
+def host_gain_check(compiled: Any) -> dict[str, Any] | None:
+    """MULTI_CHECK_HOST_GAIN's state as DEVICE_STATISTICS reports it on the host device (None: no host)."""
+    try:
+        stats = compiled.get_property("DEVICE_STATISTICS")
+    except Exception:  # noqa: BLE001 - not a MULTI/AUTO model
+        return None
+    return next((entry["host_gain"] for entry in stats.values() if "host_gain" in entry), None)
+
+
 def burst(compiled: Any, inputs: dict[str, np.ndarray], count: int) -> dict[str, Any]:
-    """Submit ``count`` requests at once; requests/s up to the last one's end."""
-    executor = compiled.executor
+    """Start ``count`` requests at once (one InferRequest each); requests/s up to the last one's end."""
+    requests = [compiled.create_infer_request() for _ in range(count)]
     left = [count]
     finished = threading.Event()
     lock = threading.Lock()
@@ -145,9 +154,11 @@ def burst(compiled: Any, inputs: dict[str, np.ndarray], count: int) -> dict[str,
             if left[0] == 0:
                 finished.set()
 
+    for request in requests:
+        request.set_callback(done, None)
     start = time.perf_counter()
-    for _ in range(count):
-        executor.submit(inputs, done)
+    for request in requests:
+        request.start_async(inputs)
     finished.wait()
     elapsed = time.perf_counter() - start
     return {"fps": count / elapsed, "makespan_s": elapsed}
@@ -240,8 +251,8 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
                              {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", **per_device, **extra})
             entry = closed_loop(compiled, inputs, args.seconds)
             entry["burst"] = burst(compiled, inputs, args.burst)
-            check = getattr(compiled.executor, "host_gain", None)
-            entry["host_gain_rates"] = check.last_rates if check is not None else None
+            check = host_gain_check(compiled)
+            entry["host_gain_rates"] = check["rates"] if check is not None else None
             result["cumulative"][label] = entry
             compiled.release()
             log(f"  {name}: CUMULATIVE {label} {entry['fps']:.1f} req/s, burst {entry['burst']['fps']:.1f}")
@@ -328,9 +339,10 @@ def _first_inference_here(job: dict[str, Any]) -> None:
         compile_member = auto.compile_member
 
         def helper_in_a_process(registry: Any, model: Any, name: str, config: Any, num_requests: Any = None,
-                                own_process: bool = False) -> Any:
+                                own_process: bool = False, exit_timeout: Any = None) -> Any:
             host = registry.device_property(name, "DEVICE_TYPE") == "host"
-            return compile_member(registry, model, name, config, num_requests, own_process or host)
+            return compile_member(registry, model, name, config, num_requests, own_process or host,
+                                  exit_timeout)
 
         auto.compile_member = helper_in_a_process
     core = ov.Core()

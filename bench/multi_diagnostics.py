@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multi_auto import bert_base, closed_loop, keep_full, resnet50, tiny_model
+from multi_auto import bert_base, closed_loop, host_gain_check, keep_full, resnet50, tiny_model
 
 
 def main() -> None:
@@ -107,14 +107,14 @@ def main() -> None:
         # closed_loop warms up for min(2 s, seconds) first: count the CPU of both loops.
         warmup = result["warmup_fps"] * min(2.0, seconds)
         per_request = (_cpu_seconds() - before) / max(1.0, result["requests"] + warmup) * 1e6
-        check = getattr(compiled.executor, "host_gain", None)
+        check = host_gain_check(compiled)
         if isinstance(config, dict):
             compiled.release()
         states = result["states"]
         marks = {d: f" ({state})" for d, state in states.items() if state != "serving"}
         devices = "  ".join(f"{d}: {s['fps']:.0f}{marks.get(d, '')}" for d, s in result["devices"].items())
-        if check is not None and check.checks:  # MULTI_CHECK_HOST_GAIN's latest measurement
-            devices += "  [with/without the host: {:.0f}/{:.0f} req/s]".format(*check.last_rates)
+        if check is not None and check["checks"]:  # MULTI_CHECK_HOST_GAIN's latest measurement
+            devices += "  [with/without the host: {:.0f}/{:.0f} req/s]".format(*check["rates"])
         ratio = f"  {result['fps'] / baseline:5.2f}x" if baseline else ""
         print(f"{label:58s} {result['fps']:8.1f} req/s{ratio}  jobs {result['jobs']}  "
               f"caller CPU {per_request:5.0f} us/request  {devices}", flush=True)
@@ -202,7 +202,9 @@ def throttle_rows(row: Any, core: Any, model: Any, throughput: dict[str, Any], g
 def long_rows(core: Any, model: Any, inputs: dict[str, Any], throughput: dict[str, Any],
               gpu: dict[str, Any], seconds: float) -> None:
     """The ``--long`` rows (see the module docstring)."""
-    from inferplex.multi import host_gain
+    import functools
+
+    from inferplex.scheduling import host_gain
 
     alone = core.compile_model(model, "GPU.0", throughput)
     base, base_slices = _sliced_loop(alone, inputs, seconds)
@@ -210,20 +212,21 @@ def long_rows(core: Any, model: Any, inputs: dict[str, Any], throughput: dict[st
     typical = statistics.median(base_slices)
     print(f"{'GPU.0 alone':58s} {base:8.1f} req/s  ({seconds:.0f} s; {LONG_SLICE:.0f} s slices: "
           f"{min(base_slices) / typical:.3f}-{max(base_slices) / typical:.3f}x their median)", flush=True)
-    drift = host_gain.DRIFT
-    for label, setting in (("a held-back CPU watched (now)", drift),
+    timing = host_gain.HostGainTiming
+    for label, setting in (("a held-back CPU watched (now)", host_gain.DRIFT),
                            ("checked again after each wait (before)", 0.0)):
-        host_gain.DRIFT = setting  # 0: every watch window counts as a change
+        # 0: every watch window counts as a change (each check reads its timing from the module)
+        host_gain.HostGainTiming = functools.partial(timing, drift=setting)  # type: ignore[misc]
         try:
             compiled = core.compile_model(model, "AUTO:GPU.0,CPU", {
                 "PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", "DEVICE_PROPERTIES": {"GPU": gpu}})
             fps, slices = _sliced_loop(compiled, inputs, seconds)
-            check = compiled.executor.host_gain
+            check = host_gain_check(compiled)
             compiled.release()
         finally:
-            host_gain.DRIFT = drift
+            host_gain.HostGainTiming = timing  # type: ignore[misc]
         print(f"{'CUMULATIVE GPU+CPU, ' + label:58s} {fps:8.1f} req/s  {fps / base:5.3f}x  "
-              f"checks {check.checks}; slowest slice {min(slices) / typical:.3f}x, "
+              f"checks {check['checks'] if check else 0}; slowest slice {min(slices) / typical:.3f}x, "
               f"{sum(r < 0.97 * typical for r in slices)} of {len(slices)} under 0.97x the GPU's median",
               flush=True)
 

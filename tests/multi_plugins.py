@@ -1,5 +1,9 @@
 """Test device plugins for MULTI/AUTO: real ONNX Runtime inference plus injected faults.
 
+Tests register them on an ``ov.Core`` (:func:`make_core`) and drive compiled
+models through the public API (:func:`submit_many` starts one InferRequest per
+request, :class:`Collector` records how each ended).
+
 ``FaultyPlugin(family, devices, ...)`` exposes devices that run the model with
 ONNX Runtime (so results are real) and can be slow, fail every k-th request,
 hang on chosen requests, compile slowly or fail to compile.  Also: ``relu_stack``, a
@@ -236,59 +240,93 @@ def make_registry(*plugins: FaultyPlugin) -> DeviceRegistry:
     return registry
 
 
+def make_core(*plugins: FaultyPlugin) -> Any:
+    """An ``ov.Core`` whose device families are ``plugins`` (they replace the built-in ones)."""
+    import inferplex as ov
+
+    core = ov.Core()
+    for plugin in plugins:
+        core.register_plugin(plugin)
+    return core
+
+
+class Outcome:
+    """How one request ended: its output ``y`` or its error, and the device that ran it."""
+
+    def __init__(self, request: Any) -> None:
+        self.device: str = request.device
+        self.error: BaseException | None = None
+        self.y: np.ndarray | None = None
+        try:
+            self.y = np.array(request.results["y"])
+        except BaseException as error:  # noqa: BLE001 - recorded, checked by the test
+            self.error = error
+
+
 class Collector:
     """Completion callbacks for many requests; fails the test on a second call."""
 
     def __init__(self, expected_count: int) -> None:
         self.expected_count = expected_count
-        self.outcomes: dict[int, Any] = {}
+        self.outcomes: dict[int, Outcome] = {}
         self.duplicates: list[int] = []
+        self.requests: list[Any] = []
         self._lock = threading.Lock()
         self._all_done = threading.Event()
 
-    def callback(self, index: int) -> Any:
-        def done(outcome: Any) -> None:
-            with self._lock:
-                if index in self.outcomes:
-                    self.duplicates.append(index)
-                self.outcomes[index] = outcome
-                if len(self.outcomes) >= self.expected_count:
-                    self._all_done.set()
-        return done
+    def record(self, index: int, request: Any) -> None:
+        outcome = Outcome(request)
+        with self._lock:
+            if index in self.outcomes:
+                self.duplicates.append(index)
+            self.outcomes[index] = outcome
+            if len(self.outcomes) >= self.expected_count:
+                self._all_done.set()
 
     def wait(self, timeout: float) -> None:
         assert self._all_done.wait(timeout), (
             f"only {len(self.outcomes)} of {self.expected_count} requests ended in {timeout} s")
         assert not self.duplicates, f"requests ended twice: {self.duplicates[:10]}"
 
+    def errors(self) -> list[BaseException]:
+        return [o.error for o in self.outcomes.values() if o.error is not None]
+
     def check_results(self) -> dict[str, int]:
         """Every outcome is the right result for its input; return requests per device."""
         per_device: dict[str, int] = {}
         for index, outcome in self.outcomes.items():
-            assert not isinstance(outcome, BaseException), f"request {index} failed: {outcome!r}"
-            np.testing.assert_allclose(outcome.outputs["y"], expected(input_for(index)), rtol=1e-5)
+            assert outcome.error is None, f"request {index} failed: {outcome.error!r}"
+            np.testing.assert_allclose(outcome.y, expected(input_for(index)), rtol=1e-5)
             per_device[outcome.device] = per_device.get(outcome.device, 0) + 1
         return per_device
 
 
-def submit_when_free(executor: Any, collector: Collector, index: int, free: threading.Semaphore) -> None:
-    """One closed-loop step: take a place in ``free``, submit request ``index``, free it when done."""
+def start(compiled: Any, collector: Collector, index: int, then: Any = None) -> None:
+    """Start request ``index`` on a new InferRequest of ``compiled``; its callback records it."""
+    request = compiled.create_infer_request()
+
+    def done(_: object) -> None:
+        collector.record(index, request)
+        if then is not None:
+            then()
+
+    request.set_callback(done, None)
+    collector.requests.append(request)
+    request.start_async({"x": input_for(index)})
+
+
+def submit_when_free(compiled: Any, collector: Collector, index: int, free: threading.Semaphore) -> None:
+    """One closed-loop step: take a place in ``free``, start request ``index``, free it when done."""
     free.acquire()
-    done = collector.callback(index)
-
-    def finished(outcome: Any) -> None:
-        done(outcome)
-        free.release()
-
-    executor.submit({"x": input_for(index)}, finished)
+    start(compiled, collector, index, free.release)
 
 
-def submit_many(executor: Any, count: int, start: int = 0, collector: Collector | None = None,
+def submit_many(compiled: Any, count: int, begin: int = 0, collector: Collector | None = None,
                 pause: float = 0.0) -> Collector:
-    """Submit ``count`` requests with distinct inputs (indices from ``start``)."""
+    """Start ``count`` requests at once with distinct inputs (indices from ``begin``)."""
     collector = collector or Collector(count)
-    for index in range(start, start + count):
-        executor.submit({"x": input_for(index)}, collector.callback(index))
+    for index in range(begin, begin + count):
+        start(compiled, collector, index)
         if pause:
             time.sleep(pause)
     return collector

@@ -351,17 +351,37 @@ def test_to_host_and_to_native_on_cuda() -> None:
     np.testing.assert_allclose(program.to_host(out), _reference(feeds), rtol=1e-4, atol=1e-6)
 
 
+def _read(path: Any) -> bytes:
+    try:
+        return bytes(path.read_bytes())
+    except OSError:  # the process ended meanwhile
+        return b""
+
+
+def _parent_of(entry: Any) -> int:
+    stat = _read(entry / "stat").rsplit(b")", 1)
+    return int(stat[1].split()[1]) if len(stat) == 2 else -1
+
+
 def test_a_gpu_served_from_a_worker_process_gives_the_same_results() -> None:
     """MULTI_WORKER_PROCESSES=YES on CUDA: the GPU member runs in its own process, results unchanged."""
+    import os
+    from pathlib import Path
+
     import inferplex as ov
-    from inferplex.devices.remote import WorkerProcessProgram
+
+    def worker_processes() -> set[str]:  # this process's children serving a device program
+        return {entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()
+                and _parent_of(entry) == os.getpid()
+                and b"inferplex.devices.remote.child" in _read(entry / "cmdline")}
 
     core = ov.Core()
+    before = worker_processes()
     assert core.get_property("GPU.0", "GIL_BOUND") is True
     config = {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", "MULTI_WORKER_PROCESSES": "YES"}
     compiled = core.compile_model(_cnn_model(), "AUTO:GPU.0,CPU", config)
     try:
-        assert isinstance(compiled.executor._devices["GPU.0"].executor.program, WorkerProcessProgram)
+        assert len(worker_processes() - before) == 1  # GPU.0's; the host device stays in this process
         queue = ov.AsyncInferQueue(compiled)
         results: dict[int, np.ndarray] = {}
         queue.set_callback(lambda request, index: results.__setitem__(index, np.array(request.results["y"])))

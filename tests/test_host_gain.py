@@ -9,12 +9,12 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from inferplex.config.devices import parse_device_string
-from inferplex.multi import compile_multi, host_gain
-from inferplex.multi.host_gain import HostGainCheck
+from inferplex.scheduling import host_gain
+from inferplex.scheduling.host_gain import HostGainCheck, HostGainTiming
 
 from multi_plugins import (
     Collector,
@@ -22,7 +22,7 @@ from multi_plugins import (
     Faults,
     FaultyPlugin,
     linear_model,
-    make_registry,
+    make_core,
     submit_when_free,
 )
 
@@ -72,12 +72,9 @@ def test_a_host_that_adds_more_than_it_costs_keeps_serving() -> None:
     assert check.checks == 1 and not check.held
 
 
-def test_a_held_back_host_is_checked_again_when_the_accelerators_rate_strays(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(host_gain, "INTERVAL", 2.0)
-    monkeypatch.setattr(host_gain, "WATCH", 0.5)
-    monkeypatch.setattr(host_gain, "CHECK_BUDGET", 1.0)  # the shortest wait, whatever the check costs
-    check = HostGainCheck()
+def test_a_held_back_host_is_checked_again_when_the_accelerators_rate_strays() -> None:
+    # check_budget 1: the shortest wait, whatever the check costs
+    check = HostGainCheck(timing=HostGainTiming(interval=2.0, watch=0.5, check_budget=1.0))
     now = drive(check, 0.0, 2 * host_gain.WINDOW + 0.1, gpu_rate=(700, 1000), host_rate=60)
     assert check.held and check.checks == 1
     # Something else now takes the GPU: alone it serves 800/s, not the 1000/s decided on.
@@ -88,13 +85,9 @@ def test_a_held_back_host_is_checked_again_when_the_accelerators_rate_strays(
     assert check.checks == 2 and not check.held
 
 
-def test_a_held_back_host_waits_the_longest_interval_while_nothing_changes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(host_gain, "INTERVAL", 1.0)
-    monkeypatch.setattr(host_gain, "LONGEST_INTERVAL", 5.0)
-    monkeypatch.setattr(host_gain, "WATCH", 0.5)
-    monkeypatch.setattr(host_gain, "CHECK_BUDGET", 1.0)
-    steady, idle = HostGainCheck(), HostGainCheck()
+def test_a_held_back_host_waits_the_longest_interval_while_nothing_changes() -> None:
+    timing = HostGainTiming(interval=1.0, longest_interval=5.0, watch=0.5, check_budget=1.0)
+    steady, idle = HostGainCheck(timing=timing), HostGainCheck(timing=timing)
     decided = 0.0
     while steady.checks == 0:  # up to the decision, no further: the watch starts there
         drive(idle, decided, 0.01, gpu_rate=(700, 1000), host_rate=60)
@@ -106,16 +99,14 @@ def test_a_held_back_host_waits_the_longest_interval_while_nothing_changes(
     drive(idle, decided, 3.0, gpu_rate=(700, 300), host_rate=60, in_model=1)
     for check in (steady, idle):
         assert check.held and check.checks == 1 and check.phase == "decided"
-    now = drive(steady, now, decided + host_gain.LONGEST_INTERVAL + 0.01 - now, gpu_rate=(700, 1000),
+    now = drive(steady, now, decided + timing.longest_interval + 0.01 - now, gpu_rate=(700, 1000),
                 host_rate=60)
     assert not steady.held and steady.phase == "host serving again before a new check"
 
 
-def test_the_same_answer_doubles_the_wait_for_the_next_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(host_gain, "INTERVAL", 1.0)
-    monkeypatch.setattr(host_gain, "LONGEST_INTERVAL", 4.0)
-    monkeypatch.setattr(host_gain, "CHECK_BUDGET", 1.0)  # checks cost nothing here: the doubling alone
-    check = HostGainCheck()
+def test_the_same_answer_doubles_the_wait_for_the_next_check() -> None:
+    # check_budget 1: checks cost nothing here, the doubling alone
+    check = HostGainCheck(timing=HostGainTiming(interval=1.0, longest_interval=4.0, check_budget=1.0))
     now, decided, waits = 0.0, [], []
     while check.checks < 5:  # the host keeps adding more than it costs
         checks = check.checks
@@ -172,46 +163,52 @@ def run_closed_loop(config: dict[str, object], host_slows_gpu: bool, wait: float
                     gpu_warmup: float = 0.0):
     """A closed loop over MULTI:GPU.0,CPU: until the check decides (at most ``wait`` s), then 1 s more.
 
-    Returns the requests per device at the decision and at the end, and the executor's check.
-    The GPU serves 2 / 4 ms = 500 requests/s alone.  The host adds 2 / 20 ms = 100, and when it
-    slows the GPU (14 ms more per GPU run while it runs), the GPU falls to about 2 / 18 ms = 110.
+    Returns the requests per device at the decision and at the end, the devices' states at the
+    decision, and the check as DEVICE_STATISTICS reports it on the host (``checks``, ``rates``).
+    The GPU serves 2 / 10 ms = 200 requests/s alone.  The host adds 2 / 50 ms = 40, and when it
+    slows the GPU (35 ms more per GPU run while it runs), the GPU falls to about 2 / 45 ms = 44.
+    (Runs of milliseconds, not less: a busy test machine's scheduling noise stays small beside them.)
     """
     contention = Contention()
     gpu = FaultyPlugin("GPU", ("GPU.0",), {"GPU.0": Faults(
-        workers=2, delay=0.004, slowed_by=contention, slowdown=0.014 if host_slows_gpu else 0.0,
+        workers=2, delay=0.01, slowed_by=contention, slowdown=0.035 if host_slows_gpu else 0.0,
         first_run_delay=gpu_warmup)},
         device_type="discrete")
-    host = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=2, delay=0.02, contends=contention)},
+    host = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=2, delay=0.05, contends=contention)},
                         device_type="host")
-    executor = compile_multi(make_registry(host, gpu), linear_model(),
-                             parse_device_string("MULTI:GPU.0,CPU").targets, config)
-    in_flight = executor.optimal_number_of_infer_requests
+    compiled = make_core(host, gpu).compile_model(linear_model(), "MULTI:GPU.0,CPU", config)
+    in_flight = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
     slots = threading.Semaphore(in_flight)
     collector = Collector(0)
     index = 0
 
     def requests() -> dict[str, int]:
-        return {name: s["requests"] for name, s in executor.get_property("DEVICE_STATISTICS").items()}
+        return {name: s["requests"] for name, s in compiled.get_property("DEVICE_STATISTICS").items()}
+
+    def check() -> dict[str, object]:
+        return compiled.get_property("DEVICE_STATISTICS")["CPU"]["host_gain"]
 
     try:
         for phase_seconds, until_decided in ((wait, True), (1.0, False)):
             start = time.monotonic()
             while time.monotonic() - start < phase_seconds:
-                submit_when_free(executor, collector, index, slots)
+                submit_when_free(compiled, collector, index, slots)
                 index += 1
-                if until_decided and executor.host_gain.checks:
+                if until_decided and check()["checks"]:
                     break
             if until_decided:
-                at_decision, states = requests(), executor.get_property("DEVICE_STATISTICS")
+                at_decision, states = requests(), compiled.get_property("DEVICE_STATISTICS")
         collector.expected_count = index
         for _ in range(in_flight):
             slots.acquire()
         collector.wait(10)
         per_device = collector.check_results()
         assert per_device == requests()
-        return at_decision, per_device, {name: s["state"] for name, s in states.items()}, executor.host_gain
+        decided = check()
+        return (at_decision, per_device, {name: s["state"] for name, s in states.items()},
+                SimpleNamespace(checks=decided["checks"], last_rates=decided["rates"]))
     finally:
-        executor.close()
+        compiled.release()
 
 
 def test_multi_holds_back_a_host_that_slows_the_accelerator() -> None:
@@ -221,13 +218,13 @@ def test_multi_holds_back_a_host_that_slows_the_accelerator() -> None:
     assert without > with_host
     # After the decision the host took nothing new (at most the runs it was finishing).
     assert at_end["CPU"] - at_decision["CPU"] <= 2, (at_decision, at_end)
-    assert at_end["GPU.0"] - at_decision["GPU.0"] > 100
+    assert at_end["GPU.0"] - at_decision["GPU.0"] > 80
 
 
 def test_multi_keeps_a_host_that_does_not_slow_the_accelerator() -> None:
     at_decision, at_end, states, check = run_closed_loop({}, host_slows_gpu=False)
     assert check.checks == 1 and states["CPU"] == "serving", (states, check.last_rates)
-    assert at_end["CPU"] - at_decision["CPU"] >= 20, (at_decision, at_end)  # still serving
+    assert at_end["CPU"] - at_decision["CPU"] >= 10, (at_decision, at_end)  # still serving
 
 
 def test_the_check_waits_until_the_accelerator_is_warm() -> None:
@@ -236,14 +233,14 @@ def test_the_check_waits_until_the_accelerator_is_warm() -> None:
     _, _, states, check = run_closed_loop({}, host_slows_gpu=False, gpu_warmup=0.6)
     assert check.checks == 1 and states["CPU"] == "serving", (states, check.last_rates)
     with_host, without = check.last_rates
-    assert with_host > without > 300  # the GPU was at full speed in both windows
+    assert with_host > without > 120  # the GPU was at full speed in both windows
 
 
 def test_the_check_can_be_turned_off() -> None:
     at_decision, at_end, states, check = run_closed_loop({"MULTI_CHECK_HOST_GAIN": False},
                                                          host_slows_gpu=True, wait=1.5)
     assert check.checks == 0 and states["CPU"] == "serving"
-    assert at_end["CPU"] - at_decision["CPU"] >= 20, (at_decision, at_end)
+    assert at_end["CPU"] - at_decision["CPU"] >= 10, (at_decision, at_end)
 
 
 def test_a_host_whose_requests_never_end_is_not_held_back_for_ever() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inferplex.errors import PropertyError
-from inferplex.multi.policies import DeviceLoad, DevicePriority, EarliestFinish, RoundRobin, make_policy
+from inferplex.scheduling.policies import DeviceLoad, DevicePriority, EarliestFinish, RoundRobin, make_policy
 
 
 def load(name: str, workers: int, busy: int, latency: float | None = None,

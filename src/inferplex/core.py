@@ -25,13 +25,21 @@ from inferplex.config.schema import (
     canonical_key,
     normalize_config,
 )
-from inferplex.devices.base import DevicePlugin
+from inferplex.devices.base import DevicePlugin, DeviceProgram
+from inferplex.devices.cache import CacheRecord, unpack_export
 from inferplex.devices.cpu import CpuPlugin
 from inferplex.devices.registry import DeviceRegistry
 from inferplex.engine.device_pool import DevicePool
 from inferplex.engine.runner import PoolRunner, Runner
 from inferplex.engine.trace import Timeline
-from inferplex.errors import DeviceNameError, ModelError, PluginError, PropertyError
+from inferplex.errors import (
+    CompileError,
+    DeviceNameError,
+    InferplexError,
+    ModelError,
+    PluginError,
+    PropertyError,
+)
 from inferplex.model import Model, load_model
 from inferplex.runtime import CompiledModel
 
@@ -162,31 +170,72 @@ class Core:
         spec = parse_device_string(device_name)
         engine, config = _engine_settings(as_config(config))
         timeline = Timeline(model.friendly_name) if engine.get("ENABLE_TRACE") else None
+        registry = self._registry.scoped()  # its ledger: the programs this compile makes (cache, export)
         if spec.virtual is None:
             device = self._registry.full_name(spec.names[0])
             settings = self._registry.config_for(device, config)
-            program = self._registry.compile(model.ir, device, settings)
+            program = registry.compile(model.ir, device, settings)
             pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),
                               exit_timeout=engine.get("EXIT_TIMEOUT"))
-            return CompiledModel(model, PoolRunner(pool), device, {**settings, **engine}, timeline)
+            return CompiledModel(model, PoolRunner(pool), device, {**settings, **engine}, timeline,
+                                 registry.ledger)
         settings = {**self._virtual(spec, config), **engine}
-        runner = self._compile_virtual(model, spec, settings)
-        return CompiledModel(model, runner, device_name, settings, timeline)
+        runner = self._compile_virtual(registry, model, spec, settings)
+        return CompiledModel(model, runner, device_name, settings, timeline, registry.ledger)
 
-    def _compile_virtual(self, model: Model, spec: DeviceSpec, settings: dict[str, Any]) -> Runner:
+    def _compile_virtual(self, registry: DeviceRegistry, model: Model, spec: DeviceSpec,
+                         settings: dict[str, Any]) -> Runner:
         if spec.virtual == "HETERO":
             from inferplex.hetero import compile_hetero
 
-            return compile_hetero(self._registry, model.ir, self._device_list(spec, settings), settings)
+            return compile_hetero(registry, model.ir, self._device_list(spec, settings), settings)
         if spec.virtual == "MULTI":
             from inferplex.multi import compile_multi
 
             targets = spec.targets or parse_device_list(self._priorities(spec, settings),
                                                         allow_counts=True)
-            return compile_multi(self._registry, model.ir, targets, settings)
+            return compile_multi(registry, model.ir, targets, settings)
         from inferplex.multi import compile_auto
 
-        return compile_auto(self._registry, model.ir, _auto_spec(spec, settings), settings)
+        return compile_auto(registry, model.ir, _auto_spec(spec, settings), settings)
+
+    def import_model(self, model_stream: Any, device_name: str,
+                     config: Mapping[str, Any] | None = None) -> CompiledModel:
+        """A compiled model from what ``CompiledModel.export_model()`` wrote (bytes or a binary stream).
+
+        As in OpenVINO, the blob carries what is needed to run (the model and the
+        compiled program) and imports on the device it was exported from, with
+        the same engine version: another device or version is a CompileError.
+        ``config`` adds properties to those it was compiled with.
+        """
+        blob = model_stream.read() if callable(getattr(model_stream, "read", None)) else model_stream
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise CompileError(f"import_model takes bytes or a binary stream (io.BytesIO, an open file), "
+                               f"not {type(blob).__name__}")
+        exported = unpack_export(bytes(blob))
+        spec = parse_device_string(device_name)
+        if spec.virtual is not None:
+            raise CompileError(f"import_model takes the single device the model was exported from "
+                               f"({exported.device}), not {device_name!r}")
+        plugin, device = self._registry.resolve(spec.names[0])
+        if device != exported.device:
+            raise CompileError(f"the blob was exported from {exported.device}; it cannot be imported on "
+                               f"{device}: import it on {exported.device} or compile the model for {device}")
+        engine, rest = _engine_settings(config)
+        settings = self._registry.config_for(device, {**exported.config, **(rest or {})})
+        settings.pop("CACHE_DIR", None)
+        fingerprint = plugin.cache_fingerprint(device, settings)
+        if fingerprint != exported.fingerprint:
+            raise CompileError(f"the blob was exported by another engine or build ({exported.fingerprint}); "
+                               f"{device} here is {fingerprint}: compile the model again")
+        model = self.read_model(exported.model)
+        registry = self._registry.scoped()
+        program = _imported_program(plugin, exported.program, device, settings)
+        assert registry.ledger is not None  # a scoped view has one
+        registry.ledger.add(CacheRecord(device, plugin, settings, program, loaded=True))
+        pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),
+                          exit_timeout=engine.get("EXIT_TIMEOUT"))
+        return CompiledModel(model, PoolRunner(pool), device, {**settings, **engine}, None, registry.ledger)
 
     def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
         settings = dict(self._virtual_config[str(spec.virtual)])
@@ -208,7 +257,7 @@ class Core:
         if not members:
             return  # nothing to check, or no device list yet (the compile reports that)
         plugins = {name: self._registry.resolve(name)[0] for name in members}
-        taken = {key for plugin in plugins.values() for key in plugin.supported_properties()}
+        taken = {key for plugin in plugins.values() for key in self._registry.accepted_keys(plugin)}
         missing = [key for key in keys if key not in taken]
         if missing:
             raise PropertyError(
@@ -236,7 +285,7 @@ class Core:
         keys = list(self._own_keys(virtual))
         for family in self._registry.families():
             try:
-                keys.extend(self._registry.plugin(family).supported_properties())
+                keys.extend(self._registry.accepted_keys(self._registry.plugin(family)))
             except Exception as error:  # noqa: BLE001 - like available_devices: skip it
                 _log.warning("inferplex: device family %s is unavailable: %s", family, error)
         return tuple(dict.fromkeys(keys))
@@ -301,7 +350,7 @@ class Core:
                     continue
                 if not present:  # e.g. GPU on a machine without one: nothing to configure
                     continue
-                accepted = plugin.supported_properties()
+                accepted = self._registry.accepted_keys(plugin)
                 subset = {k: v for k, v in device_name.items() if canonical_key(k) in accepted}
                 if subset:
                     self._registry.set_config(family, subset)
@@ -335,6 +384,22 @@ class Core:
         if name == "AVAILABLE_DEVICES":
             return self._registry.plugin(device_name.split(".")[0]).devices()
         return self._registry.device_property(device_name, name)
+
+
+def _imported_program(plugin: DevicePlugin, blob: bytes, device: str, settings: Mapping[str, Any]
+                      ) -> DeviceProgram:
+    """``plugin.import_program``, its failures as CompileError naming the device."""
+    try:
+        program = plugin.import_program(blob, device, settings)
+    except InferplexError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the plugin's own exception types
+        raise CompileError(f"{device} could not import the compiled model: {type(error).__name__}: "
+                           f"{error}") from error
+    if not isinstance(program, DeviceProgram):
+        raise PluginError(f"{type(plugin).__name__}.import_program returned {type(program).__name__}; "
+                          "it must return a DeviceProgram")
+    return program
 
 
 def _engine_settings(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from inferplex.binding import InferResults, keyed_inputs
 from inferplex.devices.base import ProfilingInfo
+from inferplex.devices.cache import CompileLedger
 from inferplex.engine import lifecycle
 from inferplex.engine.completions import Completions, blocking, on_completion_thread
 from inferplex.engine.device_pool import as_inference_error
@@ -61,8 +62,9 @@ class CompiledModel:
     """A model compiled for a device (single or virtual); create requests from it."""
 
     def __init__(self, model: Model, runner: Runner, device_name: str, config: Mapping[str, Any],
-                 timeline: Timeline | None = None) -> None:
+                 timeline: Timeline | None = None, ledger: CompileLedger | None = None) -> None:
         self._model = model
+        self._ledger = ledger  # the device programs compiled for it: LOADED_FROM_CACHE, export_model
         self._inputs = [port.snapshot() for port in model.inputs]  # the ports compiled with
         self._outputs = [port.snapshot() for port in model.outputs]
         self._runner = runner
@@ -141,6 +143,36 @@ class CompiledModel:
             return {}
         return {node: sub.device for sub in getattr(plan, "subgraphs", ()) for node in sub.nodes}
 
+    def export_model(self, model_stream: Any = None) -> bytes | None:
+        """The compiled model as bytes for ``Core.import_model`` (OpenVINO's ``export_model``).
+
+        With ``model_stream`` (a binary stream such as ``io.BytesIO``) the bytes
+        are written there and None is returned.  The blob holds the model and the
+        device's compiled program; it imports on the same device with the same
+        engine version.  Models compiled on one device export; virtual devices
+        (HETERO, MULTI, AUTO) do not, nor devices whose programs are not cacheable.
+        """
+        from inferplex.devices.cache import ExportedModel, model_bytes, pack_export
+        from inferplex.errors import CompileError
+
+        records = self._ledger.snapshot() if self._ledger is not None else []
+        virtual = ":" in self._device_name or self._device_name in ("HETERO", "MULTI", "AUTO")
+        if len(records) != 1 or virtual:
+            raise CompileError(f"export_model exports a model compiled on one device; {self._device_name} "
+                               "is a virtual device: compile on one of its devices to export")
+        record = records[0]
+        blob = record.plugin.export_program(record.program)
+        fingerprint = record.plugin.cache_fingerprint(record.device, record.config)
+        if blob is None or fingerprint is None:
+            raise CompileError(f"{record.device} cannot export this compiled model (its programs are not "
+                               "cacheable); compile the model again where it is needed")
+        data = pack_export(ExportedModel(record.device, fingerprint, record.config,
+                                         model_bytes(self._model.ir), bytes(blob)))
+        if model_stream is None:
+            return data
+        model_stream.write(data)
+        return None
+
     def release_memory(self) -> None:
         """Free memory the devices keep between runs where they can; the model stays usable.
 
@@ -169,6 +201,8 @@ class CompiledModel:
             return self._model.friendly_name
         if name == "SUPPORTED_PROPERTIES":
             return self._supported_properties()
+        if name == "LOADED_FROM_CACHE":
+            return self._ledger is not None and self._ledger.loaded_from_cache()
         if name == "TRACE":
             if self._timeline is None:
                 raise PropertyError("TRACE is recorded only when the model is compiled with "
@@ -180,15 +214,14 @@ class CompiledModel:
             pass
         if name in self._config:
             return self._config[name]
-        if name == "LOADED_FROM_CACHE":
-            return False  # compiled here, unless a runner (a model cache) answered above
         raise PropertyError(f"compiled model on {self._device_name} has no property {key!r}; "
                             f"it has: {', '.join(self._supported_properties())}")
 
     def _supported_properties(self) -> list[str]:
         """Every key get_property answers: the model's, the runner's (its devices'), the settings."""
         names = ["OPTIMAL_NUMBER_OF_INFER_REQUESTS", "EXECUTION_DEVICES", "NETWORK_NAME",
-                 "SUPPORTED_PROPERTIES", "LOADED_FROM_CACHE", *(["TRACE"] if self._timeline is not None else []),
+                 "SUPPORTED_PROPERTIES", "LOADED_FROM_CACHE",
+                 *(["TRACE"] if self._timeline is not None else []),
                  *self._runner.property_names(), *self._config]
         return list(dict.fromkeys(names))
 

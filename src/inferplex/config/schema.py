@@ -39,7 +39,7 @@ from inferplex.config import values
 from inferplex.config.devices import DeviceTarget, parse_device_list
 from inferplex.errors import DeviceNameError, PropertyError
 
-__all__ = ["ENGINE_PROPERTIES", "HETERO_PROPERTIES", "MULTI_PROPERTIES", "NOT_SUPPORTED",
+__all__ = ["COMMON_PROPERTIES", "ENGINE_PROPERTIES", "HETERO_PROPERTIES", "MULTI_PROPERTIES", "NOT_SUPPORTED",
            "READ_ONLY_PROPERTIES", "SCHEMA", "Property", "as_config", "canonical_key", "normalize_config",
            "normalize_property", "priority_targets"]
 
@@ -100,7 +100,8 @@ class Property:
     parse: Callable[[Any], Any]
     """The value parser (:mod:`inferplex.config.values`)."""
     takers: frozenset[str]
-    """Where the key means something: "engine", "device", "HETERO", "MULTI", "AUTO"."""
+    """Where the key means something: "engine", "device", "registry" (every device, through the
+    device registry), "HETERO", "MULTI", "AUTO"."""
 
 
 _VIRTUAL = frozenset({"HETERO", "MULTI", "AUTO"})
@@ -133,6 +134,7 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("WORKER_PROCESSES", values.yes_no_auto, _VIRTUAL),
     Property("EXIT_TIMEOUT", values.seconds, frozenset({"engine"})),
     Property("ENABLE_TRACE", values.boolean, frozenset({"engine"})),
+    Property("CACHE_DIR", values.directory, _VIRTUAL | {"registry"}),
 )}
 
 
@@ -145,6 +147,9 @@ ENGINE_PROPERTIES = _taken_by("engine")
 ``EXIT_TIMEOUT`` (seconds past the slowest run seen that interpreter exit waits for a run still
 going before its request ends with an InferenceError; default 5) and ``ENABLE_TRACE`` (record
 each request's stages; read them as a Chrome trace with ``get_property("TRACE")``)."""
+COMMON_PROPERTIES = _taken_by("registry")
+"""Keys every device takes, read by the device registry rather than by plugins: ``CACHE_DIR``
+(the model cache, see :mod:`inferplex.devices.cache`)."""
 HETERO_PROPERTIES = _taken_by("HETERO")
 """HETERO's own keys; the devices' keys are accepted too and reach each member that takes them."""
 MULTI_PROPERTIES = _taken_by("MULTI")
@@ -153,10 +158,9 @@ MULTI_PROPERTIES = _taken_by("MULTI")
 _ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES",
             "MULTI_WORKER_PROCESSES": "WORKER_PROCESSES"}
 
-NOT_SUPPORTED = {
+NOT_SUPPORTED: dict[str, str] = {
     "LOG_LEVEL": "inferplex logs through Python's logging; use "
                  "logging.getLogger('inferplex').setLevel(logging.DEBUG) instead",
-    "CACHE_DIR": "compiled models are not cached (each compile_model compiles again); leave the key out",
 }
 """OpenVINO keys inferplex refuses with the reason, rather than accepting them and doing nothing."""
 
@@ -167,7 +171,6 @@ READ_ONLY_PROPERTIES = (
     "OPTIMIZATION_CAPABILITIES",
     "RANGE_FOR_STREAMS",
     "RANGE_FOR_ASYNC_INFER_REQUESTS",
-    "LOADED_FROM_CACHE",
     "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
     "EXECUTION_DEVICES",
     "SUPPORTED_PROPERTIES",
@@ -180,6 +183,7 @@ READ_ONLY_PROPERTIES = (
     "PIPELINE_STAGES",
     "HETERO_SUBGRAPHS",
     "DEVICE_STATISTICS",
+    "LOADED_FROM_CACHE",
 )
 
 

@@ -10,13 +10,14 @@ Device plugins build their own keys' parsers from these
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferplex.errors import PropertyError
 
-__all__ = ["Parser", "Reject", "boolean", "byte_size", "choice", "int_at_least", "parse_bytes",
+__all__ = ["Parser", "Reject", "boolean", "byte_size", "choice", "directory", "int_at_least", "parse_bytes",
            "parse_seconds", "seconds", "streams", "yes_no_auto"]
 
 
@@ -137,3 +138,11 @@ def yes_no_auto(value: Any) -> str:
 
 Parser = Callable[[Any], Any]
 """A value parser: the canonical value, or :class:`Reject`."""
+
+
+def directory(value: Any) -> str:
+    """A directory path (str or os.PathLike) as text; '' means none.  Whether it is safe is checked
+    where it is used (the model cache checks its owner and mode at compile)."""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise Reject("a directory path (str or pathlib.Path), or '' for none")

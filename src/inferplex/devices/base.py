@@ -257,3 +257,26 @@ class DevicePlugin(ABC):
     def optimal_number_of_infer_requests(self, device: str, config: Mapping[str, Any]) -> int:
         """Requests worth keeping in flight on ``device`` under ``config`` (before compiling)."""
         return 1
+
+    # --- optional: model caching (CACHE_DIR, export_model / import_model) --------------
+
+    def cache_fingerprint(self, device: str, config: Mapping[str, Any]) -> str | None:
+        """What a program compiled for ``device`` under ``config`` depends on besides the model and
+        the config: engine versions, the hardware.  A cached program is used only where this is
+        equal.  None (the default): programs of this plugin are not cached."""
+        return None
+
+    def export_program(self, program: DeviceProgram) -> bytes | None:
+        """The bytes :meth:`import_program` turns back into ``program``; None: this one is not
+        cacheable (the default)."""
+        return None
+
+    def import_program(self, blob: bytes, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+        """A program from :meth:`export_program`'s bytes, for ``device`` under ``config``.
+
+        Called only with bytes whose key and checksum matched; raise on anything
+        else wrong with them (the entry is then compiled again).
+        """
+        from inferplex.errors import CompileError
+
+        raise CompileError(f"{type(self).__name__} does not import compiled programs")

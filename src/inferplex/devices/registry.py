@@ -2,17 +2,26 @@
 
 The Core owns one registry; virtual devices (HETERO, MULTI, AUTO) receive it and
 reach devices only through it, so they never know what a CPU or a GPU is.
+
+Every device program is compiled through :meth:`DeviceRegistry.compile`, which
+is therefore where the model cache (``CACHE_DIR``, taken by every device, see
+:mod:`inferplex.devices.cache`) is consulted.  Each ``compile_model`` works on a
+:meth:`DeviceRegistry.scoped` view whose ledger lists the programs it made, in
+whatever thread they were compiled: the compiled model reads
+``LOADED_FROM_CACHE`` and exports its program from there.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from inferplex.config.schema import normalize_config
+from inferplex.config.schema import COMMON_PROPERTIES, normalize_config
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
+from inferplex.devices.cache import CacheRecord, CompileLedger, compile_through_cache
 from inferplex.errors import CompileError, DeviceNameError, InferplexError, PluginError, PropertyError
 
 if TYPE_CHECKING:
@@ -47,6 +56,23 @@ class DeviceRegistry:
         self._plugins: dict[str, DevicePlugin] = {}
         self._config: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
+        self._ledger: CompileLedger | None = None
+
+    def scoped(self) -> DeviceRegistry:
+        """A view of this registry (same plugins and settings) whose compiles go to a new :attr:`ledger`."""
+        view = copy.copy(self)
+        view._ledger = CompileLedger()
+        return view
+
+    @property
+    def ledger(self) -> CompileLedger | None:
+        """The programs compiled through this view (None on the Core's own registry)."""
+        return self._ledger
+
+    @staticmethod
+    def accepted_keys(plugin: DevicePlugin) -> tuple[str, ...]:
+        """The keys a device of ``plugin`` takes: its own and those every device takes (CACHE_DIR)."""
+        return (*plugin.supported_properties(), *COMMON_PROPERTIES)
 
     # --- plugins -----------------------------------------------------------------
 
@@ -139,7 +165,7 @@ class DeviceRegistry:
     def set_config(self, name: str, properties: Mapping[str, Any]) -> None:
         """Global properties of a device or family (``core.set_property("GPU", ...)``)."""
         plugin, _ = self.resolve(name)
-        parsed = normalize_config(properties, plugin.supported_properties(), name, plugin.property_parsers())
+        parsed = normalize_config(properties, self.accepted_keys(plugin), name, plugin.property_parsers())
         with self._lock:
             self._config.setdefault(name, {}).update(parsed)
 
@@ -166,7 +192,7 @@ class DeviceRegistry:
                 continue
             try:
                 plugin = self.plugin(family)
-                normalize_config(properties, plugin.supported_properties(), key, plugin.property_parsers())
+                normalize_config(properties, self.accepted_keys(plugin), key, plugin.property_parsers())
             except PropertyError as error:
                 problems.append(f"DEVICE_PROPERTIES[{key!r}]: {error}")
         if problems:
@@ -179,7 +205,7 @@ class DeviceRegistry:
         with self._lock:
             for key in (plugin.family, full):
                 merged.update(self._config.get(key, {}))
-        merged.update(normalize_config(overrides or {}, plugin.supported_properties(), full,
+        merged.update(normalize_config(overrides or {}, self.accepted_keys(plugin), full,
                                        plugin.property_parsers()))
         return _execution_mode_applied(merged, plugin.supported_properties())
 
@@ -191,7 +217,7 @@ class DeviceRegistry:
         same way), then ``DEVICE_PROPERTIES[family]``, then ``DEVICE_PROPERTIES[device]``.
         """
         plugin, full = self.resolve(device)
-        accepted = plugin.supported_properties()
+        accepted = self.accepted_keys(plugin)
         config = {k: v for k, v in virtual_config.items() if k in accepted}
         per_device = virtual_config.get("DEVICE_PROPERTIES", {})
         for key in dict.fromkeys((plugin.family, device, full)):
@@ -201,21 +227,38 @@ class DeviceRegistry:
     # --- device operations ---------------------------------------------------------
 
     def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
-        """Compile on one device; ``config`` must come from config_for/member_config."""
+        """Compile on one device; ``config`` must come from config_for/member_config.
+
+        With ``CACHE_DIR`` in ``config`` the program comes from the cache where a
+        good entry exists, and goes there after a cold compile.
+        """
         plugin, full = self.resolve(device)
+        settings = dict(config)
+        cache_dir = str(settings.pop("CACHE_DIR", "") or "")
+        if cache_dir:
+            program, loaded = compile_through_cache(plugin, model, full, settings, cache_dir,
+                                                    lambda: self._compile(plugin, model, full, settings))
+        else:
+            program, loaded = self._compile(plugin, model, full, settings), False
+        if not isinstance(program, DeviceProgram):
+            raise PluginError(f"{type(plugin).__name__}.{'import_program' if loaded else 'compile'} returned "
+                              f"{type(program).__name__}; it must return a DeviceProgram")
+        if int(getattr(program, "num_workers", 0)) < 1:
+            raise PluginError(f"{type(program).__name__}.num_workers must be >= 1")
+        if self._ledger is not None:
+            self._ledger.add(CacheRecord(full, plugin, settings, program, loaded))
+        return program
+
+    @staticmethod
+    def _compile(plugin: DevicePlugin, model: ir.Model, full: str, config: dict[str, Any]) -> DeviceProgram:
+        """``plugin.compile``, its own exceptions as CompileError naming the plugin and the device."""
         try:
-            program = plugin.compile(model, full, dict(config))
+            return plugin.compile(model, full, dict(config))
         except InferplexError:
             raise
         except Exception as error:  # a plugin's own exception: name the plugin and the device
             raise CompileError(f"{full} could not compile the model: {type(plugin).__name__}.compile "
                                f"raised {type(error).__name__}: {error}") from error
-        if not isinstance(program, DeviceProgram):
-            raise PluginError(f"{type(plugin).__name__}.compile returned {type(program).__name__}; "
-                              "it must return a DeviceProgram")
-        if int(getattr(program, "num_workers", 0)) < 1:
-            raise PluginError(f"{type(program).__name__}.num_workers must be >= 1")
-        return program
 
     def supported_nodes(self, model: ir.Model, device: str,
                         config: Mapping[str, Any] | None = None) -> set[str]:
@@ -233,9 +276,11 @@ class DeviceRegistry:
         plugin, full = self.resolve(device)
         config = self.config_for(full)
         if key == "SUPPORTED_PROPERTIES":
-            return [*plugin.supported_properties(), *self._facts_answered(plugin, full)]
+            return [*self.accepted_keys(plugin), *self._facts_answered(plugin, full)]
         if key in config:
             return config[key]
+        if key == "CACHE_DIR":
+            return ""  # not set: no cache, as OpenVINO answers
         if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
             return plugin.optimal_number_of_infer_requests(full, config)
         try:

@@ -2,10 +2,9 @@
 
 Each accelerator's requests are fed by host threads: input copies, kernel
 launches, result copies.  A host device whose threads take every core, or spin
-on them while idle, starves those threads: on a 32-core host, CPU+GPU served
-about half of what the GPU alone did (bench/multi_auto.py), and in HETERO the
-GPU's copy of a CPU subgraph's 32 MiB output took 12 ms instead of 1.3 ms while
-ONNX Runtime's idle threads spun (16-core host).
+on them while idle, starves those threads: the accelerators then serve far
+less than alone, and in HETERO the GPU's copies of a CPU subgraph's outputs
+wait for cores (bench/RESULTS.md has the measurements).
 """
 
 from __future__ import annotations

@@ -42,6 +42,12 @@ class Watched(Protocol):
         """End its current and queued work with errors naming the device; take no more."""
 
 
+def _holds_exit(item: Watched) -> bool:
+    """Whether exit waits for ``item``'s work even with no user request left (a background compile:
+    native threads torn down under it abort the interpreter); ``holds_exit = True`` on the item."""
+    return bool(getattr(item, "holds_exit", False))
+
+
 _cond = threading.Condition()
 _exiting = False
 _live = 0
@@ -109,7 +115,9 @@ def _finish_at_exit() -> None:
             deadlines = [(deadline, item) for item in list(_watched)
                          if (deadline := item.exit_deadline()) is not None]
             if _live <= 0:  # runs left over (an attempt already re-run elsewhere) are abandoned
-                return
+                deadlines = [(deadline, item) for deadline, item in deadlines if _holds_exit(item)]
+                if not deadlines:
+                    return
             overdue = [item for deadline, item in deadlines if deadline <= now]
             if not overdue:
                 if deadlines:

@@ -18,36 +18,49 @@ later, its feeding threads find them free.  When the chosen device is ready it
 takes every request not yet started; requests already running on the host
 finish there, so none is lost or run twice.  With runtime fallback on, the
 host then stays as the device that re-runs failed requests.
+
+AUTO runs on the MULTI :class:`~inferplex.engine.dispatcher.Dispatcher`: the
+helper is its first member, and the chosen device's compile, on a daemon thread
+of its own (:class:`_BackgroundCompile`), hands over through
+:meth:`~inferplex.engine.dispatcher.Dispatcher.hand_over`.  A compile that ends
+after the model was released closes its program at once; at interpreter exit,
+one still running is waited for a bounded time (:data:`COMPILE_EXIT_WAIT`), since
+ONNX Runtime and torch abort the interpreter when their native threads are torn
+down under a compile.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from inferplex.config.devices import DeviceSpec, DeviceTarget
 from inferplex.devices.sharing import share_the_host
-from inferplex.errors import CompileError, DeviceNameError, PropertyError
-from inferplex.executor import Done, Executor, RunResult
+from inferplex.engine import lifecycle
+from inferplex.engine.completions import blocking
+from inferplex.engine.dispatch_state import Member
+from inferplex.engine.dispatcher import Dispatcher
+from inferplex.errors import CompileError, DeviceNameError
 from inferplex.multi.members import (
     compile_error,
     compile_member,
     compile_members,
+    failure_reason,
     member_config,
     resolve_targets,
 )
-from inferplex.multi.scheduler import MultiExecutor
-from inferplex.multi.state import Member, SchedulerOptions
+from inferplex.scheduling.options import SchedulerOptions
 
 if TYPE_CHECKING:
     import onnx_ir as ir
 
     from inferplex.devices.registry import DeviceRegistry
 
-__all__ = ["AutoExecutor", "auto_candidates", "compile_auto", "device_rank"]
+__all__ = ["COMPILE_EXIT_WAIT", "auto_candidates", "compile_auto", "device_rank"]
 
 _log = logging.getLogger("inferplex")
 _T = TypeVar("_T")
@@ -56,6 +69,9 @@ _T = TypeVar("_T")
 _TYPE_RANKS = {"discrete": 0, "integrated": 1, "accelerator": 2, "host": 4}
 _UNKNOWN_RANK = 3
 HOST_RANK = _TYPE_RANKS["host"]
+
+COMPILE_EXIT_WAIT = 30.0
+"""Seconds interpreter exit waits for a background compile still running (then leaves it)."""
 
 
 def device_rank(registry: DeviceRegistry, device: str) -> int | None:
@@ -104,7 +120,7 @@ def _excluded(registry: DeviceRegistry, exclusions: Sequence[str]) -> set[str]:
 
 
 def compile_auto(registry: DeviceRegistry, model: ir.Model, spec: DeviceSpec,
-                 config: Mapping[str, Any]) -> Executor:
+                 config: Mapping[str, Any]) -> Dispatcher:
     """Compile for AUTO; see the module docstring."""
     hint = str(config.get("PERFORMANCE_HINT", "LATENCY"))
     candidates = auto_candidates(registry, spec)
@@ -118,15 +134,15 @@ def compile_auto(registry: DeviceRegistry, model: ir.Model, spec: DeviceSpec,
             _log.warning("inferplex: AUTO leaves out %s: %s", name, reason)
         kept = [t for t in candidates if t.name in configs]
         members = compile_members(registry, model, kept, config, member_hint)
-        return MultiExecutor(members, options, resolve=registry.full_name)
+        return Dispatcher(members, options, resolve=registry.full_name)
     names = list(configs)
     counts = {t.name: t.num_requests for t in candidates}
     compile_one = lambda name: compile_member(  # noqa: E731
-        registry, model, name, configs[name], counts.get(name))
+        registry, model, name, configs[name], counts.get(name), exit_timeout=config.get("EXIT_TIMEOUT"))
     helper = _startup_helper(registry, names) if config.get("ENABLE_STARTUP_FALLBACK", True) else None
     if helper is None:
         member = _compile_first(names, compile_one, unsupported)
-        return AutoExecutor(MultiExecutor([member], options, resolve=registry.full_name))
+        return Dispatcher([member], options, resolve=registry.full_name)
     chosen = names[:names.index(helper)]
     # The helper serves, and compiles, beside the device it stands in for: leave that one cores.
     share_the_host(registry, {chosen[0]: configs[chosen[0]], helper: configs[helper]}, yield_cores=True)
@@ -191,146 +207,66 @@ def _compile_first(names: Sequence[str], compile_one: Callable[[str], Member],
     raise compile_error(reasons)
 
 
-def _in_thread(function: Callable[[], _T], name: str) -> Future[_T]:
-    """Run ``function`` on a thread of its own, which interpreter exit waits for.
+class _BackgroundCompile(Generic[_T]):
+    """A compile on a daemon thread of its own, ending through :attr:`future`.
 
-    A compile still running in a daemon thread at exit (the helper's, or the
-    chosen device's after the helper served a short program's requests) aborted
-    the interpreter: ONNX Runtime's and torch's native threads were torn down
-    under it ("terminate called without an active exception").
+    Not ``concurrent.futures``: its threads are joined at exit without bound.
+    Watched by :mod:`inferplex.engine.lifecycle`, which holds exit up to
+    :data:`COMPILE_EXIT_WAIT` seconds while the compile runs.
     """
-    future: Future[_T] = Future()
 
-    def target() -> None:
+    holds_exit = True
+
+    def __init__(self, function: Callable[[], _T], name: str) -> None:
+        self.future: Future[_T] = Future()
+        self._exit_began: float | None = None
+        self._abandoned = False
+        lifecycle.watch(self)
+        threading.Thread(target=self._run, args=(function,), daemon=True, name=name).start()
+
+    def _run(self, function: Callable[[], _T]) -> None:
         try:
-            future.set_result(function())
+            self.future.set_result(function())
         except BaseException as error:  # noqa: BLE001 - handed to the future
-            future.set_exception(error)
+            self.future.set_exception(error)
+        finally:
+            lifecycle.progress()
 
-    threading.Thread(target=target, daemon=False, name=name).start()
-    return future
+    def exit_deadline(self) -> float | None:
+        if self.future.done() or self._abandoned:
+            return None
+        if self._exit_began is None:
+            self._exit_began = time.monotonic()
+        return self._exit_began + COMPILE_EXIT_WAIT
+
+    def abandon(self) -> None:
+        self._abandoned = True
+        _log.warning("inferplex: AUTO: a device still compiles at exit after %.0f s; left running",
+                     COMPILE_EXIT_WAIT)
 
 
 def _start_with_helper(helper: str, chosen: list[str], compile_one: Callable[[str], Member],
                        failures: dict[str, str], options: SchedulerOptions,
-                       resolve: Callable[[str], str], expected: int) -> Executor:
+                       resolve: Callable[[str], str], expected: int) -> Dispatcher:
     """Serve from ``helper`` as soon as it compiles, unless a chosen device is ready first."""
-    selected = _in_thread(lambda: _compile_first(chosen, compile_one, failures), "inferplex-auto")
-    helping = _in_thread(lambda: compile_one(helper), "inferplex-auto-helper")
-    wait([selected, helping], return_when=FIRST_COMPLETED)
-    if selected.done() and selected.exception() is None:
-        executor = AutoExecutor(MultiExecutor([selected.result()], options, resolve=resolve))
-        helping.add_done_callback(executor._keep_as_fallback)
-        return executor
-    if helping.exception() is not None:
-        wait([selected])
-        error = selected.exception()
+    selected = _BackgroundCompile(lambda: _compile_first(chosen, compile_one, failures), "inferplex-auto")
+    helping = _BackgroundCompile(lambda: compile_one(helper), "inferplex-auto-helper")
+    with blocking():
+        wait([selected.future, helping.future], return_when=FIRST_COMPLETED)
+    if selected.future.done() and selected.future.exception() is None:
+        dispatcher = Dispatcher([selected.future.result()], options, resolve=resolve)
+        helping.future.add_done_callback(dispatcher.keep_as_fallback)
+        return dispatcher
+    if helping.future.exception() is not None:
+        with blocking():
+            wait([selected.future])
+        error = selected.future.exception()
         if error is not None:
-            helper_error = helping.exception()
-            raise CompileError(f"{error}; {helper}: {type(helper_error).__name__}: "
-                               f"{helper_error}") from error
-        return AutoExecutor(MultiExecutor([selected.result()], options, resolve=resolve))
-    executor = AutoExecutor(MultiExecutor([helping.result()], options, resolve=resolve),
-                            starting=helper, expected_requests=expected)
-    selected.add_done_callback(executor._hand_over)
-    return executor
-
-
-class AutoExecutor(Executor):
-    """AUTO's executor: a MULTI scheduler, plus the startup hand-over state."""
-
-    def __init__(self, scheduler: MultiExecutor, starting: str | None = None,
-                 expected_requests: int = 0) -> None:
-        self.scheduler = scheduler
-        self._starting = starting
-        self._expected = expected_requests
-        self._lock = threading.Lock()
-        self._closed = False
-        self._ready = threading.Event()
-        if starting is None:
-            self._ready.set()
-
-    def wait_ready(self, timeout: float | None = None) -> bool:
-        """Block until the startup hand-over is over (or failed); True when it is."""
-        return self._ready.wait(timeout)
-
-    @property
-    def optimal_number_of_infer_requests(self) -> int:
-        number = self.scheduler.optimal_number_of_infer_requests
-        return max(number, self._expected) if self._starting else number
-
-    @property
-    def execution_devices(self) -> list[str]:
-        with self._lock:
-            if self._starting:
-                return [f"({self._starting})"]
-        return self.scheduler.execution_devices
-
-    def run(self, inputs: Mapping[str, Any]) -> RunResult:
-        return self.scheduler.run(inputs)
-
-    def submit(self, inputs: Mapping[str, Any], done: Done) -> None:
-        self.scheduler.submit(inputs, done)
-
-    def wait(self, event: threading.Event, timeout: float | None = None) -> bool:
-        return self.scheduler.wait(event, timeout)
-
-    def get_property(self, key: str) -> Any:
-        if key == "EXECUTION_DEVICES":
-            return self.execution_devices
-        if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
-            return self.optimal_number_of_infer_requests
-        return self.scheduler.get_property(key)
-
-    def property_names(self) -> tuple[str, ...]:
-        return self.scheduler.property_names()
-
-    def set_property(self, properties: Mapping[str, Any]) -> None:
-        if self._starting and "MULTI_DEVICE_PRIORITIES" in properties:
-            raise PropertyError("MULTI_DEVICE_PRIORITIES cannot change while AUTO's chosen device "
-                                "is still compiling; call it after EXECUTION_DEVICES loses its ()")
-        self.scheduler.set_property(properties)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-        self.scheduler.close()
-        self._ready.set()
-
-    def _hand_over(self, future: Future[Member]) -> None:
-        """The chosen device compiled (or every chosen one failed): switch to it."""
-        helper = self._starting
-        try:
-            member = future.result()
-        except Exception as error:  # noqa: BLE001 - the helper keeps serving
-            _log.warning("inferplex: AUTO keeps running on %s: %s", helper, error)
-            with self._lock:
-                self._starting = None
-            self._ready.set()
-            return
-        with self._lock:
-            if self._closed:
-                member.executor.close()
-                return
-            self.scheduler.add_member(member, serving=False)
-            fallback: list[str] = []
-            if helper is not None and self.scheduler.get_property("ENABLE_RUNTIME_FALLBACK"):
-                fallback = [helper]
-            self.scheduler.set_roles([member.name], fallback)
-            self._starting = None
-        _log.info("inferplex: AUTO handed over from %s to %s", helper, member.name)
-        self._ready.set()
-
-    def _keep_as_fallback(self, future: Future[Member]) -> None:
-        """The host compiled after the chosen device: keep it for runtime fallback, or close it."""
-        if future.exception() is not None:
-            return
-        member = future.result()
-        with self._lock:
-            keep = not self._closed and self.scheduler.get_property("ENABLE_RUNTIME_FALLBACK")
-            if keep:
-                self.scheduler.add_member(member, serving=False)
-                self.scheduler.set_roles(self.scheduler.get_property(
-                    "MULTI_DEVICE_PRIORITIES").split(","), [member.name])
-        if not keep:
-            member.executor.close()
+            helper_error = helping.future.exception()
+            raise CompileError(f"{error}; {helper}: {failure_reason(cast('BaseException', helper_error))}") \
+                from error
+        return Dispatcher([selected.future.result()], options, resolve=resolve)
+    dispatcher = Dispatcher([helping.future.result()], options, resolve=resolve, starting=helper,
+                            expected_requests=expected)
+    selected.future.add_done_callback(dispatcher.hand_over)
+    return dispatcher

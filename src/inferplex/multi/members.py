@@ -1,5 +1,9 @@
 """Compiling the member devices of MULTI and AUTO, in parallel, through the registry.
 
+Each member becomes a :class:`~inferplex.engine.dispatch_state.Member`: a
+:class:`~inferplex.engine.device_pool.DevicePool` over the compiled program,
+with as many threads as the member takes requests at once.
+
 ``MULTI_WORKER_PROCESSES`` (AUTO | YES | NO; default AUTO) says which members
 run in a worker process of their own (:mod:`inferplex.devices.remote`): AUTO
 those whose plugin reports ``GIL_BOUND`` (a CUDA GPU); YES every member but the
@@ -26,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from inferplex.config.devices import DeviceTarget
 from inferplex.devices.sharing import device_type, share_the_host
-from inferplex.errors import CompileError
-from inferplex.executor import ProgramExecutor
-from inferplex.multi.state import Member
+from inferplex.engine.device_pool import DevicePool
+from inferplex.engine.dispatch_state import Member
+from inferplex.errors import CompileError, InferplexError
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -36,8 +40,8 @@ if TYPE_CHECKING:
     from inferplex.devices.base import DeviceProgram
     from inferplex.devices.registry import DeviceRegistry
 
-__all__ = ["WORKER_PROCESSES_KEY", "compile_error", "compile_member", "compile_members", "member_config",
-           "resolve_targets", "wants_own_process"]
+__all__ = ["WORKER_PROCESSES_KEY", "compile_error", "compile_member", "compile_members", "failure_reason",
+           "member_config", "resolve_targets", "wants_own_process"]
 
 WORKER_PROCESSES_KEY = "WORKER_PROCESSES"
 
@@ -72,8 +76,11 @@ def wants_own_process(registry: DeviceRegistry, devices: Sequence[str], setting:
 
 def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
                    config: Mapping[str, Any], num_requests: int | None = None,
-                   own_process: bool = False) -> Member:
-    """Compile on one device and wrap it; the pool is ``num_requests`` or the device's number."""
+                   own_process: bool = False, exit_timeout: float | None = None) -> Member:
+    """Compile on one device into a pool of ``num_requests`` threads (default: the device's workers).
+
+    ``exit_timeout``: the virtual device's ``EXIT_TIMEOUT`` (see :class:`DevicePool`).
+    """
     program: DeviceProgram
     if own_process:
         from inferplex.devices.remote import compile_in_worker_process
@@ -81,9 +88,14 @@ def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
         program = compile_in_worker_process(registry, model, device, config)
     else:
         program = registry.compile(model, device, config)
-    executor = ProgramExecutor(program, profiling=bool(config.get("ENABLE_PROFILING", False)))
-    return Member(device, executor, num_requests or int(program.num_workers),
-                  host=device_type(registry, device) == "host")
+    try:
+        profiling = bool(config.get("ENABLE_PROFILING", False))
+        pool = DevicePool(program, threads=num_requests, profiling=profiling, exit_timeout=exit_timeout)
+        host = device_type(registry, device) == "host"
+    except BaseException:
+        program.close()
+        raise
+    return Member(device, pool, host=host)
 
 
 def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence[DeviceTarget],
@@ -100,7 +112,8 @@ def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence
     own = wants_own_process(registry, [t.name for t in targets], setting)
     with ThreadPoolExecutor(max(1, len(targets)), thread_name_prefix="inferplex-compile") as pool:
         futures = {t.name: pool.submit(compile_member, registry, model, t.name, configs[t.name],
-                                       t.num_requests, own[t.name]) for t in targets}
+                                       t.num_requests, own[t.name], config.get("EXIT_TIMEOUT"))
+                   for t in targets}
     members: list[Member] = []
     failures: dict[str, BaseException] = {}
     for name, future in futures.items():
@@ -117,9 +130,12 @@ def compile_members(registry: DeviceRegistry, model: ir.Model, targets: Sequence
 
 def compile_error(failures: Mapping[str, BaseException | str]) -> CompileError:
     """One CompileError naming each device and its reason."""
-    reasons = "; ".join(f"{name}: {_reason(error)}" for name, error in failures.items())
+    reasons = "; ".join(f"{name}: {failure_reason(error)}" for name, error in failures.items())
     return CompileError(f"no device could compile the model: {reasons}")
 
 
-def _reason(error: BaseException | str) -> str:
-    return error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+def failure_reason(error: BaseException | str) -> str:
+    """A compile failure in words (inferplex's own errors as they are, others with their type)."""
+    if isinstance(error, str | InferplexError):  # inferplex's errors already say what failed
+        return str(error)
+    return f"{type(error).__name__}: {error}"

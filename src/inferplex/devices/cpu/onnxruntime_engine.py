@@ -93,6 +93,34 @@ class OnnxRuntimeProgram(CpuProgram):
     engine = "ONNXRUNTIME"
 
     def __init__(self, model: ir.Model, config: Mapping[str, Any], fallback_reason: str = "") -> None:
+        model_bytes, initializers = serialize_for_ort(model)
+        self._setup(config, model_bytes, initializers, _external_data_dir(model), fallback_reason)
+
+    @classmethod
+    def imported(cls, blob: bytes, config: Mapping[str, Any]) -> OnnxRuntimeProgram:
+        """A program from :meth:`exported` bytes: sessions over the optimized model, not optimized again."""
+        head, _, optimized = blob.partition(b"\n")
+        program = cls.__new__(cls)
+        program._setup(config, optimized, [], "", str(json.loads(head)["fallback_reason"]), optimized=True)
+        return program
+
+    def exported(self) -> bytes:
+        """ONNX Runtime's optimized model (``optimized_model_filepath``) after a one-line JSON header.
+
+        Optimized for this CPU (NCHWc layouts and the like): the cache keys it by
+        the CPU's instruction sets and ONNX Runtime's version.
+        """
+        with tempfile.TemporaryDirectory(prefix="inferplex-ort-") as folder:
+            path = os.path.join(folder, "optimized.onnx")
+            options = self._options(0)
+            options.optimized_model_filepath = path
+            ort.InferenceSession(self._model_bytes, options, providers=[ORT_PROVIDER])
+            with open(path, "rb") as handle:
+                optimized = handle.read()
+        return json.dumps({"fallback_reason": self._fallback_reason}).encode() + b"\n" + optimized
+
+    def _setup(self, config: Mapping[str, Any], model_bytes: bytes, initializers: _Initializers,
+               external_dir: str, fallback_reason: str, optimized: bool = False) -> None:
         streams, threads = stream_layout(config)
         super().__init__(config, spinning=bool(config.get("THREAD_SPINNING", streams == 1)),
                          low_priority=config.get("THREAD_PRIORITY", "NORMAL") == "LOW"
@@ -101,8 +129,9 @@ class OnnxRuntimeProgram(CpuProgram):
         self.num_workers = self._streams
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self._profile_dir = tempfile.mkdtemp(prefix="inferplex-profile-") if self._profiling else ""
-        self._model_bytes, self._initializers = serialize_for_ort(model)
-        self._external_dir = _external_data_dir(model)
+        self._model_bytes, self._initializers = model_bytes, initializers
+        self._external_dir = external_dir
+        self._optimized = optimized
         self._sessions = [self._new_session(i) for i in range(self._streams)]
         self._stale = [False] * self._streams
         self._lock = threading.Lock()
@@ -110,12 +139,14 @@ class OnnxRuntimeProgram(CpuProgram):
         self.input_names = [i.name for i in first.get_inputs()]
         self.output_names = [o.name for o in first.get_outputs()]
 
-    def _new_session(self, worker: int) -> ort.InferenceSession:
+    def _options(self, worker: int) -> ort.SessionOptions:
         options = ort.SessionOptions()
         options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3  # warnings about unused initializers are not the user's concern
+        if self._optimized:  # an optimized model from the cache: optimizing it again gains nothing
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         if not self._spinning:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self._config.get("CPU_DENORMALS_OPTIMIZATION"):
@@ -128,6 +159,10 @@ class OnnxRuntimeProgram(CpuProgram):
         if self._profiling:
             options.enable_profiling = True
             options.profile_file_prefix = os.path.join(self._profile_dir, f"worker{worker}")
+        return options
+
+    def _new_session(self, worker: int) -> ort.InferenceSession:
+        options = self._options(worker)
         try:
             if self._low_priority:
                 return in_low_priority_thread(

@@ -27,7 +27,10 @@ Properties map onto OpenVINO's CPU plugin:
   see the schema); ``ENABLE_CPU_PINNING`` and ``CPU_DENORMALS_OPTIMIZATION``
   go to OpenVINO when set (an explicit ``ENABLE_CPU_PINNING`` wins over
   ``THREAD_SPINNING``'s); the pinning OpenVINO applied is read back.
-- ``CACHE_DIR`` is OpenVINO's model cache.
+- ``CACHE_DIR``: compiled through the Core, the device registry's cache keeps
+  OpenVINO's ``export_model`` blob (see :mod:`inferplex.devices.cache`) and
+  imports it with ``import_model``; given to the plugin directly, it is passed
+  to OpenVINO as its own model cache.
 
 Tensors: numpy inputs are shared with OpenVINO (``share_inputs``: no copy when
 C-contiguous and of the input's type); outputs are copied out of the request's
@@ -36,9 +39,10 @@ buffers, which the worker's next run overwrites.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -262,14 +266,35 @@ class OpenVinoProgram(CpuProgram):
 
     def __init__(self, model: ir.Model, config: Mapping[str, Any]) -> None:
         ov_model = read(model)
+        self._setup(lambda ov_config: _core().compile_model(ov_model, "CPU", ov_config), config,
+                    [value.name or "" for value in model.graph.inputs],
+                    [value.name or "" for value in model.graph.outputs])
+
+    @classmethod
+    def imported(cls, blob: bytes, config: Mapping[str, Any]) -> OpenVinoProgram:
+        """A program from :meth:`exported` bytes (OpenVINO's ``import_model``)."""
+        head, _, ov_blob = blob.partition(b"\n")
+        names = json.loads(head)
+        program = cls.__new__(cls)
+        program._setup(lambda ov_config: _core().import_model(ov_blob, "CPU", ov_config), config,
+                       list(names["inputs"]), list(names["outputs"]))
+        return program
+
+    def exported(self) -> bytes:
+        """The model's input and output names, then OpenVINO's ``export_model`` blob."""
+        if self._compiled is None:
+            raise InferenceError("the program on CPU was closed; it cannot be exported")
+        names = json.dumps({"inputs": self.input_names, "outputs": self.output_names}).encode()
+        blob = self._compiled.export_model()
+        return names + b"\n" + bytes(blob.getvalue() if hasattr(blob, "getvalue") else blob)
+
+    def _setup(self, make: Callable[[dict[str, Any]], openvino.CompiledModel], config: Mapping[str, Any],
+               input_names: list[str], output_names: list[str]) -> None:
+        """Compile (or import) with ``make(openvino config)`` and make the workers' requests."""
         low_priority = config.get("THREAD_PRIORITY", "NORMAL") == "LOW" and per_thread_priority()
         ov_config = openvino_config(config)
         try:
-            if low_priority:
-                compiled = in_low_priority_thread(
-                    lambda: _core().compile_model(ov_model, "CPU", ov_config))
-            else:
-                compiled = _core().compile_model(ov_model, "CPU", ov_config)
+            compiled = in_low_priority_thread(lambda: make(ov_config)) if low_priority else make(ov_config)
         except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
             raise OpenVinoCannotRun(_reason(error)) from error
         streams = int(compiled.get_property("NUM_STREAMS"))
@@ -286,8 +311,8 @@ class OpenVinoProgram(CpuProgram):
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
         self._inputs = {name: i for i, port in enumerate(compiled.inputs) for name in port.get_names()}
         by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
-        self.input_names = [value.name or "" for value in model.graph.inputs]
-        self.output_names = [value.name or "" for value in model.graph.outputs]
+        self.input_names = input_names
+        self.output_names = output_names
         self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,

@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from inferplex.config import values
 from inferplex.config.values import Parser
-from inferplex.devices.base import DevicePlugin, MemoryInfo
+from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.devices.cpu import cpu_info, onnxruntime_engine, openvino_engine
 from inferplex.devices.cpu.onnxruntime_support import ort_supported_nodes
 from inferplex.devices.cpu.program import CpuProgram
@@ -144,6 +144,35 @@ class CpuPlugin(DevicePlugin):
         onnxruntime_engine.check_precision(config, f" (used because {reason})")
         _log.info("inferplex: the CPU runs this model on ONNX Runtime: %s", reason)
         return onnxruntime_engine.OnnxRuntimeProgram(model, config, fallback_reason=reason)
+
+    # --- model caching: each engine's own compiled form (see inferplex.devices.cache) ------
+
+    def cache_fingerprint(self, device: str, config: Mapping[str, Any]) -> str | None:
+        """Both engines' versions (the default engine falls back to ONNX Runtime) and the CPU itself:
+        OpenVINO's blobs and ONNX Runtime's optimized models are made for the instruction sets here."""
+        versions = [onnxruntime_engine.ort_version()]
+        if openvino_engine.available():
+            versions.insert(0, openvino_engine.openvino_version())
+        return "; ".join([*versions, cpu_info.cpu_name(), ",".join(sorted(cpu_info.instruction_sets()))])
+
+    def export_program(self, program: DeviceProgram) -> bytes | None:
+        if isinstance(program, openvino_engine.OpenVinoProgram):
+            return _OPENVINO_BLOB + program.exported()
+        if isinstance(program, onnxruntime_engine.OnnxRuntimeProgram):
+            return _ORT_BLOB + program.exported()
+        return None
+
+    def import_program(self, blob: bytes, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+        if blob.startswith(_OPENVINO_BLOB):
+            return openvino_engine.OpenVinoProgram.imported(blob[len(_OPENVINO_BLOB):], config)
+        if blob.startswith(_ORT_BLOB):
+            return onnxruntime_engine.OnnxRuntimeProgram.imported(blob[len(_ORT_BLOB):], config)
+        raise CompileError("the CPU's compiled-program blob names no engine it knows")
+
+
+_OPENVINO_BLOB = b"OPENVINO\n"
+_ORT_BLOB = b"ONNXRUNTIME\n"
+"""First line of an exported CPU program: the engine that compiled it."""
 
 
 def _engine_asked(config: Mapping[str, Any]) -> str:

@@ -9,11 +9,8 @@ every capture on one thread, so that cuDNN autotunes once (see
 :func:`warm_up` makes those first runs part of compiling, for a model whose
 input shapes are all static: the compile returns with every worker's graph
 captured, so no request waits for a capture, and AUTO's startup helper serves
-while they happen.  On an H200 (f16, batch 4, ``python bench/multi_auto.py
---first-inference-only``) the GPU's first request after AUTO's hand-over took
-2 ms with it, against 954 ms (ResNet-50, cuDNN autotuning) and 284 ms
-(BERT-base) without; the first inference itself stayed within its samples'
-spread either way.
+while they happen: the first request after AUTO's hand-over then waits for no
+capture or cuDNN autotuning (``python bench/multi_auto.py --first-inference-only``).
 """
 
 from __future__ import annotations
@@ -90,11 +87,9 @@ class CaptureThread:
 
     PyTorch keeps cuDNN's autotuning results (``cudnn.benchmark``) per thread,
     since cuDNN's execution plans are not thread-safe.  A worker thread that
-    captured its own graph autotuned every convolution again first, one worker
-    at a time under :data:`GATE`: ResNet-50's 8 workers took 5.2 s to have all
-    served a request on an H200, against 0.09 s with every capture on this
-    thread, at the same steady throughput (``bench/gpu_warmup.py``).  Captures
-    run one at a time anyway; on one thread only the first autotunes.  A graph
+    captured its own graph would autotune every convolution again first, one
+    worker at a time under :data:`GATE` (``bench/gpu_warmup.py`` measures it).
+    Captures run one at a time anyway; on one thread only the first autotunes.  A graph
     captured here replays on its worker's stream from the worker's thread.
 
     The thread lives while some program holds a :meth:`lease` on it: it starts

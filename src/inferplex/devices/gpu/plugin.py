@@ -24,13 +24,10 @@ the host are lowered once per input signature with those dims fixed, see
 ``specialize``), ``MEMORY_LIMIT``, ``GPU_QUEUE_THROTTLE`` (OpenVINO's name and
 values: MEDIUM, the default, and HIGH spin a host core while a worker waits for
 the device; LOW sleeps on a blocking CUDA event instead; no effect on emulated
-GPUs).  On an H200 with 8 workers (f16, batch 4, ``python
-bench/multi_diagnostics.py --throttle``), LOW cut the calling process's CPU time
-from 6.2 to 0.65 ms per request for BERT-base and from 3.1 to 0.95 ms for
-ResNet-50, at 0.97x and 0.95x the throughput.  Beside a CPU serving in
-CUMULATIVE_THROUGHPUT the GPU lost less with LOW (979 against 848 req/s for
-BERT-base) but the sum stayed below MEDIUM's once the CPU was held back, so MULTI
-and AUTO keep MEDIUM.
+GPUs).  LOW frees most of the calling process's CPU time per request for a
+few percent of throughput (``python bench/multi_diagnostics.py --throttle``);
+beside a CPU serving in CUMULATIVE_THROUGHPUT the sum stayed below MEDIUM's
+once the CPU was held back, so MULTI and AUTO keep MEDIUM.
 
 ``EXECUTION_MODE_HINT`` and ``MODEL_PRIORITY`` mean what :mod:`inferplex.config.schema`
 says.  Read-only facts: ``DEVICE_ID`` (the index), ``DEVICE_TYPE``,
@@ -84,10 +81,9 @@ _DEFAULTS: dict[str, Any] = {
 }
 _THROUGHPUT_WORKERS = {"cuda": 8, "cpu": 2}
 """Workers (each a CUDA stream with its own graphs) for the throughput hints.  Small
-requests leave a GPU partly idle between one stream's kernels: on an H200 (f16,
-batch 4, ``python bench/multi_diagnostics.py --streams``), 8 workers served
-1.10-1.16x what 4 did for ResNet-50 and BERT-base, in the calling process and
-from a worker process, and 16 served 0.91-0.97x the 8."""
+requests leave a GPU partly idle between one stream's kernels, so several streams
+overlap them; past 8 the gain turns into a loss (``python bench/multi_diagnostics.py
+--streams`` measures it)."""
 
 
 def _emulated_count() -> int:

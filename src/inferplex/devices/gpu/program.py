@@ -107,7 +107,7 @@ class GpuProgram(DeviceProgram):
     tensor_kind = "torch"
     capture_on_one_thread = True
     """Capture every CUDA graph on the process's capture thread; False: on each worker's
-    own thread, as before (``bench/gpu_warmup.py`` compares the two)."""
+    own thread (``bench/gpu_warmup.py`` compares the two)."""
 
     def __init__(self, lowered: LoweredGraph, device: str, torch_device: torch.device,
                  num_workers: int = 1, config: Mapping[str, Any] | None = None,

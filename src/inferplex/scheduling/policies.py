@@ -1,4 +1,4 @@
-"""Scheduling policies of MULTI: which device takes the next waiting request.
+"""Scheduling policies of MULTI and AUTO: which device takes the next waiting request.
 
 A policy is a one-method object: ``choose(loads, waiting, arrival_rate)`` gets a
 snapshot of every usable device in priority order (:class:`DeviceLoad`), the
@@ -33,6 +33,7 @@ __all__ = [
     "RoundRobin",
     "SchedulePolicy",
     "make_policy",
+    "policy_name",
 ]
 
 
@@ -60,6 +61,9 @@ class DeviceLoad:
 class SchedulePolicy(Protocol):
     """Picks the device for the oldest waiting request."""
 
+    uses_timing: bool
+    """Whether :meth:`choose` reads ``latency`` and ``remaining`` (else the dispatcher leaves them out)."""
+
     def choose(self, loads: Sequence[DeviceLoad], waiting: int, arrival_rate: float) -> str | None:
         """A device with ``idle > 0`` among ``loads`` (priority order), or ``None`` to wait.
 
@@ -73,7 +77,7 @@ class DevicePriority:
     """The first device, in priority order, with an idle worker."""
 
     uses_timing = False
-    """Needs no latency or remaining times (the scheduler skips computing them)."""
+    """Needs no latency or remaining times (the dispatcher skips computing them)."""
 
     def choose(self, loads: Sequence[DeviceLoad], waiting: int, arrival_rate: float) -> str | None:
         for load in loads:
@@ -115,6 +119,8 @@ class EarliestFinish:
     measured are tried first, so every device gets measured.
     """
 
+    uses_timing = True
+
     def choose(self, loads: Sequence[DeviceLoad], waiting: int, arrival_rate: float) -> str | None:
         idle = [load for load in loads if load.idle > 0]
         if not idle:
@@ -155,6 +161,11 @@ POLICIES: dict[str, type[SchedulePolicy]] = {
     "ROUND_ROBIN": RoundRobin,
     "EARLIEST_FINISH": EarliestFinish,
 }
+
+
+def policy_name(policy: SchedulePolicy) -> str:
+    """The ``SCHEDULE_POLICY`` value of ``policy``."""
+    return next((name for name, kind in POLICIES.items() if type(policy) is kind), type(policy).__name__)
 
 
 def make_policy(name: str) -> SchedulePolicy:

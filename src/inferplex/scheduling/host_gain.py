@@ -39,18 +39,21 @@ check comes after :data:`LONGEST_INTERVAL`.  A GPU whose own rate wanders more
 than that (one H200 host's varied by 12% between 3 s slices, ``python
 bench/multi_diagnostics.py --model bert --long 120``) is checked as before.
 
-:class:`HostGainCheck` is plain state, driven by the MULTI scheduler under its
-lock with the time and the load; it starts no thread and reads no clock.
+:class:`HostGainCheck` is plain state, fed by the MULTI dispatcher with the
+time and the load on each event; it starts no thread and reads no clock.  The
+figures above are the defaults of :class:`HostGainTiming`, which a check takes
+(tests give it shorter ones).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass
 from enum import Enum
 
 __all__ = ["CHECK_BUDGET", "DRAIN_LIMIT", "DRIFT", "INTERVAL", "LONGEST_INTERVAL", "RAMP", "WATCH",
-           "WATCH_COUNT", "WINDOW", "HostGainCheck"]
+           "WATCH_COUNT", "WINDOW", "HostGainCheck", "HostGainTiming"]
 
 _log = logging.getLogger("inferplex")
 
@@ -75,6 +78,21 @@ DRIFT = 0.1
 checked again at the decision's wait rather than after :data:`LONGEST_INTERVAL`."""
 
 
+@dataclass(frozen=True)
+class HostGainTiming:
+    """The check's durations and shares (defaults: the module's constants, documented above)."""
+
+    window: float = WINDOW
+    interval: float = INTERVAL
+    longest_interval: float = LONGEST_INTERVAL
+    check_budget: float = CHECK_BUDGET
+    ramp: float = RAMP
+    drain_limit: float = DRAIN_LIMIT
+    watch: float = WATCH
+    watch_count: int = WATCH_COUNT
+    drift: float = DRIFT
+
+
 class _Phase(Enum):
     WAIT_FOR_LOAD = "wait for full load"
     WITH_HOST = "measuring with the host"
@@ -87,15 +105,16 @@ class _Phase(Enum):
 class HostGainCheck:
     """Holds the host devices back while they cost the accelerators more than they add."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, timing: HostGainTiming | None = None) -> None:
         self.enabled = enabled
+        self.timing = timing or HostGainTiming()
         self.held = False
         """Whether the host devices take no new requests now."""
         self.checks = 0
         """Decisions made so far."""
         self.last_rates: tuple[float, float] | None = None
         """(requests/s with the host, without it) of the latest decision."""
-        self.interval = INTERVAL
+        self.interval = self.timing.interval
         """Seconds from the latest decision to the next check."""
         self._phase = _Phase.WAIT_FOR_LOAD
         self._started = 0.0
@@ -129,6 +148,7 @@ class HostGainCheck:
         average over a window, at least ``other_workers`` requests in the model (a
         closed loop dips below between a request's end and its successor's submit).
         """
+        t = self.timing
         if not self.enabled or not hosts or not others:
             self._reset(now)  # nothing to compare (and a host alone must serve)
             return
@@ -137,7 +157,7 @@ class HostGainCheck:
         phase, elapsed = self._phase, now - self._started
         if phase is _Phase.WAIT_FOR_LOAD and warm and in_model >= other_workers:
             self._start(_Phase.WITH_HOST, now)
-        elif phase in (_Phase.WITH_HOST, _Phase.WITHOUT_HOST) and elapsed >= WINDOW:
+        elif phase in (_Phase.WITH_HOST, _Phase.WITHOUT_HOST) and elapsed >= t.window:
             if self._load / elapsed < other_workers:
                 self._reset(now)  # not under full load: what the host costs cannot be measured now
             elif phase is _Phase.WITH_HOST:
@@ -148,41 +168,43 @@ class HostGainCheck:
                 self._decide(self._completed / elapsed, now, hosts)
         elif phase is _Phase.DRAIN and host_busy == 0:
             self._start(_Phase.WITHOUT_HOST, now)
-        elif phase is _Phase.DRAIN and elapsed >= DRAIN_LIMIT:
+        elif phase is _Phase.DRAIN and elapsed >= t.drain_limit:
             self._reset(now)  # the host's requests run too long to measure without them
         elif phase is _Phase.DECIDED:
             if self.held and not self._drifted:
                 self._watch(now, other_workers)
-            if elapsed >= (self.interval if self._drifted or not self.held else LONGEST_INTERVAL):
+            if elapsed >= (self.interval if self._drifted or not self.held else t.longest_interval):
                 if self.held:
                     self.held = False
                     self._start(_Phase.RAMP, now)
                 else:
                     self._start(_Phase.WAIT_FOR_LOAD, now)
-        elif phase is _Phase.RAMP and elapsed >= RAMP:
+        elif phase is _Phase.RAMP and elapsed >= t.ramp:
             self._start(_Phase.WAIT_FOR_LOAD, now)
 
     def _watch(self, now: float, other_workers: int) -> None:
         """One watch window of the accelerators while the host is held back (see the module docstring)."""
+        t = self.timing
         span = now - self._window
-        if span < WATCH or (self._load / span >= other_workers and self._completed < WATCH_COUNT):
+        if span < t.watch or (self._load / span >= other_workers and self._completed < t.watch_count):
             return  # the window goes on
         if self._load / span >= other_workers and self.last_rates is not None:
             rate, decided = self._completed / span, self.last_rates[1]
-            if abs(rate - decided) > DRIFT * decided:
+            if abs(rate - decided) > t.drift * decided:
                 self._drifted = True
                 _log.info("inferplex: the accelerators serve %.1f requests/s, %.1f when the host was held "
                           "back: the host is checked again", rate, decided)
         self._window, self._completed, self._load = now, 0, 0.0
 
     def _decide(self, without_host: float, now: float, hosts: Collection[str]) -> None:
+        t = self.timing
         with_host = self._with_host
         held = without_host >= with_host
         same = self.checks > 0 and held == self._last_held
-        wait = 2 * self.interval if same else INTERVAL
+        wait = 2 * self.interval if same else t.interval
         best = max(with_host, without_host)
-        lost = (RAMP + WINDOW) * (1 - min(with_host, without_host) / best) if best > 0 else 0.0
-        self.interval = min(LONGEST_INTERVAL, max(wait, lost / CHECK_BUDGET))
+        lost = (t.ramp + t.window) * (1 - min(with_host, without_host) / best) if best > 0 else 0.0
+        self.interval = min(t.longest_interval, max(wait, lost / t.check_budget))
         self.held = self._last_held = held
         self._drifted = False
         self.checks += 1

@@ -1,0 +1,280 @@
+"""The model cache (CACHE_DIR, LOADED_FROM_CACHE) and export_model/import_model, through the public API.
+
+Results are checked against ONNX Runtime on the whole model; cache behaviour
+against OpenVINO's documented behaviour: the first compile writes, the second
+loads (LOADED_FROM_CACHE True), a bad entry is compiled again.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import inferplex as ov
+from inferplex.errors import CompileError, PropertyError
+
+from conftest import make_model, ort_run
+
+_RNG = np.random.default_rng(7)
+_W1 = _RNG.standard_normal((16, 32)).astype(np.float32)
+_W2 = _RNG.standard_normal((32, 8)).astype(np.float32)
+_X = _RNG.standard_normal((2, 16)).astype(np.float32)
+
+
+def _mlp() -> onnx.ModelProto:
+    """``y = softmax(relu(x @ W1) @ W2)``: weights inside, three ops to split over devices."""
+    return make_model(
+        [helper.make_node("MatMul", ["x", "W1"], ["h"], name="mm1"),
+         helper.make_node("Relu", ["h"], ["r"], name="relu"),
+         helper.make_node("MatMul", ["r", "W2"], ["z"], name="mm2"),
+         helper.make_node("Softmax", ["z"], ["y"], name="softmax")],
+        [("x", TensorProto.FLOAT, [2, 16])], [("y", TensorProto.FLOAT, [2, 8])],
+        [numpy_helper.from_array(_W1, "W1"), numpy_helper.from_array(_W2, "W2")])
+
+
+_REFERENCE = ort_run(_mlp(), {"x": _X})[0]
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+
+
+def _compile(folder: Path, device: str, config: dict | None = None, model: object = None) -> ov.CompiledModel:
+    core = ov.Core()
+    core.set_property({"CACHE_DIR": str(folder)})
+    return core.compile_model(model if model is not None else _mlp(), device, config or {})
+
+
+def _check(compiled: ov.CompiledModel) -> None:
+    request = compiled.create_infer_request()
+    request.start_async({"x": _X})
+    request.wait()
+    np.testing.assert_allclose(request.results[0], _REFERENCE, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def emulated_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "2")
+
+
+@pytest.mark.parametrize("engine", ["OPENVINO", "ONNXRUNTIME"])
+def test_cpu_warm_compile_loads_from_cache(tmp_path: Path, engine: str) -> None:
+    config = {"ENGINE": engine, "INFERENCE_PRECISION_HINT": "f32"}
+    cold = _compile(tmp_path, "CPU", config)
+    assert cold.get_property("LOADED_FROM_CACHE") is False
+    assert len(_entries(tmp_path)) == 1
+    warm = _compile(tmp_path, "CPU", config)
+    assert warm.get_property("LOADED_FROM_CACHE") is True
+    assert warm.get_property("ENGINE") == engine
+    assert "LOADED_FROM_CACHE" in warm.get_property("SUPPORTED_PROPERTIES")
+    _check(cold)
+    _check(warm)
+    assert len(_entries(tmp_path)) == 1
+
+
+def test_cache_dir_per_compile_and_without_it(tmp_path: Path) -> None:
+    core = ov.Core()
+    first = core.compile_model(_mlp(), "CPU", {"CACHE_DIR": tmp_path})  # a pathlib.Path is taken
+    assert first.get_property("CACHE_DIR") == str(tmp_path)
+    assert core.compile_model(_mlp(), "CPU", {"CACHE_DIR": str(tmp_path)}).get_property("LOADED_FROM_CACHE")
+    assert core.compile_model(_mlp(), "CPU").get_property("LOADED_FROM_CACHE") is False
+
+
+def test_cache_dir_is_private(tmp_path: Path) -> None:
+    folder = tmp_path / "made" / "here"
+    _compile(folder, "CPU")
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    (entry,) = _entries(folder)
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770])
+def test_cache_dir_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(mode)
+    with pytest.raises(PropertyError, match=rf"CACHE_DIR '{folder}' is writable by other users.*chmod go-w"):
+        _compile(folder, "CPU")
+    assert not list(folder.iterdir())
+
+
+def test_entry_others_can_write_is_not_loaded(tmp_path: Path) -> None:
+    _compile(tmp_path, "CPU")
+    (entry,) = _entries(tmp_path)
+    entry.chmod(0o666)
+    warm = _compile(tmp_path, "CPU")
+    assert warm.get_property("LOADED_FROM_CACHE") is False
+    _check(warm)
+    (entry,) = _entries(tmp_path)  # written again, privately
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+
+
+def _corrupt(entry: Path) -> None:
+    data = bytearray(entry.read_bytes())
+    data[-100] ^= 0xFF
+    entry.write_bytes(bytes(data))
+
+
+def _truncate(entry: Path) -> None:
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+
+
+def _other_version(entry: Path) -> None:
+    """The same entry as another engine version would have written it (its checksum still right)."""
+    data = entry.read_bytes()
+    marker = b'"fingerprint": "'
+    at = data.index(marker) + len(marker)
+    entry.write_bytes(data[:at] + (b"X" if data[at:at + 1] != b"X" else b"Y") + data[at + 1:])
+
+
+def _not_an_entry(entry: Path) -> None:
+    entry.write_bytes(b"\x80\x04 not a cache entry")
+
+
+@pytest.mark.parametrize("damage", [_corrupt, _truncate, _other_version, _not_an_entry])
+def test_bad_entry_is_compiled_again(tmp_path: Path, damage: object) -> None:
+    _compile(tmp_path, "CPU")
+    (entry,) = _entries(tmp_path)
+    damage(entry)  # type: ignore[operator]
+    rebuilt = _compile(tmp_path, "CPU")
+    assert rebuilt.get_property("LOADED_FROM_CACHE") is False
+    _check(rebuilt)
+    again = _compile(tmp_path, "CPU")  # the entry was written again
+    assert again.get_property("LOADED_FROM_CACHE") is True
+    _check(again)
+
+
+def test_different_properties_make_different_entries(tmp_path: Path) -> None:
+    latency = _compile(tmp_path, "CPU", {"PERFORMANCE_HINT": "LATENCY"})
+    throughput = _compile(tmp_path, "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    assert not latency.get_property("LOADED_FROM_CACHE")
+    assert not throughput.get_property("LOADED_FROM_CACHE")
+    assert len(_entries(tmp_path)) == 2
+    warm = _compile(tmp_path, "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    assert warm.get_property("LOADED_FROM_CACHE") is True
+    assert warm.get_property("PERFORMANCE_HINT") == "THROUGHPUT"
+    other_model = _mlp()
+    other_model.graph.initializer[0].raw_data = (_W1 + 1).tobytes()  # other weights: another entry
+    assert not _compile(tmp_path, "CPU", model=other_model).get_property("LOADED_FROM_CACHE")
+    assert len(_entries(tmp_path)) == 3
+
+
+@pytest.mark.parametrize("device", ["HETERO:CPU", "MULTI:CPU", "AUTO:CPU", "AUTO"])
+def test_virtual_devices_load_their_members_from_cache(tmp_path: Path, device: str) -> None:
+    cold = _compile(tmp_path, device)
+    assert cold.get_property("LOADED_FROM_CACHE") is False
+    warm = _compile(tmp_path, device)
+    if device != "AUTO":  # AUTO picks among the devices present; a GPU here is not cached
+        assert warm.get_property("LOADED_FROM_CACHE") is True
+    _check(cold)
+    _check(warm)
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+def test_emulated_gpu_takes_cache_dir(tmp_path: Path) -> None:
+    for _ in range(2):
+        compiled = _compile(tmp_path, "GPU.1")
+        _check(compiled)
+        # The GPU's lowered programs are not cacheable (yet): compiled cold each time.
+        assert compiled.get_property("LOADED_FROM_CACHE") is False
+    assert _entries(tmp_path) == []
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+def test_hetero_over_gpu_and_cpu_caches_the_cpu_subgraph(tmp_path: Path) -> None:
+    model = ov.Core().read_model(_mlp())
+    for op in model.get_ops():
+        op.get_rt_info()["affinity"] = "GPU.0" if op.get_friendly_name() in ("mm1", "relu") else "CPU"
+    cold = _compile(tmp_path, "HETERO:GPU.0,CPU", model=model)
+    assert cold.get_property("HETERO_NUMBER_OF_SUBMODELS") == 2
+    assert len(_entries(tmp_path)) == 1  # the CPU subgraph's program
+    warm = _compile(tmp_path, "HETERO:GPU.0,CPU", model=model)
+    _check(cold)
+    _check(warm)
+    assert warm.get_property("LOADED_FROM_CACHE") is False  # the GPU subgraph compiled again
+    assert len(_entries(tmp_path)) == 1  # the CPU's entry was used, not written again
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+def test_multi_over_gpus_and_cpu(tmp_path: Path) -> None:
+    for _ in range(2):
+        compiled = _compile(tmp_path, "MULTI:GPU.0,GPU.1,CPU")
+        requests = [compiled.create_infer_request() for _ in range(4)]
+        for request in requests:
+            request.start_async({"x": _X})
+        for request in requests:
+            request.wait()
+            np.testing.assert_allclose(request.results[0], _REFERENCE, rtol=1e-4, atol=1e-5)
+    assert len(_entries(tmp_path)) == 1
+
+
+def test_global_cache_dir_reads_back(tmp_path: Path) -> None:
+    core = ov.Core()
+    core.set_property({"CACHE_DIR": str(tmp_path)})
+    assert core.get_property("CPU", "CACHE_DIR") == str(tmp_path)
+    assert core.get_property("HETERO", "CACHE_DIR") == str(tmp_path)
+    with pytest.raises(PropertyError, match=r"CACHE_DIR.*not accepted.*directory path"):
+        core.set_property({"CACHE_DIR": 3})
+
+
+@pytest.mark.parametrize("engine", ["OPENVINO", "ONNXRUNTIME"])
+def test_export_import_round_trip(engine: str) -> None:
+    core = ov.Core()
+    compiled = core.compile_model(_mlp(), "CPU", {"ENGINE": engine, "INFERENCE_PRECISION_HINT": "f32"})
+    blob = compiled.export_model()
+    assert isinstance(blob, bytes)
+    stream = io.BytesIO()
+    assert compiled.export_model(stream) is None
+    for source in (blob, io.BytesIO(stream.getvalue())):
+        imported = ov.Core().import_model(source, "CPU")
+        assert imported.get_property("ENGINE") == engine
+        assert imported.get_property("LOADED_FROM_CACHE") is True
+        assert [port.any_name for port in imported.inputs] == ["x"]
+        _check(imported)
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+def test_import_refuses_other_devices_and_bad_blobs() -> None:
+    blob = ov.Core().compile_model(_mlp(), "CPU").export_model()
+    assert isinstance(blob, bytes)
+    core = ov.Core()
+    with pytest.raises(CompileError, match=r"exported from CPU; it cannot be imported on GPU.0"):
+        core.import_model(blob, "GPU")
+    with pytest.raises(CompileError, match="checksum does not match"):
+        core.import_model(blob[:-10], "CPU")
+    with pytest.raises(CompileError, match="does not start with inferplex's marker"):
+        core.import_model(b"not a blob", "CPU")
+    with pytest.raises(CompileError, match="single device"):
+        core.import_model(blob, "MULTI:CPU")
+    with pytest.raises(CompileError, match="virtual device"):
+        core.compile_model(_mlp(), "MULTI:CPU").export_model()
+    with pytest.raises(CompileError, match=r"GPU.0 cannot export"):
+        core.compile_model(_mlp(), "GPU.0").export_model()
+
+
+def test_import_refuses_another_engine_version(tmp_path: Path) -> None:
+    blob = ov.Core().compile_model(_mlp(), "CPU").export_model()
+    assert isinstance(blob, bytes)
+    marker = b'"fingerprint": "'
+    at = blob.index(marker) + len(marker)
+    changed = blob[:at] + b"X" + blob[at + 1:]
+    with pytest.raises(CompileError, match="exported by another engine or build"):
+        ov.Core().import_model(changed, "CPU")
+
+
+def test_cache_dir_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    if os.getuid() != 0:
+        pytest.skip("changing a folder's owner needs root")
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 12345, 12345)
+    with pytest.raises(PropertyError, match=r"owned by another user.*a directory you own"):
+        _compile(folder, "CPU")
