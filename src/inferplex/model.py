@@ -27,7 +27,7 @@ import onnx
 import onnx_ir as ir
 
 from inferplex.api.reshape import as_dimension
-from inferplex.api.shapes import Dimension, PartialShape, Shape
+from inferplex.api.shapes import PartialShape, Shape
 from inferplex.api.types import Type
 from inferplex.errors import InputError, ModelError
 from inferplex.model_check import (

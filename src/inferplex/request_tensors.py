@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.api.tensor import Tensor
 from inferplex.binding import (
     as_array,
     check_inputs,
@@ -42,7 +43,6 @@ from inferplex.binding import (
     port_dims,
     port_dtype,
 )
-from inferplex.api.tensor import Tensor
 from inferplex.errors import InputError
 from inferplex.model import Port
 
