@@ -49,6 +49,15 @@ _SUPPORTED = (
     "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING", "MEMORY_LIMIT", "THREAD_SPINNING",
     "THREAD_PRIORITY", "ENGINE",
 )
+_DEFAULTS: dict[str, Any] = {
+    "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": "AUTO",
+    "INFERENCE_NUM_THREADS": 0, "ENABLE_PROFILING": False, "MEMORY_LIMIT": 0,
+    "THREAD_SPINNING": True, "THREAD_PRIORITY": "NORMAL",
+}
+"""What ``core.get_property("CPU", key)`` reads for a setting never set, as OpenVINO answers
+with its defaults: the LATENCY hint; ``NUM_STREAMS`` ``AUTO`` (the engine derives the streams
+from the hint), 0 threads and 0 requests (the engine decides), no ``MEMORY_LIMIT`` (0); idle
+threads spin, as they do with the one stream of the LATENCY hint."""
 
 
 def default_engine() -> str:
@@ -71,6 +80,8 @@ class CpuPlugin(DevicePlugin):
         return _PARSERS
 
     def device_property(self, device: str, key: str) -> Any:
+        if key in _DEFAULTS:
+            return _DEFAULTS[key]
         engine = default_engine()
         facts = {
             "FULL_DEVICE_NAME": cpu_info.cpu_name,
