@@ -57,11 +57,11 @@ def _describe(mutant: Mutant, index: int, error: BaseException) -> str:
 def _compile_and_run(core: ov.Core, model: ov.Model, run: bool = True) -> None:
     compiled = core.compile_model(model, "CPU")
     ports = model.inputs
-    if not run or not all(p.is_tensor and not p.is_dynamic and p.element_type is not None for p in ports):
+    if not run or not all(p.is_tensor and not p.is_dynamic and p.element_type.is_static() for p in ports):
         return
     if any(np.prod(p.shape, dtype=np.float64) > RUN_ELEMENTS for p in ports):
         return
-    compiled({p.any_name: np.zeros(p.shape, p.element_type.dtype) for p in ports})  # type: ignore[union-attr]
+    compiled({p.any_name: np.zeros(p.shape, p.element_type.to_dtype()) for p in ports})
 
 
 @pytest.fixture(scope="module")

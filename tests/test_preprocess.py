@@ -97,6 +97,29 @@ def test_resize_nearest_to_a_static_tensor_size(core: ov.Core) -> None:
     np.testing.assert_allclose(_run(core, built, x), want, rtol=1e-5, atol=1e-6)
 
 
+def test_resize_on_a_model_of_an_older_opset_converts_it_first(core: ov.Core) -> None:
+    """Resize is an opset-11 op: an opset-9 model is converted, keeping its weights and rt_info."""
+    weight = np.random.default_rng(9).standard_normal((16, 3, 3, 3)).astype(np.float32)  # > 1 KiB
+    proto = make_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+                        helper.make_node("Relu", ["c"], ["y"], name="act")],
+                       [("x", FLOAT, [1, 3, 8, 8])], [("y", FLOAT, [1, 16, 8, 8])],
+                       [onnx.numpy_helper.from_array(weight, "w")], opset=9)
+    model = core.read_model(proto)
+    model.get_ops()[0].get_rt_info()["affinity"] = "CPU"
+    ov.layout_helpers.set_layout(model.output(), ov.Layout("NCHW"))
+    ppp = PrePostProcessor(model)
+    ppp.input().tensor().set_layout(ov.Layout("NCHW")).set_spatial_static_shape(13, 5)
+    ppp.input().preprocess().resize(ResizeAlgorithm.RESIZE_LINEAR)
+    assert ppp.build() is model
+    assert model.input().shape == [1, 3, 13, 5]
+    assert {op.get_friendly_name(): dict(op.get_rt_info()) for op in model.get_ops()}["conv"] == \
+        {"affinity": "CPU"}
+    assert ov.layout_helpers.get_layout(model.output()) == ov.Layout("NCHW")
+    x = np.random.default_rng(10).random((1, 3, 13, 5), dtype=np.float32)
+    want = ort_run(proto, {"x": _resize_linear(x, 8, 8)})[0]
+    np.testing.assert_allclose(_run(core, model, x), want, rtol=1e-4, atol=1e-5)
+
+
 def test_mean_scale_and_reverse_channels(core: ov.Core) -> None:
     def configure(ppp: PrePostProcessor) -> None:
         ppp.input().tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC"))

@@ -42,45 +42,38 @@ def _reshape_const_model() -> onnx.ModelProto:
                       [("y", FLOAT, [3, 4])], [numpy_helper.from_array(np.array([3, 4], np.int64), "s")])
 
 
-class _PartialShape:
-    """Stands in for OpenVINO's PartialShape: it prints itself as ``[1..8,3,?,?]``."""
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-
-    def to_string(self) -> str:
-        return self._text
-
-
-class _Dimension:
-    """Stands in for OpenVINO's Dimension inside a list of dims."""
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-
-    def to_string(self) -> str:
-        return self._text
-
-
 @pytest.mark.parametrize(("shape", "want"), [
-    ([2, 3, 16, 16], (2, 3, 16, 16)),
-    ((2, 3, 16, 16), (2, 3, 16, 16)),
-    ("1,3,?,?", (1, 3, None, None)),
-    ("[1,3,?,?]", (1, 3, None, None)),
-    ("1..8,3,224,224", ("1..8", 3, 224, 224)),
-    ([-1, 3, "?", 32], (None, 3, None, 32)),
-    ([(1, 8), 3, (16, -1), "..64"], ("1..8", 3, "16..", "..64")),
-    ([(0, 64), 3, "0..", (0, -1)], ("..64", 3, None, None)),
-    (["1..8", 3, 10, 10], ("1..8", 3, 10, 10)),
-    ([(4, 4), 3, 8, 8], (4, 3, 8, 8)),
-    (_PartialShape("[1..8,3,224,224]"), ("1..8", 3, 224, 224)),
-    ([_Dimension("2"), _Dimension("3"), _Dimension("?"), _Dimension("1..8")], (2, 3, None, "1..8")),
+    ([2, 3, 16, 16], "2,3,16,16"),
+    ((2, 3, 16, 16), "2,3,16,16"),
+    ("1,3,?,?", "1,3,?,?"),
+    ("[1,3,?,?]", "1,3,?,?"),
+    ("1..8,3,224,224", "1..8,3,224,224"),
+    ([-1, 3, "?", 32], "?,3,?,32"),
+    ([(1, 8), 3, (16, -1), "..64"], "1..8,3,16..,..64"),
+    ([(0, 64), 3, "0..", (0, -1)], "..64,3,?,?"),
+    (["1..8", 3, 10, 10], "1..8,3,10,10"),
+    ([(4, 4), 3, 8, 8], "4,3,8,8"),
+    (ov.PartialShape("[1..8,3,224,224]"), "1..8,3,224,224"),
+    (ov.PartialShape([ov.Dimension(2), 3, ov.Dimension(), ov.Dimension(1, 8)]), "2,3,?,1..8"),
+    ([ov.Dimension(2), ov.Dimension(3), ov.Dimension(), ov.Dimension(1, 8)], "2,3,?,1..8"),
+    ([ov.Dimension(2, -1), 3, ov.Dimension(0, 64), ov.Dimension(-1)], "2..,3,..64,?"),
+    (ov.Shape([1, 3, 8, 8]), "1,3,8,8"),
 ])
-def test_shape_forms(shape: object, want: tuple[object, ...]) -> None:
+def test_shape_forms(shape: object, want: str) -> None:
     model = ov.Core().read_model(_conv_model())
     model.reshape(shape)
-    assert model.input().partial_shape == want
-    assert model.input().is_dynamic == any(not isinstance(d, int) for d in want)
+    assert model.input().partial_shape == ov.PartialShape(want)
+    assert model.input().is_dynamic == ov.PartialShape(want).is_dynamic
+
+
+def test_ranged_dims_show_as_ranged_dimensions() -> None:
+    model = ov.Core().read_model(_conv_model())
+    model.reshape({"x": ov.PartialShape([ov.Dimension(1, 8), 3, ov.Dimension(16, -1), 16])})
+    batch, _, height, _ = model.input().partial_shape
+    assert (batch.get_min_length(), batch.get_max_length()) == (1, 8)
+    assert (height.get_min_length(), height.get_max_length()) == (16, -1)
+    assert model.output().partial_shape[0] == ov.Dimension(1, 8)  # carried downstream
+    assert model.input().dims == ("1..8", 3, "16..", 16)  # inferplex's stored form
 
 
 def test_by_index_name_and_port_and_ports_taken_before_follow() -> None:
@@ -89,7 +82,7 @@ def test_by_index_name_and_port_and_ports_taken_before_follow() -> None:
     model.reshape({0: [2, 4], "b": [2, 4]})
     assert (a.shape, b.shape, model.output().shape) == ((2, 4), (2, 4), (2, 4))
     model.reshape({b: "?,4", a: [-1, 4]})
-    assert a.partial_shape == (None, 4) and b.partial_shape == (None, 4)
+    assert a.partial_shape == ov.PartialShape("?,4") == b.partial_shape
 
 
 def test_downstream_shapes_follow_and_results_match_onnx_runtime() -> None:
@@ -117,7 +110,7 @@ def test_compiled_model_takes_the_new_shapes_and_refuses_others() -> None:
     with pytest.raises(InputError, match=r"dimension 2 must be 8"):
         compiled(RNG.standard_normal((1, 3, 9, 8)).astype(np.float32))
     model.reshape([1, 3, 16, 16])  # the compiled model keeps the shapes it was compiled with
-    assert compiled.input().partial_shape == ("1..4", 3, 8, 8)
+    assert compiled.input().partial_shape == ov.PartialShape("1..4,3,8,8")
 
 
 def test_a_range_in_two_inputs_does_not_tie_them() -> None:
@@ -184,7 +177,7 @@ def test_set_batch_changes_only_inputs_with_n_and_runs() -> None:
     model.reshape([1, 3, 8, 8])
     param = model.get_parameters()[0]
     param.set_layout("NCHW")
-    assert param.get_layout() == "[N,C,H,W]" and ov.get_batch(model) == 1
+    assert param.get_layout() == ov.Layout("NCHW") and ov.get_batch(model) == 1
     ov.set_batch(model, 4)
     assert ov.get_batch(model) == 4 and param.get_partial_shape() == (4, 3, 8, 8)
     assert model.output().shape == (4, 4, 4, 4)
@@ -192,9 +185,10 @@ def test_set_batch_changes_only_inputs_with_n_and_runs() -> None:
     np.testing.assert_allclose(core.compile_model(model, "CPU")(x)["y"], ort_run(_conv_model(), {"x": x})[0],
                                rtol=1e-5, atol=1e-5)
     ov.set_batch(model)  # -1: dynamic, as OpenVINO's default
-    assert model.is_dynamic() and model.input().partial_shape == (None, 3, 8, 8)
-    ov.set_batch(model, (1, 8))
-    assert ov.get_batch(model) == "1..8"
+    assert model.is_dynamic() and model.input().partial_shape == ov.PartialShape("?,3,8,8")
+    assert ov.get_batch(model) == ov.Dimension()
+    ov.set_batch(model, ov.Dimension(1, 8))
+    assert ov.get_batch(model) == ov.Dimension(1, 8)
 
 
 def test_batch_named_after_the_ellipsis_and_inputs_without_n() -> None:

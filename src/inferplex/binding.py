@@ -17,35 +17,25 @@ problem is collected and reported in one :class:`~inferplex.errors.InputError`.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from inferplex.api.reshape import dim_bounds
+from inferplex.api.tensor import Tensor
+from inferplex.api.types import Type
 from inferplex.errors import InputError
 from inferplex.model import Port
 
 __all__ = [
     "InferResults", "as_array", "check_inputs", "convert_input", "copy_value", "is_ov_tensor",
-    "keyed_inputs", "port_dims", "port_dtype", "tensor_class", "tensor_dtype",
+    "keyed_inputs", "port_dims", "port_dtype", "tensor_dtype",
 ]
 
 
-@functools.cache
-def tensor_class() -> type | None:
-    """``ov.Tensor``'s class, or None where this build has none (imported on first use)."""
-    try:
-        from inferplex.api.tensor import Tensor  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
-    return Tensor  # type: ignore[no-any-return,unused-ignore]
-
-
 def is_ov_tensor(value: Any) -> bool:
-    cls = tensor_class()
-    return cls is not None and isinstance(value, cls)
+    return isinstance(value, Tensor)
 
 
 def tensor_dtype(tensor: Any) -> np.dtype[Any] | None:
@@ -67,20 +57,16 @@ def tensor_dtype(tensor: Any) -> np.dtype[Any] | None:
 def port_dtype(port: Port) -> np.dtype[Any] | None:
     """The numpy dtype an input takes (object for strings, as ONNX Runtime takes them); None if unknown."""
     element = port.element_type
-    if element is None:
+    if element.is_dynamic():
         return None
-    is_dynamic = getattr(element, "is_dynamic", None)
-    if callable(is_dynamic) and is_dynamic():
-        return None
-    if str(element) == "string":
+    if element == Type.string:
         return np.dtype(object)
-    return np.dtype(element.to_dtype())
+    return element.to_dtype()
 
 
 def port_dims(port: Port) -> tuple[Any, ...] | None:
     """The port's dims as ints, symbol names, ranges (``"1..8"``) or None; None for an unknown rank."""
-    dims = port.dims if hasattr(port, "dims") else port.partial_shape
-    return None if dims is None else tuple(dims)
+    return port.dims
 
 
 def _is_native(value: Any) -> bool:
@@ -152,7 +138,7 @@ def convert_input(port: Port, value: Any) -> Any:
     dtype = port_dtype(port)
     if is_ov_tensor(value):
         element = value.get_element_type()
-        if port.element_type is not None and dtype is not None and str(element) != str(port.element_type):
+        if dtype is not None and element != port.element_type:
             raise InputError(f"input {port.any_name!r}: an ov.Tensor of element type {element} cannot "
                              f"be set on an input of element type {port.element_type}; give a "
                              f"{port.element_type} tensor, or a numpy array (converted with a copy)")

@@ -26,7 +26,8 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from inferplex.api.shapes import Dimension, PartialShape, Shape
+from inferplex.api.reshape import as_dimension
+from inferplex.api.shapes import PartialShape, Shape
 from inferplex.api.types import Type
 from inferplex.errors import InputError, ModelError
 from inferplex.model_check import (
@@ -56,16 +57,6 @@ def _dims(value: ir.Value) -> tuple[Dim, ...] | None:
     if value.shape is None:
         return None
     return tuple(d if isinstance(d, int) else getattr(d, "value", None) for d in value.shape)
-
-
-def _dimension(dim: Dim) -> int | Dimension:
-    """A port's dim as OpenVINO shows it: a size, a range (stored as the symbol ``"1..8"``) or ``?``."""
-    if isinstance(dim, int):
-        return dim
-    low, sep, high = (dim or "").partition("..")
-    if sep and low.isdigit() and (high.isdigit() or high == ""):
-        return Dimension(int(low), int(high) if high else -1)
-    return Dimension()
 
 
 class Port:
@@ -156,7 +147,7 @@ class Port:
         dims = self.dims
         if dims is None:
             return PartialShape.dynamic()
-        return PartialShape([_dimension(d) for d in dims])
+        return PartialShape([as_dimension(d) for d in dims])
 
     def get_partial_shape(self) -> PartialShape:
         return self.partial_shape

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.api.tensor import Tensor
 from inferplex.binding import (
     as_array,
     check_inputs,
@@ -41,7 +42,6 @@ from inferplex.binding import (
     is_ov_tensor,
     port_dims,
     port_dtype,
-    tensor_class,
 )
 from inferplex.errors import InputError
 from inferplex.model import Port
@@ -60,10 +60,9 @@ class _Batch:
 
 
 def _wrap(array: Any) -> Any:
-    """An ov.Tensor over ``array``'s memory (a copy where it cannot be shared); the array where
-    this build has no ov.Tensor, or for tensors numpy cannot see (a torch tensor on a GPU)."""
-    cls = tensor_class()
-    if cls is None or is_ov_tensor(array):
+    """An ov.Tensor over ``array``'s memory (a copy where it cannot be shared); the value itself
+    where it already is an ov.Tensor, or where numpy cannot see it (a torch tensor on a GPU)."""
+    if is_ov_tensor(array):
         return array
     if not isinstance(array, np.ndarray):
         try:
@@ -71,9 +70,9 @@ def _wrap(array: Any) -> Any:
         except (TypeError, RuntimeError):
             return array
     if array.dtype == object:  # strings
-        return cls(array)
+        return Tensor(array)
     share = array.flags.c_contiguous and array.flags.writeable
-    return cls(array, shared_memory=bool(share))
+    return Tensor(array, shared_memory=bool(share))
 
 
 def _zeros(port: Port) -> np.ndarray:
@@ -128,7 +127,7 @@ class RequestTensors:
         self._owned.discard(port.index)
 
     def input_tensor(self, port: Port) -> Any:
-        """The input's tensor (an ov.Tensor sharing the request's memory where this build has one)."""
+        """The input's tensor: an ov.Tensor sharing the request's memory."""
         held = self._held.get(port.index)
         if isinstance(held, _Batch):
             raise InputError(f"input {port.any_name!r} was set with a batch of tensors "

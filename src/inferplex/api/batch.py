@@ -11,21 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferplex.api.nodes import LAYOUT_KEY, dims_of, layout_names
-from inferplex.api.reshape import Dim, format_dims, parse_shape
+from inferplex.api.layout import Layout
+from inferplex.api.nodes import LAYOUT_KEY, dims_of
+from inferplex.api.reshape import Dim, as_dimension, format_dims, parse_shape
+from inferplex.api.shapes import Dimension
 from inferplex.errors import InputError
 
 __all__ = ["batch_index", "get_batch", "set_batch"]
 
 
-def batch_index(layout: str, rank: int | None) -> int | None:
+def batch_index(layout: str | Layout, rank: int | None) -> int | None:
     """Index of ``N`` in ``layout`` for an input of ``rank`` dims; None when the layout has no ``N``."""
-    head, tail = layout_names(layout)
-    if "N" in head:
-        return head.index("N")
-    if tail is not None and "N" in tail:
-        return None if rank is None else rank - len(tail) + tail.index("N")
-    return None
+    layout = Layout(layout)
+    if not layout.has_name("N"):
+        return None
+    index = layout.get_index_by_name("N")  # negative when counted from the end ("...N")
+    if index >= 0:
+        return index
+    return None if rank is None else rank + index
 
 
 def _batched_inputs(model: Any) -> list[tuple[int, int, list[Dim]]]:
@@ -51,8 +54,8 @@ def _no_batch_error(model: Any) -> InputError:
                       f"model.get_parameters()[0].set_layout('NCHW')")
 
 
-def get_batch(model: Any) -> Dim:
-    """The batch size: an int, or a range / symbol name (``"1..8"``) or None when dynamic.
+def get_batch(model: Any) -> Dimension:
+    """The batch size as OpenVINO gives it: a ``Dimension``, static, ranged (``1..8``) or ``?``.
 
     Every input with ``N`` in its layout must agree on it.
     """
@@ -68,7 +71,7 @@ def get_batch(model: Any) -> Dim:
             name = model.ir.graph.inputs[index].name
             raise InputError(f"inputs disagree on the batch size: {batch} elsewhere but {size} in "
                              f"input {name!r} {format_dims(dims)}")
-    return batch
+    return as_dimension(batch)
 
 
 def set_batch(model: Any, batch_size: Any = -1) -> None:

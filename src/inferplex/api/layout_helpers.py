@@ -14,12 +14,13 @@ from inferplex.api.layout import Layout
 __all__ = ["batch_idx", "channels_idx", "depth_idx", "get_layout", "has_batch", "has_channels",
            "has_depth", "has_height", "has_width", "height_idx", "set_layout", "width_idx"]
 
-_KEY = "layout"
+LAYOUT_KEY = "layout"
+"""Key of a value's ``metadata_props`` that holds its layout (``"[N,C,H,W]"``), saved with the model."""
 
 
 def get_layout(port: Any) -> Layout:
     """The layout set on ``port`` (a model input or output), or the empty layout."""
-    text = port.get_rt_info().get(_KEY)
+    text = port.get_rt_info().get(LAYOUT_KEY)
     return Layout(text) if text else Layout()
 
 
@@ -30,9 +31,9 @@ def set_layout(port: Any, layout: Layout | str) -> None:
     if shape.rank.is_static:
         layout.names(shape.rank.get_length())  # raises when the ranks disagree
     if layout.empty:
-        port.get_rt_info().pop(_KEY, None)
+        port.get_rt_info().pop(LAYOUT_KEY, None)
     else:
-        port.get_rt_info()[_KEY] = layout.to_string()
+        port.get_rt_info()[LAYOUT_KEY] = layout.to_string()
 
 
 def has_batch(layout: Layout) -> bool:

@@ -19,44 +19,25 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from inferplex.api import layout_helpers
+from inferplex.api.layout import Layout
 from inferplex.api.reshape import Dim, parse_shape
+from inferplex.api.types import Type
 from inferplex.errors import InputError
 
 __all__ = ["LAYOUT_KEY", "Constant", "Node", "Parameter", "Result", "to_ir_dtype"]
 
-LAYOUT_KEY = "layout"
-"""Key of a graph input's metadata_props that holds its layout (``"[N,C,H,W]"``), saved with the model."""
+LAYOUT_KEY = layout_helpers.LAYOUT_KEY
 
 _FRIENDLY_KEY = "friendly_name"
 _ids = itertools.count(1)
 
-_SHORT_DTYPES = {
-    "f32": "float32", "f16": "float16", "f64": "float64", "bf16": "bfloat16",
-    "i4": "int4", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "u4": "uint4", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-    "boolean": "bool", "bool": "bool", "string": "str", "float": "float32",
-}
-
-
 def to_ir_dtype(dtype: Any) -> ir.DataType:
-    """An element type from a numpy dtype, a name (``"f32"``, ``"float32"``) or an object with ``to_dtype()``.
-    """
-    if isinstance(dtype, ir.DataType):
-        return dtype
-    to_dtype = getattr(dtype, "to_dtype", None)
-    if callable(to_dtype):
-        dtype = to_dtype()
-    if isinstance(dtype, str):
-        dtype = _SHORT_DTYPES.get(dtype.lower(), dtype)
-        if dtype == "bfloat16":
-            return ir.DataType.BFLOAT16
-        if dtype == "str":
-            return ir.DataType.STRING
-    try:
-        return ir.DataType.from_numpy(np.dtype(dtype))
-    except (TypeError, ValueError) as error:
-        raise InputError(f"element type {dtype!r} is not understood; give a numpy dtype, a name "
-                         "such as 'f32', 'i64', 'u8', 'boolean', or an ov.Type") from error
+    """An element type from anything ``ov.Type`` takes (``Type.f32``, ``np.float32``, ``"f32"``,
+    ``"float32"``), or an object with ``to_dtype()``; the one table is ``Type``'s."""
+    if not isinstance(dtype, Type) and callable(getattr(dtype, "to_dtype", None)):
+        dtype = dtype.to_dtype()
+    return Type(dtype).data_type
 
 
 def _next_name(type_name: str) -> str:
@@ -182,59 +163,22 @@ class Parameter(Node):
     def set_element_type(self, element_type: Any) -> None:
         self.value.type = ir.TensorType(to_ir_dtype(element_type))
 
-    def get_layout(self) -> str:
-        """The layout as OpenVINO prints it (``[N,C,H,W]``); ``""`` when none is set."""
-        return self.value.metadata_props.get(LAYOUT_KEY, "")
+    def get_layout(self) -> Layout:
+        """The layout set on this input (``Layout()``, the empty one, when none is)."""
+        return layout_helpers.get_layout(self.output(0))
 
-    def set_layout(self, layout: Any) -> None:
-        """Set the layout: an ``ov.Layout``, ``"NCHW"``, ``"[N,C,H,W]"``, ``"N..."``; ``""`` clears it."""
-        text = str(layout.to_string() if callable(getattr(layout, "to_string", None)) else layout).strip()
-        if not text or text in ("[...]", "..."):
-            self.value.metadata_props.pop(LAYOUT_KEY, None)
-            return
-        self.value.metadata_props[LAYOUT_KEY] = _layout_text(text)
+    def set_layout(self, layout: Layout | str) -> None:
+        """Set the layout: an ``ov.Layout`` or its text (``"NCHW"``, ``"[N,C,H,W]"``, ``"N..."``);
+        an empty layout clears it.  InputError when it does not fit the input's rank."""
+        layout_helpers.set_layout(self.output(0), layout)
 
     @property
-    def layout(self) -> str:
+    def layout(self) -> Layout:
         return self.get_layout()
 
     @layout.setter
-    def layout(self, layout: Any) -> None:
+    def layout(self, layout: Layout | str) -> None:
         self.set_layout(layout)
-
-
-def layout_names(text: str) -> tuple[list[str], list[str] | None]:
-    """The dim names of a layout before ``...`` and after it (None when there is no ``...``).
-
-    ``"NCHW"`` -> (["N", "C", "H", "W"], None); ``"[N,...,C]"`` -> (["N"], ["C"]).
-    """
-    body = text.strip()
-    if body.startswith("[") and body.endswith("]"):
-        parts = [p.strip().upper() for p in body[1:-1].split(",") if p.strip()]
-    else:
-        parts = []
-        rest = body.upper()
-        while rest:
-            if rest.startswith("..."):
-                parts.append("...")
-                rest = rest[3:]
-            else:
-                parts.append(rest[0])
-                rest = rest[1:]
-    if "..." not in parts:
-        return parts, None
-    cut = parts.index("...")
-    return parts[:cut], parts[cut + 1:]
-
-
-def _layout_text(text: str) -> str:
-    head, tail = layout_names(text)
-    names = head if tail is None else [*head, "...", *tail]
-    bad = [n for n in names if n != "..." and not (n.isalnum() or n == "?" or "_" in n)]
-    if bad or (tail is not None and "..." in tail):
-        raise InputError(f"layout {text!r} is not understood; give one such as 'NCHW', '[N,C,H,W]', "
-                         "'N...' or '...C'")
-    return "[" + ",".join(names) + "]"
 
 
 class Constant(Node):

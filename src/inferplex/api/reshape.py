@@ -1,11 +1,12 @@
 """Model.reshape: new input shapes in every form OpenVINO takes, and shape inference after.
 
-A shape may be given as a list or tuple of dims, a string (``"1,3,?,?"``,
-``"[1..8,3,224,224]"``), or any object whose ``to_string()`` prints such a
-string (OpenVINO's ``PartialShape`` prints ``[1,3,?,?]``) or that iterates into
-dims.  A dim is an int (``-1`` is dynamic), ``None``, ``"?"``, a range
-``(1, 8)`` or ``"1..8"`` (``"1.."`` and ``"..8"`` leave one end open), or an
-object whose ``to_string()`` prints one of those.
+A shape may be given as an ``ov.PartialShape`` or ``ov.Shape``, a list or
+tuple of dims, a string (``"1,3,?,?"``, ``"[1..8,3,224,224]"``), or any other
+object whose ``to_string()`` prints such a string or that iterates into dims.
+A dim is an int (``-1`` is dynamic), ``None``, ``"?"``, an ``ov.Dimension``
+(``Dimension()``, ``Dimension(1, 8)``, ``Dimension(2, -1)``), a range ``(1, 8)``
+or ``"1..8"`` (``"1.."`` and ``"..8"`` leave one end open), or an object whose
+``to_string()`` prints one of those.
 
 ONNX has no ranged dimension, so a range is kept as a symbolic dimension named
 ``"1..8"``: it survives saving, shape inference carries it downstream, and
@@ -31,10 +32,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from inferplex.api.shapes import Dimension, PartialShape, Shape
 from inferplex.errors import InputError
 from inferplex.serialize import serialize_leaving_out
 
-__all__ = ["Dim", "apply_input_shapes", "dim_bounds", "format_dims", "parse_shape"]
+__all__ = ["Dim", "apply_input_shapes", "as_dimension", "dim_bounds", "format_dims", "parse_shape"]
 
 Dim = int | str | None
 """A dimension as stored: a size, a range or symbol name (``"1..8"``, ``"batch"``), None for any."""
@@ -66,6 +68,20 @@ def dim_bounds(dim: Dim) -> tuple[int, int | None] | None:
     return int(match.group(1) or 0), int(match.group(2)) if match.group(2) else None
 
 
+def as_dimension(dim: Dim) -> Dimension:
+    """A stored dim as OpenVINO shows it: a size, a range (the symbol ``"1..8"``) or ``?``.
+
+    ONNX symbols (``"batch"``) show as ``?``, as OpenVINO's ONNX reader shows them.
+    """
+    if isinstance(dim, int):
+        return Dimension(dim)
+    bounds = dim_bounds(dim)
+    if bounds is None:
+        return Dimension()
+    low, high = bounds
+    return Dimension(low, -1 if high is None else high)
+
+
 def _range(low: int, high: int | None, given: Any) -> Dim:
     if low < 0 or (high is not None and high < low):
         raise InputError(f"dimension range {given!r} is not valid: need 0 <= min <= max")
@@ -93,6 +109,9 @@ def _parse_dim_text(text: str) -> Dim:
 def _parse_dim(dim: Any) -> Dim:
     if dim is None:
         return None
+    if isinstance(dim, Dimension):
+        high = dim.get_max_length()
+        return _range(dim.get_min_length(), None if high < 0 else high, dim)
     if isinstance(dim, (bool, np.bool_)):
         raise InputError(f"dimension {dim!r} is a bool; {_ACCEPTED}")
     if isinstance(dim, (int, np.integer)):
@@ -122,6 +141,10 @@ def parse_shape(shape: Any) -> list[Dim] | None:
     if isinstance(shape, (str, bytes)):
         text = shape.decode() if isinstance(shape, bytes) else shape
         return _parse_shape_text(text)
+    if isinstance(shape, PartialShape):
+        return None if shape.rank.is_dynamic else [_parse_dim(dim) for dim in shape]
+    if isinstance(shape, Shape):
+        return [int(dim) for dim in shape]
     if not isinstance(shape, (list, tuple, np.ndarray)):
         to_string = getattr(shape, "to_string", None)
         if callable(to_string):

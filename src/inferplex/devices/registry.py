@@ -226,16 +226,23 @@ class DeviceRegistry:
 
     # --- device operations ---------------------------------------------------------
 
-    def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+    def compile(self, model: ir.Model, device: str, config: Mapping[str, Any],
+                own_process: bool = False) -> DeviceProgram:
         """Compile on one device; ``config`` must come from config_for/member_config.
 
         With ``CACHE_DIR`` in ``config`` the program comes from the cache where a
-        good entry exists, and goes there after a cold compile.
+        good entry exists, and goes there after a cold compile.  ``own_process``:
+        compile and serve it from a worker process (:mod:`inferplex.devices.remote`;
+        such a program is compiled afresh, not cached).
         """
         plugin, full = self.resolve(device)
         settings = dict(config)
         cache_dir = str(settings.pop("CACHE_DIR", "") or "")
-        if cache_dir:
+        if own_process:
+            from inferplex.devices.remote import compile_in_worker_process
+
+            program, loaded = compile_in_worker_process(self, model, full, settings), False
+        elif cache_dir:
             program, loaded = compile_through_cache(plugin, model, full, settings, cache_dir,
                                                     lambda: self._compile(plugin, model, full, settings))
         else:

@@ -104,8 +104,7 @@ def _compile_all(registry: DeviceRegistry, model: ir.Model, planned: Planned,
                 extract_submodel(planned.annotated, planned.index, sub)
             config = planned.member_configs[sub.device]
             try:
-                programs.append(remote.compile_in_worker_process(registry, submodel, sub.device, config)
-                                if own[sub.device] else registry.compile(submodel, sub.device, config))
+                programs.append(registry.compile(submodel, sub.device, config, own_process=own[sub.device]))
             except InferplexError as error:
                 failures.append(f"subgraph{sub.index} on {sub.device} ({len(sub.nodes)} ops, "
                                 f"{sub.op_range}): {error}")

@@ -82,12 +82,7 @@ def compile_member(registry: DeviceRegistry, model: ir.Model, device: str,
     ``exit_timeout``: the virtual device's ``EXIT_TIMEOUT`` (see :class:`DevicePool`).
     """
     program: DeviceProgram
-    if own_process:
-        from inferplex.devices.remote import compile_in_worker_process
-
-        program = compile_in_worker_process(registry, model, device, config)
-    else:
-        program = registry.compile(model, device, config)
+    program = registry.compile(model, device, config, own_process=own_process)
     try:
         profiling = bool(config.get("ENABLE_PROFILING", False))
         pool = DevicePool(program, threads=num_requests, profiling=profiling, exit_timeout=exit_timeout)

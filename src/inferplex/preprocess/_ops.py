@@ -80,6 +80,13 @@ class PlannedOp:
     """cast, transpose, resize, sub, div, reverse, first3 or crop."""
     args: tuple[Any, ...] = ()
 
+    @property
+    def min_opset(self) -> int:
+        """The ONNX opset its nodes need: Resize 11, Slice with steps 10, the others 1."""
+        if self.kind == "resize":
+            return 11
+        return 10 if self.kind in ("reverse", "first3", "crop") else 1
+
     def forward(self, shape: PartialShape) -> PartialShape:
         """The shape this op makes from ``shape``."""
         if self.kind in ("cast", "sub", "div", "reverse") or shape.rank.is_dynamic:

@@ -13,6 +13,7 @@ from inferplex.model import Model
 from inferplex.preprocess._build import emit, new_input, plan_input, plan_output
 from inferplex.preprocess._info import InputInfo, OutputInfo
 from inferplex.preprocess._ops import Emitter, ir_shape
+from inferplex.preprocess._opset import raise_opset
 
 __all__ = ["PrePostProcessor"]
 
@@ -63,7 +64,16 @@ class PrePostProcessor:
                          f"{', '.join(p.any_name for p in ports)}")
 
     def build(self) -> Model:
-        """Add the steps to the model's graph; returns the (same) model."""
+        """Add the steps to the model's graph; returns the (same) model.
+
+        A model whose ONNX opset is older than the steps' ops need (Resize: 11)
+        is converted to that opset first (:mod:`inferplex.preprocess._opset`);
+        ports taken from it before then no longer follow it.
+        """
+        needed = max((op.min_opset for index, info in self._inputs.items()
+                      for op in plan_input(info, self._model.inputs[index])[0].ops), default=1)
+        if needed > self._model.ir.graph.opset_imports.get("", 1):
+            self._model.ir = raise_opset(self._model.ir, needed)
         graph = self._model.ir.graph
         opset = graph.opset_imports.get("", 1)
         for index, input_info in sorted(self._inputs.items()):

@@ -58,6 +58,15 @@ _SUPPORTED = (
     "THREAD_PRIORITY", "ENGINE", "EXECUTION_MODE_HINT", "MODEL_PRIORITY", "ENABLE_CPU_PINNING",
     "CPU_DENORMALS_OPTIMIZATION",
 )
+_DEFAULTS: dict[str, Any] = {
+    "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": "AUTO",
+    "INFERENCE_NUM_THREADS": 0, "ENABLE_PROFILING": False, "MEMORY_LIMIT": 0,
+    "THREAD_SPINNING": True, "THREAD_PRIORITY": "NORMAL",
+}
+"""What ``core.get_property("CPU", key)`` reads for a setting never set, as OpenVINO answers
+with its defaults: the LATENCY hint; ``NUM_STREAMS`` ``AUTO`` (the engine derives the streams
+from the hint), 0 threads and 0 requests (the engine decides), no ``MEMORY_LIMIT`` (0); idle
+threads spin, as they do with the one stream of the LATENCY hint."""
 
 
 def default_engine() -> str:
@@ -80,6 +89,8 @@ class CpuPlugin(DevicePlugin):
         return _PARSERS
 
     def device_property(self, device: str, key: str) -> Any:
+        if key in _DEFAULTS:
+            return _DEFAULTS[key]
         engine = default_engine()
         facts = {
             "FULL_DEVICE_NAME": cpu_info.cpu_name,
