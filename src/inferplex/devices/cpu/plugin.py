@@ -45,13 +45,6 @@ _PARSERS: dict[str, Parser] = {
 }
 """The CPU's own keys (see the module docstring)."""
 
-_UNSET: dict[str, Any] = {
-    "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "INFERENCE_NUM_THREADS": 0,
-    "ENABLE_PROFILING": False, "MEMORY_LIMIT": 0, "THREAD_PRIORITY": "NORMAL",
-    "EXECUTION_MODE_HINT": "PERFORMANCE", "MODEL_PRIORITY": "MEDIUM",
-}
-"""What ``core.get_property("CPU", key)`` reads for these keys while they are not set (0: the engine decides)."""
-
 _SUPPORTED = (
     "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
     "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING", "MEMORY_LIMIT", "THREAD_SPINNING",
@@ -61,7 +54,8 @@ _SUPPORTED = (
 _DEFAULTS: dict[str, Any] = {
     "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": "AUTO",
     "INFERENCE_NUM_THREADS": 0, "ENABLE_PROFILING": False, "MEMORY_LIMIT": 0,
-    "THREAD_SPINNING": True, "THREAD_PRIORITY": "NORMAL",
+    "THREAD_SPINNING": True, "THREAD_PRIORITY": "NORMAL", "EXECUTION_MODE_HINT": "PERFORMANCE",
+    "MODEL_PRIORITY": "MEDIUM", "CPU_DENORMALS_OPTIMIZATION": False,
 }
 """What ``core.get_property("CPU", key)`` reads for a setting never set, as OpenVINO answers
 with its defaults: the LATENCY hint; ``NUM_STREAMS`` ``AUTO`` (the engine derives the streams
@@ -103,13 +97,8 @@ class CpuPlugin(DevicePlugin):
             "INSTRUCTION_SETS": lambda: list(cpu_info.instruction_sets()),
             "INFERENCE_PRECISION_HINT": lambda: (
                 openvino_engine.default_precision() if engine == "OPENVINO" else "f32"),
-            "NUM_STREAMS": lambda: (int(openvino_engine.cpu_fact("NUM_STREAMS")) if engine == "OPENVINO"
-                                    else onnxruntime_engine.stream_layout({})[0]),
-            "THREAD_SPINNING": lambda: True,  # the default layout has one stream, whose threads spin
-            **{key: (lambda value=value: value) for key, value in _UNSET.items()},
             "ENABLE_CPU_PINNING": lambda: (
                 bool(openvino_engine.cpu_fact("ENABLE_CPU_PINNING")) if engine == "OPENVINO" else False),
-            "CPU_DENORMALS_OPTIMIZATION": lambda: False,
             "DEVICE_ID": lambda: "",
             "RANGE_FOR_STREAMS": lambda: (1, cpu_info.cores()),
             "RANGE_FOR_ASYNC_INFER_REQUESTS": lambda: (1, cpu_info.cores(), 1),
