@@ -315,7 +315,7 @@ def test_a_global_setting_goes_to_the_devices_that_take_it(core: ov.Core) -> Non
     fresh = ov.Core()
     fresh.set_property({"SCHEDULE_POLICY": "ROUND_ROBIN", "MODEL_DISTRIBUTION_POLICY": "PIPELINE_PARALLEL"})
     assert fresh.get_property("MULTI", "SCHEDULE_POLICY") == "ROUND_ROBIN"
-    assert fresh.get_property("HETERO", "MODEL_DISTRIBUTION_POLICY") == {"PIPELINE_PARALLEL"}  # a set, as OpenVINO
+    assert fresh.get_property("HETERO", "MODEL_DISTRIBUTION_POLICY") == {"PIPELINE_PARALLEL"}
     with pytest.raises(PropertyError, match="no property 'SCHEDULE_POLICY' set"):
         fresh.get_property("HETERO", "SCHEDULE_POLICY")
     with pytest.raises(PropertyError, match="unknown property 'NOT_A_KEY' for any device"):

@@ -34,7 +34,7 @@ def gpu_core() -> Iterator[ov.Core]:
         yield ov.Core()
 
 
-# --- keys ------------------------------------------------------------------------------------------
+# --- keys -----------------------------------------------------------------------------------------
 
 KEYS = [
     (hint.performance_mode, "PERFORMANCE_HINT"), (hint.inference_precision, "INFERENCE_PRECISION_HINT"),
@@ -43,8 +43,10 @@ KEYS = [
     (hint.enable_cpu_pinning, "ENABLE_CPU_PINNING"), (streams.num, "NUM_STREAMS"),
     (props.num_streams, "NUM_STREAMS"), (device.priorities, "MULTI_DEVICE_PRIORITIES"),
     (device.properties, "DEVICE_PROPERTIES"), (device.full_name, "FULL_DEVICE_NAME"),
-    (device.id, "DEVICE_ID"), (device.type, "DEVICE_TYPE"), (device.capabilities, "OPTIMIZATION_CAPABILITIES"),
-    (intel_auto.schedule_policy, "SCHEDULE_POLICY"), (intel_auto.enable_startup_fallback, "ENABLE_STARTUP_FALLBACK"),
+    (device.id, "DEVICE_ID"), (device.type, "DEVICE_TYPE"),
+    (device.capabilities, "OPTIMIZATION_CAPABILITIES"),
+    (intel_auto.schedule_policy, "SCHEDULE_POLICY"),
+    (intel_auto.enable_startup_fallback, "ENABLE_STARTUP_FALLBACK"),
     (intel_auto.enable_runtime_fallback, "ENABLE_RUNTIME_FALLBACK"), (props.enable_profiling, "PERF_COUNT"),
     (props.cache_dir, "CACHE_DIR"), (props.inference_num_threads, "INFERENCE_NUM_THREADS"),
     (props.supported_properties, "SUPPORTED_PROPERTIES"),
@@ -52,7 +54,8 @@ KEYS = [
     (props.execution_devices, "EXECUTION_DEVICES"), (props.available_devices, "AVAILABLE_DEVICES"),
     (props.model_name, "NETWORK_NAME"), (props.range_for_streams, "RANGE_FOR_STREAMS"),
     (props.range_for_async_infer_requests, "RANGE_FOR_ASYNC_INFER_REQUESTS"),
-    (props.loaded_from_cache, "LOADED_FROM_CACHE"), (intel_cpu.denormals_optimization, "CPU_DENORMALS_OPTIMIZATION"),
+    (props.loaded_from_cache, "LOADED_FROM_CACHE"),
+    (intel_cpu.denormals_optimization, "CPU_DENORMALS_OPTIMIZATION"),
     (log.level, "LOG_LEVEL"),
 ]
 
@@ -90,12 +93,13 @@ PAIRS = [
 
 
 @pytest.mark.parametrize("pair, expected", PAIRS, ids=[f"{e[0]}={e[1]!r}" for _, e in PAIRS])
-def test_a_property_called_with_a_value_returns_the_pair(pair: tuple[str, Any], expected: tuple[str, Any]) -> None:
+def test_a_property_called_with_a_value_returns_the_pair(pair: tuple[str, Any],
+                                                         expected: tuple[str, Any]) -> None:
     assert pair == expected
 
 
 def test_pairs_carry_typed_values() -> None:
-    key, mode = hint.performance_mode(hint.PerformanceMode.LATENCY)
+    _, mode = hint.performance_mode(hint.PerformanceMode.LATENCY)
     assert mode is hint.PerformanceMode.LATENCY
     assert hint.execution_mode("accuracy")[1] is hint.ExecutionMode.ACCURACY
     assert streams.num(streams.Num.AUTO)[1] is streams.Num.AUTO
@@ -103,11 +107,12 @@ def test_pairs_carry_typed_values() -> None:
     assert policy is hint.ModelDistributionPolicy.PIPELINE_PARALLEL
     nested = device.properties({"CPU": dict([streams.num(2), hint.inference_precision(ov.Type.f32)]),
                                 "GPU": {hint.performance_mode: "THROUGHPUT"}})
-    assert nested == ("DEVICE_PROPERTIES", {"CPU": {"NUM_STREAMS": 2, "INFERENCE_PRECISION_HINT": ov.Type.f32},
-                                            "GPU": {"PERFORMANCE_HINT": hint.PerformanceMode.THROUGHPUT}})
+    assert nested == ("DEVICE_PROPERTIES", {
+        "CPU": {"NUM_STREAMS": 2, "INFERENCE_PRECISION_HINT": ov.Type.f32},
+        "GPU": {"PERFORMANCE_HINT": hint.PerformanceMode.THROUGHPUT}})
 
 
-# --- enums -----------------------------------------------------------------------------------------
+# --- enums ----------------------------------------------------------------------------------------
 
 ENUMS = [
     (hint.PerformanceMode, ["LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"]),
@@ -143,11 +148,12 @@ def test_streams_num() -> None:
         streams.Num(0)
 
 
-# --- refused values ----------------------------------------------------------------------------------
+# --- refused values -------------------------------------------------------------------------------
 
 REFUSED = [
     (lambda: hint.performance_mode("FASTEST"), "PERFORMANCE_HINT", "'FASTEST'", "LATENCY, THROUGHPUT"),
-    (lambda: hint.inference_precision(ov.Type.i8), "INFERENCE_PRECISION_HINT", "<Type: 'i8'>", "f32, f16, bf16"),
+    (lambda: hint.inference_precision(ov.Type.i8), "INFERENCE_PRECISION_HINT", "<Type: 'i8'>",
+     "f32, f16, bf16"),
     (lambda: hint.execution_mode("EXACT"), "EXECUTION_MODE_HINT", "'EXACT'", "PERFORMANCE, ACCURACY"),
     (lambda: hint.model_priority("URGENT"), "MODEL_PRIORITY", "'URGENT'", "LOW, MEDIUM, HIGH"),
     (lambda: hint.num_requests(-1), "PERFORMANCE_HINT_NUM_REQUESTS", "-1", "integer >= 0"),
@@ -159,7 +165,8 @@ REFUSED = [
     (lambda: device.properties({"CPU": 2}), "DEVICE_PROPERTIES", "{'CPU': 2}", "mapping of device name"),
     (lambda: intel_auto.schedule_policy("RANDOM"), "SCHEDULE_POLICY", "'RANDOM'", "ROUND_ROBIN"),
     (lambda: intel_auto.enable_runtime_fallback("maybe"), "ENABLE_RUNTIME_FALLBACK", "'maybe'", "True/False"),
-    (lambda: intel_cpu.denormals_optimization("sometimes"), "CPU_DENORMALS_OPTIMIZATION", "'sometimes'", "True/False"),
+    (lambda: intel_cpu.denormals_optimization("sometimes"), "CPU_DENORMALS_OPTIMIZATION", "'sometimes'",
+     "True/False"),
 ]
 
 
@@ -174,7 +181,7 @@ def test_bad_values_name_the_key_the_value_and_what_is_accepted(make: Any, key: 
 @pytest.mark.parametrize("prop", [props.supported_properties, props.execution_devices, device.full_name,
                                   device.type, props.range_for_streams, props.loaded_from_cache])
 def test_read_only_properties_take_no_value(prop: Any) -> None:
-    with pytest.raises(PropertyError, match=f"{prop()} is read-only"):
+    with pytest.raises(PropertyError, match=rf"{prop()} is read-only"):
         prop("anything")
 
 
@@ -183,7 +190,7 @@ def test_log_level_is_refused_with_the_fix() -> None:
         log.level(log.Level.DEBUG)
 
 
-# --- use through the API, CPU ---------------------------------------------------------------------------
+# --- use through the API, CPU ---------------------------------------------------------------------
 
 def test_core_takes_a_pair_or_a_dict_and_reads_back_typed() -> None:
     core = ov.Core()
@@ -256,7 +263,7 @@ def test_config_forms_openvino_refuses_are_refused() -> None:
     core = ov.Core()
     with pytest.raises(PropertyError, match=r"dict\(pairs\)"):
         core.compile_model(MODEL, "CPU", [hint.performance_mode(hint.PerformanceMode.LATENCY)])
-    with pytest.raises(PropertyError, match="PERFORMANCE_HINT.*'FAST'.*LATENCY"):
+    with pytest.raises(PropertyError, match=r"PERFORMANCE_HINT.*'FAST'.*LATENCY"):
         core.compile_model(MODEL, "CPU", {hint.performance_mode: "FAST"})
     compiled = core.compile_model(MODEL, "CPU", dict([streams.num(1), hint.num_requests(1)]))
     assert compiled.get_property(hint.num_requests) == 1
@@ -276,7 +283,7 @@ def test_execution_mode_accuracy_means_f32_unless_a_precision_is_set() -> None:
     assert core.get_property("CPU", hint.inference_precision) == ov.Type.bf16
 
 
-# --- emulated GPU --------------------------------------------------------------------------------------------
+# --- emulated GPU ---------------------------------------------------------------------------------
 
 def test_emulated_gpu_takes_typed_properties(gpu_core: ov.Core) -> None:
     assert gpu_core.get_property("GPU.0", device.type) is device.Type.DISCRETE
@@ -299,7 +306,7 @@ def test_emulated_gpu_takes_typed_properties(gpu_core: ov.Core) -> None:
     np.testing.assert_allclose(half(X)[0], np.maximum(X, 0), atol=1e-3)
 
 
-# --- virtual devices -----------------------------------------------------------------------------------------
+# --- virtual devices ------------------------------------------------------------------------------
 
 def test_hetero_takes_priorities_device_properties_and_policy(gpu_core: ov.Core) -> None:
     config = {device.priorities: "GPU.0,CPU",
@@ -332,6 +339,6 @@ def test_auto_takes_schedule_policy_and_reads_it_back_typed(gpu_core: ov.Core) -
 
 
 def test_virtual_devices_refuse_tensor_parallel(gpu_core: ov.Core) -> None:
-    with pytest.raises(PropertyError, match="TENSOR_PARALLEL.*not implemented"):
+    with pytest.raises(PropertyError, match=r"TENSOR_PARALLEL.*not implemented"):
         gpu_core.compile_model(MODEL, "HETERO:GPU.0,CPU",
                                {hint.model_distribution_policy: {"TENSOR_PARALLEL"}})

@@ -26,7 +26,7 @@ class PerformanceMode(enum.StrEnum):
 
 
 class ExecutionMode(enum.StrEnum):
-    """``hint.ExecutionMode`` (``EXECUTION_MODE_HINT``): ACCURACY computes in f32 unless a precision is set."""
+    """``hint.ExecutionMode`` (``EXECUTION_MODE_HINT``): ACCURACY is f32 unless a precision is set."""
 
     PERFORMANCE = "PERFORMANCE"
     ACCURACY = "ACCURACY"
@@ -116,6 +116,7 @@ class Num:
     _NAMES: ClassVar[dict[int, str]] = {-1: "AUTO", -2: "NUMA"}
 
     __slots__ = ("_value",)
+    _value: int
 
     def __init__(self, value: Any = -1) -> None:
         if isinstance(value, Num):

@@ -35,6 +35,8 @@ class Property(str):
 
     read_only: bool
     """Whether the key only reads (calling it with a value is an error)."""
+    _collect: Callable[[tuple[Any, ...]], Any] | None
+    _parser: Callable[[Any], Any] | None
 
     def __new__(cls, key: str, *, read_only: bool = False,
                 collect: Callable[[tuple[Any, ...]], Any] | None = None,

@@ -29,9 +29,9 @@ properties = Property("DEVICE_PROPERTIES")
 """Per-device settings for a virtual device's members: ``properties({"CPU": {...}, "GPU": {...}})``."""
 full_name = Property("FULL_DEVICE_NAME", read_only=True)
 """The device's name as its vendor gives it (read-only)."""
-id = Property("DEVICE_ID", read_only=True)  # noqa: A001 - OpenVINO's name
+id = Property("DEVICE_ID", read_only=True)
 """The device's index within its family (``"1"`` for ``GPU.1``; ``""`` for the CPU) (read-only)."""
-type = Property("DEVICE_TYPE", read_only=True)  # noqa: A001 - OpenVINO's name
+type = Property("DEVICE_TYPE", read_only=True)
 """:class:`Type` INTEGRATED or DISCRETE (read-only)."""
 capabilities = Property("OPTIMIZATION_CAPABILITIES", read_only=True)
 """The precisions the device computes in, as :class:`Capability` names (read-only)."""

@@ -22,13 +22,14 @@ performance_mode = Property("PERFORMANCE_HINT")
 num_requests = Property("PERFORMANCE_HINT_NUM_REQUESTS")
 """Requests the application keeps in flight (0: the device decides); caps the throughput hint."""
 inference_precision = Property("INFERENCE_PRECISION_HINT")
-"""The precision to compute in: ``ov.Type.f32``, ``f16``, ``bf16`` (or their names); read back as ``ov.Type``."""
+"""The precision to compute in: ``ov.Type.f32``, ``f16``, ``bf16`` (or their names); read as ``ov.Type``."""
 execution_mode = Property("EXECUTION_MODE_HINT")
 """PERFORMANCE (the device may compute in lower precision) or ACCURACY (f32 unless
 ``inference_precision`` is set) (:class:`ExecutionMode`)."""
 model_priority = Property("MODEL_PRIORITY")
 """LOW, MEDIUM or HIGH (:class:`Priority`); accepted and read back, see the schema for its effect."""
-model_distribution_policy = Property("MODEL_DISTRIBUTION_POLICY", collect=lambda v: v[0] if len(v) == 1 else set(v))
+model_distribution_policy = Property("MODEL_DISTRIBUTION_POLICY",
+                                     collect=lambda v: v[0] if len(v) == 1 else set(v))
 """A set of :class:`ModelDistributionPolicy`: ``{PIPELINE_PARALLEL}`` on HETERO, or an empty set."""
 enable_cpu_pinning = Property("ENABLE_CPU_PINNING")
 """Whether the CPU's inference threads are pinned to cores (OpenVINO's CPU engine)."""

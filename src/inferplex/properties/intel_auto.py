@@ -1,4 +1,4 @@
-"""``ov.properties.intel_auto``: MULTI's and AUTO's own settings (OpenVINO's ``openvino.properties.intel_auto``)."""
+"""``ov.properties.intel_auto``: MULTI's and AUTO's own settings (``openvino.properties.intel_auto``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ov.properties.intel_cpu``: the CPU's own keys that inferplex takes (OpenVINO's ``openvino.properties.intel_cpu``)."""
+"""``ov.properties.intel_cpu``: the CPU keys inferplex takes (``openvino.properties.intel_cpu``)."""
 
 from __future__ import annotations
 

@@ -301,7 +301,7 @@ class OpenVinoProgram(CpuProgram):
         super().__init__(config, spinning=bool(config.get("THREAD_SPINNING", streams == 1)),
                          low_priority=low_priority)
         self._compiled: openvino.CompiledModel | None = compiled
-        self._facts = {key: int(compiled.get_property(key)) for key in
+        self._facts: dict[str, Any] = {key: int(compiled.get_property(key)) for key in
                        ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
         self._facts["INFERENCE_PRECISION_HINT"] = _precision_name(
             compiled.get_property("INFERENCE_PRECISION_HINT"))

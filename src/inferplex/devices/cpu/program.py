@@ -21,8 +21,9 @@ __all__ = ["ENGINES", "CpuProgram", "to_numpy"]
 ENGINES = ("OPENVINO", "ONNXRUNTIME")
 """Values of the CPU's ``ENGINE`` property."""
 
-_READ_DEFAULTS = {"PERFORMANCE_HINT": "LATENCY", "ENABLE_PROFILING": False, "EXECUTION_MODE_HINT": "PERFORMANCE",
-                  "MODEL_PRIORITY": "MEDIUM", "CPU_DENORMALS_OPTIMIZATION": False}
+_READ_DEFAULTS = {"PERFORMANCE_HINT": "LATENCY", "ENABLE_PROFILING": False,
+                  "EXECUTION_MODE_HINT": "PERFORMANCE", "MODEL_PRIORITY": "MEDIUM",
+                  "CPU_DENORMALS_OPTIMIZATION": False}
 """What a CPU program reports for these keys when its config does not set them."""
 
 
