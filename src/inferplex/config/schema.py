@@ -237,8 +237,8 @@ def as_config(config: Any) -> dict[str, Any] | None:
         f"{config!r}")
 
 
-def normalize_config(config: Mapping[str, Any] | tuple[str, Any] | None, accepted_keys: tuple[str, ...] | None = None,
-                     target: str = "",
+def normalize_config(config: Mapping[str, Any] | tuple[str, Any] | None,
+                     accepted_keys: tuple[str, ...] | None = None, target: str = "",
                      parsers: Mapping[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
     """Validate every entry of a config; all problems are reported in one error."""
     config = as_config(config)
