@@ -169,7 +169,8 @@ def test_a_plugin_error_mid_compile_closes_the_programs_already_compiled() -> No
     compiled: list[DeviceProgram] = []
     closed: list[str] = []
 
-    def compile_then_fail(submodel: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+    def compile_then_fail(submodel: ir.Model, device: str, config: Mapping[str, Any],
+                          own_process: bool = False) -> DeviceProgram:
         if compiled:  # the first subgraph compiles; the plugin raises its own error on the next
             raise RuntimeError("out of device memory")
         program = compile_one(submodel, device, config)
