@@ -158,7 +158,7 @@ def burst(compiled: Any, inputs: dict[str, np.ndarray], count: int) -> dict[str,
         request.set_callback(done, None)
     start = time.perf_counter()
     for request in requests:
-        request.start_async(inputs)
+        request.start_async(inputs, share_inputs=True)  # as benchmark_app: the engine, not a copy
     finished.wait()
     elapsed = time.perf_counter() - start
     return {"fps": count / elapsed, "makespan_s": elapsed}

@@ -112,7 +112,9 @@ class AsyncInferQueue:
         request is queued with its inputs copied, and starts when one is idle.
         """
         with self._cond:
-            if not self._idle and in_completion_callback():
+            if self._idle:
+                index: int | None = self._idle.pop(0)
+            elif in_completion_callback():
                 index = None
             else:
                 with blocking():

@@ -87,9 +87,13 @@ def _single(value: Any, ports: list[Port]) -> bool:
             isinstance(inner, (int, float, str, bytes)) for inner in item)) for item in value)
 
 
-def keyed_inputs(ports: list[Port], inputs: Any) -> dict[int, Any]:
-    """``{input index: value}`` from whatever form ``inputs`` takes; unknown keys are reported at once."""
-    by_name = {p.any_name: p.index for p in ports}
+def keyed_inputs(ports: list[Port], inputs: Any, by_name: Mapping[str, int] | None = None) -> dict[int, Any]:
+    """``{input index: value}`` from whatever form ``inputs`` takes; unknown keys are reported at once.
+
+    ``by_name``: ``{input name: index}`` of ``ports`` when the caller keeps one (built here otherwise).
+    """
+    if by_name is None:
+        by_name = {p.any_name: p.index for p in ports}
     if inputs is None:
         return {}
     if type(inputs) is dict and all(type(key) is str and key in by_name for key in inputs):
@@ -258,6 +262,14 @@ class InferResults(Mapping[Port, Any]):
     def __init__(self, ports: list[Port], outputs: Mapping[str, Any]) -> None:
         self._ports = ports
         self._outputs = dict(outputs)
+
+    @classmethod
+    def _owning(cls, ports: list[Port], outputs: dict[str, Any]) -> InferResults:
+        """Results over ``outputs`` itself (a dict nobody else holds): no copy of the dict."""
+        results = cls.__new__(cls)
+        results._ports = ports
+        results._outputs = outputs
+        return results
 
     def _name(self, key: Any) -> str:
         if isinstance(key, Port):

@@ -75,6 +75,19 @@ def _wrap(array: Any) -> Any:
     return Tensor(array, shared_memory=bool(share))
 
 
+def _fast_facts(inputs: list[Port]) -> tuple[tuple[np.dtype[Any], tuple[int, ...]], ...] | None:
+    """``(dtype, shape)`` of each input when all are tensors of a numeric dtype and a static
+    shape (what the fast path of ``bind`` checks an array against), else None."""
+    facts = []
+    for position, port in enumerate(inputs):
+        dtype, dims = port_dtype(port), port_dims(port)
+        if port.index != position or not port.is_tensor or dtype is None or dtype.kind == "O" \
+                or dims is None or any(type(d) is not int for d in dims):
+            return None
+        facts.append((dtype, tuple(dims)))
+    return tuple(facts)
+
+
 def _zeros(port: Port) -> np.ndarray:
     """What a request holds for an input or output before anything is written: zeros of its
     shape, with 0 for dynamic dims (as OpenVINO's empty tensors of a dynamic shape)."""
@@ -90,6 +103,10 @@ class RequestTensors:
     def __init__(self, inputs: list[Port], outputs: list[Port]) -> None:
         self.inputs = inputs
         self.outputs = outputs
+        self.input_index = {p.any_name: p.index for p in inputs}
+        """``{input name: index}``, built once (``infer`` keys its inputs with it)."""
+        self._input_names = [p.any_name for p in inputs]
+        self._fast = _fast_facts(inputs)
         self._held: dict[int, Any] = {}
         """Input index -> its value (array, ov.Tensor, torch tensor or _Batch)."""
         self._owned: set[int] = set()
@@ -159,6 +176,11 @@ class RequestTensors:
         Values are converted and every input checked before anything is placed,
         so a refused call leaves the request's tensors as they were.
         """
+        if self._fast is not None and len(keyed) == len(self._fast) and self._fits(keyed):
+            held = self._held
+            for index, value in keyed.items():
+                self._place_exact(index, value, share)
+            return {name: held[index] for index, name in enumerate(self._input_names)}
         converted: dict[int, Any] = {}
         refused: dict[int, str] = {}
         for index, value in keyed.items():
@@ -175,6 +197,33 @@ class RequestTensors:
         for index, value in converted.items():
             self._place(index, keyed[index], value, share)
         return {p.any_name: self._run_value(self._held[p.index]) for p in self.inputs}
+
+    def _fits(self, keyed: Mapping[int, Any]) -> bool:
+        """Whether every value is a numpy array of its input's exact dtype and static shape,
+        going where no ov.Tensor is held: the common case, placed without conversion or check."""
+        fast, held = self._fast, self._held
+        assert fast is not None
+        for index, value in keyed.items():
+            if type(value) is not np.ndarray:
+                return False
+            dtype, shape = fast[index]
+            if value.dtype != dtype or value.shape != shape or isinstance(held.get(index), Tensor):
+                return False
+        return True
+
+    def _place_exact(self, index: int, value: np.ndarray, share: bool) -> None:
+        """``_place`` for an array :meth:`_fits` accepted (the caller's own array, never converted)."""
+        if share and value.flags.c_contiguous and value.flags.writeable:
+            self._held[index] = value
+            self._owned.discard(index)
+            return
+        held = self._held.get(index)
+        if not share and index in self._owned and type(held) is np.ndarray and held.shape == value.shape \
+                and held.dtype == value.dtype:
+            np.copyto(held, value)
+            return
+        self._held[index] = np.array(value, order="C", copy=True)
+        self._owned.add(index)
 
     def _place(self, index: int, given: Any, value: Any, share: bool) -> None:
         port = self.inputs[index]

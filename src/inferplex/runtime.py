@@ -286,7 +286,8 @@ class InferRequest(TensorAccess):
     def _bind(self, inputs: Any, share_inputs: bool = False) -> dict[str, Any]:
         """Place ``inputs`` in the request's tensors; ``{input name: array}`` to run."""
         self._check_idle()
-        return self._tensors.bind(keyed_inputs(self._compiled._inputs, inputs), share_inputs)
+        tensors = self._tensors
+        return tensors.bind(keyed_inputs(tensors.inputs, inputs, tensors.input_index), share_inputs)
 
     # --- running ---------------------------------------------------------------------
 
@@ -340,7 +341,16 @@ class InferRequest(TensorAccess):
         self.userdata = userdata
         lifecycle.started()
         completions = self._compiled._completions
-        request.future.add_done_callback(lambda _: completions.submit(lambda: self._complete(request)))
+
+        def ended(_: object) -> None:
+            # Nothing of the user's to run (no callback, no queue hook): end it here, on the
+            # device thread, so that wait() wakes with no hop through the completion thread.
+            if self._callback is None and self._completion_hook is None:
+                self._complete(request)
+            else:
+                completions.submit(lambda: self._complete(request))
+
+        request.future.add_done_callback(ended)
         try:
             self._compiled._runner.submit(request)
         except BaseException as error:  # a runner that raises still ends the request once
@@ -426,6 +436,18 @@ class InferRequest(TensorAccess):
         return InferResults(self._compiled._outputs, result.outputs)
 
     def _results(self, share_outputs: bool, decode_strings: bool) -> InferResults:
+        if not share_outputs:  # the common case: copies, built in one pass
+            result = self._result()
+            if result is None:
+                raise InputError("this request has not run yet; call infer() or start_async()")
+            outputs = result.outputs
+            copies: dict[str, Any] = {}
+            for port in self._compiled._outputs:
+                name = port.any_name
+                value = outputs[name]
+                copies[name] = value.copy() if type(value) is np.ndarray and value.dtype.kind not in "OSU" \
+                    else _output_copy(value, False, decode_strings)
+            return InferResults._owning(self._compiled._outputs, copies)
         results = self.results
         if share_outputs:  # views of the output tensors where the request holds some
             results = InferResults(self._compiled._outputs, self._tensors.output_views(results))

@@ -30,6 +30,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from inferplex.errors import InferenceError
+
 if TYPE_CHECKING:
     import onnx_ir as ir
 
@@ -150,8 +152,6 @@ class DeviceProgram(ABC):
 
     def check_runnable(self, worker: int, closed: bool) -> None:
         """Raise InferenceError when the program is ``closed`` or ``worker`` is out of range."""
-        from inferplex.errors import InferenceError
-
         if closed:
             raise InferenceError(f"the program on {self.device} was closed")
         if not 0 <= worker < self.num_workers:

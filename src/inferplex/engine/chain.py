@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ import numpy as np
 
 from inferplex.devices.base import ProfilingRecord
 from inferplex.engine.device_pool import DevicePool, as_inference_error
-from inferplex.engine.request import Request, RunResult
+from inferplex.engine.request import Outcome, Request, RunResult
 from inferplex.engine.runner import Runner
 
 if TYPE_CHECKING:
@@ -176,7 +175,7 @@ class ChainRunner(Runner):
         except BaseException as error:  # noqa: BLE001 - ends the request instead of being lost
             travel.end(as_inference_error(error, self.runners[min(position, len(self.runners) - 1)].device))
 
-    def _after(self, position: int, travel: _Travel, done: Future[RunResult]) -> None:
+    def _after(self, position: int, travel: _Travel, done: Outcome[RunResult]) -> None:
         error = done.exception()
         if error is not None:
             travel.end(error)

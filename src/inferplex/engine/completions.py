@@ -89,22 +89,32 @@ class Completions:
 
     def _serve(self) -> None:
         _local.completions = self
+        queue = self._queue
         try:
             while True:
-                with self._cond:
-                    while not self._queue:
-                        serving = self._threads - self._blocked_count
-                        if self._closed or serving > 1:
-                            self._threads -= 1
-                            return
-                        self._idle += 1
-                        self._cond.wait()
-                        self._idle -= 1
-                    completion = self._queue.popleft()
+                try:  # a non-empty queue is served without the lock (deque pops are atomic)
+                    completion = queue.popleft()
+                except IndexError:
+                    completion = self._next()
+                    if completion is None:
+                        return
                 _run(completion)
                 del completion  # an idle thread must not keep the last request (and its model) alive
         finally:
             _local.completions = None
+
+    def _next(self) -> Callable[[], None] | None:
+        """The next completion, waiting for one; None when this thread is to end."""
+        with self._cond:
+            while not self._queue:
+                serving = self._threads - self._blocked_count
+                if self._closed or serving > 1:
+                    self._threads -= 1
+                    return None
+                self._idle += 1
+                self._cond.wait()
+                self._idle -= 1
+            return self._queue.popleft()
 
     def close(self) -> None:
         """Let the queued completions run, then end the threads.  Idempotent; never blocks."""

@@ -21,12 +21,11 @@ import queue
 import threading
 import time
 from collections.abc import Collection, Mapping
-from concurrent.futures import Future, InvalidStateError
-from contextlib import nullcontext
+from concurrent.futures import InvalidStateError
 from typing import TYPE_CHECKING, Any
 
 from inferplex.engine import lifecycle
-from inferplex.engine.request import RunResult
+from inferplex.engine.request import Outcome, RunResult
 from inferplex.errors import InferenceError, InferplexError, PluginError
 
 if TYPE_CHECKING:
@@ -51,11 +50,11 @@ class _Job:
     __slots__ = ("exclusive", "future", "inputs", "queued", "request", "started")
 
     def __init__(self, inputs: Mapping[str, Any], request: Request | None,
-                 exclusive: threading.Lock | None) -> None:
+                 exclusive: threading.Lock | None, future: Outcome[RunResult] | None) -> None:
         self.inputs = inputs
         self.request = request
         self.exclusive = exclusive
-        self.future: Future[RunResult] = Future()
+        self.future: Outcome[RunResult] = Outcome() if future is None else future
         self.queued = time.perf_counter()
         self.started = 0.0
 
@@ -117,9 +116,14 @@ class DevicePool:
         return RunResult(outputs, lambda: program.profiling_info(worker), self.device)
 
     def submit(self, inputs: Mapping[str, Any], request: Request | None = None,
-               exclusive: threading.Lock | None = None) -> Future[RunResult]:
-        """Queue one run; the future ends with its RunResult or its error (never raised here)."""
-        job = _Job(inputs, request, exclusive)
+               exclusive: threading.Lock | None = None,
+               future: Outcome[RunResult] | None = None) -> Outcome[RunResult]:
+        """Queue one run; the future ends with its RunResult or its error (never raised here).
+
+        ``future``: the outcome to end (a whole request's, when this run is all of
+        it: the device thread then ends the request itself); default a new one.
+        """
+        job = _Job(inputs, request, exclusive, future)
         with self._lock:
             if self._closed:
                 reason = "hung at exit" if self._abandoned else "was released"
@@ -140,32 +144,35 @@ class DevicePool:
 
     def _serve(self) -> None:
         me = threading.get_ident()
+        running = self._running  # set and popped without the lock: one key per thread, GIL-atomic
         while (job := self._jobs.get()) is not None:
             job.started = time.perf_counter()
-            with self._lock:
-                self._running[me] = job
+            running[me] = job
             lifecycle.progress()
-            if job.request is not None:
-                job.request.mark("queued", self.device, job.queued, job.started)
+            request = job.request
+            if request is not None and request.timeline is not None:
+                request.mark("queued", self.device, job.queued, job.started)
             outcome: RunResult | BaseException
             try:
-                with job.exclusive or nullcontext():
-                    outcome = self.run(job.inputs, job.request)
+                if job.exclusive is None:
+                    outcome = self.run(job.inputs, request)
+                else:
+                    with job.exclusive:
+                        outcome = self.run(job.inputs, request)
             except BaseException as error:  # noqa: BLE001 - handed to the future, never lost
                 outcome = as_inference_error(error, self.device)
-            with self._lock:
-                self._running.pop(me, None)
+            running.pop(me, None)
             _settle(job.future, outcome)
-            del job, outcome  # an idle thread must not keep the last request (and its model) alive
+            del job, outcome, request  # an idle thread must not keep the last request (and its model) alive
             lifecycle.progress()
 
     # --- lifecycle -------------------------------------------------------------------
 
     def exit_deadline(self) -> float | None:
-        with self._lock:
-            if not self._running or self._abandoned:
-                return None
-            oldest = min(job.started for job in self._running.values())
+        running = list(self._running.values())  # one C-level copy: safe while threads add and pop
+        if not running or self._abandoned:
+            return None
+        oldest = min(job.started for job in running)
         # perf_counter and monotonic share no origin: convert through the time elapsed
         running_for = time.perf_counter() - oldest
         return time.monotonic() - running_for + self.slowest + self.exit_timeout
@@ -174,7 +181,7 @@ class DevicePool:
         """End the running and queued jobs with an InferenceError naming the device (exit only)."""
         with self._lock:
             self._closed = self._abandoned = True
-            running = list(self._running.values())
+        running = list(self._running.values())
         waited = self.slowest + self.exit_timeout
         error = InferenceError(f"{self.device} gave no result within {waited:.1f} s at exit "
                                f"(the slowest run seen took {self.slowest:.2f} s; EXIT_TIMEOUT adds "
@@ -218,7 +225,7 @@ class DevicePool:
             _log.exception("inferplex: closing the program on %s failed", self.device)
 
 
-def _settle(future: Future[RunResult], outcome: RunResult | BaseException) -> None:
+def _settle(future: Outcome[RunResult], outcome: RunResult | BaseException) -> None:
     """Complete ``future`` unless it already ended (a run abandoned at exit that came back late)."""
     try:
         if isinstance(outcome, BaseException):

@@ -48,7 +48,7 @@ from inferplex.config.devices import DeviceTarget
 from inferplex.config.schema import canonical_key, normalize_property
 from inferplex.engine.completions import blocking
 from inferplex.engine.dispatch_state import Attempt, Member, device_targets
-from inferplex.engine.request import Request, RunResult
+from inferplex.engine.request import Outcome, Request, RunResult
 from inferplex.engine.runner import Runner
 from inferplex.engine.schedule import Schedule
 from inferplex.errors import InferenceError, PropertyError
@@ -259,7 +259,7 @@ class Dispatcher(Runner):
         elif kind == "fallback":
             self._schedule.helper_compiled(event[1])
 
-    def _post_run_end(self, attempt: Attempt, future: Future[RunResult]) -> None:
+    def _post_run_end(self, attempt: Attempt, future: Outcome[RunResult]) -> None:
         """On the device thread: hand the run's end to the dispatcher, with the time it ended."""
         self._post(("ended", attempt, future, time.monotonic()))
 

@@ -67,8 +67,9 @@ def ended() -> None:
     global _live, _last_progress
     with _cond:
         _live -= 1
-        _last_progress = time.monotonic()
-        _cond.notify_all()
+        if _exiting:  # only exit's wait looks at these
+            _last_progress = time.monotonic()
+            _cond.notify_all()
 
 
 def progress() -> None:
@@ -107,8 +108,10 @@ def live_requests() -> int:
 
 def _finish_at_exit() -> None:
     """Wait until every request in flight has ended; abandon devices that hang."""
-    global _exiting
-    _exiting = True
+    global _exiting, _last_progress
+    with _cond:
+        _exiting = True
+        _last_progress = time.monotonic()  # ended() and progress() keep it from here on
     while True:
         with _cond:
             now = time.monotonic()

@@ -1,24 +1,147 @@
 """One inference request, from start to end, and the result it ends with.
 
-A :class:`Request` carries a ``concurrent.futures.Future``: the one place where
-"every started request ends exactly once, with a result or an error" holds.
-A future completes at most once, so a late result of an abandoned attempt (a
-MULTI re-run after a timeout, a run abandoned at exit) is dropped by
-:meth:`Request.succeed` / :meth:`Request.fail` returning False.
+A :class:`Request` carries an :class:`Outcome`, a lighter stand-in for
+``concurrent.futures.Future`` with the same API (``done``, ``result``,
+``exception``, ``add_done_callback``, ``set_result``, ``set_exception``): the one
+place where "every started request ends exactly once, with a result or an
+error" holds.  An outcome completes at most once, so a late result of an
+abandoned attempt (a MULTI re-run after a timeout, a run abandoned at exit) is
+dropped by :meth:`Request.succeed` / :meth:`Request.fail` returning False.
+
+Why not a ``Future``: one is made per request and per device run, and a
+``Future`` builds a ``Condition`` (an RLock and a waiter list) when made and
+notifies it when set, microseconds per request that a tiny model's run does not
+take.  An :class:`Outcome` takes one plain lock per transition and makes a
+waiter lock only for a thread that actually waits.
 """
 
 from __future__ import annotations
 
-import time
+import logging
+import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from inferplex.devices.base import ProfilingRecord
     from inferplex.engine.trace import Timeline
 
-__all__ = ["Request", "RunResult"]
+__all__ = ["Outcome", "Request", "RunResult"]
+
+_log = logging.getLogger("inferplex")
+_T = TypeVar("_T")
+_PENDING, _SUCCEEDED, _FAILED = 0, 1, 2
+
+
+class Outcome(Generic[_T]):
+    """What something ends with, once: a result or an error (``concurrent.futures.Future``'s API).
+
+    Done-callbacks run on the thread that completes it (or at once, when added
+    after), in the order added; an exception they raise is logged, as a
+    ``Future`` logs it.  It cannot be cancelled (``cancel`` returns False).
+    """
+
+    __slots__ = ("_callbacks", "_error", "_lock", "_result", "_state", "_waiters")
+
+    def __init__(self) -> None:
+        self._state = _PENDING
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[Outcome[_T]], Any]] | None = None
+        self._waiters: list[threading.Lock] | None = None
+
+    def done(self) -> bool:
+        return self._state != _PENDING
+
+    @staticmethod
+    def cancelled() -> bool:
+        return False
+
+    @staticmethod
+    def cancel() -> bool:
+        return False
+
+    def running(self) -> bool:
+        return self._state == _PENDING
+
+    def _wait(self, timeout: float | None) -> None:
+        if self._state != _PENDING:
+            return
+        with self._lock:
+            if self._state != _PENDING:
+                return
+            waiter = threading.Lock()
+            waiter.acquire()
+            if self._waiters is None:
+                self._waiters = []
+            self._waiters.append(waiter)
+        if not waiter.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            with self._lock:
+                if self._state == _PENDING:
+                    self._waiters.remove(waiter)  # type: ignore[union-attr]
+                    raise FutureTimeoutError()
+
+    def result(self, timeout: float | None = None) -> _T:
+        """The result, waiting up to ``timeout`` seconds; raises the error it ended with."""
+        self._wait(timeout)
+        if self._error is not None:
+            raise self._error
+        return self._result  # type: ignore[no-any-return]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The error it ended with (None after a result), waiting up to ``timeout`` seconds."""
+        self._wait(timeout)
+        return self._error
+
+    def add_done_callback(self, callback: Callable[[Outcome[_T]], Any]) -> None:
+        """``callback(self)`` once it is done: now if it already is."""
+        if self._state == _PENDING:
+            with self._lock:
+                if self._state == _PENDING:
+                    if self._callbacks is None:
+                        self._callbacks = []
+                    self._callbacks.append(callback)
+                    return
+        _call(callback, self)
+
+    def set_result(self, result: _T) -> None:
+        """End with ``result``; InvalidStateError if it already ended."""
+        self._end(_SUCCEEDED, result, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        """End with ``error``; InvalidStateError if it already ended."""
+        self._end(_FAILED, None, error)
+
+    def _end(self, state: int, result: Any, error: BaseException | None) -> None:
+        with self._lock:
+            if self._state != _PENDING:
+                raise InvalidStateError(f"already ended: {self!r}")
+            self._result, self._error = result, error
+            self._state = state
+            waiters, self._waiters = self._waiters, None
+            callbacks, self._callbacks = self._callbacks, None
+        if waiters:
+            for waiter in waiters:
+                waiter.release()
+        if callbacks:
+            for callback in callbacks:
+                _call(callback, self)
+
+    def __repr__(self) -> str:
+        state = ("pending", "succeeded", "failed")[self._state]
+        return f"<Outcome {state}>"
+
+
+def _call(callback: Callable[[Any], Any], outcome: Outcome[Any]) -> None:
+    try:
+        callback(outcome)
+    except Exception:  # noqa: BLE001 - as Future does: one callback must not stop the others
+        _log.exception("inferplex: a done-callback raised")
+
 
 
 class RunResult:
@@ -59,13 +182,13 @@ class Request:
     def __init__(self, inputs: Mapping[str, Any], timeline: Timeline | None = None) -> None:
         self.inputs = inputs
         """Model inputs by name, already checked against the model's ports."""
-        self.future: Future[RunResult] = Future()
+        self.future: Outcome[RunResult] = Outcome()
         """Completes exactly once: with a :class:`RunResult` or the error the request ended with."""
         self.attempt = 0
         """Runs started so far (MULTI re-runs a failed request on another device)."""
         self.failures: list[tuple[str, BaseException]] = []
         """(device, error) of each failed attempt, in order."""
-        self.started = time.perf_counter()
+        self.started = perf_counter()
         self.timeline = timeline
         """Where the request's stages are recorded (None: tracing is off)."""
 
@@ -76,7 +199,7 @@ class Request:
     def succeed(self, result: RunResult) -> bool:
         """End with ``result``; False (and nothing happens) if the request had already ended."""
         try:
-            self.future.set_result(result)
+            self.future._end(_SUCCEEDED, result, None)
         except InvalidStateError:
             return False
         return True
@@ -84,7 +207,7 @@ class Request:
     def fail(self, error: BaseException) -> bool:
         """End with ``error``; False (and nothing happens) if the request had already ended."""
         try:
-            self.future.set_exception(error)
+            self.future._end(_FAILED, None, error)
         except InvalidStateError:
             return False
         return True

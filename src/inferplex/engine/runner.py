@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from concurrent.futures import Future
 from typing import Any
 
 from inferplex.engine.completions import blocking
 from inferplex.engine.device_pool import DevicePool, as_inference_error
-from inferplex.engine.request import Request, RunResult
+from inferplex.engine.request import Outcome, Request, RunResult
 from inferplex.errors import PropertyError
 
 __all__ = ["PoolRunner", "Runner", "end_with"]
@@ -71,10 +70,10 @@ class Runner(ABC):
         """Stop the threads and release the devices' programs.  Idempotent."""
 
 
-def end_with(request: Request, future: Future[RunResult]) -> None:
+def end_with(request: Request, future: Outcome[RunResult]) -> None:
     """End ``request`` with ``future``'s outcome once it has one."""
 
-    def settle(done: Future[RunResult]) -> None:
+    def settle(done: Outcome[RunResult]) -> None:
         error = done.exception()
         if error is None:
             request.succeed(done.result())
@@ -91,7 +90,7 @@ class PoolRunner(Runner):
         self.pool = pool
 
     def submit(self, request: Request) -> None:
-        end_with(request, self.pool.submit(request.inputs, request))
+        self.pool.submit(request.inputs, request, future=request.future)  # the device thread ends it
 
     def run(self, request: Request) -> RunResult:
         try:

@@ -27,7 +27,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
@@ -41,7 +40,7 @@ from inferplex.engine.dispatch_state import (
     describe_failures,
 )
 from inferplex.engine.dispatch_state import statistics as device_statistics
-from inferplex.engine.request import Request, RunResult
+from inferplex.engine.request import Outcome, Request, RunResult
 from inferplex.errors import InferenceError, PropertyError
 from inferplex.scheduling.host_gain import HostGainCheck
 from inferplex.scheduling.options import SchedulerOptions
@@ -64,7 +63,7 @@ class Schedule:
 
     def __init__(self, members: Sequence[Member], options: SchedulerOptions,
                  resolve: Callable[[str], str], fallback: Sequence[str],
-                 on_run_end: Callable[[Attempt, Future[RunResult]], None],
+                 on_run_end: Callable[[Attempt, Outcome[RunResult]], None],
                  starting: str | None = None, expected_requests: int = 0) -> None:
         self._options = options
         self._policy: SchedulePolicy = make_policy(options.policy)
@@ -204,7 +203,7 @@ class Schedule:
                                     exclusive=_EXCLUSIVE if self._options.exclusive else None)
         future.add_done_callback(partial(self._on_run_end, attempt))
 
-    def run_ended(self, attempt: Attempt, future: Future[RunResult], ended: float, now: float) -> None:
+    def run_ended(self, attempt: Attempt, future: Outcome[RunResult], ended: float, now: float) -> None:
         device = attempt.device
         self._busy_total -= 1
         error = future.exception()

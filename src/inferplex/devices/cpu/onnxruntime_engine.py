@@ -173,11 +173,13 @@ class OnnxRuntimeProgram(CpuProgram):
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
-        self.check_runnable(worker, self._closed)
+        if self._closed or not 0 <= worker < self.num_workers:
+            self.check_runnable(worker, self._closed)
         if self._stale[worker]:
             self._sessions[worker] = self._new_session(worker)
             self._stale[worker] = False
-        feed = {name: to_numpy(value) for name, value in inputs.items()}
+        feed = inputs if all(type(v) is np.ndarray for v in inputs.values()) \
+            else {name: to_numpy(value) for name, value in inputs.items()}
         try:
             outputs = self._sessions[worker].run(None, feed)
         except Exception as e:  # ONNX Runtime's own classes: the caller gets one of ours, as from a GPU

@@ -317,7 +317,8 @@ class OpenVinoProgram(CpuProgram):
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
-        self.check_runnable(worker, self._closed)
+        if self._closed or not 0 <= worker < self.num_workers:
+            self.check_runnable(worker, self._closed)
         # Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
         # their type: CastLike's target) are not fed; the caller checked the names.
         feed = {self._inputs[name]: to_numpy(value) for name, value in inputs.items()
