@@ -78,8 +78,8 @@ def runners(name: str) -> tuple[dict[str, Runner], dict[str, str]]:
     }
     raw_precision = raw["default"].get_property("INFERENCE_PRECISION_HINT").get_type_name()
     precisions = {"raw OpenVINO default": raw_precision,
-                  "inferplex default": ours["default"].get_property("INFERENCE_PRECISION_HINT"),
-                  "engine": ours["default"].get_property("ENGINE")}
+                  "inferplex default": str(ours["default"].get_property("INFERENCE_PRECISION_HINT")),
+                  "engine": str(ours["default"].get_property("ENGINE"))}
     return table, precisions
 
 
@@ -135,7 +135,7 @@ def main() -> None:
         table.add_column(column, justify="right")
     for row in rows:
         m = row["median_ms"]
-        table.add_row(row["model"], row["precision"]["inferplex default"],
+        table.add_row(row["model"], str(row["precision"]["inferplex default"]),
                       *(f"{m[k]:.2f}" for k in ("raw OpenVINO default", "raw OpenVINO f32", "raw ORT",
                                                  "inferplex default", "inferplex f32")),
                       f"{row['ratio_default']:.3f}", f"{row['ratio_f32']:.3f}")

@@ -378,7 +378,9 @@ def test_a_gpu_served_from_a_worker_process_gives_the_same_results() -> None:
     core = ov.Core()
     before = worker_processes()
     assert core.get_property("GPU.0", "GIL_BOUND") is True
-    config = {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", "MULTI_WORKER_PROCESSES": "YES"}
+    # f32 on the CPU too: its OpenVINO engine runs bf16 by default on CPUs with AMX.
+    config = {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", "MULTI_WORKER_PROCESSES": "YES",
+              "DEVICE_PROPERTIES": {"CPU": {"INFERENCE_PRECISION_HINT": "f32"}}}
     compiled = core.compile_model(_cnn_model(), "AUTO:GPU.0,CPU", config)
     try:
         assert len(worker_processes() - before) == 1  # GPU.0's; the host device stays in this process
