@@ -90,7 +90,8 @@ def exit_seconds(exit_timeout: float | None) -> float:
         import time; print("main code done", time.monotonic(), flush=True)
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          timeout=120)
     end = time.monotonic()
     line = next(x for x in done.stdout.splitlines() if x.startswith("main code done"))
     return end - float(line.split()[-1])
@@ -98,13 +99,15 @@ def exit_seconds(exit_timeout: float | None) -> float:
 
 def main() -> None:
     core = ov.Core()
-    devices = ["CPU"] + [d for d in ("HETERO:GPU.0,CPU", "MULTI:GPU.0,CPU") if "GPU.0" in core.available_devices]
+    gpus = "GPU.0" in core.available_devices
+    devices = ["CPU"] + [d for d in ("HETERO:GPU.0,CPU", "MULTI:GPU.0,CPU") if gpus]
     print(f"{'device':<20} {'how':<10} {'threads':>14} {'RSS MB':>18}")
     for device in devices:
         for release in (True, False):
             before, after, rss_before, rss_after = drop_loop(core, device, release)
             how = "release" if release else "gc"
-            print(f"{device:<20} {how:<10} {before:>6} -> {after:<5} {rss_before:>8.1f} -> {rss_after:<8.1f}")
+            print(f"{device:<20} {how:<10} {before:>6} -> {after:<5} "
+                  f"{rss_before:>8.1f} -> {rss_after:<8.1f}")
     for timeout in (1.0, None):
         label = "default (5 s)" if timeout is None else f"{timeout:g} s"
         print(f"exit with a hung device, EXIT_TIMEOUT {label}: {exit_seconds(timeout):.2f} s after the main code")

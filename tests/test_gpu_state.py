@@ -130,7 +130,7 @@ def test_the_shape_cache_keeps_the_most_recent_shapes_and_close_frees_everything
     stats = _statistics(compiled)
     assert stats.closed and stats.shape_variants == () and stats.weight_bytes == 0
     assert all(w.captured_signatures == () and w.staging_buffers == 0 for w in stats.workers)
-    with pytest.raises(ov.errors.InferenceError, match="closed|released"):
+    with pytest.raises(ov.errors.InferenceError, match=r"closed|released"):
         compiled(feeds[0])
 
 
