@@ -110,7 +110,8 @@ def main() -> None:
                   f"{rss_before:>8.1f} -> {rss_after:<8.1f}")
     for timeout in (1.0, None):
         label = "default (5 s)" if timeout is None else f"{timeout:g} s"
-        print(f"exit with a hung device, EXIT_TIMEOUT {label}: {exit_seconds(timeout):.2f} s after the main code")
+        seconds = exit_seconds(timeout)
+        print(f"exit with a hung device, EXIT_TIMEOUT {label}: {seconds:.2f} s after the main code")
 
 
 if __name__ == "__main__":
