@@ -5,7 +5,7 @@ only after it: time it holds the GIL delays them all.  For each model, in one
 process, rounds alternate between:
 
 - ``inferplex``: ``core.read_model(path)`` (the checker gets the model without
-  its large weights, see ``inferplex/model_check.py``);
+  its large weights, see ``inferplex/_model_check.py``);
 - ``whole model to the checker``: the same, with the checker given the whole
   model, as before (``onnx.checker.check_model`` serializes it);
 - ``onnx.load + check_model``: the peer, what a program checking a model with
@@ -31,7 +31,7 @@ import onnx
 from cpu_compile import stacks_main
 
 import inferplex as ov
-from inferplex import model_check
+from inferplex import _model_check as model_check
 
 
 def _load_and_check(path: Path) -> Any:

@@ -177,7 +177,7 @@ def test_read_model_from_every_source_gives_equal_results(core: ov.Core, tmp_pat
 def test_large_weights_are_left_out_of_the_checkers_copy(core: ov.Core, tmp_path: Path) -> None:
     # onnx.checker serializes what it is given: its copy holds placeholders for large
     # weights (and small ones as they are), while the model read keeps every value.
-    from inferplex.model_check import LARGE_TENSOR_BYTES, checker_copy
+    from inferplex._model_check import LARGE_TENSOR_BYTES, checker_copy
 
     rng = np.random.default_rng(3)
     big = rng.standard_normal((64, 512), dtype=np.float32)
@@ -204,7 +204,7 @@ def test_large_weights_are_left_out_of_the_checkers_copy(core: ov.Core, tmp_path
 
 
 def test_large_constant_values_are_left_out_of_the_checkers_copy(core: ov.Core) -> None:
-    from inferplex.model_check import LARGE_TENSOR_BYTES, checker_copy
+    from inferplex._model_check import LARGE_TENSOR_BYTES, checker_copy
 
     rng = np.random.default_rng(4)
     big = rng.standard_normal((64, 512), dtype=np.float32)
@@ -239,7 +239,7 @@ def _if_model(then_weight: onnx.TensorProto, else_weight: onnx.TensorProto) -> o
 
 
 def test_large_tensors_in_subgraphs_are_left_out_of_the_checkers_copy(core: ov.Core) -> None:
-    from inferplex.model_check import LARGE_TENSOR_BYTES, checker_copy
+    from inferplex._model_check import LARGE_TENSOR_BYTES, checker_copy
 
     rng = np.random.default_rng(5)
     w1, w2 = (rng.standard_normal((64, 512), dtype=np.float32) for _ in range(2))

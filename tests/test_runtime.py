@@ -306,7 +306,7 @@ def test_jobs_queued_inside_callbacks_are_bounded(core: ov.Core, reference: ort.
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Each result fans out into two jobs: the queue grows until start_async refuses, in the
     callback; every job it accepted ends once, right, and the queue drains."""
-    from inferplex import async_queue
+    from inferplex import _async_queue as async_queue
 
     monkeypatch.setattr(async_queue, "QUEUED_PER_JOB", 4)
     compiled = core.compile_model(MODEL, "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})

@@ -6,7 +6,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
-from inferplex.serialize import serialize_leaving_out
+from inferplex._serialize import serialize_leaving_out
 
 
 def _model() -> ir.Model:

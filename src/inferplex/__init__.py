@@ -8,9 +8,22 @@ PIPELINE_PARALLEL, MULTI and AUTO.
     >>> core = ov.Core()
     >>> compiled = core.compile_model("model.onnx", "CPU")       # doctest: +SKIP
     >>> results = compiled({"x": array})                         # doctest: +SKIP
+
+The public API is what ``__all__`` names, with the modules it names
+(``errors``, ``properties``, ``preprocess``, ``layout_helpers``, ``op`` and the
+``opset`` modules), and, for device plugin authors, ``inferplex.devices.base``
+and ``inferplex.config.values``.  Modules whose names start with ``_`` and the
+packages ``api``, ``config``, ``engine``, ``scheduling``, ``hetero``, ``multi``,
+``devices`` (but its ``base``) and ``cli`` are internal: they may change
+without notice.
 """
 
 from inferplex import errors, op, opset, opset1, opset8, preprocess, properties
+from inferplex._async_queue import AsyncInferQueue
+from inferplex._binding import InferResults
+from inferplex._core import Core, compile_model, get_version
+from inferplex._model import ElementType, Model, Op, Port, save_model
+from inferplex._runtime import CompiledModel, InferRequest
 from inferplex.api import layout_helpers
 from inferplex.api.batch import get_batch, set_batch
 from inferplex.api.convert import convert_model
@@ -18,12 +31,7 @@ from inferplex.api.layout import Layout
 from inferplex.api.shapes import Dimension, PartialShape, Shape
 from inferplex.api.tensor import Tensor
 from inferplex.api.types import Type
-from inferplex.async_queue import AsyncInferQueue
-from inferplex.binding import InferResults
-from inferplex.core import Core, compile_model, get_version
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingInfo, ProfilingRecord
-from inferplex.model import ElementType, Model, Op, Port, save_model
-from inferplex.runtime import CompiledModel, InferRequest
 
 __version__ = "0.1.0"
 

@@ -14,8 +14,8 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from inferplex._model import Model, load_model
 from inferplex.errors import InputError, ModelError
-from inferplex.model import Model, load_model
 
 __all__ = ["convert_model"]
 

@@ -32,9 +32,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from inferplex._serialize import serialize_leaving_out
 from inferplex.api.shapes import Dimension, PartialShape, Shape
 from inferplex.errors import InputError
-from inferplex.serialize import serialize_leaving_out
 
 __all__ = ["Dim", "apply_input_shapes", "as_dimension", "dim_bounds", "format_dims", "parse_shape"]
 

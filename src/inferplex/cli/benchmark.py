@@ -21,7 +21,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from inferplex.async_queue import AsyncInferQueue
+from inferplex._async_queue import AsyncInferQueue
+from inferplex._core import Core
+from inferplex._runtime import CompiledModel, InferRequest
 from inferplex.cli.inputs import (
     apply_shapes,
     batch_size,
@@ -33,9 +35,7 @@ from inferplex.cli.inputs import (
 from inferplex.cli.output import describe_ports, print_compiled, print_hetero_plan, read_optional
 from inferplex.cli.report import BenchmarkResult, print_counters, print_devices, print_result, write_json
 from inferplex.config.devices import parse_device_string
-from inferplex.core import Core
 from inferplex.errors import InputError, PropertyError
-from inferplex.runtime import CompiledModel, InferRequest
 
 __all__ = ["add_arguments", "run_benchmark"]
 

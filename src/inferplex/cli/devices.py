@@ -17,9 +17,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from inferplex._core import Core
 from inferplex.cli.inputs import tiny_model
 from inferplex.cli.output import format_bytes
-from inferplex.core import Core
 
 __all__ = ["add_arguments", "check_device", "run_devices"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from inferplex._model import Model, Port
 from inferplex.errors import InputError, ModelError
-from inferplex.model import Model, Port
 
 __all__ = [
     "apply_shapes",

@@ -8,9 +8,9 @@ from typing import Any
 
 from rich.console import Console
 
+from inferplex._model import Port
+from inferplex._runtime import CompiledModel
 from inferplex.errors import InferplexError
-from inferplex.model import Port
-from inferplex.runtime import CompiledModel
 
 __all__ = ["consoles", "describe_ports", "format_bytes", "print_compiled", "print_hetero_plan",
            "read_optional"]

@@ -20,11 +20,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from inferplex._core import Core
+from inferplex._model import Model
 from inferplex.cli.inputs import sample_model_path
 from inferplex.config.devices import parse_device_string
-from inferplex.core import Core
 from inferplex.errors import InferplexError, PropertyError
-from inferplex.model import Model
 
 __all__ = ["add_arguments", "run_query"]
 

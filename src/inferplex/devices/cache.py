@@ -116,7 +116,7 @@ def model_bytes(model: ir.Model) -> bytes:
     """The model as ONNX bytes with every weight inside (external weights read in)."""
     import onnx_ir as ir
 
-    from inferplex.serialize import serialize_leaving_out
+    from inferplex._serialize import serialize_leaving_out
 
     proto, external = serialize_leaving_out(
         model, lambda value: isinstance(value.const_value, ir.ExternalTensor))

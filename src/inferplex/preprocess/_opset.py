@@ -17,8 +17,8 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
+from inferplex._serialize import serialize_leaving_out
 from inferplex.errors import ModelError
-from inferplex.serialize import serialize_leaving_out
 
 __all__ = ["raise_opset"]
 

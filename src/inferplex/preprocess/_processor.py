@@ -6,10 +6,10 @@ from typing import Any
 
 import onnx_ir as ir
 
+from inferplex._model import Model
 from inferplex.api import layout_helpers
 from inferplex.api.layout import Layout
 from inferplex.errors import InputError, ModelError
-from inferplex.model import Model
 from inferplex.preprocess._build import emit, new_input, plan_input, plan_output
 from inferplex.preprocess._info import InputInfo, OutputInfo
 from inferplex.preprocess._ops import Emitter, ir_shape

@@ -45,13 +45,13 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
 from inferplex.devices.cpu import cpu_info
 from inferplex.devices.cpu.profile import ORT_PROVIDER, ort_last_run_records
 from inferplex.devices.cpu.program import CpuProgram, to_numpy
 from inferplex.devices.cpu.threads import in_low_priority_thread, per_thread_priority
 from inferplex.errors import CompileError, InferenceError, PropertyError
-from inferplex.serialize import serialize_leaving_out
 
 __all__ = ["OnnxRuntimeProgram", "check_precision", "ort_version", "serialize_for_ort", "stream_layout"]
 

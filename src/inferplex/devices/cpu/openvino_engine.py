@@ -50,12 +50,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
 from inferplex.devices.cpu.profile import openvino_records
 from inferplex.devices.cpu.program import CpuProgram, to_numpy
 from inferplex.devices.cpu.threads import in_low_priority_thread, per_thread_priority
 from inferplex.errors import InferenceError
-from inferplex.serialize import serialize_leaving_out
 
 if TYPE_CHECKING:
     import openvino

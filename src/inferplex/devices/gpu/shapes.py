@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import onnx
 import onnx_ir as ir
 
-from inferplex.serialize import serialize_leaving_out
+from inferplex._serialize import serialize_leaving_out
 
 __all__ = ["ShapeInference", "TypeMap"]
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from inferplex._model import Port
 from inferplex.api.reshape import dim_bounds
 from inferplex.api.tensor import Tensor
 from inferplex.api.types import Type
 from inferplex.errors import InputError
-from inferplex.model import Port
 
 __all__ = [
     "InferResults", "as_array", "check_inputs", "convert_input", "copy_value", "is_ov_tensor",

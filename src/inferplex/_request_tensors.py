@@ -34,8 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from inferplex.api.tensor import Tensor
-from inferplex.binding import (
+from inferplex._binding import (
     as_array,
     check_inputs,
     convert_input,
@@ -43,8 +42,9 @@ from inferplex.binding import (
     port_dims,
     port_dtype,
 )
+from inferplex._model import Port
+from inferplex.api.tensor import Tensor
 from inferplex.errors import InputError
-from inferplex.model import Port
 
 __all__ = ["RequestTensors", "TensorAccess"]
 
@@ -319,7 +319,7 @@ def _copy_into(tensor: Any, value: Any) -> bool:
 
 
 class TensorAccess:
-    """The tensor half of :class:`~inferplex.runtime.InferRequest`'s API (OpenVINO's names).
+    """The tensor half of :class:`~inferplex._runtime.InferRequest`'s API (OpenVINO's names).
 
     Keys: an input or output name, a port (``compiled.inputs[0]``,
     ``model.outputs[1]``), or an int, which counts inputs (as int keys of

@@ -5,7 +5,7 @@
 
 - checks the model with ``onnx.checker`` and names what is malformed, and
   refuses external data whose location leaves the model's folder
-  (:mod:`inferplex.model_check`);
+  (:mod:`inferplex._model_check`);
 - treats initializers that are also listed as graph inputs (IR version < 4,
   e.g. the ``light`` models in the onnx wheel) as constants, so engines can fold
   them — ONNX Runtime runs such models 2-3x slower otherwise;
@@ -26,11 +26,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from inferplex.api.reshape import as_dimension
-from inferplex.api.shapes import PartialShape, Shape
-from inferplex.api.types import Type
-from inferplex.errors import InputError, ModelError
-from inferplex.model_check import (
+from inferplex._model_check import (
     LARGE_TENSOR_BYTES,
     check_external_data,
     check_fields,
@@ -38,7 +34,11 @@ from inferplex.model_check import (
     external_data_problem,
     refuse,
 )
-from inferplex.serialize import serialize_leaving_out
+from inferplex._serialize import serialize_leaving_out
+from inferplex.api.reshape import as_dimension
+from inferplex.api.shapes import PartialShape, Shape
+from inferplex.api.types import Type
+from inferplex.errors import InputError, ModelError
 
 __all__ = ["ElementType", "Model", "Op", "Port", "load_model", "save_model"]
 
@@ -415,7 +415,7 @@ def load_model(source: Any, weights: Any = None) -> Model:
     Whatever is wrong with the source ends as a :class:`ModelError` naming it:
     a file that is missing or not a protobuf, text that is not UTF-8, unknown
     element types, external data that is malformed or leaves the model's
-    folder, what ``onnx.checker`` finds (:mod:`inferplex.model_check`).
+    folder, what ``onnx.checker`` finds (:mod:`inferplex._model_check`).
     """
     del weights  # OpenVINO's read_model(model, weights): ONNX keeps weights inside or beside
     base_dir: Path | None = None
@@ -498,7 +498,7 @@ def _check_ir_model(model: ir.Model) -> None:
 
     Main-graph initializers stored outside (``ir.ExternalTensor``) must stay
     in their folder; they and the large in-memory ones are left out of the
-    proto (:func:`inferplex.serialize.serialize_leaving_out`), so no weight is
+    proto (:func:`inferplex._serialize.serialize_leaving_out`), so no weight is
     copied, and stand in it as empty placeholders of their name and type.
     """
     refused = []

@@ -29,10 +29,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from inferplex.binding import check_inputs, convert_input, copy_value, keyed_inputs, port_dims
+from inferplex._binding import check_inputs, convert_input, copy_value, keyed_inputs, port_dims
+from inferplex._runtime import CompiledModel, InferRequest, in_completion_callback
 from inferplex.engine.completions import blocking
 from inferplex.errors import PropertyError, RequestBusyError
-from inferplex.runtime import CompiledModel, InferRequest, in_completion_callback
 
 __all__ = ["QUEUED_PER_JOB", "AsyncInferQueue"]
 

@@ -1,4 +1,4 @@
-"""CompiledModel and InferRequest (OpenVINO's runtime API; AsyncInferQueue is in :mod:`.async_queue`).
+"""CompiledModel and InferRequest (OpenVINO's runtime API; AsyncInferQueue is in :mod:`._async_queue`).
 
 Every started request ends exactly once, through its
 :class:`~inferplex.engine.request.Request` future.  When an asynchronous request
@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from inferplex.binding import InferResults, keyed_inputs
+from inferplex._binding import InferResults, keyed_inputs
+from inferplex._model import Model, Port, _find_port
+from inferplex._request_tensors import RequestTensors, TensorAccess
 from inferplex.devices.base import ProfilingInfo
 from inferplex.devices.cache import CompileLedger
 from inferplex.engine import lifecycle
@@ -35,8 +37,6 @@ from inferplex.engine.request import Request, RunResult
 from inferplex.engine.runner import Runner
 from inferplex.engine.trace import Timeline
 from inferplex.errors import InferenceError, InputError, PropertyError, RequestBusyError
-from inferplex.model import Model, Port, _find_port
-from inferplex.request_tensors import RequestTensors, TensorAccess
 
 __all__ = ["CompiledModel", "InferRequest", "in_completion_callback"]
 
@@ -255,7 +255,7 @@ class InferRequest(TensorAccess):
     """One inference request: sync ``infer`` or ``start_async`` + ``wait``.
 
     It holds one tensor per input and output (see
-    :mod:`inferplex.request_tensors`): what ``infer`` is given is placed there,
+    :mod:`inferplex._request_tensors`): what ``infer`` is given is placed there,
     what the caller writes into ``get_input_tensor(i).data`` is what a run
     without inputs reads, and results land in the output tensors.
     """

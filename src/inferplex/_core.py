@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
+from inferplex._model import Model, load_model
+from inferplex._runtime import CompiledModel
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.schema import (
     ENGINE_PROPERTIES,
@@ -40,8 +42,6 @@ from inferplex.errors import (
     PluginError,
     PropertyError,
 )
-from inferplex.model import Model, load_model
-from inferplex.runtime import CompiledModel
 
 __all__ = ["Core", "compile_model", "get_version"]
 
