@@ -4,21 +4,13 @@ Each member becomes a :class:`~inferplex.engine.dispatch_state.Member`: a
 :class:`~inferplex.engine.device_pool.DevicePool` over the compiled program,
 with as many threads as the member takes requests at once.
 
-``MULTI_WORKER_PROCESSES`` (AUTO | YES | NO; default AUTO) says which members
-run in a worker process of their own (:mod:`inferplex.devices.remote`): AUTO
-those whose plugin reports ``GIL_BOUND`` (a CUDA GPU); YES every member but the
-host device; NO none.  Measured with bench/multi_auto.py (f16, batch 4):
-- on one H200 with 8 GPU workers (two runs), one GPU served 1,992-2,025
-  requests/s through a worker process against 1,696-1,751 driven from the
-  calling process, whose GIL also runs every request's scheduling and callback,
-  for ResNet-50; 1,219 against 1,218-1,230 for BERT-base;
-- on two H200 with 4 GPU workers (three runs), two GPUs served 3,171-3,216
-  against 1,490-1,795 all in the calling process (ResNet-50); with 8 (two
-  runs), 2,958-3,904 against 1,392-1,414, and 2,383-2,424 against 1,247-1,443
-  for BERT-base.
-A variant measured once and not kept, the first GPU in the calling process and
-only the second in a process of its own, served 1,935 (against 2,517 for both
-in processes, same run, bench/multi_diagnostics.py).
+``WORKER_PROCESSES`` (alias ``MULTI_WORKER_PROCESSES``; AUTO | YES | NO;
+default AUTO) says which members run in a worker process of their own
+(:mod:`inferplex.devices.remote`): AUTO those whose plugin reports
+``GIL_BOUND`` (a CUDA GPU), since a GPU driven from the calling process shares
+its GIL with every request's scheduling and callback; YES every member but the
+host device; NO none.  ``bench/multi_auto.py`` compares them (figures in
+bench/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Whether the host device's requests pay for what they cost the accelerators beside it.
 
 A CPU serving whole requests beside a GPU takes host cores, memory bandwidth
-and hyper-threads that the GPU's feeding threads need.  On a 32-core H200 host
-with ResNet-50, the CPU added 53-64 requests/s while the GPU beside it fell
-from about 1,600 to 820-1,060 (bench/multi_auto.py, the
-``MULTI_CHECK_HOST_GAIN=NO`` row), with the CPU's threads at the lowest
-priority: CUMULATIVE_THROUGHPUT served 0.54-0.72 of that GPU alone.
+and hyper-threads that the GPU's feeding threads need: beside a fast GPU it can
+add a few percent of requests while the GPU loses far more, even with the CPU's
+threads at the lowest priority (bench/multi_auto.py, the
+``MULTI_CHECK_HOST_GAIN=NO`` row; bench/RESULTS.md has the figures).
 
 ``MULTI_CHECK_HOST_GAIN`` (YES/NO, default YES) measures it instead of
 assuming it.  While the devices are under full load (at least as many requests
@@ -17,13 +16,10 @@ accelerators alone for as long.  The host keeps serving only if the devices
 together completed more.
 
 A check serves the losing way for about a second (:data:`RAMP`, then
-:data:`WINDOW`).  On an H200 with BERT-base, the devices served 0.72-0.81x
-with the CPU serving of what the GPU served without it (``python
-bench/multi_auto.py``, ``python bench/multi_diagnostics.py --throttle --model
-bert``): a check every 30 s would cost about 1% of the throughput.  So the wait
-before the next check is at least :data:`INTERVAL` seconds, and long enough,
-from the rates just measured, that checks cost at most :data:`CHECK_BUDGET` of
-the throughput (about 50 s at 0.75x); each check that confirms the last answer
+:data:`WINDOW`), which costs a share of the throughput when the losing way is
+much slower.  So the wait before the next check is at least :data:`INTERVAL`
+seconds, and long enough, from the rates just measured, that checks cost at
+most :data:`CHECK_BUDGET` of the throughput; each check that confirms the last answer
 doubles it, up to :data:`LONGEST_INTERVAL`, and one that changes it starts
 over.  A window without full load is dropped (the host serves meanwhile).  A
 held-back host still re-runs failed requests, and serves again at once when no
@@ -36,8 +32,8 @@ accelerators' rate under full load is watched in windows of :data:`WATCH`
 seconds: only once it strays more than :data:`DRIFT` from the rate the decision
 measured is the host checked again (after the wait above); otherwise the next
 check comes after :data:`LONGEST_INTERVAL`.  A GPU whose own rate wanders more
-than that (one H200 host's varied by 12% between 3 s slices, ``python
-bench/multi_diagnostics.py --model bert --long 120``) is checked as before.
+than that (``python bench/multi_diagnostics.py --model bert --long 120``
+measures it) is checked as before.
 
 :class:`HostGainCheck` is plain state, fed by the MULTI dispatcher with the
 time and the load on each event; it starts no thread and reads no clock.  The
