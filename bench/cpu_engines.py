@@ -73,8 +73,8 @@ def runners(name: str) -> tuple[dict[str, Runner], dict[str, str]]:
         "raw OpenVINO default": lambda: raw_requests["default"].infer(by_index, share_inputs=True),
         "raw OpenVINO f32": lambda: raw_requests["f32"].infer(by_index, share_inputs=True),
         "raw ORT": lambda: session.run(None, feeds),
-        "inferplex default": lambda: our_requests["default"].infer(feeds),
-        "inferplex f32": lambda: our_requests["f32"].infer(feeds),
+        "inferplex default": lambda: our_requests["default"].infer(feeds, share_inputs=True),
+        "inferplex f32": lambda: our_requests["f32"].infer(feeds, share_inputs=True),
     }
     raw_precision = raw["default"].get_property("INFERENCE_PRECISION_HINT").get_type_name()
     precisions = {"raw OpenVINO default": raw_precision,
