@@ -221,3 +221,28 @@ def test_layout_survives_save_and_load(tmp_path: object) -> None:
     assert again.get_parameters()[0].get_layout() == "[N,C,H,W]"
     with pytest.raises(InputError, match="layout"):
         again.get_parameters()[0].set_layout("N,C??")
+
+
+def test_reshaped_intermediate_values_keep_their_types(caplog: pytest.LogCaptureFixture) -> None:
+    """Shapes inferred by a reshape come with their element types, so the model saves whole."""
+    weights = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+         helper.make_node("Relu", ["c"], ["r"], name="relu"),
+         helper.make_node("Add", ["r", "r"], ["y"], name="add")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 6, 6])], [weights])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 9
+    core = ov.Core()
+    model = core.read_model(proto)
+    model.reshape({"x": [2, 3, 8, 8]})
+    with caplog.at_level("WARNING"):
+        compiled = core.compile_model(model, "CPU")
+    assert "not known" not in caplog.text
+    x = np.random.default_rng(0).random((2, 3, 8, 8), dtype=np.float32)
+    expected = ort_run(proto, {"x": x})[0]
+    np.testing.assert_allclose(compiled({"x": x})[0], expected, rtol=1e-4, atol=1e-5)
+    saved = onnx.load_from_string(model.to_onnx().SerializeToString())
+    typed = {info.name: info.type.tensor_type.elem_type for info in saved.graph.value_info}
+    assert typed.get("c") == TensorProto.FLOAT and typed.get("r") == TensorProto.FLOAT

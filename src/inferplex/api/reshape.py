@@ -222,6 +222,9 @@ def _infer_into(model: ir.Model, shapes: Mapping[int, list[Dim] | None],
             if info is not None and info.type.HasField("tensor_type") and \
                     info.type.tensor_type.HasField("shape"):
                 value.shape = ir.Shape([_proto_dim(d) for d in info.type.tensor_type.shape.dim])
+                element = info.type.tensor_type.elem_type
+                if value.type is None and element:  # a shape without a type cannot be saved
+                    value.type = ir.TensorType(ir.DataType(element))
     problem = _reshape_contradiction(model.graph)
     if problem:
         asked = "; ".join(f"input {model.graph.inputs[i].name!r} {format_dims(d)} (the model declares "
