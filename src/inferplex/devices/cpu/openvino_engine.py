@@ -309,6 +309,7 @@ class OpenVinoProgram(CpuProgram):
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
+        _first_uses(self._requests)
         self._inputs = {name: i for i, port in enumerate(compiled.inputs) for name in port.get_names()}
         by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
         self.input_names = input_names
@@ -344,3 +345,20 @@ class OpenVinoProgram(CpuProgram):
     def _release(self) -> None:
         self._requests = []
         self._compiled = None
+
+
+def _first_uses(requests: list[Any]) -> None:
+    """Make, on this one thread, the first calls that initialise OpenVINO's binding statics.
+
+    The first ``Type.to_dtype()`` (and numpy view) of a process initialises a function-local
+    static while holding the GIL; two worker threads making that first call at
+    once (their first runs, side by side) could deadlock on it.
+    """
+    for request in requests:
+        for tensor in (*request.input_tensors, *request.output_tensors):
+            tensor.get_element_type().to_dtype()
+            try:
+                _ = tensor.data  # the first numpy view likewise
+            except Exception:  # noqa: BLE001 - a tensor with no data yet (dynamic shape)
+                continue
+
