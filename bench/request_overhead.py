@@ -124,7 +124,7 @@ def measure(engine: str, kind: str, seconds: float) -> dict[str, float]:
 
 
 def _child(src: str, args: argparse.Namespace) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=src)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
     command = [sys.executable, __file__, "--json", "--engine", args.engine, "--model", args.model,
                "--seconds", str(args.seconds)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)

@@ -139,6 +139,23 @@ def test_share_outputs(compiled: ov.CompiledModel) -> None:
     _matches(compiled(feeds, True, True), STATIC, feeds)  # positional share_inputs, share_outputs
 
 
+
+@pytest.mark.parametrize("engine", ["OPENVINO", "ONNXRUNTIME"])
+def test_infer_results_are_the_callers_own(core: ov.Core, engine: str) -> None:
+    """OpenVINO's infer() returns copies: writing into them changes neither the request's
+    output tensors nor its ``results``, nor the results of another run."""
+    request = core.compile_model(STATIC, "CPU", {"ENGINE": engine}).create_infer_request()
+    first = request.infer(_feeds(8))
+    expected = [np.array(value) for value in first.to_tuple()]
+    first[0][...] = 123.0
+    np.testing.assert_array_equal(request.get_output_tensor(0).data, expected[0])
+    np.testing.assert_array_equal(request.results[0], expected[0])
+    assert not np.shares_memory(first[1], request.get_output_tensor(1).data)
+    second = request.infer(_feeds(9))
+    assert not np.shares_memory(first[0], second[0])
+    assert (first[0] == 123.0).all()
+    _matches(second, STATIC, _feeds(9))
+
 # --- setting tensors ------------------------------------------------------------------------------
 
 
