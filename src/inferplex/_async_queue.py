@@ -59,7 +59,9 @@ class AsyncInferQueue:
         self._idle: list[int] = list(range(count))
         self._queued: deque[tuple[dict[int, Any], Any]] = deque()  # (staged inputs, userdata)
         self._index = {id(request): index for index, request in enumerate(self._requests)}
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # the hot path takes it directly: a Condition's methods are Python code
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0  # threads in self._cond.wait*: notified only when there are some
         self._callback: Callable[[InferRequest, Any], None] | None = None
         self._in_callback = threading.local()  # .active: this thread runs one of our callbacks
         self._callbacks_waiting = 0  # our callbacks blocked in get_idle_request_id
@@ -82,10 +84,11 @@ class AsyncInferQueue:
             finally:
                 self._in_callback.active = False
         while True:
-            with self._cond:
+            with self._lock:
                 if not self._queued:
                     self._idle.append(self._index[id(request)])
-                    self._cond.notify_all()
+                    if self._waiting:
+                        self._cond.notify_all()
                     return
                 staged, userdata = self._queued.popleft()
             try:  # checked when queued: placing it fails only on what the check cannot see
@@ -111,14 +114,13 @@ class AsyncInferQueue:
         On a thread running a completion callback a job that finds no idle
         request is queued with its inputs copied, and starts when one is idle.
         """
-        with self._cond:
+        with self._lock:
             if self._idle:
                 index: int | None = self._idle.pop(0)
             elif in_completion_callback():
                 index = None
             else:
-                with blocking():
-                    self._cond.wait_for(lambda: bool(self._idle))
+                self._wait_for(lambda: bool(self._idle))
                 index = self._idle.pop(0)
         staged = None
         if index is None:
@@ -140,9 +142,10 @@ class AsyncInferQueue:
             bound = request._tensors.bind(staged, share=True) if staged is not None \
                 else request._bind(inputs, share_inputs)
         except BaseException:
-            with self._cond:  # rejected before it started: the request is idle again
+            with self._lock:  # rejected before it started: the request is idle again
                 self._idle.append(index)
-                self._cond.notify_all()
+                if self._waiting:
+                    self._cond.notify_all()
             raise
         # From here the request ends exactly once, through _on_done, even if submit fails.
         request._start_bound(bound, userdata)
@@ -167,8 +170,7 @@ class AsyncInferQueue:
         """The index of an idle job, waiting while all are busy."""
         with self._cond:
             if self._idle or not getattr(self._in_callback, "active", False):
-                with blocking():
-                    self._cond.wait_for(lambda: bool(self._idle))
+                self._wait_for(lambda: bool(self._idle))
                 return self._idle[0]
             self._callbacks_waiting += 1
             self._cond.notify_all()  # the others recheck whether everyone now waits
@@ -180,8 +182,7 @@ class AsyncInferQueue:
                             f"while all {len(self._requests)} jobs were in callbacks waiting for an "
                             "idle job; a job is idle only once its callback returns. Use start_async "
                             "inside callbacks (it queues the job), or more jobs")
-                    with blocking():
-                        self._cond.wait()
+                    self._wait_for(None)
                 return self._idle[0]
             finally:
                 self._callbacks_waiting -= 1
@@ -192,8 +193,22 @@ class AsyncInferQueue:
             raise RequestBusyError("wait_all() was called inside this AsyncInferQueue's callback: the "
                                    "job running it is idle only once the callback returns, so the "
                                    "wait would never end; call wait_all() outside the callbacks")
-        with self._cond, blocking():
-            self._cond.wait_for(lambda: len(self._idle) == len(self._requests) and not self._queued)
+        with self._lock:
+            self._wait_for(lambda: len(self._idle) == len(self._requests) and not self._queued)
+
+    def _wait_for(self, ready: Callable[[], bool] | None) -> None:
+        """With the lock held: wait until ``ready()`` (None: one notification), counted as waiting."""
+        if ready is not None and ready():
+            return
+        self._waiting += 1
+        try:
+            with blocking():
+                if ready is None:
+                    self._cond.wait()
+                else:
+                    self._cond.wait_for(ready)
+        finally:
+            self._waiting -= 1
 
     def __len__(self) -> int:
         return len(self._requests)

@@ -33,6 +33,7 @@ from inferplex.devices.cache import CompileLedger
 from inferplex.engine import lifecycle
 from inferplex.engine.completions import Completions, blocking, on_completion_thread
 from inferplex.engine.device_pool import as_inference_error
+from inferplex.engine.latch import Latch
 from inferplex.engine.request import Request, RunResult
 from inferplex.engine.runner import Runner
 from inferplex.engine.trace import Timeline
@@ -267,8 +268,7 @@ class InferRequest(TensorAccess):
         self._callback: Callable[[Any], None] | None = None
         self._callback_userdata: Any = None
         self._completion_hook: Callable[[InferRequest], None] | None = None
-        self._ended = threading.Event()
-        self._ended.set()
+        self._ended = Latch(is_set=True)
         self._completing: int | None = None  # the thread running this request's completion
         self._lock = threading.Lock()
         self._latency_ms = 0.0

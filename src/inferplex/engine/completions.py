@@ -53,7 +53,8 @@ class Completions:
     def __init__(self, name: str) -> None:
         self._name = name
         self._queue: deque[Callable[[], None]] = deque()
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # submit takes it directly: a Condition's methods are Python code
+        self._cond = threading.Condition(self._lock)
         self._threads = 0
         self._idle = 0
         self._blocked_count = 0
@@ -61,7 +62,7 @@ class Completions:
 
     def submit(self, completion: Callable[[], None]) -> None:
         """Run ``completion()`` on a completion thread (its exceptions are logged)."""
-        with self._cond:
+        with self._lock:
             self._queue.append(completion)
             if self._idle:
                 self._cond.notify()

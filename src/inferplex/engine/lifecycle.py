@@ -48,7 +48,8 @@ def _holds_exit(item: Watched) -> bool:
     return bool(getattr(item, "holds_exit", False))
 
 
-_cond = threading.Condition()
+_lock = threading.Lock()  # taken directly on the hot path (a Condition's own methods are Python code)
+_cond = threading.Condition(_lock)
 _exiting = False
 _live = 0
 _last_progress = time.monotonic()
@@ -58,14 +59,14 @@ _watched: weakref.WeakSet[Watched] = weakref.WeakSet()  # type: ignore[type-var]
 def started() -> None:
     """A user request started (it counts until :func:`ended`)."""
     global _live
-    with _cond:
+    with _lock:
         _live += 1
 
 
 def ended() -> None:
     """A user request ended and its callback returned."""
     global _live, _last_progress
-    with _cond:
+    with _lock:
         _live -= 1
         if _exiting:  # only exit's wait looks at these
             _last_progress = time.monotonic()
