@@ -91,7 +91,8 @@ def _workload(name: str, folder: Path) -> Any:
         compiled = core.compile_model(str(folder / "tiny.onnx"), "CPU", config)
         feeds = {"x": np.ones((4, 64), np.float32)}
     if name.endswith("async"):
-        queue = ov.AsyncInferQueue(compiled, max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))))
+        jobs = max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+        queue = ov.AsyncInferQueue(compiled, jobs)
         return lambda seconds: keep_full(queue, feeds, seconds)
     request = compiled.create_infer_request()
 
@@ -119,7 +120,8 @@ def _child(name: str, folder: str) -> None:
 
 class _Side:
     def __init__(self, src: str, name: str, folder: Path) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+        path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, PYTHONPATH=path)
         self.process = subprocess.Popen([sys.executable, __file__, "--child", name, str(folder)], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
@@ -157,7 +159,7 @@ def compare(name: str, old: str, new: str, folder: Path, pairs: int, seconds: fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--old", required=True, help="the source tree (a folder holding inferplex/) to compare with")
+    parser.add_argument("--old", required=True, help="the source tree (holding inferplex/) to compare with")
     parser.add_argument("--new", default=str(HERE.parent / "src"))
     parser.add_argument("--workloads", default="gpu-async,gpu-sync,cpu-sync,cpu-async")
     parser.add_argument("--pairs", type=int, default=8)
@@ -174,8 +176,8 @@ def main() -> None:
         for name in args.workloads.split(","):
             row = compare(name, args.old, args.new, Path(folder), args.pairs, args.seconds)
             rows.append(row)
-            print(f"{name:10s} old {row['old']:10.1f}/s  new {row['new']:10.1f}/s  new/old {row['ratio']:.3f} "
-                  f"(pairs {row['ratio_min']:.3f}-{row['ratio_max']:.3f})", flush=True)
+            print(f"{name:10s} old {row['old']:10.1f}/s  new {row['new']:10.1f}/s  "
+                  f"new/old {row['ratio']:.3f} (pairs {row['ratio_min']:.3f}-{row['ratio_max']:.3f})", flush=True)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "ab.json").write_text(json.dumps(rows, indent=1))
 
