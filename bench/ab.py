@@ -177,7 +177,8 @@ def main() -> None:
             row = compare(name, args.old, args.new, Path(folder), args.pairs, args.seconds)
             rows.append(row)
             print(f"{name:10s} old {row['old']:10.1f}/s  new {row['new']:10.1f}/s  "
-                  f"new/old {row['ratio']:.3f} (pairs {row['ratio_min']:.3f}-{row['ratio_max']:.3f})", flush=True)
+                  f"new/old {row['ratio']:.3f} (pairs {row['ratio_min']:.3f}-{row['ratio_max']:.3f})",
+                  flush=True)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "ab.json").write_text(json.dumps(rows, indent=1))
 
