@@ -46,8 +46,8 @@ def throughput(compiled, feeds, seconds: float, in_flight: int) -> float:  # noq
 
 def stage_rates(core, model, config, in_flight: int, seconds: float) -> list[float]:  # noqa: ANN001
     """Each stage's subgraph compiled alone on its device, at full load."""
-    from inferplex.hetero.planner import plan
-    from inferplex.hetero.split import extract_submodel
+    from inferplex.placement.planner import plan
+    from inferplex.placement.split import extract_submodel
 
     planned = plan(core.registry, model.ir, list(STAGE_DEVICES), config)  # noqa: SLF001
     rates = []

@@ -18,8 +18,8 @@ from inferplex.engine.request import Request
 from inferplex.engine.runner import Runner
 from inferplex.errors import AffinityError, DeviceNameError, InferenceError, UnsupportedOpError
 from inferplex.hetero import compile_hetero, plan_hetero, query_hetero
-from inferplex.hetero.graph import GraphIndex
-from inferplex.hetero.split import split_into_subgraphs
+from inferplex.placement.graph import GraphIndex
+from inferplex.placement.split import split_into_subgraphs
 
 from conftest import ort_run
 from hetero_plugins import LimitedPlugin, chain_model, contrib_model, diamond_model, glue_model, named

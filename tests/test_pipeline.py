@@ -17,8 +17,8 @@ from inferplex.engine.request import Request
 from inferplex.engine.runner import Runner
 from inferplex.errors import MemoryPlanError
 from inferplex.hetero import compile_hetero, plan_hetero
-from inferplex.hetero.graph import GraphIndex, annotate
-from inferplex.hetero.pipeline import MemoryModel, plan_stages
+from inferplex.placement.graph import GraphIndex, annotate
+from inferplex.placement.pipeline import MemoryModel, plan_stages
 
 from conftest import ort_run
 from hetero_plugins import LimitedPlugin, _model, _weight, chain_model, named

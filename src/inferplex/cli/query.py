@@ -2,7 +2,7 @@
 
 For one device: op types with their counts and how many the device supports,
 then every unsupported op.  For ``HETERO:<devices>``: the ops each device gets.
-``--dot`` / ``--svg`` draw the placement with ``inferplex.hetero.visualize``
+``--dot`` / ``--svg`` draw the placement with ``inferplex.placement.visualize``
 (for HETERO also ``FILE.subgraphs.dot``/``.svg``: one cluster per subgraph);
 ``--policy PIPELINE_PARALLEL`` queries with that MODEL_DISTRIBUTION_POLICY.
 """
@@ -148,12 +148,12 @@ def _draw(model: Model, affinities: Mapping[str, str], plan: Any, target: Path, 
 
 def _visualize_module() -> Any:
     try:
-        from inferplex.hetero import visualize
+        from inferplex.placement import visualize
     except ImportError as error:
-        raise InferplexError("this inferplex cannot draw placements: inferplex.hetero.visualize "
+        raise InferplexError("this inferplex cannot draw placements: inferplex.placement.visualize "
                              f"is not available ({error})") from error
     for name in ("write_affinity_dot", "render_svg"):
         if not hasattr(visualize, name):
             raise InferplexError(f"this inferplex cannot draw placements: "
-                                 f"inferplex.hetero.visualize has no {name}")
+                                 f"inferplex.placement.visualize has no {name}")
     return visualize

@@ -32,7 +32,7 @@ from inferplex.engine.request import Outcome, Request, RunResult
 from inferplex.engine.runner import Runner
 
 if TYPE_CHECKING:
-    from inferplex.hetero.plan import HeteroPlan
+    from inferplex.placement.plan import HeteroPlan
 
 __all__ = ["ChainRunner", "SubgraphRunner"]
 

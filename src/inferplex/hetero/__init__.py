@@ -1,4 +1,4 @@
-"""HETERO: one model split across devices, and PIPELINE_PARALLEL stages.
+"""HETERO: a placement plan (``inferplex.placement``) compiled into a chain of device programs.
 
 Entry points for the Core and the CLI:
 
@@ -21,11 +21,11 @@ from inferplex.devices import remote
 from inferplex.engine.chain import ChainRunner, SubgraphRunner
 from inferplex.engine.device_pool import DevicePool
 from inferplex.errors import CompileError, InferplexError
-from inferplex.hetero.graph import fill_missing_types, name_of
-from inferplex.hetero.plan import HeteroPlan, StagePlan, SubgraphPlan, TransferPlan
-from inferplex.hetero.planner import Planned, plan, query
-from inferplex.hetero.split import extract_submodel
-from inferplex.hetero.visualize import (
+from inferplex.placement.graph import fill_missing_types, name_of
+from inferplex.placement.plan import HeteroPlan, StagePlan, SubgraphPlan, TransferPlan
+from inferplex.placement.planner import Planned, plan, query
+from inferplex.placement.split import extract_submodel
+from inferplex.placement.visualize import (
     render_svg,
     visualize_requested,
     write_affinity_dot,

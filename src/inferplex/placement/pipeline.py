@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from inferplex.errors import MemoryPlanError
-from inferplex.hetero.graph import GraphIndex, name_of, value_nbytes
-from inferplex.hetero.plan import StagePlan, format_bytes
+from inferplex.placement.graph import GraphIndex, name_of, value_nbytes
+from inferplex.placement.plan import StagePlan, format_bytes
 
 __all__ = ["FREE_MEMORY_MARGIN", "RESERVE_FRACTION", "MemoryModel", "plan_stages"]
 

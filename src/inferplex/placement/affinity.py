@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from inferplex.errors import AffinityError, UnsupportedOpError
-from inferplex.hetero.graph import GraphIndex, is_constant_node, name_of
-from inferplex.hetero.split import split_into_subgraphs, transfers_between
+from inferplex.placement.graph import GraphIndex, is_constant_node, name_of
+from inferplex.placement.split import split_into_subgraphs, transfers_between
 
 __all__ = ["AFFINITY_KEY", "GLUE_OPS", "automatic_affinity", "fold_glue_ops", "manual_affinity"]
 

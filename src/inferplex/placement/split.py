@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
-from inferplex.hetero.graph import GraphIndex, name_of, value_nbytes
-from inferplex.hetero.plan import SubgraphPlan, TransferPlan
+from inferplex.placement.graph import GraphIndex, name_of, value_nbytes
+from inferplex.placement.plan import SubgraphPlan, TransferPlan
 
 __all__ = ["build_subgraphs", "extract_submodel", "group_by_affinity", "split_into_subgraphs",
            "transfers_between"]

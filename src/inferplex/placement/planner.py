@@ -16,11 +16,11 @@ import onnx_ir as ir
 
 from inferplex.devices.sharing import share_the_host
 from inferplex.errors import DeviceNameError, InferplexError
-from inferplex.hetero.affinity import automatic_affinity, fold_glue_ops, manual_affinity
-from inferplex.hetero.graph import GraphIndex, annotate, fill_all_missing_types, name_of
-from inferplex.hetero.pipeline import FREE_MEMORY_MARGIN, MemoryModel, plan_stages
-from inferplex.hetero.plan import HeteroPlan, StagePlan
-from inferplex.hetero.split import split_into_subgraphs, transfers_between
+from inferplex.placement.affinity import automatic_affinity, fold_glue_ops, manual_affinity
+from inferplex.placement.graph import GraphIndex, annotate, fill_all_missing_types, name_of
+from inferplex.placement.pipeline import FREE_MEMORY_MARGIN, MemoryModel, plan_stages
+from inferplex.placement.plan import HeteroPlan, StagePlan
+from inferplex.placement.split import split_into_subgraphs, transfers_between
 
 if TYPE_CHECKING:
     from inferplex.devices.registry import DeviceRegistry

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from inferplex.hetero.graph import name_of
-from inferplex.hetero.plan import HeteroPlan, format_bytes
+from inferplex.placement.graph import name_of
+from inferplex.placement.plan import HeteroPlan, format_bytes
 
 __all__ = ["VISUALIZE_ENV", "render_svg", "visualize_requested", "write_affinity_dot",
            "write_subgraphs_dot"]
