@@ -34,7 +34,7 @@ from inferplex._runtime import CompiledModel, InferRequest, in_completion_callba
 from inferplex.engine.completions import blocking
 from inferplex.errors import PropertyError, RequestBusyError
 
-__all__ = ["QUEUED_PER_JOB", "AsyncInferQueue"]
+__all__ = ["AsyncInferQueue"]
 
 _log = logging.getLogger("inferplex")
 

@@ -38,8 +38,8 @@ import onnx_ir as ir
 
 from inferplex.errors import ModelError
 
-__all__ = ["LARGE_TENSOR_BYTES", "MAX_SUBGRAPH_DEPTH", "check_external_data", "check_fields", "check_model",
-           "checker_copy", "external_data_problem", "refuse"]
+__all__ = ["check_external_data", "check_fields", "check_model", "checker_copy",
+           "external_data_problem", "refuse"]
 
 LARGE_TENSOR_BYTES = 1 << 16
 """Tensors larger than this are left out of the checker's copy (their size is checked here)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from inferplex.devices.registry import DeviceRegistry
 
-__all__ = ["HOST_CORES_PER_ACCELERATOR", "device_type", "share_the_host"]
+__all__ = ["device_type", "share_the_host"]
 
 HOST_CORES_PER_ACCELERATOR = 2
 """Host cores a host device leaves to each accelerator working beside it."""

@@ -23,8 +23,7 @@ import time
 import weakref
 from typing import Protocol
 
-__all__ = ["DEFAULT_EXIT_TIMEOUT", "Watched", "ended", "live_requests", "progress", "run_first_at_exit",
-           "started", "watch"]
+__all__ = ["Watched", "ended", "live_requests", "progress", "run_first_at_exit", "started", "watch"]
 
 _log = logging.getLogger("inferplex")
 

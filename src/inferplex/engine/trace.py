@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from inferplex.engine.request import Request
 
-__all__ = ["MAX_EVENTS", "Timeline"]
+__all__ = ["Timeline"]
 
 MAX_EVENTS = 200_000
 """Events kept per compiled model; the oldest go first (the trace stays bounded in memory)."""

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from inferplex.devices.registry import DeviceRegistry
 
-__all__ = ["COMPILE_EXIT_WAIT", "auto_candidates", "compile_auto", "device_rank"]
+__all__ = ["auto_candidates", "compile_auto", "device_rank"]
 
 _log = logging.getLogger("inferplex")
 _T = TypeVar("_T")

@@ -35,7 +35,7 @@ from inferplex.errors import MemoryPlanError
 from inferplex.placement.graph import GraphIndex, name_of, value_nbytes
 from inferplex.placement.plan import StagePlan, format_bytes
 
-__all__ = ["FREE_MEMORY_MARGIN", "RESERVE_FRACTION", "MemoryModel", "plan_stages"]
+__all__ = ["MemoryModel", "plan_stages"]
 
 RESERVE_FRACTION = 0.10
 """Runtime reserve, as a fraction of weights + activations."""

@@ -48,8 +48,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["CHECK_BUDGET", "DRAIN_LIMIT", "DRIFT", "INTERVAL", "LONGEST_INTERVAL", "RAMP", "WATCH",
-           "WATCH_COUNT", "WINDOW", "HostGainCheck", "HostGainTiming"]
+__all__ = ["HostGainCheck", "HostGainTiming"]
 
 _log = logging.getLogger("inferplex")
 

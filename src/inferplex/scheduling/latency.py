@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-__all__ = ["OUTLIER_FACTOR", "PROBE_AFTER", "WINDOW", "LatencyEstimate", "expected_left"]
+__all__ = ["LatencyEstimate", "expected_left"]
 
 WINDOW = 9
 """Latest run times the estimate is the median of."""

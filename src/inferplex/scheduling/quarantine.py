@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["MAX_DOUBLINGS", "Quarantine"]
+__all__ = ["Quarantine"]
 
 MAX_DOUBLINGS = 4
 """The cool-down doubles at most this many times (16x the first)."""

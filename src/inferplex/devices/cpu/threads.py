@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["LOWEST_PRIORITY", "in_low_priority_thread", "per_thread_priority"]
+__all__ = ["in_low_priority_thread", "per_thread_priority"]
 
 LOWEST_PRIORITY = 19
 """The nice value of engine threads under THREAD_PRIORITY=LOW."""
