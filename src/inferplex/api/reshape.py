@@ -33,7 +33,7 @@ import onnx
 import onnx_ir as ir
 
 from inferplex._serialize import serialize_leaving_out
-from inferplex.api.shapes import Dimension, PartialShape, Shape
+from inferplex.api.shapes import Dimension, PartialShape, Shape, parse_dimension_text, split_shape_text
 from inferplex.errors import InputError
 
 __all__ = ["Dim", "apply_input_shapes", "as_dimension", "dim_bounds", "format_dims", "parse_shape"]
@@ -93,17 +93,17 @@ def _range(low: int, high: int | None, given: Any) -> Dim:
 
 
 def _parse_dim_text(text: str) -> Dim:
+    """A dim written as OpenVINO writes one (``PartialShape``'s reading), or an ONNX symbol (``N``)."""
     text = text.strip()
-    if text in ("?", "-1", ""):
+    if not text:
         return None
-    if text.isdigit():
-        return int(text)
-    match = _RANGE.match(text)
-    if match is not None and (match.group(1) or match.group(2)):
-        return _range(int(match.group(1) or 0), int(match.group(2)) if match.group(2) else None, text)
-    if _SYMBOL.match(text):
+    if _SYMBOL.match(text) and ".." not in text:
         return text
-    raise InputError(f"dimension {text!r} is not understood; {_ACCEPTED}")
+    try:
+        low, high = parse_dimension_text(text)
+    except InputError:
+        raise InputError(f"dimension {text!r} is not understood; {_ACCEPTED}") from None
+    return _range(low, high, text)
 
 
 def _parse_dim(dim: Any) -> Dim:
@@ -155,14 +155,8 @@ def parse_shape(shape: Any) -> list[Dim] | None:
 
 
 def _parse_shape_text(text: str) -> list[Dim] | None:
-    body = text.strip()
-    if body.startswith("[") and body.endswith("]"):
-        body = body[1:-1].strip()
-    if body == "...":
-        return None
-    if not body:
-        return []
-    return [_parse_dim_text(part) for part in body.split(",")]
+    parts = split_shape_text(text)
+    return None if parts is None else [_parse_dim_text(part) for part in parts]
 
 
 def _ir_dims(dims: Sequence[Dim] | None) -> ir.Shape | None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from inferplex.errors import InputError
 
-__all__ = ["Dimension", "PartialShape", "Shape", "Strides"]
+__all__ = ["Dimension", "PartialShape", "Shape", "Strides", "parse_dimension_text", "split_shape_text"]
 
 # What OpenVINO's get_max_shape() reports for an unbounded dimension.
 _UNBOUNDED = np.iinfo(np.int64).max
@@ -48,7 +48,7 @@ class Dimension:
         if len(args) == 1 and isinstance(args[0], Dimension):
             self._min, self._max = args[0]._min, args[0]._max
         elif len(args) == 1 and isinstance(args[0], str):
-            self._min, self._max = _parse_dimension(args[0])
+            self._min, self._max = parse_dimension_text(args[0])
         elif len(args) == 0:
             self._min, self._max = 0, None
         elif len(args) == 1:
@@ -149,7 +149,9 @@ def _interval(low: int, high: int) -> tuple[int, int | None]:
     return low, None if high == -1 else high
 
 
-def _parse_dimension(text: str) -> tuple[int, int | None]:
+def parse_dimension_text(text: str) -> tuple[int, int | None]:
+    """(min, max) of one dimension written as OpenVINO writes it: ``3``, ``?``/``-1``, ``1..8``,
+    ``..8``, ``2..`` (max None: unbounded).  Shared by PartialShape and ``Model.reshape``."""
     part = text.strip()
     try:
         if part in ("?", "-1"):
@@ -372,7 +374,9 @@ class PartialShape:
         return f"<PartialShape: {self.to_string()}>"
 
 
-def _parse_shape(text: str) -> list[Dimension] | None:
+def split_shape_text(text: str) -> list[str] | None:
+    """The dims of a shape string (``"1,3,?,?"``, ``"[1..8,3]"``) as text; None for ``"..."``
+    (a dynamic rank).  Shared by PartialShape and ``Model.reshape``."""
     body = text.strip()
     if body.startswith("[") and body.endswith("]"):
         body = body[1:-1].strip()
@@ -380,4 +384,9 @@ def _parse_shape(text: str) -> list[Dimension] | None:
         return None
     if not body:
         return []
-    return [Dimension(part) for part in body.split(",")]
+    return body.split(",")
+
+
+def _parse_shape(text: str) -> list[Dimension] | None:
+    parts = split_shape_text(text)
+    return None if parts is None else [Dimension(part) for part in parts]
