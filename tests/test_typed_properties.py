@@ -38,6 +38,7 @@ def gpu_core() -> Iterator[ov.Core]:
 
 KEYS = [
     (hint.performance_mode, "PERFORMANCE_HINT"), (hint.inference_precision, "INFERENCE_PRECISION_HINT"),
+    (hint.enable_hyper_threading, "ENABLE_HYPER_THREADING"), (hint.scheduling_core_type, "SCHEDULING_CORE_TYPE"),
     (hint.num_requests, "PERFORMANCE_HINT_NUM_REQUESTS"), (hint.execution_mode, "EXECUTION_MODE_HINT"),
     (hint.model_priority, "MODEL_PRIORITY"), (hint.model_distribution_policy, "MODEL_DISTRIBUTION_POLICY"),
     (hint.enable_cpu_pinning, "ENABLE_CPU_PINNING"), (streams.num, "NUM_STREAMS"),
@@ -258,6 +259,27 @@ def test_compile_with_typed_config_and_read_back_typed() -> None:
     assert paired.get_property(hint.performance_mode) is hint.PerformanceMode.LATENCY
     np.testing.assert_array_equal(paired(X)[0], np.maximum(X, 0))
 
+
+
+def test_cpu_defaults_and_scheduling_hints_read_as_openvino_reads_them() -> None:
+    """OpenVINO's CPU answers NUM_STREAMS 1 before any compile (a compile's streams still
+    follow its hint), lists EXPORT_IMPORT, and takes the hyper-threading and core-type hints."""
+    core = ov.Core()
+    assert core.get_property("CPU", streams.num) == 1
+    assert device.Capability.EXPORT_IMPORT in core.get_property("CPU", device.capabilities)
+    assert core.get_property("CPU", hint.scheduling_core_type) is hint.SchedulingCoreType.ANY_CORE
+    assert isinstance(core.get_property("CPU", hint.enable_hyper_threading), bool)
+    throughput = core.compile_model(MODEL, "CPU", {hint.performance_mode: hint.PerformanceMode.THROUGHPUT})
+    assert throughput.get_property(streams.num) >= 1
+    for engine in ("OPENVINO", "ONNXRUNTIME"):
+        compiled = core.compile_model(MODEL, "CPU", {
+            "ENGINE": engine, hint.enable_hyper_threading: False,
+            hint.scheduling_core_type: hint.SchedulingCoreType.PCORE_ONLY})
+        assert compiled.get_property(hint.enable_hyper_threading) is False
+        assert compiled.get_property(hint.scheduling_core_type) is hint.SchedulingCoreType.PCORE_ONLY
+        np.testing.assert_array_equal(compiled(X)[0], np.maximum(X, 0))
+    with pytest.raises(PropertyError, match="SCHEDULING_CORE_TYPE.*ANY_CORE, PCORE_ONLY, ECORE_ONLY"):
+        core.compile_model(MODEL, "CPU", {"SCHEDULING_CORE_TYPE": "BIG_CORES"})
 
 def test_config_forms_openvino_refuses_are_refused() -> None:
     core = ov.Core()

@@ -13,8 +13,18 @@ from __future__ import annotations
 import enum
 from typing import Any, ClassVar
 
-__all__ = ["Capability", "DeviceType", "ExecutionMode", "Level", "ModelDistributionPolicy", "Num",
-           "PerformanceMode", "Priority", "SchedulePolicy"]
+__all__ = [
+    "Capability",
+    "DeviceType",
+    "ExecutionMode",
+    "Level",
+    "ModelDistributionPolicy",
+    "Num",
+    "PerformanceMode",
+    "Priority",
+    "SchedulePolicy",
+    "SchedulingCoreType",
+]
 
 
 class PerformanceMode(enum.StrEnum):
@@ -30,6 +40,14 @@ class ExecutionMode(enum.StrEnum):
 
     PERFORMANCE = "PERFORMANCE"
     ACCURACY = "ACCURACY"
+
+
+class SchedulingCoreType(enum.StrEnum):
+    """``hint.SchedulingCoreType`` (``SCHEDULING_CORE_TYPE``): which cores of a hybrid CPU run inference."""
+
+    ANY_CORE = "ANY_CORE"
+    PCORE_ONLY = "PCORE_ONLY"
+    ECORE_ONLY = "ECORE_ONLY"
 
 
 class Priority(enum.StrEnum):

@@ -115,6 +115,7 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {
     "PERFORMANCE_HINT": _enum(_enums.PerformanceMode),
     "EXECUTION_MODE_HINT": _enum(_enums.ExecutionMode),
     "MODEL_PRIORITY": _enum(_enums.Priority),
+    "SCHEDULING_CORE_TYPE": _enum(_enums.SchedulingCoreType),
     "SCHEDULE_POLICY": _enum(_enums.SchedulePolicy),
     "INFERENCE_PRECISION_HINT": _precision,
     "NUM_STREAMS": _streams,

@@ -10,12 +10,19 @@
 
 from __future__ import annotations
 
-from inferplex.properties._enums import ExecutionMode, ModelDistributionPolicy, PerformanceMode, Priority
+from inferplex.properties._enums import (
+    ExecutionMode,
+    ModelDistributionPolicy,
+    PerformanceMode,
+    Priority,
+    SchedulingCoreType,
+)
 from inferplex.properties._typed import Property
 
-__all__ = ["ExecutionMode", "ModelDistributionPolicy", "PerformanceMode", "Priority", "enable_cpu_pinning",
-           "execution_mode", "inference_precision", "model_distribution_policy", "model_priority",
-           "num_requests", "performance_mode"]
+__all__ = ["ExecutionMode", "ModelDistributionPolicy", "PerformanceMode", "Priority", "SchedulingCoreType",
+           "enable_cpu_pinning", "enable_hyper_threading", "execution_mode", "inference_precision",
+           "model_distribution_policy", "model_priority", "num_requests", "performance_mode",
+           "scheduling_core_type"]
 
 performance_mode = Property("PERFORMANCE_HINT")
 """LATENCY, THROUGHPUT or CUMULATIVE_THROUGHPUT (:class:`PerformanceMode`)."""
@@ -33,3 +40,7 @@ model_distribution_policy = Property("MODEL_DISTRIBUTION_POLICY",
 """A set of :class:`ModelDistributionPolicy`: ``{PIPELINE_PARALLEL}`` on HETERO, or an empty set."""
 enable_cpu_pinning = Property("ENABLE_CPU_PINNING")
 """Whether the CPU's inference threads are pinned to cores (OpenVINO's CPU engine)."""
+enable_hyper_threading = Property("ENABLE_HYPER_THREADING")
+"""Whether the CPU's inference may use both logical cores of a physical one (OpenVINO's CPU engine)."""
+scheduling_core_type = Property("SCHEDULING_CORE_TYPE")
+"""Which cores of a hybrid CPU run inference (:class:`SchedulingCoreType`; OpenVINO's CPU engine)."""

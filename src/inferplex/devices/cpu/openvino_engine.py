@@ -141,9 +141,11 @@ def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
         ov_config["PERF_COUNT"] = True
     if config.get("THREAD_SPINNING") is False:
         ov_config["ENABLE_CPU_PINNING"] = False
-    for key in ("ENABLE_CPU_PINNING", "CPU_DENORMALS_OPTIMIZATION"):
+    for key in ("ENABLE_CPU_PINNING", "CPU_DENORMALS_OPTIMIZATION", "ENABLE_HYPER_THREADING"):
         if key in config:
             ov_config[key] = bool(config[key])
+    if "SCHEDULING_CORE_TYPE" in config:
+        ov_config["SCHEDULING_CORE_TYPE"] = str(config["SCHEDULING_CORE_TYPE"])
     return ov_config
 
 

@@ -42,6 +42,8 @@ _PARSERS: dict[str, Parser] = {
     "ENGINE": values.choice("OPENVINO", "ONNXRUNTIME",
                             aliases={"ONNX_RUNTIME": "ONNXRUNTIME", "ORT": "ONNXRUNTIME"}),
     "CPU_DENORMALS_OPTIMIZATION": values.boolean,
+    "ENABLE_HYPER_THREADING": values.boolean,
+    "SCHEDULING_CORE_TYPE": values.choice("ANY_CORE", "PCORE_ONLY", "ECORE_ONLY"),
 }
 """The CPU's own keys (see the module docstring)."""
 
@@ -49,18 +51,19 @@ _SUPPORTED = (
     "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
     "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING", "MEMORY_LIMIT", "THREAD_SPINNING",
     "THREAD_PRIORITY", "ENGINE", "EXECUTION_MODE_HINT", "MODEL_PRIORITY", "ENABLE_CPU_PINNING",
-    "CPU_DENORMALS_OPTIMIZATION",
+    "CPU_DENORMALS_OPTIMIZATION", "ENABLE_HYPER_THREADING", "SCHEDULING_CORE_TYPE",
 )
 _DEFAULTS: dict[str, Any] = {
-    "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": "AUTO",
+    "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": 1,
     "INFERENCE_NUM_THREADS": 0, "ENABLE_PROFILING": False, "MEMORY_LIMIT": 0,
     "THREAD_SPINNING": True, "THREAD_PRIORITY": "NORMAL", "EXECUTION_MODE_HINT": "PERFORMANCE",
     "MODEL_PRIORITY": "MEDIUM", "CPU_DENORMALS_OPTIMIZATION": False,
 }
 """What ``core.get_property("CPU", key)`` reads for a setting never set, as OpenVINO answers
-with its defaults: the LATENCY hint; ``NUM_STREAMS`` ``AUTO`` (the engine derives the streams
-from the hint), 0 threads and 0 requests (the engine decides), no ``MEMORY_LIMIT`` (0); idle
-threads spin, as they do with the one stream of the LATENCY hint."""
+with its defaults: the LATENCY hint; ``NUM_STREAMS`` 1 (as OpenVINO reads it: the streams of
+a compile still come from its hint unless ``NUM_STREAMS`` is set), 0 threads and 0 requests
+(the engine decides), no ``MEMORY_LIMIT`` (0); idle threads spin, as they do with the one
+stream of the LATENCY hint."""
 
 
 def default_engine() -> str:
@@ -99,6 +102,9 @@ class CpuPlugin(DevicePlugin):
                 openvino_engine.default_precision() if engine == "OPENVINO" else "f32"),
             "ENABLE_CPU_PINNING": lambda: (
                 bool(openvino_engine.cpu_fact("ENABLE_CPU_PINNING")) if engine == "OPENVINO" else False),
+            "ENABLE_HYPER_THREADING": lambda: (
+                bool(openvino_engine.cpu_fact("ENABLE_HYPER_THREADING")) if engine == "OPENVINO" else True),
+            "SCHEDULING_CORE_TYPE": lambda: "ANY_CORE",
             "DEVICE_ID": lambda: "",
             "RANGE_FOR_STREAMS": lambda: (1, cpu_info.cores()),
             "RANGE_FOR_ASYNC_INFER_REQUESTS": lambda: (1, cpu_info.cores(), 1),
@@ -223,8 +229,9 @@ def _openvino_differs(node: ir.Node) -> str:
 
 def _capabilities(engine: str) -> list[str]:
     """FP32 and INT8 (quantized ONNX ops) on either engine; BF16/FP16 where OpenVINO's CPU
-    plugin computes in them on this CPU (ONNX Runtime's CPU engine runs f32 only)."""
-    names = ["FP32", "INT8"]
+    plugin computes in them on this CPU (ONNX Runtime's CPU engine runs f32 only); EXPORT_IMPORT
+    (``export_model`` / ``Core.import_model``) on both."""
+    names = ["FP32", "INT8", "EXPORT_IMPORT"]
     if engine == "OPENVINO":
         own = set(openvino_engine.cpu_fact("OPTIMIZATION_CAPABILITIES"))
         names[1:1] = [name for name in ("BF16", "FP16") if name in own]
