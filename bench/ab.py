@@ -16,6 +16,8 @@ Workloads (``--workloads``, comma-separated):
 - ``cpu-sync`` / ``cpu-async``: a one-Relu model on the CPU with ONNX Runtime
   (the framework's own cost per request), ``infer()`` and AsyncInferQueue.
 
+An ``-2x`` suffix (``gpu-async-2x``) keeps twice OPTIMAL_NUMBER_OF_INFER_REQUESTS in flight.
+
     python bench/ab.py --old OLD_SRC [--new NEW_SRC] [--workloads gpu-async,gpu-sync]
                        [--pairs 8] [--seconds 1.0]
 
@@ -79,6 +81,8 @@ def _workload(name: str, folder: Path) -> Any:
     from closed_loop import keep_full
 
     core = ov.Core()
+    factor = 2 if name.endswith("-2x") else 1
+    name = name.removesuffix("-2x")
     if name.startswith("gpu"):
         batch, hint = (4, "THROUGHPUT") if name == "gpu-async" else (1, "LATENCY")
         compiled = core.compile_model(str(folder / f"cnn_b{batch}.onnx"), "GPU.0",
@@ -91,7 +95,7 @@ def _workload(name: str, folder: Path) -> Any:
         compiled = core.compile_model(str(folder / "tiny.onnx"), "CPU", config)
         feeds = {"x": np.ones((4, 64), np.float32)}
     if name.endswith("async"):
-        jobs = max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+        jobs = max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))) * factor
         queue = ov.AsyncInferQueue(compiled, jobs)
         return lambda seconds: keep_full(queue, feeds, seconds)
     request = compiled.create_infer_request()

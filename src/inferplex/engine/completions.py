@@ -16,8 +16,8 @@ serves it ends.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -48,25 +48,30 @@ def blocking() -> Iterator[None]:
 
 
 class Completions:
-    """A first-in, first-out queue of completions with the threads that run them."""
+    """A first-in, first-out queue of completions with the threads that run them.
+
+    The queue is a ``queue.SimpleQueue``: ``submit`` and an idle thread's wait are
+    C code, so a request's hand-over to its completion costs one wake-up and no
+    Python-level locking.  ``None`` in the queue tells the thread that takes it to
+    end (sent by :meth:`close`, one per thread).
+    """
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._queue: deque[Callable[[], None]] = deque()
-        self._lock = threading.Lock()  # submit takes it directly: a Condition's methods are Python code
-        self._cond = threading.Condition(self._lock)
-        self._threads = 0
-        self._idle = 0
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0  # threads serving the queue, those blocked in a completion included
         self._blocked_count = 0
         self._closed = False
 
     def submit(self, completion: Callable[[], None]) -> None:
         """Run ``completion()`` on a completion thread (its exceptions are logged)."""
+        self._queue.put(completion)
+        if self._threads - self._blocked_count > 0 and not self._closed:
+            return  # a serving thread takes it (threads end only under the lock, see _serve)
         with self._lock:
-            self._queue.append(completion)
-            if self._idle:
-                self._cond.notify()
-                return
+            if self._closed:
+                self._queue.put(None)  # whichever thread runs it ends after it
             if self._threads - self._blocked_count > 0:
                 return
             try:
@@ -74,14 +79,21 @@ class Completions:
                 return
             except RuntimeError:  # interpreter shutdown starts no thread: run it here
                 self._threads -= 1
-                pending, self._queue = list(self._queue), deque()
-        for item in pending:
-            _run(item)
+        self._drain_here()
+
+    def _drain_here(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                _run(item)
 
     def _blocked(self, change: int) -> None:
-        with self._cond:
+        with self._lock:
             self._blocked_count += change
-            if change > 0 and self._queue and not self._idle and self._threads - self._blocked_count <= 0:
+            if change > 0 and not self._queue.empty() and self._threads - self._blocked_count <= 0:
                 self._start_thread()
 
     def _start_thread(self) -> None:
@@ -90,38 +102,32 @@ class Completions:
 
     def _serve(self) -> None:
         _local.completions = self
-        queue = self._queue
+        take = self._queue.get
         try:
             while True:
-                try:  # a non-empty queue is served without the lock (deque pops are atomic)
-                    completion = queue.popleft()
-                except IndexError:
-                    completion = self._next()
-                    if completion is None:
+                completion = take()
+                if completion is None:
+                    with self._lock:
+                        self._threads -= 1
                         return
                 _run(completion)
                 del completion  # an idle thread must not keep the last request (and its model) alive
+                if self._queue.empty() and self._threads - self._blocked_count > 1:
+                    with self._lock:  # a thread started for a blocked completion: one thread is enough
+                        if self._threads - self._blocked_count > 1:
+                            self._threads -= 1
+                            return
         finally:
             _local.completions = None
 
-    def _next(self) -> Callable[[], None] | None:
-        """The next completion, waiting for one; None when this thread is to end."""
-        with self._cond:
-            while not self._queue:
-                serving = self._threads - self._blocked_count
-                if self._closed or serving > 1:
-                    self._threads -= 1
-                    return None
-                self._idle += 1
-                self._cond.wait()
-                self._idle -= 1
-            return self._queue.popleft()
-
     def close(self) -> None:
         """Let the queued completions run, then end the threads.  Idempotent; never blocks."""
-        with self._cond:
+        with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            self._cond.notify_all()
+            for _ in range(self._threads):
+                self._queue.put(None)
 
 
 def _run(completion: Callable[[], None]) -> None:
