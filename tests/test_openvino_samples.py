@@ -19,7 +19,9 @@ import re
 import signal
 import statistics
 import sys
+import typing
 from collections.abc import Iterator
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ import numpy as np
 import pytest
 
 import inferplex as ov
+from inferplex import op, opset1, opset8
 from inferplex.utils.types import get_dtype
 
 from conftest import ONNX_BACKEND_DATA, ort_run
@@ -418,3 +421,200 @@ def test_throughput_benchmark(logs: pytest.LogCaptureFixture, requests_made: lis
 def test_the_samples_model_is_the_onnx_wheels() -> None:
     assert Path(MODEL).is_file()
     assert [p.any_name for p in ov.Core().read_model(MODEL).inputs] == ["data_0"]
+
+
+# --- model_creation_sample -----------------------------------------------------------------------
+
+
+_LENET_SIZES = {"conv_1": 20 * 1 * 5 * 5, "add_1": 20, "conv_2": 50 * 20 * 5 * 5, "add_2": 50, "reshape": 4,
+                "matmul_1": 500 * 800, "add_3": 500, "matmul_2": 10 * 500, "add_4": 10}
+"""The f32 slots of the sample's ``lenet.bin``, in file order (the reshape's two i64 take four)."""
+
+def _digits() -> np.ndarray:
+    """Ten 28x28 u8 images, one a row, each with its own share of lit pixels (so top-1s differ)."""
+    rng = np.random.default_rng(2)
+    lit = rng.random((10, 28 * 28)) < rng.random((10, 1))
+    return (lit * rng.integers(0, 256, (10, 28 * 28))).astype(np.uint8)
+
+
+digits = _digits()
+"""Stands in for the sample's ``data.digits``."""
+
+
+def _lenet_weights() -> dict[str, np.ndarray]:
+    """Seeded random LeNet weights at the sample's offsets; the reshape target is ``[0, -1]``."""
+    rng = np.random.default_rng(11)
+    weights = {name: (rng.standard_normal(size) * 0.02).astype(np.float32) for name, size in _LENET_SIZES.items()}
+    weights["reshape"] = np.array([0, -1], dtype=np.int64).view(np.float32)
+    return weights
+
+
+def _write_lenet_bin(path: Path) -> None:
+    np.concatenate(list(_lenet_weights().values())).tofile(path)
+
+
+def _lenet_reference(images: np.ndarray) -> np.ndarray:
+    """ONNX Runtime's softmax for ``images`` (N, 1, 28, 28) through the sample's LeNet, built with onnx."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = _lenet_weights()
+    shapes = {"conv_1": [20, 1, 5, 5], "add_1": [1, 20, 1, 1], "conv_2": [50, 20, 5, 5], "add_2": [1, 50, 1, 1],
+              "matmul_1": [500, 800], "add_3": [1, 500], "matmul_2": [10, 500], "add_4": [1, 10]}
+    inits = [numpy_helper.from_array(w[k].reshape(s), k) for k, s in shapes.items()]
+    inits.append(numpy_helper.from_array(np.array([0, -1], dtype=np.int64), "flat"))
+    pool = {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}
+    nodes = [
+        helper.make_node("Conv", ["x", "conv_1"], ["c1"]), helper.make_node("Add", ["c1", "add_1"], ["a1"]),
+        helper.make_node("MaxPool", ["a1"], ["p1"], **pool),
+        helper.make_node("Conv", ["p1", "conv_2"], ["c2"]), helper.make_node("Add", ["c2", "add_2"], ["a2"]),
+        helper.make_node("MaxPool", ["a2"], ["p2"], **pool),
+        helper.make_node("Reshape", ["p2", "flat"], ["r1"]),
+        helper.make_node("Gemm", ["r1", "matmul_1", "add_3"], ["g1"], transB=1),
+        helper.make_node("Relu", ["g1"], ["relu"]),
+        helper.make_node("Gemm", ["relu", "matmul_2", "add_4"], ["g2"], transB=1),
+        helper.make_node("Softmax", ["g2"], ["y"], axis=1),
+    ]
+    graph = helper.make_graph(nodes, "lenet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return np.asarray(ort_run(model, {"x": images.astype(np.float32)})[0])
+
+
+def create_model(model_path: str) -> ov.Model:
+    """OpenVINO's model_creation_sample.py ``create_model()``."""
+
+    def shape_and_length(shape: list) -> typing.Tuple[list, int]:
+        length = reduce(lambda x, y: x * y, shape)
+        return shape, length
+
+    weights = np.fromfile(model_path, dtype=np.float32)
+    weights_offset = 0
+    padding_begin = padding_end = [0, 0]
+    input_shape = [64, 1, 28, 28]
+    param_node = op.Parameter(ov.Type.f32, ov.Shape(input_shape))
+    conv_1_kernel_shape, conv_1_kernel_length = shape_and_length([20, 1, 5, 5])
+    conv_1_kernel = op.Constant(ov.Type.f32, ov.Shape(conv_1_kernel_shape), weights[0:conv_1_kernel_length].tolist())
+    weights_offset += conv_1_kernel_length
+    conv_1_node = opset8.convolution(param_node, conv_1_kernel, [1, 1], padding_begin, padding_end, [1, 1])
+    add_1_kernel_shape, add_1_kernel_length = shape_and_length([1, 20, 1, 1])
+    add_1_kernel = op.Constant(ov.Type.f32, ov.Shape(add_1_kernel_shape),
+                               weights[weights_offset : weights_offset + add_1_kernel_length])
+    weights_offset += add_1_kernel_length
+    add_1_node = opset8.add(conv_1_node, add_1_kernel)
+    maxpool_1_node = opset1.max_pool(add_1_node, [2, 2], padding_begin, padding_end, [2, 2], 'ceil')
+    conv_2_kernel_shape, conv_2_kernel_length = shape_and_length([50, 20, 5, 5])
+    conv_2_kernel = op.Constant(ov.Type.f32, ov.Shape(conv_2_kernel_shape),
+                                weights[weights_offset : weights_offset + conv_2_kernel_length],
+                                )
+    weights_offset += conv_2_kernel_length
+    conv_2_node = opset8.convolution(maxpool_1_node, conv_2_kernel, [1, 1], padding_begin, padding_end, [1, 1])
+    add_2_kernel_shape, add_2_kernel_length = shape_and_length([1, 50, 1, 1])
+    add_2_kernel = op.Constant(ov.Type.f32, ov.Shape(add_2_kernel_shape),
+                               weights[weights_offset : weights_offset + add_2_kernel_length],
+                               )
+    weights_offset += add_2_kernel_length
+    add_2_node = opset8.add(conv_2_node, add_2_kernel)
+    maxpool_2_node = opset1.max_pool(add_2_node, [2, 2], padding_begin, padding_end, [2, 2], 'ceil')
+    reshape_1_dims, reshape_1_length = shape_and_length([2])
+    dtype_weights = np.frombuffer(
+        weights[weights_offset : weights_offset + 2 * reshape_1_length],
+        dtype=np.int64,
+    )
+    reshape_1_kernel = op.Constant(ov.Type.i64, ov.Shape(list(dtype_weights.shape)), dtype_weights)
+    weights_offset += 2 * reshape_1_length
+    reshape_1_node = opset8.reshape(maxpool_2_node, reshape_1_kernel, True)
+    matmul_1_kernel_shape, matmul_1_kernel_length = shape_and_length([500, 800])
+    matmul_1_kernel = op.Constant(ov.Type.f32, ov.Shape(matmul_1_kernel_shape),
+                                  weights[weights_offset : weights_offset + matmul_1_kernel_length],
+                                  )
+    weights_offset += matmul_1_kernel_length
+    matmul_1_node = opset8.matmul(reshape_1_node, matmul_1_kernel, False, True)
+    add_3_kernel_shape, add_3_kernel_length = shape_and_length([1, 500])
+    add_3_kernel = op.Constant(ov.Type.f32, ov.Shape(add_3_kernel_shape),
+                               weights[weights_offset : weights_offset + add_3_kernel_length],
+                               )
+    weights_offset += add_3_kernel_length
+    add_3_node = opset8.add(matmul_1_node, add_3_kernel)
+    relu_node = opset8.relu(add_3_node)
+    reshape_2_kernel = op.Constant(ov.Type.i64, ov.Shape(list(dtype_weights.shape)), dtype_weights)
+    reshape_2_node = opset8.reshape(relu_node, reshape_2_kernel, True)
+    matmul_2_kernel_shape, matmul_2_kernel_length = shape_and_length([10, 500])
+    matmul_2_kernel = op.Constant(ov.Type.f32, ov.Shape(matmul_2_kernel_shape),
+                                  weights[weights_offset : weights_offset + matmul_2_kernel_length],
+                                  )
+    weights_offset += matmul_2_kernel_length
+    matmul_2_node = opset8.matmul(reshape_2_node, matmul_2_kernel, False, True)
+    add_4_kernel_shape, add_4_kernel_length = shape_and_length([1, 10])
+    add_4_kernel = op.Constant(ov.Type.f32, ov.Shape(add_4_kernel_shape),
+                               weights[weights_offset : weights_offset + add_4_kernel_length],
+                               )
+    weights_offset += add_4_kernel_length
+    add_4_node = opset8.add(matmul_2_node, add_4_kernel)
+    softmax_axis = 1
+    softmax_node = opset8.softmax(add_4_node, softmax_axis)
+    return ov.Model(softmax_node, [param_node], 'lenet')
+
+
+def model_creation_sample(argv: list[str]) -> int:
+    """OpenVINO's model_creation_sample.py ``main()`` (``sys.argv`` -> ``argv``)."""
+    log.basicConfig(format='[ %(levelname)s ] %(message)s', level=log.INFO, stream=sys.stdout)
+    if len(argv) != 3:
+        log.info(f'Usage: {argv[0]} <path_to_model> <device_name>')
+        return 1
+    model_path = argv[1]
+    device_name = argv[2]
+    labels = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9']
+    number_top = 1
+    log.info('Creating OpenVINO Runtime Core')
+    log.info(f'Loading the model using openvino with weights from {model_path}')
+    model = create_model(model_path)
+    ppp = ov.preprocess.PrePostProcessor(model)
+    ppp.input().tensor() \
+        .set_element_type(ov.Type.u8) \
+        .set_layout(ov.Layout('NHWC'))  # noqa: N400
+    ppp.input().model().set_layout(ov.Layout('NCHW'))
+    ppp.output().tensor().set_element_type(ov.Type.f32)
+    model = ppp.build()
+    ov.set_batch(model, digits.shape[0])
+    log.info('Loading the model to the plugin')
+    core = ov.Core()
+    compiled_model = core.compile_model(model, device_name)
+    n, c, h, w = model.input().shape
+    input_data = np.ndarray(shape=(n, c, h, w))
+    for i in range(n):
+        image = digits[i].reshape(28, 28)
+        image = image[:, :, np.newaxis]
+        input_data[i] = image
+    log.info('Starting inference in synchronous mode')
+    results = compiled_model.infer_new_request({0: input_data})
+    predictions = next(iter(results.values()))
+    log.info(f'Top {number_top} results: ')
+    for i in range(n):
+        probs = predictions[i]
+        top_n_idexes = np.argsort(probs)[-number_top :][::-1]
+        header = 'classid probability'
+        header = header + ' label' if labels else header
+        log.info(f'Image {i}')
+        log.info('')
+        log.info(header)
+        log.info('-' * len(header))
+        for class_id in top_n_idexes:
+            probability_indent = ' ' * (len('classid') - len(str(class_id)) + 1)
+            label_indent = ' ' * (len('probability') - 8) if labels else ''
+            label = labels[class_id] if labels else ''
+            log.info(f'{class_id}{probability_indent}{probs[class_id]:.7f}{label_indent}{label}')
+        log.info('')
+    log.info('This sample is an API example, for any performance measurements please use the dedicated benchmark_app tool\n')
+    return 0
+
+
+def test_model_creation_sample(logs: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    _write_lenet_bin(tmp_path / "lenet.bin")
+    assert model_creation_sample(["model_creation_sample.py", str(tmp_path / "lenet.bin"), "CPU"]) == 0
+    reference = _lenet_reference(digits.reshape(-1, 1, 28, 28))
+    logged = [re.fullmatch(r"(\d) +(\d\.\d{7}) +(\d)", line) for line in logs.messages]
+    tops = [(int(m.group(1)), float(m.group(2))) for m in logged if m and m.group(1) == m.group(3)]
+    assert len(tops) == len(digits) == len(reference)
+    for (class_id, probability), probs in zip(tops, reference, strict=True):
+        assert class_id == int(np.argmax(probs))
+        assert probability == pytest.approx(float(probs.max()), abs=2e-6)
