@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging as log
+import os
 import re
 import signal
 import statistics
@@ -23,9 +24,11 @@ import typing
 from collections.abc import Iterator
 from functools import reduce
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 
 import inferplex as ov
@@ -618,3 +621,148 @@ def test_model_creation_sample(logs: pytest.LogCaptureFixture, tmp_path: Path) -
     for (class_id, probability), probs in zip(tops, reference, strict=True):
         assert class_id == int(np.argmax(probs))
         assert probability == pytest.approx(float(probs.max()), abs=2e-6)
+
+
+# --- hello_reshape_ssd ---------------------------------------------------------------------------
+
+
+_SSD_BOXES = 6
+"""Detections the SSD-like model gives for any image."""
+
+
+def _ssd_model(path: Path) -> Path:
+    """An SSD-like ONNX model over a dynamic-size NCHW f32 image: its one output is ``[1, 1, N, 7]``
+    rows of (image_id, label, confidence, xmin, ymin, xmax, ymax), as OpenVINO's DetectionOutput gives.
+
+    A strided convolution and a global average pool make five numbers per box from the image; a sigmoid
+    brings them into (0, 1) as the confidence and the normalized corners; each box's label is
+    constant.  The confidence biases straddle 0, so that some boxes pass the sample's 0.5 threshold.
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    channels = _SSD_BOXES * 5
+    bias = rng.standard_normal(channels).astype(np.float32)
+    bias[::5] = np.linspace(-3, 3, _SSD_BOXES)
+    inits = [numpy_helper.from_array((rng.standard_normal((channels, 3, 3, 3)) * 0.003).astype(np.float32), "w"),
+             numpy_helper.from_array(bias, "b"),
+             numpy_helper.from_array(np.array([_SSD_BOXES, 5], dtype=np.int64), "boxes"),
+             numpy_helper.from_array(np.zeros((_SSD_BOXES, 1), np.float32), "image_id"),
+             numpy_helper.from_array(np.arange(1, _SSD_BOXES + 1, dtype=np.float32).reshape(-1, 1), "labels"),
+             numpy_helper.from_array(np.array([1, 1, _SSD_BOXES, 7], dtype=np.int64), "out_shape")]
+    nodes = [helper.make_node("Conv", ["image", "w", "b"], ["conv"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["conv"], ["pooled"]),
+             helper.make_node("Reshape", ["pooled", "boxes"], ["per_box"]),
+             helper.make_node("Sigmoid", ["per_box"], ["scores"]),
+             helper.make_node("Concat", ["image_id", "labels", "scores"], ["rows"], axis=1),
+             helper.make_node("Reshape", ["rows", "out_shape"], ["detection_out"])]
+    graph = helper.make_graph(
+        nodes, "ssd_like", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        [helper.make_tensor_value_info("detection_out", TensorProto.FLOAT, [1, 1, _SSD_BOXES, 7])],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def _ssd_image(path: str) -> np.ndarray:
+    """Stands in for ``cv2.imread(path)``: a random u8 BGR image, 120x160 (not the model's own size)."""
+    return np.random.default_rng(sum(path.encode())).integers(0, 256, (120, 160, 3), dtype=np.uint8)
+
+
+def _draw_rectangle(image: np.ndarray, top_left: tuple[int, int], bottom_right: tuple[int, int],
+                    color: tuple[int, int, int], thickness: int) -> None:
+    """Stands in for ``cv2.rectangle``: the box's outline, ``thickness`` pixels wide."""
+    (x0, y0), (x1, y1) = top_left, bottom_right
+    x0, x1 = sorted((x0, x1))
+    y0, y1 = sorted((y0, y1))
+    for rows, cols in ((slice(y0, y0 + thickness), slice(x0, x1 + 1)), (slice(y1 - thickness + 1, y1 + 1), slice(x0, x1 + 1)),
+                       (slice(y0, y1 + 1), slice(x0, x0 + thickness)), (slice(y0, y1 + 1), slice(x1 - thickness + 1, x1 + 1))):
+        image[rows, cols] = color
+
+
+def _write_image(path: str, image: np.ndarray) -> bool:
+    """Stands in for ``cv2.imwrite``: the pixels, saved as a .npy file under ``path``."""
+    with open(path, "wb") as file:
+        np.save(file, image, allow_pickle=False)
+    return True
+
+
+cv2 = SimpleNamespace(imread=_ssd_image, rectangle=_draw_rectangle, imwrite=_write_image)
+"""The three OpenCV calls hello_reshape_ssd makes."""
+
+
+def hello_reshape_ssd(argv: list[str]) -> int:
+    """OpenVINO's hello_reshape_ssd.py ``main()`` (``sys.argv`` -> ``argv``)."""
+    log.basicConfig(format='[ %(levelname)s ] %(message)s', level=log.INFO, stream=sys.stdout)
+    if len(argv) != 4:
+        log.info(f'Usage: {argv[0]} <path_to_model> <path_to_image> <device_name>')
+        return 1
+    model_path = argv[1]
+    image_path = argv[2]
+    device_name = argv[3]
+    log.info('Creating OpenVINO Runtime Core')
+    core = ov.Core()
+    log.info(f'Reading the model: {model_path}')
+    model = core.read_model(model_path)
+    if len(model.inputs) != 1:
+        log.error('Sample supports only single input topologies')
+        return -1
+    if len(model.outputs) != 1:
+        log.error('Sample supports only single output topologies')
+        return -1
+    image = cv2.imread(image_path)
+    input_tensor = np.expand_dims(image, 0)
+    log.info('Reshaping the model to the height and width of the input image')
+    n, h, w, c = input_tensor.shape
+    model.reshape({model.input().get_any_name(): ov.PartialShape((n, c, h, w))})
+    ppp = ov.preprocess.PrePostProcessor(model)
+    ppp.input().tensor() \
+        .set_element_type(ov.Type.u8) \
+        .set_layout(ov.Layout('NHWC'))  # noqa: N400
+    ppp.input().model().set_layout(ov.Layout('NCHW'))
+    ppp.output().tensor().set_element_type(ov.Type.f32)
+    model = ppp.build()
+    log.info('Loading the model to the plugin')
+    compiled_model = core.compile_model(model, device_name)
+    log.info('Starting inference in synchronous mode')
+    results = compiled_model.infer_new_request({0: input_tensor})
+    predictions = next(iter(results.values()))
+    detections = predictions.reshape(-1, 7)
+    for detection in detections:
+        confidence = detection[2]
+        if confidence > 0.5:
+            class_id = int(detection[1])
+            xmin = int(detection[3] * w)
+            ymin = int(detection[4] * h)
+            xmax = int(detection[5] * w)
+            ymax = int(detection[6] * h)
+            log.info(f'Found: class_id = {class_id}, confidence = {confidence:.2f}, ' f'coords = ({xmin}, {ymin}), ({xmax}, {ymax})')
+            cv2.rectangle(image, (xmin, ymin), (xmax, ymax), (0, 255, 0), 2)
+    cv2.imwrite('out.bmp', image)
+    if os.path.exists('out.bmp'):
+        log.info('Image out.bmp was created!')
+    else:
+        log.error('Image out.bmp was not created. Check your permissions.')
+    log.info('This sample is an API example, for any performance measurements please use the dedicated benchmark_app tool\n')
+    return 0
+
+
+def test_hello_reshape_ssd(logs: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model_path = _ssd_model(tmp_path / "ssd.onnx")
+    monkeypatch.chdir(tmp_path)
+    assert hello_reshape_ssd(["hello_reshape_ssd.py", str(model_path), "street.bmp", "CPU"]) == 0
+    image = _ssd_image("street.bmp")
+    h, w = image.shape[:2]
+    rows = np.asarray(ort_run(model_path, {"image": image[None].transpose(0, 3, 1, 2).astype(np.float32)})[0])
+    assert rows.shape == (1, 1, _SSD_BOXES, 7)
+    expected = [f"Found: class_id = {int(r[1])}, confidence = {r[2]:.2f}, "
+                f"coords = ({int(r[3] * w)}, {int(r[4] * h)}), ({int(r[5] * w)}, {int(r[6] * h)})"
+                for r in rows.reshape(-1, 7) if r[2] > 0.5]
+    assert 0 < len(expected) < _SSD_BOXES  # the threshold keeps some boxes and drops others
+    assert [m for m in logs.messages if m.startswith("Found: ")] == expected
+    assert "Image out.bmp was created!" in logs.messages
+    drawn = np.load(tmp_path / "out.bmp")
+    assert drawn.shape == image.shape and (drawn != image).any(axis=-1).sum() > 0
