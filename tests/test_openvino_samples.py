@@ -2,13 +2,16 @@
 
 Each sample below is OpenVINO's own (``samples/python/`` in openvinotoolkit/openvino),
 changed only where this file says so: ``import inferplex as ov`` (and
-``inferplex.utils.types`` for ``openvino.utils.types``), a model from the onnx
-wheel (``light_squeezenet``), and random images made with numpy instead of
-files read with cv2.  The tests read what the samples log (or the requests they
-made) and compare it with ONNX Runtime on the same model and data.  Benchmarks
-run on a fast clock, so their timed loops end after their minimum iterations.
+``inferplex.utils.types`` for ``openvino.utils.types``, ``inferplex`` for
+``openvino.runtime``), ``argv`` for ``sys.argv``, a model from the onnx wheel
+(``light_squeezenet``) or built here (hello_reshape_ssd's SSD-like model,
+model_creation_sample's weights file), and random images made with numpy instead
+of files read with cv2 (or the sample's ``data.digits``).  The tests read what
+the samples log (or the requests they made) and compare it with ONNX Runtime on
+the same model and data.  Benchmarks run on a fast clock, so their timed loops
+end after their minimum iterations.
 """
-# ruff: noqa: E501, E721, RUF059, SIM300 - the samples' own lines are kept as they are
+# ruff: noqa: E501, E721, RUF059, SIM300, UP006 - the samples' own lines are kept as they are
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import sys
 import typing
 from collections.abc import Iterator
 from functools import reduce
+from math import ceil
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -32,7 +36,7 @@ import onnx
 import pytest
 
 import inferplex as ov
-from inferplex import op, opset1, opset8
+from inferplex import Core, get_version, op, opset1, opset8
 from inferplex.utils.types import get_dtype
 
 from conftest import ONNX_BACKEND_DATA, ort_run
@@ -419,6 +423,83 @@ def test_throughput_benchmark(logs: pytest.LogCaptureFixture, requests_made: lis
     assert len(requests_made) >= 1
     for request in requests_made:
         _check_results(request)
+
+
+
+def percentile(values: list[float], percent: int) -> float:
+    return values[ceil(len(values) * percent / 100) - 1]
+
+
+def get_random_inputs(compiled_model: ov.CompiledModel) -> dict[str, np.ndarray]:
+    """OpenVINO's sync_benchmark2.py ``get_random_inputs()``."""
+    random_inputs = {}
+    for model_input in compiled_model.inputs:
+        tensor_descr = model_input.tensor
+        dtype = get_dtype(tensor_descr.element_type)
+        rand_min, rand_max = (0, 1) if dtype == np.bool else (np.iinfo(np.uint8).min, np.iinfo(np.uint8).max)
+        if np.dtype(dtype).kind in ['i', 'u', 'b']:
+            rand_max += 1
+        rs = np.random.RandomState(np.random.MT19937(np.random.SeedSequence(0)))
+        if 0 == tensor_descr.size:  # noqa: SIM300
+            raise RuntimeError("Models with dynamic shapes aren't supported. Input tensors must have specific shapes before inference")
+        random_inputs[model_input.any_name] = rs.uniform(rand_min, rand_max, list(tensor_descr.shape)).astype(dtype)
+    return random_inputs
+
+
+def sync_benchmark2(argv: list[str]) -> int | None:
+    """OpenVINO's sync_benchmark2.py ``main()`` (``sys.argv`` -> ``argv``; ``openvino.runtime`` -> ``inferplex``)."""
+    log.basicConfig(format='[ %(levelname)s ] %(message)s', level=log.INFO, stream=sys.stdout)
+    log.info(f"OpenVINO:\n{'': <9}{'API version':.<24} {get_version()}")
+    if len(argv) != 2:
+        log.info(f'Usage: {argv[0]} <path_to_model>')
+        return 1
+    latency = {'PERFORMANCE_HINT': 'LATENCY'}
+    core = Core()
+    compiled_model = core.compile_model(argv[1], 'CPU', latency)
+    random_inputs = get_random_inputs(compiled_model)
+    compiled_model.infer_new_request(random_inputs)
+    seconds_to_run = 15
+    niter = 10
+    latencies = []
+    start = perf_counter()
+    time_point = start
+    time_point_to_finish = start + seconds_to_run
+    while time_point < time_point_to_finish or len(latencies) < niter:
+        compiled_model.infer_new_request(random_inputs)
+        iter_end = perf_counter()
+        latencies.append((iter_end - time_point) * 1e3)
+        time_point = iter_end
+    end = time_point
+    duration = end - start
+    latencies.sort()
+    percent = 50
+    percentile_latency_ms = percentile(latencies, percent)
+    avg_latency_ms = sum(latencies) / len(latencies)
+    min_latency_ms = latencies[0]
+    max_latency_ms = latencies[-1]
+    fps = len(latencies) / duration
+    log.info(f'Count:          {len(latencies)} iterations')
+    log.info(f'Duration:       {duration * 1e3:.2f} ms')
+    log.info('Latency:')
+    if percent == 50:
+        log.info(f'    Median:     {percentile_latency_ms:.2f} ms')
+    else:
+        log.info(f'({percent} percentile):     {percentile_latency_ms:.2f} ms')
+    log.info(f'    AVG:        {avg_latency_ms:.2f} ms')
+    log.info(f'    MIN:        {min_latency_ms:.2f} ms')
+    log.info(f'    MAX:        {max_latency_ms:.2f} ms')
+    log.info(f'Throughput: {fps:.2f} FPS')
+    return None
+
+
+def test_sync_benchmark2(logs: pytest.LogCaptureFixture, requests_made: list[ov.InferRequest]) -> None:
+    assert sync_benchmark2(["sync_benchmark2.py", str(MODEL)]) is None
+    count = int(re.search(r"Count: +(\d+) iterations", logs.text).group(1))  # type: ignore[union-attr]
+    assert count >= 10 and "Throughput: " in logs.text and "API version" in logs.text
+    assert len(requests_made) == count + 1  # the warm-up, then one new request an iteration
+    inputs = [np.array(r.get_tensor("data_0").data) for r in requests_made]
+    assert all(np.array_equal(x, inputs[0]) for x in inputs)  # the one seeded random input, every time
+    _check_results(requests_made[-1])
 
 
 def test_the_samples_model_is_the_onnx_wheels() -> None:
