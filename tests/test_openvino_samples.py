@@ -36,7 +36,8 @@ import onnx
 import pytest
 
 import inferplex as ov
-from inferplex import Core, get_version, op, opset1, opset8
+from inferplex import Core, Layout, PartialShape, Type, get_version, op, opset1, opset8
+from inferplex.preprocess import PrePostProcessor
 from inferplex.utils.types import get_dtype
 
 from conftest import ONNX_BACKEND_DATA, ort_run
@@ -692,16 +693,90 @@ def model_creation_sample(argv: list[str]) -> int:
     return 0
 
 
-def test_model_creation_sample(logs: pytest.LogCaptureFixture, tmp_path: Path) -> None:
-    _write_lenet_bin(tmp_path / "lenet.bin")
-    assert model_creation_sample(["model_creation_sample.py", str(tmp_path / "lenet.bin"), "CPU"]) == 0
+def _check_lenet_tops(messages: list[str]) -> None:
+    """The logged "classid probability label" rows are ONNX Runtime's top-1 for each digit."""
     reference = _lenet_reference(digits.reshape(-1, 1, 28, 28))
-    logged = [re.fullmatch(r"(\d) +(\d\.\d{7}) +(\d)", line) for line in logs.messages]
+    logged = [re.fullmatch(r"(\d) +(\d\.\d{7}) +(\d)", line) for line in messages]
     tops = [(int(m.group(1)), float(m.group(2))) for m in logged if m and m.group(1) == m.group(3)]
     assert len(tops) == len(digits) == len(reference)
     for (class_id, probability), probs in zip(tops, reference, strict=True):
         assert class_id == int(np.argmax(probs))
         assert probability == pytest.approx(float(probs.max()), abs=2e-6)
+
+
+def test_model_creation_sample(logs: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    _write_lenet_bin(tmp_path / "lenet.bin")
+    assert model_creation_sample(["model_creation_sample.py", str(tmp_path / "lenet.bin"), "CPU"]) == 0
+    _check_lenet_tops(logs.messages)
+
+
+# --- ngraph_function_creation_sample -------------------------------------------------------------
+
+
+create_ngraph_function = create_model
+"""The older sample's builder: the same calls as ``create_model``, spelled ``openvino.runtime.op.Constant``,
+``openvino.runtime.opset8.convolution``, ... (``inferplex.op``, ``inferplex.opset8`` here)."""
+
+
+def ngraph_function_creation_sample(argv: list[str]) -> int:
+    """OpenVINO's ngraph_function_creation_sample.py ``main()`` (``sys.argv`` -> ``argv``; ``openvino.runtime``
+    -> ``inferplex``): it sets the batch with ``Model.reshape`` of a PartialShape, where the newer sample calls
+    ``set_batch``."""
+    log.basicConfig(format='[ %(levelname)s ] %(message)s', level=log.INFO, stream=sys.stdout)
+    if len(argv) != 3:
+        log.info('Usage: <path_to_model> <device_name>')
+        return 1
+    model_path = argv[1]
+    device_name = argv[2]
+    labels = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9']
+    number_top = 1
+    log.info('Creating OpenVINO Runtime Core')
+    core = Core()
+    log.info(f'Loading the network using ngraph function with weights from {model_path}')
+    model = create_ngraph_function(model_path)
+    ppp = PrePostProcessor(model)
+    ppp.input().tensor() \
+        .set_element_type(Type.u8) \
+        .set_layout(Layout('NHWC'))  # noqa: N400
+    ppp.input().model().set_layout(Layout('NCHW'))
+    ppp.output().tensor().set_element_type(Type.f32)
+    model = ppp.build()
+    model.reshape({model.input().get_any_name(): PartialShape((digits.shape[0], model.input().shape[1], model.input().shape[2], model.input().shape[3]))})
+    log.info('Loading the model to the plugin')
+    compiled_model = core.compile_model(model, device_name)
+    n, c, h, w = model.input().shape
+    input_data = np.ndarray(shape=(n, c, h, w))
+    for i in range(n):
+        image = digits[i].reshape(28, 28)
+        image = image[:, :, np.newaxis]
+        input_data[i] = image
+    log.info('Starting inference in synchronous mode')
+    results = compiled_model.infer_new_request({0: input_data})
+    predictions = next(iter(results.values()))
+    log.info(f'Top {number_top} results: ')
+    for i in range(n):
+        probs = predictions[i]
+        top_n_idexes = np.argsort(probs)[-number_top :][::-1]
+        header = 'classid probability'
+        header = header + ' label' if labels else header
+        log.info(f'Image {i}')
+        log.info('')
+        log.info(header)
+        log.info('-' * len(header))
+        for class_id in top_n_idexes:
+            probability_indent = ' ' * (len('classid') - len(str(class_id)) + 1)
+            label_indent = ' ' * (len('probability') - 8) if labels else ''
+            label = labels[class_id] if labels else ''
+            log.info(f'{class_id}{probability_indent}{probs[class_id]:.7f}{label_indent}{label}')
+        log.info('')
+    log.info('This sample is an API example, for any performance measurements please use the dedicated benchmark_app tool\n')
+    return 0
+
+
+def test_ngraph_function_creation_sample(logs: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    _write_lenet_bin(tmp_path / "lenet.bin")
+    assert ngraph_function_creation_sample(["ngraph_function_creation_sample.py", str(tmp_path / "lenet.bin"), "CPU"]) == 0
+    _check_lenet_tops(logs.messages)
 
 
 # --- hello_reshape_ssd ---------------------------------------------------------------------------
