@@ -77,6 +77,14 @@ def _check_top10(logged: dict[int, float], reference: np.ndarray) -> None:
         assert reference[class_id] >= tenth - 2e-6  # among ONNX Runtime's top 10
 
 
+@pytest.fixture(params=["CPU", "GPU"])
+def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The device a sample is given: the CPU, or a GPU (emulated on torch's CPU where there is no CUDA)."""
+    if request.param == "GPU":
+        monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    return str(request.param)
+
+
 @pytest.fixture
 def logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
     caplog.set_level(log.INFO)
@@ -704,9 +712,9 @@ def _check_lenet_tops(messages: list[str]) -> None:
         assert probability == pytest.approx(float(probs.max()), abs=2e-6)
 
 
-def test_model_creation_sample(logs: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+def test_model_creation_sample(logs: pytest.LogCaptureFixture, tmp_path: Path, device: str) -> None:
     _write_lenet_bin(tmp_path / "lenet.bin")
-    assert model_creation_sample(["model_creation_sample.py", str(tmp_path / "lenet.bin"), "CPU"]) == 0
+    assert model_creation_sample(["model_creation_sample.py", str(tmp_path / "lenet.bin"), device]) == 0
     _check_lenet_tops(logs.messages)
 
 
@@ -906,10 +914,11 @@ def hello_reshape_ssd(argv: list[str]) -> int:
     return 0
 
 
-def test_hello_reshape_ssd(logs: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hello_reshape_ssd(logs: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           device: str) -> None:
     model_path = _ssd_model(tmp_path / "ssd.onnx")
     monkeypatch.chdir(tmp_path)
-    assert hello_reshape_ssd(["hello_reshape_ssd.py", str(model_path), "street.bmp", "CPU"]) == 0
+    assert hello_reshape_ssd(["hello_reshape_ssd.py", str(model_path), "street.bmp", device]) == 0
     image = _ssd_image("street.bmp")
     h, w = image.shape[:2]
     rows = np.asarray(ort_run(model_path, {"image": image[None].transpose(0, 3, 1, 2).astype(np.float32)})[0])
