@@ -794,9 +794,10 @@ _SSD_BOXES = 6
 """Detections the SSD-like model gives for any image."""
 
 
-def _ssd_model(path: Path) -> Path:
-    """An SSD-like ONNX model over a dynamic-size NCHW f32 image: its one output is ``[1, 1, N, 7]``
-    rows of (image_id, label, confidence, xmin, ymin, xmax, ymax), as OpenVINO's DetectionOutput gives.
+def _ssd_model(path: Path, height: int | str, width: int | str) -> Path:
+    """An SSD-like ONNX model over an NCHW f32 image of ``height`` x ``width`` (numbers, or names for
+    dynamic dims): its one output is ``[1, 1, N, 7]`` rows of (image_id, label, confidence, xmin, ymin,
+    xmax, ymax), as OpenVINO's DetectionOutput gives.
 
     A strided convolution and a global average pool make five numbers per box from the image; a sigmoid
     brings them into (0, 1) as the confidence and the normalized corners; each box's label is
@@ -821,7 +822,7 @@ def _ssd_model(path: Path) -> Path:
              helper.make_node("Concat", ["image_id", "labels", "scores"], ["rows"], axis=1),
              helper.make_node("Reshape", ["rows", "out_shape"], ["detection_out"])]
     graph = helper.make_graph(
-        nodes, "ssd_like", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        nodes, "ssd_like", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, height, width])],
         [helper.make_tensor_value_info("detection_out", TensorProto.FLOAT, [1, 1, _SSD_BOXES, 7])],
         initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -914,14 +915,17 @@ def hello_reshape_ssd(argv: list[str]) -> int:
     return 0
 
 
+@pytest.mark.parametrize("model_size", [("H", "W"), (300, 300)], ids=["dynamic", "static"])
 def test_hello_reshape_ssd(logs: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                           device: str) -> None:
-    model_path = _ssd_model(tmp_path / "ssd.onnx")
+                           device: str, model_size: tuple[int | str, int | str]) -> None:
+    """The sample reshapes the model to the image's size: from dynamic dims, or from SSD's usual 300x300."""
+    model_path = _ssd_model(tmp_path / "ssd.onnx", *model_size)
     monkeypatch.chdir(tmp_path)
     assert hello_reshape_ssd(["hello_reshape_ssd.py", str(model_path), "street.bmp", device]) == 0
     image = _ssd_image("street.bmp")
     h, w = image.shape[:2]
-    rows = np.asarray(ort_run(model_path, {"image": image[None].transpose(0, 3, 1, 2).astype(np.float32)})[0])
+    at_image_size = _ssd_model(tmp_path / "reference.onnx", h, w)  # the same weights, built at the image's size
+    rows = np.asarray(ort_run(at_image_size, {"image": image[None].transpose(0, 3, 1, 2).astype(np.float32)})[0])
     assert rows.shape == (1, 1, _SSD_BOXES, 7)
     expected = [f"Found: class_id = {int(r[1])}, confidence = {r[2]:.2f}, "
                 f"coords = ({int(r[3] * w)}, {int(r[4] * h)}), ({int(r[5] * w)}, {int(r[6] * h)})"
