@@ -434,6 +434,8 @@ def test_throughput_benchmark(logs: pytest.LogCaptureFixture, requests_made: lis
         _check_results(request)
 
 
+# --- sync_benchmark2 -----------------------------------------------------------------------------
+
 
 def percentile(values: list[float], percent: int) -> float:
     return values[ceil(len(values) * percent / 100) - 1]
