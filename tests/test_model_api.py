@@ -97,6 +97,23 @@ def test_parameter_view_sets_the_models_input_shape() -> None:
     assert model.input().shape == (4, 16)
 
 
+def test_port_tensor_describes_names_type_shape_and_bytes() -> None:
+    model = ov.Core().read_model(_mlp())
+    described = model.input().tensor  # OpenVINO's DescriptorTensor; get_tensor() is the same
+    assert described.any_name == "x" == model.input().get_tensor().get_any_name()
+    assert described.names == {"x"} and described.element_type == ov.Type.f32
+    assert described.partial_shape == ov.PartialShape("?,16")
+    with pytest.raises(InputError, match="dynamic shape"):
+        _ = described.size  # OpenVINO's size needs a static shape too
+    model.reshape([3, 16])
+    assert described.shape == ov.Shape([3, 16])  # a view: it follows the reshape
+    assert described.size == 3 * 16 * 4  # bytes, as OpenVINO's (f32 [1, 1, 1, 1]: 4)
+    compiled = ov.Core().compile_model(model, "CPU")
+    assert compiled.outputs[1].tensor.size == 3 * 16 * 4 and compiled.output(0).tensor.shape == [3, 8]
+    nibbles = ov.opset.parameter([3], ov.Type.u4, name="q")
+    assert nibbles.output(0).tensor.size == 2  # sub-byte types round up: 3 x 4 bits
+
+
 # --- saving and converting -----------------------------------------------------------------------
 
 

@@ -295,6 +295,9 @@ def test_shape_mismatch_is_reported_when_the_node_is_made() -> None:
         opset.matmul(a, np.ones((4, 5), np.float32), False, False)
     with pytest.raises(InputError, match="element type"):
         opset.parameter([2], "complex-ish")
+    nibbles = opset.parameter([2], ov.Type.u4, name="nibbles")
+    with pytest.raises(InputError, match=r"Relu .* cannot take inputs uint4\[2\].*uint4"):
+        opset.relu(nibbles)  # ONNX's Relu takes no 4-bit type: said at the call, as an InputError
 
 
 def test_undeclared_parameter_is_refused() -> None:

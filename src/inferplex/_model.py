@@ -173,6 +173,16 @@ class Port:
         """String properties of the tensor (its ``layout``, ...), stored in the ONNX graph."""
         return _RtInfo(self._value.metadata_props)
 
+    @property
+    def tensor(self) -> Any:
+        """The tensor this port carries: names, element type, shape, byte size (a DescriptorTensor)."""
+        from inferplex.api.descriptor import DescriptorTensor
+
+        return DescriptorTensor(self)
+
+    def get_tensor(self) -> Any:
+        return self.tensor
+
     def __repr__(self) -> str:
         return (f"<Port {self.kind}[{self.index}] {self.any_name!r} "
                 f"{self.element_type} {self.partial_shape}>")

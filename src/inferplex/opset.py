@@ -268,7 +268,8 @@ def _infer(built: Node, node: ir.Node, inputs: Sequence[ir.Value], attrs: dict[s
         schema = onnx.defs.get_schema(node.op_type, OPSET)
         inferred = onnx.shape_inference.infer_node_outputs(
             schema, proto, types, data, opset_imports=[onnx.helper.make_opsetid("", OPSET)])
-    except (onnx.shape_inference.InferenceError, onnx.defs.SchemaError) as error:
+    except (onnx.shape_inference.InferenceError, onnx.defs.SchemaError,
+            onnx.checker.ValidationError) as error:  # ValidationError: a type the op does not take
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         shapes = ", ".join(_show(v) for v in inputs)
         raise InputError(f"{built.get_type_name()} {built.get_friendly_name()!r} cannot take inputs "

@@ -1,0 +1,82 @@
+"""``port.tensor`` / ``port.get_tensor()``: the description of the tensor a port carries.
+
+OpenVINO's ``DescriptorTensor``: its names, element type, shape and byte size.
+Code written for OpenVINO reads it to size inputs (``sync_benchmark2`` checks
+``tensor.size`` and fills ``tensor.shape`` random values of ``tensor.element_type``).
+Here it is a view over a model's port: it reads what the port reads, so after a
+``Model.reshape`` it shows the new shape, as OpenVINO's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from math import prod
+from typing import Any
+
+from inferplex.api.shapes import PartialShape, Shape
+from inferplex.api.types import Type
+
+__all__ = ["DescriptorTensor"]
+
+
+class DescriptorTensor:
+    """The tensor a model input or output carries (OpenVINO's ``openvino.DescriptorTensor``).
+
+    ``size`` is in bytes, as OpenVINO's: ``[1, 1, 1, 1]`` f32 is 4; sub-byte types round up
+    (u4 ``[3]``: 2).  ``shape`` and ``size`` raise ``InputError`` for a dynamic shape, as
+    OpenVINO's raise; ``partial_shape`` always reads.
+    """
+
+    def __init__(self, port: Any) -> None:
+        self._port = port
+
+    @property
+    def names(self) -> set[str]:
+        return set(self._port.get_names())
+
+    def get_names(self) -> set[str]:
+        return self.names
+
+    @property
+    def any_name(self) -> str:
+        return str(self._port.get_any_name())
+
+    def get_any_name(self) -> str:
+        return self.any_name
+
+    @property
+    def element_type(self) -> Type:
+        return self._port.get_element_type()
+
+    def get_element_type(self) -> Type:
+        return self.element_type
+
+    @property
+    def partial_shape(self) -> PartialShape:
+        return self._port.get_partial_shape()
+
+    def get_partial_shape(self) -> PartialShape:
+        return self.partial_shape
+
+    @property
+    def shape(self) -> Shape:
+        return self._port.get_shape()
+
+    def get_shape(self) -> Shape:
+        return self.shape
+
+    @property
+    def size(self) -> int:
+        """Bytes of one tensor of this shape and element type."""
+        return (prod(self.shape) * self.element_type.get_bitwidth() + 7) // 8
+
+    @property
+    def rt_info(self) -> MutableMapping[str, str]:
+        return self._port.get_rt_info()
+
+    def get_rt_info(self) -> MutableMapping[str, str]:
+        return self.rt_info
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(self.names))
+        return f"<DescriptorTensor: names[{names}] shape{self.partial_shape} type: {self.element_type}>"
