@@ -25,10 +25,11 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import ModelProto, TensorProto, helper, numpy_helper
-from ray_cluster import IN_NAMESPACE, LocalCluster, namespace_refusal, rerun_in_namespace
 
 import inferplex as ov
 from inferplex.errors import DeviceNameError, PropertyError
+
+from ray_cluster import IN_NAMESPACE, LocalCluster, namespace_refusal, rerun_in_namespace
 
 IN_CLUSTER = os.environ.get(IN_NAMESPACE) == "1"
 in_cluster = pytest.mark.skipif(not IN_CLUSTER, reason="runs in the child that test_cases_in_a_local_cluster "

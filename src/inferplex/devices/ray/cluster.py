@@ -18,6 +18,7 @@ cluster.  The list is read from the cluster's control store at most every
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
@@ -105,7 +106,7 @@ def connected() -> bool:
             return True
         _probe(address)
         try:
-            ray.init(address=address, logging_level="WARNING", configure_logging=False,
+            ray.init(address=address, logging_level=logging.WARNING, configure_logging=False,
                      ignore_reinit_error=True)
         except Exception as error:  # noqa: BLE001 - any failure to connect means: unreachable
             raise DeviceError(f"the Ray cluster at {address!r} (RAY_ADDRESS) cannot be reached: "
