@@ -29,7 +29,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 import inferplex as ov
 from inferplex.errors import DeviceNameError, PropertyError
 
-from ray_cluster import IN_NAMESPACE, LocalCluster, namespace_refusal, rerun_in_namespace
+from local_ray import IN_NAMESPACE, LocalCluster, namespace_refusal, rerun_in_namespace
 
 IN_CLUSTER = os.environ.get(IN_NAMESPACE) == "1"
 in_cluster = pytest.mark.skipif(not IN_CLUSTER, reason="runs in the child that test_cases_in_a_local_cluster "

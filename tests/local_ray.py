@@ -59,17 +59,20 @@ class LocalCluster:
     """``nodes`` Ray nodes on 127.0.0.1 (a head and workers), ``cpus`` logical CPUs each.
 
     Only inside the namespace of :func:`rerun_in_namespace`.  ``gpus``: GPUs of
-    the last node (the others get none).
+    the last node (the others get none).  ``core_sets``: per node, the host cores
+    its processes may run on (``taskset -c``, e.g. ``"0-3"``), so that nodes split
+    the host instead of each using all of it; None: no pinning.
     """
 
     def __init__(self, nodes: int = 2, cpus: int | Sequence[int] = 1, port: int = 6390,
-                 gpus: int = 0) -> None:
+                 gpus: int = 0, core_sets: Sequence[str] | None = None) -> None:
         if os.environ.get(IN_NAMESPACE) != "1":
             raise RuntimeError("LocalCluster runs only inside rerun_in_namespace (loopback only)")
         self.port = port
         self.address = f"127.0.0.1:{port}"
         self.cpus = [cpus] * nodes if isinstance(cpus, int) else list(cpus)
         self.gpus = gpus
+        self.core_sets = list(core_sets) if core_sets is not None else None
         self._temp = tempfile.mkdtemp(prefix="ipxray")
         self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
                         PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
@@ -90,8 +93,9 @@ class LocalCluster:
 
     def _start_command(self, index: int, where: list[str]) -> list[str]:
         gpus = self.gpus if index == len(self.cpus) - 1 else 0
-        return [str(_BIN / "ray"), "start", *where, "--node-ip-address=127.0.0.1", "--disable-usage-stats",
-                f"--num-cpus={self.cpus[index]}", f"--num-gpus={gpus}"]
+        pinned = ["taskset", "-c", self.core_sets[index]] if self.core_sets else []
+        return [*pinned, str(_BIN / "ray"), "start", *where, "--node-ip-address=127.0.0.1",
+                "--disable-usage-stats", f"--num-cpus={self.cpus[index]}", f"--num-gpus={gpus}"]
 
     def stop(self) -> None:
         """End the cluster's processes and remove its files.
