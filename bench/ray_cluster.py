@@ -169,22 +169,28 @@ def rows(core: Any, model: ModelProto, feeds: dict[str, np.ndarray], devices: li
     return result
 
 
+_FULL: dict[str, Any] = {"nodes": 0, "cores_per_node": 4, "hidden": 1024, "layers": 8, "batch": 16,
+                         "seconds": 8.0, "latency": 1000}
+_QUICK: dict[str, Any] = {"nodes": 2, "cores_per_node": 1, "hidden": 512, "layers": 4, "batch": 8,
+                          "seconds": 3.0, "latency": 300}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 nodes of 1 core, a small model, short runs")
-    parser.add_argument("--nodes", type=int, default=0,
-                        help="CPU nodes (default: host cores / cores per node)")
-    parser.add_argument("--cores-per-node", type=int, default=4)
+    parser.add_argument("--nodes", type=int, help="CPU nodes (default: host cores / cores per node)")
+    parser.add_argument("--cores-per-node", type=int)
     parser.add_argument("--gpu-node", action="store_true", help="the last node also holds the GPU")
-    parser.add_argument("--hidden", type=int, default=1024)
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=8.0, help="per throughput row")
-    parser.add_argument("--latency", type=int, default=1000, help="requests per latency row")
+    parser.add_argument("--hidden", type=int)
+    parser.add_argument("--layers", type=int)
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--seconds", type=float, help="per throughput row")
+    parser.add_argument("--latency", type=int, help="requests per latency row")
     args = parser.parse_args()
-    if args.quick:
-        args.nodes, args.cores_per_node, args.hidden, args.layers = 2, 1, 512, 4
-        args.batch, args.seconds, args.latency = 8, 3.0, 300
+    defaults = _QUICK if args.quick else _FULL
+    for key, value in defaults.items():  # what is given on the command line wins
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     if os.environ.get(IN_NAMESPACE) != "1":
         refusal = namespace_refusal()
         if refusal is not None:

@@ -36,6 +36,7 @@ import numpy as np
 
 from inferplex import errors
 from inferplex.devices.base import DeviceProgram, ProfilingRecord
+from inferplex.devices.ray import cluster
 from inferplex.devices.ray.cluster import RayNode
 from inferplex.devices.ray.node_server import MAX_CONCURRENCY
 from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
@@ -105,6 +106,10 @@ class RayProgram(DeviceProgram):
             if self._closed:
                 raise InferenceError(f"the program on {self.device} was closed")
             if not self._held:
+                cluster.forget_nodes()
+                if self.node.node_id not in {node.node_id for node in cluster.alive_nodes()}:
+                    raise InferenceError(f"{self.device} is gone: the cluster no longer lists "
+                                         f"{self.node.describe()} as alive")
                 try:
                     actor, _ = self._start()
                 except InferplexError as error:
