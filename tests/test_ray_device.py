@@ -239,6 +239,14 @@ def test_cluster_an_actor_killed_mid_run_loses_nothing(core: ov.Core) -> None:
     collector.check(inputs)
     statistics = compiled.get_property("DEVICE_STATISTICS")
     assert statistics["RAY.1"]["failures"] >= 1 and statistics["RAY.0"]["requests"] > 0
+    # Tried again, the node serves from a new actor, compiled from the bytes in the object store.
+    served = _served(compiled)["RAY.1"]
+    compiled.set_property({"MULTI_DEVICE_PRIORITIES": "RAY.1"})
+    again = _inputs(20)
+    got = np.stack([compiled({"x": x})[0] for x in again])
+    np.testing.assert_allclose(got, _reference(again), rtol=1e-4, atol=1e-5)
+    assert _served(compiled)["RAY.1"] == served + 20
+    assert len(_actor_names("RAY.1") - before - {victim}) == 1
     compiled.release()
 
 
