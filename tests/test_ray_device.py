@@ -292,3 +292,25 @@ def test_cluster_bad_node_settings_are_clear_errors(core: ov.Core) -> None:
         core.compile_model(_model(), "RAY.0", {"NODE_PROPERTIES": "fast"})
     with pytest.raises(DeviceNameError, match=r"RAY\.0 .*GPU\.3"):  # the node has no GPU.3
         core.compile_model(_model(), "RAY.0", {"NODE_DEVICE": "GPU.3"})
+
+
+@in_cluster
+def test_cluster_requests_in_flight_at_exit_all_end(cluster: LocalCluster) -> None:
+    out = _run("""
+        import numpy as np
+        import inferplex as ov
+        from onnx import TensorProto, helper
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 10
+        queue = ov.AsyncInferQueue(ov.Core().compile_model(model, "MULTI:RAY.0,RAY.1"))
+        queue.set_callback(lambda request, i: print(i, float(request.results[0].sum()), flush=True))
+        for i in range(300):
+            queue.start_async({"x": np.full((1, 16), i - 150, np.float32)}, i)
+    """, RAY_ADDRESS=cluster.address)  # the program ends with requests in flight
+    lines = [line.split() for line in out.splitlines()]  # Ray may forward a node's log lines too
+    ended = dict(words for words in lines if len(words) == 2 and words[0].isdigit())
+    assert sorted(map(int, ended)) == list(range(300))
+    assert all(float(ended[str(i)]) == 16.0 * max(i - 150, 0) for i in range(300))
