@@ -18,7 +18,9 @@ Rows, in one run:
    device of the host): the same hardware, reached through Ray or not;
 3. the per-request overhead of a remote call: median latency of one
    synchronous request of a tiny model on ``RAY.0`` against the same on the local
-   ``CPU``, one request at a time over loopback.
+   ``CPU``, one request at a time over loopback, and against a bare Ray actor
+   call on the same node that returns its input (Ray's own round trip, the
+   floor of any remote call).
 
 Usage::
 
@@ -103,6 +105,32 @@ def one_at_a_time(core: Any, model: ModelProto, device: str, config: dict[str, A
             "p90_ms": samples[int(0.9 * (len(samples) - 1))]}
 
 
+class Echo:
+    """A bare Ray actor that returns what it is given: Ray's own round trip."""
+
+    def echo(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return inputs
+
+
+def ray_round_trip(node_id: str, feeds: dict[str, np.ndarray], count: int) -> dict[str, Any]:
+    """Median and 90th percentile latency (ms) of ``count`` calls of :class:`Echo` on ``node_id``."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    actor = ray.remote(Echo).options(
+        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+    for _ in range(min(50, count)):
+        ray.get(actor.echo.remote(feeds))
+    samples = []
+    for _ in range(count):
+        begin = time.perf_counter()
+        ray.get(actor.echo.remote(feeds))
+        samples.append((time.perf_counter() - begin) * 1e3)
+    ray.kill(actor)
+    samples.sort()
+    return {"median_ms": statistics.median(samples), "p90_ms": samples[int(0.9 * (len(samples) - 1))]}
+
+
 def log(message: str) -> None:
     print(message, flush=True)
 
@@ -158,13 +186,16 @@ def rows(core: Any, model: ModelProto, feeds: dict[str, np.ndarray], devices: li
     node_cpu = {"NODE_DEVICE": "CPU", "NODE_PROPERTIES": {"PERFORMANCE_HINT": "LATENCY"}}
     remote = one_at_a_time(core, tiny, "RAY.0", node_cpu, tiny_feeds, args.latency)
     local = one_at_a_time(core, tiny, "CPU", latency_hint, tiny_feeds, args.latency)
+    bare = ray_round_trip(core.get_property("RAY.0", "DEVICE_ID"), tiny_feeds, args.latency)
     log(f"  tiny model, one request at a time: RAY.0 {remote['median_ms']:.3f} ms "
         f"(p90 {remote['p90_ms']:.3f}), local CPU {local['median_ms']:.3f} ms (p90 {local['p90_ms']:.3f}): "
         f"a remote call adds {remote['median_ms'] - local['median_ms']:.3f} ms "
         f"({remote['median_ms'] / local['median_ms']:.1f}x)")
+    log(f"  bare Ray actor round trip to the same node: {bare['median_ms']:.3f} ms "
+        f"(p90 {bare['p90_ms']:.3f}); RAY.0 / bare Ray = {remote['median_ms'] / bare['median_ms']:.2f}")
     result.update(alone=alone, multi=multi, multi_over_sum=multi["rps"] / total, auto_ray=auto_ray,
                   auto_local=auto_local, auto_ratio=auto_ray["rps"] / auto_local["rps"],
-                  remote_latency=remote, local_latency=local,
+                  remote_latency=remote, local_latency=local, ray_round_trip=bare,
                   remote_overhead_ms=remote["median_ms"] - local["median_ms"])
     return result
 

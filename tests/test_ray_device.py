@@ -266,6 +266,10 @@ def test_cluster_auto_ray_uses_every_node_and_sums_their_requests(core: ov.Core)
 
 @in_cluster
 def test_cluster_node_settings_and_release_frees_the_actor(core: ov.Core) -> None:
+    default = core.compile_model(_model(), "RAY.0")  # the node's AUTO, every device of it serving
+    assert default.get_property("PERFORMANCE_HINT") == "CUMULATIVE_THROUGHPUT"  # the node's answer
+    assert default.get_property("NODE_EXECUTION_DEVICES") == ["CPU"]
+    default.release()
     before = _actor_names("RAY.1")
     compiled = core.compile_model(_model(), "RAY.1", {"NODE_DEVICE": "CPU",
                                                       "NODE_PROPERTIES": {"ENGINE": "ONNXRUNTIME"}})
