@@ -3,10 +3,10 @@
 Ray binds to the machine's interface address even when told
 ``--node-ip-address=127.0.0.1``, so the cluster and its driver run inside a
 network namespace with only loopback up.  :func:`rerun_in_namespace` re-runs a
-command under ``unshare --net --pid --fork --mount-proc``: in a PID namespace of
-its own, every process but the command's own was started by it, so
-:meth:`LocalCluster.stop` ends exactly those, and the kernel ends any left when
-the command exits.
+command under ``unshare --net --pid --fork --mount-proc --kill-child``: in a
+PID namespace of its own, every process but the command's own was started by
+it, so :meth:`LocalCluster.stop` ends exactly those, and the kernel ends any
+left when the command exits (or is killed, say on a timeout: ``--kill-child``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["IN_NAMESPACE", "LocalCluster", "namespace_refusal", "rerun_in_namesp
 IN_NAMESPACE = "INFERPLEX_RAY_NAMESPACE"
 """Environment variable set in the re-run command: it may start a cluster on loopback."""
 
-_UNSHARE = ["unshare", "--net", "--pid", "--fork", "--mount-proc"]
+_UNSHARE = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
 _BIN = Path(sys.executable).parent
 
 
