@@ -119,9 +119,12 @@ class RayProgram(DeviceProgram):
             return self._held[0]
 
     def _died(self, actor: Any) -> None:
+        """Forget ``actor`` (the next run starts another); kill it, should it only be unreachable."""
         with self._lock:
-            if self._held and self._held[0] is actor:
-                self._held.clear()
+            if not (self._held and self._held[0] is actor):
+                return  # another worker saw it first
+            self._held.clear()
+        _kill(self._ray, [actor])
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
