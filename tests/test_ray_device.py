@@ -139,7 +139,7 @@ def core(cluster: LocalCluster) -> ov.Core:
 
 @pytest.fixture(scope="module")
 def multi(core: ov.Core) -> Iterator[Any]:
-    compiled = core.compile_model(_model(), "MULTI:RAY.0,RAY.1")
+    compiled = core.compile_model(_model(), "MULTI:RAY.0,RAY.1", {"MULTI_QUARANTINE_TIME": 0.5})
     yield compiled
     compiled.release()
 
@@ -147,10 +147,13 @@ def multi(core: ov.Core) -> Iterator[Any]:
 class _Collector:
     """Results of async requests by userdata, and how many times each ended."""
 
-    def __init__(self, compiled: Any) -> None:
+    def __init__(self, compiled: Any, signal_after: int = 0) -> None:
         self.queue = ov.AsyncInferQueue(compiled)
         self.results: dict[int, np.ndarray] = {}
         self.ends: Counter[int] = Counter()
+        self.reached = threading.Event()
+        """Set once ``signal_after`` requests have ended."""
+        self._signal_after = signal_after
         self._lock = threading.Lock()
         self.queue.set_callback(self._ended)
 
@@ -158,6 +161,8 @@ class _Collector:
         with self._lock:
             self.ends[userdata] += 1
             self.results[userdata] = request.results[0].copy()
+            if len(self.ends) >= self._signal_after:
+                self.reached.set()
 
     def submit(self, inputs: np.ndarray, first: int = 0) -> None:
         for index, x in enumerate(inputs):
@@ -224,18 +229,23 @@ def test_cluster_priorities_changed_under_load(multi: Any) -> None:
 
 
 @in_cluster
-def test_cluster_an_actor_killed_mid_run_loses_nothing(core: ov.Core) -> None:
+def test_cluster_an_actor_killed_mid_run_loses_nothing(multi: Any) -> None:
     import ray
 
-    before = _actor_names("RAY.1")
-    compiled = core.compile_model(_model(), "MULTI:RAY.0,RAY.1", {"MULTI_QUARANTINE_TIME": 0.5})
-    (victim,) = _actor_names("RAY.1") - before
-    inputs = _inputs(2000)
-    collector = _Collector(compiled)
-    collector.submit(inputs[:200])
-    collector.queue.wait_all()
-    collector.submit(inputs[200:], 200)
-    ray.kill(ray.get_actor(victim), no_restart=True)  # requests are running and queued on RAY.1
+    compiled = multi  # the last case to use it: its RAY.1 actor dies here
+    compiled.set_property({"MULTI_DEVICE_PRIORITIES": "RAY.0,RAY.1"})
+    (victim,) = _actor_names("RAY.1")
+    inputs = _inputs(1500)
+    collector = _Collector(compiled, signal_after=300)
+
+    def kill_mid_run() -> None:  # while requests are still being submitted: RAY.1 has its share running
+        collector.reached.wait(60)
+        ray.kill(ray.get_actor(victim), no_restart=True)
+
+    killer = threading.Thread(target=kill_mid_run)
+    killer.start()
+    collector.submit(inputs)
+    killer.join()
     collector.check(inputs)
     statistics = compiled.get_property("DEVICE_STATISTICS")
     assert statistics["RAY.1"]["failures"] >= 1 and statistics["RAY.0"]["requests"] > 0
@@ -246,8 +256,7 @@ def test_cluster_an_actor_killed_mid_run_loses_nothing(core: ov.Core) -> None:
     got = np.stack([compiled({"x": x})[0] for x in again])
     np.testing.assert_allclose(got, _reference(again), rtol=1e-4, atol=1e-5)
     assert _served(compiled)["RAY.1"] == served + 20
-    assert len(_actor_names("RAY.1") - before - {victim}) == 1
-    compiled.release()
+    assert len(_actor_names("RAY.1") - {victim}) == 1
 
 
 @in_cluster
@@ -271,8 +280,8 @@ def test_cluster_node_settings_and_release_frees_the_actor(core: ov.Core) -> Non
     assert default.get_property("NODE_EXECUTION_DEVICES") == ["CPU"]
     default.release()
     before = _actor_names("RAY.1")
-    compiled = core.compile_model(_model(), "RAY.1", {"NODE_DEVICE": "CPU",
-                                                      "NODE_PROPERTIES": {"ENGINE": "ONNXRUNTIME"}})
+    per_device = {"RAY": {"NODE_DEVICE": "CPU"}, "RAY.1": {"NODE_PROPERTIES": {"ENGINE": "ONNXRUNTIME"}}}
+    compiled = core.compile_model(_model(), "MULTI:RAY.1", {"DEVICE_PROPERTIES": per_device})
     (actor,) = _actor_names("RAY.1") - before
     assert compiled.get_property("NODE_EXECUTION_DEVICES") == ["CPU"]
     assert compiled.get_property("ENGINE") == "ONNXRUNTIME"  # read from the node's compiled model
