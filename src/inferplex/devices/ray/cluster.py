@@ -29,8 +29,8 @@ from typing import Any
 
 from inferplex.errors import DeviceError
 
-__all__ = ["CONNECT_TIMEOUT", "NODE_LIST_TTL", "RayNode", "alive_nodes", "cluster_address", "connected",
-           "forget_nodes", "serving_on_a_node"]
+__all__ = ["CONNECT_TIMEOUT", "NODE_LIST_TTL", "UNREACHABLE_TTL", "RayNode", "alive_nodes", "cluster_address",
+           "connected", "forget_nodes", "serving_on_a_node"]
 
 CONNECT_TIMEOUT = 3.0
 """Seconds the TCP probe of ``RAY_ADDRESS`` waits before the cluster counts as unreachable."""
@@ -38,9 +38,14 @@ CONNECT_TIMEOUT = 3.0
 NODE_LIST_TTL = 1.0
 """Seconds a read of the node list is reused (device names are resolved often)."""
 
+UNREACHABLE_TTL = 30.0
+"""Seconds an address found unreachable stays so before it is probed again (each probe may wait
+:data:`CONNECT_TIMEOUT`, and plain AUTO lists every device)."""
+
 _lock = threading.Lock()
 _cached: tuple[float, list[RayNode]] = (0.0, [])
 _on_a_node = False
+_unreachable: tuple[float, str, DeviceError | None] = (0.0, "", None)
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,17 @@ def connected() -> bool:
     with _lock:
         if ray.is_initialized():
             return True
+        _connect(ray, address)
+    return True
+
+
+def _connect(ray: Any, address: str) -> None:
+    """``ray.init(address)``, or DeviceError; a failure is remembered for :data:`UNREACHABLE_TTL` s."""
+    global _unreachable
+    when, where, failure = _unreachable
+    if failure is not None and where == address and time.monotonic() - when < UNREACHABLE_TTL:
+        raise failure
+    try:
         _probe(address)
         try:
             ray.init(address=address, logging_level=logging.WARNING, configure_logging=False,
@@ -111,7 +127,9 @@ def connected() -> bool:
         except Exception as error:  # noqa: BLE001 - any failure to connect means: unreachable
             raise DeviceError(f"the Ray cluster at {address!r} (RAY_ADDRESS) cannot be reached: "
                               f"{type(error).__name__}: {error}") from error
-    return True
+    except DeviceError as error:
+        _unreachable = (time.monotonic(), address, error)
+        raise
 
 
 def _probe(address: str) -> None:
