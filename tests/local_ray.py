@@ -97,6 +97,23 @@ class LocalCluster:
         return [*pinned, str(_BIN / "ray"), "start", *where, "--node-ip-address=127.0.0.1",
                 "--disable-usage-stats", f"--num-cpus={self.cpus[index]}", f"--num-gpus={gpus}"]
 
+    def kill_node(self, node_id: str) -> int:
+        """SIGKILL the raylet of ``node_id`` and the processes it started (a machine lost at once).
+
+        Found by their ids in this PID namespace's ``/proc``: the raylet by its
+        ``--node_id`` argument, its workers as its children.  Returns how many ended.
+        """
+        if os.getpid() != 1:
+            raise RuntimeError("kill_node runs only as the first process of rerun_in_namespace")
+        commands = {pid: _cmdline(pid) for pid in _namespace_pids()}
+        doomed = [pid for pid, words in commands.items()
+                  if words and words[0].endswith("raylet") and f"--node_id={node_id}" in words]
+        doomed += [pid for pid in commands if _parent(pid) in doomed]
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(doomed)
+
     def stop(self) -> None:
         """End the cluster's processes and remove its files.
 
@@ -126,6 +143,22 @@ def _end_namespace_processes(grace: float) -> None:
     for pid in _namespace_pids():
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline") as text:
+            return text.read().split("\0")
+    except OSError:
+        return []
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def _living(pids: list[int]) -> bool:

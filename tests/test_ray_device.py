@@ -27,7 +27,7 @@ import pytest
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from inferplex.errors import DeviceNameError, PropertyError
+from inferplex.errors import DeviceNameError, InferenceError, PropertyError
 
 from local_ray import IN_NAMESPACE, LocalCluster, namespace_refusal, rerun_in_namespace
 
@@ -328,3 +328,32 @@ def test_cluster_requests_in_flight_at_exit_all_end(cluster: LocalCluster) -> No
     ended = dict(words for words in lines if len(words) == 2 and words[0].isdigit())
     assert sorted(map(int, ended)) == list(range(300))
     assert all(float(ended[str(i)]) == 16.0 * max(i - 150, 0) for i in range(300))
+
+
+@in_cluster
+def test_cluster_a_node_lost_mid_run_loses_nothing_and_then_says_so(cluster: LocalCluster,
+                                                                    core: ov.Core) -> None:
+    """The last case: it takes a worker node (not the head) out of the cluster for good."""
+    import ray
+
+    head = next(n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"])
+    lost = next(d for d in ("RAY.0", "RAY.1") if core.get_property(d, "DEVICE_ID") != head)
+    node_id = core.get_property(lost, "DEVICE_ID")
+    compiled = core.compile_model(_model(), "MULTI:RAY.0,RAY.1", {"MULTI_QUARANTINE_TIME": 0.5})
+    inputs = _inputs(1500)
+    collector = _Collector(compiled, signal_after=300)
+
+    def lose_the_node() -> None:
+        collector.reached.wait(60)
+        assert cluster.kill_node(node_id) >= 2  # its raylet and the actor's worker at least
+
+    killer = threading.Thread(target=lose_the_node)
+    killer.start()
+    collector.submit(inputs)
+    killer.join()
+    collector.check(inputs)
+    assert compiled.get_property("DEVICE_STATISTICS")[lost]["failures"] >= 1
+    compiled.set_property({"MULTI_DEVICE_PRIORITIES": lost})
+    with pytest.raises(InferenceError, match=rf"{lost} (is gone|could not start a new actor)"):
+        compiled({"x": inputs[0]})
+    compiled.release()
