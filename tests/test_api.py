@@ -49,7 +49,7 @@ PUBLIC = [
 ]
 
 ERRORS = [
-    "AffinityError", "CompileError", "DeviceNameError", "InferenceError", "InferplexError",
+    "AffinityError", "CompileError", "DeviceError", "DeviceNameError", "InferenceError", "InferplexError",
     "InputError", "MemoryPlanError", "ModelError", "PluginError", "PropertyError",
     "RequestBusyError", "UnsupportedOpError",
 ]

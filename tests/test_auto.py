@@ -201,3 +201,24 @@ def test_a_short_program_exits_cleanly_while_auto_still_compiles() -> None:
     done = run_program(_SHORT_PROGRAM, emulated_gpus=1, timeout=50)
     assert done.returncode == 0, f"exit code {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.startswith("served by")
+
+
+def test_cumulative_throughput_takes_a_family_name_as_all_its_devices() -> None:
+    _, _, core = devices()
+    compiled = auto(core, "AUTO:GPU,CPU", PERFORMANCE_HINT="CUMULATIVE_THROUGHPUT")
+    assert devices_of(compiled) == ["GPU.0", "GPU.1", "CPU"]
+    compiled.release()
+    compiled = auto(core, "AUTO:GPU.1,GPU", PERFORMANCE_HINT="CUMULATIVE_THROUGHPUT")  # GPU.1 keeps its place
+    assert devices_of(compiled) == ["GPU.1", "GPU.0"]
+    compiled.release()
+    compiled = auto(core, "AUTO:GPU,CPU", PERFORMANCE_HINT="LATENCY", ENABLE_STARTUP_FALLBACK=False)
+    assert devices_of(compiled) == ["GPU.0"]  # one device: the family's first
+    compiled.release()
+
+
+def test_remote_devices_come_after_the_host() -> None:
+    remote = FaultyPlugin("NODE", ("NODE.0",), device_type="remote")
+    gpu = FaultyPlugin("GPU", ("GPU.0",), device_type="discrete")
+    cpu = FaultyPlugin("CPU", ("CPU",), {"CPU": Faults(workers=1)}, device_type="host")
+    core = make_core(cpu, remote, gpu)
+    assert list(core.get_versions("AUTO")) == ["AUTO", "GPU.0", "CPU", "NODE.0"]

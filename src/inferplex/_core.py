@@ -1,7 +1,8 @@
 """Core: devices, reading, querying and compiling models, properties.
 
-Built-in device families: ``CPU`` (ONNX Runtime) and ``GPU`` (PyTorch, loaded
-on first use so that ``import inferplex`` does not import torch).  Third-party
+Built-in device families: ``CPU`` (ONNX Runtime), ``GPU`` (PyTorch, loaded
+on first use so that ``import inferplex`` does not import torch) and ``RAY``
+(the nodes of a reachable Ray cluster; ray is imported only where one is).  Third-party
 devices register with :meth:`Core.register_plugin` or through the
 ``inferplex.devices`` entry-point group (name: the family, e.g. ``NPU``; value:
 a DevicePlugin subclass or factory).
@@ -54,6 +55,12 @@ def _gpu_plugin() -> DevicePlugin:
     return GpuPlugin()
 
 
+def _ray_plugin() -> DevicePlugin:
+    from inferplex.devices.ray import RayPlugin
+
+    return RayPlugin()
+
+
 class Core:
     """Entry point of the runtime (OpenVINO's ``ov.Core``)."""
 
@@ -61,6 +68,7 @@ class Core:
         self._registry = DeviceRegistry()
         self._registry.register("CPU", CpuPlugin())
         self._registry.register("GPU", _gpu_plugin)
+        self._registry.register("RAY", _ray_plugin)
         self._virtual_config: dict[str, dict[str, Any]] = {name: {} for name in VIRTUAL_DEVICES}
         self._load_entry_points()
 

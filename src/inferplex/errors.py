@@ -5,6 +5,7 @@
     InferplexError                    base of everything below
     ├── ModelError                    unreadable, malformed or unsafe model file  (ValueError)
     ├── DeviceNameError               malformed or unknown device string          (ValueError)
+    ├── DeviceError                   a device or cluster cannot be reached (names the address)
     ├── PropertyError                 unknown property key or bad value           (ValueError)
     ├── InputError                    wrong input name, rank, shape, dtype, ...   (ValueError)
     ├── UnsupportedOpError            ops that no requested device can run
@@ -24,6 +25,7 @@ from __future__ import annotations
 __all__ = [
     "AffinityError",
     "CompileError",
+    "DeviceError",
     "DeviceNameError",
     "InferenceError",
     "InferplexError",
@@ -47,6 +49,10 @@ class ModelError(InferplexError, ValueError):
 
 class DeviceNameError(InferplexError, ValueError):
     """A device string is malformed or names a device that is not available."""
+
+
+class DeviceError(InferplexError):
+    """A device, or the cluster that holds it, cannot be reached (the message names the address)."""
 
 
 class PropertyError(InferplexError, ValueError):

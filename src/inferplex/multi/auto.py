@@ -2,8 +2,11 @@
 
 Candidates are the user's list (``AUTO:GPU.1,GPU.0,CPU``) or every available
 device ordered by the ``DEVICE_TYPE`` device property (discrete, then
-integrated, then other accelerators, then the host), minus exclusions
-(``AUTO:-CPU``; a family name excludes all its devices).
+integrated, then other accelerators, then the host, then remote devices such
+as a cluster's nodes, which a request reaches over the network), minus
+exclusions (``AUTO:-CPU``; a family name excludes all its devices).  With
+``CUMULATIVE_THROUGHPUT`` a family name in the list means all its devices, as in
+OpenVINO (``AUTO:GPU`` uses every GPU, ``AUTO:RAY`` every node of the cluster).
 
 - ``LATENCY`` (default) and ``THROUGHPUT`` run on one device: the first
   candidate that supports every op of the model and compiles.
@@ -66,7 +69,7 @@ _log = logging.getLogger("inferplex")
 _T = TypeVar("_T")
 
 # DEVICE_TYPE values, best first; unknown types rank between accelerators and the host.
-_TYPE_RANKS = {"discrete": 0, "integrated": 1, "accelerator": 2, "host": 4}
+_TYPE_RANKS = {"discrete": 0, "integrated": 1, "accelerator": 2, "host": 4, "remote": 5}
 _UNKNOWN_RANK = 3
 HOST_RANK = _TYPE_RANKS["host"]
 
@@ -91,10 +94,16 @@ def device_rank(registry: DeviceRegistry, device: str) -> int | None:
         return None
 
 
-def auto_candidates(registry: DeviceRegistry, spec: DeviceSpec) -> list[DeviceTarget]:
-    """AUTO's candidates in priority order: the user's list, or all devices best first."""
+def auto_candidates(registry: DeviceRegistry, spec: DeviceSpec,
+                    whole_families: bool = False) -> list[DeviceTarget]:
+    """AUTO's candidates in priority order: the user's list, or all devices best first.
+
+    ``whole_families``: a family name in the list stands for every device of the
+    family (CUMULATIVE_THROUGHPUT), not only its first.
+    """
     if spec.targets:
-        candidates = resolve_targets(registry, spec.targets)
+        targets = _whole_families(registry, spec.targets) if whole_families else spec.targets
+        candidates = resolve_targets(registry, targets)
     else:
         devices = registry.available_devices()
         ranks = {device: device_rank(registry, device) for device in devices}
@@ -106,6 +115,20 @@ def auto_candidates(registry: DeviceRegistry, spec: DeviceSpec) -> list[DeviceTa
         raise DeviceNameError(f"AUTO has no candidate device left for {spec.text or 'AUTO'!r}: "
                               f"available: {', '.join(registry.available_devices()) or 'none'}")
     return kept
+
+
+def _whole_families(registry: DeviceRegistry, targets: Sequence[DeviceTarget]) -> list[DeviceTarget]:
+    """``targets`` with each bare family name (``GPU``) replaced by all the family's devices."""
+    families = registry.families()
+    named = {target.name for target in targets}
+    expanded: list[DeviceTarget] = []
+    for target in targets:
+        devices = registry.plugin(target.name).devices() if target.name in families else []
+        if len(devices) > 1:  # devices also named on their own keep their own place
+            expanded.extend(DeviceTarget(d, target.num_requests) for d in devices if d not in named)
+        else:
+            expanded.append(target)
+    return expanded
 
 
 def _excluded(registry: DeviceRegistry, exclusions: Sequence[str]) -> set[str]:
@@ -123,7 +146,7 @@ def compile_auto(registry: DeviceRegistry, model: ir.Model, spec: DeviceSpec,
                  config: Mapping[str, Any]) -> Dispatcher:
     """Compile for AUTO; see the module docstring."""
     hint = str(config.get("PERFORMANCE_HINT", "LATENCY"))
-    candidates = auto_candidates(registry, spec)
+    candidates = auto_candidates(registry, spec, whole_families=hint == "CUMULATIVE_THROUGHPUT")
     options = SchedulerOptions.from_config(config, default_hint="LATENCY")
     member_hint = "THROUGHPUT" if hint == "CUMULATIVE_THROUGHPUT" else hint
     configs, unsupported = _supporting(registry, model, candidates, config, member_hint)

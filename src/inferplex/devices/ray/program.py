@@ -1,0 +1,243 @@
+"""The caller's side of a ``RAY.i`` device: a DeviceProgram whose runs are calls to the node's actor.
+
+Each run sends the inputs as one argument of an actor call (Ray serializes
+numpy arrays out of band and moves them through its object store when they are
+large) and waits for the reply with ``ray.get``; the outputs come back as Ray
+hands them, read-only numpy arrays that are zero-copy views of the object
+store where Ray stored them there.  Nothing is pickled by hand, and the reply
+is checked for shape before use: a tag, then numpy arrays by output name.
+
+``num_workers`` is twice the node's own ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``
+(capped by the actor's concurrency): while the node runs one request per infer
+request, the next one's inputs are already on their way, so the network's
+round trip does not leave the node's devices idle.  MULTI and AUTO sum these.
+
+Faults: a run whose actor or node dies ends with an :class:`InferenceError`
+naming the device and the node, so MULTI's runtime fallback re-runs it
+elsewhere and quarantines the device.  The next run after that (MULTI retries
+a device once its quarantine ends) starts a new actor on the same node, which
+compiles the model again from the bytes already in the object store; where the
+node is gone, that run fails too and the device stays quarantined.  Ray itself
+does not restart the actor (``max_restarts=0``): a restart would re-run calls
+from a dead actor's queue that the caller has already re-run elsewhere.
+:meth:`RayProgram.close` kills the actor.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import numpy as np
+
+from inferplex import errors
+from inferplex.devices.base import DeviceProgram, ProfilingRecord
+from inferplex.devices.ray import cluster
+from inferplex.devices.ray.cluster import RayNode
+from inferplex.devices.ray.node_server import MAX_CONCURRENCY
+from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
+
+__all__ = ["ActorStarter", "RayProgram", "error_from_reply", "start_actor"]
+
+_LOCAL_PROPERTIES = ("NODE_ID", "FULL_DEVICE_NAME", "NODE_EXECUTION_DEVICES",
+                     "NODE_OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+
+ActorStarter = Callable[[], tuple[Any, dict[str, Any]]]
+"""Starts a node's actor and waits until it has compiled: (actor handle, its facts)."""
+
+
+def error_from_reply(device: str, reply: Any,
+                     fallback: type[InferplexError] = InferenceError) -> InferplexError:
+    """The caller-side exception for an ``("error", kind, message)`` reply (or a malformed one).
+
+    An inferplex error on the node comes back as the same class; any other as
+    ``fallback`` naming its class.
+    """
+    if isinstance(reply, tuple) and len(reply) == 3 and reply[0] == "error":
+        kind, message = str(reply[1]), str(reply[2])
+        cls = getattr(errors, kind, None)
+        if isinstance(cls, type) and issubclass(cls, InferplexError):
+            return cls(f"{device}: {message}")
+        return fallback(f"{device} failed: {kind}: {message}")
+    return fallback(f"{device} sent a reply of an unknown form ({type(reply).__name__}); "
+                    f"is the node running the same inferplex version?")
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    """A host numpy array of an input (torch tensors are copied to the host first)."""
+    if isinstance(value, np.ndarray):
+        return value
+    to_host = getattr(value, "cpu", None)  # a torch tensor from a GPU neighbour in a HETERO chain
+    if callable(to_host):
+        value = to_host()
+    return np.asarray(value)
+
+
+class RayProgram(DeviceProgram):
+    """A model compiled on one Ray node, run through its actor (see the module docstring)."""
+
+    tensor_kind = "numpy"
+
+    def __init__(self, device: str, node: RayNode, start: ActorStarter, profiling: bool) -> None:
+        import ray
+
+        actor, facts = start()
+        self.device = device
+        self.node = node
+        self.node_optimal = int(facts["optimal"])
+        self.node_devices = [str(d) for d in facts.get("execution_devices", [])]
+        self.num_workers = max(1, min(2 * self.node_optimal, MAX_CONCURRENCY))
+        self._ray = ray
+        self._start = start  # holds the model's bytes in the object store while the program lives
+        self._held: list[Any] = [actor]  # the live actor, or none after it died
+        self._profiling = profiling
+        self._records: list[list[ProfilingRecord]] = [[] for _ in range(self.num_workers)]
+        self._closed = False
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _kill, ray, self._held)
+
+    def _actor(self) -> Any:
+        """The live actor; a new one on the node where the last one died (see the module docstring)."""
+        with self._lock:
+            if self._closed:
+                raise InferenceError(f"the program on {self.device} was closed")
+            if not self._held:
+                cluster.forget_nodes()
+                if self.node.node_id not in {node.node_id for node in cluster.alive_nodes()}:
+                    raise InferenceError(f"{self.device} is gone: the cluster no longer lists "
+                                         f"{self.node.describe()} as alive")
+                try:
+                    actor, _ = self._start()
+                except InferplexError as error:
+                    raise InferenceError(f"{self.device} could not start a new actor on "
+                                         f"{self.node.describe()}: {error}") from error
+                self._held.append(actor)
+            return self._held[0]
+
+    def _died(self, actor: Any) -> None:
+        """Forget ``actor`` (the next run starts another); kill it, should it only be unreachable."""
+        with self._lock:
+            if not (self._held and self._held[0] is actor):
+                return  # another worker saw it first
+            self._held.clear()
+        _kill(self._ray, [actor])
+
+    def run(self, inputs: Mapping[str, Any], worker: int = 0,
+            keep_on_device: Collection[str] = ()) -> dict[str, Any]:
+        self.check_runnable(worker, self._closed)
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"inputs must be a mapping of input name to tensor, got {type(inputs).__name__}")
+        arrays = {str(name): _as_numpy(value) for name, value in inputs.items()}
+        actor = self._actor()
+        try:
+            reply = self._ray.get(actor.infer.remote(arrays))
+        except self._ray.exceptions.RayActorError as error:
+            self._died(actor)
+            raise InferenceError(f"the Ray actor serving {self.device} ({self.node.describe()}) died or "
+                                 f"cannot be reached: {type(error).__name__}: "
+                                 f"{_first_line(error)}") from error
+        except self._ray.exceptions.RayError as error:
+            raise InferenceError(f"the call to {self.device} ({self.node.describe()}) failed in Ray: "
+                                 f"{type(error).__name__}: {_first_line(error)}") from error
+        outputs, rows = self._checked(reply)
+        if self._profiling:
+            self._records[worker] = [_record(row) for row in rows]
+        return outputs
+
+    def _checked(self, reply: Any) -> tuple[dict[str, np.ndarray], list[Any]]:
+        """The outputs and profiling rows of a reply, after checking its form."""
+        if not (isinstance(reply, tuple) and len(reply) == 3 and reply[0] == "ok"):
+            raise error_from_reply(self.device, reply)
+        _, outputs, rows = reply
+        if not (isinstance(outputs, dict) and all(isinstance(k, str) and isinstance(v, np.ndarray)
+                                                  for k, v in outputs.items())):
+            raise InferenceError(f"{self.device} sent outputs that are not numpy arrays by name")
+        return outputs, list(rows) if isinstance(rows, list) else []
+
+    def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
+        return list(self._records[worker]) if 0 <= worker < self.num_workers else []
+
+    def get_property(self, key: str) -> Any:
+        """``NODE_ID``, ``FULL_DEVICE_NAME``, ``NODE_EXECUTION_DEVICES`` and
+        ``NODE_OPTIMAL_NUMBER_OF_INFER_REQUESTS`` here; other keys from the node's compiled model."""
+        local = {"NODE_ID": self.node.node_id, "FULL_DEVICE_NAME": self.node.describe(),
+                 "NODE_EXECUTION_DEVICES": list(self.node_devices),
+                 "NODE_OPTIMAL_NUMBER_OF_INFER_REQUESTS": self.node_optimal}
+        if key in local:
+            return local[key]
+        try:
+            reply = self._ray.get(self._actor().get_property.remote(key))
+        except self._ray.exceptions.RayError as error:
+            raise InferenceError(f"{self.device} could not be asked for {key!r}: "
+                                 f"{_first_line(error)}") from error
+        if isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok":
+            return reply[1]
+        raise KeyError(key)
+
+    def property_names(self) -> tuple[str, ...]:
+        return _LOCAL_PROPERTIES
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._finalizer()
+
+
+def _kill(ray: Any, held: list[Any]) -> None:
+    """Kill a node's actor for good (its node frees what the compiled model held)."""
+    for actor in held:
+        try:
+            if ray.is_initialized():
+                ray.kill(actor, no_restart=True)
+        except Exception:  # noqa: BLE001, S110 - already dead, or the cluster is gone: nothing to free
+            pass
+    held.clear()
+
+
+def start_actor(device: str, node: RayNode, stored: Any, node_device: str,
+                node_config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Start the actor serving the model on ``node`` and wait until it has compiled there.
+
+    ``stored.ref`` is the object-store reference of the model's ONNX bytes.
+    Raises CompileError (or the node's own inferplex error, such as ModelError)
+    naming the device, the node's device string and the node.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from inferplex.devices.ray.node_server import actor_class
+
+    where = f"{device} ({node_device} on {node.describe()})"
+    actor = actor_class().options(
+        name=f"inferplex {device} {uuid.uuid4().hex[:12]}",
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+        num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=MAX_CONCURRENCY,
+    ).remote(stored.ref, node_device, dict(node_config))
+    try:
+        reply = ray.get(actor.ready.remote())
+    except ray.exceptions.RayError as error:
+        _kill(ray, [actor])
+        raise CompileError(f"{where} could not start the actor that serves the model: "
+                           f"{type(error).__name__}: {_first_line(error)}") from error
+    if not (isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok" and isinstance(reply[1], dict)):
+        _kill(ray, [actor])
+        raise error_from_reply(where, reply, CompileError)
+    return actor, reply[1]
+
+
+def _record(row: Any) -> ProfilingRecord:
+    name, node_type, exec_type, real, cpu, status = row
+    return ProfilingRecord(node_name=str(name), node_type=str(node_type), exec_type=str(exec_type),
+                           real_time=datetime.timedelta(seconds=float(real)),
+                           cpu_time=datetime.timedelta(seconds=float(cpu)), status=str(status))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
