@@ -87,6 +87,34 @@ def test_f32_results_match_onnx_runtime_on_the_whole_model(engine: str, hint: st
         np.testing.assert_allclose(request.infer({"x": X})["y"], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("share", [False, True])
+def test_any_numpy_layout_reaches_openvino_right(share: bool) -> None:
+    """Read-only, Fortran-ordered, strided and 0-d arrays, bool and int inputs: OpenVINO shares
+    only writable C-ordered memory, so the engine hands it a C-ordered copy of the others."""
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Where", ["m", "x", "z"], ["w"]),
+             helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["w", "kf"], ["wk"]),
+             helper.make_node("Add", ["wk", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "layouts", [
+        helper.make_tensor_value_info("m", TensorProto.BOOL, [3, 4]),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+        helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 4]),
+        helper.make_tensor_value_info("k", TensorProto.INT64, [3, 4]),
+        helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    read_only = rng.standard_normal((3, 4)).astype(np.float32)
+    read_only.flags.writeable = False
+    feeds = {"m": rng.random((3, 4)) > 0.5, "x": read_only,
+             "z": np.asfortranarray(rng.standard_normal((3, 4)).astype(np.float32)),
+             "k": rng.integers(-3, 3, (3, 8))[:, ::2], "s": np.array(0.5, np.float32)}
+    want = _ort(model, {name: np.ascontiguousarray(value) for name, value in feeds.items()})
+    request = ov.Core().compile_model(model, "CPU", {"ENGINE": "OPENVINO"}).create_infer_request()
+    for _ in range(2):  # the second run reuses the request's tensors
+        np.testing.assert_allclose(request.infer(feeds, share_inputs=share)[0], want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("precision", ["bf16", "f16"])
 def test_low_precision_is_what_openvino_runs_and_stays_within_its_bounds(precision: str) -> None:
     """The precision read back is raw OpenVINO's for the same hint (f32 where the CPU lacks the
