@@ -16,7 +16,18 @@ alike; medians are of per-round medians, and the ratios (raw OpenVINO's time
 over inferplex's at the same precision: 1.0 means no overhead, target >= 0.97)
 are paired round by round.
 
-    python bench/cpu_engines.py [--seconds 0.5] [--rounds 5] [--models light_resnet50,...]
+``--throughput`` measures requests per second under the THROUGHPUT hint instead:
+raw OpenVINO's ``AsyncInferQueue`` and inferplex's, each with the compiled
+model's OPTIMAL_NUMBER_OF_INFER_REQUESTS jobs kept full (a callback per job),
+and raw ONNX Runtime as OpenVINO's streams would run it (one session and one
+Python thread per stream, the stream's share of the threads each).
+
+Besides the ``light_*`` models, ``resnet50`` (torchvision, random weights) and
+``bert`` (BERT-base from transformers' default config, sequence 128) are
+exported with torch where torch and transformers are installed.
+
+    python bench/cpu_engines.py [--seconds 0.5] [--rounds 5] [--models light_resnet50,resnet50,bert]
+                                [--throughput]
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,10 +59,30 @@ MODELS = ("light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "ligh
 Runner = Callable[[], Any]
 
 
+_EXPORTED: dict[str, Path] = {}
+
+
+def model_path(name: str) -> Path:
+    """A ``light_*`` model of the onnx wheel, or ``resnet50`` / ``bert`` exported with torch once."""
+    if name.startswith("light_"):
+        return sample_model_path(name)
+    if name not in _EXPORTED:
+        import tempfile
+
+        from multi_auto import bert_base, resnet50
+
+        folder = Path(tempfile.mkdtemp(prefix="cpu_engines_"))
+        exporters = {"resnet50": resnet50, "bert": bert_base}
+        if name not in exporters:
+            raise SystemExit(f"unknown model {name!r}: light_* of the onnx wheel, resnet50 or bert")
+        _EXPORTED[name] = Path(exporters[name](1, folder)[0])
+    return _EXPORTED[name]
+
+
 def runners(name: str) -> tuple[dict[str, Runner], dict[str, str]]:
     """The five sync runners of one model, and the precision each inferplex / OpenVINO runner uses."""
     core = ov.Core()
-    model = core.read_model(sample_model_path(name))
+    model = core.read_model(model_path(name))
     feeds = random_inputs(model.inputs)
     data = model.to_onnx().SerializeToString()
     raw_core = openvino.Core()
@@ -114,6 +146,107 @@ def measure(name: str, seconds: float, rounds: int) -> dict[str, Any]:
             "ort_over_inferplex_default": paired("raw ORT", "inferplex default")}
 
 
+def _keep_full(queue: Any, start: Callable[[], None], seconds: float) -> float:
+    """Requests per second with every job of ``queue`` kept busy for ``seconds``."""
+    ended = [0]
+    lock = threading.Lock()
+
+    def done(*_: Any) -> None:
+        with lock:
+            ended[0] += 1
+
+    queue.set_callback(done)
+    begin = time.perf_counter()
+    while time.perf_counter() - begin < seconds:
+        start()
+    queue.wait_all()
+    return ended[0] / (time.perf_counter() - begin)
+
+
+def _ort_streams(data: bytes, feeds: dict[str, Any], streams: int, threads: int) -> Callable[[float], float]:
+    """Raw ONNX Runtime as OpenVINO's streams: ``streams`` sessions, each run by its own thread."""
+    sessions = []
+    for _ in range(streams):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = max(1, threads // streams), 1
+        options.log_severity_level = 3
+        sessions.append(ort.InferenceSession(data, options, providers=["CPUExecutionProvider"]))
+
+    def rate(seconds: float) -> float:
+        counts = [0] * streams
+        stop = time.perf_counter() + seconds
+
+        def loop(index: int) -> None:
+            while time.perf_counter() < stop:
+                sessions[index].run(None, feeds)
+                counts[index] += 1
+
+        workers = [threading.Thread(target=loop, args=(i,)) for i in range(streams)]
+        begin = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return sum(counts) / (time.perf_counter() - begin)
+
+    return rate
+
+
+def throughput_runners(name: str) -> tuple[dict[str, Callable[[float], float]], dict[str, str]]:
+    """Closed-loop runners under the THROUGHPUT hint: label -> run(seconds) -> requests/s."""
+    core = ov.Core()
+    model = core.read_model(model_path(name))
+    feeds = random_inputs(model.inputs)
+    data = model.to_onnx().SerializeToString()
+    raw_core = openvino.Core()
+    by_index = {index: feeds[port.any_name] for index, port in enumerate(model.inputs)}
+    table: dict[str, Callable[[float], float]] = {}
+    precisions: dict[str, str] = {}
+    raw_default: Any = None
+    for label, config in (("default", {}), ("f32", {"INFERENCE_PRECISION_HINT": "f32"})):
+        hinted = {"PERFORMANCE_HINT": "THROUGHPUT", **config}
+        raw = raw_core.compile_model(raw_core.read_model(data, b""), "CPU", hinted)
+        raw_default = raw_default or raw
+        raw_queue = openvino.AsyncInferQueue(raw, int(raw.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+        table[f"raw OpenVINO {label}"] = lambda seconds, q=raw_queue: _keep_full(
+            q, lambda: q.start_async(by_index, share_inputs=True), seconds)
+        ours = core.compile_model(model, "CPU", hinted)
+        our_queue = ov.AsyncInferQueue(ours, int(ours.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+        table[f"inferplex {label}"] = lambda seconds, q=our_queue: _keep_full(
+            q, lambda: q.start_async(feeds, share_inputs=True), seconds)
+        if label == "default":
+            raw_precision = raw.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+            precisions = {"raw OpenVINO default": raw_precision,
+                          "inferplex default": str(ours.get_property("INFERENCE_PRECISION_HINT")),
+                          "engine": str(ours.get_property("ENGINE")),
+                          "streams": str(ours.get_property("NUM_STREAMS"))}
+    streams = int(raw_default.get_property("NUM_STREAMS"))
+    threads = int(raw_default.get_property("INFERENCE_NUM_THREADS"))
+    table["raw ORT"] = _ort_streams(data, feeds, streams, threads)
+    return table, precisions
+
+
+def measure_throughput(name: str, seconds: float, rounds: int) -> dict[str, Any]:
+    """Like :func:`measure`, in requests per second (ratios: inferplex's rate over raw OpenVINO's)."""
+    table, precisions = throughput_runners(name)
+    for run in table.values():
+        run(min(seconds, 0.5))
+    per_round: dict[str, list[float]] = {label: [] for label in table}
+    labels = list(table)
+    for index in range(rounds):
+        for label in labels[index % len(labels):] + labels[:index % len(labels)]:
+            per_round[label].append(table[label](seconds))
+    rates = {label: statistics.median(values) for label, values in per_round.items()}
+
+    def paired(raw: str, ours: str) -> float:
+        return statistics.median(b / a for a, b in zip(per_round[raw], per_round[ours], strict=True))
+
+    return {"model": name, "median_per_s": rates, "precision": precisions,
+            "ratio_default": paired("raw OpenVINO default", "inferplex default"),
+            "ratio_f32": paired("raw OpenVINO f32", "inferplex f32"),
+            "ort_over_inferplex_default": paired("inferplex default", "raw ORT")}
+
+
 def _cpu_model() -> str:
     from inferplex.devices.cpu import cpu_info
 
@@ -125,7 +258,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="seconds per runner per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--throughput", action="store_true",
+                        help="requests/s under the THROUGHPUT hint (AsyncInferQueue) instead of sync latency")
     args = parser.parse_args()
+    if args.throughput:
+        names = args.models.split(",")
+        _print_throughput([measure_throughput(name, args.seconds, args.rounds) for name in names])
+        return
     rows = [measure(name, args.seconds, args.rounds) for name in args.models.split(",")]
     title = (f"{datetime.date.today()} {_cpu_model()}, {os.cpu_count()} cores, openvino "
              f"{openvino.__version__.split('-')[0]}, onnxruntime {ort.__version__}")
@@ -143,6 +282,27 @@ def main() -> None:
     out = os.environ.get("OUT")
     if out:
         Path(out, "cpu_engines.json").write_text(json.dumps({"title": title, "rows": rows}, indent=1))
+
+
+def _print_throughput(rows: list[dict[str, Any]]) -> None:
+    title = (f"{datetime.date.today()} {_cpu_model()}, {os.cpu_count()} cores, THROUGHPUT hint, requests/s, "
+             f"openvino {openvino.__version__.split('-')[0]}, onnxruntime {ort.__version__}")
+    table = Table(title=title, title_justify="left")
+    for column in ("model", "precision", "streams", "raw OV default", "raw OV f32", "raw ORT",
+                   "inferplex default", "inferplex f32", "inferplex / raw OV default",
+                   "inferplex / raw OV f32"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        r = row["median_per_s"]
+        table.add_row(row["model"], str(row["precision"]["inferplex default"]), row["precision"]["streams"],
+                      *(f"{r[k]:.1f}" for k in ("raw OpenVINO default", "raw OpenVINO f32", "raw ORT",
+                                                 "inferplex default", "inferplex f32")),
+                      f"{row['ratio_default']:.3f}", f"{row['ratio_f32']:.3f}")
+    Console(width=220).print(table)
+    out = os.environ.get("OUT")
+    if out:
+        report = json.dumps({"title": title, "rows": rows}, indent=1)
+        Path(out, "cpu_engines_throughput.json").write_text(report)
 
 
 if __name__ == "__main__":
