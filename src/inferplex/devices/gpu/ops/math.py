@@ -25,6 +25,12 @@ from inferplex.devices.gpu.ops._common import (
     first_reason,
     torch_dtype,
 )
+from inferplex.devices.gpu.ops._unsigned import (
+    WIDE_UNSIGNED,
+    unsigned_binary,
+    unsigned_compare,
+    unsigned_unary,
+)
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
 
@@ -44,10 +50,25 @@ def _check(allowed: frozenset[ir.DataType], attrs: tuple[str, ...] = (),
 
 
 def _elementwise(op_types: dict[str, Callable[..., Any]], allowed: frozenset[ir.DataType],
-                 versions: tuple[int, int | None] = (1, None)) -> None:
+                 versions: tuple[int, int | None] = (1, None),
+                 unsigned: Callable[[str, Callable[..., Any]], Callable[..., Any]] | None = None) -> None:
+    """Register ops that are one torch function each.
+
+    ``unsigned(op_type, fn)`` gives the function for uint16/32/64 inputs (see
+    :mod:`._unsigned`); without it those types are refused.
+    """
     for op_type, fn in op_types.items():
-        register(op_type, versions=versions, supports=_check(allowed))(
-            functools.partial(lambda info, f: f, f=fn))
+        if unsigned is None:
+            register(op_type, versions=versions, supports=_check(allowed))(
+                functools.partial(lambda info, f: f, f=fn))
+            continue
+        register(op_type, versions=versions, supports=_check(allowed | WIDE_UNSIGNED),
+                 held_dtypes=WIDE_UNSIGNED)(
+            functools.partial(_maybe_unsigned, fn=fn, wide=unsigned(op_type, fn)))
+
+
+def _maybe_unsigned(info: NodeInfo, fn: Callable[..., Any], wide: Callable[..., Any]) -> Callable[..., Any]:
+    return wide if info.input_dtypes[0] in WIDE_UNSIGNED else fn
 
 
 _elementwise({
@@ -63,13 +84,17 @@ _elementwise({"Neg": torch.neg}, FLOAT_DTYPES | _SIGNED)
 _elementwise({"Abs": torch.abs}, NUMERIC_DTYPES)
 _elementwise({"Not": torch.logical_not, "And": torch.logical_and, "Or": torch.logical_or,
               "Xor": torch.logical_xor}, _BOOL)
-_elementwise({"BitwiseNot": torch.bitwise_not, "BitwiseAnd": torch.bitwise_and,
-              "BitwiseOr": torch.bitwise_or, "BitwiseXor": torch.bitwise_xor}, INT_DTYPES)
-_elementwise({"Equal": torch.eq}, EXACT_DTYPES, versions=(7, None))
+_elementwise({"BitwiseNot": torch.bitwise_not}, INT_DTYPES,
+             unsigned=lambda op, fn: unsigned_unary(fn))
+_elementwise({"BitwiseAnd": torch.bitwise_and, "BitwiseOr": torch.bitwise_or,
+              "BitwiseXor": torch.bitwise_xor}, INT_DTYPES, unsigned=lambda op, fn: unsigned_binary(op))
+_elementwise({"Equal": torch.eq}, EXACT_DTYPES, versions=(7, None),
+             unsigned=lambda op, fn: unsigned_compare(op))
 _elementwise({"Greater": torch.gt, "Less": torch.lt, "GreaterOrEqual": torch.ge,
-              "LessOrEqual": torch.le}, NUMERIC_DTYPES, versions=(7, None))
+              "LessOrEqual": torch.le}, NUMERIC_DTYPES, versions=(7, None),
+             unsigned=lambda op, fn: unsigned_compare(op))
 _elementwise({"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul}, NUMERIC_DTYPES,
-             versions=(7, None))
+             versions=(7, None), unsigned=lambda op, fn: unsigned_binary(op))
 
 
 @register("Sign", versions=(9, None), supports=_check(NUMERIC_DTYPES))
@@ -89,8 +114,11 @@ def _identity(info: NodeInfo) -> Callable[..., Any]:
     return lambda x: x
 
 
-@register("Div", versions=(7, None), supports=_check(NUMERIC_DTYPES))
+@register("Div", versions=(7, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
+          held_dtypes=WIDE_UNSIGNED)
 def _div(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] in WIDE_UNSIGNED:
+        return unsigned_binary("Div")
     if info.input_dtypes[0] in INT_DTYPES:
         # C and numpy-then-cast both truncate integer quotients toward zero.
         return functools.partial(torch.div, rounding_mode="trunc")
@@ -131,14 +159,16 @@ def _pow(info: NodeInfo) -> Callable[..., Any]:
 
 
 def _shift_supports(info: NodeInfo) -> str | None:
-    reason = _check(frozenset({ir.DataType.UINT8}), ("direction",))(info)
+    reason = _check(frozenset({ir.DataType.UINT8}) | WIDE_UNSIGNED, ("direction",))(info)
     if reason is None and info.attr("direction") not in ("LEFT", "RIGHT"):
         return f"BitShift direction {info.attr('direction')!r} is not LEFT or RIGHT"
     return reason
 
 
-@register("BitShift", versions=(11, None), supports=_shift_supports)
+@register("BitShift", versions=(11, None), supports=_shift_supports, held_dtypes=WIDE_UNSIGNED)
 def _bit_shift(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] in WIDE_UNSIGNED:
+        return unsigned_binary(f"BitShift{info.attr('direction')}")
     if info.attr("direction") == "LEFT":
         return torch.bitwise_left_shift
     return torch.bitwise_right_shift
@@ -197,9 +227,18 @@ def _variadic(op: Callable[..., torch.Tensor]) -> Callable[[NodeInfo], Callable[
     return lower
 
 
+def _extremum(op: str, fn: Callable[..., torch.Tensor]) -> Callable[[NodeInfo], Callable[..., Any]]:
+    def lower(info: NodeInfo) -> Callable[..., Any]:
+        return unsigned_binary(op) if info.input_dtypes[0] in WIDE_UNSIGNED else _variadic(fn)(info)
+
+    return lower
+
+
 # torch.maximum/minimum propagate NaN, like ONNX (numpy's maximum/minimum).
-register("Max", versions=(6, None), supports=_check(NUMERIC_DTYPES))(_variadic(torch.maximum))
-register("Min", versions=(6, None), supports=_check(NUMERIC_DTYPES))(_variadic(torch.minimum))
+register("Max", versions=(6, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
+         held_dtypes=WIDE_UNSIGNED)(_extremum("Max", torch.maximum))
+register("Min", versions=(6, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
+         held_dtypes=WIDE_UNSIGNED)(_extremum("Min", torch.minimum))
 register("Sum", versions=(6, None), supports=_check(FLOAT_DTYPES))(_variadic(torch.add))
 
 
