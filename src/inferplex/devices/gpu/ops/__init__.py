@@ -7,5 +7,7 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     misc,
     nn,
     reduce,
+    sampling,
     shape,
+    types,
 )
