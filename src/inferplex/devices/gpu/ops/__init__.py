@@ -7,6 +7,7 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     math,
     misc,
     nn,
+    quantized,
     reduce,
     sampling,
     shape,
