@@ -11,5 +11,6 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     reduce,
     sampling,
     shape,
+    transformer,
     types,
 )
