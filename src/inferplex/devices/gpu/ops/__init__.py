@@ -9,6 +9,7 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     nn,
     quantized,
     reduce,
+    sequence,
     sampling,
     shape,
     transformer,
