@@ -2,6 +2,7 @@
 
 from inferplex.devices.gpu.ops import (  # noqa: F401
     activations,
+    control_flow,
     detection,
     indexing,
     math,
