@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, ort_run
 from onnx import TensorProto, helper, numpy_helper
 from torch_export import export_onnx
 
 import inferplex as ov
+
+from conftest import make_model, ort_run
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -186,7 +187,8 @@ def test_integer_matmul_is_exact_on_large_sums(core: ov.Core) -> None:
                        [("a", TensorProto.UINT8, [3, k]), ("b", TensorProto.INT8, [k, 2]),
                         ("za", TensorProto.UINT8, []), ("zb", TensorProto.INT8, [])],
                        [("y", TensorProto.INT32, [3, 2])], opset=13)
-    feeds = {"a": rng.integers(200, 256, (3, k), dtype=np.uint8), "b": rng.integers(-128, -100, (k, 2), np.int8),
+    feeds = {"a": rng.integers(200, 256, (3, k), dtype=np.uint8),
+             "b": rng.integers(-128, -100, (k, 2), np.int8),
              "za": np.array(3, np.uint8), "zb": np.array(5, np.int8)}
     (got,) = _run_on_gpu(core, model, feeds)
     want = (feeds["a"].astype(np.int64) - 3) @ (feeds["b"].astype(np.int64) - 5)
@@ -209,7 +211,8 @@ def test_layer_normalization_runs_when_the_input_rank_is_unknown(core: ov.Core) 
     np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize(("elem", "dtype"), [(TensorProto.UINT32, np.uint32), (TensorProto.UINT64, np.uint64)])
+@pytest.mark.parametrize(("elem", "dtype"),
+                         [(TensorProto.UINT32, np.uint32), (TensorProto.UINT64, np.uint64)])
 def test_unsigned_arithmetic_and_comparisons_are_exact_at_the_top_of_the_range(
         core: ov.Core, elem: int, dtype: Any) -> None:
     nodes = [helper.make_node(op, ["a", "b"], [out], name=out)
@@ -237,7 +240,8 @@ def test_non_max_suppression_matches_onnx_runtime(core: ov.Core) -> None:
               numpy_helper.from_array(np.array([0.2], np.float32), "floor")]
     node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou", "floor"], ["picked"],
                             name="nms")
-    model = make_model([node], [("boxes", TensorProto.FLOAT, [2, 30, 4]), ("scores", TensorProto.FLOAT, [2, 3, 30])],
+    model = make_model([node], [("boxes", TensorProto.FLOAT, [2, 30, 4]),
+                                ("scores", TensorProto.FLOAT, [2, 3, 30])],
                        [("picked", TensorProto.INT64, ["K", 3])], limits, opset=11)
     feeds = {"boxes": boxes, "scores": rng.uniform(0, 1, (2, 3, 30)).astype(np.float32)}
     (got,) = _run_on_gpu(core, model, feeds)
@@ -248,7 +252,8 @@ def test_deformable_detr_style_grid_sample_matches_onnx_runtime(core: ov.Core) -
     rng = np.random.default_rng(10)
     node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode="linear", padding_mode="zeros",
                             align_corners=0, name="sample")
-    model = make_model([node], [("x", TensorProto.FLOAT, [2, 8, 12, 16]), ("grid", TensorProto.FLOAT, [2, 5, 7, 2])],
+    model = make_model([node], [("x", TensorProto.FLOAT, [2, 8, 12, 16]),
+                                ("grid", TensorProto.FLOAT, [2, 5, 7, 2])],
                        [("y", TensorProto.FLOAT, [2, 8, 5, 7])], opset=20)
     feeds = {"x": rng.standard_normal((2, 8, 12, 16)).astype(np.float32),
              "grid": rng.uniform(-1.1, 1.1, (2, 5, 7, 2)).astype(np.float32)}

@@ -16,8 +16,14 @@ from collections.abc import Callable
 import onnx_ir as ir
 import torch
 
-__all__ = ["WIDE_UNSIGNED", "unsigned_binary", "unsigned_compare", "unsigned_unary",
-           "widen", "narrow"]
+__all__ = [
+    "WIDE_UNSIGNED",
+    "narrow",
+    "unsigned_binary",
+    "unsigned_compare",
+    "unsigned_unary",
+    "widen",
+]
 
 WIDE_UNSIGNED = frozenset({ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64})
 _UNSIGNED_TORCH = (torch.uint16, torch.uint32, torch.uint64)

@@ -12,10 +12,9 @@ back to the host, so programs holding these ops run eagerly (no CUDA graphs).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-
-import weakref
 
 import onnx_ir as ir
 import torch
@@ -221,7 +220,8 @@ def _scan(info: NodeInfo) -> Callable[..., Any]:
         steps = xs[0].shape[axes[0]] if xs else 0
         pieces: list[list[torch.Tensor]] = [[] for _ in range(scans_out)]
         for t in range(steps):
-            slices = [x.select(a, steps - 1 - t if d else t) for x, a, d in zip(xs, axes, in_dirs, strict=True)]
+            slices = [x.select(a, steps - 1 - t if d else t)
+                      for x, a, d in zip(xs, axes, in_dirs, strict=True)]
             outs = body.run(scope, [*states, *slices], device)
             states = outs[:states_n]
             for k, piece in enumerate(outs[states_n:]):

@@ -35,12 +35,14 @@ def _pairwise_iou(corners: torch.Tensor) -> torch.Tensor:
     """[B, N, N] IoU of every pair of boxes of each batch (0 where the union is empty)."""
     y1, x1, y2, x2 = corners.unsqueeze(-1).unbind(-2)
     area = (y2 - y1) * (x2 - x1)
-    height = (torch.minimum(y2, y2.transpose(-1, -2)) - torch.maximum(y1, y1.transpose(-1, -2))).clamp(min=0)
-    width = (torch.minimum(x2, x2.transpose(-1, -2)) - torch.maximum(x1, x1.transpose(-1, -2))).clamp(min=0)
+    y1t, x1t, y2t, x2t = (t.transpose(-1, -2) for t in (y1, x1, y2, x2))
+    height = (torch.minimum(y2, y2t) - torch.maximum(y1, y1t)).clamp(min=0)
+    width = (torch.minimum(x2, x2t) - torch.maximum(x1, x1t)).clamp(min=0)
     inter = height * width
     union = area + area.transpose(-1, -2) - inter
     valid = (area > 0) & (area.transpose(-1, -2) > 0) & (union > 0)
-    return torch.where(valid, inter / torch.where(valid, union, torch.ones_like(union)), torch.zeros_like(union))
+    safe_union = torch.where(valid, union, torch.ones_like(union))
+    return torch.where(valid, inter / safe_union, torch.zeros_like(union))
 
 
 def _greedy(order: np.ndarray, iou: np.ndarray, threshold: float, limit: int) -> list[int]:

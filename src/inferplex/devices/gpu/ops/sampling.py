@@ -53,7 +53,8 @@ def _grid_sample_supports(info: NodeInfo) -> str | None:
     if rank is None:
         return "GridSample needs the input rank"
     if rank not in (4, 5) or (rank == 5 and _MODES[mode] == "bicubic"):
-        return f"GridSample {mode} on a rank-{rank} input is not supported (torch: 4-D, or 5-D linear/nearest)"
+        return (f"GridSample {mode} on a rank-{rank} input is not supported "
+                "(torch: 4-D, or 5-D linear/nearest)")
     if info.input_dtypes[0] is not None and info.input_dtypes[0] != info.input_dtypes[1]:
         return "GridSample with different input and grid element types is not supported"
     return None
@@ -124,7 +125,8 @@ def _col2im_for(image: list[int], block: list[int], dilations: list[int] | None,
     dilations, strides = dilations or [1] * dims, strides or [1] * dims
     pads = pads or [0] * (2 * dims)
     if dims == 2 and pads[:2] == pads[2:]:
-        return lambda x: F.fold(x, image, block, dilation=dilations, padding=pads[:2], stride=strides)
+        return lambda x: F.fold(x, tuple(image), tuple(block), dilation=tuple(dilations),
+                                padding=tuple(pads[:2]), stride=tuple(strides))
     padded = [image[d] + pads[d] + pads[d + dims] for d in range(dims)]
     counts = [(padded[d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1 for d in range(dims)]
     # For every (kernel offset, block position) pair, the flat index in the padded image.

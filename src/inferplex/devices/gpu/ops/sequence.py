@@ -205,7 +205,7 @@ def _recurrent(info: NodeInfo) -> Callable[..., Any]:
             cs.append(c)
         y_all = torch.stack(ys, dim=1)  # [seq, dirs, batch, hidden]
         h_all = torch.stack(hs)
-        c_all = torch.stack(cs) if op == "LSTM" else None
+        c_all = torch.stack([c for c in cs if c is not None]) if op == "LSTM" else None
         if layout:
             y_all = y_all.permute(2, 0, 1, 3)
             h_all = h_all.transpose(0, 1)
