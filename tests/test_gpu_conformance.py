@@ -41,6 +41,9 @@ GPU_RTOL = {**NARROW_RTOL, "float16": 2**-9}
 """Half-precision results may differ from numpy's by an ulp or two: torch sums f16/bf16 products in
 float32, numpy's reference in the narrow type."""
 CASES = cases()
+REFERENCE_NOISE_ATOL = {"node/test_dft_inverse": 1e-6, "node/test_dft_inverse_opset19": 1e-6}
+"""Cases whose reference came from numpy's complex64 FFT: where the exact value is 0 it holds
+float32 rounding noise (1.9e-7) above the case's atol, which an exact FFT does not reproduce."""
 
 
 # --- support, cached per case (shared by the cases and the coverage figure) ------------------
@@ -82,8 +85,8 @@ def test_conformance(case: Case, core: Any) -> None:
     compiled = core.compile_model(model, "GPU.0")
     for feeds, refs in data_sets:
         results = compiled(feeds)
-        assert_similar(refs, [results[i] for i in range(len(compiled.outputs))], case.rtol, case.atol,
-                       GPU_RTOL)
+        assert_similar(refs, [results[i] for i in range(len(compiled.outputs))], case.rtol,
+                       REFERENCE_NOISE_ATOL.get(case.id, case.atol), GPU_RTOL)
 
 
 def _ort_passing() -> list[str]:

@@ -14,6 +14,7 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     sampling,
     sequence,
     shape,
+    spectral,
     transformer,
     types,
 )
