@@ -64,10 +64,12 @@ TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
 HELD_DTYPES: dict[ir.DataType, torch.dtype] = {
     **TORCH_DTYPES, ir.DataType.UINT16: torch.uint16, ir.DataType.UINT32: torch.uint32,
     ir.DataType.UINT64: torch.uint64,
+    ir.DataType.FLOAT8E4M3FN: torch.float8_e4m3fn, ir.DataType.FLOAT8E4M3FNUZ: torch.float8_e4m3fnuz,
+    ir.DataType.FLOAT8E5M2: torch.float8_e5m2, ir.DataType.FLOAT8E5M2FNUZ: torch.float8_e5m2fnuz,
 }
 """Element types the GPU device holds: model inputs, outputs and constants may have them.  torch
-stores uint16/32/64 but has few kernels for them, so only lowerings that name them in
-``held_dtypes`` (they widen or reinterpret them) take nodes that touch them."""
+stores uint16/32/64 and the float8 types but has few kernels for them, so only lowerings that
+name them in ``held_dtypes`` (they widen, convert or reinterpret them) take nodes that touch them."""
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 # Ops whose output depends on random state: never folded to constants.
@@ -241,7 +243,7 @@ def _fold(analysis: Analysis, node: ir.Node, info: NodeInfo, fn: Callable[..., A
 
 
 _NP_OK = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
-          "uint16", "uint32", "uint64"}
+          "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"}
 
 
 def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> None:

@@ -31,6 +31,7 @@ from inferplex.devices.gpu.ops._unsigned import (
     unsigned_compare,
     unsigned_unary,
 )
+from inferplex.devices.gpu.ops.types import CAST_HELD, HELD_TORCH, held_cast, held_cast_reason
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
 
@@ -255,25 +256,29 @@ def _target_dtype(info: NodeInfo) -> ir.DataType | None:
 
 
 def _cast_supports(info: NodeInfo) -> str | None:
-    # saturate and round_mode only change casts to float8/float4, which are refused.
-    reason = _check(EXACT_DTYPES, ("to", "saturate", "round_mode"), inputs=(0,))(info)
+    # saturate changes casts to float8 only; round_mode only casts to float8e8m0, which is refused.
+    reason = _check(EXACT_DTYPES | CAST_HELD, ("to", "saturate", "round_mode"), inputs=(0,))(info)
     if reason is not None:
         return reason
     target = _target_dtype(info)
     if target is None:
         return "the target element type is unknown"
-    if target not in EXACT_DTYPES:
+    if target not in EXACT_DTYPES | CAST_HELD:
         return f"cast to {target.name} is not supported"
-    return None
+    return held_cast_reason(info.input_dtypes[0], target)
 
 
-@register("Cast", versions=(6, None), supports=_cast_supports)
-@register("CastLike", versions=(15, None), supports=_cast_supports)
+@register("Cast", versions=(6, None), supports=_cast_supports, held_dtypes=CAST_HELD)
+@register("CastLike", versions=(15, None), supports=_cast_supports, held_dtypes=CAST_HELD)
 def _cast(info: NodeInfo) -> Callable[..., Any]:
     # torch, like ONNX, truncates floats toward zero when casting to integers and
     # maps NaN to True when casting to bool.
     target = _target_dtype(info)
     if target is None:  # _cast_supports refuses such a node, so it is never lowered
         raise CompileError(f"{info.op_type}: the target element type is unknown")
+    source = info.input_dtypes[0]
+    if target in CAST_HELD or source in CAST_HELD:
+        convert = held_cast(source, target, bool(info.attr("saturate", 1)), HELD_TORCH[target])
+        return lambda x, like=None: convert(x)
     dtype = torch_dtype(target)
     return lambda x, like=None: x.to(dtype)

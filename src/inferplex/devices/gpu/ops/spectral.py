@@ -142,7 +142,8 @@ _WINDOWS: dict[str, Callable[[torch.Tensor, float], torch.Tensor]] = {
 
 
 def _window_supports(info: NodeInfo) -> str | None:
-    reason = first_reason(attrs_reason(info, ("output_datatype", "periodic")), dtype_reason(info, (0,), _INTS))
+    reason = first_reason(attrs_reason(info, ("output_datatype", "periodic")),
+                          dtype_reason(info, (0,), _INTS))
     target = ir.DataType(info.attr("output_datatype", 1))
     if reason is None and target not in EXACT_DTYPES:
         return f"{info.op_type} output_datatype {target.name} is not supported"
