@@ -29,12 +29,13 @@ from inferplex.devices.gpu.ops._common import (
     normalize_axis,
 )
 from inferplex.devices.gpu.ops._unsigned import narrow
+from inferplex.devices.gpu.ops.types import FLOAT8, to_float8
 from inferplex.devices.gpu.registry import NodeInfo, register
 
 _QUANT = frozenset({ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16,
                     ir.DataType.INT32})
 _EIGHT_BIT = frozenset({ir.DataType.INT8, ir.DataType.UINT8})
-_HELD = frozenset({ir.DataType.UINT16})
+_HELD = frozenset({ir.DataType.UINT16}) | FLOAT8
 _RANGES = {torch.int8: (-128, 127), torch.uint8: (0, 255), torch.int16: (-32768, 32767),
            torch.uint16: (0, 65535), torch.int32: (-(2**31), 2**31 - 1)}
 _TORCH = {ir.DataType.INT8: torch.int8, ir.DataType.UINT8: torch.uint8, ir.DataType.INT16: torch.int16,
@@ -54,8 +55,8 @@ def _per_axis(param: torch.Tensor, x: torch.Tensor, axis: int, block: int) -> to
 
 
 def _as_int(x: torch.Tensor) -> torch.Tensor:
-    """Integer data widened to int64 (uint16 has no arithmetic kernels)."""
-    return x.to(torch.int64)
+    """Integer data widened to int64 (uint16 has no arithmetic kernels); float8 data as float32."""
+    return x.to(torch.float32) if x.dtype.itemsize == 1 and x.is_floating_point() else x.to(torch.int64)
 
 
 def _saturate(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -72,8 +73,8 @@ def _quantize_supports(info: NodeInfo) -> str | None:
     reason = first_reason(attrs_reason(info, ("axis", "saturate", "block_size", "output_dtype",
                                               "precision")),
                           dtype_reason(info, (0, 1), FLOAT_DTYPES),
-                          dtype_reason(info, (2,), _QUANT))
-    if reason is None and _quantized_type(info) not in _TORCH:
+                          dtype_reason(info, (2,), _QUANT | FLOAT8))
+    if reason is None and _quantized_type(info) not in _TORCH and _quantized_type(info) not in FLOAT8:
         return f"QuantizeLinear to {_quantized_type(info).name} is not supported (float8/int4 types)"
     if reason is None and info.rank(0) is None and info.attr("axis", 1) != 1:
         return "QuantizeLinear per axis needs the input rank"
@@ -89,8 +90,10 @@ def _quantized_type(info: NodeInfo) -> ir.DataType:
 
 @register("QuantizeLinear", versions=(10, None), supports=_quantize_supports, held_dtypes=_HELD)
 def _quantize_linear(info: NodeInfo) -> Callable[..., Any]:
-    dtype = _TORCH[_quantized_type(info)]
     axis_attr, block = int(info.attr("axis", 1)), int(info.attr("block_size", 0))
+    if _quantized_type(info) in FLOAT8:
+        return _quantize_float8(_quantized_type(info), bool(info.attr("saturate", 1)), axis_attr, block)
+    dtype = _TORCH[_quantized_type(info)]
 
     def quantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None = None) -> torch.Tensor:
         compute = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -102,9 +105,21 @@ def _quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     return quantize
 
 
+def _quantize_float8(target: ir.DataType, saturate: bool, axis: int, block: int) -> Callable[..., Any]:
+    """QuantizeLinear to a float8 type: ``x / scale`` (the zero point is 0 for these types), rounded
+    and saturated like Cast."""
+    cast = to_float8(target, saturate)
+
+    def quantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None = None) -> torch.Tensor:
+        compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+        return cast(x.to(compute) / _per_axis(scale, x, axis, block).to(compute))
+
+    return quantize
+
+
 def _dequantize_supports(info: NodeInfo) -> str | None:
     reason = first_reason(attrs_reason(info, ("axis", "block_size", "output_dtype")),
-                          dtype_reason(info, (0, 2), _QUANT), dtype_reason(info, (1,), FLOAT_DTYPES))
+                          dtype_reason(info, (0, 2), _QUANT | FLOAT8), dtype_reason(info, (1,), FLOAT_DTYPES))
     output = info.attr("output_dtype", 0)
     if reason is None and output and ir.DataType(output) not in FLOAT_DTYPES:
         return f"DequantizeLinear to {ir.DataType(output).name} is not supported"

@@ -70,6 +70,7 @@ def _dft_supports(info: NodeInfo) -> str | None:
 def _dft(info: NodeInfo) -> Callable[..., Any]:
     inverse, onesided = bool(info.attr("inverse", 0)), bool(info.attr("onesided", 0))
     length, length_at_run = _int_input(info, 1)
+    axis_value: int | None
     if info.opset < 20:
         axis_value, axis_at_run = int(info.attr("axis", 1)), False
     else:
