@@ -294,3 +294,25 @@ def test_refused_op_names_its_reason_and_runs_on_hetero(core: ov.Core) -> None:
              "offset": rng.uniform(-0.5, 0.5, (1, 8, 3, 3)).astype(np.float32)}
     got = core.compile_model(model, "HETERO:GPU.0,CPU")(feeds)[0]
     np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_if_on_the_gpu_reads_a_value_made_on_the_cpu_under_hetero(core: ov.Core) -> None:
+    rng = np.random.default_rng(12)
+    weight = numpy_helper.from_array(rng.standard_normal((2, 1, 2, 2)).astype(np.float32), "w")
+    then_graph = helper.make_graph([helper.make_node("Relu", ["deformed"], ["t"])], "then", [],
+                                   [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 2, 3, 3])])
+    else_graph = helper.make_graph([helper.make_node("Neg", ["deformed"], ["e"])], "else", [],
+                                   [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 2, 3, 3])])
+    nodes = [helper.make_node("DeformConv", ["x", "w", "offset"], ["deformed"], kernel_shape=[2, 2],
+                              name="deform"),
+             helper.make_node("If", ["flag"], ["y"], then_branch=then_graph, else_branch=else_graph,
+                              name="branch")]
+    model = make_model(nodes, [("x", TensorProto.FLOAT, [1, 1, 4, 4]),
+                               ("offset", TensorProto.FLOAT, [1, 8, 3, 3]), ("flag", TensorProto.BOOL, [])],
+                       [("y", TensorProto.FLOAT, [1, 2, 3, 3])], [weight], opset=19)
+    assert set(core.query_model(model, "GPU.0")) == {"branch"}
+    compiled = core.compile_model(model, "HETERO:GPU.0,CPU")
+    for flag in (True, False):
+        feeds = {"x": rng.standard_normal((1, 1, 4, 4)).astype(np.float32),
+                 "offset": rng.uniform(-0.5, 0.5, (1, 8, 3, 3)).astype(np.float32), "flag": np.array(flag)}
+        np.testing.assert_allclose(compiled(feeds)[0], ort_run(model, feeds)[0], rtol=1e-5, atol=1e-6)

@@ -18,6 +18,7 @@ import torch
 
 __all__ = [
     "WIDE_UNSIGNED",
+    "bit_shift",
     "narrow",
     "unsigned_binary",
     "unsigned_compare",
@@ -83,13 +84,13 @@ _BINARY: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.dtype], torch.Ten
     "Sub": lambda a, b, _: a - b,
     "Mul": lambda a, b, _: a * b,
     "Div": _div,
+    # unsigned remainders have no sign to choose: fmod and Python's % agree
+    "Mod": lambda a, b, d: a - _div(a, b, d) * b,
     "BitwiseAnd": lambda a, b, _: a & b,
     "BitwiseOr": lambda a, b, _: a | b,
     "BitwiseXor": lambda a, b, _: a ^ b,
     "Max": lambda a, b, d: torch.where(_ordered(a, d) >= _ordered(b, d), a, b),
     "Min": lambda a, b, d: torch.where(_ordered(a, d) <= _ordered(b, d), a, b),
-    "BitShiftLEFT": lambda a, n, _: a << n,
-    "BitShiftRIGHT": _shift_right,
 }
 
 _COMPARE: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
@@ -129,3 +130,34 @@ def unsigned_unary(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torc
         return narrow(fn(widen(x)), x.dtype)
 
     return compute
+
+
+_BITS = {torch.int8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64, torch.uint8: 8,
+         torch.uint16: 16, torch.uint32: 32, torch.uint64: 64}
+
+
+def bit_shift(direction: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """ONNX BitShift on any integer type, exactly as its reference: shifts by a negative amount or
+    by the type's width or more give 0 (right shifts of negative signed values give -1); left
+    shifts wrap modulo 2**bits."""
+
+    def shift(a: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        dtype, width = a.dtype, _BITS[a.dtype]
+        wide_a, wide_n = widen(a).to(torch.int64), widen(n).to(torch.int64)
+        if dtype == torch.uint64:
+            # a shift amount of 2**63 or more reads as negative here: out of range either way
+            wide_n = torch.where(wide_n < 0, torch.full_like(wide_n, width), wide_n)
+        wide_a, wide_n = torch.broadcast_tensors(wide_a, wide_n)
+        outside = (wide_n < 0) | (wide_n >= width)
+        amount = wide_n.clamp(0, width - 1)
+        signed = not (dtype in _UNSIGNED_TORCH or dtype == torch.uint8)
+        if direction == "LEFT":
+            result = torch.where(outside, torch.zeros_like(wide_a), wide_a << amount)
+        else:
+            shifted = _shift_right(wide_a, amount, dtype) if dtype == torch.uint64 else wide_a >> amount
+            spill = torch.where(wide_a < 0, -torch.ones_like(wide_a), torch.zeros_like(wide_a)) \
+                if signed else torch.zeros_like(wide_a)
+            result = torch.where(outside, spill, shifted)
+        return narrow(result, dtype) if dtype in _UNSIGNED_TORCH else result.to(dtype)
+
+    return shift

@@ -27,9 +27,11 @@ from inferplex.devices.gpu.ops._common import (
 )
 from inferplex.devices.gpu.ops._unsigned import (
     WIDE_UNSIGNED,
+    bit_shift,
     unsigned_binary,
     unsigned_compare,
     unsigned_unary,
+    widen,
 )
 from inferplex.devices.gpu.ops.types import CAST_HELD, HELD_TORCH, held_cast, held_cast_reason
 from inferplex.devices.gpu.registry import NodeInfo, register
@@ -127,19 +129,24 @@ def _div(info: NodeInfo) -> Callable[..., Any]:
 
 
 def _mod_supports(info: NodeInfo) -> str | None:
-    reason = _check(NUMERIC_DTYPES, ("fmod",))(info)
-    if reason is None and info.attr("fmod", 0) == 0 and info.input_dtypes[0] in FLOAT_DTYPES:
-        return "Mod of floats needs fmod=1"
-    return reason
+    return _check(NUMERIC_DTYPES | WIDE_UNSIGNED, ("fmod",))(info)
 
 
-@register("Mod", versions=(10, None), supports=_mod_supports)
+@register("Mod", versions=(10, None), supports=_mod_supports, held_dtypes=WIDE_UNSIGNED)
 def _mod(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] in WIDE_UNSIGNED:
+        return unsigned_binary("Mod")
     # fmod=0: the sign of the divisor (Python's %); fmod=1: the sign of the dividend (C's fmod).
     return torch.fmod if info.attr("fmod", 0) else torch.remainder
 
 
-@register("Pow", versions=(7, None), supports=_check(NUMERIC_DTYPES))
+def _pow_supports(info: NodeInfo) -> str | None:
+    # an unsigned exponent converts to the base's floating type exactly enough for torch.pow
+    return first_reason(_check(NUMERIC_DTYPES, inputs=(0,))(info),
+                        _check(NUMERIC_DTYPES | WIDE_UNSIGNED, inputs=(1,))(info))
+
+
+@register("Pow", versions=(7, None), supports=_pow_supports, held_dtypes=WIDE_UNSIGNED)
 def _pow(info: NodeInfo) -> Callable[..., Any]:
     base, exponent = info.input_dtypes[0], info.input_dtypes[1]
 
@@ -147,7 +154,8 @@ def _pow(info: NodeInfo) -> Callable[..., Any]:
         # The result has the base's type.  An integer base with a float exponent is
         # computed in double (like ORT's std::pow and numpy) and truncated back;
         # otherwise both operands are promoted numpy-style, which torch skips for
-        # 0-d tensors.
+        # 0-d tensors.  An unsigned 16/32/64-bit exponent is taken as int64 (uint64 by its bits).
+        y = widen(y)
         if not x.is_floating_point() and y.is_floating_point():
             common = torch.float64
         else:
@@ -160,7 +168,7 @@ def _pow(info: NodeInfo) -> Callable[..., Any]:
 
 
 def _shift_supports(info: NodeInfo) -> str | None:
-    reason = _check(frozenset({ir.DataType.UINT8}) | WIDE_UNSIGNED, ("direction",))(info)
+    reason = _check(INT_DTYPES | WIDE_UNSIGNED, ("direction",))(info)
     if reason is None and info.attr("direction") not in ("LEFT", "RIGHT"):
         return f"BitShift direction {info.attr('direction')!r} is not LEFT or RIGHT"
     return reason
@@ -168,11 +176,7 @@ def _shift_supports(info: NodeInfo) -> str | None:
 
 @register("BitShift", versions=(11, None), supports=_shift_supports, held_dtypes=WIDE_UNSIGNED)
 def _bit_shift(info: NodeInfo) -> Callable[..., Any]:
-    if info.input_dtypes[0] in WIDE_UNSIGNED:
-        return unsigned_binary(f"BitShift{info.attr('direction')}")
-    if info.attr("direction") == "LEFT":
-        return torch.bitwise_left_shift
-    return torch.bitwise_right_shift
+    return bit_shift(str(info.attr("direction")))
 
 
 @register("IsInf", versions=(10, None),
