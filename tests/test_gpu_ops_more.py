@@ -279,40 +279,79 @@ def test_if_branches_read_values_of_the_enclosing_graph(core: ov.Core) -> None:
         np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-6)
 
 
+def _unpool_model(extra_nodes: list[onnx.NodeProto], outputs: list[Any]) -> onnx.ModelProto:
+    """MaxUnpool (no GPU lowering) after a Relu, then ``extra_nodes``."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("MaxUnpool", ["r", "where"], ["unpooled"], kernel_shape=[2, 2], strides=[2, 2],
+                              name="unpool"), *extra_nodes]
+    return make_model(nodes, [("x", TensorProto.FLOAT, [1, 1, 2, 2]),
+                              ("where", TensorProto.INT64, [1, 1, 2, 2]),
+                              ("flag", TensorProto.BOOL, [])], outputs, opset=19)
+
+
+def _unpool_feeds(rng: np.random.Generator, flag: bool) -> dict[str, np.ndarray]:
+    where = np.array([0, 3, 9, 14], np.int64).reshape(1, 1, 2, 2)  # one position in each 2x2 window
+    return {"x": rng.standard_normal((1, 1, 2, 2)).astype(np.float32), "where": where, "flag": np.array(flag)}
+
+
 def test_refused_op_names_its_reason_and_runs_on_hetero(core: ov.Core) -> None:
     rng = np.random.default_rng(11)
-    weight = numpy_helper.from_array(rng.standard_normal((2, 1, 2, 2)).astype(np.float32), "w")
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-             helper.make_node("DeformConv", ["r", "w", "offset"], ["y"], kernel_shape=[2, 2], name="deform")]
-    model = make_model(nodes, [("x", TensorProto.FLOAT, [1, 1, 4, 4]),
-                               ("offset", TensorProto.FLOAT, [1, 8, 3, 3])],
-                       [("y", TensorProto.FLOAT, [1, 2, 3, 3])], [weight], opset=19)
-    assert set(core.query_model(model, "GPU.0")) == {"relu"}
-    with pytest.raises(ov.errors.UnsupportedOpError, match="no GPU lowering for DeformConv"):
+    model = _unpool_model([helper.make_node("Identity", ["unpooled"], ["y"], name="same")],
+                          [("y", TensorProto.FLOAT, [1, 1, 4, 4])])
+    assert set(core.query_model(model, "GPU.0")) == {"relu", "same"}
+    with pytest.raises(ov.errors.UnsupportedOpError, match="no GPU lowering for MaxUnpool"):
         core.compile_model(model, "GPU.0")
-    feeds = {"x": rng.standard_normal((1, 1, 4, 4)).astype(np.float32),
-             "offset": rng.uniform(-0.5, 0.5, (1, 8, 3, 3)).astype(np.float32)}
+    feeds = _unpool_feeds(rng, True)
     got = core.compile_model(model, "HETERO:GPU.0,CPU")(feeds)[0]
-    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-6)
 
 
 def test_if_on_the_gpu_reads_a_value_made_on_the_cpu_under_hetero(core: ov.Core) -> None:
     rng = np.random.default_rng(12)
-    weight = numpy_helper.from_array(rng.standard_normal((2, 1, 2, 2)).astype(np.float32), "w")
-    then_graph = helper.make_graph([helper.make_node("Relu", ["deformed"], ["t"])], "then", [],
-                                   [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 2, 3, 3])])
-    else_graph = helper.make_graph([helper.make_node("Neg", ["deformed"], ["e"])], "else", [],
-                                   [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 2, 3, 3])])
-    nodes = [helper.make_node("DeformConv", ["x", "w", "offset"], ["deformed"], kernel_shape=[2, 2],
-                              name="deform"),
-             helper.make_node("If", ["flag"], ["y"], then_branch=then_graph, else_branch=else_graph,
-                              name="branch")]
-    model = make_model(nodes, [("x", TensorProto.FLOAT, [1, 1, 4, 4]),
-                               ("offset", TensorProto.FLOAT, [1, 8, 3, 3]), ("flag", TensorProto.BOOL, [])],
-                       [("y", TensorProto.FLOAT, [1, 2, 3, 3])], [weight], opset=19)
-    assert set(core.query_model(model, "GPU.0")) == {"branch"}
+    then_graph = helper.make_graph([helper.make_node("Relu", ["unpooled"], ["t"])], "then", [],
+                                   [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 1, 4, 4])])
+    else_graph = helper.make_graph([helper.make_node("Neg", ["unpooled"], ["e"])], "else", [],
+                                   [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 1, 4, 4])])
+    branch = helper.make_node("If", ["flag"], ["y"], then_branch=then_graph, else_branch=else_graph,
+                              name="branch")
+    model = _unpool_model([branch], [("y", TensorProto.FLOAT, [1, 1, 4, 4])])
+    assert "branch" in core.query_model(model, "GPU.0")
     compiled = core.compile_model(model, "HETERO:GPU.0,CPU")
     for flag in (True, False):
-        feeds = {"x": rng.standard_normal((1, 1, 4, 4)).astype(np.float32),
-                 "offset": rng.uniform(-0.5, 0.5, (1, 8, 3, 3)).astype(np.float32), "flag": np.array(flag)}
-        np.testing.assert_allclose(compiled(feeds)[0], ort_run(model, feeds)[0], rtol=1e-5, atol=1e-6)
+        feeds = _unpool_feeds(rng, flag)
+        np.testing.assert_allclose(compiled(feeds)[0], ort_run(model, feeds)[0], rtol=1e-6)
+
+
+def test_deformable_convolution_with_mask_and_groups_matches_onnx_runtime(core: ov.Core) -> None:
+    rng = np.random.default_rng(13)
+    weight = numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    node = helper.make_node("DeformConv", ["x", "w", "offset", "b", "mask"], ["y"], kernel_shape=[3, 3],
+                            pads=[1, 1, 1, 1], group=2, offset_group=2, name="dcn")
+    model = make_model([node], [("x", TensorProto.FLOAT, [2, 4, 6, 5]),
+                                ("offset", TensorProto.FLOAT, [2, 36, 6, 5]),
+                                ("mask", TensorProto.FLOAT, [2, 18, 6, 5])],
+                       [("y", TensorProto.FLOAT, [2, 4, 6, 5])], [weight, bias], opset=19)
+    feeds = {"x": rng.standard_normal((2, 4, 6, 5)).astype(np.float32),
+             "offset": rng.uniform(-2, 2, (2, 36, 6, 5)).astype(np.float32),
+             "mask": rng.uniform(0, 1, (2, 18, 6, 5)).astype(np.float32)}
+    (got,) = _run_on_gpu(core, model, feeds)
+    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_audio_front_end_window_and_stft_match_numpy(core: ov.Core) -> None:
+    frame, step = 16, 4
+    length = numpy_helper.from_array(np.array(frame, np.int64), "length")
+    hop = numpy_helper.from_array(np.array(step, np.int64), "hop")
+    nodes = [helper.make_node("HannWindow", ["length"], ["window"], name="hann"),
+             helper.make_node("STFT", ["signal", "hop", "window"], ["spectrum"], name="stft")]
+    bins, frames = frame // 2 + 1, 1 + (64 - frame) // step
+    model = make_model(nodes, [("signal", TensorProto.FLOAT, [2, 64, 1])],
+                       [("spectrum", TensorProto.FLOAT, [2, frames, bins, 2])], [length, hop])
+    signal = np.random.default_rng(14).standard_normal((2, 64, 1)).astype(np.float32)
+    (got,) = _run_on_gpu(core, model, {"signal": signal})
+    window = np.sin(np.pi * np.arange(frame) / frame) ** 2  # periodic Hann, ONNX's default
+    starts = np.arange(frames) * step
+    pieces = np.stack([signal[:, s:s + frame, 0] * window for s in starts], axis=1)
+    want = np.fft.rfft(pieces, axis=-1)
+    np.testing.assert_allclose(got, np.stack([want.real, want.imag], axis=-1), rtol=1e-4, atol=1e-4)

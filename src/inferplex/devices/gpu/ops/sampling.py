@@ -146,3 +146,58 @@ def _col2im_for(image: list[int], block: list[int], dilations: list[int] | None,
         return out.reshape(n, channels, *padded)[(slice(None), slice(None), *crop)]
 
     return scatter
+
+
+# --- DeformConv ----------------------------------------------------------------------------
+
+
+def _deform_conv_supports(info: NodeInfo) -> str | None:
+    reason = first_reason(attrs_reason(info, ("dilations", "group", "kernel_shape", "offset_group", "pads",
+                                              "strides")),
+                          dtype_reason(info, (0, 1, 2, 3, 4), FLOAT_DTYPES))
+    rank = info.rank(0)
+    if reason is None and rank is not None and rank != 4:
+        return f"DeformConv on a rank-{rank} input is not supported (accepted: 2-D images, rank 4)"
+    return reason
+
+
+@register("DeformConv", versions=(19, None), supports=_deform_conv_supports)
+def _deform_conv(info: NodeInfo) -> Callable[..., Any]:
+    group, offset_group = int(info.attr("group", 1)), int(info.attr("offset_group", 1))
+    strides = list(info.attr("strides", [1, 1]))
+    dilations = list(info.attr("dilations", [1, 1]))
+    pads = list(info.attr("pads", [0, 0, 0, 0]))
+
+    def deform_conv(x: torch.Tensor, w: torch.Tensor, offset: torch.Tensor, bias: torch.Tensor | None = None,
+                    mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Bilinear samples at each kernel tap moved by its offset (zero outside the image), weighted by
+        the mask, then one grouped matmul with the weights.  Positions and samples are computed in
+        float64: grid_sample's normalized coordinates would otherwise round a tap that falls exactly
+        on a pixel into a sliver of its neighbour."""
+        n, channels, height, width = x.shape
+        out_channels, _, kh, kw = w.shape
+        oh, ow = offset.shape[2], offset.shape[3]
+        taps = kh * kw
+        dev, dtype = x.device, torch.float64
+        out_dtype, x, offset = x.dtype, x.to(dtype), offset.to(dtype)
+        rows = (torch.arange(oh, device=dev, dtype=dtype) * strides[0] - pads[0]).view(1, oh, 1) \
+            + (torch.arange(kh, device=dev, dtype=dtype) * dilations[0]).repeat_interleave(kw).view(taps, 1, 1)
+        cols = (torch.arange(ow, device=dev, dtype=dtype) * strides[1] - pads[1]).view(1, 1, ow) \
+            + (torch.arange(kw, device=dev, dtype=dtype) * dilations[1]).repeat(kh).view(taps, 1, 1)
+        moves = offset.view(n, offset_group, taps, 2, oh, ow)
+        ys, xs = rows + moves[:, :, :, 0], cols + moves[:, :, :, 1]
+        # pixel coordinates -> grid_sample's normalized ones (align_corners=False: pixel centres)
+        grid = torch.stack(((2 * xs + 1) / width - 1, (2 * ys + 1) / height - 1), dim=-1)
+        grid = grid.view(n * offset_group, taps * oh, ow, 2)
+        images = x.reshape(n * offset_group, channels // offset_group, height, width)
+        sampled = F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        sampled = sampled.view(n, offset_group, channels // offset_group, taps, oh, ow)
+        if mask is not None:
+            sampled = sampled * mask.to(dtype).view(n, offset_group, 1, taps, oh, ow)
+        sampled = sampled.to(out_dtype)
+        columns = sampled.reshape(n, group, (channels // group) * taps, oh * ow)
+        weights = w.reshape(group, out_channels // group, (channels // group) * taps)
+        out = torch.einsum("gok,ngkl->ngol", weights, columns).reshape(n, out_channels, oh, ow)
+        return out if bias is None else out + bias.view(1, -1, 1, 1)
+
+    return deform_conv
