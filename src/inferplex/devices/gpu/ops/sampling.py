@@ -180,10 +180,12 @@ def _deform_conv(info: NodeInfo) -> Callable[..., Any]:
         taps = kh * kw
         dev, dtype = x.device, torch.float64
         out_dtype, x, offset = x.dtype, x.to(dtype), offset.to(dtype)
+        tap_rows = (torch.arange(kh, device=dev, dtype=dtype) * dilations[0]).repeat_interleave(kw)
+        tap_cols = (torch.arange(kw, device=dev, dtype=dtype) * dilations[1]).repeat(kh)
         rows = (torch.arange(oh, device=dev, dtype=dtype) * strides[0] - pads[0]).view(1, oh, 1) \
-            + (torch.arange(kh, device=dev, dtype=dtype) * dilations[0]).repeat_interleave(kw).view(taps, 1, 1)
+            + tap_rows.view(taps, 1, 1)
         cols = (torch.arange(ow, device=dev, dtype=dtype) * strides[1] - pads[1]).view(1, 1, ow) \
-            + (torch.arange(kw, device=dev, dtype=dtype) * dilations[1]).repeat(kh).view(taps, 1, 1)
+            + tap_cols.view(taps, 1, 1)
         moves = offset.view(n, offset_group, taps, 2, oh, ow)
         ys, xs = rows + moves[:, :, :, 0], cols + moves[:, :, :, 1]
         # pixel coordinates -> grid_sample's normalized ones (align_corners=False: pixel centres)
