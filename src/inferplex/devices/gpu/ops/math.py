@@ -266,10 +266,29 @@ def _cast_supports(info: NodeInfo) -> str | None:
         return reason
     target = _target_dtype(info)
     if target is None:
-        return "the target element type is unknown"
+        # CastLike takes the type of its second input when it runs (bodies of If/Loop often
+        # carry no inferred types); Cast always names its target.
+        return None if info.op_type == "CastLike" else "the target element type is unknown"
     if target not in EXACT_DTYPES | CAST_HELD:
         return f"cast to {target.name} is not supported"
     return held_cast_reason(info.input_dtypes[0], target)
+
+
+_IR_OF_TORCH = {dtype: onnx_type for onnx_type, dtype in HELD_TORCH.items()}
+
+
+def _cast_like_at_run_time(saturate: bool) -> Callable[..., Any]:
+    """CastLike whose target type is known only from the tensor it receives."""
+
+    def cast_like(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        if x.dtype == like.dtype:
+            return x
+        source, target = _IR_OF_TORCH.get(x.dtype), _IR_OF_TORCH[like.dtype]
+        if target in CAST_HELD or source in CAST_HELD:
+            return held_cast(source, target, saturate, like.dtype)(x)
+        return x.to(like.dtype)
+
+    return cast_like
 
 
 @register("Cast", versions=(6, None), supports=_cast_supports, held_dtypes=CAST_HELD)
@@ -278,6 +297,8 @@ def _cast(info: NodeInfo) -> Callable[..., Any]:
     # torch, like ONNX, truncates floats toward zero when casting to integers and
     # maps NaN to True when casting to bool.
     target = _target_dtype(info)
+    if target is None and info.op_type == "CastLike":
+        return _cast_like_at_run_time(bool(info.attr("saturate", 1)))
     if target is None:  # _cast_supports refuses such a node, so it is never lowered
         raise CompileError(f"{info.op_type}: the target element type is unknown")
     source = info.input_dtypes[0]
