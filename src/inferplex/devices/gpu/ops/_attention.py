@@ -55,7 +55,8 @@ def _causal(q_len: int, kv_len: int, offset: Any, like: torch.Tensor) -> torch.T
     return torch.where(j <= i + offset, 0.0, -math.inf).to(like.dtype)
 
 
-def _window(q_len: int, kv_len: int, window: tuple[int, int], offset: Any, like: torch.Tensor) -> torch.Tensor:
+def _window(q_len: int, kv_len: int, window: tuple[int, int], offset: Any,
+            like: torch.Tensor) -> torch.Tensor:
     """0 where a query at position ``offset + i`` may see key ``j`` (within ``left`` before and
     ``right`` after it; -1: unbounded), else -inf."""
     left, right = window
