@@ -195,6 +195,22 @@ def test_integer_matmul_is_exact_on_large_sums(core: ov.Core) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("a_type", [TensorProto.UINT8, TensorProto.INT8])
+def test_integer_matmul_with_int8_weights_and_per_row_zero_points(core: ov.Core, a_type: int) -> None:
+    rng = np.random.default_rng(15)
+    a_dtype = np.uint8 if a_type == TensorProto.UINT8 else np.int8
+    info = np.iinfo(a_dtype)
+    model = make_model([helper.make_node("MatMulInteger", ["a", "b", "za"], ["y"], name="mmi")],
+                       [("a", a_type, [24, 64]), ("b", TensorProto.INT8, [64, 16]), ("za", a_type, [24])],
+                       [("y", TensorProto.INT32, [24, 16])], opset=13)
+    feeds = {"a": rng.integers(info.min, info.max, (24, 64), endpoint=True).astype(a_dtype),
+             "b": rng.integers(-128, 127, (64, 16), endpoint=True).astype(np.int8),
+             "za": rng.integers(info.min, info.max, 24, endpoint=True).astype(a_dtype)}
+    (got,) = _run_on_gpu(core, model, feeds)
+    want = (feeds["a"].astype(np.int64) - feeds["za"].astype(np.int64)[:, None]) @ feeds["b"].astype(np.int64)
+    np.testing.assert_array_equal(got, want)
+
+
 # --- shapes inference loses, unsigned types, detection, sampling, control flow --------------
 
 

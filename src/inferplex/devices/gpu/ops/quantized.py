@@ -5,11 +5,13 @@ Integer results are exact.  Products of 8-bit values summed over a reduction of
 length K stay below 2**17 * K, so float64 represents every partial sum exactly
 (K up to about 2**36): where torch has no integer kernel on the device, the
 integer matmul or convolution runs in float64 and is cast back, never rounded.
-On CUDA, int8 x int8 matmuls of shapes ``torch._int_mm`` takes (M > 16, K and N
-multiples of 8) run on its int32-accumulating kernel; on the CPU, integer matmul
-kernels exist and are used.  Requantization follows ONNX's reference: the scale
-ratio is formed in the scales' own type, applied in float64, rounded half to
-even and saturated to the output type.  Float8/int4 quantized types are refused.
+Matmuls whose b is int8 with no zero point (the usual quantized weight) run on
+torch's int8 kernel ``torch._int_mm`` with int32 sums, whatever a's type and zero
+point (see :func:`integer_matmul`; on CUDA it takes M > 16 and K, N multiples of
+8); other matmuls use the CPU's integer kernels, or float64 on CUDA.
+Requantization follows ONNX's reference: the scale ratio is formed in the
+scales' own type, applied in float64, rounded half to even and saturated to the
+output type.  Float8 data quantizes and dequantizes; int4/int2 are refused.
 """
 
 from __future__ import annotations
@@ -177,27 +179,53 @@ def _centered(x: torch.Tensor, zero: torch.Tensor | None, shape: list[int] | Non
     return values - (zero.reshape(shape) if shape is not None and zero.numel() > 1 else zero.reshape(()))
 
 
-def integer_matmul(a: torch.Tensor, b: torch.Tensor, int8: bool = False) -> torch.Tensor:
-    """Exact int32 ``a @ b`` of int32 operands holding 9-bit values (see the module docstring).
+def integer_matmul(a: torch.Tensor, a_zero: torch.Tensor | None, b: torch.Tensor,
+                   b_zero: torch.Tensor | None, int8_b: bool = False) -> torch.Tensor:
+    """Exact int32 ``(a - a_zero) @ (b - b_zero)`` of 8-bit data (see the module docstring).
 
-    ``int8``: both operands are known to hold int8 values (int8 data, zero points absent or 0).
+    ``int8_b``: b is int8 with no zero point (or a constant zero one), which lets the product run
+    on torch's int8 kernel whatever a's type and zero point are.  a's zero point may be one per
+    row (M) and b's one per column (N).
     """
+    if int8_b:
+        product = _int8_kernel(a, a_zero, b)
+        if product is not None:
+            return product
+    a32, b32 = _centered(a, a_zero, [-1, 1]), _centered(b, b_zero, [1, -1])
     if a.device.type == "cpu":
-        return torch.matmul(a, b)
-    if (int8 and a.dim() == 2 and b.dim() == 2 and a.shape[0] > 16 and a.shape[1] % 8 == 0
-            and b.shape[1] % 8 == 0):
-        return torch._int_mm(a.to(torch.int8), b.to(torch.int8))
-    return torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(torch.int32)
+        return torch.matmul(a32, b32)
+    return torch.matmul(a32.to(torch.float64), b32.to(torch.float64)).to(torch.int32)
 
 
-def _int8_operands(info: NodeInfo, data: tuple[int, int], zeros: tuple[int, int]) -> bool:
-    """Whether both matmul operands are int8 with no zero point, or a constant zero one."""
-    def zero_free(index: int) -> bool:
-        value = info.const(index) if info.has_input(index) else None
-        return not info.has_input(index) or (value is not None and not value.any())
+def _int8_kernel(a: torch.Tensor, a_zero: torch.Tensor | None, b: torch.Tensor) -> torch.Tensor | None:
+    """``(a - a_zero) @ b`` on ``torch._int_mm`` (int8 x int8, int32 sums), None where it cannot run.
 
-    return (all(info.input_dtypes[i] == ir.DataType.INT8 for i in data)
-            and all(zero_free(i) for i in zeros))
+    uint8 data moves down by 128 into int8, and the shift comes back as one rank-1 correction:
+    ``(a8 + c) @ b = a8 @ b + c * colsum(b)`` with ``c = 128 - a_zero`` (``-a_zero`` for int8 a).
+    On CUDA the kernel takes M > 16 and K, N multiples of 8.
+    """
+    if b.dim() != 2 or a.dtype not in (torch.int8, torch.uint8):
+        return None
+    if a_zero is not None and a_zero.numel() > 1 and a.dim() != 2:
+        return None
+    rows = a.reshape(-1, a.shape[-1])
+    if a.is_cuda and not (rows.shape[0] > 16 and rows.shape[1] % 8 == 0 and b.shape[1] % 8 == 0):
+        return None
+    shift = 128 if a.dtype == torch.uint8 else 0
+    if shift:
+        rows = (rows.to(torch.int16) - shift).to(torch.int8)
+    acc = torch._int_mm(rows.contiguous(), b.contiguous())
+    if shift or a_zero is not None:
+        offset = shift - (0 if a_zero is None else a_zero.to(torch.int32).reshape(-1, 1))
+        acc = acc + offset * b.to(torch.int32).sum(0, keepdim=True)
+    return acc.reshape(*a.shape[:-1], b.shape[1])
+
+
+def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
+    """Whether input ``data`` is int8 with no zero point, or a constant zero one."""
+    value = info.const(zero) if info.has_input(zero) else None
+    return info.input_dtypes[data] == ir.DataType.INT8 and (
+        not info.has_input(zero) or (value is not None and not value.any()))
 
 
 def _int_supports(info: NodeInfo, data: tuple[int, ...], zeros: tuple[int, ...]) -> str | None:
@@ -207,12 +235,12 @@ def _int_supports(info: NodeInfo, data: tuple[int, ...], zeros: tuple[int, ...])
 @register("MatMulInteger", versions=(10, None),
           supports=lambda info: first_reason(attrs_reason(info, ()), _int_supports(info, (0, 1), (2, 3))))
 def _matmul_integer(info: NodeInfo) -> Callable[..., Any]:
-    int8 = _int8_operands(info, (0, 1), (2, 3))
+    int8_b = _zero_free_int8(info, 1, 3)
 
     def matmul_integer(a: torch.Tensor, b: torch.Tensor, a_zero: torch.Tensor | None = None,
                        b_zero: torch.Tensor | None = None) -> torch.Tensor:
         # a's zero point may be one per row (M), b's one per column (N).
-        return integer_matmul(_centered(a, a_zero, [-1, 1]), _centered(b, b_zero, [1, -1]), int8)
+        return integer_matmul(a, a_zero, b, b_zero, int8_b)
 
     return matmul_integer
 
@@ -230,12 +258,12 @@ def _requantize(acc: torch.Tensor, ratio: torch.Tensor, zero: torch.Tensor | Non
                                              _int_supports(info, (0, 3), (2, 5, 7)),
                                              dtype_reason(info, (1, 4, 6), FLOAT_DTYPES)))
 def _qlinear_matmul(info: NodeInfo) -> Callable[..., Any]:
-    int8 = _int8_operands(info, (0, 3), (2, 5))
+    int8_b = _zero_free_int8(info, 3, 5)
 
     def qlinear_matmul(a: torch.Tensor, a_scale: torch.Tensor, a_zero: torch.Tensor, b: torch.Tensor,
                        b_scale: torch.Tensor, b_zero: torch.Tensor, y_scale: torch.Tensor,
                        y_zero: torch.Tensor) -> torch.Tensor:
-        acc = integer_matmul(_centered(a, a_zero, [-1, 1]), _centered(b, b_zero, [1, -1]), int8)
+        acc = integer_matmul(a, a_zero, b, b_zero, int8_b)
         # a's scale may be one per row (M), b's one per column (N).
         rows = a_scale.reshape(-1, 1) if a_scale.numel() > 1 else a_scale.reshape(())
         columns = b_scale.reshape(-1) if b_scale.numel() > 1 else b_scale.reshape(())
