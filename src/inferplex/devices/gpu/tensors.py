@@ -16,10 +16,13 @@ _FLOAT8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e4m3fnuz": torch.float8
 def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
     """A torch tensor sharing ``array``'s memory (bfloat16 and float8 arrays of ml_dtypes included)."""
     array = np.asarray(array)
+    # np.ascontiguousarray makes 0-d arrays 1-d: the reshape keeps scalars scalar.
     if array.dtype.name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.uint16)).view(torch.bfloat16)
+        bits = np.ascontiguousarray(array).view(np.uint16).reshape(array.shape)
+        return torch.from_numpy(bits).view(torch.bfloat16)
     if array.dtype.name in _FLOAT8:
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.uint8)).view(_FLOAT8[array.dtype.name])
+        bits = np.ascontiguousarray(array).view(np.uint8).reshape(array.shape)
+        return torch.from_numpy(bits).view(_FLOAT8[array.dtype.name])
     if not array.flags.writeable or not array.flags.c_contiguous:
         array = np.array(array, copy=True, order="C")
     return torch.from_numpy(array)
