@@ -217,7 +217,8 @@ def _int8_kernel(a: torch.Tensor, a_zero: torch.Tensor | None, b: torch.Tensor) 
     acc = torch._int_mm(rows.contiguous(), b.contiguous())
     if shift or a_zero is not None:
         offset = shift - (0 if a_zero is None else a_zero.to(torch.int32).reshape(-1, 1))
-        acc = acc + offset * b.to(torch.int32).sum(0, keepdim=True)
+        # torch sums integers into int64: keep the column sums int32, like the product
+        acc = acc + offset * b.sum(0, keepdim=True, dtype=torch.int32)
     return acc.reshape(*a.shape[:-1], b.shape[1])
 
 
