@@ -247,6 +247,22 @@ def test_unsigned_arithmetic_and_comparisons_are_exact_at_the_top_of_the_range(
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("elem", [TensorProto.UINT16, TensorProto.UINT64, TensorProto.FLOAT8E4M3FN])
+def test_view_ops_move_the_types_torch_barely_computes(core: ov.Core, elem: int) -> None:
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    consts = [numpy_helper.from_array(np.array([3, 4], np.int64), "dims"),
+              numpy_helper.from_array(np.array([0], np.int64), "axes")]
+    nodes = [helper.make_node("Reshape", ["x", "dims"], ["matrix"], name="reshape"),
+             helper.make_node("Transpose", ["matrix"], ["turned"], name="transpose"),
+             helper.make_node("Unsqueeze", ["turned", "axes"], ["batched"], name="unsqueeze"),
+             helper.make_node("Identity", ["batched"], ["y"], name="same")]
+    model = make_model(nodes, [("x", elem, [12])], [("y", elem, [1, 4, 3])], consts, opset=21)
+    x = (np.arange(12) * 3).astype(dtype)
+    (got,) = _run_on_gpu(core, model, {"x": x})
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.view(np.uint8), x.reshape(3, 4).T[None].copy().view(np.uint8))
+
+
 def test_non_max_suppression_matches_onnx_runtime(core: ov.Core) -> None:
     rng = np.random.default_rng(9)
     corners = rng.uniform(0, 10, (2, 30, 2, 2)).astype(np.float32)

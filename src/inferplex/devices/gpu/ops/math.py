@@ -112,7 +112,7 @@ def _sign(info: NodeInfo) -> Callable[..., Any]:
     return sign
 
 
-@register("Identity", supports=_check(EXACT_DTYPES))
+@register("Identity", supports=_check(EXACT_DTYPES | CAST_HELD), held_dtypes=CAST_HELD)
 def _identity(info: NodeInfo) -> Callable[..., Any]:
     return lambda x: x
 
