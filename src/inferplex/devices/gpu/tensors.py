@@ -21,8 +21,8 @@ def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
         bits = np.ascontiguousarray(array).view(np.uint16).reshape(array.shape)
         return torch.from_numpy(bits).view(torch.bfloat16)
     if array.dtype.name in _FLOAT8:
-        bits = np.ascontiguousarray(array).view(np.uint8).reshape(array.shape)
-        return torch.from_numpy(bits).view(_FLOAT8[array.dtype.name])
+        octets = np.ascontiguousarray(array).view(np.uint8).reshape(array.shape)
+        return torch.from_numpy(octets).view(_FLOAT8[array.dtype.name])
     if not array.flags.writeable or not array.flags.c_contiguous:
         array = np.array(array, copy=True, order="C")
     return torch.from_numpy(array)
