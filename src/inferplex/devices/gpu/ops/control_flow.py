@@ -19,7 +19,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from inferplex.devices.gpu.ops._common import eager
+from inferplex.devices.gpu.ops._common import EXACT_DTYPES, eager
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering, node_info, register
 from inferplex.errors import CompileError
 
@@ -75,6 +75,16 @@ def _single(results: Sequence[torch.Tensor]) -> Any:
     return results[0] if len(results) == 1 else tuple(results)
 
 
+def _held_type_problem(info: NodeInfo, held: frozenset[ir.DataType]) -> str | None:
+    """What the main graph's analysis checks first: every known element type is computed by torch
+    or taken by this lowering (uint16/32/64 and float8 only where it says so)."""
+    for kind, dtypes in (("input", info.input_dtypes), ("output", info.output_dtypes)):
+        for index, dtype in enumerate(dtypes):
+            if dtype is not None and dtype not in EXACT_DTYPES and dtype not in held:
+                return f"{kind} {index} has element type {dtype.name}, which torch cannot compute"
+    return None
+
+
 class _Body:
     """One subgraph, lowered node by node; ``reason`` says why it cannot be (None: it can)."""
 
@@ -92,7 +102,9 @@ class _Body:
                 self.reason = f"its body holds {node.op_type}, which has no GPU lowering at opset {opset}"
                 return
             info = node_info(node, opset)
-            problem = lowering.supports(info) if lowering.supports is not None else None
+            problem = _held_type_problem(info, lowering.held_dtypes)
+            if problem is None and lowering.supports is not None:
+                problem = lowering.supports(info)
             if problem is not None:
                 self.reason = f"its body's {node.op_type} node: {problem}"
                 return
