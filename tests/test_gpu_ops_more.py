@@ -326,6 +326,20 @@ def _unpool_feeds(rng: np.random.Generator, flag: bool) -> dict[str, np.ndarray]
     return {"x": rng.standard_normal((1, 1, 2, 2)).astype(np.float32), "where": where, "flag": np.array(flag)}
 
 
+def test_if_with_a_constant_condition_takes_its_branch(core: ov.Core) -> None:
+    then_graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["t"])], "then", [],
+                                   [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    else_graph = helper.make_graph([helper.make_node("Tanh", ["x"], ["e"])], "else", [],
+                                   [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])])
+    flag = numpy_helper.from_array(np.array(False), "flag")
+    node = helper.make_node("If", ["flag"], ["y"], then_branch=then_graph, else_branch=else_graph,
+                            name="branch")
+    model = make_model([node], [("x", TensorProto.FLOAT, [2, 3])], [("y", TensorProto.FLOAT, [2, 3])], [flag])
+    feeds = {"x": np.random.default_rng(16).standard_normal((2, 3)).astype(np.float32)}
+    (got,) = _run_on_gpu(core, model, feeds)
+    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-6)
+
+
 def test_refused_op_names_its_reason_and_runs_on_hetero(core: ov.Core) -> None:
     rng = np.random.default_rng(11)
     model = _unpool_model([helper.make_node("Identity", ["unpooled"], ["y"], name="same")],

@@ -79,6 +79,8 @@ _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "Rando
 # device back, which CUDA graph capture forbids.
 _DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "Loop", "If", "Scan",
                    "StringNormalizer", "TfIdfVectorizer"}
+# An If whose condition is constant takes one branch statically: its lowering then marks
+# itself data-dependent only when that branch is, so the program may still be captured.
 _FOLD_LIMIT_ELEMENTS = 1 << 24
 
 
@@ -453,7 +455,8 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     module.eval()
     forget_source_when_collected(module)
     capturable = not any(
-        n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "data_dependent", False)
+        (n.op_type in _DATA_DEPENDENT and n.op_type != "If")
+        or getattr(analysis.functions.get(name), "data_dependent", False)
         for name, n in analysis.nodes if name not in analysis.folded)
     return LoweredGraph(module, tuple(v.name or f"input_{i}" for i, v in enumerate(inputs)),
                         tuple(input_dtypes), tuple(input_shapes),

@@ -95,6 +95,7 @@ class _Body:
         self.steps: list[tuple[ir.Node, Callable[..., Any], list[ir.Value]]] = []
         self.initializers = {v: torch.from_numpy(v.const_value.numpy().copy())
                              for v in graph.initializers.values() if v.const_value is not None}
+        self._on_device: dict[torch.device, dict[ir.Value, torch.Tensor]] = {}
         for node in graph:
             opset = opsets.get(node.domain if node.domain != "ai.onnx" else "", 1)
             lowering = find_lowering(node.domain, node.op_type, opset)
@@ -118,8 +119,10 @@ class _Body:
     def run(self, scope: dict[ir.Value, Any], inputs: Sequence[torch.Tensor],
             device: torch.device) -> list[torch.Tensor]:
         env = dict(scope)
-        for value, tensor in self.initializers.items():
-            env[value] = tensor.to(device)
+        on_device = self._on_device.get(device)
+        if on_device is None:  # copied once per device, never inside a captured run
+            on_device = self._on_device[device] = {v: t.to(device) for v, t in self.initializers.items()}
+        env.update(on_device)
         env.update(zip(self.graph.inputs, inputs, strict=False))
         for node, fn, captured in self.steps:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
@@ -130,6 +133,12 @@ class _Body:
             results = result if isinstance(result, (tuple, list)) else (result,)
             env.update((v, r) for v, r in zip(node.outputs, results, strict=False) if v is not None)
         return [env[v] for v in self.graph.outputs]
+
+    @property
+    def data_dependent(self) -> bool:
+        """Whether a body node reads tensor values back to the host (see ``_common.eager``)."""
+        return any(getattr(fn, "data_dependent", False) or node.op_type in ("If", "Loop", "Scan")
+                   for node, fn, _ in self.steps)
 
 
 def _bodies(info: NodeInfo, names: Iterable[str]) -> list[_Body]:
@@ -160,6 +169,16 @@ def _bodies_reason(info: NodeInfo, names: Iterable[str]) -> str | None:
 def _if(info: NodeInfo) -> Callable[..., Any]:
     then_body, else_body = _bodies(info, ("then_branch", "else_branch"))
     outer = outer_values(info.node)
+    known = info.const(0)
+    if known is not None:
+        # A constant condition picks the branch now: no read-back, so CUDA graphs stay possible
+        # unless the branch itself reads tensor values.
+        body = then_body if bool(known.reshape(-1)[0]) else else_body
+
+        def run_branch(cond: torch.Tensor, *captured: torch.Tensor) -> Any:
+            return _single(body.run(dict(zip(outer, captured, strict=True)), [], cond.device))
+
+        return eager(run_branch) if body.data_dependent else run_branch
 
     def run_if(cond: torch.Tensor, *captured: torch.Tensor) -> Any:
         body = then_body if bool(cond.reshape(-1)[0]) else else_body
