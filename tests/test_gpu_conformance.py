@@ -13,7 +13,7 @@ what is missing.
 Cases, loading and the comparison come from ``conformance``.
 
 Coverage: ``test_gpu_supports_most_cases_onnx_runtime_passes`` checks that the
-GPU device supports >= 85% of the node cases raw ONNX Runtime passes.  Which
+GPU device supports >= 95.5% of the node cases raw ONNX Runtime passes.  Which
 cases ONNX Runtime passes is computed once and kept in
 ``data/ort_passing_node_cases.txt`` (ORT's version on its first line);
 regenerate it with ``python tests/test_gpu_conformance.py --write-ort-list``.
@@ -36,11 +36,14 @@ from conformance import KINDS, NARROW_RTOL, Case, assert_similar, cases, load_ca
 torch = pytest.importorskip("torch")
 
 ORT_LIST = Path(__file__).parent / "data" / "ort_passing_node_cases.txt"
-COVERAGE_TARGET = 0.85
+COVERAGE_TARGET = 0.955
 GPU_RTOL = {**NARROW_RTOL, "float16": 2**-9}
 """Half-precision results may differ from numpy's by an ulp or two: torch sums f16/bf16 products in
 float32, numpy's reference in the narrow type."""
 CASES = cases()
+REFERENCE_NOISE_ATOL = {"node/test_dft_inverse": 1e-6, "node/test_dft_inverse_opset19": 1e-6}
+"""Cases whose reference came from numpy's complex64 FFT: where the exact value is 0 it holds
+float32 rounding noise (1.9e-7) above the case's atol, which an exact FFT does not reproduce."""
 
 
 # --- support, cached per case (shared by the cases and the coverage figure) ------------------
@@ -82,8 +85,8 @@ def test_conformance(case: Case, core: Any) -> None:
     compiled = core.compile_model(model, "GPU.0")
     for feeds, refs in data_sets:
         results = compiled(feeds)
-        assert_similar(refs, [results[i] for i in range(len(compiled.outputs))], case.rtol, case.atol,
-                       GPU_RTOL)
+        assert_similar(refs, [results[i] for i in range(len(compiled.outputs))], case.rtol,
+                       REFERENCE_NOISE_ATOL.get(case.id, case.atol), GPU_RTOL)
 
 
 def _ort_passing() -> list[str]:

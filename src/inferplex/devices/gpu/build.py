@@ -10,6 +10,7 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
+from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import Fusions, WeightCache, fold_conv_bn, linear, to_channels_last
 from inferplex.devices.gpu.tensors import numpy_to_torch
 from inferplex.errors import CompileError, ModelError
@@ -103,7 +104,8 @@ class Builder:
         if name in self.fusions.linear:
             self._emit_linear(name, node, *self.fusions.linear[name])
             return
-        args = [self.arg(v) for v in node.inputs]
+        # If/Loop/Scan bodies read enclosing values implicitly: they follow the node's own inputs.
+        args = [self.arg(v) for v in (*node.inputs, *outer_values(node))]
         if name in self.fusions.channels_last_convs:
             args[0] = self.graph.call_function(to_channels_last, (args[0],))
         call = self.call(name, node, self.analysis.functions[name], tuple(args))

@@ -42,6 +42,7 @@ from inferplex.devices.gpu.tensors import numpy_to_torch, torch_to_numpy
 from inferplex.errors import UnsupportedOpError
 
 __all__ = [
+    "HELD_DTYPES",
     "TORCH_DTYPES",
     "Analysis",
     "LoweredGraph",
@@ -59,7 +60,16 @@ TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
     ir.DataType.INT32: torch.int32, ir.DataType.INT64: torch.int64,
     ir.DataType.UINT8: torch.uint8, ir.DataType.BOOL: torch.bool,
 }
-"""ONNX element types the GPU device handles (torch lacks kernels for the others)."""
+"""ONNX element types the GPU device computes (torch lacks kernels for the others)."""
+HELD_DTYPES: dict[ir.DataType, torch.dtype] = {
+    **TORCH_DTYPES, ir.DataType.UINT16: torch.uint16, ir.DataType.UINT32: torch.uint32,
+    ir.DataType.UINT64: torch.uint64,
+    ir.DataType.FLOAT8E4M3FN: torch.float8_e4m3fn, ir.DataType.FLOAT8E4M3FNUZ: torch.float8_e4m3fnuz,
+    ir.DataType.FLOAT8E5M2: torch.float8_e5m2, ir.DataType.FLOAT8E5M2FNUZ: torch.float8_e5m2fnuz,
+}
+"""Element types the GPU device holds: model inputs, outputs and constants may have them.  torch
+stores uint16/32/64 and the float8 types but has few kernels for them, so only lowerings that
+name them in ``held_dtypes`` (they widen, convert or reinterpret them) take nodes that touch them."""
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 # Ops whose output depends on random state: never folded to constants.
@@ -69,6 +79,8 @@ _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "Rando
 # device back, which CUDA graph capture forbids.
 _DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "Loop", "If", "Scan",
                    "StringNormalizer", "TfIdfVectorizer"}
+# An If whose condition is constant takes one branch statically: its lowering then marks
+# itself data-dependent only when that branch is, so the program may still be captured.
 _FOLD_LIMIT_ELEMENTS = 1 << 24
 
 
@@ -165,7 +177,7 @@ def _constant_attribute(node: ir.Node) -> np.ndarray | None:
             continue
         raw = attribute.value
         if isinstance(raw, ir.TensorProtocol):
-            return raw.numpy() if raw.dtype in TORCH_DTYPES else None
+            return raw.numpy() if raw.dtype in HELD_DTYPES else None
         return np.asarray(raw, dtype=np.float32 if "float" in name else np.int64)
     return None
 
@@ -180,10 +192,10 @@ def _make_info(analysis: Analysis, node: ir.Node, opset: int) -> NodeInfo:
         output_dtypes=tuple(t[0] for t in outs), output_shapes=tuple(t[1] for t in outs))
 
 
-def _dtype_problem(info: NodeInfo) -> str | None:
+def _dtype_problem(info: NodeInfo, held: frozenset[ir.DataType] = frozenset()) -> str | None:
     for kind, dtypes in (("input", info.input_dtypes), ("output", info.output_dtypes)):
         for index, dtype in enumerate(dtypes):
-            if dtype is not None and dtype not in TORCH_DTYPES:
+            if dtype is not None and dtype not in TORCH_DTYPES and dtype not in held:
                 return f"{kind} {index} has element type {dtype.name}, which torch cannot compute"
     return None
 
@@ -232,7 +244,8 @@ def _fold(analysis: Analysis, node: ir.Node, info: NodeInfo, fn: Callable[..., A
     return True
 
 
-_NP_OK = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool"}
+_NP_OK = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
+          "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"}
 
 
 def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> None:
@@ -248,14 +261,14 @@ def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> Non
     opset = _opset(analysis.model, node.domain)
     info = _make_info(analysis, node, opset)
     analysis.infos[name] = info
-    problem = _dtype_problem(info)
+    lowering = find_lowering(node.domain, node.op_type, opset)
+    problem = _dtype_problem(info, lowering.held_dtypes if lowering is not None else frozenset())
     if problem is None and node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
         value = _static_shape_value(node, info)
         if value is not None:
             analysis.constants[node.outputs[0]] = value
             analysis.folded.add(name)
             return
-    lowering = find_lowering(node.domain, node.op_type, opset)
     if problem is None and lowering is not None and lowering.supports is not None:
         problem = lowering.supports(info)
     if problem is not None or lowering is None:
@@ -276,7 +289,7 @@ def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> Non
         _propagate_shapes(analysis, node, fn, lambda: lowering.lower(info))
 
 
-_IR_DTYPES = {torch_dtype: ir_dtype for ir_dtype, torch_dtype in TORCH_DTYPES.items()}
+_IR_DTYPES = {torch_dtype: ir_dtype for ir_dtype, torch_dtype in HELD_DTYPES.items()}
 
 
 def _meta_args(analysis: Analysis, node: ir.Node) -> list[torch.Tensor | None] | None:
@@ -289,9 +302,9 @@ def _meta_args(analysis: Analysis, node: ir.Node) -> list[torch.Tensor | None] |
             args.append(numpy_to_torch(analysis.constants[value]).to("meta"))
         else:
             dtype, shape = _value_type(analysis, value)
-            if dtype not in TORCH_DTYPES or shape is None or not all(isinstance(d, int) for d in shape):
+            if dtype not in HELD_DTYPES or shape is None or not all(isinstance(d, int) for d in shape):
                 return None
-            args.append(torch.empty(shape, dtype=TORCH_DTYPES[dtype], device="meta"))
+            args.append(torch.empty(shape, dtype=HELD_DTYPES[dtype], device="meta"))
     return args
 
 
@@ -355,7 +368,7 @@ def analyze_model(model: ir.Model, input_shapes: Mapping[str, Sequence[int]] | N
     analysis = Analysis(model=model, types=inference.types(input_shapes),
                         specialized=input_shapes is not None)
     for value in model.graph.initializers.values():
-        if value.const_value is not None and value.const_value.dtype in TORCH_DTYPES:
+        if value.const_value is not None and value.const_value.dtype in HELD_DTYPES:
             analysis.constants[value] = value.const_value.numpy()
     for index, node in enumerate(model.graph):
         name = node_friendly_name(node, index)
@@ -385,15 +398,15 @@ def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list
     input_dtypes, input_shapes = [], []
     for position, value in enumerate(inputs):
         dtype, shape = _value_type(analysis, value)
-        if dtype not in TORCH_DTYPES:
+        if dtype not in HELD_DTYPES:
             raise UnsupportedOpError(f"model input {value.name!r} has element type "
                                      f"{getattr(dtype, 'name', dtype)}; the GPU device accepts "
-                                     f"{', '.join(t.name for t in TORCH_DTYPES)}")
+                                     f"{', '.join(t.name for t in HELD_DTYPES)}")
         node = builder.graph.placeholder(f"input_{position}")
         if compute is not None and dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
             node = builder.graph.call_function(cast_to, (node, compute))
         builder.env[value] = node
-        input_dtypes.append(TORCH_DTYPES[dtype])
+        input_dtypes.append(HELD_DTYPES[dtype])
         input_shapes.append(shape)
     return inputs, input_dtypes, input_shapes
 
@@ -402,7 +415,7 @@ def _add_outputs(builder: Builder, model: ir.Model, channels_last: bool) -> list
     outputs, output_dtypes = [], []
     for value in model.graph.outputs:
         dtype = _value_type(builder.analysis, value)[0]
-        torch_dtype = TORCH_DTYPES.get(dtype) if dtype is not None else None
+        torch_dtype = HELD_DTYPES.get(dtype) if dtype is not None else None
         out = builder.arg(value)
         if torch_dtype is not None:
             out = builder.graph.call_function(cast_to, (out, torch_dtype))
@@ -442,7 +455,8 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     module.eval()
     forget_source_when_collected(module)
     capturable = not any(
-        n.op_type in _DATA_DEPENDENT or getattr(analysis.functions.get(name), "data_dependent", False)
+        (n.op_type in _DATA_DEPENDENT and n.op_type != "If")
+        or getattr(analysis.functions.get(name), "data_dependent", False)
         for name, n in analysis.nodes if name not in analysis.folded)
     return LoweredGraph(module, tuple(v.name or f"input_{i}" for i, v in enumerate(inputs)),
                         tuple(input_dtypes), tuple(input_shapes),

@@ -101,6 +101,9 @@ class OpLowering:
     """Inclusive opset range the lowering implements (None: no upper bound)."""
     lower: Lowering
     supports: SupportCheck | None = field(default=None)
+    held_dtypes: frozenset[ir.DataType] = field(default=frozenset())
+    """Element types torch holds but barely computes (uint16/32/64) that this lowering handles itself
+    (by widening, bit views, ...); the analysis refuses them for every other lowering."""
 
     def covers(self, opset: int) -> bool:
         low, high = self.versions
@@ -111,12 +114,16 @@ LOWERINGS: dict[tuple[str, str], list[OpLowering]] = {}
 
 
 def register(op_type: str, *, domain: str = "", versions: tuple[int, int | None] = (1, None),
-             supports: SupportCheck | None = None) -> Callable[[Lowering], Lowering]:
-    """Decorator: register ``fn`` as the lowering of ``domain::op_type`` for ``versions``."""
+             supports: SupportCheck | None = None,
+             held_dtypes: frozenset[ir.DataType] = frozenset()) -> Callable[[Lowering], Lowering]:
+    """Decorator: register ``fn`` as the lowering of ``domain::op_type`` for ``versions``.
+
+    ``held_dtypes``: see :attr:`OpLowering.held_dtypes`.
+    """
 
     def decorate(fn: Lowering) -> Lowering:
         LOWERINGS.setdefault((domain, op_type), []).append(
-            OpLowering(domain, op_type, versions, fn, supports))
+            OpLowering(domain, op_type, versions, fn, supports, held_dtypes))
         return fn
 
     return decorate

@@ -1,4 +1,4 @@
-"""numpy <-> torch conversions that keep memory shared where they can (bfloat16 included)."""
+"""numpy <-> torch conversions that keep memory shared where they can (bfloat16 and float8 included)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,21 @@ import torch
 __all__ = ["numpy_to_torch", "torch_to_numpy"]
 
 
+_FLOAT8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e4m3fnuz": torch.float8_e4m3fnuz,
+           "float8_e5m2": torch.float8_e5m2, "float8_e5m2fnuz": torch.float8_e5m2fnuz}
+"""ml_dtypes' float8 types (numpy's dtype name) and torch's, which share their bit layouts."""
+
+
 def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
-    """A torch tensor sharing ``array``'s memory (bfloat16 arrays of ml_dtypes included)."""
+    """A torch tensor sharing ``array``'s memory (bfloat16 and float8 arrays of ml_dtypes included)."""
     array = np.asarray(array)
+    # np.ascontiguousarray makes 0-d arrays 1-d: the reshape keeps scalars scalar.
     if array.dtype.name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.uint16)).view(torch.bfloat16)
+        bits = np.ascontiguousarray(array).view(np.uint16).reshape(array.shape)
+        return torch.from_numpy(bits).view(torch.bfloat16)
+    if array.dtype.name in _FLOAT8:
+        octets = np.ascontiguousarray(array).view(np.uint8).reshape(array.shape)
+        return torch.from_numpy(octets).view(_FLOAT8[array.dtype.name])
     if not array.flags.writeable or not array.flags.c_contiguous:
         array = np.array(array, copy=True, order="C")
     return torch.from_numpy(array)
@@ -27,4 +37,9 @@ def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
         import ml_dtypes
 
         return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    if tensor.dtype in _FLOAT8.values():
+        import ml_dtypes
+
+        name = next(n for n, t in _FLOAT8.items() if t == tensor.dtype)
+        return tensor.view(torch.uint8).numpy().view(getattr(ml_dtypes, name))
     return tensor.numpy()

@@ -2,10 +2,19 @@
 
 from inferplex.devices.gpu.ops import (  # noqa: F401
     activations,
+    control_flow,
+    detection,
     indexing,
     math,
     misc,
+    ml,
     nn,
+    quantized,
     reduce,
+    sampling,
+    sequence,
     shape,
+    spectral,
+    transformer,
+    types,
 )

@@ -6,7 +6,8 @@ become 0/-inf biases padded to the key length, causal masking is aligned to the
 bottom right (offset by the past length, or per batch by
 ``nonpad_kv_seqlen - q_len``), rows with every key masked give zeros, grouped
 query heads repeat K/V, and ``qk_matmul_output_mode`` picks which intermediate
-the fourth output holds.  Sliding windows (newer attributes) are refused.
+the fourth output holds.  Sliding windows (``left_window_size``/``right_window_size``)
+bound each query's keys around its position, aligned like the causal mask.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def _supports(info: NodeInfo) -> str | None:
         if dtype is not None and dtype not in _FLOATS:
             return f"Attention input {index} is {dtype.name}; accepted: floating types"
     for name in ("left_window_size", "right_window_size"):
-        if int(info.attr(name, -1)) != -1:
-            return f"Attention with {name} is not supported"
+        if int(info.attr(name, -1)) < -1:
+            return f"Attention {name} {info.attr(name)} is not -1 or a size"
     precision = info.attr("softmax_precision")
     if precision is not None and int(precision) not in _SOFTMAX_TYPES:
         return f"Attention softmax_precision {precision} is not supported"
@@ -54,8 +55,26 @@ def _causal(q_len: int, kv_len: int, offset: Any, like: torch.Tensor) -> torch.T
     return torch.where(j <= i + offset, 0.0, -math.inf).to(like.dtype)
 
 
+def _window(q_len: int, kv_len: int, window: tuple[int, int], offset: Any,
+            like: torch.Tensor) -> torch.Tensor:
+    """0 where a query at position ``offset + i`` may see key ``j`` (within ``left`` before and
+    ``right`` after it; -1: unbounded), else -inf."""
+    left, right = window
+    i = torch.arange(q_len, device=like.device).reshape(q_len, 1)
+    j = torch.arange(kv_len, device=like.device).reshape(1, kv_len)
+    per_batch = isinstance(offset, torch.Tensor)
+    diff = (i + (offset.reshape(-1, 1, 1) if per_batch else offset)) - j
+    allowed = torch.ones_like(diff, dtype=torch.bool)
+    if left >= 0:
+        allowed &= diff <= left
+    if right >= 0:
+        allowed &= -diff <= right
+    bias = torch.where(allowed, 0.0, -math.inf).to(like.dtype)
+    return bias.unsqueeze(1) if per_batch else bias
+
+
 def _bias(q: torch.Tensor, kv_len: int, mask: torch.Tensor | None, causal: bool,
-          past: int, nonpad: torch.Tensor | None) -> torch.Tensor:
+          past: int, nonpad: torch.Tensor | None, window: tuple[int, int] = (-1, -1)) -> torch.Tensor:
     q_len = q.shape[2]
     bias = torch.zeros((q_len, kv_len), dtype=q.dtype, device=q.device)
     if mask is not None and mask.shape[-1] < kv_len:
@@ -70,6 +89,9 @@ def _bias(q: torch.Tensor, kv_len: int, mask: torch.Tensor | None, causal: bool,
         bias = base + _causal(q_len, kv_len, offset, q)
     elif mask is not None:
         bias = bias + mask
+    if window != (-1, -1):
+        offset = past if nonpad is None or past else nonpad.reshape(-1) - q_len
+        bias = bias + _window(q_len, kv_len, window, offset, q)
     if nonpad is not None:
         keep = torch.arange(kv_len, device=q.device) < nonpad.reshape(-1, 1)
         bias = bias + torch.where(keep, 0.0, -math.inf).to(bias.dtype).reshape(q.shape[0], 1, 1, kv_len)
@@ -95,6 +117,7 @@ def attention(info: NodeInfo) -> Callable[..., Any]:
     precision = info.attr("softmax_precision")
     rank3 = info.rank(0) == 3
     outputs = len(info.node.outputs)
+    window = (int(info.attr("left_window_size", -1)), int(info.attr("right_window_size", -1)))
 
     def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
             past_key: torch.Tensor | None = None, past_value: torch.Tensor | None = None,
@@ -106,7 +129,7 @@ def attention(info: NodeInfo) -> Callable[..., Any]:
         present_key = k if past_key is None else torch.cat([past_key, k], 2)
         present_value = v if past_value is None else torch.cat([past_value, v], 2)
         past = 0 if past_key is None else past_key.shape[2]
-        bias = _bias(q, present_key.shape[2], mask, causal, past, nonpad)
+        bias = _bias(q, present_key.shape[2], mask, causal, past, nonpad, window)
         keys, values = present_key, present_value
         if q.shape[1] != keys.shape[1] and q.shape[1] % keys.shape[1] == 0:
             repeat = q.shape[1] // keys.shape[1]

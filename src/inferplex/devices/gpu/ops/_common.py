@@ -42,8 +42,9 @@ _TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
     ir.DataType.UINT8: torch.uint8,
     ir.DataType.BOOL: torch.bool,
 }
-"""Element types torch computes exactly on CUDA.  uint16/32/64 exist in torch but
-have almost no kernels; strings, complex, float8/float4 and int4 are not computed."""
+"""Element types torch computes exactly on CUDA.  uint16/32/64 and the float8 types exist in
+torch but have almost no kernels: only lowerings registered with ``held_dtypes`` take them
+(see ``_unsigned`` and ``types``); strings, complex, float4 and int2/int4 are not held at all."""
 
 FLOAT_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
                           ir.DataType.BFLOAT16})

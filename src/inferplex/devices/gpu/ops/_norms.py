@@ -42,7 +42,7 @@ def _floats_only(info: NodeInfo) -> str | None:
 
 def _batch_norm_supports(info: NodeInfo) -> str | None:
     if int(info.attr("training_mode", 0)) != 0:
-        return "BatchNormalization with training_mode=1 is not supported (inference only)"
+        return None if info.opset >= 14 else "BatchNormalization training before opset 14 is not supported"
     if int(info.attr("spatial", 1)) != 1:
         return "BatchNormalization with spatial=0 is not supported"
     if info.opset < 7 and int(info.attr("is_test", 0)) == 0:
@@ -55,11 +55,29 @@ def _batch_norm_supports(info: NodeInfo) -> str | None:
 @register("BatchNormalization", supports=_batch_norm_supports)
 def batch_norm(info: NodeInfo) -> Callable[..., Any]:
     eps = float(info.attr("epsilon", 1e-5))
+    if int(info.attr("training_mode", 0)):
+        return _batch_norm_training(eps, float(info.attr("momentum", 0.9)))
 
     def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
             var: torch.Tensor) -> torch.Tensor:
         mean, var, scale, bias = (t.to(x.dtype) for t in (mean, var, scale, bias))
         return F.batch_norm(x, mean, var, scale, bias, training=False, eps=eps)
+
+    return run
+
+
+def _batch_norm_training(eps: float, momentum: float) -> Callable[..., Any]:
+    """training_mode=1: normalize with the batch's statistics (biased variance, as ONNX) and return
+    the running mean and variance updated by ``momentum``."""
+
+    def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
+            var: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dims = [d for d in range(x.dim()) if d != 1]
+        batch_var, batch_mean = torch.var_mean(x, dim=dims, correction=0)
+        y = F.batch_norm(x, batch_mean, batch_var, scale.to(x.dtype), bias.to(x.dtype), training=False,
+                         eps=eps)
+        return (y, (mean * momentum + batch_mean * (1 - momentum)).to(x.dtype),
+                (var * momentum + batch_var * (1 - momentum)).to(x.dtype))
 
     return run
 
@@ -70,21 +88,16 @@ def instance_norm(info: NodeInfo) -> Callable[..., Any]:
     return lambda x, scale, bias: F.instance_norm(x, weight=scale, bias=bias, eps=eps)
 
 
-def _layer_norm_supports(info: NodeInfo) -> str | None:
-    if info.rank(0) is None:
-        return "LayerNormalization needs the input rank"
-    return _floats_only(info)
-
-
-@register("LayerNormalization", versions=(17, None), supports=_layer_norm_supports)
+@register("LayerNormalization", versions=(17, None), supports=_floats_only)
 def layer_norm(info: NodeInfo) -> Callable[..., Any]:
-    rank = info.rank(0) or 0
-    axis = int(info.attr("axis", -1)) % rank
+    # The axis resolves against the tensor's rank at run time: no inferred rank is needed.
+    axis_attr = int(info.attr("axis", -1))
     eps = float(info.attr("epsilon", 1e-5))
     stats = any(v is not None and v.name for v in info.node.outputs[1:])
-    dims = tuple(range(axis, rank))
 
     def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
+        axis = axis_attr % x.dim()
+        dims = tuple(range(axis, x.dim()))
         shape = tuple(x.shape[axis:])
         if not stats and tuple(scale.shape) == shape and (bias is None or tuple(bias.shape) == shape):
             return F.layer_norm(x, shape, scale, bias, eps)

@@ -25,6 +25,15 @@ from inferplex.devices.gpu.ops._common import (
     first_reason,
     torch_dtype,
 )
+from inferplex.devices.gpu.ops._unsigned import (
+    WIDE_UNSIGNED,
+    bit_shift,
+    unsigned_binary,
+    unsigned_compare,
+    unsigned_unary,
+    widen,
+)
+from inferplex.devices.gpu.ops.types import CAST_HELD, HELD_TORCH, held_cast, held_cast_reason
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
 
@@ -44,10 +53,25 @@ def _check(allowed: frozenset[ir.DataType], attrs: tuple[str, ...] = (),
 
 
 def _elementwise(op_types: dict[str, Callable[..., Any]], allowed: frozenset[ir.DataType],
-                 versions: tuple[int, int | None] = (1, None)) -> None:
+                 versions: tuple[int, int | None] = (1, None),
+                 unsigned: Callable[[str, Callable[..., Any]], Callable[..., Any]] | None = None) -> None:
+    """Register ops that are one torch function each.
+
+    ``unsigned(op_type, fn)`` gives the function for uint16/32/64 inputs (see
+    :mod:`._unsigned`); without it those types are refused.
+    """
     for op_type, fn in op_types.items():
-        register(op_type, versions=versions, supports=_check(allowed))(
-            functools.partial(lambda info, f: f, f=fn))
+        if unsigned is None:
+            register(op_type, versions=versions, supports=_check(allowed))(
+                functools.partial(lambda info, f: f, f=fn))
+            continue
+        register(op_type, versions=versions, supports=_check(allowed | WIDE_UNSIGNED),
+                 held_dtypes=WIDE_UNSIGNED)(
+            functools.partial(_maybe_unsigned, fn=fn, wide=unsigned(op_type, fn)))
+
+
+def _maybe_unsigned(info: NodeInfo, fn: Callable[..., Any], wide: Callable[..., Any]) -> Callable[..., Any]:
+    return wide if info.input_dtypes[0] in WIDE_UNSIGNED else fn
 
 
 _elementwise({
@@ -63,13 +87,17 @@ _elementwise({"Neg": torch.neg}, FLOAT_DTYPES | _SIGNED)
 _elementwise({"Abs": torch.abs}, NUMERIC_DTYPES)
 _elementwise({"Not": torch.logical_not, "And": torch.logical_and, "Or": torch.logical_or,
               "Xor": torch.logical_xor}, _BOOL)
-_elementwise({"BitwiseNot": torch.bitwise_not, "BitwiseAnd": torch.bitwise_and,
-              "BitwiseOr": torch.bitwise_or, "BitwiseXor": torch.bitwise_xor}, INT_DTYPES)
-_elementwise({"Equal": torch.eq}, EXACT_DTYPES, versions=(7, None))
+_elementwise({"BitwiseNot": torch.bitwise_not}, INT_DTYPES,
+             unsigned=lambda op, fn: unsigned_unary(fn))
+_elementwise({"BitwiseAnd": torch.bitwise_and, "BitwiseOr": torch.bitwise_or,
+              "BitwiseXor": torch.bitwise_xor}, INT_DTYPES, unsigned=lambda op, fn: unsigned_binary(op))
+_elementwise({"Equal": torch.eq}, EXACT_DTYPES, versions=(7, None),
+             unsigned=lambda op, fn: unsigned_compare(op))
 _elementwise({"Greater": torch.gt, "Less": torch.lt, "GreaterOrEqual": torch.ge,
-              "LessOrEqual": torch.le}, NUMERIC_DTYPES, versions=(7, None))
+              "LessOrEqual": torch.le}, NUMERIC_DTYPES, versions=(7, None),
+             unsigned=lambda op, fn: unsigned_compare(op))
 _elementwise({"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul}, NUMERIC_DTYPES,
-             versions=(7, None))
+             versions=(7, None), unsigned=lambda op, fn: unsigned_binary(op))
 
 
 @register("Sign", versions=(9, None), supports=_check(NUMERIC_DTYPES))
@@ -84,13 +112,16 @@ def _sign(info: NodeInfo) -> Callable[..., Any]:
     return sign
 
 
-@register("Identity", supports=_check(EXACT_DTYPES))
+@register("Identity", supports=_check(EXACT_DTYPES | CAST_HELD), held_dtypes=CAST_HELD)
 def _identity(info: NodeInfo) -> Callable[..., Any]:
     return lambda x: x
 
 
-@register("Div", versions=(7, None), supports=_check(NUMERIC_DTYPES))
+@register("Div", versions=(7, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
+          held_dtypes=WIDE_UNSIGNED)
 def _div(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] in WIDE_UNSIGNED:
+        return unsigned_binary("Div")
     if info.input_dtypes[0] in INT_DTYPES:
         # C and numpy-then-cast both truncate integer quotients toward zero.
         return functools.partial(torch.div, rounding_mode="trunc")
@@ -98,19 +129,24 @@ def _div(info: NodeInfo) -> Callable[..., Any]:
 
 
 def _mod_supports(info: NodeInfo) -> str | None:
-    reason = _check(NUMERIC_DTYPES, ("fmod",))(info)
-    if reason is None and info.attr("fmod", 0) == 0 and info.input_dtypes[0] in FLOAT_DTYPES:
-        return "Mod of floats needs fmod=1"
-    return reason
+    return _check(NUMERIC_DTYPES | WIDE_UNSIGNED, ("fmod",))(info)
 
 
-@register("Mod", versions=(10, None), supports=_mod_supports)
+@register("Mod", versions=(10, None), supports=_mod_supports, held_dtypes=WIDE_UNSIGNED)
 def _mod(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] in WIDE_UNSIGNED:
+        return unsigned_binary("Mod")
     # fmod=0: the sign of the divisor (Python's %); fmod=1: the sign of the dividend (C's fmod).
     return torch.fmod if info.attr("fmod", 0) else torch.remainder
 
 
-@register("Pow", versions=(7, None), supports=_check(NUMERIC_DTYPES))
+def _pow_supports(info: NodeInfo) -> str | None:
+    # an unsigned exponent converts to the base's floating type exactly enough for torch.pow
+    return first_reason(_check(NUMERIC_DTYPES, inputs=(0,))(info),
+                        _check(NUMERIC_DTYPES | WIDE_UNSIGNED, inputs=(1,))(info))
+
+
+@register("Pow", versions=(7, None), supports=_pow_supports, held_dtypes=WIDE_UNSIGNED)
 def _pow(info: NodeInfo) -> Callable[..., Any]:
     base, exponent = info.input_dtypes[0], info.input_dtypes[1]
 
@@ -118,7 +154,8 @@ def _pow(info: NodeInfo) -> Callable[..., Any]:
         # The result has the base's type.  An integer base with a float exponent is
         # computed in double (like ORT's std::pow and numpy) and truncated back;
         # otherwise both operands are promoted numpy-style, which torch skips for
-        # 0-d tensors.
+        # 0-d tensors.  An unsigned 16/32/64-bit exponent is taken as int64 (uint64 by its bits).
+        y = widen(y)
         if not x.is_floating_point() and y.is_floating_point():
             common = torch.float64
         else:
@@ -131,17 +168,15 @@ def _pow(info: NodeInfo) -> Callable[..., Any]:
 
 
 def _shift_supports(info: NodeInfo) -> str | None:
-    reason = _check(frozenset({ir.DataType.UINT8}), ("direction",))(info)
+    reason = _check(INT_DTYPES | WIDE_UNSIGNED, ("direction",))(info)
     if reason is None and info.attr("direction") not in ("LEFT", "RIGHT"):
         return f"BitShift direction {info.attr('direction')!r} is not LEFT or RIGHT"
     return reason
 
 
-@register("BitShift", versions=(11, None), supports=_shift_supports)
+@register("BitShift", versions=(11, None), supports=_shift_supports, held_dtypes=WIDE_UNSIGNED)
 def _bit_shift(info: NodeInfo) -> Callable[..., Any]:
-    if info.attr("direction") == "LEFT":
-        return torch.bitwise_left_shift
-    return torch.bitwise_right_shift
+    return bit_shift(str(info.attr("direction")))
 
 
 @register("IsInf", versions=(10, None),
@@ -197,9 +232,18 @@ def _variadic(op: Callable[..., torch.Tensor]) -> Callable[[NodeInfo], Callable[
     return lower
 
 
+def _extremum(op: str, fn: Callable[..., torch.Tensor]) -> Callable[[NodeInfo], Callable[..., Any]]:
+    def lower(info: NodeInfo) -> Callable[..., Any]:
+        return unsigned_binary(op) if info.input_dtypes[0] in WIDE_UNSIGNED else _variadic(fn)(info)
+
+    return lower
+
+
 # torch.maximum/minimum propagate NaN, like ONNX (numpy's maximum/minimum).
-register("Max", versions=(6, None), supports=_check(NUMERIC_DTYPES))(_variadic(torch.maximum))
-register("Min", versions=(6, None), supports=_check(NUMERIC_DTYPES))(_variadic(torch.minimum))
+register("Max", versions=(6, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
+         held_dtypes=WIDE_UNSIGNED)(_extremum("Max", torch.maximum))
+register("Min", versions=(6, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
+         held_dtypes=WIDE_UNSIGNED)(_extremum("Min", torch.minimum))
 register("Sum", versions=(6, None), supports=_check(FLOAT_DTYPES))(_variadic(torch.add))
 
 
@@ -216,25 +260,50 @@ def _target_dtype(info: NodeInfo) -> ir.DataType | None:
 
 
 def _cast_supports(info: NodeInfo) -> str | None:
-    # saturate and round_mode only change casts to float8/float4, which are refused.
-    reason = _check(EXACT_DTYPES, ("to", "saturate", "round_mode"), inputs=(0,))(info)
+    # saturate changes casts to float8 only; round_mode only casts to float8e8m0, which is refused.
+    reason = _check(EXACT_DTYPES | CAST_HELD, ("to", "saturate", "round_mode"), inputs=(0,))(info)
     if reason is not None:
         return reason
     target = _target_dtype(info)
     if target is None:
-        return "the target element type is unknown"
-    if target not in EXACT_DTYPES:
+        # CastLike takes the type of its second input when it runs (bodies of If/Loop often
+        # carry no inferred types); Cast always names its target.
+        return None if info.op_type == "CastLike" else "the target element type is unknown"
+    if target not in EXACT_DTYPES | CAST_HELD:
         return f"cast to {target.name} is not supported"
-    return None
+    return held_cast_reason(info.input_dtypes[0], target)
 
 
-@register("Cast", versions=(6, None), supports=_cast_supports)
-@register("CastLike", versions=(15, None), supports=_cast_supports)
+_IR_OF_TORCH = {dtype: onnx_type for onnx_type, dtype in HELD_TORCH.items()}
+
+
+def _cast_like_at_run_time(saturate: bool) -> Callable[..., Any]:
+    """CastLike whose target type is known only from the tensor it receives."""
+
+    def cast_like(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        if x.dtype == like.dtype:
+            return x
+        source, target = _IR_OF_TORCH.get(x.dtype), _IR_OF_TORCH[like.dtype]
+        if target in CAST_HELD or source in CAST_HELD:
+            return held_cast(source, target, saturate, like.dtype)(x)
+        return x.to(like.dtype)
+
+    return cast_like
+
+
+@register("Cast", versions=(6, None), supports=_cast_supports, held_dtypes=CAST_HELD)
+@register("CastLike", versions=(15, None), supports=_cast_supports, held_dtypes=CAST_HELD)
 def _cast(info: NodeInfo) -> Callable[..., Any]:
     # torch, like ONNX, truncates floats toward zero when casting to integers and
     # maps NaN to True when casting to bool.
     target = _target_dtype(info)
+    if target is None and info.op_type == "CastLike":
+        return _cast_like_at_run_time(bool(info.attr("saturate", 1)))
     if target is None:  # _cast_supports refuses such a node, so it is never lowered
         raise CompileError(f"{info.op_type}: the target element type is unknown")
+    source = info.input_dtypes[0]
+    if target in CAST_HELD or source in CAST_HELD:
+        convert = held_cast(source, target, bool(info.attr("saturate", 1)), HELD_TORCH[target])
+        return lambda x, like=None: convert(x)
     dtype = torch_dtype(target)
     return lambda x, like=None: x.to(dtype)

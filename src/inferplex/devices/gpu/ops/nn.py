@@ -221,11 +221,16 @@ def _pool_supports(info: NodeInfo) -> str | None:
     return _floats_only(info) or _spatial_rank(info)
 
 
+_SMALL_INTS = (ir.DataType.INT8, ir.DataType.UINT8)
+
+
 def _max_pool_supports(info: NodeInfo) -> str | None:
-    problem = _pool_supports(info)
-    if problem is None and len(info.node.outputs) > 1 and info.node.outputs[1] is not None \
-            and info.node.outputs[1].name and int(info.attr("storage_order", 0)) != 0:
-        return "MaxPool indices with storage_order=1 are not supported"
+    if info.input_dtypes and info.input_dtypes[0] in _SMALL_INTS:
+        # 8-bit integers pool exactly in float32 (every value is representable)
+        problem = None if info.attr("kernel_shape") else "MaxPool needs kernel_shape"
+        problem = problem or _spatial_rank(info)
+    else:
+        problem = _pool_supports(info)
     return problem
 
 
@@ -235,9 +240,15 @@ def max_pool(info: NodeInfo) -> Callable[..., Any]:
     kernel = window.kernel_shape()
     ceil = bool(info.attr("ceil_mode", 0))
     want_indices = len(info.node.outputs) > 1 and bool(info.node.outputs[1].name)
+    column_major = int(info.attr("storage_order", 0)) != 0
     fn = _MAX_POOL[window.spatial]
 
     def run(x: torch.Tensor) -> Any:
+        if x.dtype in (torch.int8, torch.uint8):
+            pooled = run(x.to(torch.float32))
+            if isinstance(pooled, tuple):
+                return pooled[0].to(x.dtype), pooled[1]
+            return pooled.to(x.dtype)
         pads, ends = _pool_plan(window, x.shape[2:], ceil)
         padding = _native_pool_ok(window, pads)
         begins = pads[:window.spatial]
@@ -250,14 +261,15 @@ def max_pool(info: NodeInfo) -> Callable[..., Any]:
         if not want_indices:
             return fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil)
         y, idx = fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil, True)
-        return y, _onnx_indices(idx, x.shape, x_in.shape[2:], begins)
+        return y, _onnx_indices(idx, x.shape, x_in.shape[2:], begins, column_major)
 
     return run
 
 
 def _onnx_indices(idx: torch.Tensor, shape: Sequence[int], padded: Sequence[int],
-                  begins: Sequence[int]) -> torch.Tensor:
-    """torch's per-plane indices (into the padded input) -> ONNX's indices into the whole input."""
+                  begins: Sequence[int], column_major: bool = False) -> torch.Tensor:
+    """torch's per-plane indices (into the padded input) -> ONNX's indices into the whole input
+    (``column_major``: storage_order=1, the spatial axes flattened first axis fastest)."""
     if any(begins) or list(padded) != list(shape[2:]):
         flat = torch.zeros_like(idx)
         rest = idx
@@ -266,6 +278,12 @@ def _onnx_indices(idx: torch.Tensor, shape: Sequence[int], padded: Sequence[int]
             rest = rest // padded[axis]
             stride = math.prod(shape[3 + axis:])
             flat = flat + coord * stride
+        idx = flat
+    if column_major:
+        spatial, rest, flat = list(shape[2:]), idx, torch.zeros_like(idx)
+        for axis in reversed(range(len(spatial))):
+            flat = flat + (rest % spatial[axis]) * math.prod(spatial[:axis])
+            rest = rest // spatial[axis]
         idx = flat
     plane = math.prod(shape[2:])
     offsets = torch.arange(shape[0] * shape[1], device=idx.device, dtype=idx.dtype) * plane

@@ -29,8 +29,13 @@ from inferplex.devices.gpu.ops._common import (
     normalize_axis,
     torch_dtype,
 )
+from inferplex.devices.gpu.ops.types import CAST_HELD
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import InputError
+
+_MOVABLE = EXACT_DTYPES | CAST_HELD
+"""Element types the view-only ops (Reshape, Transpose, Squeeze, ...) move: torch holds uint16/32/64
+and float8 and can view and copy them, though it computes little on them."""
 
 
 def _check(attrs: tuple[str, ...] = (), inputs: tuple[int, ...] = (0,),
@@ -73,7 +78,8 @@ def _reshape_target(shape: Sequence[int], target: Sequence[int], allowzero: bool
     return [shape[i] if t == 0 else t for i, t in enumerate(target)]
 
 
-@register("Reshape", versions=(5, None), supports=_check(("allowzero",)))
+@register("Reshape", versions=(5, None), supports=_check(("allowzero",), allowed=_MOVABLE),
+          held_dtypes=CAST_HELD)
 def _reshape(info: NodeInfo) -> Callable[..., Any]:
     allowzero = bool(info.attr("allowzero", 0))
 
@@ -83,7 +89,7 @@ def _reshape(info: NodeInfo) -> Callable[..., Any]:
     return _ints_input(info, 1, build)
 
 
-@register("Transpose", supports=_check(("perm",)))
+@register("Transpose", supports=_check(("perm",), allowed=_MOVABLE), held_dtypes=CAST_HELD)
 def _transpose(info: NodeInfo) -> Callable[..., Any]:
     perm = info.attr("perm")
     if perm is None:
@@ -91,7 +97,7 @@ def _transpose(info: NodeInfo) -> Callable[..., Any]:
     return lambda x: x.permute(*perm)
 
 
-@register("Flatten", supports=_check(("axis",)))
+@register("Flatten", supports=_check(("axis",), allowed=_MOVABLE), held_dtypes=CAST_HELD)
 def _flatten(info: NodeInfo) -> Callable[..., Any]:
     axis = info.attr("axis", 1)
 
@@ -108,7 +114,7 @@ def _axes(info: NodeInfo, index: int) -> tuple[str, int]:
     return ("attr", 0) if info.opset < 13 else ("input", index)
 
 
-@register("Squeeze", supports=_check(("axes",)))
+@register("Squeeze", supports=_check(("axes",), allowed=_MOVABLE), held_dtypes=CAST_HELD)
 def _squeeze(info: NodeInfo) -> Callable[..., Any]:
     def build(axes: list[int] | None) -> Callable[..., Any]:
         if not axes:
@@ -120,7 +126,7 @@ def _squeeze(info: NodeInfo) -> Callable[..., Any]:
     return _ints_input(info, 1, build)
 
 
-@register("Unsqueeze", supports=_check(("axes",)))
+@register("Unsqueeze", supports=_check(("axes",), allowed=_MOVABLE), held_dtypes=CAST_HELD)
 def _unsqueeze(info: NodeInfo) -> Callable[..., Any]:
     def build(axes: list[int] | None) -> Callable[..., Any]:
         def unsqueeze(x: torch.Tensor, _a: Any = None) -> torch.Tensor:
@@ -171,7 +177,7 @@ def _split(info: NodeInfo) -> Callable[..., Any]:
     return _ints_input(info, 1, build)
 
 
-@register("Expand", versions=(8, None), supports=_check())
+@register("Expand", versions=(8, None), supports=_check(allowed=_MOVABLE), held_dtypes=CAST_HELD)
 def _expand(info: NodeInfo) -> Callable[..., Any]:
     def build(shape: list[int] | None) -> Callable[..., Any]:
         return lambda x, _s=None: x.expand(torch.broadcast_shapes(x.shape, tuple(shape or ())))
@@ -308,14 +314,14 @@ def _pad(info: NodeInfo) -> Callable[..., Any]:
 
 # --- shapes and generated tensors --------------------------------------------
 
-@register("Shape", supports=_check(("start", "end")))
+@register("Shape", supports=_check(("start", "end"), allowed=_MOVABLE), held_dtypes=CAST_HELD)
 def _shape(info: NodeInfo) -> Callable[..., Any]:
     start, end = info.attr("start", 0), info.attr("end")
     # Python's list slicing clamps start/end like ONNX.
     return lambda x: int64_tensor(list(x.shape)[start:end], x.device)
 
 
-@register("Size", supports=_check())
+@register("Size", supports=_check(allowed=_MOVABLE), held_dtypes=CAST_HELD)
 def _size(info: NodeInfo) -> Callable[..., Any]:
     return lambda x: torch.full((), x.numel(), dtype=torch.int64, device=x.device)
 

@@ -1,0 +1,168 @@
+"""Lowerings: DFT, STFT and the window functions HannWindow, HammingWindow, BlackmanWindow.
+
+ONNX carries complex values as a trailing axis of size 2 (real, imaginary), or 1
+for a real signal.  The lowerings view that axis as a torch complex tensor and
+call ``torch.fft``, which pads or truncates to the requested length like numpy's
+FFT that ONNX's reference uses.  Signals are transformed in float64, as that
+reference does, and cast back to their type (torch's half-precision FFT takes
+power-of-two lengths only, and float32 rounding differs from the reference's).
+Lengths, axes and frame steps given as computed tensors are read back to the
+host (the program then runs without CUDA graphs).  Windows use ONNX's own
+coefficients (Hamming's are 25/46 and 21/46, not torch's 0.54 and 0.46),
+computed in float64 and cast to ``output_datatype``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from inferplex.devices.gpu.ops._common import (
+    EXACT_DTYPES,
+    FLOAT_DTYPES,
+    attrs_reason,
+    const_int,
+    dtype_reason,
+    eager,
+    first_reason,
+    normalize_axis,
+    torch_dtype,
+)
+from inferplex.devices.gpu.registry import NodeInfo, register
+
+_INTS = frozenset({ir.DataType.INT32, ir.DataType.INT64})
+
+
+def _int_input(info: NodeInfo, index: int) -> tuple[int | None, bool]:
+    """(constant value or None, whether it must be read at run time)."""
+    if not info.has_input(index):
+        return None, False
+    value = const_int(info, index)
+    return value, value is None
+
+
+def _to_complex(x: torch.Tensor) -> torch.Tensor:
+    wide = x.to(torch.float64)
+    if x.shape[-1] == 1:
+        return wide.squeeze(-1)
+    return torch.view_as_complex(wide.contiguous())
+
+
+def _from_complex(z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    if not z.is_complex():
+        return z.unsqueeze(-1).to(dtype)
+    return torch.view_as_real(z).to(dtype)
+
+
+# --- DFT ---------------------------------------------------------------------------------
+
+
+def _dft_supports(info: NodeInfo) -> str | None:
+    return first_reason(attrs_reason(info, ("axis", "inverse", "onesided")),
+                        dtype_reason(info, (0,), FLOAT_DTYPES), dtype_reason(info, (1, 2), _INTS))
+
+
+@register("DFT", versions=(17, None), supports=_dft_supports)
+def _dft(info: NodeInfo) -> Callable[..., Any]:
+    inverse, onesided = bool(info.attr("inverse", 0)), bool(info.attr("onesided", 0))
+    length, length_at_run = _int_input(info, 1)
+    axis_value: int | None
+    if info.opset < 20:
+        axis_value, axis_at_run = int(info.attr("axis", 1)), False
+    else:
+        axis_value, axis_at_run = _int_input(info, 2)
+        axis_value = -2 if axis_value is None and not axis_at_run else axis_value
+
+    def dft(x: torch.Tensor, dft_length: torch.Tensor | None = None,
+            axis_tensor: torch.Tensor | None = None) -> torch.Tensor:
+        axis = int(axis_tensor.reshape(-1)[0]) if axis_at_run and axis_tensor is not None else axis_value
+        axis = normalize_axis(int(axis or 0), x.dim())
+        n = int(dft_length.reshape(-1)[0]) if length_at_run and dft_length is not None else length
+        signal = _to_complex(x)
+        if n is None:
+            n = 2 * (x.shape[axis] - 1) if inverse and onesided else x.shape[axis]
+        if inverse and onesided:
+            result = torch.fft.irfft(signal, n=n, dim=axis)
+        elif inverse:
+            result = torch.fft.ifft(signal, n=n, dim=axis)
+        else:
+            result = torch.fft.fft(signal, n=n, dim=axis)
+            if onesided:
+                result = result.narrow(axis, 0, n // 2 + 1)
+        return _from_complex(result, x.dtype)
+
+    return eager(dft) if length_at_run or axis_at_run else dft
+
+
+# --- STFT --------------------------------------------------------------------------------
+
+
+def _stft_supports(info: NodeInfo) -> str | None:
+    return first_reason(attrs_reason(info, ("onesided",)), dtype_reason(info, (0, 2), FLOAT_DTYPES),
+                        dtype_reason(info, (1, 3), _INTS))
+
+
+@register("STFT", versions=(17, None), supports=_stft_supports)
+def _stft(info: NodeInfo) -> Callable[..., Any]:
+    onesided = bool(info.attr("onesided", 1))
+    step_value, step_at_run = _int_input(info, 1)
+    length_value, length_at_run = _int_input(info, 3)
+
+    def stft(signal: torch.Tensor, frame_step: torch.Tensor, window: torch.Tensor | None = None,
+             frame_length: torch.Tensor | None = None) -> torch.Tensor:
+        step = int(frame_step.reshape(-1)[0]) if step_at_run else step_value
+        size = int(frame_length.reshape(-1)[0]) if length_at_run and frame_length is not None \
+            else length_value
+        if size is None:
+            size = window.shape[0] if window is not None else signal.shape[-2]
+        # [batch, frames, 1 or 2, size] -> [batch, frames, size, 1 or 2]
+        frames = signal.unfold(1, size, int(step or 1)).transpose(-1, -2)
+        z = _to_complex(frames)
+        if window is not None:
+            z = z * window.to(z.real.dtype if z.is_complex() else z.dtype)
+        result = torch.fft.fft(z, n=size, dim=-1)
+        if onesided:
+            result = result[..., : size // 2 + 1]
+        return _from_complex(result, signal.dtype)
+
+    return eager(stft) if step_at_run or length_at_run else stft
+
+
+# --- windows -----------------------------------------------------------------------------
+
+_WINDOWS: dict[str, Callable[[torch.Tensor, float], torch.Tensor]] = {
+    "HannWindow": lambda n, span: torch.sin(n * math.pi / span) ** 2,
+    "HammingWindow": lambda n, span: 25 / 46 - (21 / 46) * torch.cos(n * (2 * math.pi) / span),
+    "BlackmanWindow": lambda n, span: (0.42 - 0.5 * torch.cos(n * (2 * math.pi) / span)
+                                       + 0.08 * torch.cos(n * (4 * math.pi) / span)),
+}
+
+
+def _window_supports(info: NodeInfo) -> str | None:
+    reason = first_reason(attrs_reason(info, ("output_datatype", "periodic")),
+                          dtype_reason(info, (0,), _INTS))
+    target = ir.DataType(info.attr("output_datatype", 1))
+    if reason is None and target not in EXACT_DTYPES:
+        return f"{info.op_type} output_datatype {target.name} is not supported"
+    return reason
+
+
+def _window(info: NodeInfo) -> Callable[..., Any]:
+    formula = _WINDOWS[info.op_type]
+    dtype = torch_dtype(ir.DataType(info.attr("output_datatype", 1)))
+    periodic = bool(info.attr("periodic", 1))
+
+    def window(size: torch.Tensor) -> torch.Tensor:
+        n = int(size.reshape(-1)[0])
+        ticks = torch.arange(n, dtype=torch.float64, device=size.device)
+        return formula(ticks, float(n if periodic else n - 1)).to(dtype)
+
+    return eager(window)
+
+
+for _name in _WINDOWS:
+    register(_name, versions=(17, None), supports=_window_supports)(_window)
