@@ -145,8 +145,9 @@ def hello_classification(argv: list[str]) -> int:
     return 0
 
 
-def test_hello_classification(logs: pytest.LogCaptureFixture) -> None:
-    assert hello_classification(["hello_classification.py", str(MODEL), "cat.bmp", "CPU"]) == 0
+def test_hello_classification(logs: pytest.LogCaptureFixture, device: str) -> None:
+    """On a GPU too: the u8 image is resized on the device, as the sample's PrePostProcessor asks."""
+    assert hello_classification(["hello_classification.py", str(MODEL), "cat.bmp", device]) == 0
     tops = _logged_tops(logs.messages)
     _check_top10(tops["cat.bmp"], _reference(_image("cat.bmp")))
 

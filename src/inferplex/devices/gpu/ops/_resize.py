@@ -25,6 +25,9 @@ import torch
 from inferplex.devices.gpu.registry import NodeInfo, register
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+_INTEGERS = (ir.DataType.UINT8, ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64)
+"""Interpolated in floating point, then truncated toward zero and clamped to the type's range,
+as ONNX's reference and ONNX Runtime give (a u8 image resized by PrePostProcessor, say)."""
 _COORD_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_crop_and_resize",
                 "half_pixel_symmetric")
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
@@ -192,9 +195,9 @@ def _supports(info: NodeInfo, upsample: bool) -> str | None:
     if info.rank(0) is None:
         return f"{info.op_type} needs the input rank"
     dtype = info.input_dtypes[0]
-    if spec.mode != "nearest" and dtype is not None and dtype not in _FLOATS:
+    if spec.mode != "nearest" and dtype is not None and dtype not in (*_FLOATS, *_INTEGERS):
         return (f"{info.op_type} mode {spec.mode!r} on {dtype.name} is not supported "
-                "(accepted: floating types)")
+                "(accepted: floating types, int8-int64, uint8)")
     return None
 
 
@@ -275,6 +278,14 @@ def _lower(info: NodeInfo, upsample: bool) -> Callable[..., Any]:
     def run(x: torch.Tensor, *rest: Any) -> torch.Tensor:
         key = tuple(_host(rest[p - 1]) if runtime[i] and p - 1 < len(rest) else constants[i]
                     for i, p in enumerate(p if p is not None else 0 for p in positions))
+        if spec.mode != "nearest" and not x.is_floating_point():
+            wide = torch.float64 if x.element_size() >= 4 else torch.float32
+            y = interpolate(x.to(wide), key)
+            info_ = torch.iinfo(x.dtype)
+            return torch.trunc(y).clamp_(info_.min, info_.max).to(x.dtype)
+        return interpolate(x, key)
+
+    def interpolate(x: torch.Tensor, key: tuple[Any, ...]) -> torch.Tensor:
         for axis, idx, weights, fill in on_device(x, key):
             view = [1] * x.dim()
             view[axis] = -1
