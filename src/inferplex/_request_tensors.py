@@ -25,11 +25,19 @@ and read it after each run.
 
 A batch of tensors set with ``set_input_tensors([t0, t1, ...])`` is gathered
 along the first axis at each run, so writes into them between runs count.
+
+Pinned arrays.  Where the compiled model runs on one device that can page-lock
+host memory (``DeviceProgram.pin_host_memory``: a CUDA GPU), an array the request
+owns of at least :data:`PIN_MIN_BYTES` is page-locked once, when it is made: the
+device then copies it in directly, and OpenVINO's copy of the inputs into the
+request (``share_inputs=False``) replaces the device's own staging copy instead of
+adding to it.  The array is unlocked when the request lets it go.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -97,10 +105,24 @@ def _zeros(port: Port) -> np.ndarray:
     return np.full(shape, "", dtype=object) if dtype.kind == "O" else np.zeros(shape, dtype)
 
 
+PIN_MIN_BYTES = 256 << 10
+"""Owned input arrays this large or larger are page-locked where the device can (a smaller copy
+costs less than staging misses, and page-locking has a cost of its own)."""
+
+Pinner = Callable[[int, int], Callable[[], None] | None]
+"""``pin(address, size)`` -> the function that unlocks it, or None (``DeviceProgram.pin_host_memory``)."""
+
+
+def _unpin_all(pins: dict[int, tuple[np.ndarray, Callable[[], None]]]) -> None:
+    for _array, unpin in pins.values():
+        unpin()
+    pins.clear()
+
+
 class RequestTensors:
     """The tensors of one request (see the module docstring)."""
 
-    def __init__(self, inputs: list[Port], outputs: list[Port]) -> None:
+    def __init__(self, inputs: list[Port], outputs: list[Port], pin: Pinner | None = None) -> None:
         self.inputs = inputs
         self.outputs = outputs
         self.input_index = {p.any_name: p.index for p in inputs}
@@ -114,6 +136,11 @@ class RequestTensors:
         self._out: dict[int, Any] = {}
         """Output index -> the tensor that receives its results (handed out or set by the caller)."""
         self._last: dict[str, Any] | None = None
+        self._pin = pin
+        self._pins: dict[int, tuple[np.ndarray, Callable[[], None]]] = {}
+        """Input index -> (its owned array, the function that unlocks it): page-locked arrays."""
+        if pin is not None:
+            weakref.finalize(self, _unpin_all, self._pins)
 
     # --- inputs --------------------------------------------------------------------------
 
@@ -126,8 +153,7 @@ class RequestTensors:
         converted = convert_input(port, value)
         if port.is_tensor:
             check_inputs([port], {port.index: converted})
-        self._held[port.index] = converted
-        self._owned.discard(port.index)
+        self._hold_given(port.index, converted)
 
     def _set_batch(self, port: Port, tensors: Sequence[Any]) -> None:
         dims = port_dims(port)
@@ -140,8 +166,7 @@ class RequestTensors:
             if not shape or shape[0] != 1:
                 raise InputError(f"batched tensors for input {port.any_name!r} must each have batch "
                                  f"1 on the first axis, got shape {list(shape)}")
-        self._held[port.index] = _Batch(tensors)
-        self._owned.discard(port.index)
+        self._hold_given(port.index, _Batch(tensors))
 
     def input_tensor(self, port: Port) -> Any:
         """The input's tensor: an ov.Tensor sharing the request's memory."""
@@ -166,8 +191,7 @@ class RequestTensors:
         dims = port_dims(port)
         if not port.is_tensor or dims is None or any(not isinstance(d, int) for d in dims):
             return None
-        self._held[port.index] = _zeros(port)
-        self._owned.add(port.index)
+        self._hold_owned(port.index, _zeros(port))
         return self._held[port.index]
 
     def bind(self, keyed: Mapping[int, Any], share: bool) -> dict[str, Any]:
@@ -214,22 +238,19 @@ class RequestTensors:
     def _place_exact(self, index: int, value: np.ndarray, share: bool) -> None:
         """``_place`` for an array :meth:`_fits` accepted (the caller's own array, never converted)."""
         if share and value.flags.c_contiguous and value.flags.writeable:
-            self._held[index] = value
-            self._owned.discard(index)
+            self._hold_given(index, value)
             return
         held = self._held.get(index)
         if not share and index in self._owned and type(held) is np.ndarray and held.shape == value.shape \
                 and held.dtype == value.dtype:
             np.copyto(held, value)
             return
-        self._held[index] = np.array(value, order="C", copy=True)
-        self._owned.add(index)
+        self._hold_owned(index, np.array(value, order="C", copy=True))
 
     def _place(self, index: int, given: Any, value: Any, share: bool) -> None:
         port = self.inputs[index]
         if is_ov_tensor(value) or not isinstance(value, np.ndarray) or not port.is_tensor:
-            self._held[index] = value  # ov.Tensor, torch tensor, sequence or optional: as given
-            self._owned.discard(index)
+            self._hold_given(index, value)  # ov.Tensor, torch tensor, sequence or optional: as given
             return
         if isinstance(given, np.ndarray):
             fresh = value is not given  # converted: a copy nobody else holds
@@ -237,11 +258,9 @@ class RequestTensors:
             fresh = not hasattr(given, "__array__")
         if share:  # OpenVINO: a new tensor over the caller's memory where it can, else a copy
             if not fresh and value.flags.c_contiguous and value.flags.writeable:
-                self._held[index] = value
-                self._owned.discard(index)
+                self._hold_given(index, value)
             else:
-                self._held[index] = value if fresh else np.array(value, order="C", copy=True)
-                self._owned.add(index)
+                self._hold_owned(index, value if fresh else np.array(value, order="C", copy=True))
             return
         held = self._held.get(index)
         if is_ov_tensor(held) and _copy_into(held, value):
@@ -250,8 +269,28 @@ class RequestTensors:
                 and held.dtype == value.dtype:
             np.copyto(held, value)
             return
-        self._held[index] = value if fresh else np.array(value, order="C", copy=True)
+        self._hold_owned(index, value if fresh else np.array(value, order="C", copy=True))
+
+    def _hold_owned(self, index: int, array: np.ndarray) -> None:
+        """Hold an array the request owns (page-locked where the device can, see the module docstring)."""
+        self._unpin(index)
+        self._held[index] = array
         self._owned.add(index)
+        if self._pin is not None and array.nbytes >= PIN_MIN_BYTES and array.flags.c_contiguous:
+            unpin = self._pin(array.ctypes.data, array.nbytes)
+            if unpin is not None:
+                self._pins[index] = (array, unpin)
+
+    def _hold_given(self, index: int, value: Any) -> None:
+        """Hold a value the caller gave (read in place, never written by the request)."""
+        self._unpin(index)
+        self._held[index] = value
+        self._owned.discard(index)
+
+    def _unpin(self, index: int) -> None:
+        pinned = self._pins.pop(index, None)
+        if pinned is not None:
+            pinned[1]()
 
     @staticmethod
     def _run_value(held: Any) -> Any:

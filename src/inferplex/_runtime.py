@@ -263,7 +263,7 @@ class InferRequest(TensorAccess):
 
     def __init__(self, compiled: CompiledModel) -> None:
         self._compiled = compiled
-        self._tensors = RequestTensors(compiled._inputs, compiled._outputs)
+        self._tensors = RequestTensors(compiled._inputs, compiled._outputs, compiled._runner.pin_host_memory)
         self._request: Request | None = None
         self._callback: Callable[[Any], None] | None = None
         self._callback_userdata: Any = None

@@ -14,7 +14,7 @@ against the model's ports.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from inferplex.engine.completions import blocking
@@ -58,6 +58,11 @@ class Runner(ABC):
     def property_names(self) -> tuple[str, ...]:
         """The keys :meth:`get_property` answers."""
         return ()
+
+    def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
+        """Page-lock host memory that requests read their inputs from (``DeviceProgram.pin_host_memory``);
+        the function that undoes it, or None: only a runner of one device program can."""
+        return None
 
     def set_property(self, properties: Mapping[str, Any]) -> None:
         """Change properties after compilation; only some runners accept any."""
@@ -103,6 +108,9 @@ class PoolRunner(Runner):
     @property
     def optimal_number_of_infer_requests(self) -> int:
         return self.pool.workers
+
+    def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
+        return self.pool.program.pin_host_memory(address, size)
 
     @property
     def execution_devices(self) -> list[str]:
