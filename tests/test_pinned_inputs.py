@@ -22,7 +22,8 @@ from inferplex._request_tensors import PIN_MIN_BYTES
 
 IMAGE = [1, 3, 224, 224]  # 602,112 bytes of f32: large enough to be page-locked
 MODEL = helper.make_model(helper.make_graph(
-    [helper.make_node("Mul", ["image", "gain"], ["scaled"]), helper.make_node("Relu", ["scaled"], ["y"])],
+    [helper.make_node("Mul", ["image", "gain"], ["scaled"]),
+     helper.make_node("Relu", ["scaled"], ["y"])],
     "pinned", [helper.make_tensor_value_info("image", TensorProto.FLOAT, IMAGE),
                helper.make_tensor_value_info("gain", TensorProto.FLOAT, [1])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, IMAGE)]), opset_imports=[helper.make_opsetid("", 17)])
