@@ -26,7 +26,8 @@ MODEL = helper.make_model(helper.make_graph(
      helper.make_node("Relu", ["scaled"], ["y"])],
     "pinned", [helper.make_tensor_value_info("image", TensorProto.FLOAT, IMAGE),
                helper.make_tensor_value_info("gain", TensorProto.FLOAT, [1])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, IMAGE)]), opset_imports=[helper.make_opsetid("", 17)])
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, IMAGE)]),
+    opset_imports=[helper.make_opsetid("", 17)])
 
 
 class _Ledger:
