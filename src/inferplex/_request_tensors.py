@@ -28,10 +28,11 @@ along the first axis at each run, so writes into them between runs count.
 
 Pinned arrays.  Where the compiled model runs on one device that can page-lock
 host memory (``DeviceProgram.pin_host_memory``: a CUDA GPU), an array the request
-owns of at least :data:`PIN_MIN_BYTES` is page-locked once, when it is made: the
-device then copies it in directly, and OpenVINO's copy of the inputs into the
-request (``share_inputs=False``) replaces the device's own staging copy instead of
-adding to it.  The array is unlocked when the request lets it go.
+owns for an input of static shape, of at least :data:`PIN_MIN_BYTES`, is
+page-locked once, when it is made: the device then copies it in directly, and
+OpenVINO's copy of the inputs into the request (``share_inputs=False``) replaces
+the device's own staging copy instead of adding to it.  The array is unlocked
+when the request lets it go.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ class RequestTensors:
         """Output index -> the tensor that receives its results (handed out or set by the caller)."""
         self._last: dict[str, Any] | None = None
         self._pin = pin
+        self._static = {p.index for p in inputs
+                        if (dims := port_dims(p)) is not None and all(isinstance(d, int) for d in dims)}
         self._pins: dict[int, tuple[np.ndarray, Callable[[], None]]] = {}
         """Input index -> (its owned array, the function that unlocks it): page-locked arrays."""
         if pin is not None:
@@ -276,7 +279,8 @@ class RequestTensors:
         self._unpin(index)
         self._held[index] = array
         self._owned.add(index)
-        if self._pin is not None and array.nbytes >= PIN_MIN_BYTES and array.flags.c_contiguous:
+        if self._pin is not None and array.nbytes >= PIN_MIN_BYTES and array.flags.c_contiguous \
+                and index in self._static:  # a dynamic input's array changes with its shape
             unpin = self._pin(array.ctypes.data, array.nbytes)
             if unpin is not None:
                 self._pins[index] = (array, unpin)
