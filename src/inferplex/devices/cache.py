@@ -42,6 +42,7 @@ own blob, under one SHA-256.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import logging
@@ -68,6 +69,7 @@ __all__ = [
     "cache_directory",
     "compile_through_cache",
     "entry_key",
+    "exporting",
     "model_bytes",
     "pack_export",
     "unpack_export",
@@ -80,6 +82,15 @@ _EXPORT_MAGIC = b"INFERPLEX-MODEL\x00"
 _FORMAT = 1
 _SUFFIX = ".blob"
 _UNSAFE_BITS = stat.S_IWGRP | stat.S_IWOTH
+_EXPORTING: contextvars.ContextVar[bool] = contextvars.ContextVar("inferplex_cache_exporting", default=False)
+
+
+def exporting() -> bool:
+    """Whether the plugin's ``compile`` running now (on this thread) is a cold compile for the
+    cache, whose program ``export_program`` will be asked for next: a plugin may then prepare
+    its exported form while it compiles (the GPU keeps its optimised model and records
+    torch.compile's artefacts), and skip that work otherwise."""
+    return _EXPORTING.get()
 
 
 # --- the directory -------------------------------------------------------------------
@@ -282,7 +293,11 @@ def compile_through_cache(plugin: DevicePlugin, model: ir.Model, device: str, co
             return plugin.import_program(payload, device, dict(config)), True
         except Exception as error:  # noqa: BLE001 - a bad entry is compiled again, never fatal
             _discard(root / (key + _SUFFIX), f"{type(plugin).__name__}.import_program failed: {error}")
-    program = compile_cold()
+    token = _EXPORTING.set(True)
+    try:
+        program = compile_cold()
+    finally:
+        _EXPORTING.reset(token)
     try:
         blob = plugin.export_program(program)
     except Exception as error:  # noqa: BLE001 - the program runs; only its entry is missing

@@ -54,6 +54,8 @@ class WorkerProcessProgram(DeviceProgram):
     """
 
     tensor_kind = "numpy"
+    loaded_from_cache = False
+    """Whether the worker process imported the program from the model cache."""
 
     def __init__(self, device: str, process: subprocess.Popen[bytes], control: Connection,
                  workers: list[tuple[Connection, SharedBuffer]], profiling: bool) -> None:
@@ -158,10 +160,13 @@ def _plugin_spec(registry: DeviceRegistry, device: str) -> tuple[tuple[str, str]
 
 
 def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device: str,
-                              config: Mapping[str, Any]) -> WorkerProcessProgram:
+                              config: Mapping[str, Any], cache_dir: str = "") -> WorkerProcessProgram:
     """Compile ``model`` for ``device`` in a new worker process (its plugin class made again there).
 
-    ``config`` is the member config (already validated).  Raises CompileError
+    ``config`` is the member config (already validated, ``CACHE_DIR`` left out).
+    ``cache_dir``: the worker process compiles through this model cache
+    (:func:`inferplex.devices.cache.compile_through_cache`); the program's
+    ``loaded_from_cache`` says whether its entry was used.  Raises CompileError
     with the worker's reason when it cannot compile.
     """
     import onnx_ir as ir
@@ -178,7 +183,7 @@ def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device:
         theirs.close()
         control = Connection(os.dup(ours.fileno()))
         try:
-            control.send(("compile", spec, path, full, dict(config)))
+            control.send(("compile", spec, path, full, dict(config), cache_dir))
             reply = control.recv()
         except (EOFError, OSError) as error:
             process.kill()
@@ -207,4 +212,6 @@ def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device:
     for fd in passed[0::2]:
         os.close(fd)
     ours.close()
-    return WorkerProcessProgram(full, process, control, workers, bool(config.get("ENABLE_PROFILING")))
+    program = WorkerProcessProgram(full, process, control, workers, bool(config.get("ENABLE_PROFILING")))
+    program.loaded_from_cache = bool(reply[2])
+    return program
