@@ -91,9 +91,10 @@ def optimised_model(model: ir.Model, analysis: Analysis, fusions: Fusions, weigh
     NotCacheableError for models the rewrite does not handle.
     """
     rewrite = _Rewrite(analysis, weights)
+    absorbed = set(fusions.conv_bn.values())  # MatMul + Add stay two nodes: the lowering fuses them again
     nodes: list[ir.Node] = []
     for name, node in analysis.nodes:
-        if name in analysis.folded or node in fusions.absorbed:
+        if name in analysis.folded or node in absorbed:
             continue
         if any(attribute.type in _SUBGRAPH_ATTRIBUTES for attribute in node.attributes.values()):
             raise NotCacheableError(f"node {name} ({node.op_type}) holds a subgraph")
@@ -141,7 +142,7 @@ class _Rewrite:
     def constant(self, name: str, array: np.ndarray) -> ir.Value:
         dtype = ir.DataType.from_numpy(array.dtype)
         value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(dtype),
-                         const_value=ir.Tensor(np.ascontiguousarray(array), dtype=dtype, name=name))
+                         const_value=ir.Tensor(_c_order(array), dtype=dtype, name=name))
         self.initializers.append(value)
         return value
 
@@ -199,6 +200,12 @@ class _Rewrite:
 # --- bytes -----------------------------------------------------------------------------
 
 
+def _c_order(array: np.ndarray) -> np.ndarray:
+    """``array`` in C order, scalars kept 0-d (``np.ascontiguousarray`` makes them 1-d)."""
+    array = np.asarray(array)
+    return array if array.flags.c_contiguous else np.array(array, order="C")
+
+
 def pack(model: ir.Model, folded_nodes: Iterable[tuple[str, str]], input_names: Iterable[str],
          output_names: Iterable[str], torch_artifacts: bytes | None) -> bytes:
     """The bytes of a cached form (see the module docstring)."""
@@ -213,7 +220,7 @@ def pack(model: ir.Model, folded_nodes: Iterable[tuple[str, str]], input_names: 
     offset = len(proto) + len(artifacts)
     table, chunks = [], []
     for value in weights:
-        array = np.ascontiguousarray(value.const_value.numpy())  # type: ignore[union-attr]
+        array = _c_order(value.const_value.numpy())  # type: ignore[union-attr]
         offset = -(-offset // _ALIGN) * _ALIGN
         table.append({"name": value.name, "dtype": int(value.const_value.dtype),  # type: ignore[union-attr]
                       "shape": list(array.shape), "offset": offset, "bytes": array.nbytes})

@@ -60,7 +60,9 @@ if TYPE_CHECKING:
     import torch
 
     from inferplex.devices.gpu.cache_form import CachedForm
+    from inferplex.devices.gpu.lower import LoweredGraph
     from inferplex.devices.gpu.program import GpuProgram
+    from inferplex.devices.gpu.specialize import Specializer
 
 __all__ = ["EMULATION_ENV", "GpuPlugin"]
 
@@ -262,8 +264,9 @@ class GpuPlugin(DevicePlugin):
             except Exception as e:
                 raise CompileError(f"{device}: lowering the model to torch failed: "
                                    f"{type(e).__name__}: {e}") from e
-            if form is not None:
-                lowered = dataclasses.replace(lowered, folded_nodes=form.folded_nodes)
+            if form is not None:  # profiling lists the nodes the cold compile folded, as it did then
+                lowered = _with_folded(lowered, form.folded_nodes)
+                specializer = specializer and _FoldedBefore(specializer, form.folded_nodes)
             workers = self.optimal_number_of_infer_requests(device, settings)
             properties = {"INFERENCE_PRECISION_HINT": precision,
                           "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
@@ -278,7 +281,7 @@ class GpuPlugin(DevicePlugin):
 
             program.cache_form = pack(optimised, lowered.folded_nodes, lowered.input_names,
                                       lowered.output_names, artifacts)
-        elif form is None:
+        if form is None:
             program.rebuild_form = functools.partial(_form_of, model, precision, channels_last)
         return program
 
@@ -388,6 +391,22 @@ def _form_of(model: ir.Model, precision: str, channels_last: bool) -> bytes | No
     return pack(optimised, folded, inputs, outputs, None)
 
 
+def _with_folded(lowered: LoweredGraph, folded: tuple[tuple[str, str], ...]) -> LoweredGraph:
+    """``lowered`` listing ``folded`` (the cold compile's folded nodes) before its own."""
+    return dataclasses.replace(lowered, folded_nodes=tuple(dict.fromkeys((*folded, *lowered.folded_nodes))))
+
+
+class _FoldedBefore:
+    """A specializer of a cached form's model: its lowerings list the cold compile's folded nodes too."""
+
+    def __init__(self, specializer: Specializer, folded: tuple[tuple[str, str], ...]):
+        self._specializer = specializer
+        self._folded = folded
+
+    def lower(self, input_names: Any, shapes: Any) -> LoweredGraph:
+        return _with_folded(self._specializer.lower(input_names, shapes), self._folded)
+
+
 def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], keep_form: bool,
              form: CachedForm | None) -> bytes | None:
     """Run the program's first runs while compiling where that helps; torch.compile's artefacts
@@ -412,5 +431,28 @@ def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], kee
     with recording_torch_artifacts() as saved:
         if form is not None and form.torch_artifacts:
             load_torch_artifacts(form.torch_artifacts)
-        ran = warm_up(program, lowered)
+        ran = _first_runs(program, lowered)
         return saved() if ran and keep_form else None
+
+
+def _first_runs(program: GpuProgram, lowered: Any) -> bool:
+    """Run each worker once on zeros, given as numpy arrays as requests give them (torch.compile
+    guards on how its inputs were made: a torch tensor made here would compile once more on the
+    first request); False, running nothing, when an input shape is dynamic."""
+    import torch
+
+    from inferplex.devices.gpu.tensors import torch_to_numpy
+
+    shapes = lowered.input_shapes
+    if any(shape is None or not all(isinstance(d, int) for d in shape) for shape in shapes):
+        return False
+    zeros = {name: torch_to_numpy(torch.zeros(list(shape), dtype=dtype))
+             for name, dtype, shape in zip(lowered.input_names, lowered.input_dtypes, shapes, strict=True)}
+    for worker in range(program.num_workers):
+        try:
+            program.run(zeros, worker)
+        except Exception as error:  # noqa: BLE001 - the first request compiles instead
+            _log.info("inferplex: %s: a first run on zeros failed, the first request compiles "
+                      "instead: %s", program.device, error)
+            return False
+    return True
