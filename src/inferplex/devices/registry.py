@@ -241,8 +241,8 @@ class DeviceRegistry:
         if own_process:
             from inferplex.devices.remote import compile_in_worker_process
 
-            program = compile_in_worker_process(self, model, full, settings, cache_dir)
-            loaded = program.loaded_from_cache
+            remote = compile_in_worker_process(self, model, full, settings, cache_dir)
+            program, loaded = remote, remote.loaded_from_cache
         elif cache_dir:
             program, loaded = compile_through_cache(plugin, model, full, settings, cache_dir,
                                                     lambda: self._compile(plugin, model, full, settings))

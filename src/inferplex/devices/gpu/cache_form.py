@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
     from inferplex.devices.gpu.optimize import Fusions, WeightCache
 
-__all__ = ["FORM_VERSION", "CachedForm", "NotCacheableError", "load_torch_artifacts", "optimised_model", "pack",
-           "recording_torch_artifacts", "unpack"]
+__all__ = ["FORM_VERSION", "CachedForm", "NotCacheableError", "load_torch_artifacts", "optimised_model",
+           "pack", "recording_torch_artifacts", "unpack"]
 
 FORM_VERSION = 1
 """Version of the layout and of the rewrite; part of the GPU plugin's cache fingerprint."""
@@ -105,9 +105,10 @@ def optimised_model(model: ir.Model, analysis: Analysis, fusions: Fusions, weigh
             x = rewrite.input(node.inputs[0])
             weight, bias = rewrite.folded_conv(name, node, bn)
             nodes.append(rewrite.node(name, node, [x, weight, bias], bn.outputs[:1]))
-    outputs = [rewrite.input(value) for value in model.graph.outputs]
+    outputs = [rewrite.input(value) for value in model.graph.outputs if value is not None]
     inputs = [rewrite.values[v] for v in model.graph.inputs if v in rewrite.values]
-    graph = ir.Graph([v for v in inputs if v.const_value is None], outputs, nodes=nodes,
+    graph = ir.Graph([v for v in inputs if v.const_value is None], [v for v in outputs if v is not None],
+                     nodes=nodes,
                      initializers=rewrite.initializers, opset_imports=dict(model.graph.opset_imports),
                      name=model.graph.name)
     return ir.Model(graph, ir_version=model.ir_version, producer_name="inferplex")

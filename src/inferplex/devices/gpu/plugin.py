@@ -256,9 +256,9 @@ class GpuPlugin(DevicePlugin):
         # and running, and the user's own settings put back after (see settings).
         with TORCH_SETTINGS.scope():
             try:
-                lowered, specializer, optimised = _lower(model if form is None else form.model, torch_device,
-                                                         precision, channels_last,
-                                                         bool(settings["SHAPE_SPECIALIZATION"]), keep_form)
+                lowered, specializer, optimised = _lower_with_form(
+                    model if form is None else form.model, torch_device, precision, channels_last,
+                    bool(settings["SHAPE_SPECIALIZATION"]), keep_form)
             except InferplexError:
                 raise
             except Exception as e:
@@ -344,9 +344,16 @@ def _channels_last(setting: Any, precision: str, kind: str, device: str) -> bool
 
 
 def _lower(model: ir.Model, torch_device: Any, precision: str, channels_last: bool,
-           specialize: bool, keep_form: bool = False) -> tuple[Any, Any, ir.Model | None]:
-    """The generic lowering, the specializer sharing its weights (None when turned off), and
-    with ``keep_form`` the optimised model of the cached form (None where it has none)."""
+           specialize: bool) -> tuple[Any, Any]:
+    """The generic lowering, and the specializer sharing its weights (None when turned off)."""
+    lowered, specializer, _ = _lower_with_form(model, torch_device, precision, channels_last, specialize)
+    return lowered, specializer
+
+
+def _lower_with_form(model: ir.Model, torch_device: Any, precision: str, channels_last: bool,
+                     specialize: bool, keep_form: bool = False) -> tuple[Any, Any, ir.Model | None]:
+    """:func:`_lower`, and with ``keep_form`` the optimised model of the cached form (None where
+    it has none)."""
     from inferplex.devices.gpu.lower import analyze_model, lower_model
     from inferplex.devices.gpu.optimize import WeightCache
     from inferplex.devices.gpu.shapes import ShapeInference
