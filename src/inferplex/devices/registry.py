@@ -242,7 +242,8 @@ class DeviceRegistry:
             from inferplex.devices.remote import compile_in_worker_process
 
             remote = compile_in_worker_process(self, model, full, settings, cache_dir)
-            program, loaded = remote, remote.loaded_from_cache
+            program: DeviceProgram = remote
+            loaded = remote.loaded_from_cache
         elif cache_dir:
             program, loaded = compile_through_cache(plugin, model, full, settings, cache_dir,
                                                     lambda: self._compile(plugin, model, full, settings))
