@@ -338,6 +338,42 @@ def test_gpu_torch_compile_warm_start(tmp_path: Path) -> None:
     _check(warm)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(("model", "config"), [(_cnn, {}), (_cnn, {"INFERENCE_PRECISION_HINT": "f16"}),
+                                               (_mlp, {"TORCH_COMPILE": True})])
+def test_cuda_warm_compile_loads_from_cache_and_equals_the_cold_one(tmp_path: Path, model: object,
+                                                                   config: dict) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    make = model  # type: ignore[assignment]
+    compiled = [_compile(tmp_path, "GPU.0", config, make()) for _ in range(2)]  # type: ignore[operator]
+    assert [c.get_property("LOADED_FROM_CACHE") for c in compiled] == [False, True]
+    assert len(_entries(tmp_path)) == 1
+    if make is _mlp:
+        results = [c.create_infer_request().infer({"x": _X})["y"].copy() for c in compiled]
+        np.testing.assert_allclose(results[1], _REFERENCE, rtol=1e-3, atol=1e-4)
+    else:
+        results = [np.concatenate([r.reshape(-1) for r in _gpu_results(c)]) for c in compiled]
+        want = np.concatenate([ort_run(_cnn(), {"x": x})[0].reshape(-1) for x in _cnn_feeds()])
+        np.testing.assert_allclose(results[1], want, rtol=1e-2, atol=1e-2)
+    np.testing.assert_array_equal(results[1], results[0])
+
+
+@pytest.mark.gpu
+def test_cuda_multi_member_in_a_worker_process_loads_from_cache(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    loaded = []
+    for _ in range(2):
+        compiled = _compile(tmp_path, "MULTI:GPU.0,CPU", {"WORKER_PROCESSES": "YES"})
+        _check(compiled)
+        loaded.append(compiled.get_property("LOADED_FROM_CACHE"))
+        compiled.release()
+    assert loaded == [False, True]
+
+
 def test_global_cache_dir_reads_back(tmp_path: Path) -> None:
     core = ov.Core()
     core.set_property({"CACHE_DIR": str(tmp_path)})

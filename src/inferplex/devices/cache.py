@@ -11,9 +11,9 @@ config: engine versions, the hardware; None: not cacheable), ``export_program``
 and ``import_program``.
 
 Keys.  An entry's key is the SHA-256 of the model's bytes (the serialized ONNX
-with every weight, external ones included), the full device name, the
-plugin's fingerprint and every compile property (``CACHE_DIR`` aside).  A change
-to any of them is another entry.
+with every weight, external ones included: :func:`model_digest`), the full
+device name, the plugin's fingerprint and every compile property (``CACHE_DIR``
+aside).  A change to any of them is another entry.
 
 Trust.  A cache entry is code waiting to run, so:
 
@@ -71,6 +71,7 @@ __all__ = [
     "entry_key",
     "exporting",
     "model_bytes",
+    "model_digest",
     "pack_export",
     "unpack_export",
 ]
@@ -137,6 +138,30 @@ def model_bytes(model: ir.Model) -> bytes:
         inline = ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=value.name)
         proto.graph.initializer.append(ir.serde.serialize_tensor(inline))
     return bytes(proto.SerializeToString(deterministic=True))
+
+
+def model_digest(model: ir.Model) -> str:
+    """The hex SHA-256 of the model with every weight (external ones read in).
+
+    The same bytes as :func:`model_bytes` are hashed, in another order: the
+    model's protobuf without its initializers, then each initializer's name,
+    type, shape and raw bytes.  Serializing the weights into a protobuf first
+    would copy them twice, which for a model of hundreds of MiB costs more than
+    hashing them.
+    """
+    from inferplex._serialize import serialize_leaving_out
+
+    proto, weights = serialize_leaving_out(model, lambda value: True)
+    digest = hashlib.sha256(proto.SerializeToString(deterministic=True))
+    for value in weights:
+        tensor = value.const_value
+        assert tensor is not None  # serialize_leaving_out leaves out constants only
+        described = json.dumps([value.name, int(tensor.dtype), [int(d) for d in tensor.shape.numpy()]])
+        digest.update(len(described).to_bytes(8, "little") + described.encode())
+        data = tensor.tobytes()
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
 
 
 def _canonical(config: Mapping[str, Any]) -> str:
@@ -286,7 +311,7 @@ def compile_through_cache(plugin: DevicePlugin, model: ir.Model, device: str, co
     fingerprint = plugin.cache_fingerprint(device, config)
     if fingerprint is None:
         return compile_cold(), False
-    key = entry_key(hashlib.sha256(model_bytes(model)).hexdigest(), device, fingerprint, config)
+    key = entry_key(model_digest(model), device, fingerprint, config)
     payload = _read_entry(root, key, fingerprint)
     if payload is not None:
         try:

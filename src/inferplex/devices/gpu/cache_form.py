@@ -219,24 +219,22 @@ def pack(model: ir.Model, folded_nodes: Iterable[tuple[str, str]], input_names: 
     proto = ir.serde.serialize_model(shell).SerializeToString()
     artifacts = torch_artifacts or b""
     offset = len(proto) + len(artifacts)
-    table, chunks = [], []
+    table: list[dict[str, Any]] = []
+    parts: list[bytes | memoryview] = [proto, artifacts]
     for value in weights:
         array = _c_order(value.const_value.numpy())  # type: ignore[union-attr]
-        offset = -(-offset // _ALIGN) * _ALIGN
+        padding = -offset % _ALIGN
+        parts.append(bytes(padding))
+        offset += padding
         table.append({"name": value.name, "dtype": int(value.const_value.dtype),  # type: ignore[union-attr]
                       "shape": list(array.shape), "offset": offset, "bytes": array.nbytes})
-        chunks.append((offset, array))
+        parts.append(memoryview(array.reshape(-1).view(np.uint8)))
         offset += array.nbytes
     header = json.dumps({"form": FORM_VERSION, "folded_nodes": [list(pair) for pair in folded_nodes],
                          "inputs": list(input_names), "outputs": list(output_names),
                          "model_bytes": len(proto), "torch_artifact_bytes": len(artifacts),
                          "weights": table}).encode()
-    body = bytearray(offset)
-    body[:len(proto)] = proto
-    body[len(proto):len(proto) + len(artifacts)] = artifacts
-    for at, array in chunks:
-        body[at:at + array.nbytes] = array.reshape(-1).view(np.uint8).tobytes()
-    return _MAGIC + len(header).to_bytes(8, "little") + header + bytes(body)
+    return b"".join([_MAGIC, len(header).to_bytes(8, "little"), header, *parts])  # one copy of the weights
 
 
 def unpack(blob: bytes) -> CachedForm:
