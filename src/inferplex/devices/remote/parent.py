@@ -159,6 +159,32 @@ def _plugin_spec(registry: DeviceRegistry, device: str) -> tuple[tuple[str, str]
     return (cls.__module__, cls.__qualname__), full
 
 
+def _save_for_worker(model: ir.Model, folder: str) -> str:
+    """``model`` saved in ``folder`` with its weights in one external data file; its path.
+
+    ``ir.save(model, path, external_data=...)`` would swap the model's weights
+    for views of the file while it writes: other members compile the same model
+    on other threads meanwhile (MULTI compiles them at once), and would read
+    those views, or hash them for the model cache.  The model is only read here:
+    its protobuf without weights, and the weights written beside it.
+    """
+    import onnx
+    import onnx_ir as ir
+
+    from inferplex._serialize import serialize_leaving_out
+
+    proto, weights = serialize_leaving_out(model, lambda value: True)
+    tensors = [value.const_value for value in weights]
+    external = ir.external_data.convert_tensors_to_external(
+        tensors, folder, "model.onnx.data")  # type: ignore[arg-type]
+    for value, tensor in zip(weights, external, strict=True):
+        tensor.name = value.name
+        proto.graph.initializer.append(ir.serde.serialize_tensor(tensor))
+    path = os.path.join(folder, "model.onnx")
+    onnx.save(proto, path)
+    return path
+
+
 def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device: str,
                               config: Mapping[str, Any], cache_dir: str = "") -> WorkerProcessProgram:
     """Compile ``model`` for ``device`` in a new worker process (its plugin class made again there).
@@ -169,14 +195,12 @@ def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device:
     ``loaded_from_cache`` says whether its entry was used.  Raises CompileError
     with the worker's reason when it cannot compile.
     """
-    import onnx_ir as ir
 
     spec, full = _plugin_spec(registry, device)
     ours, theirs = socket.socketpair()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     with tempfile.TemporaryDirectory(prefix="inferplex-worker-") as folder:
-        path = os.path.join(folder, "model.onnx")
-        ir.save(model, path, external_data="model.onnx.data")
+        path = _save_for_worker(model, folder)
         process = subprocess.Popen(  # noqa: S603 - our own module, with this interpreter
             [sys.executable, "-m", "inferplex.devices.remote.child", str(theirs.fileno())],
             pass_fds=[theirs.fileno()], env=env, start_new_session=True)
