@@ -35,6 +35,14 @@ says.  Read-only facts: ``DEVICE_ID`` (the index), ``DEVICE_TYPE``,
 ``RANGE_FOR_STREAMS`` and ``RANGE_FOR_ASYNC_INFER_REQUESTS`` (one worker up to the
 throughput hints' count).
 
+Model cache (``CACHE_DIR``) and ``export_model``: a program's cached form is
+data (:mod:`.cache_form`): the optimised model, the lowering's decisions and,
+with ``TORCH_COMPILE``, torch's own artefacts.  A compile for the cache (and
+one from it) with ``TORCH_COMPILE`` and static input shapes makes its first
+run while compiling, so that torch.compile compiles (from the artefacts, on a
+warm start) before ``compile_model`` returns.  A program loaded from the cache
+keeps no copy of its form: it does not export again.
+
 Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
 calling process (MULTI and CUMULATIVE_THROUGHPUT then serve the device from a
 worker process of its own, see :mod:`inferplex.devices.remote`); False
