@@ -329,6 +329,13 @@ def test_multi_and_auto_members_load_from_cache(tmp_path: Path, device: str, ent
 
 @pytest.mark.usefixtures("emulated_gpus")
 def test_gpu_torch_compile_warm_start(tmp_path: Path) -> None:
+    import torch
+
+    def users_artifacts() -> bytes | None:
+        saved = torch.compiler.save_cache_artifacts()
+        return None if saved is None else saved[0]
+
+    before = users_artifacts()
     config = {"TORCH_COMPILE": True}
     cold = _compile(tmp_path, "GPU.0", config)
     warm = _compile(tmp_path, "GPU.0", config)
@@ -336,6 +343,8 @@ def test_gpu_torch_compile_warm_start(tmp_path: Path) -> None:
     assert warm.get_property("TORCH_COMPILE") is True
     _check(cold)
     _check(warm)
+    # The artefacts went into the entry, not into the list the user's own save_cache_artifacts() reads.
+    assert users_artifacts() == before
 
 
 @pytest.mark.gpu
