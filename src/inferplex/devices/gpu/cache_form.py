@@ -228,7 +228,7 @@ def pack(model: ir.Model, folded_nodes: Iterable[tuple[str, str]], input_names: 
         offset += padding
         table.append({"name": value.name, "dtype": int(value.const_value.dtype),  # type: ignore[union-attr]
                       "shape": list(array.shape), "offset": offset, "bytes": array.nbytes})
-        parts.append(memoryview(array.reshape(-1).view(np.uint8)))
+        parts.append(memoryview(array.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
         offset += array.nbytes
     header = json.dumps({"form": FORM_VERSION, "folded_nodes": [list(pair) for pair in folded_nodes],
                          "inputs": list(input_names), "outputs": list(output_names),

@@ -178,7 +178,7 @@ def _save_for_worker(model: ir.Model, folder: str) -> str:
     external = ir.external_data.convert_tensors_to_external(
         tensors, folder, "model.onnx.data")  # type: ignore[arg-type]
     for value, tensor in zip(weights, external, strict=True):
-        tensor.name = value.name
+        tensor.name = value.name or ""
         proto.graph.initializer.append(ir.serde.serialize_tensor(tensor))
     path = os.path.join(folder, "model.onnx")
     onnx.save(proto, path)
