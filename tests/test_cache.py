@@ -178,42 +178,209 @@ def test_virtual_devices_load_their_members_from_cache(tmp_path: Path, device: s
     _check(warm)
 
 
+# --- the GPU device (emulated on torch's CPU) ------------------------------------------
+
+
+_RNG_GPU = np.random.default_rng(11)
+_CONV_W = _RNG_GPU.standard_normal((4, 3, 3, 3)).astype(np.float32)
+_CONV_B = _RNG_GPU.standard_normal(4).astype(np.float32)
+_BN = [_RNG_GPU.uniform(0.5, 2, 4), _RNG_GPU.uniform(-1, 1, 4), _RNG_GPU.uniform(-1, 1, 4),
+       _RNG_GPU.uniform(0.05, 3, 4)]
+_DENSE_W = _RNG_GPU.standard_normal((144, 5)).astype(np.float32) * 0.1
+_DENSE_B = _RNG_GPU.standard_normal(5).astype(np.float32)
+
+
+def _cnn() -> onnx.ModelProto:
+    """What the GPU's cold compile rewrites: a Conv + BatchNormalization pair (folded into one Conv),
+    shape arithmetic on a dynamic batch (folded per input shape), a weight computed by
+    ConstantOfShape + Add (folded at lowering time), MatMul + Add (one GEMM)."""
+    bn = [numpy_helper.from_array(a.astype(np.float32), n) for a, n in zip(_BN, ["s", "b", "m", "v"],
+                                                                           strict=True)]
+    nodes = [
+        helper.make_node("Conv", ["x", "cw", "cb"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"], name="bn", epsilon=1e-3),
+        helper.make_node("Relu", ["n"], ["r"]),
+        helper.make_node("Shape", ["r"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch1"]),
+        helper.make_node("Concat", ["batch1", "minus_one"], ["flat_shape"], axis=0),
+        helper.make_node("Reshape", ["r", "flat_shape"], ["flat"]),
+        helper.make_node("ConstantOfShape", ["dense_shape"], ["offset"],
+                         value=numpy_helper.from_array(np.array([0.01], np.float32))),
+        helper.make_node("Add", ["offset", "dw"], ["dense"]),
+        helper.make_node("MatMul", ["flat", "dense"], ["mm"]),
+        helper.make_node("Add", ["mm", "db"], ["y"]),
+    ]
+    weights = [numpy_helper.from_array(_CONV_W, "cw"), numpy_helper.from_array(_CONV_B, "cb"), *bn,
+               numpy_helper.from_array(np.array(0, np.int64), "zero"),
+               numpy_helper.from_array(np.array([0], np.int64), "axes"),
+               numpy_helper.from_array(np.array([-1], np.int64), "minus_one"),
+               numpy_helper.from_array(np.array([144, 5], np.int64), "dense_shape"),
+               numpy_helper.from_array(_DENSE_W, "dw"), numpy_helper.from_array(_DENSE_B, "db")]
+    return make_model(nodes, [("x", TensorProto.FLOAT, ["N", 3, 6, 6])], [("y", TensorProto.FLOAT, ["N", 5])],
+                      weights)
+
+
+def _cnn_feeds() -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [rng.standard_normal((batch, 3, 6, 6)).astype(np.float32) for batch in (2, 5)]
+
+
+def _gpu_results(compiled: ov.CompiledModel) -> list[np.ndarray]:
+    request = compiled.create_infer_request()
+    return [request.infer({"x": x})["y"].copy() for x in _cnn_feeds()]
+
+
 @pytest.mark.usefixtures("emulated_gpus")
-def test_emulated_gpu_takes_cache_dir(tmp_path: Path) -> None:
+@pytest.mark.parametrize("config", [{}, {"INFERENCE_PRECISION_HINT": "bf16"}, {"GPU_CHANNELS_LAST": "YES"},
+                                    {"SHAPE_SPECIALIZATION": False}])
+def test_gpu_warm_compile_loads_from_cache_and_equals_the_cold_one(tmp_path: Path, config: dict) -> None:
+    cold = _compile(tmp_path, "GPU.1", config, _cnn())
+    assert cold.get_property("LOADED_FROM_CACHE") is False
+    assert len(_entries(tmp_path)) == 1
+    warm = _compile(tmp_path, "GPU.1", config, _cnn())
+    assert warm.get_property("LOADED_FROM_CACHE") is True
+    assert len(_entries(tmp_path)) == 1
+    cold_results, warm_results = _gpu_results(cold), _gpu_results(warm)
+    for x, got_cold, got_warm in zip(_cnn_feeds(), cold_results, warm_results, strict=True):
+        np.testing.assert_array_equal(got_warm, got_cold)  # the same weights and kernels
+        tolerance = 5e-2 if config.get("INFERENCE_PRECISION_HINT") == "bf16" else 1e-4
+        np.testing.assert_allclose(got_warm, ort_run(_cnn(), {"x": x})[0], rtol=tolerance, atol=tolerance)
+    for key in ("INFERENCE_PRECISION_HINT", "GPU_CHANNELS_LAST", "SHAPE_SPECIALIZATION"):
+        assert warm.get_property(key) == cold.get_property(key)
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+def test_gpu_warm_compile_profiles_the_same_nodes(tmp_path: Path) -> None:
+    config = {"ENABLE_PROFILING": True}
+    records = []
     for _ in range(2):
-        compiled = _compile(tmp_path, "GPU.1")
-        _check(compiled)
-        # The GPU's lowered programs are not cacheable (yet): compiled cold each time.
-        assert compiled.get_property("LOADED_FROM_CACHE") is False
-    assert _entries(tmp_path) == []
+        request = _compile(tmp_path, "GPU.0", config, _cnn()).create_infer_request()
+        request.infer({"x": _cnn_feeds()[0]})
+        records.append(sorted((r.node_name, r.node_type, str(r.status)) for r in request.get_profiling_info()
+                              if r.node_type != "Transfer"))
+    assert any(status == "NOT_RUN" for _, _, status in records[0])  # the folded shape arithmetic
+    assert records[1] == records[0]
 
 
 @pytest.mark.usefixtures("emulated_gpus")
-def test_hetero_over_gpu_and_cpu_caches_the_cpu_subgraph(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", [_corrupt, _truncate, _other_version, _not_an_entry])
+def test_bad_gpu_entry_is_compiled_again(tmp_path: Path, damage: object) -> None:
+    _compile(tmp_path, "GPU.0", model=_cnn())
+    (entry,) = _entries(tmp_path)
+    damage(entry)  # type: ignore[operator]
+    rebuilt = _compile(tmp_path, "GPU.0", model=_cnn())
+    assert rebuilt.get_property("LOADED_FROM_CACHE") is False
+    again = _compile(tmp_path, "GPU.0", model=_cnn())
+    assert again.get_property("LOADED_FROM_CACHE") is True
+    for x, got in zip(_cnn_feeds(), _gpu_results(again), strict=True):
+        np.testing.assert_allclose(got, ort_run(_cnn(), {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+def test_gpu_entry_per_device_and_property(tmp_path: Path) -> None:
+    _compile(tmp_path, "GPU.0", model=_cnn())
+    assert not _compile(tmp_path, "GPU.1", model=_cnn()).get_property("LOADED_FROM_CACHE")
+    f16 = _compile(tmp_path, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"}, _cnn())
+    assert not f16.get_property("LOADED_FROM_CACHE")
+    assert len(_entries(tmp_path)) == 3
+    assert _compile(tmp_path, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"}, _cnn()).get_property(
+        "LOADED_FROM_CACHE")
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+def test_hetero_over_gpu_and_cpu_loads_both_subgraphs(tmp_path: Path) -> None:
     model = ov.Core().read_model(_mlp())
     for op in model.get_ops():
         op.get_rt_info()["affinity"] = "GPU.0" if op.get_friendly_name() in ("mm1", "relu") else "CPU"
     cold = _compile(tmp_path, "HETERO:GPU.0,CPU", model=model)
     assert cold.get_property("HETERO_NUMBER_OF_SUBMODELS") == 2
-    assert len(_entries(tmp_path)) == 1  # the CPU subgraph's program
+    assert len(_entries(tmp_path)) == 2  # one per subgraph
     warm = _compile(tmp_path, "HETERO:GPU.0,CPU", model=model)
     _check(cold)
     _check(warm)
-    assert warm.get_property("LOADED_FROM_CACHE") is False  # the GPU subgraph compiled again
-    assert len(_entries(tmp_path)) == 1  # the CPU's entry was used, not written again
+    assert cold.get_property("LOADED_FROM_CACHE") is False
+    assert warm.get_property("LOADED_FROM_CACHE") is True
+    assert len(_entries(tmp_path)) == 2
 
 
 @pytest.mark.usefixtures("emulated_gpus")
-def test_multi_over_gpus_and_cpu(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("device", "entries", "config"), [
+    ("MULTI:GPU.0,GPU.1,CPU", 3, {}),
+    ("MULTI:GPU.0,CPU", 2, {"WORKER_PROCESSES": "YES"}),  # the GPU compiles in a worker process
+    ("AUTO:GPU.0,CPU", 1, {"ENABLE_STARTUP_FALLBACK": False}),  # AUTO picks GPU.0, with no CPU helper
+])
+def test_multi_and_auto_members_load_from_cache(tmp_path: Path, device: str, entries: int,
+                                                config: dict) -> None:
+    loaded = []
     for _ in range(2):
-        compiled = _compile(tmp_path, "MULTI:GPU.0,GPU.1,CPU")
+        compiled = _compile(tmp_path, device, config)
         requests = [compiled.create_infer_request() for _ in range(4)]
         for request in requests:
             request.start_async({"x": _X})
         for request in requests:
             request.wait()
             np.testing.assert_allclose(request.results[0], _REFERENCE, rtol=1e-4, atol=1e-5)
+        loaded.append(compiled.get_property("LOADED_FROM_CACHE"))
+        compiled.release()
+    assert loaded == [False, True]
+    assert len(_entries(tmp_path)) == entries
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+def test_gpu_torch_compile_warm_start(tmp_path: Path) -> None:
+    import torch
+
+    def users_artifacts() -> bytes | None:
+        saved = torch.compiler.save_cache_artifacts()
+        return None if saved is None else saved[0]
+
+    before = users_artifacts()
+    config = {"TORCH_COMPILE": True}
+    cold = _compile(tmp_path, "GPU.0", config)
+    warm = _compile(tmp_path, "GPU.0", config)
+    assert (cold.get_property("LOADED_FROM_CACHE"), warm.get_property("LOADED_FROM_CACHE")) == (False, True)
+    assert warm.get_property("TORCH_COMPILE") is True
+    _check(cold)
+    _check(warm)
+    # The artefacts went into the entry, not into the list the user's own save_cache_artifacts() reads.
+    assert users_artifacts() == before
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("model", "config"), [(_cnn, {}), (_cnn, {"INFERENCE_PRECISION_HINT": "f16"}),
+                                               (_mlp, {"TORCH_COMPILE": True})])
+def test_cuda_warm_compile_loads_from_cache_and_equals_the_cold_one(tmp_path: Path, model: object,
+                                                                   config: dict) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    make = model  # type: ignore[assignment]
+    compiled = [_compile(tmp_path, "GPU.0", config, make()) for _ in range(2)]  # type: ignore[operator]
+    assert [c.get_property("LOADED_FROM_CACHE") for c in compiled] == [False, True]
     assert len(_entries(tmp_path)) == 1
+    if make is _mlp:
+        results = [c.create_infer_request().infer({"x": _X})["y"].copy() for c in compiled]
+        np.testing.assert_allclose(results[1], _REFERENCE, rtol=1e-3, atol=1e-4)
+    else:
+        results = [np.concatenate([r.reshape(-1) for r in _gpu_results(c)]) for c in compiled]
+        want = np.concatenate([ort_run(_cnn(), {"x": x})[0].reshape(-1) for x in _cnn_feeds()])
+        np.testing.assert_allclose(results[1], want, rtol=1e-2, atol=1e-2)
+    np.testing.assert_array_equal(results[1], results[0])
+
+
+@pytest.mark.gpu
+def test_cuda_multi_member_in_a_worker_process_loads_from_cache(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    loaded = []
+    for _ in range(2):
+        compiled = _compile(tmp_path, "MULTI:GPU.0,CPU", {"WORKER_PROCESSES": "YES"})
+        _check(compiled)
+        loaded.append(compiled.get_property("LOADED_FROM_CACHE"))
+        compiled.release()
+    assert loaded == [False, True]
 
 
 def test_global_cache_dir_reads_back(tmp_path: Path) -> None:
@@ -256,8 +423,22 @@ def test_import_refuses_other_devices_and_bad_blobs() -> None:
         core.import_model(blob, "MULTI:CPU")
     with pytest.raises(CompileError, match="virtual device"):
         core.compile_model(_mlp(), "MULTI:CPU").export_model()
-    with pytest.raises(CompileError, match=r"GPU.0 cannot export"):
-        core.compile_model(_mlp(), "GPU.0").export_model()
+
+
+@pytest.mark.usefixtures("emulated_gpus")
+@pytest.mark.parametrize("cache", [False, True])
+def test_gpu_export_import_round_trip(tmp_path: Path, cache: bool) -> None:
+    config = {"CACHE_DIR": str(tmp_path)} if cache else {}
+    compiled = ov.Core().compile_model(_cnn(), "GPU.0", config)
+    blob = compiled.export_model()
+    assert isinstance(blob, bytes)
+    imported = ov.Core().import_model(io.BytesIO(blob), "GPU.0")
+    assert imported.get_property("LOADED_FROM_CACHE") is True
+    assert [port.any_name for port in imported.inputs] == ["x"]
+    for got, want in zip(_gpu_results(imported), _gpu_results(compiled), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(CompileError, match=r"exported from GPU.0; it cannot be imported on GPU.1"):
+        ov.Core().import_model(blob, "GPU.1")
 
 
 def test_import_refuses_another_engine_version(tmp_path: Path) -> None:

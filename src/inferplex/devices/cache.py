@@ -11,9 +11,9 @@ config: engine versions, the hardware; None: not cacheable), ``export_program``
 and ``import_program``.
 
 Keys.  An entry's key is the SHA-256 of the model's bytes (the serialized ONNX
-with every weight, external ones included), the full device name, the
-plugin's fingerprint and every compile property (``CACHE_DIR`` aside).  A change
-to any of them is another entry.
+with every weight, external ones included: :func:`model_digest`), the full
+device name, the plugin's fingerprint and every compile property (``CACHE_DIR``
+aside).  A change to any of them is another entry.
 
 Trust.  A cache entry is code waiting to run, so:
 
@@ -42,6 +42,7 @@ own blob, under one SHA-256.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import logging
@@ -68,7 +69,9 @@ __all__ = [
     "cache_directory",
     "compile_through_cache",
     "entry_key",
+    "exporting",
     "model_bytes",
+    "model_digest",
     "pack_export",
     "unpack_export",
 ]
@@ -80,6 +83,15 @@ _EXPORT_MAGIC = b"INFERPLEX-MODEL\x00"
 _FORMAT = 1
 _SUFFIX = ".blob"
 _UNSAFE_BITS = stat.S_IWGRP | stat.S_IWOTH
+_EXPORTING: contextvars.ContextVar[bool] = contextvars.ContextVar("inferplex_cache_exporting", default=False)
+
+
+def exporting() -> bool:
+    """Whether the plugin's ``compile`` running now (on this thread) is a cold compile for the
+    cache, whose program ``export_program`` will be asked for next: a plugin may then prepare
+    its exported form while it compiles (the GPU keeps its optimised model and records
+    torch.compile's artefacts), and skip that work otherwise."""
+    return _EXPORTING.get()
 
 
 # --- the directory -------------------------------------------------------------------
@@ -126,6 +138,30 @@ def model_bytes(model: ir.Model) -> bytes:
         inline = ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=value.name)
         proto.graph.initializer.append(ir.serde.serialize_tensor(inline))
     return bytes(proto.SerializeToString(deterministic=True))
+
+
+def model_digest(model: ir.Model) -> str:
+    """The hex SHA-256 of the model with every weight (external ones read in).
+
+    The same bytes as :func:`model_bytes` are hashed, in another order: the
+    model's protobuf without its initializers, then each initializer's name,
+    type, shape and raw bytes.  Serializing the weights into a protobuf first
+    would copy them twice, which for a model of hundreds of MiB costs more than
+    hashing them.
+    """
+    from inferplex._serialize import serialize_leaving_out
+
+    proto, weights = serialize_leaving_out(model, lambda value: True)
+    digest = hashlib.sha256(proto.SerializeToString(deterministic=True))
+    for value in weights:
+        tensor = value.const_value
+        assert tensor is not None  # serialize_leaving_out leaves out constants only
+        described = json.dumps([value.name, int(tensor.dtype), [int(d) for d in tensor.shape.numpy()]])
+        digest.update(len(described).to_bytes(8, "little") + described.encode())
+        data = tensor.tobytes()
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
 
 
 def _canonical(config: Mapping[str, Any]) -> str:
@@ -275,14 +311,18 @@ def compile_through_cache(plugin: DevicePlugin, model: ir.Model, device: str, co
     fingerprint = plugin.cache_fingerprint(device, config)
     if fingerprint is None:
         return compile_cold(), False
-    key = entry_key(hashlib.sha256(model_bytes(model)).hexdigest(), device, fingerprint, config)
+    key = entry_key(model_digest(model), device, fingerprint, config)
     payload = _read_entry(root, key, fingerprint)
     if payload is not None:
         try:
             return plugin.import_program(payload, device, dict(config)), True
         except Exception as error:  # noqa: BLE001 - a bad entry is compiled again, never fatal
             _discard(root / (key + _SUFFIX), f"{type(plugin).__name__}.import_program failed: {error}")
-    program = compile_cold()
+    token = _EXPORTING.set(True)
+    try:
+        program = compile_cold()
+    finally:
+        _EXPORTING.reset(token)
     try:
         blob = plugin.export_program(program)
     except Exception as error:  # noqa: BLE001 - the program runs; only its entry is missing

@@ -232,8 +232,8 @@ class DeviceRegistry:
 
         With ``CACHE_DIR`` in ``config`` the program comes from the cache where a
         good entry exists, and goes there after a cold compile.  ``own_process``:
-        compile and serve it from a worker process (:mod:`inferplex.devices.remote`;
-        such a program is compiled afresh, not cached).
+        compile and serve it from a worker process (:mod:`inferplex.devices.remote`),
+        which compiles through the same cache.
         """
         plugin, full = self.resolve(device)
         settings = dict(config)
@@ -241,7 +241,9 @@ class DeviceRegistry:
         if own_process:
             from inferplex.devices.remote import compile_in_worker_process
 
-            program, loaded = compile_in_worker_process(self, model, full, settings), False
+            remote = compile_in_worker_process(self, model, full, settings, cache_dir)
+            program: DeviceProgram = remote
+            loaded = remote.loaded_from_cache
         elif cache_dir:
             program, loaded = compile_through_cache(plugin, model, full, settings, cache_dir,
                                                     lambda: self._compile(plugin, model, full, settings))

@@ -65,10 +65,14 @@ class Builder:
             return self.buffer_nodes[key]
 
         def make() -> torch.Tensor:
-            tensor = numpy_to_torch(make_array())
+            array = make_array()
+            tensor = numpy_to_torch(array)
+            # Never alias the model's own arrays; numpy_to_torch copied read-only ones already.
+            shared = tensor.numel() > 0 and np.may_share_memory(array, tensor.numpy()) \
+                if tensor.dtype != torch.bfloat16 else True
             if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64):
-                tensor = tensor.to(self.compute_dtype)
-            tensor = tensor.to(self.device, copy=True)  # never alias the model's own arrays
+                tensor, shared = tensor.to(self.compute_dtype), False
+            tensor = tensor.to(self.device, copy=shared)
             if channels_last and tensor.dim() == 4:
                 tensor = tensor.contiguous(memory_format=torch.channels_last)
             return tensor

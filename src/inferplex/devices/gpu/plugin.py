@@ -35,6 +35,14 @@ says.  Read-only facts: ``DEVICE_ID`` (the index), ``DEVICE_TYPE``,
 ``RANGE_FOR_STREAMS`` and ``RANGE_FOR_ASYNC_INFER_REQUESTS`` (one worker up to the
 throughput hints' count).
 
+Model cache (``CACHE_DIR``) and ``export_model``: a program's cached form is
+data (:mod:`.cache_form`): the optimised model, the lowering's decisions and,
+with ``TORCH_COMPILE``, torch's own artefacts.  A compile for the cache (and
+one from it) with ``TORCH_COMPILE`` and static input shapes makes its first
+run while compiling, so that torch.compile compiles (from the artefacts, on a
+warm start) before ``compile_model`` returns.  A program loaded from the cache
+keeps no copy of its form: it does not export again.
+
 Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
 calling process (MULTI and CUMULATIVE_THROUGHPUT then serve the device from a
 worker process of its own, see :mod:`inferplex.devices.remote`); False
@@ -43,6 +51,9 @@ for emulated GPUs, whose work shares the host's cores anyway.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -56,7 +67,14 @@ if TYPE_CHECKING:
     import onnx_ir as ir
     import torch
 
+    from inferplex.devices.gpu.cache_form import CachedForm
+    from inferplex.devices.gpu.lower import LoweredGraph
+    from inferplex.devices.gpu.program import GpuProgram
+    from inferplex.devices.gpu.specialize import Specializer
+
 __all__ = ["EMULATION_ENV", "GpuPlugin"]
+
+_log = logging.getLogger("inferplex")
 
 EMULATION_ENV = "INFERPLEX_EMULATED_GPUS"
 """Environment variable: number of GPUs to emulate on torch's CPU device."""
@@ -219,9 +237,21 @@ class GpuPlugin(DevicePlugin):
         return analyze_model(model).supported
 
     def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> DeviceProgram:
-        torch_device = self.torch_device(device)
+        from inferplex.devices.cache import exporting
+
+        return self._compile(model, device, config, keep_form=exporting())
+
+    def _compile(self, model: ir.Model, device: str, config: Mapping[str, Any], keep_form: bool = False,
+                 form: CachedForm | None = None) -> GpuProgram:
+        """Lower ``model`` (or ``form``'s optimised model) and make the program.
+
+        ``keep_form``: also build the program's cached form (a compile for the
+        model cache).  ``form``: an imported cached form, whose torch.compile
+        artefacts go to torch before the warm-up compiles.
+        """
         from inferplex.devices.gpu.program import GpuProgram
 
+        torch_device = self.torch_device(device)
         settings = {**_DEFAULTS, **dict(config)}
         precision = str(settings["INFERENCE_PRECISION_HINT"]).lower()
         if precision not in ("f32", "f16", "bf16"):
@@ -234,13 +264,17 @@ class GpuPlugin(DevicePlugin):
         # and running, and the user's own settings put back after (see settings).
         with TORCH_SETTINGS.scope():
             try:
-                lowered, specializer = _lower(model, torch_device, precision, channels_last,
-                                              bool(settings["SHAPE_SPECIALIZATION"]))
+                lowered, specializer, optimised = _lower_with_form(
+                    model if form is None else form.model, torch_device, precision, channels_last,
+                    bool(settings["SHAPE_SPECIALIZATION"]), keep_form)
             except InferplexError:
                 raise
             except Exception as e:
                 raise CompileError(f"{device}: lowering the model to torch failed: "
                                    f"{type(e).__name__}: {e}") from e
+            if form is not None:  # profiling lists the nodes the cold compile folded, as it did then
+                lowered = _with_folded(lowered, form.folded_nodes)
+                specializer = specializer and _FoldedBefore(specializer, form.folded_nodes)
             workers = self.optimal_number_of_infer_requests(device, settings)
             properties = {"INFERENCE_PRECISION_HINT": precision,
                           "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
@@ -249,11 +283,58 @@ class GpuPlugin(DevicePlugin):
                           "SHAPE_SPECIALIZATION": bool(settings["SHAPE_SPECIALIZATION"]),
                           "GPU_QUEUE_THROTTLE": settings["GPU_QUEUE_THROTTLE"]}
             program = GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer)
-            if (torch_device.type == "cuda" and lowered.capturable and bool(settings["CUDA_GRAPHS"])
-                    and not bool(settings["ENABLE_PROFILING"])):
-                from inferplex.devices.gpu.graphs import warm_up
+            artifacts = _warm_up(program, lowered, settings, keep_form, form)
+        if optimised is not None:
+            from inferplex.devices.gpu.cache_form import pack
 
-                warm_up(program, lowered)  # every worker's CUDA graph captured before the compile returns
+            program.cache_form = pack(optimised, lowered.folded_nodes, lowered.input_names,
+                                      lowered.output_names, artifacts)
+        if form is None:
+            program.rebuild_form = functools.partial(_form_of, model, precision, channels_last)
+        return program
+
+    # --- model caching (CACHE_DIR, export_model / import_model; see cache_form) -----------
+
+    def cache_fingerprint(self, device: str, config: Mapping[str, Any]) -> str | None:
+        """What a cached form depends on besides the model and the config: inferplex (its op
+        lowerings folded the constants), the form's version, torch and, on CUDA, the device and
+        its CUDA and cuDNN versions (torch.compile's kernels are built for them)."""
+        from inferplex import __version__
+        from inferplex.devices.gpu.cache_form import FORM_VERSION
+
+        torch = _torch()
+        torch_device = self.torch_device(device)
+        parts = [f"inferplex {__version__}", f"gpu form {FORM_VERSION}", f"torch {torch.__version__}"]
+        if torch_device.type == "cuda":
+            capability = ".".join(map(str, torch.cuda.get_device_capability(torch_device)))
+            parts += [torch.cuda.get_device_name(torch_device), f"sm {capability}",
+                      f"cuda {torch.version.cuda}", f"cudnn {torch.backends.cudnn.version()}"]
+        else:
+            parts.append("emulated on the host")
+        return "; ".join(parts)
+
+    def export_program(self, program: DeviceProgram) -> bytes | None:
+        """The program's cached form (:mod:`.cache_form`): made while it compiled for the cache,
+        else rebuilt from its model (no torch.compile artefacts then); None for an imported one."""
+        from inferplex.devices.gpu.program import GpuProgram
+
+        if not isinstance(program, GpuProgram):
+            return None
+        packed, program.cache_form = program.cache_form, None  # written once: not kept in memory
+        if packed is None and program.rebuild_form is not None:
+            packed = program.rebuild_form()
+        return packed
+
+    def import_program(self, blob: bytes, device: str, config: Mapping[str, Any]) -> DeviceProgram:
+        from inferplex.devices.gpu.cache_form import unpack
+
+        form = unpack(blob)
+        program = self._compile(form.model, device, config, form=form)
+        lowered_names = (program.input_names, program.output_names)
+        if lowered_names != (form.input_names, form.output_names):
+            program.close()
+            raise CompileError(f"the cached program's inputs and outputs {lowered_names} are not those "
+                               f"it recorded ({form.input_names}, {form.output_names})")
         return program
 
 
@@ -273,6 +354,14 @@ def _channels_last(setting: Any, precision: str, kind: str, device: str) -> bool
 def _lower(model: ir.Model, torch_device: Any, precision: str, channels_last: bool,
            specialize: bool) -> tuple[Any, Any]:
     """The generic lowering, and the specializer sharing its weights (None when turned off)."""
+    lowered, specializer, _ = _lower_with_form(model, torch_device, precision, channels_last, specialize)
+    return lowered, specializer
+
+
+def _lower_with_form(model: ir.Model, torch_device: Any, precision: str, channels_last: bool,
+                     specialize: bool, keep_form: bool = False) -> tuple[Any, Any, ir.Model | None]:
+    """:func:`_lower`, and with ``keep_form`` the optimised model of the cached form (None where
+    it has none)."""
     from inferplex.devices.gpu.lower import analyze_model, lower_model
     from inferplex.devices.gpu.optimize import WeightCache
     from inferplex.devices.gpu.shapes import ShapeInference
@@ -283,4 +372,102 @@ def _lower(model: ir.Model, torch_device: Any, precision: str, channels_last: bo
     lowered = lower_model(model, torch_device, precision, analysis, cache, channels_last)
     specializer = (Specializer(model, torch_device, precision, cache, inference, channels_last)
                    if specialize else None)
-    return lowered, specializer
+    return lowered, specializer, _optimised(model, analysis, channels_last, cache) if keep_form else None
+
+
+def _optimised(model: ir.Model, analysis: Any, channels_last: bool, cache: Any) -> ir.Model | None:
+    """The cached form's optimised model; None (logged) for a model that has none."""
+    from inferplex.devices.gpu.cache_form import NotCacheableError, optimised_model
+    from inferplex.devices.gpu.optimize import plan_fusions
+
+    try:
+        return optimised_model(model, analysis, plan_fusions(analysis, channels_last), cache)
+    except NotCacheableError as error:
+        _log.info("inferplex: the GPU program is not cached: %s", error)
+        return None
+
+
+def _form_of(model: ir.Model, precision: str, channels_last: bool) -> bytes | None:
+    """A cached form made again from the model (export_model of a program compiled without one)."""
+    from inferplex.devices.gpu.cache_form import pack
+    from inferplex.devices.gpu.lower import analyze_model
+    from inferplex.devices.gpu.optimize import WeightCache
+    from inferplex.devices.gpu.settings import TORCH_SETTINGS
+
+    with TORCH_SETTINGS.scope():
+        analysis = analyze_model(model)
+        optimised = _optimised(model, analysis, channels_last, WeightCache())
+    if optimised is None:
+        return None
+    folded = [(name, node.op_type) for name, node in analysis.nodes if name in analysis.folded]
+    inputs = [v.name or f"input_{i}" for i, v in enumerate(v for v in model.graph.inputs
+                                                            if v not in analysis.constants)]
+    outputs = [v.name or f"output_{i}" for i, v in enumerate(model.graph.outputs)]
+    return pack(optimised, folded, inputs, outputs, None)
+
+
+def _with_folded(lowered: LoweredGraph, folded: tuple[tuple[str, str], ...]) -> LoweredGraph:
+    """``lowered`` listing ``folded`` (the cold compile's folded nodes) before its own."""
+    return dataclasses.replace(lowered, folded_nodes=tuple(dict.fromkeys((*folded, *lowered.folded_nodes))))
+
+
+class _FoldedBefore:
+    """A specializer of a cached form's model: its lowerings list the cold compile's folded nodes too."""
+
+    def __init__(self, specializer: Specializer, folded: tuple[tuple[str, str], ...]):
+        self._specializer = specializer
+        self._folded = folded
+
+    def lower(self, input_names: Any, shapes: Any) -> LoweredGraph:
+        return _with_folded(self._specializer.lower(input_names, shapes), self._folded)
+
+
+def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], keep_form: bool,
+             form: CachedForm | None) -> bytes | None:
+    """Run the program's first runs while compiling where that helps; torch.compile's artefacts
+    when it compiled for the model cache.
+
+    On CUDA, every worker's graph is captured (see ``graphs.warm_up``).  With
+    ``TORCH_COMPILE``, a compile for the cache or from a cached form runs its
+    first run here too (torch.compile compiles on it), recording torch's
+    artefacts, or loading the cached ones first.
+    """
+    from inferplex.devices.gpu.graphs import warm_up
+
+    graphs = (program.torch_device.type == "cuda" and lowered.capturable and bool(settings["CUDA_GRAPHS"])
+              and not bool(settings["ENABLE_PROFILING"]))
+    compiled = bool(settings["TORCH_COMPILE"]) and (keep_form or form is not None)
+    if not compiled:
+        if graphs:
+            warm_up(program, lowered)  # every worker's CUDA graph captured before the compile returns
+        return None
+    from inferplex.devices.gpu.cache_form import load_torch_artifacts, recording_torch_artifacts
+
+    with recording_torch_artifacts() as saved:
+        if form is not None and form.torch_artifacts:
+            load_torch_artifacts(form.torch_artifacts)
+        ran = _first_runs(program, lowered)
+        return saved() if ran and keep_form else None
+
+
+def _first_runs(program: GpuProgram, lowered: Any) -> bool:
+    """Run each worker once on zeros, given as numpy arrays as requests give them (torch.compile
+    guards on how its inputs were made: a torch tensor made here would compile once more on the
+    first request); False, running nothing, when an input shape is dynamic."""
+    import torch
+
+    from inferplex.devices.gpu.tensors import torch_to_numpy
+
+    shapes = lowered.input_shapes
+    if any(shape is None or not all(isinstance(d, int) for d in shape) for shape in shapes):
+        return False
+    zeros = {name: torch_to_numpy(torch.zeros(list(shape), dtype=dtype))
+             for name, dtype, shape in zip(lowered.input_names, lowered.input_dtypes, shapes, strict=True)}
+    for worker in range(program.num_workers):
+        try:
+            program.run(zeros, worker)
+        except Exception as error:  # noqa: BLE001 - the first request compiles instead
+            _log.info("inferplex: %s: a first run on zeros failed, the first request compiles "
+                      "instead: %s", program.device, error)
+            return False
+    return True

@@ -108,6 +108,12 @@ class GpuProgram(DeviceProgram):
     capture_on_one_thread = True
     """Capture every CUDA graph on the process's capture thread; False: on each worker's
     own thread (``bench/gpu_warmup.py`` compares the two)."""
+    cache_form: bytes | None = None
+    """The program's cached form (:mod:`.cache_form`) when it was compiled for the model cache;
+    the plugin takes it once, to write the entry, and drops it."""
+    rebuild_form: Callable[[], bytes | None] | None = None
+    """Makes the cached form again from the model (``export_model`` of a program compiled
+    without one); None where the program was imported."""
 
     def __init__(self, lowered: LoweredGraph, device: str, torch_device: torch.device,
                  num_workers: int = 1, config: Mapping[str, Any] | None = None,
@@ -115,6 +121,10 @@ class GpuProgram(DeviceProgram):
         config = dict(config or {})
         self.device = device
         self.num_workers = max(1, int(num_workers))
+        self.input_names = lowered.input_names
+        """The model inputs the program takes, in the lowering's order."""
+        self.output_names = lowered.output_names
+        """The model outputs it returns."""
         self._torch_device = torch_device
         self._cuda = torch_device.type == "cuda"
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
@@ -143,6 +153,11 @@ class GpuProgram(DeviceProgram):
         forward = torch.compile(lowered.module) if self._compiled else lowered.module
         return Variant(lowered, forward, self._graphs_on and lowered.capturable,
                        frozenset(b.data_ptr() for b in lowered.module.buffers()))
+
+    @property
+    def torch_device(self) -> torch.device:
+        """The torch device the program runs on (``cpu`` for an emulated GPU)."""
+        return self._torch_device
 
     # --- inputs ---------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The worker process: ``python -m inferplex.devices.remote.child FD`` (started by parent.py).
 
-Compiles the model it is sent, answers with its number of request slots
+Compiles the model it is sent (through the model cache when the caller has
+``CACHE_DIR``), answers with its number of request slots
 (``REQUESTS_PER_WORKER`` per program worker), receives one socket and one
 shared buffer per slot, then serves each slot on a thread of its own until the
 caller closes the program or goes away.  A slot takes any free program worker,
@@ -40,11 +41,19 @@ def _load_plugin(spec: tuple[str, str]) -> Any:
     return target()
 
 
-def _compile(message: tuple[Any, ...]) -> DeviceProgram:
+def _compile(message: tuple[Any, ...]) -> tuple[DeviceProgram, bool]:
+    """The program, and whether it came from the model cache (``CACHE_DIR``, checked here as in
+    the caller: entries are loaded only after their owner, key and checksum are)."""
     import onnx_ir as ir
 
-    _, spec, path, device, config = message
-    return _load_plugin(spec).compile(ir.load(path), device, config)
+    from inferplex.devices.cache import compile_through_cache
+
+    _, spec, path, device, config, cache_dir = message
+    plugin, model = _load_plugin(spec), ir.load(path)
+    if not cache_dir:
+        return plugin.compile(model, device, config), False
+    return compile_through_cache(plugin, model, device, config, cache_dir,
+                                 lambda: plugin.compile(model, device, config))
 
 
 def _serve(program: DeviceProgram, free: queue.SimpleQueue[int], sock: Connection,
@@ -88,14 +97,14 @@ def main() -> int:
     control = Connection(os.dup(fd))
     message = control.recv()
     try:
-        program = _compile(message)
+        program, loaded = _compile(message)
         workers = int(program.num_workers)
     except BaseException as error:  # noqa: BLE001 - reported to the caller, who raises it
         control.send(("error", type(error).__name__, str(error)))
         return 1
     profiling = bool(message[4].get("ENABLE_PROFILING"))
     slots = REQUESTS_PER_WORKER * workers
-    control.send(("ready", slots))
+    control.send(("ready", slots, loaded))
     _, fds, _, _ = socket.recv_fds(sock, 64, 2 * slots)
     sock.close()
     free: queue.SimpleQueue[int] = queue.SimpleQueue()

@@ -54,6 +54,8 @@ class WorkerProcessProgram(DeviceProgram):
     """
 
     tensor_kind = "numpy"
+    loaded_from_cache = False
+    """Whether the worker process imported the program from the model cache."""
 
     def __init__(self, device: str, process: subprocess.Popen[bytes], control: Connection,
                  workers: list[tuple[Connection, SharedBuffer]], profiling: bool) -> None:
@@ -157,28 +159,55 @@ def _plugin_spec(registry: DeviceRegistry, device: str) -> tuple[tuple[str, str]
     return (cls.__module__, cls.__qualname__), full
 
 
+def _save_for_worker(model: ir.Model, folder: str) -> str:
+    """``model`` saved in ``folder`` with its weights in one external data file; its path.
+
+    ``ir.save(model, path, external_data=...)`` would swap the model's weights
+    for views of the file while it writes: other members compile the same model
+    on other threads meanwhile (MULTI compiles them at once), and would read
+    those views, or hash them for the model cache.  The model is only read here:
+    its protobuf without weights, and the weights written beside it.
+    """
+    import onnx
+    import onnx_ir as ir
+
+    from inferplex._serialize import serialize_leaving_out
+
+    proto, weights = serialize_leaving_out(model, lambda value: True)
+    tensors = [value.const_value for value in weights]
+    external = ir.external_data.convert_tensors_to_external(
+        tensors, folder, "model.onnx.data")  # type: ignore[arg-type]
+    for value, tensor in zip(weights, external, strict=True):
+        tensor.name = value.name or ""
+        proto.graph.initializer.append(ir.serde.serialize_tensor(tensor))
+    path = os.path.join(folder, "model.onnx")
+    onnx.save(proto, path)
+    return path
+
+
 def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device: str,
-                              config: Mapping[str, Any]) -> WorkerProcessProgram:
+                              config: Mapping[str, Any], cache_dir: str = "") -> WorkerProcessProgram:
     """Compile ``model`` for ``device`` in a new worker process (its plugin class made again there).
 
-    ``config`` is the member config (already validated).  Raises CompileError
+    ``config`` is the member config (already validated, ``CACHE_DIR`` left out).
+    ``cache_dir``: the worker process compiles through this model cache
+    (:func:`inferplex.devices.cache.compile_through_cache`); the program's
+    ``loaded_from_cache`` says whether its entry was used.  Raises CompileError
     with the worker's reason when it cannot compile.
     """
-    import onnx_ir as ir
 
     spec, full = _plugin_spec(registry, device)
     ours, theirs = socket.socketpair()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     with tempfile.TemporaryDirectory(prefix="inferplex-worker-") as folder:
-        path = os.path.join(folder, "model.onnx")
-        ir.save(model, path, external_data="model.onnx.data")
+        path = _save_for_worker(model, folder)
         process = subprocess.Popen(  # noqa: S603 - our own module, with this interpreter
             [sys.executable, "-m", "inferplex.devices.remote.child", str(theirs.fileno())],
             pass_fds=[theirs.fileno()], env=env, start_new_session=True)
         theirs.close()
         control = Connection(os.dup(ours.fileno()))
         try:
-            control.send(("compile", spec, path, full, dict(config)))
+            control.send(("compile", spec, path, full, dict(config), cache_dir))
             reply = control.recv()
         except (EOFError, OSError) as error:
             process.kill()
@@ -207,4 +236,6 @@ def compile_in_worker_process(registry: DeviceRegistry, model: ir.Model, device:
     for fd in passed[0::2]:
         os.close(fd)
     ours.close()
-    return WorkerProcessProgram(full, process, control, workers, bool(config.get("ENABLE_PROFILING")))
+    program = WorkerProcessProgram(full, process, control, workers, bool(config.get("ENABLE_PROFILING")))
+    program.loaded_from_cache = bool(reply[2])
+    return program
