@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx_ir as ir
 import torch
 
-__all__ = ["numpy_to_torch", "torch_to_numpy"]
+__all__ = ["HELD_DTYPES", "TORCH_DTYPES", "numpy_to_torch", "torch_to_numpy"]
+
+TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
+    ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64,
+    ir.DataType.FLOAT16: torch.float16, ir.DataType.BFLOAT16: torch.bfloat16,
+    ir.DataType.INT8: torch.int8, ir.DataType.INT16: torch.int16,
+    ir.DataType.INT32: torch.int32, ir.DataType.INT64: torch.int64,
+    ir.DataType.UINT8: torch.uint8, ir.DataType.BOOL: torch.bool,
+}
+"""ONNX element types the GPU device computes exactly (torch lacks kernels for the others)."""
+HELD_DTYPES: dict[ir.DataType, torch.dtype] = {
+    **TORCH_DTYPES, ir.DataType.UINT16: torch.uint16, ir.DataType.UINT32: torch.uint32,
+    ir.DataType.UINT64: torch.uint64,
+    ir.DataType.FLOAT8E4M3FN: torch.float8_e4m3fn, ir.DataType.FLOAT8E4M3FNUZ: torch.float8_e4m3fnuz,
+    ir.DataType.FLOAT8E5M2: torch.float8_e5m2, ir.DataType.FLOAT8E5M2FNUZ: torch.float8_e5m2fnuz,
+}
+"""Element types the GPU device holds: model inputs, outputs and constants may have them.  torch
+stores uint16/32/64 and the float8 types but has few kernels for them, so only lowerings that
+name them in ``held_dtypes`` (they widen, convert or reinterpret them) take nodes that touch them;
+strings, complex, float4 and int2/int4 are not held at all."""
 
 
 _FLOAT8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e4m3fnuz": torch.float8_e4m3fnuz,

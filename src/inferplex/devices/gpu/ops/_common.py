@@ -23,6 +23,7 @@ import onnx_ir as ir
 import torch
 
 from inferplex.devices.gpu.registry import NodeInfo
+from inferplex.devices.gpu.tensors import TORCH_DTYPES
 
 __all__ = [
     "EXACT_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "NUMERIC_DTYPES", "attrs_reason", "const_int",
@@ -30,28 +31,13 @@ __all__ = [
     "normalize_axis", "torch_dtype",
 ]
 
-_TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
-    ir.DataType.FLOAT: torch.float32,
-    ir.DataType.DOUBLE: torch.float64,
-    ir.DataType.FLOAT16: torch.float16,
-    ir.DataType.BFLOAT16: torch.bfloat16,
-    ir.DataType.INT8: torch.int8,
-    ir.DataType.INT16: torch.int16,
-    ir.DataType.INT32: torch.int32,
-    ir.DataType.INT64: torch.int64,
-    ir.DataType.UINT8: torch.uint8,
-    ir.DataType.BOOL: torch.bool,
-}
-"""Element types torch computes exactly on CUDA.  uint16/32/64 and the float8 types exist in
-torch but have almost no kernels: only lowerings registered with ``held_dtypes`` take them
-(see ``_unsigned`` and ``types``); strings, complex, float4 and int2/int4 are not held at all."""
 
 FLOAT_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
                           ir.DataType.BFLOAT16})
 INT_DTYPES = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32,
                         ir.DataType.INT64, ir.DataType.UINT8})
 NUMERIC_DTYPES = FLOAT_DTYPES | INT_DTYPES
-EXACT_DTYPES = frozenset(_TORCH_DTYPES)
+EXACT_DTYPES = frozenset(TORCH_DTYPES)
 
 # Attributes of opsets 1-5 that carried no meaning (an in-place hint).
 _IGNORED_ATTRIBUTES = frozenset({"consumed_inputs"})
@@ -59,7 +45,7 @@ _IGNORED_ATTRIBUTES = frozenset({"consumed_inputs"})
 
 def torch_dtype(dtype: ir.DataType | int) -> torch.dtype:
     """The torch dtype of an ONNX element type that :data:`EXACT_DTYPES` holds."""
-    return _TORCH_DTYPES[ir.DataType(dtype)]
+    return TORCH_DTYPES[ir.DataType(dtype)]
 
 
 def dtype_reason(info: NodeInfo, indices: Iterable[int] = (0,),

@@ -33,8 +33,9 @@ from inferplex.devices.gpu.ops._unsigned import (
     unsigned_unary,
     widen,
 )
-from inferplex.devices.gpu.ops.types import CAST_HELD, HELD_TORCH, held_cast, held_cast_reason
+from inferplex.devices.gpu.ops.types import CAST_HELD, held_cast, held_cast_reason
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.devices.gpu.tensors import HELD_DTYPES
 from inferplex.errors import CompileError
 
 _SIGNED = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64})
@@ -274,7 +275,7 @@ def _cast_supports(info: NodeInfo) -> str | None:
     return held_cast_reason(info.input_dtypes[0], target)
 
 
-_IR_OF_TORCH = {dtype: onnx_type for onnx_type, dtype in HELD_TORCH.items()}
+_IR_OF_TORCH = {dtype: onnx_type for onnx_type, dtype in HELD_DTYPES.items()}
 
 
 def _cast_like_at_run_time(saturate: bool) -> Callable[..., Any]:
@@ -303,7 +304,7 @@ def _cast(info: NodeInfo) -> Callable[..., Any]:
         raise CompileError(f"{info.op_type}: the target element type is unknown")
     source = info.input_dtypes[0]
     if target in CAST_HELD or source in CAST_HELD:
-        convert = held_cast(source, target, bool(info.attr("saturate", 1)), HELD_TORCH[target])
+        convert = held_cast(source, target, bool(info.attr("saturate", 1)), HELD_DTYPES[target])
         return lambda x, like=None: convert(x)
     dtype = torch_dtype(target)
     return lambda x, like=None: x.to(dtype)

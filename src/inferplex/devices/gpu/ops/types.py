@@ -12,18 +12,7 @@ import torch
 from inferplex.devices.gpu.ops._common import EXACT_DTYPES, attrs_reason, dtype_reason, first_reason
 from inferplex.devices.gpu.ops._unsigned import WIDE_UNSIGNED
 from inferplex.devices.gpu.registry import NodeInfo, register
-
-HELD_TORCH: dict[ir.DataType, torch.dtype] = {
-    ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64,
-    ir.DataType.FLOAT16: torch.float16, ir.DataType.BFLOAT16: torch.bfloat16,
-    ir.DataType.INT8: torch.int8, ir.DataType.INT16: torch.int16,
-    ir.DataType.INT32: torch.int32, ir.DataType.INT64: torch.int64,
-    ir.DataType.UINT8: torch.uint8, ir.DataType.UINT16: torch.uint16,
-    ir.DataType.UINT32: torch.uint32, ir.DataType.UINT64: torch.uint64,
-    ir.DataType.BOOL: torch.bool,
-    ir.DataType.FLOAT8E4M3FN: torch.float8_e4m3fn, ir.DataType.FLOAT8E4M3FNUZ: torch.float8_e4m3fnuz,
-    ir.DataType.FLOAT8E5M2: torch.float8_e5m2, ir.DataType.FLOAT8E5M2FNUZ: torch.float8_e5m2fnuz,
-}
+from inferplex.devices.gpu.tensors import HELD_DTYPES
 
 
 def _bitcast_supports(info: NodeInfo) -> str | None:
@@ -32,7 +21,7 @@ def _bitcast_supports(info: NodeInfo) -> str | None:
     if reason is not None:
         return reason
     source, target = info.input_dtypes[0], ir.DataType(info.attr("to"))
-    if target not in HELD_TORCH:
+    if target not in HELD_DTYPES:
         return f"BitCast to {target.name} is not supported"
     if source is None:
         return "BitCast needs the input's element type"
@@ -46,7 +35,7 @@ def _bitcast_supports(info: NodeInfo) -> str | None:
 
 @register("BitCast", versions=(26, None), supports=_bitcast_supports, held_dtypes=WIDE_UNSIGNED)
 def _bitcast(info: NodeInfo) -> Callable[..., Any]:
-    dtype = HELD_TORCH[ir.DataType(info.attr("to"))]
+    dtype = HELD_DTYPES[ir.DataType(info.attr("to"))]
     # Same element size: a view keeps the shape and reinterprets the bytes.
     return lambda x: x.view(dtype)
 
@@ -57,7 +46,7 @@ FLOAT8 = frozenset({ir.DataType.FLOAT8E4M3FN, ir.DataType.FLOAT8E4M3FNUZ, ir.Dat
                     ir.DataType.FLOAT8E5M2FNUZ})
 CAST_HELD = FLOAT8 | WIDE_UNSIGNED
 """Element types Cast converts from and to beyond the computed ones."""
-_FLOAT8_TORCH = {t: HELD_TORCH[t] for t in FLOAT8}
+_FLOAT8_TORCH = {t: HELD_DTYPES[t] for t in FLOAT8}
 _E4M3FN_OVERFLOW = 464.0
 """Halfway from float8_e4m3fn's largest value (448) to the next power step: beyond it, rounding to
 nearest even leaves the type's range."""
