@@ -441,6 +441,16 @@ def test_gpu_export_import_round_trip(tmp_path: Path, cache: bool) -> None:
         ov.Core().import_model(blob, "GPU.1")
 
 
+@pytest.mark.usefixtures("emulated_gpus")
+def test_a_gpu_model_loaded_from_the_cache_exports_too(tmp_path: Path) -> None:
+    cold = ov.Core().compile_model(_cnn(), "GPU.0", {"CACHE_DIR": str(tmp_path)})
+    warm = ov.Core().compile_model(_cnn(), "GPU.0", {"CACHE_DIR": str(tmp_path)})
+    assert warm.get_property("LOADED_FROM_CACHE") is True
+    imported = ov.Core().import_model(warm.export_model(), "GPU.0")
+    for got, want in zip(_gpu_results(imported), _gpu_results(cold), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_import_refuses_another_engine_version(tmp_path: Path) -> None:
     blob = ov.Core().compile_model(_mlp(), "CPU").export_model()
     assert isinstance(blob, bytes)

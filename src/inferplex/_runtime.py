@@ -153,7 +153,7 @@ class CompiledModel:
         engine version.  Models compiled on one device export; virtual devices
         (HETERO, MULTI, AUTO) do not, nor devices whose programs are not cacheable.
         """
-        from inferplex.devices.cache import ExportedModel, model_bytes, pack_export
+        from inferplex.devices.cache import ExportedModel, export_anew, model_bytes, pack_export
         from inferplex.errors import CompileError
 
         records = self._ledger.snapshot() if self._ledger is not None else []
@@ -164,6 +164,8 @@ class CompiledModel:
         record = records[0]
         blob = record.plugin.export_program(record.program)
         fingerprint = record.plugin.cache_fingerprint(record.device, record.config)
+        if blob is None and record.loaded and fingerprint is not None:  # its form stayed in the cache
+            blob = export_anew(record.plugin, self._model.ir, record.device, record.config)
         if blob is None or fingerprint is None:
             raise CompileError(f"{record.device} cannot export this compiled model (its programs are not "
                                "cacheable); compile the model again where it is needed")

@@ -333,6 +333,22 @@ def compile_through_cache(plugin: DevicePlugin, model: ir.Model, device: str, co
     return program, False
 
 
+def export_anew(plugin: DevicePlugin, model: ir.Model, device: str,
+                config: Mapping[str, Any]) -> bytes | None:
+    """The blob of a program compiled cold for ``export_model`` (a program imported from the cache
+    may not keep its own form: the GPU's would hold a second copy of its weights meanwhile)."""
+    token = _EXPORTING.set(True)
+    try:
+        program = plugin.compile(model, device, dict(config))
+    finally:
+        _EXPORTING.reset(token)
+    try:
+        blob = plugin.export_program(program)
+    finally:
+        program.close()
+    return None if blob is None else bytes(blob)
+
+
 # --- export_model / import_model -------------------------------------------------------
 
 
