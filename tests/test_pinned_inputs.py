@@ -83,10 +83,14 @@ def test_owned_inputs_are_pinned_once_read_in_place_and_unpinned_when_let_go() -
     np.testing.assert_allclose(request.infer(shared, share_inputs=True)["y"], _expected(shared), rtol=1e-6)
     assert ledger.read[-1] == own.ctypes.data and not ledger.pinned  # the caller's memory: nothing locked
 
-    request.get_input_tensor(0).data[:] = 1.0  # ... until the request owns an array again
-    assert ledger.pins == 1  # a tensor handed out keeps the caller's array
-    request.infer({"image": own, "gain": np.array([1.0], np.float32)})
-    assert ledger.pins == 2 and len(ledger.pinned) == 1
+    converted = {"image": own.astype(np.float64), "gain": np.array([0.5], np.float32)}
+    for _ in range(2):  # shared but converted: a new copy each call, never page-locked
+        np.testing.assert_allclose(request.infer(converted, share_inputs=True)["y"], _expected(shared),
+                                   rtol=1e-6)
+    assert ledger.pins == 1 and not ledger.pinned
+
+    request.infer({"image": own, "gain": np.array([1.0], np.float32)})  # copied in again: that array lasts
+    assert ledger.pins == 2 and len(ledger.pinned) == 1 and ledger.read[-1] in ledger.pinned
     del request
     gc.collect()
     assert not ledger.pinned

@@ -247,6 +247,8 @@ class RequestTensors:
         if not share and index in self._owned and type(held) is np.ndarray and held.shape == value.shape \
                 and held.dtype == value.dtype:
             np.copyto(held, value)
+            if self._pin is not None:
+                self._lock_pages(index, held)
             return
         self._hold_owned(index, np.array(value, order="C", copy=True))
 
@@ -263,7 +265,9 @@ class RequestTensors:
             if not fresh and value.flags.c_contiguous and value.flags.writeable:
                 self._hold_given(index, value)
             else:
-                self._hold_owned(index, value if fresh else np.array(value, order="C", copy=True))
+                # A copy per call (the next shared call replaces it): not worth page-locking.
+                copy = value if fresh else np.array(value, order="C", copy=True)
+                self._hold_owned(index, copy, lasting=False)
             return
         held = self._held.get(index)
         if is_ov_tensor(held) and _copy_into(held, value):
@@ -271,16 +275,24 @@ class RequestTensors:
         if index in self._owned and isinstance(held, np.ndarray) and held.shape == value.shape \
                 and held.dtype == value.dtype:
             np.copyto(held, value)
+            if self._pin is not None:
+                self._lock_pages(index, held)
             return
         self._hold_owned(index, value if fresh else np.array(value, order="C", copy=True))
 
-    def _hold_owned(self, index: int, array: np.ndarray) -> None:
-        """Hold an array the request owns (page-locked where the device can, see the module docstring)."""
+    def _hold_owned(self, index: int, array: np.ndarray, lasting: bool = True) -> None:
+        """Hold an array the request owns; one that later calls copy into (``lasting``) is page-locked
+        where the device can (see the module docstring)."""
         self._unpin(index)
         self._held[index] = array
         self._owned.add(index)
-        if self._pin is not None and array.nbytes >= PIN_MIN_BYTES and array.flags.c_contiguous \
-                and index in self._static:  # a dynamic input's array changes with its shape
+        if lasting:
+            self._lock_pages(index, array)
+
+    def _lock_pages(self, index: int, array: np.ndarray) -> None:
+        """Page-lock an owned array that later calls copy into, where the device can."""
+        if self._pin is not None and index not in self._pins and array.nbytes >= PIN_MIN_BYTES \
+                and array.flags.c_contiguous and index in self._static:  # a dynamic input's array changes
             unpin = self._pin(array.ctypes.data, array.nbytes)
             if unpin is not None:
                 self._pins[index] = (array, unpin)
