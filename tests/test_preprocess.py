@@ -191,6 +191,26 @@ def test_output_type_and_layout(core: ov.Core) -> None:
     np.testing.assert_array_equal(result["y"], want)
 
 
+@pytest.mark.parametrize("precision, element, bound", [("f16", "f16", 2**-9), ("bf16", "bf16", 2**-6)])
+def test_gpu_gives_outputs_in_its_lowered_precision_when_asked(
+        monkeypatch: pytest.MonkeyPatch, precision: str, element: str, bound: float) -> None:
+    """With an f16/bf16 hint the GPU returns f32 as the model declares; an output that
+    PrePostProcessor sets to that precision comes back in it, without a round trip through f32."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    gpu = ov.Core()
+    x = np.random.default_rng(7).random((1, 3, 8, 8), dtype=np.float32)
+    want = ort_run(_conv_model(), {"x": x})[0]
+    declared = gpu.compile_model(_conv_model(), "GPU.0", {"INFERENCE_PRECISION_HINT": precision})(x)[0]
+    assert declared.dtype == np.float32
+    built = _build(gpu, lambda ppp: ppp.output().tensor().set_element_type(ov.Type(element)))
+    compiled = gpu.compile_model(built, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})
+    assert compiled.output(0).get_element_type() == ov.Type(element)
+    lowered = compiled(x)[0]
+    assert lowered.dtype == ov.Type(element).to_dtype()
+    np.testing.assert_allclose(lowered.astype(np.float32), want, rtol=2 * bound, atol=2 * bound)
+
+
 def test_postprocess_steps(core: ov.Core) -> None:
     def configure(ppp: PrePostProcessor) -> None:
         ppp.output(0).postprocess().convert_layout([0, 2, 3, 1]).convert_element_type(ov.Type.f64)
