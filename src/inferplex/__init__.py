@@ -22,7 +22,8 @@ from inferplex import errors, op, opset, opset1, opset8, preprocess, properties
 from inferplex._async_queue import AsyncInferQueue
 from inferplex._binding import InferResults
 from inferplex._core import Core, compile_model, get_version
-from inferplex._model import ElementType, Model, Op, Port, save_model
+from inferplex._model import Model, save_model
+from inferplex._ports import ElementType, Op, Port
 from inferplex._runtime import CompiledModel, InferRequest
 from inferplex.api import layout_helpers
 from inferplex.api.batch import get_batch, set_batch

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from inferplex._model import Port
+from inferplex._ports import Port
 from inferplex.api.reshape import dim_bounds
 from inferplex.api.tensor import Tensor
 from inferplex.api.types import Type

@@ -1,4 +1,4 @@
-"""Model, Op and Port: OpenVINO's model API over an onnx-ir graph.
+"""Model: OpenVINO's model API over an onnx-ir graph (its ports and ops in ``_ports``).
 
 ``read_model`` accepts a path, bytes, an ``onnx.ModelProto`` or an
 ``onnx_ir.Model``.  On reading, inferplex
@@ -11,15 +11,12 @@
   them — ONNX Runtime runs such models 2-3x slower otherwise;
 - gives every node a stable, unique friendly name: its ONNX name, or
   ``<op_type>_<index>`` when it has none.
-
-An op's ``rt_info`` is stored in the node's ``metadata_props``, so manual
-affinities survive a save/load round trip.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,218 +31,13 @@ from inferplex._model_check import (
     external_data_problem,
     refuse,
 )
+from inferplex._ports import Op, Port, find_port
 from inferplex._serialize import serialize_leaving_out
-from inferplex.api.reshape import as_dimension
-from inferplex.api.shapes import PartialShape, Shape
-from inferplex.api.types import Type
 from inferplex.errors import InputError, ModelError
 
-__all__ = ["ElementType", "Model", "Op", "Port", "load_model", "save_model"]
+__all__ = ["Model", "load_model", "save_model"]
 
 Dim = int | str | None
-
-
-ElementType = Type
-"""The element type of a port: :class:`inferplex.Type` (kept as an alias of it)."""
-
-
-def _element_type(value: ir.Value) -> Type:
-    return Type.dynamic if value.dtype is None else Type(value.dtype)
-
-
-def _dims(value: ir.Value) -> tuple[Dim, ...] | None:
-    if value.shape is None:
-        return None
-    return tuple(d if isinstance(d, int) else getattr(d, "value", None) for d in value.shape)
-
-
-class Port:
-    """An input or output of a model (OpenVINO's ``ConstOutput``).
-
-    A model's ports are live: after ``model.reshape`` a port taken before shows
-    the new shape, as in OpenVINO.  A compiled model keeps snapshots of the
-    ports it was compiled with (:meth:`snapshot`), since its program does not
-    change when the model does.
-    """
-
-    def __init__(self, value: ir.Value, index: int, kind: str, live: bool = False,
-                 node: Any = None) -> None:
-        self._value = value
-        self.index = index
-        self.kind = kind  # "input" or "output"
-        self._live = live
-        self._node = node
-        self._refresh()
-
-    def _refresh(self) -> None:
-        value, kind, index = self._value, self.kind, self.index
-        self._name = value.name or f"{kind}_{index}"
-        self._element = _element_type(value)
-        self._dims = _dims(value)
-
-    def snapshot(self) -> Port:
-        """A port that keeps today's name, type and shape whatever later reshapes do."""
-        return Port(self._value, self.index, self.kind, node=self._node)
-
-    def get_node(self) -> Any:
-        """The node this port belongs to: a Parameter for a model input, a Result for an output."""
-        if self._node is None:
-            from inferplex.api.nodes import Parameter, Result
-
-            return Parameter.view(self._value) if self.kind == "input" else Result(self._value)
-        return self._node
-
-    def get_index(self) -> int:
-        """The output index on its node (0 for a model's inputs and outputs)."""
-        return self.index if self._node is not None else 0
-
-    @property
-    def any_name(self) -> str:
-        if self._live:
-            self._refresh()
-        return self._name
-
-    def get_any_name(self) -> str:
-        return self.any_name
-
-    @property
-    def names(self) -> set[str]:
-        return {self.any_name}
-
-    def get_names(self) -> set[str]:
-        return self.names
-
-    @property
-    def is_tensor(self) -> bool:
-        """False for sequence, optional and map ports, whose values are lists or None."""
-        return self._value.type is None or isinstance(self._value.type, ir.TensorType)
-
-    @property
-    def element_type(self) -> Type:
-        """The element type; ``Type.dynamic`` when the model does not say."""
-        if self._live:
-            self._refresh()
-        return self._element
-
-    def get_element_type(self) -> Type:
-        return self.element_type
-
-    @property
-    def dims(self) -> tuple[Dim, ...] | None:
-        """Dims as ints, symbolic names or ranges (str, ``"1..8"``) or None; None when the rank is unknown.
-
-        inferplex's own view, kept for the symbol names ONNX gives dynamic dims
-        (inputs must agree on a symbol); OpenVINO's view is :attr:`partial_shape`.
-        """
-        if self._live:
-            self._refresh()
-        return self._dims
-
-    @property
-    def partial_shape(self) -> PartialShape:
-        """The shape, with ``?`` for dynamic dims, ``1..8`` for ranges and ``[...]`` for an unknown rank."""
-        dims = self.dims
-        if dims is None:
-            return PartialShape.dynamic()
-        return PartialShape([as_dimension(d) for d in dims])
-
-    def get_partial_shape(self) -> PartialShape:
-        return self.partial_shape
-
-    @property
-    def is_dynamic(self) -> bool:
-        dims = self.dims
-        return dims is None or any(not isinstance(d, int) for d in dims)
-
-    @property
-    def shape(self) -> Shape:
-        """Static shape; InputError when some dimension is dynamic."""
-        if self.is_dynamic:
-            raise InputError(f"{self.kind} {self.any_name!r} has a dynamic shape "
-                             f"{self.partial_shape}; use partial_shape, or reshape the model "
-                             "to static dims")
-        return Shape(self.dims or ())
-
-    def get_shape(self) -> Shape:
-        return self.shape
-
-    def get_rt_info(self) -> MutableMapping[str, str]:
-        """String properties of the tensor (its ``layout``, ...), stored in the ONNX graph."""
-        return _RtInfo(self._value.metadata_props)
-
-    @property
-    def tensor(self) -> Any:
-        """The tensor this port carries: names, element type, shape, byte size (a DescriptorTensor)."""
-        from inferplex.api.descriptor import DescriptorTensor
-
-        return DescriptorTensor(self)
-
-    def get_tensor(self) -> Any:
-        return self.tensor
-
-    def __repr__(self) -> str:
-        return (f"<Port {self.kind}[{self.index}] {self.any_name!r} "
-                f"{self.element_type} {self.partial_shape}>")
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Port) and other.kind == self.kind and other.index == self.index
-                and other.any_name == self.any_name)
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.index, self.any_name))
-
-
-class _RtInfo(MutableMapping[str, str]):
-    """``get_rt_info()``: a dict view over a node's or value's metadata_props (string values)."""
-
-    def __init__(self, props: MutableMapping[str, str]) -> None:
-        self._props = props
-
-    def __getitem__(self, key: str) -> str:
-        return self._props[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self._props[str(key)] = str(value)
-
-    def __delitem__(self, key: str) -> None:
-        del self._props[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict(self._props))
-
-    def __len__(self) -> int:
-        return len(self._props)
-
-
-class Op:
-    """One operation of the model (OpenVINO's ``Node``)."""
-
-    def __init__(self, node: ir.Node) -> None:
-        self._node = node
-
-    @property
-    def node(self) -> ir.Node:
-        """The underlying onnx-ir node."""
-        return self._node
-
-    def get_friendly_name(self) -> str:
-        return self._node.name or ""
-
-    @property
-    def friendly_name(self) -> str:
-        return self.get_friendly_name()
-
-    def get_type_name(self) -> str:
-        return self._node.op_type
-
-    def get_domain(self) -> str:
-        return self._node.domain
-
-    def get_rt_info(self) -> MutableMapping[str, str]:
-        return _RtInfo(self._node.metadata_props)
-
-    def __repr__(self) -> str:
-        return f"<Op {self._node.op_type} {self._node.name!r}>"
 
 
 class Model:
@@ -303,11 +95,11 @@ class Model:
 
     def input(self, key: int | str | Port = 0) -> Port:
         """An input by index, tensor name or port."""
-        return _find_port(self.inputs, key, "input")
+        return find_port(self.inputs, key, "input")
 
     def output(self, key: int | str | Port = 0) -> Port:
         """An output by index, tensor name or port."""
-        return _find_port(self.outputs, key, "output")
+        return find_port(self.outputs, key, "output")
 
     def get_output_size(self) -> int:
         return len(self.ir.graph.outputs)
@@ -401,19 +193,6 @@ def _topological(graph: ir.Graph) -> list[ir.Node]:
             order.append(current)
             pending.pop()
     return order
-
-
-def _find_port(ports: list[Port], key: int | str | Port, kind: str) -> Port:
-    if isinstance(key, Port):
-        key = key.any_name
-    if isinstance(key, int) and not isinstance(key, bool):
-        if 0 <= key < len(ports):
-            return ports[key]
-        raise InputError(f"{kind} index {key} is out of range; the model has {len(ports)} {kind}s")
-    for port in ports:
-        if port.any_name == key:
-            return port
-    raise InputError(f"no {kind} named {key!r}; {kind}s: {', '.join(p.any_name for p in ports)}")
 
 
 # --- reading and saving ------------------------------------------------------------

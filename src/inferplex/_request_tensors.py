@@ -51,7 +51,7 @@ from inferplex._binding import (
     port_dims,
     port_dtype,
 )
-from inferplex._model import Port
+from inferplex._ports import Port
 from inferplex.api.tensor import Tensor
 from inferplex.errors import InputError
 

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from inferplex._binding import InferResults, keyed_inputs
-from inferplex._model import Model, Port, _find_port
+from inferplex._model import Model
+from inferplex._ports import Port, find_port
 from inferplex._request_tensors import RequestTensors, TensorAccess
 from inferplex.devices.base import ProfilingInfo
 from inferplex.devices.cache import CompileLedger
@@ -89,10 +90,10 @@ class CompiledModel:
         return list(self._outputs)
 
     def input(self, key: int | str | Port = 0) -> Port:
-        return _find_port(self.inputs, key, "input")
+        return find_port(self.inputs, key, "input")
 
     def output(self, key: int | str | Port = 0) -> Port:
-        return _find_port(self.outputs, key, "output")
+        return find_port(self.outputs, key, "output")
 
     def create_infer_request(self) -> InferRequest:
         """A new request, with its own input and output tensors."""

@@ -86,7 +86,7 @@ class Node:
         return list(self._onnx_nodes)
 
     def output(self, index: int = 0) -> Any:
-        from inferplex._model import Port
+        from inferplex._ports import Port
 
         if not 0 <= index < len(self._outputs):
             raise InputError(f"{self._type_name} {self.get_friendly_name()!r} has "

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from inferplex._model import Model, Port
+from inferplex._model import Model
+from inferplex._ports import Port
 from inferplex.errors import InputError, ModelError
 
 __all__ = [

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from inferplex._model import Port
+from inferplex._ports import Port
 from inferplex._runtime import CompiledModel
 from inferplex.errors import InferplexError
 
