@@ -255,9 +255,9 @@ def test_bad_steps_are_named_at_build(core: ov.Core, configure: object, match: s
 
 def test_bad_arguments(core: ov.Core) -> None:
     ppp = PrePostProcessor(core.read_model(_conv_model()))
-    with pytest.raises(InputError, match="no input 'nope'"):
+    with pytest.raises(InputError, match="no input named 'nope'; inputs: x"):
         ppp.input("nope")
-    with pytest.raises(InputError, match="no output 3"):
+    with pytest.raises(InputError, match="output index 3 is out of range; the model has 1 output"):
         ppp.output(3)
     with pytest.raises(InputError, match="permutation"):
         ppp.input().preprocess().convert_layout([0, 0, 1, 2])

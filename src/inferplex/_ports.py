@@ -8,9 +8,10 @@ node's ``metadata_props``, so manual affinities survive a save/load round trip.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 
 from inferplex.api.reshape import as_dimension
@@ -226,13 +227,23 @@ class Op:
         return f"<Op {self._node.op_type} {self._node.name!r}>"
 
 
-def find_port(ports: list[Port], key: int | str | Port, kind: str) -> Port:
+def find_port(ports: Sequence[Port], key: int | np.integer[Any] | str | Port | None, kind: str) -> Port:
+    """The port ``key`` names among ``ports``: an index, a name, a port, or None for the only one.
+
+    One lookup for every API that takes a port key (requests, PrePostProcessor,
+    compiled models); an unknown key is an InputError that lists the ports.
+    """
+    if key is None:
+        if len(ports) != 1:
+            raise InputError(f"the model has {len(ports)} {kind}s; give the {kind} by index "
+                             f"(0..{len(ports) - 1}) or by name")
+        return ports[0]
     if isinstance(key, Port):
         key = key.any_name
-    if isinstance(key, int) and not isinstance(key, bool):
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         if 0 <= key < len(ports):
-            return ports[key]
-        raise InputError(f"{kind} index {key} is out of range; the model has {len(ports)} {kind}s")
+            return ports[int(key)]
+        raise InputError(f"{kind} index {int(key)} is out of range; the model has {len(ports)} {kind}s")
     for port in ports:
         if port.any_name == key:
             return port

@@ -51,7 +51,7 @@ from inferplex._binding import (
     port_dims,
     port_dtype,
 )
-from inferplex._ports import Port
+from inferplex._ports import Port, find_port
 from inferplex.api.tensor import Tensor
 from inferplex.errors import InputError
 
@@ -399,9 +399,9 @@ class TensorAccess:
         """The input or output ``key`` names (see the class docstring)."""
         inputs, outputs = self._tensors.inputs, self._tensors.outputs
         if isinstance(key, Port) and key.kind == "output":
-            return _find(outputs, key, "output")
+            return find_port(outputs, key, "output")
         if isinstance(key, Port) or (isinstance(key, (int, np.integer)) and not isinstance(key, bool)):
-            return _find(inputs, key, "input")
+            return find_port(inputs, key, "input")
         if not isinstance(key, str):
             raise InputError(f"a tensor is named by a name, a port or an input index, "
                              f"not {type(key).__name__}")
@@ -438,38 +438,38 @@ class TensorAccess:
 
     def get_input_tensor(self, index: int | None = None) -> Any:
         """The tensor of input ``index`` (no index: the only input)."""
-        return self.get_tensor(self._index(index, self._tensors.inputs, "input"))
+        return self.get_tensor(self._indexed_port(index, self._tensors.inputs, "input"))
 
     def get_output_tensor(self, index: int | None = None) -> Any:
         """The tensor of output ``index`` (no index: the only output)."""
-        return self.get_tensor(self._tensors.outputs[self._index(index, self._tensors.outputs, "output")])
+        return self.get_tensor(self._indexed_port(index, self._tensors.outputs, "output"))
 
     def set_input_tensor(self, *args: Any) -> None:
         """``set_input_tensor(tensor)`` for one-input models, or ``(index, tensor)``."""
         index, tensor = (None, args[0]) if len(args) == 1 else (args[0], args[1])
-        self.set_tensor(self._index(index, self._tensors.inputs, "input"), tensor)
+        self.set_tensor(self._indexed_port(index, self._tensors.inputs, "input"), tensor)
 
     def set_output_tensor(self, *args: Any) -> None:
         """``set_output_tensor(tensor)`` for one-output models, or ``(index, tensor)``."""
         index, tensor = (None, args[0]) if len(args) == 1 else (args[0], args[1])
         outputs = self._tensors.outputs
-        self.set_tensor(outputs[self._index(index, outputs, "output")], tensor)
+        self.set_tensor(self._indexed_port(index, outputs, "output"), tensor)
 
     def set_input_tensors(self, tensors: Mapping[Any, Any] | Sequence[Any]) -> None:
         """``{input key: tensor}``; or (OpenVINO's batch form) batch-1 tensors for the only input."""
         if isinstance(tensors, Mapping):
             for key, tensor in tensors.items():
-                self.set_tensor(self._tensors.inputs[self._index(key, self._tensors.inputs, "input")]
-                                if isinstance(key, int) else key, tensor)
+                port = self._indexed_port(key, self._tensors.inputs, "input") if isinstance(key, int) else key
+                self.set_tensor(port, tensor)
             return
-        self.set_tensor(self._index(None, self._tensors.inputs, "input"), list(tensors))
+        self.set_tensor(self._indexed_port(None, self._tensors.inputs, "input"), list(tensors))
 
     def set_output_tensors(self, tensors: Mapping[Any, Any]) -> None:
         """``{output index | name | port: tensor}``."""
         outputs = self._tensors.outputs
         for key, tensor in tensors.items():
-            self.set_tensor(outputs[self._index(key, outputs, "output")] if isinstance(key, int) else key,
-                            tensor)
+            port = self._indexed_port(key, outputs, "output") if isinstance(key, int) else key
+            self.set_tensor(port, tensor)
 
     @property
     def input_tensors(self) -> list[Any]:
@@ -480,25 +480,8 @@ class TensorAccess:
         return [self._tensors.output_tensor(p) for p in self._tensors.outputs]
 
     @staticmethod
-    def _index(index: Any, ports: Sequence[Port], kind: str) -> int:
-        if index is None:
-            if len(ports) != 1:
-                raise InputError(f"the model has {len(ports)} {kind}s; give the {kind} index "
-                                 f"(0..{len(ports) - 1})")
-            return 0
-        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
-            if 0 <= index < len(ports):
-                return int(index)
-            raise InputError(f"{kind} index {index} is out of range; the model has {len(ports)} {kind}s")
-        raise InputError(f"an {kind} index must be an int, not {type(index).__name__}")
-
-
-def _find(ports: Sequence[Port], key: Any, kind: str) -> Port:
-    if isinstance(key, Port):
-        key = key.any_name
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return ports[TensorAccess._index(key, ports, kind)]
-    for port in ports:
-        if port.any_name == key:
-            return port
-    raise InputError(f"no {kind} named {key!r}; {kind}s: {', '.join(p.any_name for p in ports)}")
+    def _indexed_port(index: Any, ports: Sequence[Port], kind: str) -> Port:
+        """OpenVINO's ``get_input_tensor(i)`` and kin: an index, or none for the only port."""
+        if index is not None and (not isinstance(index, (int, np.integer)) or isinstance(index, bool)):
+            raise InputError(f"an {kind} index must be an int, not {type(index).__name__}")
+        return find_port(ports, index, kind)

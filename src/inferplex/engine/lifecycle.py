@@ -52,7 +52,7 @@ _cond = threading.Condition(_lock)
 _exiting = False
 _live = 0
 _last_progress = time.monotonic()
-_watched: weakref.WeakSet[Watched] = weakref.WeakSet()  # type: ignore[type-var]
+_watched: weakref.WeakSet[Watched] = weakref.WeakSet()
 
 
 def started() -> None:

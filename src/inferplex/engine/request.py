@@ -82,7 +82,7 @@ class Outcome(Generic[_T]):
         if not waiter.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
             with self._lock:
                 if self._state == _PENDING:
-                    self._waiters.remove(waiter)  # type: ignore[union-attr]
+                    self._waiters.remove(waiter)
                     raise FutureTimeoutError()
 
     def result(self, timeout: float | None = None) -> _T:
@@ -90,7 +90,7 @@ class Outcome(Generic[_T]):
         self._wait(timeout)
         if self._error is not None:
             raise self._error
-        return self._result  # type: ignore[no-any-return]
+        return self._result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The error it ended with (None after a result), waiting up to ``timeout`` seconds."""

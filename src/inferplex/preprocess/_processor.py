@@ -7,6 +7,7 @@ from typing import Any
 import onnx_ir as ir
 
 from inferplex._model import Model
+from inferplex._ports import find_port
 from inferplex.api import layout_helpers
 from inferplex.api.layout import Layout
 from inferplex.errors import InputError, ModelError
@@ -52,16 +53,7 @@ class PrePostProcessor:
 
     @staticmethod
     def _index(key: Any, ports: list[Any], kind: str) -> int:
-        if key is None:
-            if len(ports) != 1:
-                raise InputError(f"the model has {len(ports)} {kind}s; name one: "
-                                 f"ppp.{kind}(index) or ppp.{kind}('name')")
-            return 0
-        for port in ports:
-            if key in (port.index, port.any_name):
-                return int(port.index)
-        raise InputError(f"the model has no {kind} {key!r}; {kind}s: "
-                         f"{', '.join(p.any_name for p in ports)}")
+        return find_port(ports, key, kind).index
 
     def build(self) -> Model:
         """Add the steps to the model's graph; returns the (same) model.

@@ -205,7 +205,7 @@ def _onnx_runtime_keeps(model: ir.Model) -> str:
         if reason := _openvino_differs(node):
             return f"OpenVINO's CPU plugin computes {node.op_type} {reason} unlike ONNX's definition"
     values = [*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()]
-    values.extend(output for node in model.graph for output in node.outputs)  # type: ignore[attr-defined]
+    values.extend(output for node in model.graph for output in node.outputs)
     if any(value.dtype == ir.DataType.DOUBLE for value in values):
         return "the model computes in float64, which OpenVINO's CPU plugin computes in float32"
     return ""
