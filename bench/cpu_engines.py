@@ -79,14 +79,18 @@ def model_path(name: str) -> Path:
     return _EXPORTED[name]
 
 
-def runners(name: str) -> tuple[dict[str, Runner], dict[str, str]]:
-    """The five sync runners of one model, and the precision each inferplex / OpenVINO runner uses."""
+def _setup(name: str) -> tuple[Any, Any, dict[str, Any], bytes, Any, dict[int, Any]]:
+    """Both Cores, the model, its random inputs (by name and by index) and its ONNX bytes."""
     core = ov.Core()
     model = core.read_model(model_path(name))
     feeds = random_inputs(model.inputs)
-    data = model.to_onnx().SerializeToString()
-    raw_core = openvino.Core()
     by_index = {index: feeds[port.any_name] for index, port in enumerate(model.inputs)}
+    return core, model, feeds, model.to_onnx().SerializeToString(), openvino.Core(), by_index
+
+
+def runners(name: str) -> tuple[dict[str, Runner], dict[str, str]]:
+    """The five sync runners of one model, and the precision each inferplex / OpenVINO runner uses."""
+    core, model, feeds, data, raw_core, by_index = _setup(name)
     raw: dict[str, Any] = {}
     for label, config in (("default", {}), ("f32", {"INFERENCE_PRECISION_HINT": "f32"})):
         compiled = raw_core.compile_model(raw_core.read_model(data, b""), "CPU",
@@ -194,12 +198,7 @@ def _ort_streams(data: bytes, feeds: dict[str, Any], streams: int, threads: int)
 
 def throughput_runners(name: str) -> tuple[dict[str, Callable[[float], float]], dict[str, str]]:
     """Closed-loop runners under the THROUGHPUT hint: label -> run(seconds) -> requests/s."""
-    core = ov.Core()
-    model = core.read_model(model_path(name))
-    feeds = random_inputs(model.inputs)
-    data = model.to_onnx().SerializeToString()
-    raw_core = openvino.Core()
-    by_index = {index: feeds[port.any_name] for index, port in enumerate(model.inputs)}
+    core, model, feeds, data, raw_core, by_index = _setup(name)
     table: dict[str, Callable[[float], float]] = {}
     precisions: dict[str, str] = {}
     raw_default: Any = None

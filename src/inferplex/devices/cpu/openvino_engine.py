@@ -364,8 +364,8 @@ def _direct_call() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
 
     ``openvino.InferRequest.infer`` is a Python wrapper: it sorts out every input form
     OpenVINO accepts, then builds an ``OVDict``; for numeric numpy arrays (what the engine
-    hands over, checked already) that costs tens of microseconds per run, a visible share of
-    a small model's time.  The compiled method does the run and the output copies alone.
+    hands over, checked already) that work is a visible share of a small model's time
+    (bench/cpu_engines.py).  The compiled method does the run and the output copies alone.
     """
     try:
         from openvino._pyopenvino import InferRequest, Tensor
