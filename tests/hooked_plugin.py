@@ -18,7 +18,7 @@ from inferplex.devices.cpu import CpuPlugin
 Hook = Callable[[Mapping[str, Any], int], None]
 
 
-class _HookedProgram(ov.DeviceProgram):
+class HookedProgram(ov.DeviceProgram):
     def __init__(self, inner: ov.DeviceProgram, hook: Hook) -> None:
         self.inner, self.hook = inner, hook
         self.device = "HOOKED"
@@ -60,7 +60,7 @@ class HookedPlugin(ov.DevicePlugin):
         return self.cpu.supported_nodes(model, "CPU", config)
 
     def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> ov.DeviceProgram:
-        return _HookedProgram(self.cpu.compile(model, "CPU", config), self.hook)
+        return HookedProgram(self.cpu.compile(model, "CPU", config), self.hook)
 
     def memory(self, device: str) -> ov.MemoryInfo:
         return self.cpu.memory("CPU")
