@@ -16,7 +16,9 @@ Workloads (``--workloads``, comma-separated):
 - ``cpu-sync`` / ``cpu-async``: a one-Relu model on the CPU with ONNX Runtime
   (the framework's own cost per request), ``infer()`` and AsyncInferQueue.
 
-An ``-2x`` suffix (``gpu-async-2x``) keeps twice OPTIMAL_NUMBER_OF_INFER_REQUESTS in flight.
+An ``-2x`` suffix (``gpu-async-2x``) keeps twice OPTIMAL_NUMBER_OF_INFER_REQUESTS in flight; a
+``-shared`` suffix (``gpu-sync-shared``) calls ``infer(feeds, share_inputs=True)``: the caller's
+arrays are read in place, with no copy into the request's tensors (``benchmark_app``'s way).
 
     python bench/ab.py --old OLD_SRC [--new NEW_SRC] [--workloads gpu-async,gpu-sync]
                        [--pairs 8] [--seconds 1.0]
@@ -83,6 +85,8 @@ def _workload(name: str, folder: Path) -> Any:
     core = ov.Core()
     factor = 2 if name.endswith("-2x") else 1
     name = name.removesuffix("-2x")
+    shared = name.endswith("-shared")
+    name = name.removesuffix("-shared")
     if name.startswith("gpu"):
         batch, hint = (4, "THROUGHPUT") if name == "gpu-async" else (1, "LATENCY")
         compiled = core.compile_model(str(folder / f"cnn_b{batch}.onnx"), "GPU.0",
@@ -103,7 +107,7 @@ def _workload(name: str, folder: Path) -> Any:
     def sync(seconds: float) -> tuple[int, float]:
         count, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            request.infer(feeds)
+            request.infer(feeds, share_inputs=shared)
             count += 1
         return count, time.perf_counter() - start
 

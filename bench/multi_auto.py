@@ -29,6 +29,7 @@ Usage::
     python bench/multi_auto.py --models resnet50 --seconds 8
     python bench/multi_auto.py --models bert --rounds 6   # more turns of GPU alone vs CUMULATIVE
     python bench/multi_auto.py --first-inference-only      # section 5 and its variants, 3 samples
+    python bench/multi_auto.py --cpu-engine ONNXRUNTIME    # the CPU (alone and as a member) on that engine
 
 Prints a table with ratios; writes ``multi_auto.json`` to ``$OUT`` when it is set.
 """
@@ -218,9 +219,11 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
         log(f"  {name}: compiled {device} in {time.perf_counter() - start:.1f} s")
         return compiled
 
-    per_device = {"DEVICE_PROPERTIES": {"GPU": gpu_props}} if gpu_props else {}
+    cpu_props = {"ENGINE": args.cpu_engine} if args.cpu_engine else {}
+    members = {name: props for name, props in (("GPU", gpu_props), ("CPU", cpu_props)) if props}
+    per_device = {"DEVICE_PROPERTIES": members} if members else {}
     for device in [*gpus, "CPU"]:
-        config = {"PERFORMANCE_HINT": "THROUGHPUT", **(gpu_props if device != "CPU" else {})}
+        config = {"PERFORMANCE_HINT": "THROUGHPUT", **(gpu_props if device != "CPU" else cpu_props)}
         compiled = timed(device, config)
         # At its best: the optimal number of requests in flight, or twice that if it serves more.
         tries = [closed_loop(compiled, inputs, args.seconds, k) for k in (1, 2)]
@@ -258,7 +261,8 @@ def bench_model(core: Any, name: str, model: Any, inputs: dict[str, np.ndarray],
             log(f"  {name}: CUMULATIVE {label} {entry['fps']:.1f} req/s, burst {entry['burst']['fps']:.1f}")
     if gpus and args.rounds:
         result["paired"] = paired_rounds(core, model, inputs, gpus[0], gpu_props, per_device, args)
-    result["first_inference"] = first_inferences(model, inputs, per_device, args)
+    if not args.skip_first_inference:
+        result["first_inference"] = first_inferences(model, inputs, per_device, args)
     return result
 
 
@@ -477,6 +481,9 @@ def main() -> None:
                         help="GPU alone vs CUMULATIVE measured in turns (default 3; 1 quick; 0: none)")
     parser.add_argument("--samples", type=int, default=None,
                         help="new processes per first-inference mode (default 1; 3 first-inference only)")
+    parser.add_argument("--cpu-engine", default=None,
+                        help="the CPU's ENGINE (OPENVINO, ONNXRUNTIME; default: the CPU device's own)")
+    parser.add_argument("--skip-first-inference", action="store_true", help="leave out the first-inference rows")
     parser.add_argument("--first-inference-only", action="store_true",
                         help="only section 5, also without the GPU's warm-up at compile")
     parser.add_argument("--first-inference", default=None, help=argparse.SUPPRESS)  # one, in this process

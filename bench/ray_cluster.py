@@ -27,6 +27,7 @@ Usage::
     python bench/ray_cluster.py                         # nodes of 4 cores, 8 x 1024-wide MatMul layers
     python bench/ray_cluster.py --quick                 # 2 nodes of 1 core, a small model, short runs
     python bench/ray_cluster.py --nodes 3 --cores-per-node 4 --gpu-node   # the GPU machine's split
+    python bench/ray_cluster.py --own-machine ...       # where unshare is missing, on a host with no network
 
 Prints each row and the ratios; writes ``ray_cluster.json`` to ``$OUT`` when it is set.
 """
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sets = [f"{i * args.cores_per_node}-{(i + 1) * args.cores_per_node - 1}" for i in range(nodes)]
     begin = time.perf_counter()
     cluster = LocalCluster(nodes=nodes, cpus=args.cores_per_node, gpus=1 if args.gpu_node else 0,
-                           core_sets=sets).start()
+                           core_sets=sets, own_machine=args.own_machine).start()
     log(f"cluster: {nodes} nodes of {args.cores_per_node} cores ({', '.join(sets)}) on 127.0.0.1, "
         f"up in {time.perf_counter() - begin:.1f} s; host cores {host_cores}")
     os.environ["RAY_ADDRESS"] = cluster.address
@@ -217,12 +218,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int)
     parser.add_argument("--seconds", type=float, help="per throughput row")
     parser.add_argument("--latency", type=int, help="requests per latency row")
+    parser.add_argument("--own-machine", action="store_true",
+                        help="no namespace: for a host that reaches no network and runs no other Ray "
+                             "(the cluster is ended with `ray stop`, which ends all of the host's Ray)")
     args = parser.parse_args()
     defaults = _QUICK if args.quick else _FULL
     for key, value in defaults.items():  # what is given on the command line wins
         if getattr(args, key) is None:
             setattr(args, key, value)
-    if os.environ.get(IN_NAMESPACE) != "1":
+    if os.environ.get(IN_NAMESPACE) != "1" and not args.own_machine:
         refusal = namespace_refusal()
         if refusal is not None:
             sys.exit(f"cannot start a local Ray cluster here: {refusal}")

@@ -28,7 +28,8 @@ IN_NAMESPACE = "INFERPLEX_RAY_NAMESPACE"
 """Environment variable set in the re-run command: it may start a cluster on loopback."""
 
 _UNSHARE = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
-_BIN = Path(sys.executable).parent
+_RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray") or "ray"
+"""Ray's command: the one beside this interpreter (a virtual environment's), else the first on PATH."""
 
 
 def namespace_refusal() -> str | None:
@@ -62,11 +63,16 @@ class LocalCluster:
     the last node (the others get none).  ``core_sets``: per node, the host cores
     its processes may run on (``taskset -c``, e.g. ``"0-3"``), so that nodes split
     the host instead of each using all of it; None: no pinning.
+    ``own_machine``: the caller vouches that this machine reaches no network and
+    runs no other Ray (a benchmark host, say): the cluster then runs outside a
+    namespace, and :meth:`stop` ends it with ``ray stop``, which ends every Ray
+    process of the machine.
     """
 
     def __init__(self, nodes: int = 2, cpus: int | Sequence[int] = 1, port: int = 6390,
-                 gpus: int = 0, core_sets: Sequence[str] | None = None) -> None:
-        if os.environ.get(IN_NAMESPACE) != "1":
+                 gpus: int = 0, core_sets: Sequence[str] | None = None, own_machine: bool = False) -> None:
+        self.own_machine = own_machine
+        if os.environ.get(IN_NAMESPACE) != "1" and not own_machine:
             raise RuntimeError("LocalCluster runs only inside rerun_in_namespace (loopback only)")
         self.port = port
         self.address = f"127.0.0.1:{port}"
@@ -78,7 +84,8 @@ class LocalCluster:
                         PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
     def start(self) -> LocalCluster:
-        subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+        if not self.own_machine:
+            subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
         head = ["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self._temp}"]
         subprocess.run(self._start_command(0, head), check=True, capture_output=True, env=self.env,
                        timeout=120)
@@ -93,8 +100,8 @@ class LocalCluster:
 
     def _start_command(self, index: int, where: list[str]) -> list[str]:
         gpus = self.gpus if index == len(self.cpus) - 1 else 0
-        pinned = ["taskset", "-c", self.core_sets[index]] if self.core_sets else []
-        return [*pinned, str(_BIN / "ray"), "start", *where, "--node-ip-address=127.0.0.1",
+        pinned = _pinned(self.core_sets[index]) if self.core_sets else []
+        return [*pinned, _RAY, "start", *where, "--node-ip-address=127.0.0.1",
                 "--disable-usage-stats", f"--num-cpus={self.cpus[index]}", f"--num-gpus={gpus}"]
 
     def kill_node(self, node_id: str) -> int:
@@ -125,12 +132,25 @@ class LocalCluster:
         """
         if os.getpid() == 1:
             _end_namespace_processes(grace=3.0)
+        elif self.own_machine:
+            subprocess.run([_RAY, "stop", "--force"], capture_output=True, env=self.env, check=False)
         shutil.rmtree(self._temp, ignore_errors=True)
 
 
 def _namespace_pids() -> list[int]:
     """Ids of the processes of this PID namespace other than this one (its first)."""
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != os.getpid()]
+
+
+_PIN = ("import os, sys; a, b = sys.argv[1].split('-'); os.sched_setaffinity(0, range(int(a), int(b) + 1)); "
+        "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def _pinned(cores: str) -> list[str]:
+    """A command prefix that runs what follows on ``cores`` (``"0-3"``): ``taskset``, else Python's own call."""
+    if shutil.which("taskset") is not None:
+        return ["taskset", "-c", cores]
+    return [sys.executable, "-c", _PIN, cores]
 
 
 def _end_namespace_processes(grace: float) -> None:

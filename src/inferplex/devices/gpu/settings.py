@@ -23,6 +23,7 @@ legacy ``allow_tf32`` flags and ``set_float32_matmul_precision``.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +52,8 @@ def _new_api() -> bool:
 class _Switch:
     """One process-wide torch switch: how to read it, and how to write it."""
 
+    __slots__ = ("name", "ours", "read", "write")
+
     def __init__(self, name: str, read: Any, write: Any, ours: Any) -> None:
         self.name = name
         self.read = read
@@ -60,14 +63,31 @@ class _Switch:
 
 def _precision_switch(path: str) -> _Switch:
     backend = _backend(path)
+    get = getattr(torch._C, "_get_fp32_precision_getter", None)
+    put = getattr(torch._C, "_set_fp32_precision_setter", None)
+    where = (getattr(backend, "backend", None), getattr(backend, "op", None))
+    if get is not None and put is not None and None not in where:
+        # What ``backend.fp32_precision`` calls, without its Python-level attribute lookups:
+        # a run that needs the scope reads every switch twice.
+        return _Switch(f"{path}.fp32_precision", functools.partial(get, *where),
+                       functools.partial(put, *where), _PRECISE)
     return _Switch(f"{path}.fp32_precision", lambda: backend.fp32_precision,
                    lambda value: setattr(backend, "fp32_precision", value), _PRECISE)
 
 
+def _benchmark_switch() -> _Switch:
+    get = getattr(torch._C, "_get_cudnn_benchmark", None)
+    put = getattr(torch._C, "_set_cudnn_benchmark", None)
+    if get is not None and put is not None:  # what ``cudnn.benchmark`` reads and writes
+        return _Switch("cudnn.benchmark", get, put, True)
+    cudnn = torch.backends.cudnn
+    return _Switch("cudnn.benchmark", lambda: cudnn.benchmark,
+                   lambda value: setattr(cudnn, "benchmark", value), True)
+
+
 def _switches() -> list[_Switch]:
     cudnn = torch.backends.cudnn
-    benchmark = _Switch("cudnn.benchmark", lambda: cudnn.benchmark,
-                        lambda value: setattr(cudnn, "benchmark", value), True)
+    benchmark = _benchmark_switch()
     if _new_api():
         present = []
         for path in _NEW_API_SWITCHES:
