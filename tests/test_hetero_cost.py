@@ -298,6 +298,7 @@ def test_support_is_the_default_and_measures_nothing() -> None:
     assert [s.device for s in plan.subgraphs] == ["ACCEL.0", "HOST.0", "ACCEL.0"]
     assert plan.placement is None and "placement by cost" not in str(plan)
     assert compiled.get_property("HETERO_PLACEMENT") == "SUPPORT"
+    assert "HETERO_PLACEMENT" in compiled.get_property("SUPPORTED_PROPERTIES")
     # Its two subgraphs compiled once and ran once each, for this test's one inference: no measuring.
     assert len(accel.compiled) == 2 and accel.counters["runs"] == 2
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
