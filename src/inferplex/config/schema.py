@@ -24,6 +24,12 @@ Keys whose effect in inferplex needs saying:
   AUTO uses it to give the best device to the highest-priority model when
   several models share devices; inferplex does not rank models yet, so it
   changes no placement or scheduling.
+- ``HETERO_PLACEMENT`` (inferplex's): ``SUPPORT`` (the default, OpenVINO's way)
+  places each op on the first listed device that supports it; ``COST``, where
+  that splits the model over devices, also measures the whole model on each
+  listed device that runs every op and keeps the fastest
+  (:mod:`inferplex.placement.cost`).  Not the default because measuring
+  compiles every candidate and runs it a few times before the real compile.
 - ``ENABLE_CPU_PINNING``: the CPU's OpenVINO engine pins its threads to cores
   (OpenVINO's default where the OS allows it); ONNX Runtime's threads are never
   pinned, and a CPU program read back says which held.
@@ -123,6 +129,7 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("MULTI_DEVICE_PRIORITIES", _device_priorities, _VIRTUAL),
     Property("DEVICE_PROPERTIES", _device_properties, _VIRTUAL),
     Property("MODEL_DISTRIBUTION_POLICY", _distribution_policy, frozenset({"HETERO"})),
+    Property("HETERO_PLACEMENT", values.choice("SUPPORT", "COST"), frozenset({"HETERO"})),
     Property("MEMORY_LIMIT", values.byte_size, _DEVICE_AND_VIRTUAL),
     Property("SCHEDULE_POLICY", values.choice("DEVICE_PRIORITY", "ROUND_ROBIN", "EARLIEST_FINISH"), _MULTI),
     Property("ENABLE_STARTUP_FALLBACK", values.boolean, _MULTI),

@@ -21,9 +21,11 @@ from inferplex.devices import remote
 from inferplex.engine.chain import ChainRunner, SubgraphRunner
 from inferplex.engine.device_pool import DevicePool
 from inferplex.errors import CompileError, InferplexError
+from inferplex.hetero._measure import measure_candidates
+from inferplex.placement.cost import Measurements
 from inferplex.placement.graph import fill_missing_types, name_of
 from inferplex.placement.plan import HeteroPlan, StagePlan, SubgraphPlan, TransferPlan
-from inferplex.placement.planner import Planned, plan, query
+from inferplex.placement.planner import Measure, PlacementCandidate, Planned, plan, query
 from inferplex.placement.split import extract_submodel
 from inferplex.placement.visualize import (
     render_svg,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from inferplex.devices.registry import DeviceRegistry
 
 __all__ = [
-    "ChainRunner", "HeteroPlan", "StagePlan", "SubgraphPlan", "TransferPlan",
+    "ChainRunner", "HeteroPlan", "HeteroRunner", "StagePlan", "SubgraphPlan", "TransferPlan",
     "compile_hetero", "plan_hetero", "query_hetero", "render_svg", "write_affinity_dot",
     "write_subgraphs_dot",
 ]
@@ -57,8 +59,37 @@ def query_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[st
 
 def plan_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[str],
                 config: Mapping[str, Any]) -> HeteroPlan:
-    """The subgraph (or stage) plan ``compile_hetero`` would run, without compiling."""
-    return plan(registry, model, devices, config).plan
+    """The subgraph (or stage) plan ``compile_hetero`` would run, without compiling it.
+
+    Under ``HETERO_PLACEMENT=COST`` the candidates are compiled and run to be
+    measured (as ``compile_hetero`` does), since the plan depends on their times.
+    """
+    return plan(registry, model, devices, config, _measure(registry, model)).plan
+
+
+def _measure(registry: DeviceRegistry, model: ir.Model) -> Measure:
+    """The measuring step for HETERO_PLACEMENT=COST: candidates compiled here, in this process."""
+    def measure(candidates: Sequence[PlacementCandidate]) -> Measurements:
+        return measure_candidates(registry, model, candidates,
+                                  lambda planned: _compile_all(registry, model, planned, "NO"))
+
+    return measure
+
+
+class HeteroRunner(ChainRunner):
+    """HETERO's chain, also answering ``HETERO_PLACEMENT`` (the policy its plan was made by)."""
+
+    def __init__(self, placement: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.placement = placement
+
+    def get_property(self, key: str) -> Any:
+        if key == "HETERO_PLACEMENT":
+            return self.placement
+        return super().get_property(key)
+
+    def property_names(self) -> tuple[str, ...]:
+        return (*super().property_names(), "HETERO_PLACEMENT")
 
 
 def _model_name(model: ir.Model) -> str:
@@ -138,12 +169,18 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
                    config: Mapping[str, Any]) -> ChainRunner:
     """Split ``model`` over ``devices`` (names as written, priority order) and compile it.
 
+    Under ``HETERO_PLACEMENT=COST``, where op support splits the model over
+    devices, the split and the whole model on each device that runs every op
+    are first compiled and measured (:mod:`inferplex.hetero._measure`), and the
+    cheapest is compiled (:mod:`inferplex.placement.cost`); the plan
+    (``HETERO_SUBGRAPHS``) says which candidates were weighed and why.
+
     ``config`` is the validated HETERO config; each device compiles its subgraphs
     with ``registry.member_config(device, config)``.  With the environment
     variable INFERPLEX_HETERO_VISUALIZE (or OPENVINO_HETERO_VISUALIZE) set, the
     two .dot files are written to the working directory.
     """
-    planned = plan(registry, model, devices, config)
+    planned = plan(registry, model, devices, config, _measure(registry, model))
     if visualize_requested():
         _visualize(model, planned)
     programs = _compile_all(registry, model, planned, str(config.get("WORKER_PROCESSES", "AUTO")))
@@ -174,4 +211,5 @@ def compile_hetero(registry: DeviceRegistry, model: ir.Model, devices: Sequence[
         runners.append(SubgraphRunner(sub.index, pool, inputs,
                                       {n: sources[n] for n in sub.inputs if n in sources}))
     outputs = [name_of(v) for v in model.graph.outputs]
-    return ChainRunner(planned.plan, runners, outputs, _constant_outputs(model), profiling)
+    return HeteroRunner(str(config.get("HETERO_PLACEMENT", "SUPPORT")), planned.plan, runners, outputs,
+                        _constant_outputs(model), profiling)

@@ -8,5 +8,7 @@ a plan into a chain of device programs; ``inferplex.engine.chain`` runs it).
 - ``pipeline``: stages by memory (the memory model of PIPELINE_PARALLEL);
 - ``split``: a plan's subgraphs as ONNX models of their own;
 - ``plan`` / ``planner``: the plan a compilation follows, and how it is made;
+- ``cost``: HETERO_PLACEMENT=COST's choice between the support split and the whole
+  model on one device, from measured numbers (``inferplex.hetero`` measures);
 - ``visualize``: GraphViz files of a placement.
 """

@@ -8,8 +8,12 @@ of one model give equal plans.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-__all__ = ["HeteroPlan", "StagePlan", "SubgraphPlan", "TransferPlan", "format_bytes"]
+if TYPE_CHECKING:
+    from inferplex.placement.cost import PlacementDecision
+
+__all__ = ["HeteroPlan", "StagePlan", "SubgraphPlan", "TransferPlan", "format_bytes", "format_seconds"]
 
 
 def format_bytes(count: int) -> str:
@@ -20,6 +24,15 @@ def format_bytes(count: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"  # pragma: no cover - the loop always returns
+
+
+def format_seconds(seconds: float) -> str:
+    """``0.0025`` -> ``"2.50 ms"``; ``4e-05`` -> ``"40.0 us"``; ``1.5`` -> ``"1.500 s"``."""
+    if seconds >= 1.0:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} us"
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,9 @@ class HeteroPlan:
     """Subgraph count before glue ops were folded into neighbours (automatic mode)."""
     notes: tuple[str, ...] = field(default=())
     """Decisions worth telling the user (e.g. symbolic dims taken as 1)."""
+    placement: PlacementDecision | None = None
+    """Under ``HETERO_PLACEMENT=COST`` where op support forced a split: the candidates weighed,
+    their costs and the one this plan follows; None otherwise."""
 
     @property
     def transfer_bytes(self) -> int:
@@ -137,6 +153,8 @@ class HeteroPlan:
             where = "" if t.crosses_devices else ", stays on device"
             lines.append(f"    {t.value}: subgraph{t.source} {t.source_device} -> "
                          f"subgraph{t.target} {t.target_device} ({format_bytes(t.nbytes)}{where})")
+        if self.placement is not None:
+            lines.append(self.placement.describe())
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 
