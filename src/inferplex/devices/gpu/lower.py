@@ -18,7 +18,9 @@ Two steps:
 
 Reduced precision (``f16``/``bf16``) converts floating weights once here and
 casts floating inputs at the graph boundary; outputs are cast back to the
-model's declared types, so callers see the model's dtypes whatever the hint.
+model's declared types, so callers see the model's dtypes whatever the hint
+(an output the model declares f16/bf16, as ``OUTPUT_PRECISION`` INFERENCE makes
+it, is handed out as computed: no cast runs).
 """
 
 from __future__ import annotations
