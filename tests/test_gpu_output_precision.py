@@ -9,6 +9,7 @@ of the outputs runs on the GPU.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import onnx
@@ -49,13 +50,14 @@ def _input() -> np.ndarray:
     return np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
 
 
-def _check(results: ov.InferRequest | object, precision: str) -> None:
+def _check(results: Any, precision: str) -> None:
+    """``results`` (by output name) against ONNX Runtime: ``p`` in ``precision``, ``k`` exact."""
     probabilities, indices = ort_run(_model(), {"x": _input()})
-    got = results["p"]  # type: ignore[index]
+    got = results["p"]
     assert got.dtype == ov.Type(precision).to_dtype()
     bound = 4 * _BOUND[precision]
     np.testing.assert_allclose(got.astype(np.float32), probabilities, rtol=bound, atol=bound)
-    np.testing.assert_array_equal(results["k"], indices)  # type: ignore[index]
+    np.testing.assert_array_equal(results["k"], indices)
 
 
 @pytest.mark.parametrize("precision", ["f16", "bf16"])
@@ -67,7 +69,7 @@ def test_inference_gives_floating_outputs_in_the_hinted_precision(gpu: ov.Core, 
     assert compiled.get_property("OUTPUT_PRECISION") == "INFERENCE"
     _check(compiled(_input()), precision)
     queue = ov.AsyncInferQueue(compiled, 2)
-    outcomes: list[object] = []
+    outcomes: list[dict[str, np.ndarray]] = []
     queue.set_callback(lambda request, _: outcomes.append({"p": request.results["p"].copy(),
                                                            "k": request.results["k"].copy()}))
     for _ in range(4):
@@ -108,7 +110,7 @@ def test_multi_of_gpu_and_cpu_gives_every_request_the_lowered_type(gpu: ov.Core)
         "OUTPUT_PRECISION": "INFERENCE", "DEVICE_PROPERTIES": {"GPU": {"INFERENCE_PRECISION_HINT": "f16"}}})
     assert compiled.output("p").get_element_type() == ov.Type.f16
     queue = ov.AsyncInferQueue(compiled, 4)
-    outcomes: list[object] = []
+    outcomes: list[dict[str, np.ndarray]] = []
     queue.set_callback(lambda request, _: outcomes.append({"p": request.results["p"].copy(),
                                                            "k": request.results["k"].copy()}))
     for _ in range(16):
