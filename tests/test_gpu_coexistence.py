@@ -15,6 +15,10 @@ On CUDA (``pytest -m gpu``) at batch 1, 8 and 32; on the emulated GPU (torch's
 CPU device, where ``torch.compile`` needs a C++ compiler) at batch 1 and 8 with
 smaller models, so that the same code paths run in CPU CI.
 
+On CUDA, a shorter test does what those trees do to inferplex's CUDA graphs
+without compiling anything: free every cuBLAS workspace, empty torch's cache and
+fill the freed memory between two batches of requests.
+
 Also here: compiling and running on the GPU device leaves torch's process-wide
 state (TF32 and matmul precision, cuDNN autotuning, default dtype, grad mode)
 as the user set it.
@@ -73,6 +77,14 @@ def _tail(text: str | bytes | None, lines: int = 60) -> str:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_serving_beside_torch_compile_on_cuda() -> None:
     _run_child("cuda", (1, 8, 32), deadline=540)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_graphs_outlive_torch_freeing_its_cublas_workspaces() -> None:
+    """What the CUDA-graph trees of torch.compile do between two requests, without compiling: free
+    every cuBLAS workspace and empty torch's cache; the user's tensors then take the memory."""
+    _run_child("workspaces", (32,), deadline=300)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("gcc") is None,
@@ -276,9 +288,37 @@ def _interleave(kind: str, compiled: Any, module: torch.nn.Module, example: Any,
             print(f"{type(module).__name__}, batch {batch}, {mode}: ok", flush=True)  # shown on a failure
 
 
+def _workspaces_child(batches: list[int]) -> None:
+    """Serve, free torch's cuBLAS workspaces and cache (as ``torch.compile``'s CUDA-graph trees do
+    before each warm-up and recording), fill the freed memory, serve again."""
+    import inferplex as ov
+
+    module, example = _transformer("cuda")
+    onnx_model = _export(module, example)
+    compiled = ov.Core().compile_model(onnx_model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16",
+                                                              "PERFORMANCE_HINT": "THROUGHPUT"})
+    rng = np.random.default_rng(11)
+    for batch in batches:
+        inputs = [rng.standard_normal((batch, *example.shape[1:])).astype(np.float32) for _ in range(4)]
+        wants = [_ort(onnx_model, x) for x in inputs]
+        _serve_async(compiled, inputs * 8, wants * 8, _F16)  # every worker's graph captured
+        torch._C._cuda_clearCublasWorkspaces()  # noqa: SLF001 - what the CUDA-graph trees call
+        torch.cuda.empty_cache()
+        filler = torch.full((1 << 30,), 7, dtype=torch.uint8, device="cuda")
+        _serve_sync(compiled, inputs, wants, _F16)
+        _serve_async(compiled, inputs * 8, wants * 8, _F16)
+        assert bool((filler == 7).all()), "an inferplex run wrote into the user's memory"
+    compiled.release()
+    torch.cuda.synchronize()
+    print(_OK, flush=True)  # read by the test
+
+
 def _child(kind: str, batches: list[int]) -> None:
     import inferplex as ov
 
+    if kind == "workspaces":
+        _workspaces_child(batches)
+        return
     core = ov.Core()
     config = {"INFERENCE_PRECISION_HINT": "f16", "PERFORMANCE_HINT": "THROUGHPUT"}
     for make in (_transformer, _cnn):
