@@ -6,7 +6,9 @@ then compiles and runs the same computations with ``torch.compile``
 the user's tensors on the default stream and on a stream of their own, and
 inferplex requests (sync and ``AsyncInferQueue``) before, between and after,
 at batch 1, 8 and 32.  Every result is checked: inferplex's against ONNX
-Runtime, the user's against torch eager.  The process must then exit cleanly.
+Runtime, the user's against torch eager; requests started asynchronously with
+tensors the user's busy stream has not written yet must wait for them.  The
+process must then exit cleanly.
 It runs in a child process with a deadline, so that a CUDA error that poisons
 the context (and aborts the interpreter at exit) fails the test with its
 stderr instead of crashing pytest.
@@ -282,6 +284,10 @@ def _interleave(kind: str, compiled: Any, module: torch.nn.Module, example: Any,
                     _users_run(function, users, mine.to(torch.float16), user_tolerance)
                     # inferplex takes the user's device tensor, made on the user's stream
                     _serve_sync(compiled, [mine], [wants[1]], _F16)
+                    base = torch.from_numpy(inputs[2]).to(device)
+                    torch.cuda._sleep(100_000_000)  # noqa: SLF001 - torch's own tests keep a stream busy so
+                    late = base * 1.0  # written once the user's stream gets past the sleep
+                    _serve_async(compiled, [late] * 4, [wants[2]] * 4, _F16)  # runs start on other threads
                 user_stream.synchronize()
             _serve_sync(compiled, inputs, wants, _F16)
             _serve_async(compiled, inputs * 2, wants * 2, _F16)
