@@ -159,3 +159,13 @@ def test_the_cpu_alone_gives_the_lowered_type_too(gpu: ov.Core) -> None:
     compiled = gpu.compile_model(_model(), "CPU", config)
     assert compiled.output("p").get_element_type() == ov.Type.f16
     _check(compiled(_input()), "f16")
+
+
+def test_auto_and_an_exported_model_keep_the_lowered_type(gpu: ov.Core) -> None:
+    config = {"INFERENCE_PRECISION_HINT": "f16", "OUTPUT_PRECISION": "INFERENCE"}
+    auto = gpu.compile_model(_model(), "AUTO:GPU.0,CPU", config)
+    assert auto.output("p").get_element_type() == ov.Type.f16
+    _check(auto(_input()), "f16")
+    imported = gpu.import_model(gpu.compile_model(_model(), "GPU.0", config).export_model(), "GPU.0")
+    assert imported.output("p").get_element_type() == ov.Type.f16
+    _check(imported(_input()), "f16")
