@@ -436,6 +436,10 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
         if name not in analysis.folded and node not in fusions.absorbed:
             builder.emit(name, node)
     output_dtypes = _add_outputs(builder, model, bool(fusions.channels_last_convs))
+    if builder.device.type == "cuda":
+        # Constants finished on the device (channels-last copies) were queued on the caller's
+        # current stream, the user's own maybe; the workers' streams do not wait for it.
+        torch.cuda.current_stream(builder.device).synchronize()
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
     forget_source_when_collected(module)
