@@ -30,7 +30,7 @@ from inferplex.errors import InputError
 
 __all__ = [
     "InferResults", "as_array", "check_inputs", "convert_input", "copy_value", "is_ov_tensor",
-    "keyed_inputs", "port_dims", "port_dtype", "tensor_dtype",
+    "keyed_inputs", "note_caller_streams", "port_dims", "port_dtype", "tensor_dtype",
 ]
 
 
@@ -209,6 +209,22 @@ def copy_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):  # a sequence input
         return type(value)(copy_value(item) for item in value)
     return value  # None (an absent optional) or an immutable scalar
+
+
+def note_caller_streams(bound: Mapping[Any, Any]) -> None:
+    """For the torch CUDA tensors among a request's inputs, note where the caller's current CUDA
+    stream stands, before the request leaves the caller's thread.
+
+    The run starts on a pool thread whose current stream knows nothing of the
+    caller's; the GPU device orders its run after the noted point
+    (:mod:`inferplex.devices.gpu.handoff`).  Nothing is imported for other values.
+    """
+    for value in bound.values():
+        cuda = getattr(value, "is_cuda", False) is True
+        if cuda and _is_native(value) and type(value).__module__.startswith("torch"):
+            from inferplex.devices.gpu.handoff import note_caller_stream
+
+            note_caller_stream(value)
 
 
 def _check(port: Port, tensor: Any, symbols: dict[str, tuple[int, str]]) -> list[str]:

@@ -20,6 +20,8 @@ from typing import Any
 from inferplex._model import Model, load_model
 from inferplex._runtime import CompiledModel
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
+from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
+from inferplex.config.output_precision import lowered_precision, with_output_precision
 from inferplex.config.schema import (
     ENGINE_PROPERTIES,
     HETERO_PROPERTIES,
@@ -182,12 +184,14 @@ class Core:
         if spec.virtual is None:
             device = self._registry.full_name(spec.names[0])
             settings = self._registry.config_for(device, config)
+            model = self._in_output_precision(model, engine, [(device, settings)])
             program = registry.compile(model.ir, device, settings)
             pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),
                               exit_timeout=engine.get("EXIT_TIMEOUT"))
             return CompiledModel(model, PoolRunner(pool), device, {**settings, **engine}, timeline,
                                  registry.ledger)
         settings = {**self._virtual(spec, config), **engine}
+        model = self._in_output_precision(model, engine, self._member_hints(spec, settings))
         runner = self._compile_virtual(registry, model, spec, settings)
         return CompiledModel(model, runner, device_name, settings, timeline, registry.ledger)
 
@@ -206,6 +210,24 @@ class Core:
         from inferplex.multi import compile_auto
 
         return compile_auto(registry, model.ir, _auto_spec(spec, settings), settings)
+
+    @staticmethod
+    def _in_output_precision(model: Model, engine: Mapping[str, Any],
+                             settings: list[tuple[str, Mapping[str, Any]]]) -> Model:
+        """``model`` with the output types OUTPUT_PRECISION asks for (see :mod:`.config.output_precision`)."""
+        hints = [(device, config.get("INFERENCE_PRECISION_HINT")) for device, config in settings]
+        return with_output_precision(model, lowered_precision(engine.get(OUTPUT_PRECISION), hints))
+
+    def _member_hints(self, spec: DeviceSpec,
+                      settings: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+        """Each member's compile settings (where no device list is known yet: the virtual
+        device's own and DEVICE_PROPERTIES')."""
+        if settings.get(OUTPUT_PRECISION) != "INFERENCE":
+            return []
+        members = self._member_names(spec, settings)
+        if members:
+            return [(name, self._registry.member_config(name, settings)) for name in members]
+        return [(str(spec.virtual), settings), *settings.get("DEVICE_PROPERTIES", {}).items()]
 
     def import_model(self, model_stream: Any, device_name: str,
                      config: Mapping[str, Any] | None = None) -> CompiledModel:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from inferplex._binding import InferResults, keyed_inputs
+from inferplex._binding import InferResults, keyed_inputs, note_caller_streams
 from inferplex._model import Model
 from inferplex._ports import Port, find_port
 from inferplex._request_tensors import RequestTensors, TensorAccess
@@ -340,6 +340,7 @@ class InferRequest(TensorAccess):
         self._start_bound(self._bind(inputs, share_inputs), userdata)
 
     def _start_bound(self, bound: dict[str, Any], userdata: Any) -> None:
+        note_caller_streams(bound)  # the run starts on another thread: see note_caller_streams
         request = self._begin(bound)
         self.userdata = userdata
         lifecycle.started()

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from inferplex.config import values
+from inferplex.config import output_precision, values
 from inferplex.config.devices import DeviceTarget, parse_device_list
 from inferplex.errors import DeviceNameError, PropertyError
 
@@ -141,6 +141,7 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("WORKER_PROCESSES", values.yes_no_auto, _VIRTUAL),
     Property("EXIT_TIMEOUT", values.seconds, frozenset({"engine"})),
     Property("ENABLE_TRACE", values.boolean, frozenset({"engine"})),
+    Property(output_precision.KEY, output_precision.parse, frozenset({"engine"})),
     Property("CACHE_DIR", values.directory, _VIRTUAL | {"registry"}),
 )}
 
@@ -153,7 +154,9 @@ ENGINE_PROPERTIES = _taken_by("engine")
 """Compile keys every device takes, read by the request engine itself (not passed to plugins):
 ``EXIT_TIMEOUT`` (seconds past the slowest run seen that interpreter exit waits for a run still
 going before its request ends with an InferenceError; default 5) and ``ENABLE_TRACE`` (record
-each request's stages; read them as a Chrome trace with ``get_property("TRACE")``)."""
+each request's stages; read them as a Chrome trace with ``get_property("TRACE")``) and
+``OUTPUT_PRECISION`` (MODEL, the default: floating outputs in the model's types; INFERENCE: in
+the f16/bf16 the devices are hinted at, see :mod:`.output_precision`)."""
 COMMON_PROPERTIES = _taken_by("registry")
 """Keys every device takes, read by the device registry rather than by plugins: ``CACHE_DIR``
 (the model cache, see :mod:`inferplex.devices.cache`)."""

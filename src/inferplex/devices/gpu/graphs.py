@@ -184,6 +184,38 @@ class Captured:
     """What the graph reads (the lowering's buffers): held as long as the graph."""
 
 
+def _clear_cublas_workspaces() -> None:
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)  # noqa: SLF001 - torch's own cudagraph trees call it
+    if clear is not None:
+        clear()
+
+
+@contextmanager
+def _workspaces_in_pool() -> Iterator[None]:
+    """Within: cuBLAS allocates its workspace anew, so a capture puts it in the graph's private pool.
+
+    cuBLAS keeps one workspace per (handle, stream) for the life of the process,
+    and a captured GEMM bakes in its address.  A workspace made by the warm-up run
+    (or any earlier run on the stream) lives outside the graph's pool, and torch
+    frees every one of them whenever it likes: ``torch.compile``'s CUDA-graph
+    trees (modes ``reduce-overhead`` and ``max-autotune``) clear them before and
+    after each warm-up and recording, then empty the allocator's cache, and
+    destroying a graph clears its stream's.  A graph that read such a workspace
+    then replays into freed or unmapped memory: ``unspecified launch failure``,
+    sticky to the CUDA context, at the next inferplex run after the user's
+    compile.  Cleared before the capture, the workspace the graph uses is
+    allocated in its pool, which lives as long as the graph; cleared after, the
+    worker's later eager runs do not take that pool memory as their own
+    workspace.  Cleared workspaces of other streams are only made again on their
+    next use (what the CUDA-graph trees do anyway).
+    """
+    _clear_cublas_workspaces()
+    try:
+        yield
+    finally:
+        _clear_cublas_workspaces()
+
+
 def capture_graph(forward: Callable[..., Sequence[torch.Tensor]], tensors: list[torch.Tensor],
                   stream: torch.cuda.Stream, pool: Any, owner: Any,
                   on_capture_thread: bool = True) -> Captured | None:
@@ -200,7 +232,8 @@ def capture_graph(forward: Callable[..., Sequence[torch.Tensor]], tensors: list[
             stream.synchronize()
             graph = torch.cuda.CUDAGraph()
             try:
-                with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                with _workspaces_in_pool(), \
+                        torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
                     outputs = tuple(forward(*static))
             except Exception:  # noqa: BLE001 - an op that syncs with the host
                 stream.synchronize()

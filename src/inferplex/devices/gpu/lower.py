@@ -18,7 +18,9 @@ Two steps:
 
 Reduced precision (``f16``/``bf16``) converts floating weights once here and
 casts floating inputs at the graph boundary; outputs are cast back to the
-model's declared types, so callers see the model's dtypes whatever the hint.
+model's declared types, so callers see the model's dtypes whatever the hint
+(an output the model declares f16/bf16, as ``OUTPUT_PRECISION`` INFERENCE makes
+it, is handed out as computed: no cast runs).
 """
 
 from __future__ import annotations
@@ -434,6 +436,10 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
         if name not in analysis.folded and node not in fusions.absorbed:
             builder.emit(name, node)
     output_dtypes = _add_outputs(builder, model, bool(fusions.channels_last_convs))
+    if builder.device.type == "cuda":
+        # Constants finished on the device (channels-last copies) were queued on the caller's
+        # current stream, the user's own maybe; the workers' streams do not wait for it.
+        torch.cuda.current_stream(builder.device).synchronize()
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
     forget_source_when_collected(module)

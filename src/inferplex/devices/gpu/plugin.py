@@ -12,7 +12,8 @@ THROUGHPUT / CUMULATIVE_THROUGHPUT: 8 workers on CUDA, 2 emulated),
 ``PERFORMANCE_HINT_NUM_REQUESTS`` (caps the hinted number), ``NUM_STREAMS``
 (explicit worker count), ``INFERENCE_PRECISION_HINT`` (f32 default and exact:
 no TF32; f16/bf16 convert floating weights and
-inputs, outputs keep the model's types; torch's process-wide TF32 switches are
+inputs, outputs keep the model's types unless the compile's ``OUTPUT_PRECISION`` is
+INFERENCE, see :mod:`inferplex.config.output_precision`; torch's process-wide TF32 switches are
 set only while inferplex runs, see ``settings``), ``ENABLE_PROFILING``, ``TORCH_COMPILE``
 (default off: compile time hurts the first inference), ``CUDA_GRAPHS`` (default
 on; a model whose input shapes are all static captures every worker's graph while

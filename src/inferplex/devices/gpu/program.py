@@ -65,6 +65,7 @@ import torch.fx
 
 from inferplex.devices.base import CallOnce, DeviceProgram, ProfilingRecord
 from inferplex.devices.gpu.graphs import CAPTURES, GATE, Captured, capture_graph
+from inferplex.devices.gpu.handoff import wait_for_callers
 from inferplex.devices.gpu.inputs import InputChecker
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
 from inferplex.devices.gpu.settings import TORCH_SETTINGS
@@ -324,6 +325,7 @@ class GpuProgram(DeviceProgram):
         if any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
             # Inputs made on the caller's stream: our stream must not read them early.
             state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
+            wait_for_callers(state.stream, values)  # a run started on another thread (start_async)
         return state.on_stream
 
     def _run_tensors(self, state: WorkerState, variant: Variant, values: list[Any],
