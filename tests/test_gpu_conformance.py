@@ -1,6 +1,7 @@
 """The ONNX backend conformance suite of the onnx wheel, run on the (emulated) GPU device.
 
 Every case goes through the public API with ``INFERPLEX_EMULATED_GPUS=1``
+(and again on a CUDA GPU, marked ``gpu``)
 (``ov.Core().compile_model(model, "GPU.0")``, inputs by name).  A case whose
 every node the GPU device supports (``core.query_model``) must match the
 reference outputs like ``onnx.backend.test.runner`` compares them (the case's
@@ -73,9 +74,29 @@ def core(emulated_core: ov.Core) -> ov.Core:
     return emulated_core
 
 
+@pytest.fixture(scope="module")
+def cuda_core() -> ov.Core:
+    """A Core with the machine's own devices, where GPU.0 is a CUDA GPU."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    return ov.Core()
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_conformance(case: Case, core: Any) -> None:
+    _check(case, core)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_conformance_on_cuda(case: Case, cuda_core: Any) -> None:
+    """The same cases on a CUDA GPU (``pytest -m gpu``): its kernels, not torch's CPU ones."""
+    _check(case, cuda_core)
+
+
+def _check(case: Case, core: Any) -> None:
     model, data_sets = load_case(case)
     reason = gpu_refusal(case.id, model)
     if reason is not None:
