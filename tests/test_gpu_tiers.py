@@ -287,3 +287,54 @@ def test_cuda_attention_switches_in_max_autotune_mode_and_equals_onnx_runtime() 
     np.testing.assert_allclose(compiled(feeds)[0], want, rtol=2e-2, atol=2e-2)
     assert _wait_for_switch(compiled) == "COMPILED"
     np.testing.assert_allclose(compiled(feeds)[0], want, rtol=2e-2, atol=2e-2)
+
+
+# --- kernel choices: attention as one scaled_dot_product_attention ------------------------
+
+
+class _Sdpa(nn.Module):
+    """torch's own scaled_dot_product_attention: exported with the scale on Q and K^T."""
+
+    def forward(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _fused(compiled: ov.CompiledModel) -> bool:
+    return "scaled_dot_product_attention" in compiled.get_property("GPU_PROGRAM_STATISTICS").calls
+
+
+@pytest.mark.parametrize(("precision", "bound"), [("f32", 1e-5), ("f16", 5e-3), ("bf16", 3e-2)])
+def test_written_out_attention_runs_fused_and_equals_onnx_runtime(core: ov.Core, precision: str,
+                                                                   bound: float) -> None:
+    model = _attention()
+    compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})
+    assert _fused(compiled)
+    for seed in range(3):
+        feeds = _attention_feeds(seed)
+        np.testing.assert_allclose(compiled(feeds)[0], ort_run(model, feeds)[0], rtol=bound, atol=bound)
+
+
+class _WrittenOut(nn.Module):
+    """MatMul, Add of a mask, Softmax, MatMul: ONNX broadcasting lets the mask make the scores bigger."""
+
+    def forward(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
+        return torch.matmul(torch.softmax(torch.matmul(q, k.transpose(-1, -2)) + mask, dim=-1), v)
+
+
+@pytest.mark.parametrize(("module", "mask_shape", "fused"), [
+    (_Sdpa, (2, 1, 5, 5), True), (_Sdpa, (2, 2, 5, 5), True), (_WrittenOut, (2, 2, 5, 5), True),
+    (_WrittenOut, (3, 2, 5, 5), False),  # scores [2, ...] + mask [3, ...]: not an attention mask
+])
+def test_exported_attention_fuses_unless_the_mask_broadcasts_the_scores_up(
+        core: ov.Core, module: type[nn.Module], mask_shape: tuple[int, ...], fused: bool) -> None:
+    torch.manual_seed(2)
+    batch = 1 if mask_shape[0] == 3 else 2
+    args = (*(torch.randn(batch, 2, 5, 8) for _ in range(3)), torch.randn(*mask_shape))
+    model = export_onnx(module(), args, ["q", "k", "v", "mask"])
+    compiled = core.compile_model(model, "GPU.0")
+    assert _fused(compiled) is fused
+    feeds = {name: a.numpy() for name, a in zip(["q", "k", "v", "mask"], args, strict=True)}
+    got = compiled(feeds)[0]
+    want = ort_run(model, feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
