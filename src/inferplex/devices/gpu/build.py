@@ -117,8 +117,9 @@ class Builder:
             return
         if name in self.fusions.attention:
             found = self.fusions.attention[name]
-            args = (*(self.arg(v) for v in (found.query, found.key_t, found.value, found.mask)), found.scale)
-            self.env[found.output] = self.call(name, node, scaled_dot_product_attention, args)
+            values = (found.query, found.key_t, found.value, found.mask)
+            self.env[found.output] = self.call(name, node, scaled_dot_product_attention,
+                                               (*map(self.arg, values), found.scale))
             return
         # If/Loop/Scan bodies read enclosing values implicitly: they follow the node's own inputs.
         args = [self.arg(v) for v in (*node.inputs, *outer_values(node))]

@@ -171,7 +171,8 @@ def compiled_forward(module: torch.nn.Module, plan: CompilePlan, inputs: Sequenc
 def example_inputs(lowered: LoweredGraph, torch_device: torch.device) -> list[torch.Tensor]:
     """Zeros of the static input shapes, made as a run makes its inputs (torch.compile guards on
     how): device tensors made in inference mode on CUDA, tensors over numpy arrays on the host."""
-    shapes = zip(lowered.input_shapes, lowered.input_dtypes, strict=True)
+    shapes = [([d for d in shape or () if isinstance(d, int)], dtype)
+              for shape, dtype in zip(lowered.input_shapes, lowered.input_dtypes, strict=True)]
     if torch_device.type == "cuda":
         with torch.inference_mode():
             return [torch.zeros(shape, dtype=dtype, device=torch_device) for shape, dtype in shapes]
@@ -184,9 +185,10 @@ def capture_on_workers(variant: Variant, inputs: list[torch.Tensor], workers: Se
     have: all of them or, raising InferenceError, none (the caller holds :data:`.graphs.GATE`)."""
     graphs = [capture_graph(variant.forward, inputs, state.stream, state.pool, variant, on_capture_thread)
               for state in workers]
-    if any(graph is None for graph in graphs):
+    captured = [graph for graph in graphs if graph is not None]
+    if len(captured) != len(graphs):
         raise InferenceError("the compiled forward cannot be captured in a CUDA graph")
-    for state, graph in zip(workers, graphs, strict=True):
+    for state, graph in zip(workers, captured, strict=True):
         state.stream.synchronize()  # no replay of the graph replaced here still runs
         state.graphs[signature] = graph
 
