@@ -465,8 +465,9 @@ def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], inl
             warm_up(program, lowered)  # every worker's CUDA graph captured before the compile returns
         return None
     from inferplex.devices.gpu.cache_form import load_torch_artifacts, recording_torch_artifacts
+    from inferplex.devices.gpu.tiers import COMPILE_LOCK
 
-    with recording_torch_artifacts() as saved:
+    with COMPILE_LOCK, recording_torch_artifacts() as saved:
         if form is not None and form.torch_artifacts:
             load_torch_artifacts(form.torch_artifacts)
         ran = _first_runs(program, lowered)

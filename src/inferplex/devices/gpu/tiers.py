@@ -37,6 +37,8 @@ compiled).  Releasing the program does not wait for the compile: the thread
 finds the program gone and drops what it made.  Exit waits for a compile still
 running up to :data:`TIER_EXIT_WAIT` seconds (torch's native threads torn down
 under it would abort the interpreter), as AUTO's background compile does.
+torch.compile is not thread-safe: the process compiles one program at a time
+(:data:`COMPILE_LOCK`).
 """
 
 from __future__ import annotations
@@ -57,10 +59,9 @@ from inferplex.devices.gpu.workers import Variant, WorkerState
 from inferplex.engine import lifecycle
 from inferplex.errors import InferenceError, PropertyError
 
-__all__ = ["COMPILE_MODES", "MODE_PROPERTY", "TIERED_MIN_BATCH", "TIER_EXIT_WAIT", "TIER_PROPERTY",
-           "CompilePlan", "CompiledTier", "capture_on_workers", "compile_mode", "compiled_forward",
-           "example_inputs", "inline_forward", "plan_compile",
-           "plan_of_flag"]
+__all__ = ["COMPILE_LOCK", "COMPILE_MODES", "MODE_PROPERTY", "TIERED_MIN_BATCH", "TIER_EXIT_WAIT",
+           "TIER_PROPERTY", "CompilePlan", "CompiledTier", "capture_on_workers", "compile_mode",
+           "compiled_forward", "example_inputs", "inline_forward", "plan_compile", "plan_of_flag"]
 
 _log = logging.getLogger("inferplex")
 
@@ -78,6 +79,11 @@ TIERED_MIN_BATCH = 8
 
 TIER_EXIT_WAIT = 30.0
 """Seconds interpreter exit waits for a background compile still running (then leaves it)."""
+
+COMPILE_LOCK = threading.Lock()
+"""Held while torch.compile compiles in the background (and for a cache's compile before it
+returns): torch.compile is not thread-safe (pytorch/pytorch#136833), so two programs compile
+one after the other."""
 
 _THROUGHPUT_HINTS = ("THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 EAGER, COMPILING, COMPILED, FAILED, ABANDONED = "EAGER", "COMPILING", "COMPILED", "FAILED", "ABANDONED"
@@ -249,9 +255,10 @@ class CompiledTier:
         start = time.perf_counter()
         state = ABANDONED
         try:
-            forward = None if self._released else compile_forward()
-            if forward is not None and not self._released and install(forward):
-                state = COMPILED
+            with COMPILE_LOCK:
+                forward = None if self._released else compile_forward()
+                if forward is not None and not self._released and install(forward):
+                    state = COMPILED
         except Exception as error:  # noqa: BLE001 - the eager tier serves on; no request fails
             state = FAILED
             _log.warning("inferplex: %s: torch.compile in the background failed, the eager lowering "
