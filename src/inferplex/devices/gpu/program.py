@@ -165,7 +165,7 @@ class GpuProgram(DeviceProgram):
         generic = self._generic
         if self._plan.how == "tiered" and self._tier is None and generic is not None:
             self._tier = tiers.CompiledTier(self.device, generic.lowered, self._plan, self._torch_device,
-                                      weakref.WeakMethod(self._switch_to))
+                                            weakref.WeakMethod(self._switch_to))
 
     def _switch_to(self, forward: Any, inputs: list[torch.Tensor]) -> bool:
         """Make ``forward`` (the compiled tier) the one new runs take, on CUDA once every worker's
@@ -187,7 +187,7 @@ class GpuProgram(DeviceProgram):
         """Which tier serves (the ``COMPILED_TIER`` property, see :mod:`.tiers`)."""
         if self._tier is not None:
             return self._tier.state
-        return "COMPILED" if self._plan.how == "inline" else tiers.EAGER
+        return tiers.COMPILED if self._plan.how == "inline" else tiers.EAGER
 
     @property
     def torch_device(self) -> torch.device:
