@@ -169,7 +169,8 @@ def _wall(fn: Callable[[], Any], warmup: int, iters: int) -> float:
     return statistics.median(samples)
 
 
-def _inferplex_row(job: dict[str, Any], batch: int, device: Any) -> dict[str, Any]:
+def _inferplex_row(job: dict[str, Any], batch: int, device: Any, make: Callable[[int], tuple[Any, ...]],
+                   names: list[str]) -> dict[str, Any]:
     """One inferplex row: the program straight from the GPU plugin (what ``compile_model`` on
     ``GPU.0`` makes), timed on the device with outputs kept there, and end to end with numpy."""
     import onnx_ir as ir
@@ -184,7 +185,6 @@ def _inferplex_row(job: dict[str, Any], batch: int, device: Any) -> dict[str, An
         if device.type != "cuda":
             config["TORCH_COMPILE"] = "YES"  # AUTO leaves emulated GPUs eager
     model = ir.load(job["onnx"][str(batch)])
-    _, make, names, _ = _build(job["model"])
     inputs = [t.to(device) for t in make(batch)]
     feeds = dict(zip(names, inputs, strict=True))
     host = {n: t.cpu().numpy() for n, t in feeds.items()}
@@ -208,11 +208,11 @@ def _inferplex_row(job: dict[str, Any], batch: int, device: Any) -> dict[str, An
     return {"device_ms": device_ms, "e2e_ms": e2e_ms, "first_s": first, "compile_s": compile_s, "tier": tier}
 
 
-def _torch_row(job: dict[str, Any], batch: int, device: Any, native: Any) -> dict[str, Any]:
+def _torch_row(job: dict[str, Any], batch: int, device: Any, native: Any,
+               make: Callable[[int], tuple[Any, ...]], cnn: bool) -> dict[str, Any]:
     """One torch row: eager, or torch.compile in the engine's mode (compiled per batch)."""
     import torch
 
-    _, make, _, cnn = _build(job["model"])
     dtype = getattr(torch, _DTYPES[job["precision"]])
     inputs = [t.to(device) for t in make(batch)]
     inputs = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
@@ -254,8 +254,8 @@ def _child(job: dict[str, Any]) -> list[dict[str, Any]]:
     cuda = not job["quick"]
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     native = None
+    module, make, names, cnn = _build(job["model"])
     if not job["engine"].startswith("inferplex"):
-        module, _, _, cnn = _build(job["model"])
         native = module.eval().to(device=device, dtype=getattr(torch, _DTYPES[job["precision"]]))
         if cnn and cuda:
             native = native.to(memory_format=torch.channels_last)
@@ -263,8 +263,8 @@ def _child(job: dict[str, Any]) -> list[dict[str, Any]]:
     for batch in job["batches"]:
         row = {"model": job["model"], "engine": job["engine"], "precision": job["precision"], "batch": batch}
         try:
-            measured = (_inferplex_row(job, batch, device) if native is None
-                        else _torch_row(job, batch, device, native))
+            measured = (_inferplex_row(job, batch, device, make, names) if native is None
+                        else _torch_row(job, batch, device, native, make, cnn))
         except Exception as error:  # noqa: BLE001 - a benchmark reports failures, it does not stop at them
             rows.append({**row, "error": f"{type(error).__name__}: {error}".splitlines()[0][:160]})
             continue
@@ -342,9 +342,11 @@ def main() -> int:
     import torch
 
     quick = args.quick or not torch.cuda.is_available()
-    if quick and args.models == parser.get_default("models"):
-        args.models, args.precisions, args.batches = "small-cnn,small-bert", "f32", "1,L"
-        args.engines = "inferplex,inferplex-tp,eager,default"
+    small = {"models": "small-cnn,small-bert", "precisions": "f32", "batches": "1,L",
+             "engines": "inferplex,inferplex-tp,eager,default"}
+    for option, value in small.items():  # what --quick runs unless told otherwise
+        if quick and getattr(args, option) == parser.get_default(option):
+            setattr(args, option, value)
     if quick:
         os.environ["INFERPLEX_EMULATED_GPUS"] = "1"
     engines = [e for e in args.engines.split(",") if e]
