@@ -24,13 +24,13 @@ import pytest
 from torch_export import export_onnx
 
 import inferplex as ov
-from inferplex.devices.gpu.tiers import TIERED_MIN_BATCH, plan_compile
 from inferplex.errors import PropertyError
 
 from conftest import ort_run
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
+tiers = pytest.importorskip("inferplex.devices.gpu.tiers")
 
 _SWITCH_DEADLINE = 240.0
 """Seconds a test waits for the compiled tier (a cold inductor compile on a loaded CPU)."""
@@ -109,7 +109,7 @@ def test_cnn_results_equal_onnx_runtime_before_and_after_the_switch_under_async_
 
     queue = ov.AsyncInferQueue(compiled, 4)
     seen: dict[int, list[np.ndarray]] = {}
-    tiers: set[str] = set()
+    served_by: set[str] = set()
     lock = threading.Lock()
 
     def done(request: ov.InferRequest, job: int) -> None:
@@ -120,14 +120,14 @@ def test_cnn_results_equal_onnx_runtime_before_and_after_the_switch_under_async_
     jobs, end = 0, time.monotonic() + _SWITCH_DEADLINE
     while time.monotonic() < end:  # requests all through the switch, and a few after it
         tier = compiled.get_property("COMPILED_TIER")
-        tiers.add(tier)
+        served_by.add(tier)
         queue.start_async(_cnn_feeds(jobs), jobs)
         jobs += 1
         if tier != "COMPILING" and jobs % 8 == 0:
             break
     queue.wait_all()
     assert compiled.get_property("COMPILED_TIER") == "COMPILED"
-    assert {"COMPILING", "COMPILED"} <= tiers
+    assert {"COMPILING", "COMPILED"} <= served_by
     assert sorted(seen) == list(range(jobs)) and all(len(v) == 1 for v in seen.values())
     for job in (*range(min(jobs, 12)), *range(jobs - 8, jobs)):
         np.testing.assert_allclose(seen[job][0], ort_run(model, _cnn_feeds(job))[0], rtol=1e-4, atol=1e-5)
@@ -148,12 +148,12 @@ def test_attention_results_equal_onnx_runtime_before_and_after_the_switch(core: 
 
 
 def test_default_auto_does_not_compile_on_an_emulated_gpu(core: ov.Core) -> None:
-    model = _cnn(batch=TIERED_MIN_BATCH)
+    model = _cnn(batch=tiers.TIERED_MIN_BATCH)
     compiled = core.compile_model(model, "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT"})
     assert core.get_property("GPU.0", "TORCH_COMPILE") == "AUTO"
     assert compiled.get_property("TORCH_COMPILE") is False
     assert compiled.get_property("COMPILED_TIER") == "EAGER"
-    feeds = _cnn_feeds(3, TIERED_MIN_BATCH)
+    feeds = _cnn_feeds(3, tiers.TIERED_MIN_BATCH)
     np.testing.assert_allclose(compiled(feeds)[0], ort_run(model, feeds)[0], rtol=1e-4, atol=1e-5)
 
 
@@ -238,11 +238,11 @@ def test_a_cached_compile_serves_the_compiled_tier_from_the_start(tmp_path: Path
 ])
 def test_compile_plan_rule(setting: str, hint: str, cuda: bool, shapes: list[tuple[Any, ...]],
                            how: str) -> None:
-    assert plan_compile(setting, "default", hint, cuda, shapes, False, False).how == how
+    assert tiers.plan_compile(setting, "default", hint, cuda, shapes, False, False).how == how
 
 
 def test_compile_plan_for_the_cache_is_inline() -> None:
-    assert plan_compile("YES", "default", "LATENCY", True, [(8, 3)], False, True).how == "inline"
+    assert tiers.plan_compile("YES", "default", "LATENCY", True, [(8, 3)], False, True).how == "inline"
 
 
 # --- on CUDA -------------------------------------------------------------------------
@@ -254,12 +254,12 @@ _cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA G
 @_cuda
 @pytest.mark.parametrize("precision", ["f16", "bf16"])
 def test_cuda_throughput_large_batch_switches_to_the_compiled_tier_by_default(precision: str) -> None:
-    model = _cnn(batch=TIERED_MIN_BATCH)
+    model = _cnn(batch=tiers.TIERED_MIN_BATCH)
     compiled = ov.Core().compile_model(model, "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT",
                                                          "INFERENCE_PRECISION_HINT": precision,
                                                          "TORCH_COMPILE_MODE": "default"})
     assert compiled.get_property("TORCH_COMPILE") is True
-    feeds = [_cnn_feeds(seed, TIERED_MIN_BATCH) for seed in range(4)]
+    feeds = [_cnn_feeds(seed, tiers.TIERED_MIN_BATCH) for seed in range(4)]
     wants = [ort_run(model, f)[0] for f in feeds]
     bound = 2e-2 if precision == "f16" else 1e-1
     for f, want in zip(feeds, wants, strict=True):
@@ -281,11 +281,11 @@ def test_cuda_throughput_large_batch_switches_to_the_compiled_tier_by_default(pr
 @pytest.mark.gpu
 @_cuda
 def test_cuda_attention_switches_in_max_autotune_mode_and_equals_onnx_runtime() -> None:
-    model = _attention(batch=TIERED_MIN_BATCH, seq=32)
+    model = _attention(batch=tiers.TIERED_MIN_BATCH, seq=32)
     compiled = ov.Core().compile_model(model, "GPU.0", {"TORCH_COMPILE": "YES",
                                                          "INFERENCE_PRECISION_HINT": "f16"})
     assert compiled.get_property("TORCH_COMPILE_MODE") == "max-autotune-no-cudagraphs"
-    feeds = _attention_feeds(1, TIERED_MIN_BATCH, 32)
+    feeds = _attention_feeds(1, tiers.TIERED_MIN_BATCH, 32)
     want = ort_run(model, feeds)[0]
     np.testing.assert_allclose(compiled(feeds)[0], want, rtol=2e-2, atol=2e-2)
     assert _wait_for_switch(compiled) == "COMPILED"
