@@ -219,8 +219,6 @@ class CompiledTier:
         self._released = False
         self._done = threading.Event()
         self._exit_began: float | None = None
-        self.seconds: float | None = None
-        """How long compiling and switching took (None until it ended)."""
         lifecycle.watch(self)
         inputs = example_inputs(lowered, torch_device)
 
@@ -240,10 +238,6 @@ class CompiledTier:
         with self._lock:
             return self._state
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until the compile has ended (switched, failed or abandoned); False on timeout."""
-        return self._done.wait(timeout)
-
     def release(self) -> None:
         """Stop waiting for the compile: its forward is dropped when it ends."""
         with self._lock:
@@ -252,7 +246,6 @@ class CompiledTier:
                 self._state = ABANDONED
 
     def _run(self, compile_forward: Callable[[], Any], install: Callable[[Any], bool]) -> None:
-        start = time.perf_counter()
         state = ABANDONED
         try:
             with COMPILE_LOCK:
@@ -266,7 +259,6 @@ class CompiledTier:
         finally:
             with self._lock:
                 self._state = ABANDONED if self._released else state
-                self.seconds = time.perf_counter() - start
             del compile_forward, install  # the thread holds nothing of the program past its end
             self._done.set()
             lifecycle.progress()
