@@ -287,10 +287,16 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.T
 
 def scaled_dot_product_attention(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
                                  mask: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """``softmax(query @ key_t * scale + mask) @ value`` as one fused call (``key_t``: K transposed)."""
+    """``softmax(query @ key_t * scale + mask) @ value`` as one fused call (``key_t``: K transposed).
+
+    The fused CUDA kernels take Q, K and V with a dense last dim only (else torch
+    falls back to its unfused math): a K^T made contiguous as it is gets copied back.
+    """
     if mask is not None and mask.dtype != query.dtype:
         mask = mask.to(query.dtype)
-    return F.scaled_dot_product_attention(query, key_t.transpose(-1, -2), value, attn_mask=mask, scale=scale)
+    query, key, value = (x if x.stride(-1) == 1 else x.contiguous()
+                         for x in (query, key_t.transpose(-1, -2), value))
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
 
 
 def to_channels_last(x: torch.Tensor) -> torch.Tensor:
