@@ -11,7 +11,14 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu.ops.control_flow import outer_values
-from inferplex.devices.gpu.optimize import Fusions, WeightCache, fold_conv_bn, linear, to_channels_last
+from inferplex.devices.gpu.optimize import (
+    Fusions,
+    WeightCache,
+    fold_conv_bn,
+    linear,
+    scaled_dot_product_attention,
+    to_channels_last,
+)
 from inferplex.devices.gpu.tensors import numpy_to_torch
 from inferplex.errors import CompileError, ModelError
 
@@ -107,6 +114,12 @@ class Builder:
             return
         if name in self.fusions.linear:
             self._emit_linear(name, node, *self.fusions.linear[name])
+            return
+        if name in self.fusions.attention:
+            found = self.fusions.attention[name]
+            values = (found.query, found.key_t, found.value, found.mask)
+            self.env[found.output] = self.call(name, node, scaled_dot_product_attention,
+                                               (*map(self.arg, values), found.scale))
             return
         # If/Loop/Scan bodies read enclosing values implicitly: they follow the node's own inputs.
         args = [self.arg(v) for v in (*node.inputs, *outer_values(node))]

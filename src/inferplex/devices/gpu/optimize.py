@@ -8,6 +8,13 @@
   parameter is a constant.
 * MatMul by a constant matrix followed by Add of a constant bias vector becomes
   one ``F.linear``, which runs as a single GEMM with the bias in its epilogue.
+* Attention written out, ``MatMul(Q, K^T)``, then an optional ``Div``/``Mul`` by a
+  constant scalar, an optional ``Add`` of a mask that does not grow the scores,
+  ``Softmax`` over the last axis and ``MatMul`` by V, becomes one
+  ``F.scaled_dot_product_attention`` (fused kernels on CUDA: no scores tensor
+  in memory).  It applies when every intermediate feeds only the next step and
+  Q, K^T and V have the same known batch dims, so that the fused call computes
+  exactly what the ONNX ops do, up to rounding.
 * ``channels_last``: 4-D Conv weights are stored NHWC and each 4-D Conv's input
   is brought to NHWC (a no-op when it already is, so only the first Conv of a
   chain copies); graph outputs are made contiguous again.  Values keep their
@@ -35,10 +42,12 @@ import torch.nn.functional as F
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["Fusions", "WeightCache", "fold_conv_bn", "linear", "plan_fusions", "to_channels_last"]
+__all__ = ["Attention", "Fusions", "WeightCache", "fold_conv_bn", "linear", "plan_fusions",
+           "scaled_dot_product_attention", "to_channels_last"]
 
 _ONNX_DOMAINS = ("", "ai.onnx")
 _FLOAT_KINDS = "f"
+_ATTENTION_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
 
 
 class WeightCache:
@@ -70,6 +79,23 @@ class WeightCache:
             return tensor
 
 
+@dataclass(frozen=True)
+class Attention:
+    """A MatMul-[scale]-[Add mask]-Softmax-MatMul chain emitted as one scaled dot product attention."""
+
+    query: ir.Value
+    key_t: ir.Value
+    """K transposed, as the first MatMul takes it."""
+    value: ir.Value
+    mask: ir.Value | None
+    scale: float
+    output: ir.Value
+    """The second MatMul's output."""
+    absorbed: tuple[ir.Node, ...]
+    """The chain's nodes before the second MatMul, which emits the fused call: where every
+    input (a mask made after the scores, say) is ready."""
+
+
 @dataclass
 class Fusions:
     """What :func:`plan_fusions` found, by friendly name of the node that is emitted."""
@@ -78,6 +104,8 @@ class Fusions:
     """Conv -> the BatchNormalization it absorbs."""
     linear: dict[str, tuple[ir.Node, int]] = field(default_factory=dict)
     """MatMul -> (the Add it absorbs, index of the bias among the Add's inputs)."""
+    attention: dict[str, Attention] = field(default_factory=dict)
+    """Last MatMul of an attention chain -> the chain."""
     absorbed: set[ir.Node] = field(default_factory=set)
     """Nodes emitted as part of another: they are skipped."""
     channels_last_convs: set[str] = field(default_factory=set)
@@ -147,6 +175,67 @@ def _bias_add_after(analysis: Analysis, names: dict[ir.Node, str],
     return add, bias_index
 
 
+def _next(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node,
+          op_types: tuple[str, ...]) -> tuple[ir.Node, int] | None:
+    """The sole consumer of ``node``'s output when it is one of ``op_types`` and runs."""
+    consumer = _sole_consumer(node.outputs[0])
+    if consumer is None or consumer[0].op_type not in op_types or consumer[0].domain not in _ONNX_DOMAINS \
+            or not _runs(analysis, names, consumer[0]):
+        return None
+    return consumer
+
+
+def _scalar(analysis: Analysis, value: ir.Value | None) -> float | None:
+    array = _constant(analysis, value)
+    return float(array.reshape(-1)[0]) if _is_float(array) and array.size == 1 else None  # type: ignore[union-attr]
+
+
+def _same_batch_dims(shapes: list[tuple[int | str | None, ...] | None]) -> bool:
+    """Known ranks >= 3, equal, and equal known dims before the last two."""
+    if any(shape is None or len(shape) < 3 for shape in shapes):
+        return False
+    batches = {shape[:-2] for shape in shapes if shape is not None}
+    return len({len(shape) for shape in shapes if shape is not None}) == 1 and len(batches) == 1 \
+        and None not in next(iter(batches))
+
+
+def _attention_from(analysis: Analysis, names: dict[ir.Node, str], matmul: ir.Node) -> Attention | None:
+    """The attention chain that starts at ``matmul`` (see the module docstring), or None."""
+    scores = analysis.infos[names[matmul]].output_shapes
+    if not scores or scores[0] is None or None in scores[0]:
+        return None
+    chain, step, scale, mask = [], _next(analysis, names, matmul, ("Div", "Mul", "Add", "Softmax")), 1.0, None
+    for op_types in (("Div", "Mul"), ("Add",)):
+        if step is None or step[0].op_type not in op_types:
+            continue
+        node, index = step
+        if analysis.infos[names[node]].output_shapes[:1] != scores[:1]:
+            return None  # a scale or mask that broadcasts the scores up is not attention's
+        if op_types == ("Add",):
+            mask = node.inputs[1 - index]
+        else:
+            factor = _scalar(analysis, node.inputs[1 - index])
+            if factor is None or factor == 0.0 or (node.op_type == "Div" and index != 0):
+                return None
+            scale = 1.0 / factor if node.op_type == "Div" else factor
+        chain.append(node)
+        step = _next(analysis, names, node, ("Add", "Softmax"))
+    if step is None or step[0].op_type != "Softmax":
+        return None
+    softmax, info = step[0], analysis.infos[names[step[0]]]
+    rank = info.rank(0)
+    axis = int(info.attr("axis", -1 if info.opset >= 13 else 1))
+    last = _next(analysis, names, softmax, ("MatMul",))
+    if rank is None or axis % rank != rank - 1 or last is None or last[1] != 0:
+        return None
+    shapes = [*analysis.infos[names[matmul]].input_shapes[:2], analysis.infos[names[last[0]]].input_shapes[1]]
+    dtypes = analysis.infos[names[matmul]].input_dtypes
+    if not _same_batch_dims(shapes) or not dtypes or dtypes[0] not in _ATTENTION_TYPES:
+        return None
+    return Attention(matmul.inputs[0], matmul.inputs[1], last[0].inputs[1], mask, scale,  # type: ignore[arg-type]
+                     last[0].outputs[0], (matmul, *chain, softmax))
+
+
 def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
     """Find the rewrites of the module docstring in an analysis (which is not changed)."""
     names = {node: name for name, node in analysis.nodes}
@@ -165,6 +254,11 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
             if bn is not None:
                 fusions.conv_bn[name] = bn
                 fusions.absorbed.add(bn)
+        elif node.op_type == "MatMul" and name in fusions.attention:
+            continue  # the end of an attention chain: it emits the chain
+        elif node.op_type == "MatMul" and (attention := _attention_from(analysis, names, node)) is not None:
+            fusions.attention[names[attention.output.producer()]] = attention  # type: ignore[index]
+            fusions.absorbed.update(attention.absorbed)
         elif node.op_type == "MatMul":
             found = _bias_add_after(analysis, names, node)
             if found is not None:
@@ -189,6 +283,20 @@ def fold_conv_bn(weight: np.ndarray, bias: np.ndarray | None, bn: ir.Node,
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``x @ weight + bias`` as one GEMM with the bias in its epilogue (weight is ONNX's K x N)."""
     return F.linear(x, weight.t(), bias)
+
+
+def scaled_dot_product_attention(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
+                                 mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+    """``softmax(query @ key_t * scale + mask) @ value`` as one fused call (``key_t``: K transposed).
+
+    The fused CUDA kernels take Q, K and V with a dense last dim only (else torch
+    falls back to its unfused math): a K^T made contiguous as it is gets copied back.
+    """
+    if mask is not None and mask.dtype != query.dtype:
+        mask = mask.to(query.dtype)
+    query, key, value = (x if x.stride(-1) == 1 else x.contiguous()
+                         for x in (query, key_t.transpose(-1, -2), value))
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
 
 
 def to_channels_last(x: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,8 @@ no TF32; f16/bf16 convert floating weights and
 inputs, outputs keep the model's types unless the compile's ``OUTPUT_PRECISION`` is
 INFERENCE, see :mod:`inferplex.config.output_precision`; torch's process-wide TF32 switches are
 set only while inferplex runs, see ``settings``), ``ENABLE_PROFILING``, ``TORCH_COMPILE``
-(default off: compile time hurts the first inference), ``CUDA_GRAPHS`` (default
+(AUTO default: torch.compile in the background for large batches under the throughput
+hints on CUDA; YES/NO force it) and ``TORCH_COMPILE_MODE`` (see ``tiers``), ``CUDA_GRAPHS`` (default
 on; a model whose input shapes are all static captures every worker's graph while
 it compiles), ``GPU_CHANNELS_LAST`` (``AUTO``: 4-D convolutions in NHWC memory order for
 f16/bf16 on CUDA, where tensor-core kernels want it; ``YES``/``NO`` force it;
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import LoweredGraph
     from inferplex.devices.gpu.program import GpuProgram
     from inferplex.devices.gpu.specialize import Specializer
+    from inferplex.devices.gpu.tiers import CompilePlan
 
 __all__ = ["EMULATION_ENV", "GpuPlugin"]
 
@@ -81,7 +83,8 @@ EMULATION_ENV = "INFERPLEX_EMULATED_GPUS"
 """Environment variable: number of GPUs to emulate on torch's CPU device."""
 
 _PARSERS: dict[str, Parser] = {
-    "TORCH_COMPILE": values.boolean,
+    "TORCH_COMPILE": values.yes_no_auto,
+    "TORCH_COMPILE_MODE": values.choice("AUTO", "default", "max-autotune-no-cudagraphs"),
     "CUDA_GRAPHS": values.boolean,
     "SHAPE_SPECIALIZATION": values.boolean,
     "GPU_CHANNELS_LAST": values.yes_no_auto,
@@ -90,11 +93,13 @@ _PARSERS: dict[str, Parser] = {
 """The GPU's own keys (see the module docstring)."""
 
 _WRITABLE = ("PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_PRECISION_HINT",
-             "ENABLE_PROFILING", "TORCH_COMPILE", "CUDA_GRAPHS", "GPU_CHANNELS_LAST", "SHAPE_SPECIALIZATION",
-             "MEMORY_LIMIT", "GPU_QUEUE_THROTTLE", "EXECUTION_MODE_HINT", "MODEL_PRIORITY")
+             "ENABLE_PROFILING", "TORCH_COMPILE", "TORCH_COMPILE_MODE", "CUDA_GRAPHS", "GPU_CHANNELS_LAST",
+             "SHAPE_SPECIALIZATION", "MEMORY_LIMIT", "GPU_QUEUE_THROTTLE", "EXECUTION_MODE_HINT",
+             "MODEL_PRIORITY")
 _DEFAULTS: dict[str, Any] = {
     "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": "AUTO",
-    "INFERENCE_PRECISION_HINT": "f32", "ENABLE_PROFILING": False, "TORCH_COMPILE": False,
+    "INFERENCE_PRECISION_HINT": "f32", "ENABLE_PROFILING": False, "TORCH_COMPILE": "AUTO",
+    "TORCH_COMPILE_MODE": "AUTO",
     "CUDA_GRAPHS": True, "GPU_CHANNELS_LAST": "AUTO", "SHAPE_SPECIALIZATION": True, "MEMORY_LIMIT": 0,
     "GPU_QUEUE_THROTTLE": "MEDIUM", "EXECUTION_MODE_HINT": "PERFORMANCE", "MODEL_PRIORITY": "MEDIUM",
 }
@@ -283,8 +288,12 @@ class GpuPlugin(DevicePlugin):
                           "GPU_CHANNELS_LAST": channels_last,
                           "SHAPE_SPECIALIZATION": bool(settings["SHAPE_SPECIALIZATION"]),
                           "GPU_QUEUE_THROTTLE": settings["GPU_QUEUE_THROTTLE"]}
-            program = GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer)
-            artifacts = _warm_up(program, lowered, settings, keep_form, form)
+            plan = _compile_plan(settings, device, torch_device, lowered, specializer,
+                                 keep_form or form is not None)
+            program = GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer,
+                                 plan)
+            artifacts = _warm_up(program, lowered, settings, plan.how == "inline", keep_form, form)
+            program.start_compiled_tier()
         if optimised is not None:
             from inferplex.devices.gpu.cache_form import pack
 
@@ -423,13 +432,27 @@ class _FoldedBefore:
         return _with_folded(self._specializer.lower(input_names, shapes), self._folded)
 
 
-def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], keep_form: bool,
+def _compile_plan(settings: Mapping[str, Any], device: str, torch_device: Any, lowered: LoweredGraph,
+                  specializer: Specializer | None, for_cache: bool) -> CompilePlan:
+    """``TORCH_COMPILE`` and ``TORCH_COMPILE_MODE`` resolved for this program (see ``tiers``)."""
+    from inferplex.devices.gpu.specialize import Specializer
+    from inferplex.devices.gpu.tiers import compile_mode, plan_compile
+
+    setting = values.yes_no_auto(settings["TORCH_COMPILE"])
+    cuda = torch_device.type == "cuda"
+    mode = compile_mode(settings["TORCH_COMPILE_MODE"], cuda, device)
+    specialized = specializer is not None and Specializer.worthwhile(lowered)
+    return plan_compile(setting, mode, settings["PERFORMANCE_HINT"], cuda, lowered.input_shapes, specialized,
+                        for_cache)
+
+
+def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], inline: bool, keep_form: bool,
              form: CachedForm | None) -> bytes | None:
     """Run the program's first runs while compiling where that helps; torch.compile's artefacts
     when it compiled for the model cache.
 
     On CUDA, every worker's graph is captured (see ``graphs.warm_up``).  With
-    ``TORCH_COMPILE``, a compile for the cache or from a cached form runs its
+    torch.compile (``inline``), a compile for the cache or from a cached form runs its
     first run here too (torch.compile compiles on it), recording torch's
     artefacts, or loading the cached ones first.
     """
@@ -437,14 +460,15 @@ def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], kee
 
     graphs = (program.torch_device.type == "cuda" and lowered.capturable and bool(settings["CUDA_GRAPHS"])
               and not bool(settings["ENABLE_PROFILING"]))
-    compiled = bool(settings["TORCH_COMPILE"]) and (keep_form or form is not None)
+    compiled = inline and (keep_form or form is not None)
     if not compiled:
         if graphs:
             warm_up(program, lowered)  # every worker's CUDA graph captured before the compile returns
         return None
     from inferplex.devices.gpu.cache_form import load_torch_artifacts, recording_torch_artifacts
+    from inferplex.devices.gpu.tiers import COMPILE_LOCK
 
-    with recording_torch_artifacts() as saved:
+    with COMPILE_LOCK, recording_torch_artifacts() as saved:
         if form is not None and form.torch_artifacts:
             load_torch_artifacts(form.torch_artifacts)
         ran = _first_runs(program, lowered)

@@ -39,9 +39,9 @@ What the program holds is reported by the ``GPU_PROGRAM_STATISTICS`` property
 (:mod:`.statistics`).
 
 Options (compile config): ``CUDA_GRAPHS`` (default True on CUDA; ignored on the
-emulated CPU device); ``TORCH_COMPILE`` (default False: ``torch.compile`` makes
-steady-state kernels faster but costs seconds to minutes on the first inference
-of each shape); ``ENABLE_PROFILING`` (per-op times through a timing
+emulated CPU device); ``TORCH_COMPILE`` and ``TORCH_COMPILE_MODE`` (the plugin's
+:class:`.tiers.CompilePlan`: torch.compile in the background while the eager
+lowering serves, see :mod:`.tiers`); ``ENABLE_PROFILING`` (per-op times through a timing
 ``torch.fx.Interpreter``, plus input/output transfer records with bytes);
 ``GPU_QUEUE_THROTTLE`` (MEDIUM default and HIGH: a worker waiting for its stream
 spins on a host core, CUDA's default; LOW: it sleeps on a blocking CUDA event).
@@ -64,6 +64,7 @@ import torch
 import torch.fx
 
 from inferplex.devices.base import CallOnce, DeviceProgram, ProfilingRecord
+from inferplex.devices.gpu import tiers
 from inferplex.devices.gpu.graphs import CAPTURES, GATE, Captured, capture_graph
 from inferplex.devices.gpu.handoff import wait_for_callers
 from inferplex.devices.gpu.inputs import InputChecker
@@ -118,8 +119,11 @@ class GpuProgram(DeviceProgram):
 
     def __init__(self, lowered: LoweredGraph, device: str, torch_device: torch.device,
                  num_workers: int = 1, config: Mapping[str, Any] | None = None,
-                 properties: Mapping[str, Any] | None = None, specializer: Specializer | None = None):
+                 properties: Mapping[str, Any] | None = None, specializer: Specializer | None = None,
+                 plan: tiers.CompilePlan | None = None):
         config = dict(config or {})
+        self._plan = plan or tiers.plan_of_flag(config.get("TORCH_COMPILE", False))
+        self._tier: tiers.CompiledTier | None = None
         self.device = device
         self.num_workers = max(1, int(num_workers))
         self.input_names = lowered.input_names
@@ -130,7 +134,6 @@ class GpuProgram(DeviceProgram):
         self._cuda = torch_device.type == "cuda"
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self._graphs_on = self._cuda and bool(config.get("CUDA_GRAPHS", True))
-        self._compiled = bool(config.get("TORCH_COMPILE", False))
         self._blocking_waits = self._cuda and str(config.get("GPU_QUEUE_THROTTLE", "MEDIUM")).upper() == "LOW"
         self._specializer = (specializer if specializer is not None and Specializer.worthwhile(lowered)
                              else None)
@@ -151,9 +154,41 @@ class GpuProgram(DeviceProgram):
             weakref.finalize(self, self._release_captures)
 
     def _make_variant(self, lowered: LoweredGraph) -> Variant:
-        forward = torch.compile(lowered.module) if self._compiled else lowered.module
+        forward = tiers.inline_forward(lowered.module, self._plan)
         return Variant(lowered, forward, self._graphs_on and lowered.capturable,
                        frozenset(b.data_ptr() for b in lowered.module.buffers()))
+
+    # --- the compiled tier (see .tiers) ---------------------------------------------
+
+    def start_compiled_tier(self) -> None:
+        """Start compiling in the background where the plan is tiered (called once the eager
+        tier is warmed up, so its captures do not queue behind the compile's)."""
+        generic = self._generic
+        if self._plan.how == "tiered" and self._tier is None and generic is not None:
+            self._tier = tiers.CompiledTier(self.device, generic.lowered, self._plan, self._torch_device,
+                                            weakref.WeakMethod(self._switch_to))
+
+    def _switch_to(self, forward: Any, inputs: list[torch.Tensor]) -> bool:
+        """Make ``forward`` (the compiled tier) the one new runs take, on CUDA once every worker's
+        graph of it is captured (replacing the eager one); False when the program was closed."""
+        with GATE.capture() if self._graphs_possible else nullcontext(), self._lock, TORCH_SETTINGS.scope():
+            generic = self._generic
+            if self._closed or generic is None:
+                return False
+            variant = Variant(generic.lowered, forward, generic.graphs, generic.buffer_ptrs)
+            signature = self._inputs_checker.check(dict(zip(self.input_names, inputs, strict=True)))[1]
+            if variant.graphs and signature not in self._eager_signatures:
+                tiers.capture_on_workers(variant, inputs, self._workers, signature,
+                                         self.capture_on_one_thread)
+            self._generic = variant
+            return True
+
+    @property
+    def compiled_tier(self) -> str:
+        """Which tier serves (the ``COMPILED_TIER`` property, see :mod:`.tiers`)."""
+        if self._tier is not None:
+            return self._tier.state
+        return tiers.COMPILED if self._plan.how == "inline" else tiers.EAGER
 
     @property
     def torch_device(self) -> torch.device:
@@ -487,7 +522,9 @@ class GpuProgram(DeviceProgram):
             "EXECUTION_DEVICES": (self.device,),
             "ENABLE_PROFILING": self._profiling,
             "CUDA_GRAPHS": self._graphs_possible,
-            "TORCH_COMPILE": self._compiled,
+            "TORCH_COMPILE": self._plan.how != "off",
+            tiers.MODE_PROPERTY: self._plan.mode,
+            tiers.TIER_PROPERTY: self.compiled_tier,
             **self._properties,
         }
 
@@ -507,6 +544,8 @@ class GpuProgram(DeviceProgram):
         program's hold on the capture thread (which ends when no program needs
         it).  Properties stay readable; a run raises InferenceError.
         """
+        if self._tier is not None:
+            self._tier.release()  # not waited for: the compile drops its forward when it ends
         me = threading.get_ident()
         with self._lock:
             if self._closed:

@@ -1,0 +1,275 @@
+"""Tiers of a :class:`~inferplex.devices.gpu.program.GpuProgram`: serve at once, compile in the background.
+
+Like a JIT's tiers: the program serves its first request with the lowered
+GraphModule as it is (and, on CUDA, its CUDA graphs), while a daemon thread
+compiles that module with ``torch.compile`` (``dynamic=False``: the input
+shapes are static) and runs it once on zeros so that the compile really
+happens.  The program then captures the compiled forward's CUDA graphs on
+every worker (inferplex captures its own graphs, so the modes are the ones
+without CUDA graphs) and makes it the forward new runs take, in one step;
+runs in flight finish on the forward they began with.
+
+``TORCH_COMPILE`` decides (:func:`plan_compile`):
+
+* ``NO`` (or False): no torch.compile.
+* ``YES`` (or True): torch.compile on any GPU, emulated ones included.
+* ``AUTO`` (the default): as YES for large batches on CUDA: the
+  THROUGHPUT/CUMULATIVE_THROUGHPUT hint and every input static with a
+  leading (batch) dim of at least :data:`TIERED_MIN_BATCH`; NO otherwise (on
+  emulated GPUs too, where compiling costs CPU time the host's work needs).
+
+With static input shapes the compile is tiered as above.  A program with
+dynamic input shapes, or one compiled for the model cache (``CACHE_DIR``) or
+from it, compiles inline instead: its first run compiles (for the cache that
+run happens before ``compile_model`` returns, so that torch's artefacts go
+into the entry and a warm start loads them; see :mod:`.cache_form`).
+
+``TORCH_COMPILE_MODE``: ``AUTO`` (``max-autotune-no-cudagraphs`` on CUDA,
+``default`` on emulated GPUs), ``default`` or ``max-autotune-no-cudagraphs``.
+torch.compile's own CUDA-graph modes (``reduce-overhead``, ``max-autotune``)
+are refused: their graphs would be captured inside inferplex's.
+
+The read-only ``COMPILED_TIER`` says which tier serves: ``EAGER`` (no
+torch.compile), ``COMPILING`` (eager, the compile is under way),
+``COMPILED``, ``FAILED`` (the compile failed: logged once, eager serves on and
+no request fails) or ``ABANDONED`` (the program was released while it
+compiled).  Releasing the program does not wait for the compile: the thread
+finds the program gone and drops what it made.  Exit waits for a compile still
+running up to :data:`TIER_EXIT_WAIT` seconds (torch's native threads torn down
+under it would abort the interpreter), as AUTO's background compile does.
+torch.compile is not thread-safe: the process compiles one program at a time
+(:data:`COMPILE_LOCK`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from inferplex.devices.gpu.graphs import capture_graph
+from inferplex.devices.gpu.lower import LoweredGraph
+from inferplex.devices.gpu.tensors import numpy_to_torch, torch_to_numpy
+from inferplex.devices.gpu.workers import Variant, WorkerState
+from inferplex.engine import lifecycle
+from inferplex.errors import InferenceError, PropertyError
+
+__all__ = ["COMPILE_LOCK", "COMPILE_MODES", "MODE_PROPERTY", "TIERED_MIN_BATCH", "TIER_EXIT_WAIT",
+           "TIER_PROPERTY", "CompilePlan", "CompiledTier", "capture_on_workers", "compile_mode",
+           "compiled_forward", "example_inputs", "inline_forward", "plan_compile", "plan_of_flag"]
+
+_log = logging.getLogger("inferplex")
+
+TIER_PROPERTY = "COMPILED_TIER"
+"""Read-only property: which tier serves (see the module docstring)."""
+
+MODE_PROPERTY = "TORCH_COMPILE_MODE"
+"""The ``torch.compile`` mode of the compiled tier."""
+
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+"""Accepted torch.compile modes (``AUTO`` picks one per device)."""
+
+TIERED_MIN_BATCH = 8
+"""Smallest static batch (leading input dim) for which ``TORCH_COMPILE=AUTO`` compiles on CUDA."""
+
+TIER_EXIT_WAIT = 30.0
+"""Seconds interpreter exit waits for a background compile still running (then leaves it)."""
+
+COMPILE_LOCK = threading.Lock()
+"""Held while torch.compile compiles in the background (and for a cache's compile before it
+returns): torch.compile is not thread-safe (pytorch/pytorch#136833), so two programs compile
+one after the other."""
+
+_THROUGHPUT_HINTS = ("THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+EAGER, COMPILING, COMPILED, FAILED, ABANDONED = "EAGER", "COMPILING", "COMPILED", "FAILED", "ABANDONED"
+
+
+@dataclass(frozen=True)
+class CompilePlan:
+    """How a program uses torch.compile."""
+
+    how: str
+    """``off``, ``inline`` (the first run of each shape compiles) or ``tiered`` (in the background)."""
+    mode: str
+    """The torch.compile mode (one of :data:`COMPILE_MODES`)."""
+    dynamic: bool | None = False
+    """torch.compile's ``dynamic``: False for static input shapes, None (torch decides) otherwise."""
+
+
+def compile_mode(setting: Any, cuda: bool, device: str) -> str:
+    """``TORCH_COMPILE_MODE`` resolved: AUTO is max-autotune-no-cudagraphs on CUDA, default elsewhere."""
+    value = str(setting).strip()
+    if value.upper() == "AUTO":
+        return COMPILE_MODES[1] if cuda else COMPILE_MODES[0]
+    for mode in COMPILE_MODES:
+        if value.lower() == mode:
+            return mode
+    raise PropertyError(f"{MODE_PROPERTY} {setting!r} is not accepted by {device}; accepted: AUTO, "
+                        f"{', '.join(COMPILE_MODES)} (torch.compile's CUDA-graph modes are not: inferplex "
+                        "captures its own CUDA graphs)")
+
+
+def _static(shapes: Sequence[Any]) -> bool:
+    return all(shape is not None and all(isinstance(d, int) for d in shape) for shape in shapes)
+
+
+def _batch(shapes: Sequence[Any]) -> int:
+    """The largest leading dim of the inputs (0 for scalar inputs only)."""
+    return max((int(shape[0]) for shape in shapes if shape), default=0)
+
+
+def plan_compile(setting: str, mode: str, hint: Any, cuda: bool, input_shapes: Sequence[Any],
+                 specialized: bool, for_cache: bool) -> CompilePlan:
+    """How a program compiles (see the module docstring).
+
+    ``setting``: ``TORCH_COMPILE`` as ``YES``/``NO``/``AUTO``; ``mode``: a
+    resolved :func:`compile_mode`; ``specialized``: the program lowers each
+    input signature on its own (dynamic dims); ``for_cache``: it is compiled
+    for the model cache or from it.
+    """
+    static = _static(input_shapes) and not specialized
+    if setting == "AUTO":
+        large = cuda and static and str(hint).upper() in _THROUGHPUT_HINTS \
+            and _batch(input_shapes) >= TIERED_MIN_BATCH
+        setting = "YES" if large else "NO"
+    if setting != "YES":
+        return CompilePlan("off", mode)
+    if for_cache or not static:
+        return CompilePlan("inline", mode, False if static else None)
+    return CompilePlan("tiered", mode)
+
+
+def plan_of_flag(flag: Any) -> CompilePlan:
+    """The plan of a program made without the plugin: ``TORCH_COMPILE`` True (or YES) compiles inline."""
+    return CompilePlan("inline" if flag in (True, "YES") else "off", COMPILE_MODES[0], None)
+
+
+def inline_forward(module: torch.nn.Module, plan: CompilePlan) -> Any:
+    """``module`` compiled lazily (on its first run) for the ``inline`` plan, else ``module``."""
+    if plan.how != "inline":
+        return module
+    return torch.compile(module, mode=plan.mode, dynamic=plan.dynamic)
+
+
+def compiled_forward(module: torch.nn.Module, plan: CompilePlan, inputs: Sequence[Any],
+                     torch_device: torch.device) -> Any:
+    """``module`` compiled and run once on ``inputs`` (on a stream of its own on CUDA), so that
+    what torch.compile builds on the first call is built here and not on a request."""
+    from inferplex.devices.gpu.settings import TORCH_SETTINGS
+
+    forward = torch.compile(module, mode=plan.mode, dynamic=False)
+    with TORCH_SETTINGS.scope(), torch.inference_mode():
+        if torch_device.type != "cuda":
+            forward(*inputs)
+            return forward
+        stream = torch.cuda.Stream(torch_device)
+        with torch.cuda.stream(stream):
+            forward(*inputs)
+        stream.synchronize()
+    return forward
+
+
+def example_inputs(lowered: LoweredGraph, torch_device: torch.device) -> list[torch.Tensor]:
+    """Zeros of the static input shapes, made as a run makes its inputs (torch.compile guards on
+    how): device tensors made in inference mode on CUDA, tensors over numpy arrays on the host."""
+    shapes = [([d for d in shape or () if isinstance(d, int)], dtype)
+              for shape, dtype in zip(lowered.input_shapes, lowered.input_dtypes, strict=True)]
+    if torch_device.type == "cuda":
+        with torch.inference_mode():
+            return [torch.zeros(shape, dtype=dtype, device=torch_device) for shape, dtype in shapes]
+    return [numpy_to_torch(torch_to_numpy(torch.zeros(shape, dtype=dtype))) for shape, dtype in shapes]
+
+
+def capture_on_workers(variant: Variant, inputs: list[torch.Tensor], workers: Sequence[WorkerState],
+                       signature: tuple[Any, ...], on_capture_thread: bool) -> None:
+    """Capture ``variant``'s forward for ``signature`` on every worker, in place of the graphs they
+    have: all of them or, raising InferenceError, none (the caller holds :data:`.graphs.GATE`)."""
+    graphs = [capture_graph(variant.forward, inputs, state.stream, state.pool, variant, on_capture_thread)
+              for state in workers]
+    captured = [graph for graph in graphs if graph is not None]
+    if len(captured) != len(graphs):
+        raise InferenceError("the compiled forward cannot be captured in a CUDA graph")
+    for state, graph in zip(workers, captured, strict=True):
+        state.stream.synchronize()  # no replay of the graph replaced here still runs
+        state.graphs[signature] = graph
+
+
+class CompiledTier:
+    """A background compile of ``lowered`` that hands its forward to the program when it is ready.
+
+    On a daemon thread: :func:`compiled_forward` on :func:`example_inputs`, then
+    ``install()(forward, inputs)`` (a weak method of the program: the thread
+    keeps no released program alive) makes it the program's forward; it returns
+    False when the program was released meanwhile.  Watched by
+    :mod:`inferplex.engine.lifecycle` (``holds_exit``) while it runs.
+    """
+
+    holds_exit = True
+
+    def __init__(self, device: str, lowered: LoweredGraph, plan: CompilePlan, torch_device: torch.device,
+                 install: Callable[[], Callable[[Any, list[torch.Tensor]], bool] | None]) -> None:
+        self.device = device
+        self._state = COMPILING
+        self._lock = threading.Lock()
+        self._released = False
+        self._done = threading.Event()
+        self._exit_began: float | None = None
+        lifecycle.watch(self)
+        inputs = example_inputs(lowered, torch_device)
+
+        def compile_forward() -> Any:
+            return compiled_forward(lowered.module, plan, inputs, torch_device)
+
+        def switch(forward: Any) -> bool:
+            method = install()
+            return method is not None and method(forward, inputs)
+
+        threading.Thread(target=self._run, args=(compile_forward, switch), daemon=True,
+                         name=f"inferplex-compile-{device}").start()
+
+    @property
+    def state(self) -> str:
+        """COMPILING, COMPILED, FAILED or ABANDONED."""
+        with self._lock:
+            return self._state
+
+    def release(self) -> None:
+        """Stop waiting for the compile: its forward is dropped when it ends."""
+        with self._lock:
+            self._released = True
+            if self._state == COMPILING:
+                self._state = ABANDONED
+
+    def _run(self, compile_forward: Callable[[], Any], install: Callable[[Any], bool]) -> None:
+        state = ABANDONED
+        try:
+            with COMPILE_LOCK:
+                forward = None if self._released else compile_forward()
+                if forward is not None and not self._released and install(forward):
+                    state = COMPILED
+        except Exception as error:  # noqa: BLE001 - the eager tier serves on; no request fails
+            state = FAILED
+            _log.warning("inferplex: %s: torch.compile in the background failed, the eager lowering "
+                         "serves on: %s: %s", self.device, type(error).__name__, error)
+        finally:
+            with self._lock:
+                self._state = ABANDONED if self._released else state
+            del compile_forward, install  # the thread holds nothing of the program past its end
+            self._done.set()
+            lifecycle.progress()
+
+    def exit_deadline(self) -> float | None:
+        if self._done.is_set():
+            return None
+        if self._exit_began is None:
+            self._exit_began = time.monotonic()
+        return self._exit_began + TIER_EXIT_WAIT
+
+    def abandon(self) -> None:
+        _log.warning("inferplex: %s: torch.compile still runs at exit after %.0f s; left running",
+                     self.device, TIER_EXIT_WAIT)
