@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.fx
 
-from inferplex.devices.gpu.tensors import numpy_to_torch
+from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch
 
 __all__ = ["OnStream", "TimingInterpreter", "forget_source_when_collected", "host_tensor", "pinned_empty"]
 
@@ -97,7 +97,7 @@ def host_tensor(array: np.ndarray) -> torch.Tensor:
     """
     direct = _DIRECT_DTYPES.get(array.dtype)
     if direct is None:
-        direct = _DIRECT_DTYPES[array.dtype] = array.dtype.name != "bfloat16" and array.dtype.isnative
+        direct = _DIRECT_DTYPES[array.dtype] = array.dtype.name not in VIEWED_NUMPY_DTYPES and array.dtype.isnative
     if not direct or not (array.flags.c_contiguous
                           or all(s >= 0 and s % array.itemsize == 0 for s in array.strides)):
         return numpy_to_torch(array)

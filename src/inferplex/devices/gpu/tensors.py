@@ -6,7 +6,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-__all__ = ["HELD_DTYPES", "TORCH_DTYPES", "numpy_to_torch", "torch_to_numpy"]
+__all__ = ["HELD_DTYPES", "TORCH_DTYPES", "VIEWED_NUMPY_DTYPES", "numpy_to_torch", "torch_to_numpy"]
 
 TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
     ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64,
@@ -31,6 +31,9 @@ strings, complex, float4 and int2/int4 are not held at all."""
 _FLOAT8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e4m3fnuz": torch.float8_e4m3fnuz,
            "float8_e5m2": torch.float8_e5m2, "float8_e5m2fnuz": torch.float8_e5m2fnuz}
 """ml_dtypes' float8 types (numpy's dtype name) and torch's, which share their bit layouts."""
+VIEWED_NUMPY_DTYPES = frozenset({"bfloat16", *_FLOAT8})
+"""numpy dtype names (ml_dtypes') that ``torch.from_numpy`` refuses: :func:`numpy_to_torch` reads
+them through an integer view of the same bits."""
 
 
 def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
