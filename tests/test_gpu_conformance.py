@@ -46,6 +46,12 @@ REFERENCE_NOISE_ATOL = {"node/test_dft_inverse": 1e-6, "node/test_dft_inverse_op
 """Cases whose reference came from numpy's complex64 FFT: where the exact value is 0 it holds
 float32 rounding noise (1.9e-7) above the case's atol, which an exact FFT does not reproduce."""
 
+ROUNDING_DECIDES_ON_CUDA = {
+    "light/squeezenet": "its logits are all 9.5e9 (constant weights), where float32's spacing is 1024: the "
+                        "Softmax of these ties is decided by each kernel's summation order, not by the model",
+}
+"""Cases whose reference only the reference's own summation order reproduces (why, per case)."""
+
 
 # --- support, cached per case (shared by the cases and the coverage figure) ------------------
 
@@ -93,6 +99,8 @@ def test_conformance(case: Case, core: Any) -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_conformance_on_cuda(case: Case, cuda_core: Any) -> None:
     """The same cases on a CUDA GPU (``pytest -m gpu``): its kernels, not torch's CPU ones."""
+    if case.id in ROUNDING_DECIDES_ON_CUDA:
+        pytest.skip(ROUNDING_DECIDES_ON_CUDA[case.id])
     _check(case, cuda_core)
 
 
