@@ -38,8 +38,8 @@ def namespace_refusal() -> str | None:
         import ray  # noqa: F401
     except ImportError:
         return "ray is not installed (pip install 'inferplex[ray]')"
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "the unshare and ip commands are needed to keep the Ray cluster on loopback"
+    if shutil.which("unshare") is None:
+        return "the unshare command is needed to keep the Ray cluster on loopback"
     probe = subprocess.run([*_UNSHARE, "true"], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         return f"network namespaces are not allowed here (unshare: {probe.stderr.strip()[:200]})"
@@ -85,7 +85,7 @@ class LocalCluster:
 
     def start(self) -> LocalCluster:
         if not self.own_machine:
-            subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+            _loopback_up()
         head = ["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self._temp}"]
         subprocess.run(self._start_command(0, head), check=True, capture_output=True, env=self.env,
                        timeout=120)
@@ -140,6 +140,22 @@ class LocalCluster:
 def _namespace_pids() -> list[int]:
     """Ids of the processes of this PID namespace other than this one (its first)."""
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != os.getpid()]
+
+
+def _loopback_up() -> None:
+    """Bring this network namespace's loopback up (``ip link set lo up``, or its ioctl where ``ip`` is missing)."""
+    if shutil.which("ip") is not None:
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+        return
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock.fileno(), siocgifflags, request))[1]
+        fcntl.ioctl(sock.fileno(), siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
 
 
 _PIN = ("import os, sys; a, b = sys.argv[1].split('-'); os.sched_setaffinity(0, range(int(a), int(b) + 1)); "
