@@ -89,13 +89,16 @@ class LocalCluster:
         head = ["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self._temp}"]
         subprocess.run(self._start_command(0, head), check=True, capture_output=True, env=self.env,
                        timeout=120)
-        workers = [subprocess.Popen(self._start_command(index, [f"--address={self.address}"]),  # noqa: S603
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env)
-                   for index in range(1, len(self.cpus))]  # the workers join at once, side by side
-        for worker in workers:
-            _, err = worker.communicate(timeout=120)
-            if worker.returncode != 0:
-                raise RuntimeError(f"a Ray worker node did not start: {err.decode()[-2000:]}")
+        # Workers join one after another: nodes started at once on one host race for the same
+        # socket names (a raylet's plasma store then fails to bind).
+        for group in ([index] for index in range(1, len(self.cpus))):
+            workers = [subprocess.Popen(self._start_command(index, [f"--address={self.address}"]),  # noqa: S603
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env)
+                       for index in group]
+            for worker in workers:
+                _, err = worker.communicate(timeout=120)
+                if worker.returncode != 0:
+                    raise RuntimeError(f"a Ray worker node did not start: {err.decode()[-2000:]}")
         return self
 
     def _start_command(self, index: int, where: list[str]) -> list[str]:
