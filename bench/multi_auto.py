@@ -483,7 +483,8 @@ def main() -> None:
                         help="new processes per first-inference mode (default 1; 3 first-inference only)")
     parser.add_argument("--cpu-engine", default=None,
                         help="the CPU's ENGINE (OPENVINO, ONNXRUNTIME; default: the CPU device's own)")
-    parser.add_argument("--skip-first-inference", action="store_true", help="leave out the first-inference rows")
+    parser.add_argument("--skip-first-inference", action="store_true",
+                        help="leave out the first-inference rows")
     parser.add_argument("--first-inference-only", action="store_true",
                         help="only section 5, also without the GPU's warm-up at compile")
     parser.add_argument("--first-inference", default=None, help=argparse.SUPPRESS)  # one, in this process

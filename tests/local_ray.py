@@ -146,7 +146,7 @@ def _namespace_pids() -> list[int]:
 
 
 def _loopback_up() -> None:
-    """Bring this network namespace's loopback up (``ip link set lo up``, or its ioctl where ``ip`` is missing)."""
+    """Bring this network namespace's loopback up: ``ip link set lo up``, or its ioctl without ``ip``."""
     if shutil.which("ip") is not None:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
         return
@@ -166,7 +166,7 @@ _PIN = ("import os, sys; a, b = sys.argv[1].split('-'); os.sched_setaffinity(0, 
 
 
 def _pinned(cores: str) -> list[str]:
-    """A command prefix that runs what follows on ``cores`` (``"0-3"``): ``taskset``, else Python's own call."""
+    """A command prefix running what follows on ``cores`` (``"0-3"``): ``taskset``, else Python's call."""
     if shutil.which("taskset") is not None:
         return ["taskset", "-c", cores]
     return [sys.executable, "-c", _PIN, cores]

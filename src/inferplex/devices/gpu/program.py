@@ -49,7 +49,6 @@ spins on a host core, CUDA's default; LOW: it sleeps on a blocking CUDA event).
 
 from __future__ import annotations
 
-import datetime
 import logging
 import threading
 import time
@@ -69,10 +68,11 @@ from inferplex.devices.gpu.graphs import CAPTURES, GATE, Captured, capture_graph
 from inferplex.devices.gpu.handoff import wait_for_callers
 from inferplex.devices.gpu.inputs import InputChecker
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
+from inferplex.devices.gpu.profiling import TimingInterpreter, op_records, transfer_record
 from inferplex.devices.gpu.settings import TORCH_SETTINGS
 from inferplex.devices.gpu.specialize import Specializer
 from inferplex.devices.gpu.statistics import GpuProgramStatistics, collect
-from inferplex.devices.gpu.support import TimingInterpreter, host_tensor, pinned_empty
+from inferplex.devices.gpu.support import host_tensor, pinned_empty
 from inferplex.devices.gpu.transfers import (
     given_output,
     host_arrays,
@@ -97,10 +97,6 @@ STATISTICS_PROPERTY = "GPU_PROGRAM_STATISTICS"
 """Read-only property: a :class:`~.statistics.GpuProgramStatistics` of what the program holds now."""
 
 _log = logging.getLogger(__name__)
-
-
-def _delta(seconds: float) -> datetime.timedelta:
-    return datetime.timedelta(seconds=seconds)
 
 
 class GpuProgram(DeviceProgram):
@@ -444,10 +440,8 @@ class GpuProgram(DeviceProgram):
             if state.borrowed:
                 state.staged.synchronize()  # the caller may reuse its pinned input once we return
         if self._profiling and pending:
-            moved = sum(result[n].nbytes for n in pending)
-            elapsed = _delta(time.perf_counter() - start)
-            state.records.append(ProfilingRecord(f"transfer {self.device}->CPU", "Transfer", "copy",
-                                                 elapsed, elapsed, bytes=moved))
+            state.records.append(transfer_record(self.device, "CPU", start,
+                                                 sum(result[n].nbytes for n in pending)))
         return result, None
 
     def _aliases(self, variant: Variant, tensor: torch.Tensor) -> bool:
@@ -458,25 +452,18 @@ class GpuProgram(DeviceProgram):
 
     def _run_profiled(self, state: WorkerState, variant: Variant,
                       values: list[Any]) -> Sequence[torch.Tensor]:
-        state.records = []
         start = time.perf_counter()
         tensors = self._inputs(state, values)
         if self._cuda:
             state.stream.synchronize()
         moved = sum(v.nbytes if isinstance(v, np.ndarray) else 0 for v in values)
-        elapsed = _delta(time.perf_counter() - start)
-        state.records.append(ProfilingRecord(f"transfer CPU->{self.device}", "Transfer", "copy",
-                                             elapsed, elapsed, bytes=moved))
+        state.records = [transfer_record("CPU", self.device, start, moved)]
         interpreter = TimingInterpreter(variant.lowered.module, self._cuda)
         outputs = interpreter.run(*tensors)
         if self._cuda:
             state.stream.synchronize()
-        kind = f"torch.{self._torch_device.type}"
-        for (name, op), seconds in interpreter.seconds().items():
-            state.records.append(ProfilingRecord(name, op, kind, _delta(seconds), _delta(seconds)))
-        for name, op in variant.lowered.folded_nodes:
-            state.records.append(ProfilingRecord(name, op, "constant folded", _delta(0), _delta(0),
-                                                 "NOT_RUN"))
+        state.records += op_records(interpreter, f"torch.{self._torch_device.type}",
+                                    variant.lowered.folded_nodes)
         return outputs
 
     # --- transfers for other programs (HETERO) ----------------------------------------

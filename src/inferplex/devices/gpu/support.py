@@ -1,10 +1,9 @@
-"""Run-time helpers of :class:`GpuProgram`: the per-op timing interpreter, stream switching, host
-buffers, and the release of the source code torch.fx generates for each GraphModule."""
+"""Run-time helpers of :class:`GpuProgram`: stream switching, host buffers, and the release of the
+source code torch.fx generates for each GraphModule (per-op timing is in :mod:`.profiling`)."""
 
 from __future__ import annotations
 
 import linecache
-import time
 import warnings
 import weakref
 from typing import Any
@@ -15,44 +14,7 @@ import torch.fx
 
 from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch
 
-__all__ = ["OnStream", "TimingInterpreter", "forget_source_when_collected", "host_tensor", "pinned_empty"]
-
-
-class TimingInterpreter(torch.fx.Interpreter):
-    """Runs the GraphModule node by node and times each ONNX node (CUDA events or perf_counter)."""
-
-    def __init__(self, module: torch.fx.GraphModule, cuda: bool):
-        super().__init__(module)
-        self.cuda = cuda
-        self.marks: list[tuple[str, str, Any, Any]] = []
-
-    def run_node(self, n: torch.fx.Node) -> Any:
-        name = n.meta.get("onnx_name")
-        if n.op != "call_function" or name is None:
-            return super().run_node(n)
-        start: torch.cuda.Event | float
-        end: torch.cuda.Event | float
-        if self.cuda:
-            start = torch.cuda.Event(enable_timing=True)
-            start.record()
-        else:
-            start = time.perf_counter()
-        result = super().run_node(n)
-        if self.cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-        else:
-            end = time.perf_counter()
-        self.marks.append((name, n.meta.get("onnx_op", ""), start, end))
-        return result
-
-    def seconds(self) -> dict[tuple[str, str], float]:
-        """Seconds per (ONNX node name, op type), in first-run order (call after synchronising)."""
-        totals: dict[tuple[str, str], float] = {}
-        for name, op, start, end in self.marks:
-            elapsed = start.elapsed_time(end) / 1000.0 if self.cuda else end - start
-            totals[(name, op)] = totals.get((name, op), 0.0) + elapsed
-        return totals
+__all__ = ["OnStream", "forget_source_when_collected", "host_tensor", "pinned_empty"]
 
 
 class OnStream:
@@ -97,7 +59,8 @@ def host_tensor(array: np.ndarray) -> torch.Tensor:
     """
     direct = _DIRECT_DTYPES.get(array.dtype)
     if direct is None:
-        direct = _DIRECT_DTYPES[array.dtype] = array.dtype.name not in VIEWED_NUMPY_DTYPES and array.dtype.isnative
+        name = array.dtype.name
+        direct = _DIRECT_DTYPES[array.dtype] = name not in VIEWED_NUMPY_DTYPES and array.dtype.isnative
     if not direct or not (array.flags.c_contiguous
                           or all(s >= 0 and s % array.itemsize == 0 for s in array.strides)):
         return numpy_to_torch(array)

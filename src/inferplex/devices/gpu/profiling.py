@@ -1,0 +1,80 @@
+"""Per-op profiling of a GPU program's runs (``ENABLE_PROFILING``).
+
+A profiled run goes node by node through a :class:`TimingInterpreter` (CUDA
+events on a GPU, ``perf_counter`` on the emulated one) instead of the compiled
+forward or its CUDA graph, and records, as OpenVINO's performance counters do,
+one :class:`~inferplex.devices.base.ProfilingRecord` per ONNX node, one per
+direction of host transfer (with its bytes), and a ``NOT_RUN`` record per node
+folded into constants at compile time.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from inferplex.devices.base import ProfilingRecord
+
+__all__ = ["TimingInterpreter", "op_records", "transfer_record"]
+
+
+class TimingInterpreter(torch.fx.Interpreter):
+    """Runs the GraphModule node by node and times each ONNX node (CUDA events or perf_counter)."""
+
+    def __init__(self, module: torch.fx.GraphModule, cuda: bool):
+        super().__init__(module)
+        self.cuda = cuda
+        self.marks: list[tuple[str, str, Any, Any]] = []
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        name = n.meta.get("onnx_name")
+        if n.op != "call_function" or name is None:
+            return super().run_node(n)
+        start: torch.cuda.Event | float
+        end: torch.cuda.Event | float
+        if self.cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            start = time.perf_counter()
+        result = super().run_node(n)
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+        else:
+            end = time.perf_counter()
+        self.marks.append((name, n.meta.get("onnx_op", ""), start, end))
+        return result
+
+    def seconds(self) -> dict[tuple[str, str], float]:
+        """Seconds per (ONNX node name, op type), in first-run order (call after synchronising)."""
+        totals: dict[tuple[str, str], float] = {}
+        for name, op, start, end in self.marks:
+            elapsed = start.elapsed_time(end) / 1000.0 if self.cuda else end - start
+            totals[(name, op)] = totals.get((name, op), 0.0) + elapsed
+        return totals
+
+
+def _delta(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=seconds)
+
+
+def transfer_record(source: str, target: str, since: float, moved: int) -> ProfilingRecord:
+    """The record of one run's copies from ``source`` to ``target``, begun at ``since`` (perf_counter)."""
+    elapsed = _delta(time.perf_counter() - since)
+    return ProfilingRecord(f"transfer {source}->{target}", "Transfer", "copy", elapsed, elapsed, bytes=moved)
+
+
+def op_records(interpreter: TimingInterpreter, kind: str,
+               folded: Sequence[tuple[str, str]]) -> list[ProfilingRecord]:
+    """One record per node the interpreter ran (after synchronising), then per folded node."""
+    records = [ProfilingRecord(name, op, kind, _delta(seconds), _delta(seconds))
+               for (name, op), seconds in interpreter.seconds().items()]
+    records += [ProfilingRecord(name, op, "constant folded", _delta(0), _delta(0), "NOT_RUN")
+                for name, op in folded]
+    return records
