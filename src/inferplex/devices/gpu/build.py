@@ -25,7 +25,7 @@ from inferplex.errors import CompileError, ModelError
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["Builder", "cast_to"]
+__all__ = ["Builder", "cast_to", "cast_value"]
 
 # Ops that create floating tensors of a type given by an attribute; under a
 # reduced precision hint their float32 outputs are brought to the compute type.
@@ -34,14 +34,22 @@ _TYPE_MAKERS = {"Cast", "CastLike", "ConstantOfShape", "EyeLike", "Range", "Rand
 
 
 def _pick(result: Any, index: int) -> Any:
-    """Output ``index`` of a node whose lowering returned one tensor or a tuple."""
-    if isinstance(result, (tuple, list)):
+    """Output ``index`` of a node whose lowering returned one value or a tuple (a list is one
+    value: a sequence)."""
+    if isinstance(result, tuple):
         return result[index] if index < len(result) else None
     return result if index == 0 else None
 
 
 def cast_to(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
+def cast_value(value: Any, dtype: torch.dtype) -> Any:
+    """:func:`cast_to` for a sequence (a list: each tensor cast) or an optional (None stays None)."""
+    if isinstance(value, list):
+        return [cast_to(tensor, dtype) for tensor in value]
+    return None if value is None else cast_to(value, dtype)
 
 
 def _lower_float32(tensor: Any, dtype: torch.dtype) -> Any:
@@ -104,7 +112,11 @@ class Builder:
         return self.env[value]
 
     def call(self, name: str, node: ir.Node, fn: Callable[..., Any], args: tuple[Any, ...]) -> torch.fx.Node:
-        call = self.graph.call_function(fn, args)
+        # Lowerings marked ``takes_device`` make a tensor no input places: they get the device.
+        kwargs: dict[str, Any] | None = None
+        if getattr(fn, "takes_device", False):
+            kwargs = {"device": self.device}
+        call = self.graph.call_function(fn, args, kwargs)
         call.meta.update(onnx_name=name, onnx_op=node.op_type)
         return call
 

@@ -1,4 +1,10 @@
-"""Checking a run's inputs against the lowered model: names, element types, ranks, static dims."""
+"""Checking a run's inputs against the lowered model: names, element types, ranks, static dims.
+
+A sequence input is a list (or tuple) of tensors, each checked for the element
+type; an optional input is None or its value.  Their signature entry is the
+shapes of the tensors they hold (a sequence's tagged ``"sequence"``), None for an
+absent optional.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +30,10 @@ class InputChecker:
     """Checks a run's inputs and gives them in the model's order with their signature."""
 
     def __init__(self, lowered: LoweredGraph) -> None:
+        kinds = lowered.input_kinds or ("tensor",) * len(lowered.input_names)
         self._specs = tuple(zip(lowered.input_names, lowered.input_dtypes,
                                 (_numpy_dtype(d) for d in lowered.input_dtypes), lowered.input_shapes,
-                                strict=True))
+                                kinds, strict=True))
         self._names = frozenset(lowered.input_names)
         self._validated: set[tuple[Any, ...]] = set()
 
@@ -37,24 +44,17 @@ class InputChecker:
         if len(inputs) != len(self._names) or not self._names.issuperset(inputs):
             self._names_error(inputs)
         values = []
-        for name, dtype, np_dtype, _ in self._specs:
+        for name, dtype, np_dtype, _, kind in self._specs:
             value = inputs[name]
-            if isinstance(value, np.ndarray):
-                ok = value.dtype == np_dtype
-            elif isinstance(value, torch.Tensor):
-                ok = value.dtype == dtype
+            if kind == "tensor":
+                values.append(_tensor(name, value, dtype, np_dtype))
             else:
-                value = torch.from_dlpack(value) if hasattr(value, "__dlpack__") else np.asarray(value)
-                ok = value.dtype == (dtype if isinstance(value, torch.Tensor) else np_dtype)
-            if not ok:
-                got = (value.dtype if isinstance(value, torch.Tensor)
-                       else numpy_to_torch(value.reshape(-1)[:0]).dtype)
-                raise InputError(f"input {name!r} has element type {got}, the model takes {dtype}")
-            values.append(value)
-        signature = tuple(tuple(v.shape) for v in values)
+                values.append(_structured(name, kind, value, dtype, np_dtype))
+        signature = tuple(_signature_of(v) for v in values)
         if signature not in self._validated:
-            for (name, _, _, declared), shape in zip(self._specs, signature, strict=True):
-                _check_shape(name, shape, declared)
+            for (name, _, _, declared, kind), shape in zip(self._specs, signature, strict=True):
+                if kind == "tensor":  # a sequence's elements may differ in shape
+                    _check_shape(name, shape, declared)
             if len(self._validated) < _VALIDATED_LIMIT:
                 self._validated.add(signature)
         return values, signature
@@ -69,6 +69,43 @@ class InputChecker:
         missing = [n for n in names if n not in inputs]
         raise InputError(f"inputs do not match the model: unknown {unknown}, missing {missing}; "
                          f"the model takes {names}")
+
+
+def _tensor(name: str, value: Any, dtype: torch.dtype, np_dtype: np.dtype) -> Any:
+    """``value`` as a numpy array or torch tensor of the element type the model takes."""
+    if isinstance(value, np.ndarray):
+        ok = value.dtype == np_dtype
+    elif isinstance(value, torch.Tensor):
+        ok = value.dtype == dtype
+    else:
+        value = torch.from_dlpack(value) if hasattr(value, "__dlpack__") else np.asarray(value)
+        ok = value.dtype == (dtype if isinstance(value, torch.Tensor) else np_dtype)
+    if not ok:
+        got = (value.dtype if isinstance(value, torch.Tensor)
+               else numpy_to_torch(value.reshape(-1)[:0]).dtype)
+        raise InputError(f"input {name!r} has element type {got}, the model takes {dtype}")
+    return value
+
+
+def _structured(name: str, kind: str, value: Any, dtype: torch.dtype, np_dtype: np.dtype) -> Any:
+    """A sequence input as a list of checked tensors; an optional one as None or its value."""
+    if kind.startswith("optional "):
+        if value is None:
+            return None
+        kind = kind.removeprefix("optional ")
+        if kind == "tensor":
+            return _tensor(name, value, dtype, np_dtype)
+    if not isinstance(value, (list, tuple)):
+        raise InputError(f"input {name!r} is a {kind}: give a list of tensors (numpy arrays or torch "
+                         f"tensors), not a {type(value).__name__}")
+    return [_tensor(f"{name}[{i}]", item, dtype, np_dtype) for i, item in enumerate(value)]
+
+
+def _signature_of(value: Any) -> Any:
+    """A value's part of the input signature: a tensor's shape, the shapes in a sequence, None."""
+    if isinstance(value, list):
+        return ("sequence", *(tuple(item.shape) for item in value))
+    return None if value is None else tuple(value.shape)
 
 
 def _check_shape(name: str, got: tuple[int, ...], declared: tuple[int | str | None, ...] | None) -> None:

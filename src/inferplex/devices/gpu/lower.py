@@ -35,7 +35,8 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu import ops as _ops  # noqa: F401  (fills the registry)
-from inferplex.devices.gpu.build import Builder, cast_to
+from inferplex.devices.gpu.build import Builder, cast_to, cast_value
+from inferplex.devices.gpu.ops._common import VALUE_KINDS, value_kind
 from inferplex.devices.gpu.optimize import WeightCache, contiguous, plan_fusions
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering
 from inferplex.devices.gpu.shapes import ShapeInference
@@ -119,6 +120,9 @@ class LoweredGraph:
     """Floating type of the computation under a reduced precision hint, else None."""
     folded_nodes: tuple[tuple[str, str], ...] = ()
     """(name, op type) of the nodes resolved to constants at lowering time (they never run)."""
+    input_kinds: tuple[str, ...] = ()
+    """Kind of each input (``ops._common.VALUE_KINDS``: a sequence comes as a list of tensors, an
+    optional as its value or None); empty: every input is a tensor."""
 
 
 # --- analysis -----------------------------------------------------------------
@@ -216,7 +220,8 @@ def _fold(analysis: Analysis, node: ir.Node, info: NodeInfo, fn: Callable[..., A
             result = fn(*args)
     except Exception:  # noqa: BLE001 - a node that fails to fold simply runs at run time
         return False
-    results = result if isinstance(result, (tuple, list)) else (result,)
+    # Several outputs come as a tuple; a list is one value (a sequence), never folded.
+    results = result if isinstance(result, tuple) else (result,)
     arrays = []
     for tensor in results:
         if not isinstance(tensor, torch.Tensor) or tensor.numel() > _FOLD_LIMIT_ELEMENTS:
@@ -283,6 +288,8 @@ def _meta_args(analysis: Analysis, node: ir.Node) -> list[torch.Tensor | None] |
     for value in node.inputs:
         if value is None:
             args.append(None)
+        elif value_kind(value.type) != "tensor":  # a sequence or optional: no meta tensor stands for it
+            return None
         elif value in analysis.constants:
             args.append(numpy_to_torch(analysis.constants[value]).to("meta"))
         else:
@@ -319,7 +326,7 @@ def _propagate_shapes(analysis: Analysis, node: ir.Node, fn: Callable[..., Any],
             result = fresh()(*args)
     except Exception:  # noqa: BLE001 - an op meta tensors cannot run keeps what inference said
         return
-    results = result if isinstance(result, (tuple, list)) else (result,)
+    results = result if isinstance(result, tuple) else (result,)
     # A lowering may return fewer results than the node declares outputs.
     for value, tensor in zip(node.outputs, results, strict=False):
         if value is None or not value.name or not isinstance(tensor, torch.Tensor):
@@ -383,13 +390,18 @@ def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list
     input_dtypes, input_shapes = [], []
     for position, value in enumerate(inputs):
         dtype, shape = _value_type(analysis, value)
+        kind = value_kind(value.type)
+        if kind not in VALUE_KINDS:
+            raise UnsupportedOpError(f"model input {value.name!r} is a {kind}; the GPU device accepts "
+                                     f"a {', '.join(VALUE_KINDS)}")
         if dtype not in HELD_DTYPES:
             raise UnsupportedOpError(f"model input {value.name!r} has element type "
                                      f"{getattr(dtype, 'name', dtype)}; the GPU device accepts "
                                      f"{', '.join(t.name for t in HELD_DTYPES)}")
         node = builder.graph.placeholder(f"input_{position}")
         if compute is not None and dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
-            node = builder.graph.call_function(cast_to, (node, compute))
+            cast = cast_to if kind == "tensor" else cast_value
+            node = builder.graph.call_function(cast, (node, compute))
         builder.env[value] = node
         input_dtypes.append(HELD_DTYPES[dtype])
         input_shapes.append(shape)
@@ -402,6 +414,12 @@ def _add_outputs(builder: Builder, model: ir.Model, channels_last: bool) -> list
         dtype = _value_type(builder.analysis, value)[0]
         torch_dtype = HELD_DTYPES.get(dtype) if dtype is not None else None
         out = builder.arg(value)
+        if value_kind(value.type) != "tensor":  # a list or None: each tensor cast, none reordered
+            if torch_dtype is not None:
+                out = builder.graph.call_function(cast_value, (out, torch_dtype))
+            outputs.append(out)
+            output_dtypes.append(torch_dtype)
+            continue
         if torch_dtype is not None:
             out = builder.graph.call_function(cast_to, (out, torch_dtype))
         if channels_last:
@@ -443,7 +461,10 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
     forget_source_when_collected(module)
-    capturable = not any(
+    # A sequence's length is no part of an input signature, and a graph's outputs are tensors.
+    kinds = tuple(value_kind(v.type) for v in inputs)
+    tensors_only = all(value_kind(v.type) == "tensor" for v in (*inputs, *model.graph.outputs))
+    capturable = tensors_only and not any(
         (n.op_type in _DATA_DEPENDENT and n.op_type != "If")
         or getattr(analysis.functions.get(name), "data_dependent", False)
         for name, n in analysis.nodes if name not in analysis.folded)
@@ -451,7 +472,8 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
                         tuple(input_dtypes), tuple(input_shapes),
                         tuple(v.name or f"output_{i}" for i, v in enumerate(model.graph.outputs)),
                         tuple(output_dtypes), capturable, compute,
-                        tuple((name, n.op_type) for name, n in analysis.nodes if name in analysis.folded))
+                        tuple((name, n.op_type) for name, n in analysis.nodes if name in analysis.folded),
+                        kinds if any(k != "tensor" for k in kinds) else ())
 
 
 def _op_of(analysis: Analysis, name: str) -> str:

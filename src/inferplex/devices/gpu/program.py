@@ -24,7 +24,9 @@ concurrently without sharing mutable state.  One run:
    in ``keep_on_device``, which stay torch tensors on the device (``tensor_kind``
    ``"torch"``) so the next GPU subgraph takes them without a host round trip.
    :meth:`GpuProgram.to_host` and :meth:`GpuProgram.to_native` move such tensors
-   for HETERO;
+   for HETERO.  A sequence output comes back as a list of numpy arrays, an
+   optional one as its value or None; sequence inputs (lists of tensors) are
+   copied element by element, synchronously (such programs never replay graphs);
 5. with ``run_into``'s ``queued`` (a worker process's slots), the worker is
    handed on once the run, copies back included, is queued on its stream: the
    next run queues behind it while this one waits for an event of its own.
@@ -97,6 +99,16 @@ STATISTICS_PROPERTY = "GPU_PROGRAM_STATISTICS"
 """Read-only property: a :class:`~.statistics.GpuProgramStatistics` of what the program holds now."""
 
 _log = logging.getLogger(__name__)
+
+
+def _host_copy(value: Any) -> Any:
+    """A sequence output (list) as numpy arrays the caller owns, an optional's None as is.
+
+    On CUDA each copy waits for the current stream (the worker's): it follows the run's kernels.
+    """
+    if isinstance(value, list):
+        return [torch_to_numpy(tensor).copy() for tensor in value]
+    return None if value is None else torch_to_numpy(value).copy()
 
 
 class GpuProgram(DeviceProgram):
@@ -194,8 +206,10 @@ class GpuProgram(DeviceProgram):
     # --- inputs ---------------------------------------------------------------------
 
     def _to_device(self, state: WorkerState, index: int, value: Any,
-                   out: torch.Tensor | None = None) -> torch.Tensor:
+                   out: torch.Tensor | None = None) -> Any:
         """``value`` on this program's device; into ``out`` when given (a CUDA graph's static input)."""
+        if value is None or isinstance(value, list):  # an optional or a sequence input
+            return self.to_native(value)
         if isinstance(value, np.ndarray):
             value = host_tensor(value) if self._cuda else numpy_to_torch(value)
         if not self._cuda:
@@ -221,7 +235,8 @@ class GpuProgram(DeviceProgram):
         # _collect records (or, when it waits for the stream anyway, skips) the event that
         # tells the next run when this run's staging buffers are free again.
         state.host_inputs = self._cuda and any(
-            isinstance(v, np.ndarray) or v.device.type == "cpu" for v in values)
+            isinstance(v, np.ndarray) or (isinstance(v, torch.Tensor) and v.device.type == "cpu")
+            for v in values)
         return tensors
 
     # --- running --------------------------------------------------------------------
@@ -405,7 +420,9 @@ class GpuProgram(DeviceProgram):
         pending: list[str] = []
         arrays: dict[str, np.ndarray] = {}  # the host_outputs arrays written by the device
         for name, tensor in zip(variant.lowered.output_names, outputs, strict=True):
-            if name in keep:
+            if not isinstance(tensor, torch.Tensor):  # a sequence or an optional: copied at once
+                result[name] = tensor if name in keep else _host_copy(tensor)
+            elif name in keep:
                 # A graph's outputs are overwritten by its next replay: the caller gets a copy.
                 aliased = variant.graphs or self._aliases(variant, tensor)
                 result[name] = tensor.clone() if aliased else tensor
@@ -468,13 +485,19 @@ class GpuProgram(DeviceProgram):
 
     # --- transfers for other programs (HETERO) ----------------------------------------
 
-    def to_host(self, value: Any) -> np.ndarray:
-        """``value`` as a numpy array: a device tensor through pinned memory (:func:`.transfers.to_host`)."""
-        return to_host(value)
+    def to_host(self, value: Any) -> Any:
+        """``value`` as a numpy array: a device tensor through pinned memory (:func:`.transfers.to_host`);
+        a sequence as a list of them, an absent optional as None."""
+        if isinstance(value, (list, tuple)):
+            return [to_host(item) for item in value]
+        return None if value is None else to_host(value)
 
-    def to_native(self, value: Any) -> torch.Tensor:
-        """``value`` on this program's device, ready for :meth:`run` (:func:`.transfers.to_device`)."""
-        return to_device(value, self._torch_device, self.device)
+    def to_native(self, value: Any) -> Any:
+        """``value`` on this program's device, ready for :meth:`run` (:func:`.transfers.to_device`);
+        a sequence as a list of tensors, an absent optional as None."""
+        if isinstance(value, (list, tuple)):
+            return [self.to_native(item) for item in value]
+        return None if value is None else to_device(value, self._torch_device, self.device)
 
     def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
         """Page-lock host memory (``cudaHostRegister``): ``run`` then copies inputs there to

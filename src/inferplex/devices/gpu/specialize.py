@@ -43,8 +43,9 @@ class Specializer:
 
     @staticmethod
     def worthwhile(generic: LoweredGraph) -> bool:
-        """Whether specializing can help: the generic lowering is eager and some input dim is dynamic."""
-        if generic.capturable:
+        """Whether specializing can help: the generic lowering is eager and some input dim is dynamic
+        (never with sequence or optional inputs, whose signature holds no dims to fix)."""
+        if generic.capturable or generic.input_kinds:
             return False
         return any(shape is None or not all(isinstance(d, int) for d in shape)
                    for shape in generic.input_shapes)

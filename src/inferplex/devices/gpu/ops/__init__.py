@@ -13,6 +13,7 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     reduce,
     sampling,
     sequence,
+    sequences,
     shape,
     spectral,
     transformer,

@@ -26,9 +26,9 @@ from inferplex.devices.gpu.registry import NodeInfo
 from inferplex.devices.gpu.tensors import TORCH_DTYPES
 
 __all__ = [
-    "EXACT_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "NUMERIC_DTYPES", "attrs_reason", "const_int",
-    "const_ints", "dtype_reason", "eager", "first_reason", "host_ints", "int64_tensor",
-    "normalize_axis", "torch_dtype",
+    "EXACT_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "NUMERIC_DTYPES", "VALUE_KINDS", "attrs_reason",
+    "const_int", "const_ints", "dtype_reason", "eager", "first_reason", "host_ints", "int64_tensor",
+    "normalize_axis", "takes_device", "torch_dtype", "value_kind",
 ]
 
 
@@ -38,6 +38,10 @@ INT_DTYPES = frozenset({ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32,
                         ir.DataType.INT64, ir.DataType.UINT8})
 NUMERIC_DTYPES = FLOAT_DTYPES | INT_DTYPES
 EXACT_DTYPES = frozenset(TORCH_DTYPES)
+
+VALUE_KINDS = ("tensor", "sequence", "optional tensor", "optional sequence")
+"""The kinds of value the GPU device holds (see :func:`value_kind`): a sequence is a Python list of
+tensors on the torch side, an optional its value or None."""
 
 # Attributes of opsets 1-5 that carried no meaning (an in-place hint).
 _IGNORED_ATTRIBUTES = frozenset({"consumed_inputs"})
@@ -60,7 +64,7 @@ def dtype_reason(info: NodeInfo, indices: Iterable[int] = (0,),
             continue
         value = info.node.inputs[index]
         kind = None if value is None else value.type
-        if kind is not None and not isinstance(kind, ir.TensorType):
+        if value_kind(kind) != "tensor":
             return f"input {index} is a {kind}, not a tensor"
         dtype = info.input_dtypes[index] if index < len(info.input_dtypes) else None
         if dtype is not None and dtype not in allowed:
@@ -100,6 +104,29 @@ def eager(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Mark ``fn`` as reading tensor values on the host: it runs outside CUDA graphs."""
     fn.data_dependent = True  # type: ignore[attr-defined]
     return fn
+
+
+def takes_device(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn`` as taking the program's device as the keyword ``device``, for a tensor it makes
+    that no input gives a device to (the length of an empty list, say); callers that do not pass
+    it (constant folding) leave it None."""
+    fn.takes_device = True  # type: ignore[attr-defined]
+    return fn
+
+
+def value_kind(value_type: ir.TypeProtocol | None) -> str:
+    """The kind of an ONNX value, one of :data:`VALUE_KINDS` (a tensor also for an unknown type),
+    or the type's own text for kinds the GPU device does not hold (maps, sparse tensors, nested
+    sequences)."""
+    if value_type is None or isinstance(value_type, ir.TensorType):
+        return "tensor"
+    if isinstance(value_type, ir.SequenceType) and isinstance(value_type.elem_type, ir.TensorType):
+        return "sequence"
+    if isinstance(value_type, ir.OptionalType):
+        inner = value_kind(value_type.elem_type)
+        if inner in ("tensor", "sequence"):
+            return f"optional {inner}"
+    return str(value_type)
 
 
 @overload

@@ -1,9 +1,10 @@
 """Lowerings: If, Loop and Scan, whose bodies are ONNX subgraphs.
 
 A body is lowered once, node by node, with the same registry as the main graph
-(:class:`_Body`); running it is a Python walk over those lowered functions.  A
+(:class:`Body`); running it is a Python walk over those lowered functions.  A
 body node the registry refuses makes the whole control-flow node refused, with
-that node's reason.  Values a body reads from enclosing graphs (ONNX's implicit
+that node's reason.  Values may be tensors, sequences (Python lists) or optionals
+(the value or None), as in :mod:`.sequences`.  Values a body reads from enclosing graphs (ONNX's implicit
 captures) are passed to the control-flow node's function after its own inputs,
 in the order :func:`outer_values` lists them, so the program builder feeds them
 like any input.  The branch taken, the trip count and the loop condition are read
@@ -19,11 +20,11 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from inferplex.devices.gpu.ops._common import EXACT_DTYPES, eager
+from inferplex.devices.gpu.ops._common import EXACT_DTYPES, VALUE_KINDS, eager, takes_device, value_kind
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering, node_info, register
 from inferplex.errors import CompileError
 
-__all__ = ["outer_values"]
+__all__ = ["Body", "bodies_reason", "lower_bodies", "outer_values"]
 
 
 def _subgraphs(node: ir.Node) -> list[ir.Graph]:
@@ -85,7 +86,7 @@ def _held_type_problem(info: NodeInfo, held: frozenset[ir.DataType]) -> str | No
     return None
 
 
-class _Body:
+class Body:
     """One subgraph, lowered node by node; ``reason`` says why it cannot be (None: it can)."""
 
     def __init__(self, graph: ir.Graph, opsets: dict[str, int]) -> None:
@@ -129,8 +130,10 @@ class _Body:
                 result = fn(device=device)
             else:
                 args = [None if v is None else env[v] for v in node.inputs]
-                result = fn(*args, *(env[v] for v in captured))
-            results = result if isinstance(result, (tuple, list)) else (result,)
+                extra = {"device": device} if getattr(fn, "takes_device", False) else {}
+                result = fn(*args, *(env[v] for v in captured), **extra)
+            # Several outputs come as a tuple; a list is one value (a sequence).
+            results = result if isinstance(result, tuple) else (result,)
             env.update((v, r) for v, r in zip(node.outputs, results, strict=False) if v is not None)
         return [env[v] for v in self.graph.outputs]
 
@@ -141,33 +144,33 @@ class _Body:
                    for node, fn, _ in self.steps)
 
 
-def _bodies(info: NodeInfo, names: Iterable[str]) -> list[_Body]:
+def lower_bodies(info: NodeInfo, names: Iterable[str]) -> list[Body]:
     opsets = _root_opsets(info.node)
     bodies = []
     for name in names:
         graph = info.attr(name)
         if not isinstance(graph, ir.Graph):
             raise CompileError(f"{info.op_type} needs the graph attribute {name!r}")
-        bodies.append(_Body(graph, opsets))
+        bodies.append(Body(graph, opsets))
     return bodies
 
 
-def _bodies_reason(info: NodeInfo, names: Iterable[str]) -> str | None:
+def bodies_reason(info: NodeInfo, names: Iterable[str]) -> str | None:
     for name in names:
         if not isinstance(info.attr(name), ir.Graph):
             return f"{info.op_type} needs the graph attribute {name!r}"
     for value in [*info.node.inputs, *info.node.outputs, *outer_values(info.node)]:
-        if value is not None and value.type is not None and not isinstance(value.type, ir.TensorType):
-            return f"{info.op_type} over {value.type} values (sequences, optionals) is not supported"
-    return next((b.reason for b in _bodies(info, names) if b.reason is not None), None)
+        if value is not None and value_kind(value.type) not in VALUE_KINDS:
+            return f"{info.op_type} over {value.type} values is not supported"
+    return next((b.reason for b in lower_bodies(info, names) if b.reason is not None), None)
 
 
 # --- If ----------------------------------------------------------------------------------
 
 
-@register("If", supports=lambda info: _bodies_reason(info, ("then_branch", "else_branch")))
+@register("If", supports=lambda info: bodies_reason(info, ("then_branch", "else_branch")))
 def _if(info: NodeInfo) -> Callable[..., Any]:
-    then_body, else_body = _bodies(info, ("then_branch", "else_branch"))
+    then_body, else_body = lower_bodies(info, ("then_branch", "else_branch"))
     outer = outer_values(info.node)
     known = info.const(0)
     if known is not None:
@@ -190,16 +193,19 @@ def _if(info: NodeInfo) -> Callable[..., Any]:
 # --- Loop --------------------------------------------------------------------------------
 
 
-@register("Loop", versions=(1, None), supports=lambda info: _bodies_reason(info, ("body",)))
+@register("Loop", versions=(1, None), supports=lambda info: bodies_reason(info, ("body",)))
 def _loop(info: NodeInfo) -> Callable[..., Any]:
-    (body,) = _bodies(info, ("body",))
+    (body,) = lower_bodies(info, ("body",))
     outer = outer_values(info.node)
     carried = len(info.node.inputs) - 2
 
-    def run_loop(trip: torch.Tensor | None, cond: torch.Tensor | None, *rest: torch.Tensor) -> Any:
+    @takes_device
+    def run_loop(trip: torch.Tensor | None, cond: torch.Tensor | None, *rest: Any,
+                 device: torch.device | None = None) -> Any:
         state, captured = list(rest[:carried]), rest[carried:]
         scope = dict(zip(outer, captured, strict=True))
-        device = next(t.device for t in (trip, cond, *rest) if t is not None)
+        if device is None:  # not given by the builder: the first tensor's (state may be lists)
+            device = next(t.device for t in (trip, cond, *rest) if isinstance(t, torch.Tensor))
         limit = None if trip is None else int(trip.reshape(-1)[0])
         going = True if cond is None else bool(cond.reshape(-1)[0])
         scans: list[list[torch.Tensor]] = []
@@ -228,12 +234,12 @@ def _loop(info: NodeInfo) -> Callable[..., Any]:
 def _scan_supports(info: NodeInfo) -> str | None:
     if info.opset < 9 and info.has_input(0):
         return "Scan-8 with sequence_lens is not supported"
-    return _bodies_reason(info, ("body",))
+    return bodies_reason(info, ("body",))
 
 
 @register("Scan", versions=(8, None), supports=_scan_supports)
 def _scan(info: NodeInfo) -> Callable[..., Any]:
-    (body,) = _bodies(info, ("body",))
+    (body,) = lower_bodies(info, ("body",))
     outer = outer_values(info.node)
     batched = info.opset < 9  # Scan-8: a leading batch axis and a sequence_lens input
     own = len(info.node.inputs) - (1 if batched else 0)

@@ -20,10 +20,12 @@ from inferplex.devices.gpu.ops._common import (
     FLOAT_DTYPES,
     INT_DTYPES,
     NUMERIC_DTYPES,
+    VALUE_KINDS,
     attrs_reason,
     dtype_reason,
     first_reason,
     torch_dtype,
+    value_kind,
 )
 from inferplex.devices.gpu.ops._unsigned import (
     WIDE_UNSIGNED,
@@ -113,7 +115,14 @@ def _sign(info: NodeInfo) -> Callable[..., Any]:
     return sign
 
 
-@register("Identity", supports=_check(EXACT_DTYPES | CAST_HELD), held_dtypes=CAST_HELD)
+def _identity_supports(info: NodeInfo) -> str | None:
+    value = info.node.inputs[0] if info.num_inputs else None
+    if value is not None and value_kind(value.type) in VALUE_KINDS[1:]:
+        return attrs_reason(info, ())  # a sequence or optional passes as it is
+    return _check(EXACT_DTYPES | CAST_HELD)(info)
+
+
+@register("Identity", supports=_identity_supports, held_dtypes=CAST_HELD)
 def _identity(info: NodeInfo) -> Callable[..., Any]:
     return lambda x: x
 
