@@ -18,4 +18,5 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     spectral,
     transformer,
     types,
+    unpool,
 )
