@@ -17,6 +17,7 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     shape,
     spectral,
     transformer,
+    trees,
     types,
     unpool,
 )

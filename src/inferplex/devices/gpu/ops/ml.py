@@ -1,5 +1,6 @@
 """Lowerings of the ``ai.onnx.ml`` ops that are plain tensor arithmetic: Binarizer and
-ArrayFeatureExtractor.  The ml ops over strings, maps and trees stay on the CPU."""
+ArrayFeatureExtractor.  TreeEnsemble is in :mod:`.trees`; the ml ops over strings and maps
+stay on the CPU."""
 
 from __future__ import annotations
 
