@@ -11,8 +11,8 @@ reference's Python comparisons are.  Set membership (BRANCH_MEMBER) compares
 against the node's members, padded with NaN to the largest set.
 
 Leaf weights go to their targets by ``aggregate_function`` (SUM, AVERAGE, MIN,
-MAX; MIN and MAX start from the type's largest and smallest finite value, as
-ONNX's reference does).  Only ``post_transform`` NONE is taken: ONNX's reference
+MAX).  A target no tree's leaf reaches is 0, as ONNX Runtime gives it (ONNX's
+reference leaves MIN's and MAX's start there, the type's largest or smallest value).  Only ``post_transform`` NONE is taken: ONNX's reference
 implementation ignores the attribute, so the other transforms have no
 reference to match.
 """
@@ -178,10 +178,9 @@ def _tree_ensemble(info: NodeInfo) -> Callable[..., Any]:
         if aggregate in (_SUM, _AVERAGE):
             out = values.new_zeros((x.shape[0], targets)).scatter_add_(1, target, weight)
             out = out / trees if aggregate == _AVERAGE else out
-        else:
-            start = torch.finfo(x.dtype).max if aggregate == _MIN else torch.finfo(x.dtype).min
-            out = values.new_full((x.shape[0], targets), start).scatter_reduce_(
-                1, target, weight, "amin" if aggregate == _MIN else "amax")
+        else:  # targets no leaf reaches keep their 0
+            out = values.new_zeros((x.shape[0], targets)).scatter_reduce_(
+                1, target, weight, "amin" if aggregate == _MIN else "amax", include_self=False)
         return out.to(x.dtype)
 
     return tree_ensemble
