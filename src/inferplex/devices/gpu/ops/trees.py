@@ -12,9 +12,9 @@ against the node's members, padded with NaN to the largest set.
 
 Leaf weights go to their targets by ``aggregate_function`` (SUM, AVERAGE, MIN,
 MAX).  A target no tree's leaf reaches is 0, as ONNX Runtime gives it (ONNX's
-reference leaves MIN's and MAX's start there, the type's largest or smallest value).  Only ``post_transform`` NONE is taken: ONNX's reference
-implementation ignores the attribute, so the other transforms have no
-reference to match.
+reference leaves MIN's and MAX's start there, the type's largest or smallest
+value).  Only ``post_transform`` NONE is taken: ONNX's reference implementation
+ignores the attribute, so the other transforms have no reference to match.
 """
 
 from __future__ import annotations
