@@ -121,6 +121,24 @@ def test_sequence_inputs_and_outputs_match_onnx_runtime(core: ov.Core) -> None:
     _assert_same(ort_run(model, feeds), _run_on_gpu(core, model, feeds))
 
 
+def test_sequences_cross_between_devices_under_hetero(core: ov.Core) -> None:
+    """A sequence made on the GPU, mapped on the CPU (the GPU refuses TfIdfVectorizer), concatenated
+    on the GPU: the split model gives what ONNX Runtime gives on the whole one."""
+    body = helper.make_graph(
+        [helper.make_node("TfIdfVectorizer", ["e"], ["m"], mode="TF", min_gram_length=1, max_gram_length=1,
+                          max_skip_count=0, ngram_counts=[0], ngram_indexes=[0, 1], pool_int64s=[2, 3])],
+        "body", [_tensor("e", INT64, [None, None])], [_tensor("m", FLOAT, [None, 2])])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["xs"], axis=0, keepdims=0, name="split"),
+             helper.make_node("SequenceMap", ["xs"], ["ys"], body=body, name="map"),
+             helper.make_node("ConcatFromSequence", ["ys"], ["y"], axis=0, new_axis=1, name="cat")]
+    model = _model(nodes, [_tensor("x", INT64, [3, 1, 4])], [_tensor("y", FLOAT, [None, None, 2])])
+    model.graph.value_info.extend([_sequence("xs", INT64, [1, 4]), _sequence("ys", FLOAT, [None, 2])])
+    assert core.query_model(model, "HETERO:GPU.0,CPU") == {"split": "GPU.0", "map": "CPU", "cat": "GPU.0"}
+    feeds = {"x": np.array([[[2, 3, 3, 1]], [[0, 0, 2, 5]], [[3, 3, 3, 3]]], np.int64)}
+    compiled = core.compile_model(model, "HETERO:GPU.0,CPU")
+    _assert_same(ort_run(model, feeds), [compiled(feeds)[0]])
+
+
 def test_a_sequence_input_must_be_a_list(core: ov.Core) -> None:
     model = _model([helper.make_node("SequenceLength", ["xs"], ["n"])], [_sequence("xs", FLOAT, [2])],
                    [_tensor("n", INT64, [])])

@@ -404,7 +404,8 @@ def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list
             node = builder.graph.call_function(cast, (node, compute))
         builder.env[value] = node
         input_dtypes.append(HELD_DTYPES[dtype])
-        input_shapes.append(shape)
+        # A list's or an absent optional's shape is unknown: nothing compiles ahead for its zeros.
+        input_shapes.append(shape if kind == "tensor" else None)
     return inputs, input_dtypes, input_shapes
 
 
