@@ -78,6 +78,7 @@ from inferplex.devices.gpu.support import host_tensor, pinned_empty
 from inferplex.devices.gpu.transfers import (
     given_output,
     host_arrays,
+    host_copy,
     register_host_memory,
     stage,
     to_device,
@@ -99,16 +100,6 @@ STATISTICS_PROPERTY = "GPU_PROGRAM_STATISTICS"
 """Read-only property: a :class:`~.statistics.GpuProgramStatistics` of what the program holds now."""
 
 _log = logging.getLogger(__name__)
-
-
-def _host_copy(value: Any) -> Any:
-    """A sequence output (list) as numpy arrays the caller owns, an optional's None as is.
-
-    On CUDA each copy waits for the current stream (the worker's): it follows the run's kernels.
-    """
-    if isinstance(value, list):
-        return [torch_to_numpy(tensor).copy() for tensor in value]
-    return None if value is None else torch_to_numpy(value).copy()
 
 
 class GpuProgram(DeviceProgram):
@@ -368,10 +359,11 @@ class GpuProgram(DeviceProgram):
     def _stream_context(self, state: WorkerState, values: Sequence[Any]) -> Any:
         if not self._cuda:
             return nullcontext()
-        if any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
+        tensors = [t for v in values for t in (v if isinstance(v, list) else (v,))]  # sequences' too
+        if any(isinstance(v, torch.Tensor) and v.is_cuda for v in tensors):
             # Inputs made on the caller's stream: our stream must not read them early.
             state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
-            wait_for_callers(state.stream, values)  # a run started on another thread (start_async)
+            wait_for_callers(state.stream, tensors)  # a run started on another thread (start_async)
         return state.on_stream
 
     def _run_tensors(self, state: WorkerState, variant: Variant, values: list[Any],
@@ -421,7 +413,7 @@ class GpuProgram(DeviceProgram):
         arrays: dict[str, np.ndarray] = {}  # the host_outputs arrays written by the device
         for name, tensor in zip(variant.lowered.output_names, outputs, strict=True):
             if not isinstance(tensor, torch.Tensor):  # a sequence or an optional: copied at once
-                result[name] = tensor if name in keep else _host_copy(tensor)
+                result[name] = tensor if name in keep else host_copy(tensor)
             elif name in keep:
                 # A graph's outputs are overwritten by its next replay: the caller gets a copy.
                 aliased = variant.graphs or self._aliases(variant, tensor)

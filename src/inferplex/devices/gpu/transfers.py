@@ -23,7 +23,8 @@ from inferplex.devices.gpu.tensors import numpy_to_torch, torch_to_numpy
 from inferplex.devices.gpu.workers import WorkerState
 from inferplex.errors import InferenceError, InputError
 
-__all__ = ["given_output", "host_arrays", "register_host_memory", "stage", "to_device", "to_host"]
+__all__ = ["given_output", "host_arrays", "host_copy", "register_host_memory", "stage", "to_device",
+           "to_host"]
 
 _log = logging.getLogger(__name__)
 
@@ -87,6 +88,16 @@ def given_output(host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None
                              f"{getattr(given, 'dtype', '')} {getattr(given, 'shape', '')}; "
                              f"expected a writable {dtype} array of shape {shape}")
     return given
+
+
+def host_copy(value: Any) -> Any:
+    """A sequence output (a list) as numpy arrays the caller owns, an absent optional (None) as is.
+
+    On CUDA each copy waits for the current stream (the worker's): it follows the run's kernels.
+    """
+    if isinstance(value, list):
+        return [torch_to_numpy(tensor).copy() for tensor in value]
+    return None if value is None else torch_to_numpy(value).copy()
 
 
 def to_host(value: Any) -> np.ndarray:
