@@ -26,13 +26,14 @@ FLOAT, INT64 = TensorProto.FLOAT, TensorProto.INT64
 
 
 @pytest.fixture(scope="module", params=["emulated", pytest.param("cuda", marks=pytest.mark.gpu)])
-def core(request: pytest.FixtureRequest, emulated_core: ov.Core) -> ov.Core:
-    """The emulated GPU.0, or (marked ``gpu``) the machine's own CUDA GPU.0."""
+def core(request: pytest.FixtureRequest) -> ov.Core:
+    """The emulated GPU.0, or (marked ``gpu``) the machine's own CUDA GPU.0 (the emulated Core is
+    only made for the emulated runs: its environment would make GPU.0 emulated)."""
     if request.param == "cuda":
         if not torch.cuda.is_available():
             pytest.skip("no CUDA GPU")
         return ov.Core()
-    return emulated_core
+    return request.getfixturevalue("emulated_core")
 
 
 def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
