@@ -11,8 +11,10 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu.ops.control_flow import outer_values
+from inferplex.devices.gpu.ops.quantized import quantized_linear, quantized_linear_arrays
 from inferplex.devices.gpu.optimize import (
     Fusions,
+    QuantizedMatMul,
     WeightCache,
     fold_conv_bn,
     linear,
@@ -66,8 +68,11 @@ class Builder:
         self.buffer_nodes: dict[Any, torch.fx.Node] = {}
 
     def buffer(self, key: Any, sources: Iterable[ir.Value | None], make_array: Callable[[], np.ndarray],
-               channels_last: bool = False) -> torch.fx.Node:
-        """A buffer of the module, taken from (or put in) the shared cache when its sources allow."""
+               channels_last: bool = False, keep_type: bool = False) -> torch.fx.Node:
+        """A buffer of the module, taken from (or put in) the shared cache when its sources allow.
+
+        ``keep_type``: float32 stays float32 under a reduced precision (quantization scales).
+        """
         if key in self.buffer_nodes:
             return self.buffer_nodes[key]
 
@@ -77,7 +82,8 @@ class Builder:
             # Never alias the model's own arrays; numpy_to_torch copied read-only ones already.
             shared = tensor.numel() > 0 and np.may_share_memory(array, tensor.numpy()) \
                 if tensor.dtype != torch.bfloat16 else True
-            if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64):
+            if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64) \
+                    and not keep_type:
                 tensor, shared = tensor.to(self.compute_dtype), False
             tensor = tensor.to(self.device, copy=shared)
             if channels_last and tensor.dim() == 4:
@@ -114,6 +120,9 @@ class Builder:
             return
         if name in self.fusions.linear:
             self._emit_linear(name, node, *self.fusions.linear[name])
+            return
+        if name in self.fusions.quantized_matmul:
+            self._emit_quantized_matmul(name, node, self.fusions.quantized_matmul[name])
             return
         if name in self.fusions.attention:
             found = self.fusions.attention[name]
@@ -163,3 +172,24 @@ class Builder:
     def _emit_linear(self, name: str, matmul: ir.Node, add: ir.Node, bias_index: int) -> None:
         args = (self.arg(matmul.inputs[0]), self.arg(matmul.inputs[1]), self.arg(add.inputs[bias_index]))
         self.env[add.outputs[0]] = self.call(name, matmul, linear, args)
+
+    def _emit_quantized_matmul(self, name: str, node: ir.Node, found: QuantizedMatMul) -> None:
+        constants = self.analysis.constants
+        sources = (found.weight, found.weight_scale, found.activation_scale)
+        arrays: list[np.ndarray] = []
+
+        def made(index: int) -> np.ndarray:
+            if not arrays:  # computed once, only when a tensor is not cached yet
+                arrays.extend(quantized_linear_arrays(constants[found.weight], found.transposed,
+                                                      constants[found.activation_scale],
+                                                      constants[found.weight_scale]))
+            return arrays[index]
+
+        weight, sums, scales = (self.buffer(("quantized_matmul", name, i), sources, lambda i=i: made(i),
+                                            keep_type=True) for i in range(3))
+        bias = None if found.bias is None else self.buffer(
+            ("value", found.bias, "float32"), (found.bias,), lambda: constants[found.bias], keep_type=True)
+        zero = 0 if found.activation_zero is None else int(constants[found.activation_zero].reshape(-1)[0])
+        out_dtype = self.compute_dtype or torch.float32
+        args = (self.arg(found.activation), weight, sums, scales, bias, zero, out_dtype)
+        self.env[found.output] = self.call(name, node, quantized_linear, args)

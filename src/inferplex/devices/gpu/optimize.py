@@ -21,6 +21,15 @@
   logical shapes, and every reshape in the lowerings is ``reshape`` (which
   copies non-contiguous data), so results are the same, only the layout the
   convolution kernels see changes.
+* A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
+  ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
+  one int8 matmul (:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`):
+  the activation's DequantizeLinear reads 8-bit data with a constant per-tensor
+  scale and zero point, the weight's is a constant 2-D int8 tensor with zero
+  point 0 and a per-tensor or per-output-channel scale, and K, N are multiples
+  of 8 (the int8 kernel's rule on CUDA).  A constant bias (Gemm's C, or an Add
+  after a MatMul) joins the epilogue.  Dequantization is linear, so this is the
+  same sum as the float MatMul on dequantized values (see ``quantized_linear``).
 
 :class:`WeightCache` holds the device tensors of constants for every lowering
 of one model, so a per-signature specialization reuses the generic lowering's
@@ -42,7 +51,7 @@ import torch.nn.functional as F
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["Attention", "Fusions", "WeightCache", "fold_conv_bn", "linear", "plan_fusions",
+__all__ = ["Attention", "Fusions", "QuantizedMatMul", "WeightCache", "fold_conv_bn", "linear", "plan_fusions",
            "scaled_dot_product_attention", "to_channels_last"]
 
 _ONNX_DOMAINS = ("", "ai.onnx")
@@ -96,6 +105,26 @@ class Attention:
     input (a mask made after the scores, say) is ready."""
 
 
+@dataclass(frozen=True)
+class QuantizedMatMul:
+    """A MatMul or Gemm of DequantizeLinear outputs emitted as one int8 matmul."""
+
+    activation: ir.Value
+    """The 8-bit data the activation's DequantizeLinear reads."""
+    activation_scale: ir.Value
+    activation_zero: ir.Value | None
+    weight: ir.Value
+    """The constant int8 weight, K x N or (``transposed``) N x K."""
+    weight_scale: ir.Value
+    transposed: bool
+    bias: ir.Value | None
+    """A constant float bias of N values, or None."""
+    output: ir.Value
+    """The value the fused call produces (the MatMul's, or its bias Add's)."""
+    dequantizers: tuple[ir.Node, ...]
+    """The activation's and weight's DequantizeLinear nodes, absorbed where nothing else reads them."""
+
+
 @dataclass
 class Fusions:
     """What :func:`plan_fusions` found, by friendly name of the node that is emitted."""
@@ -106,6 +135,8 @@ class Fusions:
     """MatMul -> (the Add it absorbs, index of the bias among the Add's inputs)."""
     attention: dict[str, Attention] = field(default_factory=dict)
     """Last MatMul of an attention chain -> the chain."""
+    quantized_matmul: dict[str, QuantizedMatMul] = field(default_factory=dict)
+    """MatMul or Gemm of DequantizeLinear outputs -> the int8 matmul that replaces it."""
     absorbed: set[ir.Node] = field(default_factory=set)
     """Nodes emitted as part of another: they are skipped."""
     channels_last_convs: set[str] = field(default_factory=set)
@@ -235,6 +266,98 @@ def _attention_from(analysis: Analysis, names: dict[ir.Node, str], matmul: ir.No
     return Attention(matmul.inputs[0], matmul.inputs[1], last[0].inputs[1], mask, scale,  # type: ignore[arg-type]
                      last[0].outputs[0], (matmul, *chain, softmax))
 
+_INT32_EXACT_DEPTH = 1 << 16
+"""Longest reduction whose int32 sums of (8-bit - zero point) x int8 products cannot overflow."""
+
+
+def _dequantizer(value: ir.Value | None) -> ir.Node | None:
+    """The DequantizeLinear producing ``value``, when it is per tensor or per axis with a float output."""
+    node = None if value is None else value.producer()
+    if node is None or node.op_type != "DequantizeLinear" or node.domain not in _ONNX_DOMAINS:
+        return None
+    unusual = [name for name in ("block_size", "output_dtype") if name in node.attributes
+               and node.attributes[name].value]
+    return None if unusual else node
+
+
+def _activation_dequantizer(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> ir.Node | None:
+    """Input 0's DequantizeLinear, running on 8-bit data with a constant float32 per-tensor scale."""
+    dq = _dequantizer(node.inputs[0])
+    if dq is None or not _runs(analysis, names, dq) or analysis.infos[names[dq]].input_dtypes[0] \
+            not in (ir.DataType.INT8, ir.DataType.UINT8):
+        return None
+    scale = _constant(analysis, dq.inputs[1])
+    zero = _constant(analysis, dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] is not None else None
+    if scale is None or scale.dtype != np.float32 or scale.size != 1:
+        return None
+    if zero is None and len(dq.inputs) > 2 and dq.inputs[2] is not None:
+        return None  # a zero point computed at run time
+    return dq if zero is None or zero.size == 1 else None
+
+
+def _weight_dequantizer(analysis: Analysis, node: ir.Node, transposed: bool) -> tuple[ir.Node, int] | None:
+    """Input 1's DequantizeLinear of a constant 2-D int8 weight with zero point 0, and its depth K."""
+    dq = _dequantizer(node.inputs[1])
+    if dq is None:
+        return None
+    weight, scale = _constant(analysis, dq.inputs[0]), _constant(analysis, dq.inputs[1])
+    has_zero = len(dq.inputs) > 2 and dq.inputs[2] is not None
+    zero = _constant(analysis, dq.inputs[2]) if has_zero else None
+    if weight is None or weight.dtype != np.int8 or weight.ndim != 2 or scale is None \
+            or scale.dtype != np.float32 or (has_zero and (zero is None or zero.any())):
+        return None
+    depth, columns = weight.shape[::-1] if transposed else weight.shape
+    attribute = dq.attributes.get("axis")
+    axis = int(attribute.value) % 2 if attribute is not None else 1
+    if scale.size != 1 and (scale.size != columns or axis != (0 if transposed else 1)):
+        return None
+    if depth % 8 or columns % 8 or depth > _INT32_EXACT_DEPTH:
+        return None
+    return dq, columns
+
+
+def _float_vector(analysis: Analysis, value: ir.Value | None, size: int) -> bool:
+    array = _constant(analysis, value)
+    return array is not None and array.dtype == np.float32 and array.shape == (size,)
+
+
+def _quantized_matmul(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> QuantizedMatMul | None:
+    """The int8 matmul that replaces ``node`` (MatMul or Gemm; see the module docstring), or None."""
+    transposed, bias, output = False, None, node.outputs[0]
+    if node.op_type == "Gemm":
+        attrs = {name: attribute.value for name, attribute in node.attributes.items()}
+        if set(attrs) - {"alpha", "beta", "transA", "transB"} or attrs.get("alpha", 1.0) != 1.0 \
+                or attrs.get("beta", 1.0) != 1.0 or attrs.get("transA", 0):
+            return None
+        transposed = bool(attrs.get("transB", 0))
+        bias = node.inputs[2] if len(node.inputs) > 2 else None
+    elif (analysis.infos[names[node]].rank(0) or 0) < 2:
+        return None
+    activation = _activation_dequantizer(analysis, names, node)
+    weight = _weight_dequantizer(analysis, node, transposed)
+    if activation is None or weight is None:
+        return None
+    (dq, columns) = weight
+    if node.op_type == "Gemm" and bias is not None and not _float_vector(analysis, bias, columns):
+        return None
+    if node.op_type == "MatMul" and (add := _next(analysis, names, node, ("Add",))) is not None \
+            and _float_vector(analysis, add[0].inputs[1 - add[1]], columns):
+        bias, output = add[0].inputs[1 - add[1]], add[0].outputs[0]
+    zero = activation.inputs[2] if len(activation.inputs) > 2 else None
+    return QuantizedMatMul(activation.inputs[0], activation.inputs[1], zero,  # type: ignore[arg-type]
+                           dq.inputs[0], dq.inputs[1], transposed, bias, output,  # type: ignore[arg-type]
+                           (activation, dq))
+
+
+def _absorb_dequantizers(analysis: Analysis, fusions: Fusions) -> None:
+    """Skip the DequantizeLinear nodes that only fused int8 matmuls read."""
+    fused = {node for name, node in analysis.nodes if name in fusions.quantized_matmul}
+    for found in fusions.quantized_matmul.values():
+        for dq in found.dequantizers:
+            value = dq.outputs[0]
+            if not value.is_graph_output() and all(use.node in fused for use in value.uses()):
+                fusions.absorbed.add(dq)
+
 
 def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
     """Find the rewrites of the module docstring in an analysis (which is not changed)."""
@@ -259,11 +382,17 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
         elif node.op_type == "MatMul" and (attention := _attention_from(analysis, names, node)) is not None:
             fusions.attention[names[attention.output.producer()]] = attention  # type: ignore[index]
             fusions.absorbed.update(attention.absorbed)
+        elif node.op_type in ("MatMul", "Gemm") \
+                and (quantized := _quantized_matmul(analysis, names, node)) is not None:
+            fusions.quantized_matmul[name] = quantized
+            if quantized.output is not node.outputs[0]:
+                fusions.absorbed.add(quantized.output.producer())  # type: ignore[arg-type]
         elif node.op_type == "MatMul":
             found = _bias_add_after(analysis, names, node)
             if found is not None:
                 fusions.linear[name] = found
                 fusions.absorbed.add(found[0])
+    _absorb_dequantizers(analysis, fusions)
     return fusions
 
 

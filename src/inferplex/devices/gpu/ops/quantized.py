@@ -9,6 +9,9 @@ Matmuls whose b is int8 with no zero point (the usual quantized weight) run on
 torch's int8 kernel ``torch._int_mm`` with int32 sums, whatever a's type and zero
 point (see :func:`integer_matmul`; on CUDA it takes M > 16 and K, N multiples of
 8); other matmuls use the CPU's integer kernels, or float64 on CUDA.
+:func:`quantized_linear` runs a MatMul of two DequantizeLinear outputs (a QDQ
+model's) on the same int8 kernel; the GPU lowering's fusion planning
+(:mod:`..optimize`) picks the nodes it replaces.
 Requantization follows ONNX's reference: the scale ratio is formed in the
 scales' own type, applied in float64, rounded half to even and saturated to the
 output type.  Float8 data quantizes and dequantizes; int4/int2 are refused.
@@ -19,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 import torch
+import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops._common import (
@@ -220,6 +225,49 @@ def _int8_kernel(a: torch.Tensor, a_zero: torch.Tensor | None, b: torch.Tensor) 
         # torch sums integers into int64: keep the column sums int32, like the product
         acc = acc + offset * b.sum(0, keepdim=True, dtype=torch.int32)
     return acc.reshape(*a.shape[:-1], b.shape[1])
+
+
+_CUDA_MIN_ROWS = 17
+"""``torch._int_mm`` on CUDA takes more than 16 rows."""
+
+
+def quantized_linear_arrays(weight: np.ndarray, transposed: bool, activation_scale: np.ndarray,
+                            weight_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The int8 K x N weight, its int32 column sums (1 x N) and the float32 scale products (N or 1)
+    that :func:`quantized_linear` takes, from a QDQ MatMul's constants (weight N x K if ``transposed``)."""
+    kn = np.ascontiguousarray(weight.T if transposed else weight, dtype=np.int8)
+    sums = kn.sum(axis=0, dtype=np.int32).reshape(1, -1)
+    scales = (activation_scale.astype(np.float32).reshape(()) * weight_scale.astype(np.float32).reshape(-1))
+    return kn, sums, scales.astype(np.float32)
+
+
+def quantized_linear(a: torch.Tensor, weight: torch.Tensor, column_sums: torch.Tensor,
+                     scales: torch.Tensor, bias: torch.Tensor | None, zero: int,
+                     out_dtype: torch.dtype) -> torch.Tensor:
+    """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
+
+    ``a``: 8-bit data (..., K) with per-tensor ``zero`` point; ``weight``: int8 K x N with zero
+    point 0; ``scales``: float32 ``a_scale * w_scale`` per tensor or per column; ``column_sums``:
+    the weight's int32 column sums.  Same numbers as ONNX's ops up to float32 rounding:
+    ``sum_k (a_k - za) sa * w_kn sw_n = (sa sw_n) * sum_k (a_k - za) w_kn`` and the integer sum is
+    exact in int32 (K <= 2**16), so only the float32 rounding of the products and the sum differs.
+    uint8 ``a`` moves down by 128 into int8 (``a ^ 0x80`` read as int8) and, like a's zero point,
+    comes back as ``(128 - za) * column_sums``.  On CUDA fewer than 17 rows are padded with zeros.
+    """
+    rows = a.reshape(-1, a.shape[-1])
+    count = rows.shape[0]
+    offset = -zero
+    if rows.dtype == torch.uint8:
+        rows, offset = torch.bitwise_xor(rows, 0x80).view(torch.int8), 128 - zero
+    if rows.is_cuda and count < _CUDA_MIN_ROWS:
+        rows = F.pad(rows, (0, 0, 0, _CUDA_MIN_ROWS - count))
+    acc = torch._int_mm(rows.contiguous(), weight)[:count]
+    if offset:
+        acc = acc + offset * column_sums
+    result = acc.to(torch.float32) * scales
+    if bias is not None:
+        result = result + bias
+    return result.reshape(*a.shape[:-1], weight.shape[1]).to(out_dtype)
 
 
 def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
