@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -185,10 +186,11 @@ class Builder:
                                                       constants[found.weight_scale]))
             return arrays[index]
 
-        weight, sums, scales = (self.buffer(("quantized_matmul", name, i), sources, lambda i=i: made(i),
-                                            keep_type=True) for i in range(3))
-        bias = None if found.bias is None else self.buffer(
-            ("value", found.bias, "float32"), (found.bias,), lambda: constants[found.bias], keep_type=True)
+        weight, sums, scales = (self.buffer(("quantized_matmul", name, i), sources,
+                                            functools.partial(made, i), keep_type=True) for i in range(3))
+        bias_value = found.bias
+        bias = None if bias_value is None else self.buffer(
+            ("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value], keep_type=True)
         zero = 0 if found.activation_zero is None else int(constants[found.activation_zero].reshape(-1)[0])
         out_dtype = self.compute_dtype or torch.float32
         args = (self.arg(found.activation), weight, sums, scales, bias, zero, out_dtype)
