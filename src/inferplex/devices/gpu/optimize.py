@@ -114,7 +114,7 @@ class QuantizedMatMul:
     activation_scale: ir.Value
     activation_zero: ir.Value | None
     weight: ir.Value
-    """The constant int8 weight, K x N or (``transposed``) N x K."""
+    """The constant int8 weight as the model holds it: K x N, or N x K where ``transposed``."""
     weight_scale: ir.Value
     transposed: bool
     bias: ir.Value | None

@@ -233,12 +233,14 @@ _CUDA_MIN_ROWS = 17
 
 def quantized_linear_arrays(weight: np.ndarray, transposed: bool, activation_scale: np.ndarray,
                             weight_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The int8 K x N weight, its int32 column sums (1 x N) and the float32 scale products (N or 1)
-    that :func:`quantized_linear` takes, from a QDQ MatMul's constants (weight N x K if ``transposed``)."""
-    kn = np.ascontiguousarray(weight.T if transposed else weight, dtype=np.int8)
-    sums = kn.sum(axis=0, dtype=np.int32).reshape(1, -1)
+    """The int8 N x K weight, its int32 row sums (1 x N) and the float32 scale products (N or 1)
+    that :func:`quantized_linear` takes, from a QDQ MatMul's constants (weight N x K if ``transposed``,
+    else K x N).  N x K rows make the K x N operand column-major, the layout cuBLASLt's int8
+    kernels read."""
+    nk = np.ascontiguousarray(weight if transposed else weight.T, dtype=np.int8)
+    sums = nk.sum(axis=1, dtype=np.int32).reshape(1, -1)
     scales = (activation_scale.astype(np.float32).reshape(()) * weight_scale.astype(np.float32).reshape(-1))
-    return kn, sums, scales.astype(np.float32)
+    return nk, sums, scales.astype(np.float32)
 
 
 def quantized_linear(a: torch.Tensor, weight: torch.Tensor, column_sums: torch.Tensor,
@@ -246,9 +248,10 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, column_sums: torch.T
                      out_dtype: torch.dtype) -> torch.Tensor:
     """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
 
-    ``a``: 8-bit data (..., K) with per-tensor ``zero`` point; ``weight``: int8 K x N with zero
-    point 0; ``scales``: float32 ``a_scale * w_scale`` per tensor or per column; ``column_sums``:
-    the weight's int32 column sums.  Same numbers as ONNX's ops up to float32 rounding:
+    ``a``: 8-bit data (..., K) with per-tensor ``zero`` point; ``weight``: int8 N x K (the
+    matmul's K x N operand transposed) with zero point 0; ``scales``: float32 ``a_scale * w_scale``
+    per tensor or per output column; ``column_sums``: the K x N operand's int32 column sums.
+    Same numbers as ONNX's ops up to float32 rounding:
     ``sum_k (a_k - za) sa * w_kn sw_n = (sa sw_n) * sum_k (a_k - za) w_kn`` and the integer sum is
     exact in int32 (K <= 2**16), so only the float32 rounding of the products and the sum differs.
     uint8 ``a`` moves down by 128 into int8 (``a ^ 0x80`` read as int8) and, like a's zero point,
@@ -261,13 +264,13 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, column_sums: torch.T
         rows, offset = torch.bitwise_xor(rows, 0x80).view(torch.int8), 128 - zero
     if rows.is_cuda and count < _CUDA_MIN_ROWS:
         rows = F.pad(rows, (0, 0, 0, _CUDA_MIN_ROWS - count))
-    acc = torch._int_mm(rows.contiguous(), weight)[:count]
+    acc = torch._int_mm(rows.contiguous(), weight.t())[:count]
     if offset:
         acc = acc + offset * column_sums
     result = acc.to(torch.float32) * scales
     if bias is not None:
         result = result + bias
-    return result.reshape(*a.shape[:-1], weight.shape[1]).to(out_dtype)
+    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
 
 
 def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
