@@ -176,22 +176,24 @@ class Builder:
 
     def _emit_quantized_matmul(self, name: str, node: ir.Node, found: QuantizedMatMul) -> None:
         constants = self.analysis.constants
-        sources = (found.weight, found.weight_scale, found.activation_scale)
+        zero = 0 if found.activation_zero is None else int(constants[found.activation_zero].reshape(-1)[0])
+        offset = (0 if found.activation_signed else 128) - zero
+        sources = (found.weight, found.weight_scale, found.activation_scale, found.activation_zero)
         arrays: list[np.ndarray] = []
 
         def made(index: int) -> np.ndarray:
             if not arrays:  # computed once, only when a tensor is not cached yet
                 arrays.extend(quantized_linear_arrays(constants[found.weight], found.transposed,
                                                       constants[found.activation_scale],
-                                                      constants[found.weight_scale]))
+                                                      constants[found.weight_scale], offset))
             return arrays[index]
 
-        weight, sums, scales = (self.buffer(("quantized_matmul", name, i), sources,
-                                            functools.partial(made, i), keep_type=True) for i in range(3))
+        weight, correction, scales = (
+            self.buffer(("quantized_matmul", name, i), sources, functools.partial(made, i), keep_type=True)
+            if i != 1 or offset else None for i in range(3))
         bias_value = found.bias
         bias = None if bias_value is None else self.buffer(
             ("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value], keep_type=True)
-        zero = 0 if found.activation_zero is None else int(constants[found.activation_zero].reshape(-1)[0])
         out_dtype = self.compute_dtype or torch.float32
-        args = (self.arg(found.activation), weight, sums, scales, bias, zero, out_dtype)
+        args = (self.arg(found.activation), weight, correction, scales, bias, out_dtype)
         self.env[found.output] = self.call(name, node, quantized_linear, args)

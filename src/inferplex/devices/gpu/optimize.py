@@ -113,6 +113,8 @@ class QuantizedMatMul:
     """The 8-bit data the activation's DequantizeLinear reads."""
     activation_scale: ir.Value
     activation_zero: ir.Value | None
+    activation_signed: bool
+    """Whether the activation's data is int8 (else uint8)."""
     weight: ir.Value
     """The constant int8 weight as the model holds it: K x N, or N x K where ``transposed``."""
     weight_scale: ir.Value
@@ -344,7 +346,8 @@ def _quantized_matmul(analysis: Analysis, names: dict[ir.Node, str], node: ir.No
             and _float_vector(analysis, add[0].inputs[1 - add[1]], columns):
         bias, output = add[0].inputs[1 - add[1]], add[0].outputs[0]
     zero = activation.inputs[2] if len(activation.inputs) > 2 else None
-    return QuantizedMatMul(activation.inputs[0], activation.inputs[1], zero,  # type: ignore[arg-type]
+    signed = analysis.infos[names[activation]].input_dtypes[0] == ir.DataType.INT8
+    return QuantizedMatMul(activation.inputs[0], activation.inputs[1], zero, signed,  # type: ignore[arg-type]
                            dq.inputs[0], dq.inputs[1], transposed, bias, output,  # type: ignore[arg-type]
                            (activation, dq))
 

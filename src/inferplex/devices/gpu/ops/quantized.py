@@ -232,44 +232,42 @@ _CUDA_MIN_ROWS = 17
 
 
 def quantized_linear_arrays(weight: np.ndarray, transposed: bool, activation_scale: np.ndarray,
-                            weight_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The int8 N x K weight, its int32 row sums (1 x N) and the float32 scale products (N or 1)
-    that :func:`quantized_linear` takes, from a QDQ MatMul's constants (weight N x K if ``transposed``,
-    else K x N).  N x K rows make the K x N operand column-major, the layout cuBLASLt's int8
-    kernels read."""
+                            weight_scale: np.ndarray, offset: int
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The int8 N x K weight, the int32 correction (1 x N) and the float32 scale products (N or 1)
+    that :func:`quantized_linear` takes, from a QDQ MatMul's constants (weight N x K if
+    ``transposed``, else K x N).  N x K rows make the K x N operand column-major, the layout
+    cuBLASLt's int8 kernels read.  ``offset``: ``128 - za`` for uint8 data, ``-za`` for int8."""
     nk = np.ascontiguousarray(weight if transposed else weight.T, dtype=np.int8)
-    sums = nk.sum(axis=1, dtype=np.int32).reshape(1, -1)
+    correction = (offset * nk.sum(axis=1, dtype=np.int64)).astype(np.int32).reshape(1, -1)
     scales = (activation_scale.astype(np.float32).reshape(()) * weight_scale.astype(np.float32).reshape(-1))
-    return nk, sums, scales.astype(np.float32)
+    return nk, correction, scales.astype(np.float32)
 
 
-def quantized_linear(a: torch.Tensor, weight: torch.Tensor, column_sums: torch.Tensor,
-                     scales: torch.Tensor, bias: torch.Tensor | None, zero: int,
-                     out_dtype: torch.dtype) -> torch.Tensor:
+def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Tensor | None,
+                     scales: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
     """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
 
-    ``a``: 8-bit data (..., K) with per-tensor ``zero`` point; ``weight``: int8 N x K (the
-    matmul's K x N operand transposed) with zero point 0; ``scales``: float32 ``a_scale * w_scale``
-    per tensor or per output column; ``column_sums``: the K x N operand's int32 column sums.
+    ``a``: 8-bit data (..., K); ``weight``: int8 N x K (the matmul's K x N operand transposed)
+    with zero point 0; ``scales``: float32 ``a_scale * w_scale`` per tensor or per output column.
     Same numbers as ONNX's ops up to float32 rounding:
     ``sum_k (a_k - za) sa * w_kn sw_n = (sa sw_n) * sum_k (a_k - za) w_kn`` and the integer sum is
     exact in int32 (K <= 2**16), so only the float32 rounding of the products and the sum differs.
-    uint8 ``a`` moves down by 128 into int8 (``a ^ 0x80`` read as int8) and, like a's zero point,
-    comes back as ``(128 - za) * column_sums``.  On CUDA fewer than 17 rows are padded with zeros.
+    uint8 ``a`` moves down by 128 into int8 (``a ^ 0x80`` read as int8); that shift and a's zero
+    point come back exactly as the int32 ``correction``, ``(128 - za) * colsum`` (None when 0).
+    On CUDA fewer than 17 rows are padded with zeros (the kernel's rule).
     """
     rows = a.reshape(-1, a.shape[-1])
     count = rows.shape[0]
-    offset = -zero
     if rows.dtype == torch.uint8:
-        rows, offset = torch.bitwise_xor(rows, 0x80).view(torch.int8), 128 - zero
+        rows = torch.bitwise_xor(rows, 0x80).view(torch.int8)
     if rows.is_cuda and count < _CUDA_MIN_ROWS:
         rows = F.pad(rows, (0, 0, 0, _CUDA_MIN_ROWS - count))
     acc = torch._int_mm(rows.contiguous(), weight.t())[:count]
-    if offset:
-        acc = acc + offset * column_sums
-    result = acc.to(torch.float32) * scales
-    if bias is not None:
-        result = result + bias
+    if correction is not None:
+        acc = acc + correction
+    result = acc.to(torch.float32)
+    result = result * scales if bias is None else torch.addcmul(bias, result, scales)
     return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
 
 
