@@ -12,8 +12,13 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu.ops.control_flow import outer_values
-from inferplex.devices.gpu.ops.quantized import quantized_linear, quantized_linear_arrays
+from inferplex.devices.gpu.ops.quantized import (
+    dynamic_quantized_linear,
+    quantized_linear,
+    quantized_linear_arrays,
+)
 from inferplex.devices.gpu.optimize import (
+    DynamicMatMul,
     Fusions,
     QuantizedMatMul,
     WeightCache,
@@ -125,6 +130,9 @@ class Builder:
         if name in self.fusions.quantized_matmul:
             self._emit_quantized_matmul(name, node, self.fusions.quantized_matmul[name])
             return
+        if name in self.fusions.dynamic_matmul:
+            self._emit_dynamic_matmul(self.fusions.dynamic_matmul[name])
+            return
         if name in self.fusions.attention:
             found = self.fusions.attention[name]
             values = (found.query, found.key_t, found.value, found.mask)
@@ -197,3 +205,15 @@ class Builder:
         out_dtype = self.compute_dtype or torch.float32
         args = (self.arg(found.activation), weight, correction, scales, bias, out_dtype)
         self.env[found.output] = self.call(name, node, quantized_linear, args)
+
+    def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:
+        weight_array = self.analysis.constants[found.weight]
+        weight = self.buffer(("dynamic_matmul", found.weight, "weight"), (found.weight,),
+                             lambda: np.ascontiguousarray(weight_array.T))
+        sums = self.buffer(("dynamic_matmul", found.weight, "sums"), (found.weight,),
+                           lambda: weight_array.sum(axis=0, dtype=np.int32).reshape(1, -1))
+        matmul = found.matmul
+        zero = self.arg(matmul.inputs[2]) if len(matmul.inputs) > 2 else None
+        args = (self.arg(matmul.inputs[0]), zero, weight, sums, self.arg(found.scale),
+                self.compute_dtype or torch.float32)
+        self.env[found.output] = self.call(found.matmul_name, matmul, dynamic_quantized_linear, args)

@@ -21,6 +21,10 @@
   logical shapes, and every reshape in the lowerings is ``reshape`` (which
   copies non-contiguous data), so results are the same, only the layout the
   convolution kernels see changes.
+* ``Mul(Cast(MatMulInteger(a, W)), scale)``, as ``quantize_dynamic`` writes a
+  MatMul, becomes one call (:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`)
+  when W is a constant 2-D int8 tensor with zero point 0, K and N multiples of
+  8, a's zero point one value and the scale one value or one per column.
 * A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
   ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
   one int8 matmul (:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`):
@@ -51,8 +55,8 @@ import torch.nn.functional as F
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["Attention", "Fusions", "QuantizedMatMul", "WeightCache", "fold_conv_bn", "linear", "plan_fusions",
-           "scaled_dot_product_attention", "to_channels_last"]
+__all__ = ["Attention", "DynamicMatMul", "Fusions", "QuantizedMatMul", "WeightCache", "fold_conv_bn",
+           "linear", "plan_fusions", "scaled_dot_product_attention", "to_channels_last"]
 
 _ONNX_DOMAINS = ("", "ai.onnx")
 _FLOAT_KINDS = "f"
@@ -127,6 +131,23 @@ class QuantizedMatMul:
     """The activation's and weight's DequantizeLinear nodes, absorbed where nothing else reads them."""
 
 
+@dataclass(frozen=True)
+class DynamicMatMul:
+    """``Mul(Cast(MatMulInteger(a, constant int8 weight)), scale)`` emitted as one call."""
+
+    matmul: ir.Node
+    """The MatMulInteger."""
+    matmul_name: str
+    """Its friendly name, which the fused call's profiling record carries."""
+    weight: ir.Value
+    """The constant int8 K x N weight."""
+    scale: ir.Value
+    output: ir.Value
+    """The Mul's output."""
+    absorbed: tuple[ir.Node, ...]
+    """MatMulInteger and Cast: the Mul emits the call, where the scale is ready too."""
+
+
 @dataclass
 class Fusions:
     """What :func:`plan_fusions` found, by friendly name of the node that is emitted."""
@@ -139,6 +160,8 @@ class Fusions:
     """Last MatMul of an attention chain -> the chain."""
     quantized_matmul: dict[str, QuantizedMatMul] = field(default_factory=dict)
     """MatMul or Gemm of DequantizeLinear outputs -> the int8 matmul that replaces it."""
+    dynamic_matmul: dict[str, DynamicMatMul] = field(default_factory=dict)
+    """Mul of a Cast MatMulInteger by its scale -> the chain."""
     absorbed: set[ir.Node] = field(default_factory=set)
     """Nodes emitted as part of another: they are skipped."""
     channels_last_convs: set[str] = field(default_factory=set)
@@ -298,24 +321,60 @@ def _activation_dequantizer(analysis: Analysis, names: dict[ir.Node, str], node:
 
 
 def _weight_dequantizer(analysis: Analysis, node: ir.Node, transposed: bool) -> tuple[ir.Node, int] | None:
-    """Input 1's DequantizeLinear of a constant 2-D int8 weight with zero point 0, and its depth K."""
+    """Input 1's DequantizeLinear of a constant int8 weight (see :func:`_int8_weight`) with a
+    float32 scale per tensor or per output column, and the weight's width N."""
     dq = _dequantizer(node.inputs[1])
     if dq is None:
         return None
-    weight, scale = _constant(analysis, dq.inputs[0]), _constant(analysis, dq.inputs[1])
-    has_zero = len(dq.inputs) > 2 and dq.inputs[2] is not None
-    zero = _constant(analysis, dq.inputs[2]) if has_zero else None
-    if weight is None or weight.dtype != np.int8 or weight.ndim != 2 or scale is None \
-            or scale.dtype != np.float32 or (has_zero and (zero is None or zero.any())):
+    zero = dq.inputs[2] if len(dq.inputs) > 2 else None
+    weight, scale = _int8_weight(analysis, dq.inputs[0], zero, transposed), _constant(analysis, dq.inputs[1])
+    if weight is None or scale is None or scale.dtype != np.float32:
         return None
-    depth, columns = weight.shape[::-1] if transposed else weight.shape
+    columns = weight.shape[0] if transposed else weight.shape[1]
     attribute = dq.attributes.get("axis")
     axis = int(attribute.value) % 2 if attribute is not None else 1
     if scale.size != 1 and (scale.size != columns or axis != (0 if transposed else 1)):
         return None
-    if depth % 8 or columns % 8 or depth > _INT32_EXACT_DEPTH:
-        return None
     return dq, columns
+
+
+def _int8_weight(analysis: Analysis, weight: ir.Value | None, zero: ir.Value | None,
+                 transposed: bool = False) -> np.ndarray | None:
+    """A constant 2-D int8 weight with zero point 0 (absent or constant zeros) whose depth K and
+    width N suit the int8 kernel (multiples of 8, K small enough for exact int32 sums)."""
+    array, zeros = _constant(analysis, weight), _constant(analysis, zero)
+    if array is None or array.dtype != np.int8 or array.ndim != 2 or (zero is not None and (
+            zeros is None or zeros.any())):
+        return None
+    depth, columns = array.shape[::-1] if transposed else array.shape
+    return None if depth % 8 or columns % 8 or depth > _INT32_EXACT_DEPTH else array
+
+
+def _dynamic_matmul(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicMatMul | None:
+    """The ``quantize_dynamic`` chain that ends at ``mul`` (see the module docstring), or None."""
+    for index in (0, 1):
+        value = mul.inputs[index]
+        cast = value.producer() if value is not None else None
+        if cast is None or cast.op_type != "Cast" or cast.domain not in _ONNX_DOMAINS \
+                or _next(analysis, names, cast, ("Mul",)) is None:
+            continue
+        to = cast.attributes.get("to")
+        matmul = cast.inputs[0].producer() if cast.inputs[0] is not None else None
+        if to is None or to.value != ir.DataType.FLOAT or matmul is None \
+                or matmul.op_type != "MatMulInteger" or _next(analysis, names, matmul, ("Cast",)) is None:
+            continue
+        info = analysis.infos[names[matmul]]
+        weight_zero = matmul.inputs[3] if len(matmul.inputs) > 3 else None
+        weight = _int8_weight(analysis, matmul.inputs[1], weight_zero)
+        zero_shape = info.input_shapes[2] if info.has_input(2) else ()
+        scale_shape = analysis.infos[names[mul]].input_shapes[1 - index]
+        if weight is None or (info.rank(0) or 0) < 2 or zero_shape not in ((), (1,)) \
+                or scale_shape not in ((), (1,), (weight.shape[1],)) \
+                or analysis.infos[names[mul]].input_dtypes[1 - index] != ir.DataType.FLOAT:
+            continue
+        return DynamicMatMul(matmul, names[matmul], matmul.inputs[1], mul.inputs[1 - index],  # type: ignore[arg-type]
+                             mul.outputs[0], (matmul, cast))
+    return None
 
 
 def _float_vector(analysis: Analysis, value: ir.Value | None, size: int) -> bool:
@@ -390,6 +449,9 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
             fusions.quantized_matmul[name] = quantized
             if quantized.output is not node.outputs[0]:
                 fusions.absorbed.add(quantized.output.producer())  # type: ignore[arg-type]
+        elif node.op_type == "Mul" and (dynamic := _dynamic_matmul(analysis, names, node)) is not None:
+            fusions.dynamic_matmul[name] = dynamic
+            fusions.absorbed.update(dynamic.absorbed)
         elif node.op_type == "MatMul":
             found = _bias_add_after(analysis, names, node)
             if found is not None:

@@ -253,22 +253,44 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     Same numbers as ONNX's ops up to float32 rounding:
     ``sum_k (a_k - za) sa * w_kn sw_n = (sa sw_n) * sum_k (a_k - za) w_kn`` and the integer sum is
     exact in int32 (K <= 2**16), so only the float32 rounding of the products and the sum differs.
-    uint8 ``a`` moves down by 128 into int8 (``a ^ 0x80`` read as int8); that shift and a's zero
+    uint8 ``a`` moves down by 128 into int8 (see :func:`_int8_rows_matmul`); that shift and a's zero
     point come back exactly as the int32 ``correction``, ``(128 - za) * colsum`` (None when 0).
-    On CUDA fewer than 17 rows are padded with zeros (the kernel's rule).
     """
+    acc = _int8_rows_matmul(a, weight)
+    if correction is not None:
+        acc = acc + correction
+    # int32 x float32 promotes to float32 inside the one kernel
+    result = acc * scales if bias is None else torch.addcmul(bias, acc, scales)
+    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+
+
+def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,
+                             column_sums: torch.Tensor, scale: torch.Tensor,
+                             out_dtype: torch.dtype) -> torch.Tensor:
+    """``Cast(MatMulInteger(a, weight, zero), float) * scale``, as ``quantize_dynamic`` writes it.
+
+    ``a``: 8-bit data (..., K) with a per-tensor ``zero`` point computed at run time
+    (DynamicQuantizeLinear's, or None); ``weight``: int8 N x K, zero point 0, with its int32
+    ``column_sums`` (1 x N); ``scale``: float32, per tensor or per output column.  The integer
+    product is exact as in :func:`integer_matmul`; the float32 product is the Cast and Mul's.
+    """
+    acc = _int8_rows_matmul(a, weight)
+    shift = 128 if a.dtype == torch.uint8 else 0
+    offset = shift if zero is None else shift - zero.to(torch.int32).reshape(())
+    acc = acc + offset * column_sums
+    return (acc * scale.reshape(-1)).reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+
+
+def _int8_rows_matmul(a: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """int32 ``rows(a) @ weight.T`` on ``torch._int_mm``, uint8 ``a`` moved down by 128 into int8
+    (``a ^ 0x80`` read as int8); on CUDA fewer than 17 rows are padded with zeros (the kernel's rule)."""
     rows = a.reshape(-1, a.shape[-1])
     count = rows.shape[0]
     if rows.dtype == torch.uint8:
         rows = torch.bitwise_xor(rows, 0x80).view(torch.int8)
     if rows.is_cuda and count < _CUDA_MIN_ROWS:
         rows = F.pad(rows, (0, 0, 0, _CUDA_MIN_ROWS - count))
-    acc = torch._int_mm(rows.contiguous(), weight.t())[:count]
-    if correction is not None:
-        acc = acc + correction
-    result = acc.to(torch.float32)
-    result = result * scales if bias is None else torch.addcmul(bias, result, scales)
-    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+    return torch._int_mm(rows.contiguous(), weight.t())[:count]
 
 
 def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
