@@ -11,20 +11,24 @@ Variants, each compiled on ``GPU.0`` through the public API:
 * ``float-f16``: the float model with ``INFERENCE_PRECISION_HINT`` f16 (the baseline);
 * ``float-f32``: the float model at the default f32;
 * ``qdq-static``: ``quantize_static(quant_format=QDQ)``, per-channel int8 weights, uint8
-  activations (MatMul/Gemm of DequantizeLinear outputs run as int8 matmuls);
+  activations (MatMul/Gemm of DequantizeLinear outputs run as int8 matmuls; Convs still
+  run in float on dequantized values);
 * ``qdq-static-f16``: the same under the f16 hint (float values between layers in f16);
-* ``dynamic``: ``quantize_dynamic`` (DynamicQuantizeLinear + MatMulInteger; Conv stays float
-  for the CNN unless ConvInteger is written).
+* ``dynamic``: ``quantize_dynamic`` (DynamicQuantizeLinear + MatMulInteger; the CNN's Convs
+  become ConvInteger, which this device runs as an exact float64 convolution: torch has no
+  int8 convolution kernel).
 
-Per row: the median wall time of one synchronous ``infer`` (``sync ms``), and the
-throughput of an ``AsyncInferQueue`` of ``--jobs`` requests over ``--iters``
-inferences (``items/s``); ``vs f16`` is that throughput over ``float-f16``'s.  On
-CUDA the inputs are torch tensors already on the GPU (no host copy in); outputs
-come back to the host as ``infer`` returns them.  JSON goes to
+Per row (model, ``PERFORMANCE_HINT``, variant): the median wall time of one
+synchronous ``infer`` (``sync ms``) and the throughput of an ``AsyncInferQueue``
+of ``--jobs`` requests over ``--iters`` inferences (``items/s``); ``vs f16`` is
+that throughput over ``float-f16``'s under the same hint.  Under THROUGHPUT the
+compiled tier (torch.compile, batch >= 8) is awaited before timing; ``tier`` says
+which served.  On CUDA the inputs are torch tensors already on the GPU (no host
+copy in); outputs come back to the host as ``infer`` returns them.  JSON goes to
 ``$OUT/gpu_quantized.json`` when ``OUT`` is set.
 
     python bench/gpu_quantized.py                    # both models on CUDA
-    python bench/gpu_quantized.py --models mlp --hint THROUGHPUT
+    python bench/gpu_quantized.py --models mlp --hints LATENCY,THROUGHPUT
     python bench/gpu_quantized.py --quick            # tiny shapes on the emulated GPU, to check the script
 
 Without CUDA the script runs ``--quick`` on an emulated ``GPU.0`` (torch on the CPU).
@@ -176,33 +180,42 @@ def _variant(variant: str, paths: dict[str, str]) -> tuple[str, dict[str, Any]]:
     return paths[source], {"INFERENCE_PRECISION_HINT": precision}
 
 
-def _measure(ov: Any, core: Any, variant: str, paths: dict[str, str], shape: tuple[int, ...],
+def _measure(ov: Any, core: Any, variant: str, hint: str, paths: dict[str, str], shape: tuple[int, ...],
              args: argparse.Namespace, feed: Callable[[np.ndarray], Any]) -> dict[str, Any]:
+    """One row; under THROUGHPUT the compiled tier is awaited (``--switch-timeout``) before timing."""
     path, config = _variant(variant, paths)
-    config["PERFORMANCE_HINT"] = args.hint
+    config["PERFORMANCE_HINT"] = hint
     start = time.perf_counter()
     compiled = core.compile_model(path, "GPU.0", config)
-    compile_s = time.perf_counter() - start
     feeds = {"x": feed(np.random.default_rng(2).standard_normal(shape).astype(np.float32))}
-    sync_ms = _sync_ms(compiled.create_infer_request(), feeds, args.warmup, args.iters)
+    request = compiled.create_infer_request()
+    request.infer(feeds)
+    tier = compiled.get_property("COMPILED_TIER")
+    while tier == "COMPILING" and time.perf_counter() - start < args.switch_timeout:
+        time.sleep(0.05)
+        tier = compiled.get_property("COMPILED_TIER")
+    compile_s = time.perf_counter() - start
+    sync_ms = _sync_ms(request, feeds, args.warmup, args.iters)
     items = _queue_items_per_s(ov, compiled, feeds, shape[0], args.jobs, args.iters)
-    return {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s}
+    return {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s, "tier": tier}
 
 
 # --- main --------------------------------------------------------------------------------
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
-    print(f"{'model':<10}{'variant':<16}{'sync ms':>10}{'items/s':>12}{'vs f16':>8}{'compile s':>11}")
-    baseline = {r["model"]: r.get("items_per_s") for r in rows if r["variant"] == "float-f16"}
+    print(f"{'model':<10}{'hint':<12}{'variant':<16}{'sync ms':>10}{'items/s':>12}{'vs f16':>8}"
+          f"{'compile s':>11}  tier")
+    baseline = {(r["model"], r["hint"]): r.get("items_per_s") for r in rows if r["variant"] == "float-f16"}
     for r in rows:
+        lead = f"{r['model']:<10}{r['hint']:<12}{r['variant']:<16}"
         if "error" in r:
-            print(f"{r['model']:<10}{r['variant']:<16}  failed: {r['error']}")
+            print(f"{lead}  failed: {r['error']}")
             continue
-        base = baseline.get(r["model"])
+        base = baseline.get((r["model"], r["hint"]))
         ratio = f"{r['items_per_s'] / base:.2f}x" if base else "-"
-        print(f"{r['model']:<10}{r['variant']:<16}{r['sync_ms']:>10.3f}{r['items_per_s']:>12.1f}{ratio:>8}"
-              f"{r['compile_s']:>11.2f}")
+        print(f"{lead}{r['sync_ms']:>10.3f}{r['items_per_s']:>12.1f}{ratio:>8}{r['compile_s']:>11.2f}"
+              f"  {r['tier']}")
 
 
 def main() -> None:
@@ -210,7 +223,11 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="mlp,resnet18")
     parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--hint", default="LATENCY", choices=("LATENCY", "THROUGHPUT"))
+    parser.add_argument("--hints", default="LATENCY",
+                        help="PERFORMANCE_HINT values, comma-separated: LATENCY (CUDA graphs of the eager "
+                             "lowering), THROUGHPUT (the torch.compile tier at batch >= 8, awaited)")
+    parser.add_argument("--switch-timeout", type=float, default=300.0,
+                        help="seconds to wait for the compiled tier under THROUGHPUT")
     parser.add_argument("--jobs", type=int, default=4, help="requests in flight in the AsyncInferQueue")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--iters", type=int, default=200)
@@ -234,17 +251,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for model in args.models.split(","):
             paths, shape = _prepare(model, args.quick, Path(folder))
-            for variant in args.variants.split(","):
-                row: dict[str, Any] = {"model": model, "variant": variant, "batch": shape[0]}
-                try:
-                    row.update(_measure(ov, core, variant, paths, shape, args, feed))
-                except Exception as e:  # noqa: BLE001 - one failing variant costs its row only
-                    row["error"] = f"{type(e).__name__}: {e}"[:300]
-                rows.append(row)
+            for hint in args.hints.split(","):
+                for variant in args.variants.split(","):
+                    row: dict[str, Any] = {"model": model, "hint": hint, "variant": variant,
+                                           "batch": shape[0]}
+                    try:
+                        row.update(_measure(ov, core, variant, hint, paths, shape, args, feed))
+                    except Exception as e:  # noqa: BLE001 - one failing variant costs its row only
+                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    rows.append(row)
     _print(rows)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_quantized.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name() if cuda else "emulated", "hint": args.hint, "rows": rows},
+            {"device": torch.cuda.get_device_name() if cuda else "emulated", "rows": rows},
             indent=1))
 
 
