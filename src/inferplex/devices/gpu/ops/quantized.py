@@ -69,7 +69,10 @@ def _as_int(x: torch.Tensor) -> torch.Tensor:
 def _saturate(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Rounded float values clamped to ``dtype``'s range and cast (exact: they are integers)."""
     low, high = _RANGES[dtype]
-    clamped = values.clamp(low, high).to(torch.int64)
+    clamped = values.clamp(low, high)
+    if dtype in (torch.int8, torch.uint8, torch.int16):
+        return clamped.to(dtype)  # one cast: every value in range is a float32 integer
+    clamped = clamped.to(torch.int64)
     return narrow(clamped, dtype) if dtype == torch.uint16 else clamped.to(dtype)
 
 
