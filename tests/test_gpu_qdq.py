@@ -183,6 +183,18 @@ def test_qdq_matmul_that_must_not_fuse_still_matches(core: ov.Core, weight_zero:
     assert "dqx" in ran  # the activation is dequantized and the MatMul runs in float
 
 
+def test_dequantized_activation_read_elsewhere_keeps_its_value(core: ov.Core) -> None:
+    weight = np.random.default_rng(17).integers(-128, 128, (32, 8), dtype=np.int8)
+    model = _qdq_matmul_model(weight, 0, False)
+    model.graph.output.append(helper.make_tensor_value_info("xd", TensorProto.FLOAT, [2, "S", 32]))
+    feeds = _matmul_feeds(weight, 4, False)
+    compiled = core.compile_model(model, "GPU.0")
+    results = compiled(feeds)
+    want = _ort_unfused(model, feeds)
+    np.testing.assert_allclose(np.asarray(results[0]), want[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(results[1]), want[1])
+
+
 def test_qdq_matmul_depth_not_multiple_of_8_is_not_fused(core: ov.Core) -> None:
     weight = np.random.default_rng(12).integers(-128, 128, (20, 16), dtype=np.int8)
     model = _qdq_matmul_model(weight, 0, False)
@@ -190,6 +202,28 @@ def test_qdq_matmul_depth_not_multiple_of_8_is_not_fused(core: ov.Core) -> None:
     got, ran = _run(core, model, feeds)
     np.testing.assert_allclose(got, _ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-4)
     assert "dqx" in ran
+
+
+@pytest.mark.parametrize(("trans_b", "alpha", "fused"), [(0, 1.0, True), (1, 1.0, True), (1, 0.5, False)])
+def test_qdq_gemm_fuses_where_it_is_a_plain_product(core: ov.Core, trans_b: int, alpha: float,
+                                                    fused: bool) -> None:
+    rng = np.random.default_rng(16)
+    weight = rng.integers(-128, 128, (16, 32) if trans_b else (32, 16), dtype=np.int8)
+    inits = [numpy_helper.from_array(np.array(0.04, np.float32), "sa"),
+             numpy_helper.from_array(np.array(120, np.uint8), "za"),
+             numpy_helper.from_array(np.array(0.003, np.float32), "sw"),
+             numpy_helper.from_array(weight, "wq"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "c")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sa", "za"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sa", "za"], ["xd"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["wq", "sw"], ["wd"], name="dqw"),
+             helper.make_node("Gemm", ["xd", "wd", "c"], ["y"], name="gemm", transB=trans_b, alpha=alpha)]
+    model = make_model(nodes, [("x", TensorProto.FLOAT, ["N", 32])], [("y", TensorProto.FLOAT, ["N", 16])],
+                       inits, opset=13)
+    feeds = {"x": rng.standard_normal((20, 32)).astype(np.float32)}
+    got, ran = _run(core, model, feeds)
+    np.testing.assert_allclose(got, _ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    assert "gemm" in ran and ("dqx" not in ran) == fused
 
 
 def test_static_qdq_mlp_under_f16_hint_stays_close(core: ov.Core, tmp_path: Any) -> None:
