@@ -4,7 +4,7 @@ A MatMul or Gemm of two DequantizeLinear outputs (``quantize_static`` with the Q
 format) runs as one int8 matmul.  Results are compared with ONNX Runtime running
 each op as written (graph optimizations off: its QDQ fusions requantize
 differently); the fusion is seen in the profiling records, where the activations'
-DequantizeLinear nodes no longer run.  Models it must not fuse (a weight computed
+QuantizeLinear and DequantizeLinear nodes no longer run.  Models it must not fuse (a weight computed
 at run time, a weight zero point other than 0) stay right.
 
 Dynamically quantized models are compared with ONNX Runtime on weights quantized
@@ -127,6 +127,9 @@ def test_static_qdq_mlp_matches_onnx_runtime_and_runs_fused(core: ov.Core, tmp_p
     assert len(gemms) == 3 and gemms <= ran
     activations = _activation_dequantizers(model)
     assert len(activations) == 3 and not activations & ran
+    # the QuantizeLinear before each of them runs inside the Gemm's call too; the output's remains
+    quantizers = {n.name for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    assert len(quantizers) == 4 and len(quantizers & ran) == 1
 
 
 def _qdq_matmul_model(weight: np.ndarray, weight_zero: int, bias: bool, constant_weight: bool = True,
@@ -168,7 +171,7 @@ def test_qdq_matmul_with_bias_fuses_and_matches_onnx_runtime(core: ov.Core, data
     got, ran = _run(core, model, feeds)
     (want,) = _ort_unfused(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-    assert "mm" in ran and "dqx" not in ran and "bias" not in ran
+    assert "mm" in ran and not {"qx", "dqx", "bias"} & ran
 
 
 @pytest.mark.parametrize(("weight_zero", "constant_weight"), [(3, True), (0, False)])
@@ -180,7 +183,7 @@ def test_qdq_matmul_that_must_not_fuse_still_matches(core: ov.Core, weight_zero:
     got, ran = _run(core, model, feeds)
     (want,) = _ort_unfused(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-    assert "dqx" in ran  # the activation is dequantized and the MatMul runs in float
+    assert {"qx", "dqx"} <= ran  # the activation is dequantized and the MatMul runs in float
 
 
 def test_dequantized_activation_read_elsewhere_keeps_its_value(core: ov.Core) -> None:
@@ -193,6 +196,8 @@ def test_dequantized_activation_read_elsewhere_keeps_its_value(core: ov.Core) ->
     want = _ort_unfused(model, feeds)
     np.testing.assert_allclose(np.asarray(results[0]), want[0], rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(np.asarray(results[1]), want[1])
+    _, ran = _run(core, model, feeds)
+    assert {"qx", "dqx"} <= ran
 
 
 def test_qdq_matmul_depth_not_multiple_of_8_is_not_fused(core: ov.Core) -> None:

@@ -202,8 +202,14 @@ class Builder:
         bias_value = found.bias
         bias = None if bias_value is None else self.buffer(
             ("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value], keep_type=True)
-        out_dtype = self.compute_dtype or torch.float32
-        args = (self.arg(found.activation), weight, correction, scales, bias, out_dtype)
+        args: tuple[Any, ...] = (weight, correction, scales, bias, self.compute_dtype or torch.float32)
+        if found.source is None:
+            args = (self.arg(found.activation), *args)
+        else:  # quantize the float input in the call (see QuantizedMatMul)
+            scale_value = found.activation_scale
+            scale = self.buffer(("value", scale_value, "float32"), (scale_value,),
+                                lambda: constants[scale_value].reshape(()), keep_type=True)
+            args = (self.arg(found.source), *args, scale, zero - (0 if found.activation_signed else 128))
         self.env[found.output] = self.call(name, node, quantized_linear, args)
 
     def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:

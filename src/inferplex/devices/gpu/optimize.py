@@ -32,8 +32,10 @@
   scale and zero point, the weight's is a constant 2-D int8 tensor with zero
   point 0 and a per-tensor or per-output-channel scale, and K, N are multiples
   of 8 (the int8 kernel's rule on CUDA).  A constant bias (Gemm's C, or an Add
-  after a MatMul) joins the epilogue.  Dequantization is linear, so this is the
-  same sum as the float MatMul on dequantized values (see ``quantized_linear``).
+  after a MatMul) joins the epilogue, and the QuantizeLinear that makes the
+  activation (same scale and zero point, read by nothing else) runs inside the
+  call.  Dequantization is linear, so this is the same sum as the float MatMul
+  on dequantized values (see ``quantized_linear``).
 
 :class:`WeightCache` holds the device tensors of constants for every lowering
 of one model, so a per-signature specialization reuses the generic lowering's
@@ -42,6 +44,7 @@ weights instead of uploading them again.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -129,6 +132,9 @@ class QuantizedMatMul:
     """The value the fused call produces (the MatMul's, or its bias Add's)."""
     dequantizers: tuple[ir.Node, ...]
     """The activation's and weight's DequantizeLinear nodes, absorbed where nothing else reads them."""
+    source: ir.Value | None = None
+    """The float input of the activation's QuantizeLinear when the call quantizes it itself (the
+    QuantizeLinear, with the DequantizeLinear's scale and zero point, feeds nothing else)."""
 
 
 @dataclass(frozen=True)
@@ -411,14 +417,39 @@ def _quantized_matmul(analysis: Analysis, names: dict[ir.Node, str], node: ir.No
                            (activation, dq))
 
 
-def _absorb_dequantizers(analysis: Analysis, fusions: Fusions) -> None:
-    """Skip the DequantizeLinear nodes that only fused int8 matmuls read."""
+def _absorb_dequantizers(analysis: Analysis, names: dict[ir.Node, str], fusions: Fusions) -> None:
+    """Skip the DequantizeLinear nodes that only fused int8 matmuls read, and the QuantizeLinear
+    before an activation's when it feeds only that one fused matmul (see :func:`_quantizer`)."""
     fused = {node for name, node in analysis.nodes if name in fusions.quantized_matmul}
-    for found in fusions.quantized_matmul.values():
+    for name, found in list(fusions.quantized_matmul.items()):
         for dq in found.dequantizers:
             value = dq.outputs[0]
             if not value.is_graph_output() and all(use.node in fused for use in value.uses()):
                 fusions.absorbed.add(dq)
+        activation = found.dequantizers[0]
+        if activation in fusions.absorbed and _sole_consumer(activation.outputs[0]) is not None \
+                and (quantizer := _quantizer(analysis, names, activation)) is not None:
+            fusions.absorbed.add(quantizer)
+            fusions.quantized_matmul[name] = dataclasses.replace(found, source=quantizer.inputs[0])
+
+
+def _quantizer(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> ir.Node | None:
+    """The QuantizeLinear of float32 data whose output only ``dq`` reads, with dq's constant scale
+    and zero point: quantizing and dequantizing with the same numbers is what the fused call does."""
+    quantizer, data = dq.inputs[0].producer(), dq.inputs[0]  # type: ignore[union-attr]
+    if quantizer is None or quantizer.op_type != "QuantizeLinear" or quantizer.domain not in _ONNX_DOMAINS \
+            or not _runs(analysis, names, quantizer) or _sole_consumer(data) is None \
+            or analysis.infos[names[quantizer]].input_dtypes[0] != ir.DataType.FLOAT:
+        return None
+    attributes = quantizer.attributes
+    if any(attributes[a].value for a in ("block_size", "output_dtype") if a in attributes):
+        return None
+    pairs = [(_constant(analysis, q), _constant(analysis, d)) for q, d in
+             zip(quantizer.inputs[1:3], dq.inputs[1:3], strict=False)]
+    if len(quantizer.inputs) != len(dq.inputs) or any(
+            q is None or d is None or q.dtype != d.dtype or not np.array_equal(q, d) for q, d in pairs):
+        return None
+    return quantizer
 
 
 def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
@@ -457,7 +488,7 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
             if found is not None:
                 fusions.linear[name] = found
                 fusions.absorbed.add(found[0])
-    _absorb_dequantizers(analysis, fusions)
+    _absorb_dequantizers(analysis, names, fusions)
     return fusions
 
 

@@ -248,7 +248,8 @@ def quantized_linear_arrays(weight: np.ndarray, transposed: bool, activation_sca
 
 
 def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Tensor | None,
-                     scales: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
+                     scales: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
+                     a_scale: torch.Tensor | None = None, a_zero: int = 0) -> torch.Tensor:
     """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
 
     ``a``: 8-bit data (..., K); ``weight``: int8 N x K (the matmul's K x N operand transposed)
@@ -258,7 +259,14 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     exact in int32 (K <= 2**16), so only the float32 rounding of the products and the sum differs.
     uint8 ``a`` moves down by 128 into int8 (see :func:`_int8_rows_matmul`); that shift and a's zero
     point come back exactly as the int32 ``correction``, ``(128 - za) * colsum`` (None when 0).
+    With ``a_scale``, ``a`` is the float input of the QuantizeLinear before (same scale and zero
+    point) and is quantized here as ONNX does, ``clamp(round(a / a_scale) + za)``, straight to
+    the int8 rows: ``a_zero`` is ``za - 128`` for uint8 data (``za`` for int8), whose range
+    [0, 255] moves to [-128, 127] with it.
     """
+    if a_scale is not None:
+        values = torch.round(a.to(torch.float32) / a_scale) + a_zero
+        a = values.clamp(-128, 127).to(torch.int8)
     acc = _int8_rows_matmul(a, weight)
     if correction is not None:
         acc = acc + correction
