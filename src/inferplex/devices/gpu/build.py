@@ -213,13 +213,17 @@ class Builder:
         self.env[found.output] = self.call(name, node, quantized_linear, args)
 
     def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:
-        weight_array = self.analysis.constants[found.weight]
+        constants = self.analysis.constants
+        weight_array = constants[found.weight]
         weight = self.buffer(("dynamic_matmul", found.weight, "weight"), (found.weight,),
                              lambda: np.ascontiguousarray(weight_array.T))
         sums = self.buffer(("dynamic_matmul", found.weight, "sums"), (found.weight,),
                            lambda: weight_array.sum(axis=0, dtype=np.int32).reshape(1, -1))
         matmul = found.matmul
         zero = self.arg(matmul.inputs[2]) if len(matmul.inputs) > 2 else None
-        args = (self.arg(matmul.inputs[0]), zero, weight, sums, self.arg(found.scale),
+        bias_value = found.bias
+        bias = None if bias_value is None else self.buffer(
+            ("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value], keep_type=True)
+        args = (self.arg(matmul.inputs[0]), zero, weight, sums, self.arg(found.scale), bias,
                 self.compute_dtype or torch.float32)
         self.env[found.output] = self.call(found.matmul_name, matmul, dynamic_quantized_linear, args)

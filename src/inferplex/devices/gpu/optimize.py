@@ -24,7 +24,8 @@
 * ``Mul(Cast(MatMulInteger(a, W)), scale)``, as ``quantize_dynamic`` writes a
   MatMul, becomes one call (:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`)
   when W is a constant 2-D int8 tensor with zero point 0, K and N multiples of
-  8, a's zero point one value and the scale one value or one per column.
+  8, a's zero point one value and the scale one value or one per column; a
+  constant bias Add after the Mul joins the call.
 * A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
   ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
   one int8 matmul (:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`):
@@ -148,10 +149,12 @@ class DynamicMatMul:
     weight: ir.Value
     """The constant int8 K x N weight."""
     scale: ir.Value
+    bias: ir.Value | None
+    """A constant float32 bias of N values added after the Mul, or None."""
     output: ir.Value
-    """The Mul's output."""
+    """The Mul's output, or the bias Add's."""
     absorbed: tuple[ir.Node, ...]
-    """MatMulInteger and Cast: the Mul emits the call, where the scale is ready too."""
+    """MatMulInteger and Cast (the Mul emits the call, where the scale is ready too), and the Add."""
 
 
 @dataclass
@@ -378,9 +381,27 @@ def _dynamic_matmul(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node)
                 or scale_shape not in ((), (1,), (weight.shape[1],)) \
                 or analysis.infos[names[mul]].input_dtypes[1 - index] != ir.DataType.FLOAT:
             continue
+        found = _bias_add(analysis, names, mul, weight.shape[1])
+        absorbed: tuple[ir.Node, ...]
+        if found is None:
+            bias, output, absorbed = None, mul.outputs[0], (matmul, cast)
+        else:
+            bias, output, absorbed = found[1], found[0].outputs[0], (matmul, cast, found[0])
         return DynamicMatMul(matmul, names[matmul], matmul.inputs[1], mul.inputs[1 - index],  # type: ignore[arg-type]
-                             mul.outputs[0], (matmul, cast))
+                             bias, output, absorbed)
     return None
+
+
+def _bias_add(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node,
+              columns: int) -> tuple[ir.Node, ir.Value] | None:
+    """The Add that alone reads ``node``'s output, with the constant float32 bias of ``columns``
+    values it adds."""
+    found = _next(analysis, names, node, ("Add",))
+    if found is None:
+        return None
+    add, index = found
+    bias = add.inputs[1 - index]
+    return (add, bias) if bias is not None and _float_vector(analysis, bias, columns) else None
 
 
 def _float_vector(analysis: Analysis, value: ir.Value | None, size: int) -> bool:
@@ -407,9 +428,8 @@ def _quantized_matmul(analysis: Analysis, names: dict[ir.Node, str], node: ir.No
     (dq, columns) = weight
     if node.op_type == "Gemm" and bias is not None and not _float_vector(analysis, bias, columns):
         return None
-    if node.op_type == "MatMul" and (add := _next(analysis, names, node, ("Add",))) is not None \
-            and _float_vector(analysis, add[0].inputs[1 - add[1]], columns):
-        bias, output = add[0].inputs[1 - add[1]], add[0].outputs[0]
+    if node.op_type == "MatMul" and (add := _bias_add(analysis, names, node, columns)) is not None:
+        bias, output = add[1], add[0].outputs[0]
     zero = activation.inputs[2] if len(activation.inputs) > 2 else None
     signed = analysis.infos[names[activation]].input_dtypes[0] == ir.DataType.INT8
     return QuantizedMatMul(activation.inputs[0], activation.inputs[1], zero, signed,  # type: ignore[arg-type]

@@ -164,8 +164,8 @@ def nn_dtype(dtype: ir.DataType) -> torch.dtype:
 def _dynamic_quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         # ONNX: the range always holds 0; scale = range / 255 (1/255 for an all-zero input).
-        high = torch.clamp(x.max(), min=0) if x.numel() else x.new_zeros(())
-        low = torch.clamp(x.min(), max=0) if x.numel() else x.new_zeros(())
+        low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+        low, high = torch.clamp(low, max=0), torch.clamp(high, min=0)
         span = torch.where(high == low, torch.ones_like(high), high - low)
         scale = span / 255
         zero = torch.round(torch.clamp(-low / scale, 0, 255))
@@ -276,20 +276,23 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
 
 
 def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,
-                             column_sums: torch.Tensor, scale: torch.Tensor,
+                             column_sums: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
                              out_dtype: torch.dtype) -> torch.Tensor:
-    """``Cast(MatMulInteger(a, weight, zero), float) * scale``, as ``quantize_dynamic`` writes it.
+    """``Cast(MatMulInteger(a, weight, zero), float) * scale (+ bias)``, as ``quantize_dynamic``
+    writes a MatMul (and the Add of a Gemm's bias).
 
     ``a``: 8-bit data (..., K) with a per-tensor ``zero`` point computed at run time
     (DynamicQuantizeLinear's, or None); ``weight``: int8 N x K, zero point 0, with its int32
-    ``column_sums`` (1 x N); ``scale``: float32, per tensor or per output column.  The integer
+    ``column_sums`` (1 x N); ``scale``: float32, per tensor or per output column; ``bias``:
+    float32, one per output column, or None.  The integer
     product is exact as in :func:`integer_matmul`; the float32 product is the Cast and Mul's.
     """
     acc = _int8_rows_matmul(a, weight)
     shift = 128 if a.dtype == torch.uint8 else 0
     offset = shift if zero is None else shift - zero.to(torch.int32).reshape(())
     acc = acc + offset * column_sums
-    return (acc * scale.reshape(-1)).reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+    result = acc * scale.reshape(-1) if bias is None else torch.addcmul(bias, acc, scale.reshape(-1))
+    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
 
 
 def _int8_rows_matmul(a: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
