@@ -279,6 +279,8 @@ def test_qdq_matmul_on_cuda_matches_onnx_runtime_at_any_row_count(tmp_path: Any,
 def test_static_qdq_mlp_on_cuda_matches_onnx_runtime(tmp_path: Any) -> None:
     model = _quantized(tmp_path, _mlp(), True, per_channel=True)
     feeds = {"x": np.random.default_rng(15).standard_normal((256, 64)).astype(np.float32)}
-    got, _ = _run(ov.Core(), model, feeds)
     (want,) = _ort_unfused(model, feeds)
-    np.testing.assert_allclose(got, want, rtol=0, atol=_output_scale(model) * 1.01)
+    compiled = ov.Core().compile_model(model, "GPU.0")  # not profiled: CUDA graphs replay the calls
+    for _ in range(3):
+        got = np.asarray(compiled(feeds)[0])
+        np.testing.assert_allclose(got, want, rtol=0, atol=_output_scale(model) * 1.01)
