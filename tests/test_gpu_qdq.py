@@ -231,6 +231,23 @@ def test_qdq_gemm_fuses_where_it_is_a_plain_product(core: ov.Core, trans_b: int,
     assert "gemm" in ran and ("dqx" not in ran) == fused
 
 
+def test_qdq_model_loaded_from_the_cache_runs_fused_with_the_same_results(core: ov.Core,
+                                                                           tmp_path: Any) -> None:
+    model = _quantized(tmp_path, _mlp(), True, per_channel=True)
+    feeds = {"x": np.random.default_rng(18).standard_normal((16, 64)).astype(np.float32)}
+    config = {**_PROFILED, "CACHE_DIR": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        compiled = core.compile_model(model, "GPU.0", config)
+        request = compiled.create_infer_request()
+        runs.append((np.asarray(request.infer(feeds)[0]), {r.node_name for r in request.get_profiling_info()},
+                     compiled.get_property("LOADED_FROM_CACHE")))
+    (cold, _, cold_cached), (warm, warm_ran, warm_cached) = runs
+    assert not cold_cached and warm_cached
+    np.testing.assert_array_equal(warm, cold)
+    assert not _activation_dequantizers(model) & warm_ran and {"/0/Gemm", "/2/Gemm", "/4/Gemm"} <= warm_ran
+
+
 def test_static_qdq_mlp_under_f16_hint_stays_close(core: ov.Core, tmp_path: Any) -> None:
     model = _quantized(tmp_path, _mlp(), True, per_channel=True)
     feeds = {"x": np.random.default_rng(6).standard_normal((32, 64)).astype(np.float32)}

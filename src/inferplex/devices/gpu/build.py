@@ -11,6 +11,7 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
+from inferplex.devices.gpu._quantized_fusions import DynamicMatMul, QuantizedMatMul
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.ops.quantized import (
     dynamic_quantized_linear,
@@ -18,9 +19,7 @@ from inferplex.devices.gpu.ops.quantized import (
     quantized_linear_arrays,
 )
 from inferplex.devices.gpu.optimize import (
-    DynamicMatMul,
     Fusions,
-    QuantizedMatMul,
     WeightCache,
     fold_conv_bn,
     linear,
