@@ -284,8 +284,9 @@ def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight:
     ``a``: 8-bit data (..., K) with a per-tensor ``zero`` point computed at run time
     (DynamicQuantizeLinear's, or None); ``weight``: int8 N x K, zero point 0, with its int32
     ``column_sums`` (1 x N); ``scale``: float32, per tensor or per output column; ``bias``:
-    float32, one per output column, or None.  The integer
-    product is exact as in :func:`integer_matmul`; the float32 product is the Cast and Mul's.
+    float32, one per output column, or None.  The integer product is exact as in
+    :func:`integer_matmul`; the float32 product (and sum) is the Cast, Mul (and Add)'s up to
+    float32 rounding.
     """
     acc = _int8_rows_matmul(a, weight)
     shift = 128 if a.dtype == torch.uint8 else 0
