@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,13 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
+from inferplex.devices.gpu._quantized_fusions import DynamicMatMul, QuantizedMatMul
 from inferplex.devices.gpu.ops.control_flow import outer_values
+from inferplex.devices.gpu.ops.quantized import (
+    dynamic_quantized_linear,
+    quantized_linear,
+    quantized_linear_arrays,
+)
 from inferplex.devices.gpu.optimize import (
     Fusions,
     WeightCache,
@@ -74,8 +81,11 @@ class Builder:
         self.buffer_nodes: dict[Any, torch.fx.Node] = {}
 
     def buffer(self, key: Any, sources: Iterable[ir.Value | None], make_array: Callable[[], np.ndarray],
-               channels_last: bool = False) -> torch.fx.Node:
-        """A buffer of the module, taken from (or put in) the shared cache when its sources allow."""
+               channels_last: bool = False, keep_type: bool = False) -> torch.fx.Node:
+        """A buffer of the module, taken from (or put in) the shared cache when its sources allow.
+
+        ``keep_type``: float32 stays float32 under a reduced precision (quantization scales).
+        """
         if key in self.buffer_nodes:
             return self.buffer_nodes[key]
 
@@ -85,7 +95,8 @@ class Builder:
             # Never alias the model's own arrays; numpy_to_torch copied read-only ones already.
             shared = tensor.numel() > 0 and np.may_share_memory(array, tensor.numpy()) \
                 if tensor.dtype != torch.bfloat16 else True
-            if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64):
+            if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64) \
+                    and not keep_type:
                 tensor, shared = tensor.to(self.compute_dtype), False
             tensor = tensor.to(self.device, copy=shared)
             if channels_last and tensor.dim() == 4:
@@ -126,6 +137,12 @@ class Builder:
             return
         if name in self.fusions.linear:
             self._emit_linear(name, node, *self.fusions.linear[name])
+            return
+        if name in self.fusions.quantized_matmul:
+            self._emit_quantized_matmul(name, node, self.fusions.quantized_matmul[name])
+            return
+        if name in self.fusions.dynamic_matmul:
+            self._emit_dynamic_matmul(self.fusions.dynamic_matmul[name])
             return
         if name in self.fusions.attention:
             found = self.fusions.attention[name]
@@ -175,3 +192,49 @@ class Builder:
     def _emit_linear(self, name: str, matmul: ir.Node, add: ir.Node, bias_index: int) -> None:
         args = (self.arg(matmul.inputs[0]), self.arg(matmul.inputs[1]), self.arg(add.inputs[bias_index]))
         self.env[add.outputs[0]] = self.call(name, matmul, linear, args)
+
+    def _emit_quantized_matmul(self, name: str, node: ir.Node, found: QuantizedMatMul) -> None:
+        constants = self.analysis.constants
+        zero = 0 if found.activation_zero is None else int(constants[found.activation_zero].reshape(-1)[0])
+        offset = (0 if found.activation_signed else 128) - zero
+        sources = (found.weight, found.weight_scale, found.activation_scale, found.activation_zero)
+        arrays: list[np.ndarray] = []
+
+        def made(index: int) -> np.ndarray:
+            if not arrays:  # computed once, only when a tensor is not cached yet
+                arrays.extend(quantized_linear_arrays(constants[found.weight], found.transposed,
+                                                      constants[found.activation_scale],
+                                                      constants[found.weight_scale], offset))
+            return arrays[index]
+
+        weight, correction, scales = (
+            self.buffer(("quantized_matmul", name, i), sources, functools.partial(made, i), keep_type=True)
+            if i != 1 or offset else None for i in range(3))
+        bias_value = found.bias
+        bias = None if bias_value is None else self.buffer(
+            ("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value], keep_type=True)
+        args: tuple[Any, ...] = (weight, correction, scales, bias, self.compute_dtype or torch.float32)
+        if found.source is None:
+            args = (self.arg(found.activation), *args)
+        else:  # quantize the float input in the call (see QuantizedMatMul)
+            scale_value = found.activation_scale
+            scale = self.buffer(("value", scale_value, "float32"), (scale_value,),
+                                lambda: constants[scale_value].reshape(()), keep_type=True)
+            args = (self.arg(found.source), *args, scale, zero - (0 if found.activation_signed else 128))
+        self.env[found.output] = self.call(name, node, quantized_linear, args)
+
+    def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:
+        constants = self.analysis.constants
+        weight_array = constants[found.weight]
+        weight = self.buffer(("dynamic_matmul", found.weight, "weight"), (found.weight,),
+                             lambda: np.ascontiguousarray(weight_array.T))
+        sums = self.buffer(("dynamic_matmul", found.weight, "sums"), (found.weight,),
+                           lambda: weight_array.sum(axis=0, dtype=np.int32).reshape(1, -1))
+        matmul = found.matmul
+        zero = self.arg(matmul.inputs[2]) if len(matmul.inputs) > 2 else None
+        bias_value = found.bias
+        bias = None if bias_value is None else self.buffer(
+            ("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value], keep_type=True)
+        args = (self.arg(matmul.inputs[0]), zero, weight, sums, self.arg(found.scale), bias,
+                self.compute_dtype or torch.float32)
+        self.env[found.output] = self.call(found.matmul_name, matmul, dynamic_quantized_linear, args)

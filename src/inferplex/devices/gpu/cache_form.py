@@ -10,10 +10,12 @@ weights (``python bench/cache.py --breakdown`` measures each part).  The cached
 form keeps the results of that work as data:
 
 * the **optimised model**, as ONNX: every value the analysis resolved and a
-  run-time node reads is an initializer, nodes resolved to constants are gone,
-  each Conv + BatchNormalization pair is one Conv with the folded weight and
-  bias, every node is named with its friendly name and every value carries the
-  type and shape that shape inference found.  Lowering it again gives the same
+  run-time node reads is an initializer, nodes resolved to constants are gone
+  (but the DequantizeLinear of an int8 weight that a quantized matmul reads,
+  which folds again, so that the int8 matmul is found again), each Conv +
+  BatchNormalization pair is one Conv with the folded weight and bias, every
+  node is named with its friendly name and every value carries the type and
+  shape that shape inference found.  Lowering it again gives the same
   GraphModule (the same lowerings, called with the same weights), without the
   folding: the weights are bit for bit those the cold compile uploaded (under
   f16/bf16 hints, the reduced-precision weights widened back to the model's
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["FORM_VERSION", "CachedForm", "NotCacheableError", "load_torch_artifacts", "optimised_model",
            "pack", "recording_torch_artifacts", "unpack"]
 
-FORM_VERSION = 1
+FORM_VERSION = 2
 """Version of the layout and of the rewrite; part of the GPU plugin's cache fingerprint."""
 
 _MAGIC = b"INFERPLEX-GPU-FORM\x00"
@@ -92,9 +94,11 @@ def optimised_model(model: ir.Model, analysis: Analysis, fusions: Fusions, weigh
     """
     rewrite = _Rewrite(analysis, weights)
     absorbed = set(fusions.conv_bn.values())  # MatMul + Add stay two nodes: the lowering fuses them again
+    # A quantized weight's DequantizeLinear stays a node (it folds again) so the int8 matmul is found again.
+    dequantizers = {dq for found in fusions.quantized_matmul.values() for dq in found.dequantizers[1:]}
     nodes: list[ir.Node] = []
     for name, node in analysis.nodes:
-        if name in analysis.folded or node in absorbed:
+        if (name in analysis.folded and node not in dequantizers) or node in absorbed:
             continue
         if any(attribute.type in _SUBGRAPH_ATTRIBUTES for attribute in node.attributes.values()):
             raise NotCacheableError(f"node {name} ({node.op_type}) holds a subgraph")

@@ -21,6 +21,22 @@
   logical shapes, and every reshape in the lowerings is ``reshape`` (which
   copies non-contiguous data), so results are the same, only the layout the
   convolution kernels see changes.
+* ``Mul(Cast(MatMulInteger(a, W)), scale)``, as ``quantize_dynamic`` writes a
+  MatMul, becomes one call (:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`)
+  when W is a constant 2-D int8 tensor with zero point 0, K and N multiples of
+  8, a's zero point one value and the scale one value or one per column; a
+  constant bias Add after the Mul joins the call.
+* A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
+  ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
+  one int8 matmul (:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`):
+  the activation's DequantizeLinear reads 8-bit data with a constant per-tensor
+  scale and zero point, the weight's is a constant 2-D int8 tensor with zero
+  point 0 and a per-tensor or per-output-channel scale, and K, N are multiples
+  of 8 (the int8 kernel's rule on CUDA).  A constant bias (Gemm's C, or an Add
+  after a MatMul) joins the epilogue, and the QuantizeLinear that makes the
+  activation (same scale and zero point, read by nothing else) runs inside the
+  call.  Dequantization is linear, so this is the same sum as the float MatMul
+  on dequantized values (see ``quantized_linear``).
 
 :class:`WeightCache` holds the device tensors of constants for every lowering
 of one model, so a per-signature specialization reuses the generic lowering's
@@ -39,13 +55,25 @@ import onnx_ir as ir
 import torch
 import torch.nn.functional as F
 
+from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
+from inferplex.devices.gpu._graph import constant as _constant
+from inferplex.devices.gpu._graph import next_consumer as _next
+from inferplex.devices.gpu._graph import runs as _runs
+from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
+from inferplex.devices.gpu._quantized_fusions import (
+    DynamicMatMul,
+    QuantizedMatMul,
+    absorb_quantizers,
+    dynamic_matmul,
+    quantized_matmul,
+)
+
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
 __all__ = ["Attention", "Fusions", "WeightCache", "fold_conv_bn", "linear", "plan_fusions",
            "scaled_dot_product_attention", "to_channels_last"]
 
-_ONNX_DOMAINS = ("", "ai.onnx")
 _FLOAT_KINDS = "f"
 _ATTENTION_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
 
@@ -106,6 +134,10 @@ class Fusions:
     """MatMul -> (the Add it absorbs, index of the bias among the Add's inputs)."""
     attention: dict[str, Attention] = field(default_factory=dict)
     """Last MatMul of an attention chain -> the chain."""
+    quantized_matmul: dict[str, QuantizedMatMul] = field(default_factory=dict)
+    """MatMul or Gemm of DequantizeLinear outputs -> the int8 matmul that replaces it."""
+    dynamic_matmul: dict[str, DynamicMatMul] = field(default_factory=dict)
+    """Mul of a Cast MatMulInteger by its scale -> the chain."""
     absorbed: set[ir.Node] = field(default_factory=set)
     """Nodes emitted as part of another: they are skipped."""
     channels_last_convs: set[str] = field(default_factory=set)
@@ -114,24 +146,8 @@ class Fusions:
     """4-D Conv weights stored NHWC."""
 
 
-def _sole_consumer(value: ir.Value | None) -> tuple[ir.Node, int] | None:
-    if value is None or value.is_graph_output():
-        return None
-    uses = list(value.uses())
-    return (uses[0].node, uses[0].idx) if len(uses) == 1 else None
-
-
 def _is_float(array: np.ndarray | None) -> bool:
     return array is not None and (array.dtype.kind == _FLOAT_KINDS or array.dtype.name == "bfloat16")
-
-
-def _constant(analysis: Analysis, value: ir.Value | None) -> np.ndarray | None:
-    return None if value is None else analysis.constants.get(value)
-
-
-def _runs(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> bool:
-    name = names.get(node)
-    return name is not None and name in analysis.functions and name not in analysis.folded
 
 
 def _bn_after(analysis: Analysis, names: dict[ir.Node, str], conv: ir.Node) -> ir.Node | None:
@@ -173,16 +189,6 @@ def _bias_add_after(analysis: Analysis, names: dict[ir.Node, str],
             or bias.dtype != weight.dtype:
         return None
     return add, bias_index
-
-
-def _next(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node,
-          op_types: tuple[str, ...]) -> tuple[ir.Node, int] | None:
-    """The sole consumer of ``node``'s output when it is one of ``op_types`` and runs."""
-    consumer = _sole_consumer(node.outputs[0])
-    if consumer is None or consumer[0].op_type not in op_types or consumer[0].domain not in _ONNX_DOMAINS \
-            or not _runs(analysis, names, consumer[0]):
-        return None
-    return consumer
 
 
 def _scalar(analysis: Analysis, value: ir.Value | None) -> float | None:
@@ -235,7 +241,6 @@ def _attention_from(analysis: Analysis, names: dict[ir.Node, str], matmul: ir.No
     return Attention(matmul.inputs[0], matmul.inputs[1], last[0].inputs[1], mask, scale,  # type: ignore[arg-type]
                      last[0].outputs[0], (matmul, *chain, softmax))
 
-
 def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
     """Find the rewrites of the module docstring in an analysis (which is not changed)."""
     names = {node: name for name, node in analysis.nodes}
@@ -259,11 +264,20 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
         elif node.op_type == "MatMul" and (attention := _attention_from(analysis, names, node)) is not None:
             fusions.attention[names[attention.output.producer()]] = attention  # type: ignore[index]
             fusions.absorbed.update(attention.absorbed)
+        elif node.op_type in ("MatMul", "Gemm") \
+                and (quantized := quantized_matmul(analysis, names, node)) is not None:
+            fusions.quantized_matmul[name] = quantized
+            if quantized.output is not node.outputs[0]:
+                fusions.absorbed.add(quantized.output.producer())  # type: ignore[arg-type]
+        elif node.op_type == "Mul" and (dynamic := dynamic_matmul(analysis, names, node)) is not None:
+            fusions.dynamic_matmul[name] = dynamic
+            fusions.absorbed.update(dynamic.absorbed)
         elif node.op_type == "MatMul":
             found = _bias_add_after(analysis, names, node)
             if found is not None:
                 fusions.linear[name] = found
                 fusions.absorbed.add(found[0])
+    absorb_quantizers(analysis, names, fusions.quantized_matmul, fusions.absorbed)
     return fusions
 
 

@@ -9,6 +9,9 @@ Matmuls whose b is int8 with no zero point (the usual quantized weight) run on
 torch's int8 kernel ``torch._int_mm`` with int32 sums, whatever a's type and zero
 point (see :func:`integer_matmul`; on CUDA it takes M > 16 and K, N multiples of
 8); other matmuls use the CPU's integer kernels, or float64 on CUDA.
+:func:`quantized_linear` runs a MatMul of two DequantizeLinear outputs (a QDQ
+model's) on the same int8 kernel; the GPU lowering's fusion planning
+(:mod:`..optimize`) picks the nodes it replaces.
 Requantization follows ONNX's reference: the scale ratio is formed in the
 scales' own type, applied in float64, rounded half to even and saturated to the
 output type.  Float8 data quantizes and dequantizes; int4/int2 are refused.
@@ -19,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 import torch
+import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops._common import (
@@ -64,7 +69,10 @@ def _as_int(x: torch.Tensor) -> torch.Tensor:
 def _saturate(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Rounded float values clamped to ``dtype``'s range and cast (exact: they are integers)."""
     low, high = _RANGES[dtype]
-    clamped = values.clamp(low, high).to(torch.int64)
+    clamped = values.clamp(low, high)
+    if dtype in (torch.int8, torch.uint8, torch.int16):
+        return clamped.to(dtype)  # one cast: every value in range is a float32 integer
+    clamped = clamped.to(torch.int64)
     return narrow(clamped, dtype) if dtype == torch.uint16 else clamped.to(dtype)
 
 
@@ -156,8 +164,8 @@ def nn_dtype(dtype: ir.DataType) -> torch.dtype:
 def _dynamic_quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         # ONNX: the range always holds 0; scale = range / 255 (1/255 for an all-zero input).
-        high = torch.clamp(x.max(), min=0) if x.numel() else x.new_zeros(())
-        low = torch.clamp(x.min(), max=0) if x.numel() else x.new_zeros(())
+        low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+        low, high = torch.clamp(low, max=0), torch.clamp(high, min=0)
         span = torch.where(high == low, torch.ones_like(high), high - low)
         scale = span / 255
         zero = torch.round(torch.clamp(-low / scale, 0, 255))
@@ -220,6 +228,84 @@ def _int8_kernel(a: torch.Tensor, a_zero: torch.Tensor | None, b: torch.Tensor) 
         # torch sums integers into int64: keep the column sums int32, like the product
         acc = acc + offset * b.sum(0, keepdim=True, dtype=torch.int32)
     return acc.reshape(*a.shape[:-1], b.shape[1])
+
+
+_CUDA_MIN_ROWS = 17
+"""``torch._int_mm`` on CUDA takes more than 16 rows."""
+
+
+def quantized_linear_arrays(weight: np.ndarray, transposed: bool, activation_scale: np.ndarray,
+                            weight_scale: np.ndarray, offset: int
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The int8 N x K weight, the int32 correction (1 x N) and the float32 scale products (N or 1)
+    that :func:`quantized_linear` takes, from a QDQ MatMul's constants (weight N x K if
+    ``transposed``, else K x N).  N x K rows make the K x N operand column-major, the layout
+    cuBLASLt's int8 kernels read.  ``offset``: ``128 - za`` for uint8 data, ``-za`` for int8."""
+    nk = np.ascontiguousarray(weight if transposed else weight.T, dtype=np.int8)
+    correction = (offset * nk.sum(axis=1, dtype=np.int64)).astype(np.int32).reshape(1, -1)
+    scales = (activation_scale.astype(np.float32).reshape(()) * weight_scale.astype(np.float32).reshape(-1))
+    return nk, correction, scales.astype(np.float32)
+
+
+def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Tensor | None,
+                     scales: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
+                     a_scale: torch.Tensor | None = None, a_zero: int = 0) -> torch.Tensor:
+    """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
+
+    ``a``: 8-bit data (..., K); ``weight``: int8 N x K (the matmul's K x N operand transposed)
+    with zero point 0; ``scales``: float32 ``a_scale * w_scale`` per tensor or per output column.
+    Same numbers as ONNX's ops up to float32 rounding:
+    ``sum_k (a_k - za) sa * w_kn sw_n = (sa sw_n) * sum_k (a_k - za) w_kn`` and the integer sum is
+    exact in int32 (K <= 2**16), so only the float32 rounding of the products and the sum differs.
+    uint8 ``a`` moves down by 128 into int8 (see :func:`_int8_rows_matmul`); that shift and a's zero
+    point come back exactly as the int32 ``correction``, ``(128 - za) * colsum`` (None when 0).
+    With ``a_scale``, ``a`` is the float input of the QuantizeLinear before (same scale and zero
+    point) and is quantized here as ONNX does, ``clamp(round(a / a_scale) + za)``, straight to
+    the int8 rows: ``a_zero`` is ``za - 128`` for uint8 data (``za`` for int8), whose range
+    [0, 255] moves to [-128, 127] with it.
+    """
+    if a_scale is not None:
+        values = torch.round(a.to(torch.float32) / a_scale) + a_zero
+        a = values.clamp(-128, 127).to(torch.int8)
+    acc = _int8_rows_matmul(a, weight)
+    if correction is not None:
+        acc = acc + correction
+    # int32 x float32 promotes to float32 inside the one kernel
+    result = acc * scales if bias is None else torch.addcmul(bias, acc, scales)
+    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+
+
+def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,
+                             column_sums: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
+                             out_dtype: torch.dtype) -> torch.Tensor:
+    """``Cast(MatMulInteger(a, weight, zero), float) * scale (+ bias)``, as ``quantize_dynamic``
+    writes a MatMul (and the Add of a Gemm's bias).
+
+    ``a``: 8-bit data (..., K) with a per-tensor ``zero`` point computed at run time
+    (DynamicQuantizeLinear's, or None); ``weight``: int8 N x K, zero point 0, with its int32
+    ``column_sums`` (1 x N); ``scale``: float32, per tensor or per output column; ``bias``:
+    float32, one per output column, or None.  The integer product is exact as in
+    :func:`integer_matmul`; the float32 product (and sum) is the Cast, Mul (and Add)'s up to
+    float32 rounding.
+    """
+    acc = _int8_rows_matmul(a, weight)
+    shift = 128 if a.dtype == torch.uint8 else 0
+    offset = shift if zero is None else shift - zero.to(torch.int32).reshape(())
+    acc = acc + offset * column_sums
+    result = acc * scale.reshape(-1) if bias is None else torch.addcmul(bias, acc, scale.reshape(-1))
+    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+
+
+def _int8_rows_matmul(a: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """int32 ``rows(a) @ weight.T`` on ``torch._int_mm``, uint8 ``a`` moved down by 128 into int8
+    (``a ^ 0x80`` read as int8); on CUDA fewer than 17 rows are padded with zeros (the kernel's rule)."""
+    rows = a.reshape(-1, a.shape[-1])
+    count = rows.shape[0]
+    if rows.dtype == torch.uint8:
+        rows = torch.bitwise_xor(rows, 0x80).view(torch.int8)
+    if rows.is_cuda and count < _CUDA_MIN_ROWS:
+        rows = F.pad(rows, (0, 0, 0, _CUDA_MIN_ROWS - count))
+    return torch._int_mm(rows.contiguous(), weight.t())[:count]
 
 
 def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:

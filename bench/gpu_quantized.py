@@ -1,0 +1,271 @@
+"""Quantized models on the GPU device: static QDQ and dynamic quantization against the f16 model.
+
+Two models, exported from torch with a static batch and quantized with
+``onnxruntime.quantization``:
+
+* ``mlp``: 4 x (Linear 1024 -> 1024, ReLU), batch 256;
+* ``resnet18``: a ResNet-18-shaped CNN (BasicBlocks 64-128-256-512, 224 x 224), batch 32.
+
+Variants, each compiled on ``GPU.0`` through the public API:
+
+* ``float-f16``: the float model with ``INFERENCE_PRECISION_HINT`` f16 (the baseline);
+* ``float-f32``: the float model at the default f32;
+* ``qdq-static``: ``quantize_static(quant_format=QDQ)``, per-channel int8 weights, uint8
+  activations (MatMul/Gemm of DequantizeLinear outputs run as int8 matmuls; Convs still
+  run in float on dequantized values);
+* ``qdq-static-f16``: the same under the f16 hint (float values between layers in f16);
+* ``dynamic``: ``quantize_dynamic`` (DynamicQuantizeLinear + MatMulInteger; the CNN's Convs
+  become ConvInteger, which this device runs as an exact float64 convolution: torch has no
+  int8 convolution kernel).
+
+Per row (model, ``PERFORMANCE_HINT``, variant): the median wall time of one
+synchronous ``infer`` (``sync ms``) and the throughput of an ``AsyncInferQueue``
+of ``--jobs`` requests over ``--iters`` inferences (``items/s``); ``vs f16`` is
+that throughput over ``float-f16``'s under the same hint.  Under THROUGHPUT the
+compiled tier (torch.compile, batch >= 8) is awaited before timing; ``tier`` says
+which served.  On CUDA the inputs are torch tensors already on the GPU (no host
+copy in); outputs come back to the host as ``infer`` returns them.  JSON goes to
+``$OUT/gpu_quantized.json`` when ``OUT`` is set.
+
+    python bench/gpu_quantized.py                    # both models on CUDA
+    python bench/gpu_quantized.py --models mlp --hints LATENCY,THROUGHPUT
+    python bench/gpu_quantized.py --quick            # tiny shapes on the emulated GPU, to check the script
+
+Without CUDA the script runs ``--quick`` on an emulated ``GPU.0`` (torch on the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+VARIANTS = ("float-f16", "float-f32", "qdq-static", "qdq-static-f16", "dynamic")
+
+
+# --- models ------------------------------------------------------------------------------
+
+
+def _mlp(width: int, layers: int = 4) -> Any:
+    import torch
+
+    blocks: list[Any] = []
+    for _ in range(layers):
+        blocks += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*blocks)
+
+
+def _resnet18(base: int, classes: int) -> Any:
+    """ResNet-18's layout: a 7x7 stem, four stages of two BasicBlocks, global pool, a Linear head."""
+    import torch
+
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+            self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+            self.down = None if stride == 1 and cin == cout else nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x: Any) -> Any:
+            y = torch.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return torch.relu(y + (x if self.down is None else self.down(x)))
+
+    widths = [base, base * 2, base * 4, base * 8]
+    stages, cin = [], base
+    for i, width in enumerate(widths):
+        stages += [Block(cin, width, 1 if i == 0 else 2), Block(width, width, 1)]
+        cin = width
+    return nn.Sequential(nn.Conv2d(3, base, 7, 2, 3, bias=False), nn.BatchNorm2d(base), nn.ReLU(),
+                         nn.MaxPool2d(3, 2, 1), *stages, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(cin, classes))
+
+
+def _shapes(name: str, quick: bool) -> tuple[Any, tuple[int, ...]]:
+    """(module with fixed random weights, input shape) of a model at full or quick size."""
+    import torch
+
+    torch.manual_seed(0)
+    if name == "mlp":
+        width, batch = (64, 32) if quick else (1024, 256)
+        return _mlp(width), (batch, width)
+    if name == "resnet18":
+        base, side, batch = (8, 32, 2) if quick else (64, 224, 32)
+        return _resnet18(base, 1000), (batch, 3, side, side)
+    raise SystemExit(f"unknown model {name!r}; accepted: mlp, resnet18")
+
+
+class _Calibration:
+    """quantize_static's calibration reader: a few random batches of one example each."""
+
+    def __init__(self, shape: tuple[int, ...], count: int) -> None:
+        rng = np.random.default_rng(1)
+        one = (1, *shape[1:])
+        self._batches = iter([{"x": rng.standard_normal(one).astype(np.float32)} for _ in range(count)])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._batches, None)
+
+
+def _prepare(name: str, quick: bool, folder: Path) -> tuple[dict[str, str], tuple[int, ...]]:
+    """The float, static QDQ and dynamic ONNX files of a model ({kind: path}) and its input shape."""
+    import onnx
+    import torch
+    from onnxruntime import quantization
+    from torch_export import export_onnx
+
+    module, shape = _shapes(name, quick)
+    paths = {kind: str(folder / f"{name}-{kind}.onnx") for kind in ("float", "static", "dynamic")}
+    export_onnx(module, (torch.randn(*shape),), ["x"], path=Path(paths["float"]), output_names=["y"])
+    # quantize_static calibrates with one example per batch: make the batch dim free for it.
+    dynamic_batch = folder / f"{name}-float-any-batch.onnx"
+    export_onnx(module, (torch.randn(*shape),), ["x"], path=dynamic_batch, output_names=["y"],
+                dynamic_batch=True)
+    quantization.quantize_static(str(dynamic_batch), paths["static"], _Calibration(shape, 4),
+                                 quant_format=quantization.QuantFormat.QDQ, per_channel=True)
+    quantization.quantize_dynamic(paths["float"], paths["dynamic"])
+    model = onnx.load(paths["static"])
+    for port in (*model.graph.input, *model.graph.output):
+        port.type.tensor_type.shape.dim[0].dim_value = shape[0]
+    onnx.save(model, paths["static"])
+    return paths, shape
+
+
+# --- timing ------------------------------------------------------------------------------
+
+
+def _sync_ms(request: Any, feeds: dict[str, Any], warmup: int, iters: int) -> float:
+    for _ in range(warmup):
+        request.infer(feeds)
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        request.infer(feeds)
+        samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples)
+
+
+def _queue_items_per_s(ov: Any, compiled: Any, feeds: dict[str, Any], batch: int, jobs: int,
+                       iters: int) -> float:
+    queue = ov.AsyncInferQueue(compiled, jobs)
+    for _ in range(jobs * 2):  # warm every request of the queue
+        queue.start_async(feeds)
+    queue.wait_all()
+    start = time.perf_counter()
+    for _ in range(iters):
+        queue.start_async(feeds)
+    queue.wait_all()
+    return batch * iters / (time.perf_counter() - start)
+
+
+def _variant(variant: str, paths: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    source = {"float-f16": "float", "float-f32": "float", "qdq-static": "static", "qdq-static-f16": "static",
+              "dynamic": "dynamic"}[variant]
+    precision = "f16" if variant.endswith("f16") else "f32"
+    return paths[source], {"INFERENCE_PRECISION_HINT": precision}
+
+
+def _measure(ov: Any, core: Any, variant: str, hint: str, paths: dict[str, str], shape: tuple[int, ...],
+             args: argparse.Namespace, feed: Callable[[np.ndarray], Any]) -> dict[str, Any]:
+    """One row; under THROUGHPUT the compiled tier is awaited (``--switch-timeout``) before timing."""
+    path, config = _variant(variant, paths)
+    config["PERFORMANCE_HINT"] = hint
+    start = time.perf_counter()
+    compiled = core.compile_model(path, "GPU.0", config)
+    feeds = {"x": feed(np.random.default_rng(2).standard_normal(shape).astype(np.float32))}
+    request = compiled.create_infer_request()
+    request.infer(feeds)
+    tier = compiled.get_property("COMPILED_TIER")
+    while tier == "COMPILING" and time.perf_counter() - start < args.switch_timeout:
+        time.sleep(0.05)
+        tier = compiled.get_property("COMPILED_TIER")
+    compile_s = time.perf_counter() - start
+    sync_ms = _sync_ms(request, feeds, args.warmup, args.iters)
+    items = _queue_items_per_s(ov, compiled, feeds, shape[0], args.jobs, args.iters)
+    return {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s, "tier": tier}
+
+
+# --- main --------------------------------------------------------------------------------
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    print(f"{'model':<10}{'hint':<12}{'variant':<16}{'sync ms':>10}{'items/s':>12}{'vs f16':>8}"
+          f"{'compile s':>11}  tier")
+    baseline = {(r["model"], r["hint"]): r.get("items_per_s") for r in rows if r["variant"] == "float-f16"}
+    for r in rows:
+        lead = f"{r['model']:<10}{r['hint']:<12}{r['variant']:<16}"
+        if "error" in r:
+            print(f"{lead}  failed: {r['error']}")
+            continue
+        base = baseline.get((r["model"], r["hint"]))
+        ratio = f"{r['items_per_s'] / base:.2f}x" if base else "-"
+        print(f"{lead}{r['sync_ms']:>10.3f}{r['items_per_s']:>12.1f}{ratio:>8}{r['compile_s']:>11.2f}"
+              f"  {r['tier']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="mlp,resnet18")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--hints", default="LATENCY",
+                        help="PERFORMANCE_HINT values, comma-separated: LATENCY (CUDA graphs of the eager "
+                             "lowering), THROUGHPUT (the torch.compile tier at batch >= 8, awaited)")
+    parser.add_argument("--switch-timeout", type=float, default=300.0,
+                        help="seconds to wait for the compiled tier under THROUGHPUT")
+    parser.add_argument("--jobs", type=int, default=4, help="requests in flight in the AsyncInferQueue")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="tiny shapes on an emulated GPU.0")
+    args = parser.parse_args()
+    import torch
+
+    if args.quick or not torch.cuda.is_available():
+        args.quick, args.warmup, args.iters = True, 2, 6
+        os.environ["INFERPLEX_EMULATED_GPUS"] = "1"
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_* advise pre-processing on every call
+    import inferplex as ov
+
+    core = ov.Core()
+    cuda = not args.quick
+
+    def feed(array: np.ndarray) -> Any:
+        return torch.from_numpy(array).cuda() if cuda else array
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as folder:
+        for model in args.models.split(","):
+            paths, shape = _prepare(model, args.quick, Path(folder))
+            for hint in args.hints.split(","):
+                for variant in args.variants.split(","):
+                    row: dict[str, Any] = {"model": model, "hint": hint, "variant": variant,
+                                           "batch": shape[0]}
+                    try:
+                        row.update(_measure(ov, core, variant, hint, paths, shape, args, feed))
+                    except Exception as e:  # noqa: BLE001 - one failing variant costs its row only
+                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    rows.append(row)
+    _print(rows)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "gpu_quantized.json").write_text(json.dumps(
+            {"device": torch.cuda.get_device_name() if cuda else "emulated", "rows": rows},
+            indent=1))
+
+
+if __name__ == "__main__":
+    main()

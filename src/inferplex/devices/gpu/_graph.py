@@ -1,0 +1,44 @@
+"""Queries on an analysed ONNX graph that the GPU lowering's fusion planners share."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx_ir as ir
+
+if TYPE_CHECKING:
+    from inferplex.devices.gpu.lower import Analysis
+
+__all__ = ["ONNX_DOMAINS", "constant", "next_consumer", "runs", "sole_consumer"]
+
+ONNX_DOMAINS = ("", "ai.onnx")
+
+
+def sole_consumer(value: ir.Value | None) -> tuple[ir.Node, int] | None:
+    """(node, input index) of the one use of ``value``; None for a graph output or several uses."""
+    if value is None or value.is_graph_output():
+        return None
+    uses = list(value.uses())
+    return (uses[0].node, uses[0].idx) if len(uses) == 1 else None
+
+
+def constant(analysis: Analysis, value: ir.Value | None) -> np.ndarray | None:
+    """The value's array where the analysis resolved it to a constant."""
+    return None if value is None else analysis.constants.get(value)
+
+
+def runs(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> bool:
+    """Whether ``node`` is lowered and runs (not folded into constants)."""
+    name = names.get(node)
+    return name is not None and name in analysis.functions and name not in analysis.folded
+
+
+def next_consumer(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node,
+                  op_types: tuple[str, ...]) -> tuple[ir.Node, int] | None:
+    """The sole consumer of ``node``'s output when it is one of ``op_types`` and runs."""
+    consumer = sole_consumer(node.outputs[0])
+    if consumer is None or consumer[0].op_type not in op_types or consumer[0].domain not in ONNX_DOMAINS \
+            or not runs(analysis, names, consumer[0]):
+        return None
+    return consumer

@@ -1,0 +1,248 @@
+"""Fusion planning for quantized models: the int8 matmuls of :mod:`.optimize`'s module docstring.
+
+:func:`quantized_matmul` finds a MatMul or Gemm of DequantizeLinear outputs
+(``quantize_static``'s QDQ format), :func:`dynamic_matmul` the
+``Mul(Cast(MatMulInteger))`` chain of ``quantize_dynamic``, and
+:func:`absorb_quantizers` which DequantizeLinear and QuantizeLinear nodes the
+fused calls make redundant.  The calls themselves are
+:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear` and
+:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx_ir as ir
+
+from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
+from inferplex.devices.gpu._graph import constant as _constant
+from inferplex.devices.gpu._graph import next_consumer as _next
+from inferplex.devices.gpu._graph import runs as _runs
+from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
+
+if TYPE_CHECKING:
+    from inferplex.devices.gpu.lower import Analysis
+
+__all__ = ["DynamicMatMul", "QuantizedMatMul", "absorb_quantizers", "dynamic_matmul", "quantized_matmul"]
+
+
+@dataclass(frozen=True)
+class QuantizedMatMul:
+    """A MatMul or Gemm of DequantizeLinear outputs emitted as one int8 matmul."""
+
+    activation: ir.Value
+    """The 8-bit data the activation's DequantizeLinear reads."""
+    activation_scale: ir.Value
+    activation_zero: ir.Value | None
+    activation_signed: bool
+    """Whether the activation's data is int8 (else uint8)."""
+    weight: ir.Value
+    """The constant int8 weight as the model holds it: K x N, or N x K where ``transposed``."""
+    weight_scale: ir.Value
+    transposed: bool
+    bias: ir.Value | None
+    """A constant float bias of N values, or None."""
+    output: ir.Value
+    """The value the fused call produces (the MatMul's, or its bias Add's)."""
+    dequantizers: tuple[ir.Node, ...]
+    """The activation's and weight's DequantizeLinear nodes, absorbed where nothing else reads them."""
+    source: ir.Value | None = None
+    """The float input of the activation's QuantizeLinear when the call quantizes it itself (the
+    QuantizeLinear, with the DequantizeLinear's scale and zero point, feeds nothing else)."""
+
+
+@dataclass(frozen=True)
+class DynamicMatMul:
+    """``Mul(Cast(MatMulInteger(a, constant int8 weight)), scale)`` emitted as one call."""
+
+    matmul: ir.Node
+    """The MatMulInteger."""
+    matmul_name: str
+    """Its friendly name, which the fused call's profiling record carries."""
+    weight: ir.Value
+    """The constant int8 K x N weight."""
+    scale: ir.Value
+    bias: ir.Value | None
+    """A constant float32 bias of N values added after the Mul, or None."""
+    output: ir.Value
+    """The Mul's output, or the bias Add's."""
+    absorbed: tuple[ir.Node, ...]
+    """MatMulInteger and Cast (the Mul emits the call, where the scale is ready too), and the Add."""
+
+
+_INT32_EXACT_DEPTH = 1 << 16
+"""Longest reduction whose int32 sums of (8-bit - zero point) x int8 products cannot overflow."""
+
+
+def _dequantizer(value: ir.Value | None) -> ir.Node | None:
+    """The DequantizeLinear producing ``value``, when it is per tensor or per axis with a float output."""
+    node = None if value is None else value.producer()
+    if node is None or node.op_type != "DequantizeLinear" or node.domain not in _ONNX_DOMAINS:
+        return None
+    unusual = [name for name in ("block_size", "output_dtype") if name in node.attributes
+               and node.attributes[name].value]
+    return None if unusual else node
+
+
+def _activation_dequantizer(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> ir.Node | None:
+    """Input 0's DequantizeLinear, running on 8-bit data with a constant float32 per-tensor scale."""
+    dq = _dequantizer(node.inputs[0])
+    if dq is None or not _runs(analysis, names, dq) or analysis.infos[names[dq]].input_dtypes[0] \
+            not in (ir.DataType.INT8, ir.DataType.UINT8):
+        return None
+    scale = _constant(analysis, dq.inputs[1])
+    zero = _constant(analysis, dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] is not None else None
+    if scale is None or scale.dtype != np.float32 or scale.size != 1:
+        return None
+    if zero is None and len(dq.inputs) > 2 and dq.inputs[2] is not None:
+        return None  # a zero point computed at run time
+    return dq if zero is None or zero.size == 1 else None
+
+
+def _weight_dequantizer(analysis: Analysis, node: ir.Node, transposed: bool) -> tuple[ir.Node, int] | None:
+    """Input 1's DequantizeLinear of a constant int8 weight (see :func:`_int8_weight`) with a
+    float32 scale per tensor or per output column, and the weight's width N."""
+    dq = _dequantizer(node.inputs[1])
+    if dq is None:
+        return None
+    zero = dq.inputs[2] if len(dq.inputs) > 2 else None
+    weight, scale = _int8_weight(analysis, dq.inputs[0], zero, transposed), _constant(analysis, dq.inputs[1])
+    if weight is None or scale is None or scale.dtype != np.float32:
+        return None
+    columns = weight.shape[0] if transposed else weight.shape[1]
+    attribute = dq.attributes.get("axis")
+    axis = int(attribute.value) % 2 if attribute is not None else 1
+    if scale.size != 1 and (scale.size != columns or axis != (0 if transposed else 1)):
+        return None
+    return dq, columns
+
+
+def _int8_weight(analysis: Analysis, weight: ir.Value | None, zero: ir.Value | None,
+                 transposed: bool = False) -> np.ndarray | None:
+    """A constant 2-D int8 weight with zero point 0 (absent or constant zeros) whose depth K and
+    width N suit the int8 kernel (multiples of 8, K small enough for exact int32 sums)."""
+    array, zeros = _constant(analysis, weight), _constant(analysis, zero)
+    if array is None or array.dtype != np.int8 or array.ndim != 2 or (zero is not None and (
+            zeros is None or zeros.any())):
+        return None
+    depth, columns = array.shape[::-1] if transposed else array.shape
+    return None if depth % 8 or columns % 8 or depth > _INT32_EXACT_DEPTH else array
+
+
+def dynamic_matmul(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicMatMul | None:
+    """The ``quantize_dynamic`` chain that ends at ``mul`` (see the module docstring), or None."""
+    for index in (0, 1):
+        value = mul.inputs[index]
+        cast = value.producer() if value is not None else None
+        if cast is None or cast.op_type != "Cast" or cast.domain not in _ONNX_DOMAINS \
+                or _next(analysis, names, cast, ("Mul",)) is None:
+            continue
+        to = cast.attributes.get("to")
+        matmul = cast.inputs[0].producer() if cast.inputs[0] is not None else None
+        if to is None or to.value != ir.DataType.FLOAT or matmul is None \
+                or matmul.op_type != "MatMulInteger" or _next(analysis, names, matmul, ("Cast",)) is None:
+            continue
+        info = analysis.infos[names[matmul]]
+        weight_zero = matmul.inputs[3] if len(matmul.inputs) > 3 else None
+        weight = _int8_weight(analysis, matmul.inputs[1], weight_zero)
+        zero_shape = info.input_shapes[2] if info.has_input(2) else ()
+        scale_shape = analysis.infos[names[mul]].input_shapes[1 - index]
+        if weight is None or (info.rank(0) or 0) < 2 or zero_shape not in ((), (1,)) \
+                or scale_shape not in ((), (1,), (weight.shape[1],)) \
+                or analysis.infos[names[mul]].input_dtypes[1 - index] != ir.DataType.FLOAT:
+            continue
+        found = _bias_add(analysis, names, mul, weight.shape[1])
+        absorbed: tuple[ir.Node, ...]
+        if found is None:
+            bias, output, absorbed = None, mul.outputs[0], (matmul, cast)
+        else:
+            bias, output, absorbed = found[1], found[0].outputs[0], (matmul, cast, found[0])
+        return DynamicMatMul(matmul, names[matmul], matmul.inputs[1], mul.inputs[1 - index],  # type: ignore[arg-type]
+                             bias, output, absorbed)
+    return None
+
+
+def _bias_add(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node,
+              columns: int) -> tuple[ir.Node, ir.Value] | None:
+    """The Add that alone reads ``node``'s output, with the constant float32 bias of ``columns``
+    values it adds."""
+    found = _next(analysis, names, node, ("Add",))
+    if found is None:
+        return None
+    add, index = found
+    bias = add.inputs[1 - index]
+    return (add, bias) if bias is not None and _float_vector(analysis, bias, columns) else None
+
+
+def _float_vector(analysis: Analysis, value: ir.Value | None, size: int) -> bool:
+    array = _constant(analysis, value)
+    return array is not None and array.dtype == np.float32 and array.shape == (size,)
+
+
+def quantized_matmul(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> QuantizedMatMul | None:
+    """The int8 matmul that replaces ``node`` (MatMul or Gemm; see the module docstring), or None."""
+    transposed, bias, output = False, None, node.outputs[0]
+    if node.op_type == "Gemm":
+        attrs = {name: attribute.value for name, attribute in node.attributes.items()}
+        if set(attrs) - {"alpha", "beta", "transA", "transB"} or attrs.get("alpha", 1.0) != 1.0 \
+                or attrs.get("beta", 1.0) != 1.0 or attrs.get("transA", 0):
+            return None
+        transposed = bool(attrs.get("transB", 0))
+        bias = node.inputs[2] if len(node.inputs) > 2 else None
+    elif (analysis.infos[names[node]].rank(0) or 0) < 2:
+        return None
+    activation = _activation_dequantizer(analysis, names, node)
+    weight = _weight_dequantizer(analysis, node, transposed)
+    if activation is None or weight is None:
+        return None
+    (dq, columns) = weight
+    if node.op_type == "Gemm" and bias is not None and not _float_vector(analysis, bias, columns):
+        return None
+    if node.op_type == "MatMul" and (add := _bias_add(analysis, names, node, columns)) is not None:
+        bias, output = add[1], add[0].outputs[0]
+    zero = activation.inputs[2] if len(activation.inputs) > 2 else None
+    signed = analysis.infos[names[activation]].input_dtypes[0] == ir.DataType.INT8
+    return QuantizedMatMul(activation.inputs[0], activation.inputs[1], zero, signed,  # type: ignore[arg-type]
+                           dq.inputs[0], dq.inputs[1], transposed, bias, output,  # type: ignore[arg-type]
+                           (activation, dq))
+
+
+def absorb_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: dict[str, QuantizedMatMul],
+                      absorbed: set[ir.Node]) -> None:
+    """Add to ``absorbed`` the DequantizeLinear nodes that only the ``planned`` int8 matmuls read,
+    and the QuantizeLinear before an activation's when it feeds only that one fused matmul (see
+    :func:`_quantizer`); such a matmul's plan then quantizes its float input itself."""
+    fused = {node for name, node in analysis.nodes if name in planned}
+    for name, found in list(planned.items()):
+        for dq in found.dequantizers:
+            value = dq.outputs[0]
+            if not value.is_graph_output() and all(use.node in fused for use in value.uses()):
+                absorbed.add(dq)
+        activation = found.dequantizers[0]
+        if activation in absorbed and _sole_consumer(activation.outputs[0]) is not None \
+                and (quantizer := _quantizer(analysis, names, activation)) is not None:
+            absorbed.add(quantizer)
+            planned[name] = dataclasses.replace(found, source=quantizer.inputs[0])
+
+
+def _quantizer(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> ir.Node | None:
+    """The QuantizeLinear of float32 data whose output only ``dq`` reads, with dq's constant scale
+    and zero point: quantizing and dequantizing with the same numbers is what the fused call does."""
+    quantizer, data = dq.inputs[0].producer(), dq.inputs[0]  # type: ignore[union-attr]
+    if quantizer is None or quantizer.op_type != "QuantizeLinear" or quantizer.domain not in _ONNX_DOMAINS \
+            or not _runs(analysis, names, quantizer) or _sole_consumer(data) is None \
+            or analysis.infos[names[quantizer]].input_dtypes[0] != ir.DataType.FLOAT:
+        return None
+    attributes = quantizer.attributes
+    if any(attributes[a].value for a in ("block_size", "output_dtype") if a in attributes):
+        return None
+    pairs = [(_constant(analysis, q), _constant(analysis, d)) for q, d in
+             zip(quantizer.inputs[1:3], dq.inputs[1:3], strict=False)]
+    if len(quantizer.inputs) != len(dq.inputs) or any(
+            q is None or d is None or q.dtype != d.dtype or not np.array_equal(q, d) for q, d in pairs):
+        return None
+    return quantizer

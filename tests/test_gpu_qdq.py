@@ -1,0 +1,303 @@
+"""QDQ and dynamically quantized models on the GPU device, through the public API.
+
+A MatMul or Gemm of two DequantizeLinear outputs (``quantize_static`` with the QDQ
+format) runs as one int8 matmul.  Results are compared with ONNX Runtime running
+each op as written (graph optimizations off: its QDQ fusions requantize
+differently); the fusion is seen in the profiling records, where the activations'
+QuantizeLinear and DequantizeLinear nodes no longer run.  Models it must not fuse (a weight computed
+at run time, a weight zero point other than 0) stay right.
+
+Dynamically quantized models are compared with ONNX Runtime on weights quantized
+with ``reduce_range`` (7 bits): on x86 without VNNI its uint8 x int8 kernel
+saturates 16-bit pair sums of full-range weights, which the exact int32 sums here
+do not.  The emulated tests run on ``GPU.0`` on torch's CPU; the ``gpu`` ones need CUDA.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from torch_export import export_onnx
+
+import inferplex as ov
+
+from conftest import make_model
+
+torch = pytest.importorskip("torch")
+quantization = pytest.importorskip("onnxruntime.quantization")
+nn = torch.nn
+_PROFILED = {"ENABLE_PROFILING": True}
+
+
+@pytest.fixture(scope="module")
+def core(emulated_core: ov.Core) -> ov.Core:
+    return emulated_core
+
+
+class _Reader:
+    """Calibration batches for quantize_static."""
+
+    def __init__(self, batches: list[np.ndarray]) -> None:
+        self._batches = iter([{"x": b} for b in batches])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._batches, None)
+
+
+def _mlp(features: int = 64, hidden: int = 96, out: int = 32) -> onnx.ModelProto:
+    torch.manual_seed(11)
+    net = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                        nn.Linear(hidden, out))
+    return export_onnx(net, (torch.randn(4, features),), ["x"], {"x": {0: "N"}}, opset=13)
+
+
+def _named(model: onnx.ModelProto) -> onnx.ModelProto:
+    for i, node in enumerate(model.graph.node):
+        node.name = node.name or f"{node.op_type}_{i}"
+    return model
+
+
+def _quantized(tmp_path: Any, model: onnx.ModelProto, static: bool, **options: Any) -> onnx.ModelProto:
+    source, target = tmp_path / "float.onnx", tmp_path / "quantized.onnx"
+    onnx.save(model, source)
+    if static:
+        rng = np.random.default_rng(3)
+        shape = [d.dim_value or 8 for d in model.graph.input[0].type.tensor_type.shape.dim]
+        reader = _Reader([rng.standard_normal(shape).astype(np.float32) for _ in range(4)])
+        quantization.quantize_static(str(source), str(target), reader,
+                                     quant_format=quantization.QuantFormat.QDQ, **options)
+    else:
+        quantization.quantize_dynamic(str(source), str(target), **options)
+    return _named(onnx.load(target))
+
+
+def _ort_unfused(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _run(core: ov.Core, model: onnx.ModelProto, feeds: dict[str, Any],
+         config: dict[str, Any] | None = None) -> tuple[np.ndarray, set[str]]:
+    """The first output on GPU.0 and the names of the nodes that ran (profiling records)."""
+    compiled = core.compile_model(model, "GPU.0", {**_PROFILED, **(config or {})})
+    request = compiled.create_infer_request()
+    result = np.asarray(request.infer(feeds)[0])
+    ran = {r.node_name for r in request.get_profiling_info() if r.exec_type != "constant folded"}
+    return result, ran
+
+
+def _activation_dequantizers(model: onnx.ModelProto) -> set[str]:
+    """DequantizeLinear nodes of run-time data that feed a Gemm (those the fusion absorbs)."""
+    constants = {i.name for i in model.graph.initializer}
+    gemm_inputs = {i for n in model.graph.node if n.op_type == "Gemm" for i in n.input}
+    return {n.name for n in model.graph.node if n.op_type == "DequantizeLinear"
+            and n.input[0] not in constants and n.output[0] in gemm_inputs}
+
+
+def _output_scale(model: onnx.ModelProto) -> float:
+    """The scale of the DequantizeLinear that makes the graph output (one quantization step)."""
+    last = next(n for n in model.graph.node if n.output[0] == model.graph.output[0].name)
+    scale = next(i for i in model.graph.initializer if i.name == last.input[1])
+    return float(numpy_helper.to_array(scale).reshape(-1)[0])
+
+
+@pytest.mark.parametrize(("per_channel", "activation"),
+                         [(False, "QUInt8"), (True, "QUInt8"), (True, "QInt8")])
+def test_static_qdq_mlp_matches_onnx_runtime_and_runs_fused(core: ov.Core, tmp_path: Any,
+                                                            per_channel: bool, activation: str) -> None:
+    model = _quantized(tmp_path, _mlp(), True, per_channel=per_channel,
+                       activation_type=getattr(quantization.QuantType, activation))
+    feeds = {"x": np.random.default_rng(5).standard_normal((40, 64)).astype(np.float32)}
+    got, ran = _run(core, model, feeds)
+    (want,) = _ort_unfused(model, feeds)
+    step = _output_scale(model)
+    # Outputs are requantized: a float32 rounding on either side of a rounding boundary moves a
+    # value by one step, rarely.
+    np.testing.assert_allclose(got, want, rtol=0, atol=step * 1.01)
+    assert np.mean(got != want) < 0.02
+    gemms = {n.name for n in model.graph.node if n.op_type == "Gemm"}
+    assert len(gemms) == 3 and gemms <= ran
+    activations = _activation_dequantizers(model)
+    assert len(activations) == 3 and not activations & ran
+    # the QuantizeLinear before each of them runs inside the Gemm's call too; the output's remains
+    quantizers = {n.name for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    assert len(quantizers) == 4 and len(quantizers & ran) == 1
+
+
+def _qdq_matmul_model(weight: np.ndarray, weight_zero: int, bias: bool, constant_weight: bool = True,
+                      data_type: int = TensorProto.UINT8) -> onnx.ModelProto:
+    """Q -> DQ of a 3-D input, DQ of an int8 weight (constant or fed), MatMul, optional bias Add."""
+    k, n = weight.shape
+    zero_type = np.uint8 if data_type == TensorProto.UINT8 else np.int8
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "sa"),
+             numpy_helper.from_array(np.array(7, zero_type), "za"),
+             numpy_helper.from_array(np.linspace(0.01, 0.02, n, dtype=np.float32), "sw"),
+             numpy_helper.from_array(np.full(n, weight_zero, np.int8), "zw"),
+             numpy_helper.from_array(np.linspace(-1, 1, n, dtype=np.float32), "b")]
+    inputs = [("x", TensorProto.FLOAT, [2, "S", k])]
+    if constant_weight:
+        inits.append(numpy_helper.from_array(weight, "wq"))
+    else:
+        inputs.append(("wq", TensorProto.INT8, [k, n]))
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sa", "za"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sa", "za"], ["xd"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], name="dqw", axis=1),
+             helper.make_node("MatMul", ["xd", "wd"], ["mm" if bias else "y"], name="mm")]
+    if bias:
+        nodes.append(helper.make_node("Add", ["b", "mm"], ["y"], name="bias"))
+    return make_model(nodes, inputs, [("y", TensorProto.FLOAT, [2, "S", n])], inits, opset=13)
+
+
+def _matmul_feeds(weight: np.ndarray, rows: int, fed_weight: bool) -> dict[str, np.ndarray]:
+    feeds = {"x": np.random.default_rng(9).standard_normal((2, rows, weight.shape[0])).astype(np.float32)}
+    return {**feeds, "wq": weight} if fed_weight else feeds
+
+
+@pytest.mark.parametrize("data_type", [TensorProto.UINT8, TensorProto.INT8])
+@pytest.mark.parametrize("bias", [False, True])
+def test_qdq_matmul_with_bias_fuses_and_matches_onnx_runtime(core: ov.Core, data_type: int,
+                                                            bias: bool) -> None:
+    weight = np.random.default_rng(8).integers(-128, 128, (256, 24), dtype=np.int8)
+    model = _qdq_matmul_model(weight, 0, bias, data_type=data_type)
+    feeds = _matmul_feeds(weight, 5, False)
+    got, ran = _run(core, model, feeds)
+    (want,) = _ort_unfused(model, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert "mm" in ran and not {"qx", "dqx", "bias"} & ran
+
+
+@pytest.mark.parametrize(("weight_zero", "constant_weight"), [(3, True), (0, False)])
+def test_qdq_matmul_that_must_not_fuse_still_matches(core: ov.Core, weight_zero: int,
+                                                     constant_weight: bool) -> None:
+    weight = np.random.default_rng(10).integers(-100, 100, (64, 16), dtype=np.int8)
+    model = _qdq_matmul_model(weight, weight_zero, True, constant_weight)
+    feeds = _matmul_feeds(weight, 3, not constant_weight)
+    got, ran = _run(core, model, feeds)
+    (want,) = _ort_unfused(model, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert {"qx", "dqx"} <= ran  # the activation is dequantized and the MatMul runs in float
+
+
+def test_dequantized_activation_read_elsewhere_keeps_its_value(core: ov.Core) -> None:
+    weight = np.random.default_rng(17).integers(-128, 128, (32, 8), dtype=np.int8)
+    model = _qdq_matmul_model(weight, 0, False)
+    model.graph.output.append(helper.make_tensor_value_info("xd", TensorProto.FLOAT, [2, "S", 32]))
+    feeds = _matmul_feeds(weight, 4, False)
+    compiled = core.compile_model(model, "GPU.0")
+    results = compiled(feeds)
+    want = _ort_unfused(model, feeds)
+    np.testing.assert_allclose(np.asarray(results[0]), want[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(results[1]), want[1])
+    _, ran = _run(core, model, feeds)
+    assert {"qx", "dqx"} <= ran
+
+
+def test_qdq_matmul_depth_not_multiple_of_8_is_not_fused(core: ov.Core) -> None:
+    weight = np.random.default_rng(12).integers(-128, 128, (20, 16), dtype=np.int8)
+    model = _qdq_matmul_model(weight, 0, False)
+    feeds = _matmul_feeds(weight, 4, False)
+    got, ran = _run(core, model, feeds)
+    np.testing.assert_allclose(got, _ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-4)
+    assert "dqx" in ran
+
+
+@pytest.mark.parametrize(("trans_b", "alpha", "fused"), [(0, 1.0, True), (1, 1.0, True), (1, 0.5, False)])
+def test_qdq_gemm_fuses_where_it_is_a_plain_product(core: ov.Core, trans_b: int, alpha: float,
+                                                    fused: bool) -> None:
+    rng = np.random.default_rng(16)
+    weight = rng.integers(-128, 128, (16, 32) if trans_b else (32, 16), dtype=np.int8)
+    inits = [numpy_helper.from_array(np.array(0.04, np.float32), "sa"),
+             numpy_helper.from_array(np.array(120, np.uint8), "za"),
+             numpy_helper.from_array(np.array(0.003, np.float32), "sw"),
+             numpy_helper.from_array(weight, "wq"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "c")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sa", "za"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sa", "za"], ["xd"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["wq", "sw"], ["wd"], name="dqw"),
+             helper.make_node("Gemm", ["xd", "wd", "c"], ["y"], name="gemm", transB=trans_b, alpha=alpha)]
+    model = make_model(nodes, [("x", TensorProto.FLOAT, ["N", 32])], [("y", TensorProto.FLOAT, ["N", 16])],
+                       inits, opset=13)
+    feeds = {"x": rng.standard_normal((20, 32)).astype(np.float32)}
+    got, ran = _run(core, model, feeds)
+    np.testing.assert_allclose(got, _ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    assert "gemm" in ran and ("dqx" not in ran) == fused
+
+
+def test_qdq_model_loaded_from_the_cache_runs_fused_with_the_same_results(core: ov.Core,
+                                                                           tmp_path: Any) -> None:
+    model = _quantized(tmp_path, _mlp(), True, per_channel=True)
+    feeds = {"x": np.random.default_rng(18).standard_normal((16, 64)).astype(np.float32)}
+    config = {**_PROFILED, "CACHE_DIR": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        compiled = core.compile_model(model, "GPU.0", config)
+        request = compiled.create_infer_request()
+        runs.append((np.asarray(request.infer(feeds)[0]), {r.node_name for r in request.get_profiling_info()},
+                     compiled.get_property("LOADED_FROM_CACHE")))
+    (cold, _, cold_cached), (warm, warm_ran, warm_cached) = runs
+    assert not cold_cached and warm_cached
+    np.testing.assert_array_equal(warm, cold)
+    assert not _activation_dequantizers(model) & warm_ran and {"/0/Gemm", "/2/Gemm", "/4/Gemm"} <= warm_ran
+
+
+def test_static_qdq_mlp_under_f16_hint_stays_close(core: ov.Core, tmp_path: Any) -> None:
+    model = _quantized(tmp_path, _mlp(), True, per_channel=True)
+    feeds = {"x": np.random.default_rng(6).standard_normal((32, 64)).astype(np.float32)}
+    got, ran = _run(core, model, feeds, {"INFERENCE_PRECISION_HINT": "f16"})
+    (want,) = _ort_unfused(model, feeds)
+    step = _output_scale(model)
+    # float16 values between the layers move some requantized values by a step or two.
+    np.testing.assert_allclose(got, want, rtol=0, atol=step * 3.01)
+    assert np.abs(got - want).mean() < step / 2
+    assert not _activation_dequantizers(model) & ran
+
+
+@pytest.mark.parametrize(("hidden", "fused"), [(96, True), (20, False)])
+def test_dynamic_quantized_mlp_matches_onnx_runtime(core: ov.Core, tmp_path: Any, hidden: int,
+                                                    fused: bool) -> None:
+    model = _quantized(tmp_path, _mlp(hidden=hidden), False, reduce_range=True)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("MatMulInteger") == 3 and "DynamicQuantizeLinear" in ops
+    feeds = {"x": np.random.default_rng(7).standard_normal((24, 64)).astype(np.float32)}
+    got, ran = _run(core, model, feeds)
+    (want,) = _ort_unfused(model, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    matmuls = {n.name for n in model.graph.node if n.op_type == "MatMulInteger"}
+    after = {n.name for n in model.graph.node if n.op_type in ("Cast", "Add")}
+    assert matmuls <= ran
+    # The Cast, scale Mul and bias Add after each MatMulInteger join its call where K and N allow
+    # (a hidden width of 20 is no multiple of 8: every layer reads or writes it and stays as written).
+    assert len(after) == 6 and (not after & ran if fused else after <= ran)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("rows", [1, 8, 9, 32])  # 2 x rows: below and above the kernel's 16
+def test_qdq_matmul_on_cuda_matches_onnx_runtime_at_any_row_count(tmp_path: Any, rows: int) -> None:
+    weight = np.random.default_rng(13).integers(-128, 128, (512, 64), dtype=np.int8)
+    model = _qdq_matmul_model(weight, 0, True)
+    feeds = {"x": np.random.default_rng(14).standard_normal((2, rows, 512)).astype(np.float32)}
+    got, ran = _run(ov.Core(), model, feeds)
+    (want,) = _ort_unfused(model, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert "dqx" not in ran
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_static_qdq_mlp_on_cuda_matches_onnx_runtime(tmp_path: Any) -> None:
+    model = _quantized(tmp_path, _mlp(), True, per_channel=True)
+    feeds = {"x": np.random.default_rng(15).standard_normal((256, 64)).astype(np.float32)}
+    (want,) = _ort_unfused(model, feeds)
+    compiled = ov.Core().compile_model(model, "GPU.0")  # not profiled: CUDA graphs replay the calls
+    for _ in range(3):
+        got = np.asarray(compiled(feeds)[0])
+        np.testing.assert_allclose(got, want, rtol=0, atol=_output_scale(model) * 1.01)
