@@ -115,6 +115,30 @@ def test_any_numpy_layout_reaches_openvino_right(share: bool) -> None:
         np.testing.assert_allclose(request.infer(feeds, share_inputs=share)[0], want, rtol=1e-6)
 
 
+def test_an_input_that_flows_unchanged_into_an_output_is_fed() -> None:
+    """OpenVINO names a Parameter read only by a Dropout after the Dropout's output; the input
+    must still reach it (found by position), with the other inputs in their places."""
+    nodes = [helper.make_node("Dropout", ["x"], ["y"]), helper.make_node("Add", ["a", "b"], ["z"])]
+    graph = helper.make_graph(nodes, "passing", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+        helper.make_tensor_value_info("a", TensorProto.FLOAT, [2]),
+        helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32) * 1e10,
+             "a": np.array([1, 2], np.float32), "b": np.array([10, 20], np.float32)}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)
+    compiled = ov.Core().compile_model(model, "CPU", {"ENGINE": "OPENVINO"})
+    assert compiled.get_property("ENGINE") == "OPENVINO"
+    for share in (False, True):
+        results = compiled.create_infer_request().infer(feeds, share_inputs=share)
+        np.testing.assert_array_equal(results["y"], want[0])
+        np.testing.assert_array_equal(results["z"], want[1])
+
+
 @pytest.mark.parametrize("precision", ["bf16", "f16"])
 def test_low_precision_is_what_openvino_runs_and_stays_within_its_bounds(precision: str) -> None:
     """The precision read back is raw OpenVINO's for the same hint (f32 where the CPU lacks the

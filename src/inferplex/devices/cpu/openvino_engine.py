@@ -312,7 +312,7 @@ class OpenVinoProgram(CpuProgram):
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
         _first_uses(self._requests)
-        self._inputs = {name: i for i, port in enumerate(compiled.inputs) for name in port.get_names()}
+        self._inputs = _input_index(compiled.inputs, input_names)
         by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
         self.input_names = input_names
         self.output_names = output_names
@@ -355,6 +355,20 @@ class OpenVinoProgram(CpuProgram):
     def _release(self) -> None:
         self._requests = []
         self._compiled = None
+
+
+def _input_index(ports: Any, input_names: list[str]) -> dict[str, int]:
+    """Model input name -> OpenVINO input index.
+
+    OpenVINO's ONNX frontend makes one Parameter per graph input, in order; but a
+    Parameter's tensor names may be those of a value it flows into unchanged (an
+    input read only by a Dropout is named after the Dropout's output), so names
+    alone would miss it and leave it unfed.  Where every input has its Parameter,
+    position decides; elsewhere (OpenVINO left one out) the names do.
+    """
+    if len(ports) == len(input_names):
+        return {name: index for index, name in enumerate(input_names)}
+    return {name: index for index, port in enumerate(ports) for name in port.get_names()}
 
 
 @lru_cache(maxsize=1)
