@@ -273,17 +273,26 @@ def test_the_capture_thread_ends_with_its_last_lease() -> None:
     from inferplex.devices.gpu.graphs import CaptureThread
 
     captures = CaptureThread()
-    before = threading.active_count()
+    before = set(threading.enumerate())  # other tests' threads may come and go meanwhile: count ours
+
+    def started() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t not in before and t.name == "inferplex-capture"]
+
     first, second = captures.lease(), captures.lease()
-    assert not captures.running  # started by the first capture, not by a lease
+    assert not captures.running and not started()  # started by the first capture, not by a lease
     assert captures.call(lambda: threading.current_thread().name) == "inferplex-capture"
-    assert captures.running and threading.active_count() == before + 1
+    thread = started()
+    assert captures.running and len(thread) == 1
     first()
     first()  # idempotent: the second lease still holds the thread
     assert captures.running
     second()
-    assert not captures.running and threading.active_count() == before
+    thread[0].join(5)
+    assert not captures.running and not thread[0].is_alive()
     third = captures.lease()  # a later program starts it again on its first capture
     assert captures.call(lambda: 42) == 42
+    again = started()
     third()
-    assert threading.active_count() == before
+    for t in again:
+        t.join(5)
+    assert not any(t.is_alive() for t in again)
