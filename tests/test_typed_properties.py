@@ -38,7 +38,8 @@ def gpu_core() -> Iterator[ov.Core]:
 
 KEYS = [
     (hint.performance_mode, "PERFORMANCE_HINT"), (hint.inference_precision, "INFERENCE_PRECISION_HINT"),
-    (hint.enable_hyper_threading, "ENABLE_HYPER_THREADING"), (hint.scheduling_core_type, "SCHEDULING_CORE_TYPE"),
+    (hint.enable_hyper_threading, "ENABLE_HYPER_THREADING"),
+    (hint.scheduling_core_type, "SCHEDULING_CORE_TYPE"),
     (hint.num_requests, "PERFORMANCE_HINT_NUM_REQUESTS"), (hint.execution_mode, "EXECUTION_MODE_HINT"),
     (hint.model_priority, "MODEL_PRIORITY"), (hint.model_distribution_policy, "MODEL_DISTRIBUTION_POLICY"),
     (hint.enable_cpu_pinning, "ENABLE_CPU_PINNING"), (streams.num, "NUM_STREAMS"),
@@ -278,7 +279,7 @@ def test_cpu_defaults_and_scheduling_hints_read_as_openvino_reads_them() -> None
         assert compiled.get_property(hint.enable_hyper_threading) is False
         assert compiled.get_property(hint.scheduling_core_type) is hint.SchedulingCoreType.PCORE_ONLY
         np.testing.assert_array_equal(compiled(X)[0], np.maximum(X, 0))
-    with pytest.raises(PropertyError, match="SCHEDULING_CORE_TYPE.*ANY_CORE, PCORE_ONLY, ECORE_ONLY"):
+    with pytest.raises(PropertyError, match=r"SCHEDULING_CORE_TYPE.*ANY_CORE, PCORE_ONLY, ECORE_ONLY"):
         core.compile_model(MODEL, "CPU", {"SCHEDULING_CORE_TYPE": "BIG_CORES"})
 
 def test_config_forms_openvino_refuses_are_refused() -> None:
