@@ -50,6 +50,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -204,6 +205,45 @@ def capture_on_workers(variant: Variant, inputs: list[torch.Tensor], workers: Se
         state.graphs[signature] = graph
 
 
+_running: weakref.WeakSet[CompiledTier] = weakref.WeakSet()
+_hooked = False
+_hook_lock = threading.Lock()
+
+
+def _wait_before_threading_shuts_down(tier: CompiledTier) -> None:
+    """Let exit wait for ``tier``'s compile (up to :data:`TIER_EXIT_WAIT`) before the thread pools stop.
+
+    At exit Python first stops ``threading`` (its own exit hooks end the standard
+    library's thread and process pools, and no module may register another), and
+    only then runs ``atexit`` hooks, :mod:`inferplex.engine.lifecycle`'s among them.
+    A torch.compile still running then fails inside torch (a pool it starts, or a
+    module that registers at import, is refused), and torch's native threads torn
+    down under it abort the interpreter.  So the wait is one of ``threading``'s own
+    exit hooks, registered after the pools' modules are imported: it runs before
+    theirs, while they still take work.
+    """
+    global _hooked
+    import concurrent.futures.process
+    import concurrent.futures.thread  # noqa: F401
+
+    _running.add(tier)
+    register = getattr(threading, "_register_atexit", None)
+    with _hook_lock:
+        if _hooked or register is None:
+            return
+        try:
+            register(_wait_for_compiles)
+        except RuntimeError:  # already shutting down: lifecycle's atexit wait is all there is
+            return
+        _hooked = True
+
+
+def _wait_for_compiles() -> None:
+    deadline = time.monotonic() + TIER_EXIT_WAIT
+    for tier in list(_running):
+        tier.wait(max(0.0, deadline - time.monotonic()))
+
+
 class CompiledTier:
     """A background compile of ``lowered`` that hands its forward to the program when it is ready.
 
@@ -234,6 +274,7 @@ class CompiledTier:
             method = install()
             return method is not None and method(forward, inputs)
 
+        _wait_before_threading_shuts_down(self)
         threading.Thread(target=self._run, args=(compile_forward, switch), daemon=True,
                          name=f"inferplex-compile-{device}").start()
 
@@ -267,6 +308,10 @@ class CompiledTier:
             del compile_forward, install  # the thread holds nothing of the program past its end
             self._done.set()
             lifecycle.progress()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the compile to end; True if it has."""
+        return self._done.wait(timeout)
 
     def exit_deadline(self) -> float | None:
         if self._done.is_set():
