@@ -25,11 +25,10 @@ run happens before ``compile_model`` returns, so that torch's artefacts go
 into the entry and a warm start loads them; see :mod:`.cache_form`).
 
 ``TORCH_COMPILE_MODE``: ``AUTO`` (``default``), ``default`` or
-``max-autotune-no-cudagraphs``.  AUTO takes ``default``: on an H100 its compiled
-tier already ran ResNet-50 and BERT-base at large batches as fast as
-torch.compile's reduce-overhead on the native module (``bench/gpu_device.py``,
-figures in ``bench/RESULTS.md``) after about 20 s of compiling, where
-max-autotune's kernel search takes minutes.
+``max-autotune-no-cudagraphs``.  AUTO takes ``default``: its compile takes
+seconds where max-autotune's kernel search takes minutes, and its compiled tier
+already matches torch.compile's best mode at large batches (``bench/gpu_device.py``
+measures it; the figures are in ``bench/RESULTS.md``).
 torch.compile's own CUDA-graph modes (``reduce-overhead``, ``max-autotune``)
 are refused: their graphs would be captured inside inferplex's.
 
