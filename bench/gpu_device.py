@@ -4,9 +4,13 @@ ResNet-50 (torchvision, random weights) and BERT-base (transformers, random
 init, sequence 128) are exported to ONNX once, with a static batch per row, and
 run at f16 and bf16, batch 1, 8 and 64 (32 for BERT) by these engines:
 
-* ``inferplex``: the GPU device's defaults (LATENCY: CUDA graphs of the eager lowering);
+* ``inferplex``: the GPU device's defaults (LATENCY), measured once the program is hot:
+  after ``HOT_RUNS`` runs ``TORCH_COMPILE=AUTO`` compiles the lowering in the background and
+  keeps whichever of the compiled and eager tiers measures faster (``tier`` says which);
+* ``inferplex-eager``: ``TORCH_COMPILE=NO``: CUDA graphs of the eager lowering only;
+* ``inferplex-compiled``: ``TORCH_COMPILE=YES``: the compiled tier, whatever its speed;
 * ``inferplex-tp``: the THROUGHPUT hint, whose default ``TORCH_COMPILE=AUTO`` compiles the
-  lowering in the background at batch >= 8 (the compiled tier); measured after the switch;
+  lowering in the background at once at batch >= 8; measured after the switch;
 * ``eager``, ``max-autotune``, ``reduce-overhead`` (and ``default``): the native module in
   torch eager and under ``torch.compile`` in that mode, channels_last for the CNN.
 
@@ -45,7 +49,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-ENGINES = ("inferplex", "inferplex-tp", "eager", "default", "max-autotune", "reduce-overhead")
+ENGINES = ("inferplex", "inferplex-eager", "inferplex-compiled", "inferplex-tp", "eager", "default",
+           "max-autotune", "reduce-overhead")
 TORCH_MODES = ("default", "max-autotune", "reduce-overhead")
 LARGE = {"resnet50": 64, "bert-base": 32, "small-cnn": 4, "small-bert": 4}
 """The model's large batch (``L`` in ``--batches``)."""
@@ -184,6 +189,11 @@ def _inferplex_row(job: dict[str, Any], batch: int, device: Any, make: Callable[
         config["TORCH_COMPILE_MODE"] = job["tier_mode"]
         if device.type != "cuda":
             config["TORCH_COMPILE"] = "YES"  # AUTO leaves emulated GPUs eager
+    elif job["engine"] == "inferplex-eager":
+        config["TORCH_COMPILE"] = "NO"
+    elif job["engine"] == "inferplex-compiled":
+        config["TORCH_COMPILE"] = "YES"
+        config["TORCH_COMPILE_MODE"] = job["tier_mode"]
     model = ir.load(job["onnx"][str(batch)])
     inputs = [t.to(device) for t in make(batch)]
     feeds = dict(zip(names, inputs, strict=True))
@@ -193,6 +203,12 @@ def _inferplex_row(job: dict[str, Any], batch: int, device: Any, make: Callable[
     compiled_at = time.perf_counter()
     program.run(host)
     first = time.perf_counter() - compiled_at
+    if job["engine"] == "inferplex":
+        from inferplex.devices.gpu.tiers import HOT_RUNS
+
+        with torch.inference_mode():
+            for _ in range(HOT_RUNS):  # the default's steady state: a hot program's tier
+                program.run(feeds, keep_on_device={"y"})
     tier = program.get_property("COMPILED_TIER")
     end = compiled_at + job["switch_timeout"]
     while tier == "COMPILING" and time.perf_counter() < end:
@@ -302,12 +318,12 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         if r["engine"] in TORCH_MODES and "error" not in r:
             key = (r["model"], r["precision"], r["batch"])
             best[key] = max(best.get(key, 0.0), r["items_per_s"])
-    header = (f"{'model':<11}{'engine':<16}{'prec':<5}{'batch':>6}{'device ms':>11}{'items/s':>10}"
+    header = (f"{'model':<11}{'engine':<20}{'prec':<5}{'batch':>6}{'device ms':>11}{'items/s':>10}"
               f"{'vs best compile':>16}{'e2e ms':>10}{'first s':>9}{'compile s':>10}  tier")
     print(header)
     print("-" * len(header))
     for r in rows:
-        lead = f"{r['model']:<11}{r['engine']:<16}{r['precision']:<5}{r['batch']:>6}"
+        lead = f"{r['model']:<11}{r['engine']:<20}{r['precision']:<5}{r['batch']:>6}"
         if "error" in r:
             print(f"{lead}  error: {r['error']}")
             continue
@@ -329,10 +345,12 @@ def main() -> int:
     parser.add_argument("--batches", default="1,8,L", help="comma-separated; L: the model's large batch "
                         "(64 ResNet-50, 32 BERT)")
     parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: " + ", ".join(ENGINES))
-    parser.add_argument("--tier-mode", default="AUTO", help="TORCH_COMPILE_MODE of inferplex-tp "
-                        "(AUTO: max-autotune-no-cudagraphs on CUDA; default)")
+    parser.add_argument("--tier-mode", default="AUTO", help="TORCH_COMPILE_MODE of inferplex-tp and "
+                        "inferplex-compiled (AUTO: torch.compile's default mode)")
     parser.add_argument("--switch-timeout", type=float, default=900.0, help="seconds to wait for the switch")
     parser.add_argument("--child-timeout", type=float, default=1800.0, help="seconds per child process")
+    parser.add_argument("--budget", type=float, default=0.0, help="seconds for the whole run (0: no "
+                        "limit): groups that would start past it are skipped, the table shows what ran")
     parser.add_argument("--quick", action="store_true", help="tiny models on the CPU (emulated GPU)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -365,8 +383,13 @@ def main() -> int:
                            "onnx": {str(b): p for b, p in paths.items()}, "quick": quick,
                            "tier_mode": args.tier_mode, "switch_timeout": args.switch_timeout,
                            "warmup": 2 if quick else 10, "iters": 5 if quick else 30}
+                    spent = time.perf_counter() - started
+                    left = args.budget - spent if args.budget else args.child_timeout
+                    if left < 10:
+                        print(f"skipping {model} {precision} {engine}: out of --budget", flush=True)
+                        continue
                     print(f"running {model} {precision} {engine} at batches {batches}", flush=True)
-                    rows += _run_group(job, args.child_timeout)
+                    rows += _run_group(job, min(args.child_timeout, left))
     _print_table(rows)
     info = {"device": torch.cuda.get_device_name(0) if not quick else "cpu (emulated GPU)",
             "torch": torch.__version__, "quick": quick, "seconds": time.perf_counter() - started,

@@ -96,7 +96,7 @@ class Analysis:
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     """The callable each supported node's lowering returned, by friendly name."""
     specialized: bool = False
-    """Whether the graph inputs' shapes were fixed (one input signature)."""
+    """Whether the graph inputs' shapes are fixed (one input signature): given, or static in the model."""
 
     @property
     def supported(self) -> set[str]:
@@ -358,7 +358,7 @@ def analyze_model(model: ir.Model, input_shapes: Mapping[str, Sequence[int]] | N
     """
     inference = inference or ShapeInference(model)
     analysis = Analysis(model=model, types=inference.types(input_shapes),
-                        specialized=input_shapes is not None)
+                        specialized=input_shapes is not None or _static_inputs(model))
     for value in model.graph.initializers.values():
         if value.const_value is not None and value.const_value.dtype in HELD_DTYPES:
             analysis.constants[value] = value.const_value.numpy()
@@ -367,6 +367,20 @@ def analyze_model(model: ir.Model, input_shapes: Mapping[str, Sequence[int]] | N
         analysis.nodes.append((name, node))
         _check_node(analysis, name, node, index)
     return analysis
+
+
+def _static_inputs(model: ir.Model) -> bool:
+    """Whether every graph input is a tensor of static shape: the model has one input signature,
+    and shapes that ONNX shape inference leaves symbolic (a batch of 1 broadcast against a
+    folded constant's unknown dim, say) are found by running the lowerings on meta tensors."""
+    initializers = set(model.graph.initializers)
+    for value in model.graph.inputs:
+        if value.name in initializers:
+            continue
+        if value_kind(value.type) != "tensor" or value.shape is None \
+                or not all(isinstance(d, int) for d in value.shape):
+            return False
+    return True
 
 
 # --- building the GraphModule ----------------------------------------------------

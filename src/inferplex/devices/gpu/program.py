@@ -147,6 +147,8 @@ class GpuProgram(DeviceProgram):
         """Thread id -> runs of this program in flight on that thread (close waits for the others)."""
         self._workers = [WorkerState.new(torch_device, self._blocking_waits) for _ in range(self.num_workers)]
         self._closed = False
+        self._runs = 0
+        """Runs started so far (a plan may wait for the program to be hot, see :mod:`.tiers`)."""
         # Programs the caller drops without closing still give the capture thread back.
         self._release_captures = CAPTURES.lease() if self._graphs_possible else None
         if self._release_captures is not None:
@@ -160,27 +162,59 @@ class GpuProgram(DeviceProgram):
     # --- the compiled tier (see .tiers) ---------------------------------------------
 
     def start_compiled_tier(self) -> None:
-        """Start compiling in the background where the plan is tiered (called once the eager
-        tier is warmed up, so its captures do not queue behind the compile's)."""
+        """Start compiling in the background where the plan is tiered: once the eager tier is
+        warmed up (its captures then do not queue behind the compile's), or, for a plan that
+        waits for the program to be hot, from the run that makes it so."""
         generic = self._generic
-        if self._plan.how == "tiered" and self._tier is None and generic is not None:
+        if self._plan.how == "tiered" and self._tier is None and generic is not None \
+                and self._runs >= self._plan.after_runs:
             self._tier = tiers.CompiledTier(self.device, generic.lowered, self._plan, self._torch_device,
                                             weakref.WeakMethod(self._switch_to))
 
-    def _switch_to(self, forward: Any, inputs: list[torch.Tensor]) -> bool:
+    def _switch_to(self, forward: Any, inputs: list[torch.Tensor]) -> str:
         """Make ``forward`` (the compiled tier) the one new runs take, on CUDA once every worker's
-        graph of it is captured (replacing the eager one); False when the program was closed."""
+        graph of it is captured (replacing the eager one), unless the plan measures it and it is
+        no faster; the tier that serves then (ABANDONED when the program was closed)."""
         with GATE.capture() if self._graphs_possible else nullcontext(), self._lock, TORCH_SETTINGS.scope():
             generic = self._generic
             if self._closed or generic is None:
-                return False
+                return tiers.ABANDONED
             variant = Variant(generic.lowered, forward, generic.graphs, generic.buffer_ptrs)
             signature = self._inputs_checker.check(dict(zip(self.input_names, inputs, strict=True)))[1]
+            graphs = None
             if variant.graphs and signature not in self._eager_signatures:
-                tiers.capture_on_workers(variant, inputs, self._workers, signature,
-                                         self.capture_on_one_thread)
+                graphs = tiers.capture_on_workers(variant, inputs, self._workers, self.capture_on_one_thread)
+            if self._plan.measured and not self._measured_faster(generic, forward, inputs, signature, graphs):
+                if graphs is not None:
+                    self._workers[0].stream.synchronize()  # no replay of the dropped graphs still runs
+                return tiers.KEPT_EAGER
+            if graphs is not None:
+                tiers.install_graphs(self._workers, signature, graphs)
             self._generic = variant
-            return True
+            return tiers.COMPILED
+
+    def _measured_faster(self, eager: Variant, forward: Any, inputs: list[torch.Tensor],
+                         signature: tuple[Any, ...], graphs: list[Any] | None) -> bool:
+        """Whether the compiled ``forward`` runs faster than the eager tier on worker 0 (no other
+        run goes on meanwhile): replay against replay where both are captured."""
+        state = self._workers[0]
+        old = state.graphs.get(signature)
+        if graphs is not None and old is not None:
+            new_graph, old_graph = graphs[0].graph, old.graph
+            compiled, current = new_graph.replay, old_graph.replay
+        else:
+            def compiled() -> Any:
+                return forward(*inputs)
+
+            def current() -> Any:
+                return eager.forward(*inputs)
+        with torch.cuda.stream(state.stream) if self._cuda else nullcontext(), torch.inference_mode():
+            faster, compiled_s, eager_s = tiers.measured_faster(compiled, current, state.stream.synchronize
+                                                                if self._cuda else (lambda: None))
+        _log.info("inferplex: %s: torch.compile's forward runs in %.3f ms, the eager tier's in %.3f ms: %s",
+                  self.device, compiled_s * 1e3, eager_s * 1e3,
+                  "switching" if faster else "the eager tier serves on")
+        return faster
 
     @property
     def compiled_tier(self) -> str:
@@ -261,6 +295,10 @@ class GpuProgram(DeviceProgram):
                 self.check_runnable(worker, self._closed)
                 self._runners[thread] += 1
                 counted = True
+                self._runs += 1
+                hot = self._runs == self._plan.after_runs
+            if hot:
+                self.start_compiled_tier()
             values, signature = self._inputs_checker.check(inputs)
             state = self._workers[worker]
             variant = self._variant(signature)

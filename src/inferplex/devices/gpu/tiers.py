@@ -13,10 +13,17 @@ runs in flight finish on the forward they began with.
 
 * ``NO`` (or False): no torch.compile.
 * ``YES`` (or True): torch.compile on any GPU, emulated ones included.
-* ``AUTO`` (the default): as YES for large batches on CUDA: the
-  THROUGHPUT/CUMULATIVE_THROUGHPUT hint and every input static with a
-  leading (batch) dim of at least :data:`TIERED_MIN_BATCH`; NO otherwise (on
-  emulated GPUs too, where compiling costs CPU time the host's work needs).
+* ``AUTO`` (the default): on CUDA, for every input static, a measured
+  compile.  Under the THROUGHPUT/CUMULATIVE_THROUGHPUT hint with a leading
+  (batch) dim of at least :data:`TIERED_MIN_BATCH` the compile starts once the
+  program is warmed up; otherwise (LATENCY, small batches) only once the
+  program has served :data:`HOT_RUNS` runs, as a JIT compiles only hot code: a
+  short script then never pays for a compile (nor waits for one at exit).
+  Measured: the compiled forward replaces the eager one only where it runs at
+  least :data:`SWITCH_GAIN` faster, timed replay against replay on one worker
+  while runs pause; otherwise the eager tier serves on (``KEPT_EAGER``).  NO
+  on emulated GPUs and for dynamic shapes, where compiling costs CPU time the
+  host's work needs.
 
 With static input shapes the compile is tiered as above.  A program with
 dynamic input shapes, or one compiled for the model cache (``CACHE_DIR``) or
@@ -34,12 +41,14 @@ are refused: their graphs would be captured inside inferplex's.
 
 The read-only ``COMPILED_TIER`` says which tier serves: ``EAGER`` (no
 torch.compile), ``COMPILING`` (eager, the compile is under way),
-``COMPILED``, ``FAILED`` (the compile failed: logged once, eager serves on and
-no request fails) or ``ABANDONED`` (the program was released while it
-compiled).  Releasing the program does not wait for the compile: the thread
-finds the program gone and drops what it made.  Exit waits for a compile still
-running up to :data:`TIER_EXIT_WAIT` seconds (torch's native threads torn down
-under it would abort the interpreter), as AUTO's background compile does.
+``COMPILED``, ``KEPT_EAGER`` (compiled, measured no faster: eager serves on),
+``FAILED`` (the compile failed: logged once, eager serves on and no request
+fails) or ``ABANDONED`` (the program was released while it compiled).  Before
+a hot compile starts, an AUTO program reads ``EAGER``.  Releasing the program
+does not wait for the compile: the thread finds the program gone and drops
+what it made.  Exit waits for a compile still running up to
+:data:`TIER_EXIT_WAIT` seconds (torch's native threads torn down under it
+would abort the interpreter), as AUTO's background compile does.
 torch.compile is not thread-safe: the process compiles one program at a time
 (:data:`COMPILE_LOCK`).
 """
@@ -47,6 +56,7 @@ torch.compile is not thread-safe: the process compiles one program at a time
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 import time
 import weakref
@@ -56,16 +66,17 @@ from typing import Any
 
 import torch
 
-from inferplex.devices.gpu.graphs import capture_graph
+from inferplex.devices.gpu.graphs import Captured, capture_graph
 from inferplex.devices.gpu.lower import LoweredGraph
 from inferplex.devices.gpu.tensors import numpy_to_torch, torch_to_numpy
 from inferplex.devices.gpu.workers import Variant, WorkerState
 from inferplex.engine import lifecycle
 from inferplex.errors import InferenceError, PropertyError
 
-__all__ = ["COMPILE_LOCK", "COMPILE_MODES", "MODE_PROPERTY", "TIERED_MIN_BATCH", "TIER_EXIT_WAIT",
-           "TIER_PROPERTY", "CompilePlan", "CompiledTier", "capture_on_workers", "compile_mode",
-           "compiled_forward", "example_inputs", "inline_forward", "plan_compile", "plan_of_flag"]
+__all__ = ["COMPILE_LOCK", "COMPILE_MODES", "HOT_RUNS", "MODE_PROPERTY", "SWITCH_GAIN", "TIERED_MIN_BATCH",
+           "TIER_EXIT_WAIT", "TIER_PROPERTY", "CompilePlan", "CompiledTier", "capture_on_workers",
+           "compile_mode", "compiled_forward", "example_inputs", "inline_forward", "install_graphs",
+           "measured_faster", "plan_compile", "plan_of_flag"]
 
 _log = logging.getLogger("inferplex")
 
@@ -81,6 +92,13 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 TIERED_MIN_BATCH = 8
 """Smallest static batch (leading input dim) for which ``TORCH_COMPILE=AUTO`` compiles on CUDA."""
 
+HOT_RUNS = 500
+"""Runs after which ``TORCH_COMPILE=AUTO`` compiles a LATENCY or small-batch program (see above)."""
+
+SWITCH_GAIN = 0.02
+"""How much faster (a fraction of the eager run's time) a measured compiled tier must run to replace
+the eager one."""
+
 TIER_EXIT_WAIT = 30.0
 """Seconds interpreter exit waits for a background compile still running (then leaves it)."""
 
@@ -91,6 +109,7 @@ one after the other."""
 
 _THROUGHPUT_HINTS = ("THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 EAGER, COMPILING, COMPILED, FAILED, ABANDONED = "EAGER", "COMPILING", "COMPILED", "FAILED", "ABANDONED"
+KEPT_EAGER = "KEPT_EAGER"
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,10 @@ class CompilePlan:
     """The torch.compile mode (one of :data:`COMPILE_MODES`)."""
     dynamic: bool | None = False
     """torch.compile's ``dynamic``: False for static input shapes, None (torch decides) otherwise."""
+    measured: bool = False
+    """The compiled tier replaces the eager one only where it measures faster (AUTO); False: always (YES)."""
+    after_runs: int = 0
+    """Runs the program serves before a tiered compile starts (0: once it is warmed up)."""
 
 
 def compile_mode(setting: Any, cuda: bool, device: str) -> str:
@@ -139,9 +162,12 @@ def plan_compile(setting: str, mode: str, hint: Any, cuda: bool, input_shapes: S
     """
     static = _static(input_shapes) and not specialized
     if setting == "AUTO":
-        large = cuda and static and str(hint).upper() in _THROUGHPUT_HINTS \
-            and _batch(input_shapes) >= TIERED_MIN_BATCH
-        setting = "YES" if large else "NO"
+        if not (cuda and static):
+            return CompilePlan("off", mode)
+        large = str(hint).upper() in _THROUGHPUT_HINTS and _batch(input_shapes) >= TIERED_MIN_BATCH
+        if for_cache:
+            return CompilePlan("inline", mode) if large else CompilePlan("off", mode)
+        return CompilePlan("tiered", mode, measured=True, after_runs=0 if large else HOT_RUNS)
     if setting != "YES":
         return CompilePlan("off", mode)
     if for_cache or not static:
@@ -191,17 +217,48 @@ def example_inputs(lowered: LoweredGraph, torch_device: torch.device) -> list[to
 
 
 def capture_on_workers(variant: Variant, inputs: list[torch.Tensor], workers: Sequence[WorkerState],
-                       signature: tuple[Any, ...], on_capture_thread: bool) -> None:
-    """Capture ``variant``'s forward for ``signature`` on every worker, in place of the graphs they
-    have: all of them or, raising InferenceError, none (the caller holds :data:`.graphs.GATE`)."""
+                       on_capture_thread: bool) -> list[Captured]:
+    """``variant``'s forward captured on every worker: all of them or, raising InferenceError, none
+    (the caller holds :data:`.graphs.GATE`)."""
     graphs = [capture_graph(variant.forward, inputs, state.stream, state.pool, variant, on_capture_thread)
               for state in workers]
     captured = [graph for graph in graphs if graph is not None]
     if len(captured) != len(graphs):
         raise InferenceError("the compiled forward cannot be captured in a CUDA graph")
-    for state, graph in zip(workers, captured, strict=True):
+    return captured
+
+
+def install_graphs(workers: Sequence[WorkerState], signature: tuple[Any, ...],
+                   graphs: Sequence[Captured]) -> None:
+    """Make ``graphs`` the workers' graphs of ``signature``, replacing those they have."""
+    for state, graph in zip(workers, graphs, strict=True):
         state.stream.synchronize()  # no replay of the graph replaced here still runs
         state.graphs[signature] = graph
+
+
+def seconds_per_run(run: Callable[[], Any], synchronize: Callable[[], Any], runs: int = 10) -> float:
+    """Wall seconds of one ``run()`` (on CUDA one replay: queued ``runs`` times, then waited for)."""
+    run()
+    synchronize()
+    began = time.perf_counter()
+    for _ in range(runs):
+        run()
+    synchronize()
+    return (time.perf_counter() - began) / runs
+
+
+def measured_faster(compiled: Callable[[], Any], eager: Callable[[], Any], synchronize: Callable[[], Any],
+                    rounds: int = 5) -> tuple[bool, float, float]:
+    """Whether ``compiled`` runs at least :data:`SWITCH_GAIN` faster than ``eager``: (faster, compiled
+    seconds, eager seconds), medians of ``rounds`` alternated measurements (no other runs meanwhile)."""
+    compiled_s: list[float] = []
+    eager_s: list[float] = []
+    for round_ in range(rounds):
+        pair = [(compiled, compiled_s), (eager, eager_s)]
+        for run, times in pair if round_ % 2 == 0 else reversed(pair):
+            times.append(seconds_per_run(run, synchronize))
+    fast, slow = statistics.median(compiled_s), statistics.median(eager_s)
+    return fast <= slow * (1.0 - SWITCH_GAIN), fast, slow
 
 
 _running: weakref.WeakSet[CompiledTier] = weakref.WeakSet()
@@ -248,15 +305,16 @@ class CompiledTier:
 
     On a daemon thread: :func:`compiled_forward` on :func:`example_inputs`, then
     ``install()(forward, inputs)`` (a weak method of the program: the thread
-    keeps no released program alive) makes it the program's forward; it returns
-    False when the program was released meanwhile.  Watched by
+    keeps no released program alive) makes it the program's forward where the
+    plan allows and returns the tier that serves then (``COMPILED``,
+    ``KEPT_EAGER``, or ``ABANDONED`` when the program was released meanwhile).  Watched by
     :mod:`inferplex.engine.lifecycle` (``holds_exit``) while it runs.
     """
 
     holds_exit = True
 
     def __init__(self, device: str, lowered: LoweredGraph, plan: CompilePlan, torch_device: torch.device,
-                 install: Callable[[], Callable[[Any, list[torch.Tensor]], bool] | None]) -> None:
+                 install: Callable[[], Callable[[Any, list[torch.Tensor]], str] | None]) -> None:
         self.device = device
         self._state = COMPILING
         self._lock = threading.Lock()
@@ -269,9 +327,9 @@ class CompiledTier:
         def compile_forward() -> Any:
             return compiled_forward(lowered.module, plan, inputs, torch_device)
 
-        def switch(forward: Any) -> bool:
+        def switch(forward: Any) -> str:
             method = install()
-            return method is not None and method(forward, inputs)
+            return ABANDONED if method is None else method(forward, inputs)
 
         _wait_before_threading_shuts_down(self)
         threading.Thread(target=self._run, args=(compile_forward, switch), daemon=True,
@@ -279,7 +337,7 @@ class CompiledTier:
 
     @property
     def state(self) -> str:
-        """COMPILING, COMPILED, FAILED or ABANDONED."""
+        """COMPILING, COMPILED, KEPT_EAGER, FAILED or ABANDONED."""
         with self._lock:
             return self._state
 
@@ -290,13 +348,13 @@ class CompiledTier:
             if self._state == COMPILING:
                 self._state = ABANDONED
 
-    def _run(self, compile_forward: Callable[[], Any], install: Callable[[Any], bool]) -> None:
+    def _run(self, compile_forward: Callable[[], Any], install: Callable[[Any], str]) -> None:
         state = ABANDONED
         try:
             with COMPILE_LOCK:
                 forward = None if self._released else compile_forward()
-                if forward is not None and not self._released and install(forward):
-                    state = COMPILED
+                if forward is not None and not self._released:
+                    state = install(forward)
         except Exception as error:  # noqa: BLE001 - the eager tier serves on; no request fails
             state = FAILED
             _log.warning("inferplex: %s: torch.compile in the background failed, the eager lowering "
