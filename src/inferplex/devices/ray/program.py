@@ -24,14 +24,14 @@ does not leave the node's devices idle.
 
 Faults: a run whose actor or node dies ends with an :class:`InferenceError`
 naming the device and the node, as does every run of the calls in flight, so
-MULTI's runtime fallback re-runs them elsewhere and quarantines the device.
-The next run after that (MULTI retries
-a device once its quarantine ends) starts a new actor on the same node, which
-compiles the model again from the bytes already in the object store; where the
-node is gone, that run fails too and the device stays quarantined.  Ray itself
-does not restart the actor (``max_restarts=0``): a restart would re-run calls
-from a dead actor's queue that the caller has already re-run elsewhere.
-:meth:`RayProgram.close` kills the actor.
+MULTI's runtime fallback re-runs them elsewhere and quarantines the device. The
+next run after that (MULTI retries a device once its quarantine ends) starts a
+new actor on the same node, which compiles the model again from the bytes
+already in the object store; where the node is gone, that run fails too and the
+device stays quarantined. Ray itself does not restart the actor
+(``max_restarts=0``): a restart would re-run calls from a dead actor's queue
+that the caller has already re-run elsewhere. :meth:`RayProgram.close` kills the
+actor.
 """
 
 from __future__ import annotations
