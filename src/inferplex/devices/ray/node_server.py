@@ -116,14 +116,14 @@ class NodeServer:
     def _free_request(self, started: deque[tuple[int, Any]], replies: list[Reply]) -> Any:
         """A free infer request; where none is free, this call's oldest started one once it ends
         (waiting for other calls' requests is safe only while this call holds none)."""
-        while started:
-            try:
-                return self._requests.get_nowait()
-            except queue.Empty:
-                index, request = started.popleft()
-                replies[index] = self._ended(request)
-                return request
-        return self._requests.get()
+        if not started:
+            return self._requests.get()
+        try:
+            return self._requests.get_nowait()
+        except queue.Empty:
+            index, request = started.popleft()
+            replies[index] = self._ended(request)
+            return request
 
     def _infer_one(self, inputs: Mapping[str, np.ndarray]) -> Reply:
         request = self._requests.get()
