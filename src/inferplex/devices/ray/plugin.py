@@ -20,7 +20,8 @@ or ``{"RAY.1": {...}}``):
   requests, at least 4) and ``CALLS_IN_FLIGHT`` (1-16, default 2): requests that
   arrive while ``CALLS_IN_FLIGHT`` calls to the node are in flight go out together
   as one actor call of up to ``REQUESTS_PER_CALL`` (see
-  :mod:`inferplex.devices.ray.program`); 1 and 1 send each request alone.
+  :mod:`inferplex.devices.ray.program`); ``REQUESTS_PER_CALL=1`` sends each request in
+  a call of its own.
 
 The model goes to the object store once per distinct model (``ray.put`` of its
 ONNX bytes, shared by the nodes it is compiled on); each node's actor reads it
