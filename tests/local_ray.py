@@ -46,13 +46,17 @@ def namespace_refusal() -> str | None:
     return None
 
 
-def rerun_in_namespace(command: Sequence[str], timeout: float,
-                       env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` in new network, PID and mount namespaces, with :data:`IN_NAMESPACE` set."""
+def rerun_in_namespace(command: Sequence[str], timeout: float, env: dict[str, str] | None = None,
+                       capture: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in new network, PID and mount namespaces, with :data:`IN_NAMESPACE` set.
+
+    ``capture``: collect its output (the default), or let it through as it comes
+    (a benchmark whose rows should be seen even if it is stopped).
+    """
     full_env = dict(os.environ if env is None else env)
     full_env[IN_NAMESPACE] = "1"
     full_env.pop("RAY_ADDRESS", None)
-    return subprocess.run([*_UNSHARE, *command], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([*_UNSHARE, *command], capture_output=capture, text=True, timeout=timeout,
                           env=full_env, check=False)
 
 

@@ -209,6 +209,10 @@ def test_cluster_2000_async_requests_over_two_nodes_end_once_each(multi: Any) ->
     assert set(served) == {"RAY.0", "RAY.1"} and all(count > 0 for count in served.values())
     workers = {d: s["workers"] for d, s in multi.get_property("DEVICE_STATISTICS").items()}
     assert multi.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == sum(workers.values())
+    calls = multi.get_property("NODE_CALLS")  # of the first member by priority
+    assert calls["device"] == "RAY.0" and calls["requests"] == served["RAY.0"]
+    assert 1 < calls["largest"] <= multi.get_property("REQUESTS_PER_CALL")
+    assert calls["calls"] < calls["requests"] / 2  # gathered: far fewer actor calls than requests
 
 
 @in_cluster
@@ -234,13 +238,15 @@ def test_cluster_an_actor_killed_mid_run_loses_nothing(multi: Any) -> None:
     import ray
 
     compiled = multi  # the last case to use it: its RAY.1 actor dies here
-    compiled.set_property({"MULTI_DEVICE_PRIORITIES": "RAY.0,RAY.1"})
+    compiled.set_property({"MULTI_DEVICE_PRIORITIES": "RAY.1,RAY.0"})  # NODE_CALLS: RAY.1's
     (victim,) = _actor_names("RAY.1")
     inputs = _inputs(1500)
     collector = _Collector(compiled, signal_after=300)
+    before: dict[str, Any] = {}
 
-    def kill_mid_run() -> None:  # while requests are still being submitted: RAY.1 has its share running
+    def kill_mid_run() -> None:  # while requests are still being submitted: RAY.1 has its calls running
         collector.reached.wait(60)
+        before.update(compiled.get_property("NODE_CALLS"))
         ray.kill(ray.get_actor(victim), no_restart=True)
 
     killer = threading.Thread(target=kill_mid_run)
@@ -250,6 +256,7 @@ def test_cluster_an_actor_killed_mid_run_loses_nothing(multi: Any) -> None:
     collector.check(inputs)
     statistics = compiled.get_property("DEVICE_STATISTICS")
     assert statistics["RAY.1"]["failures"] >= 1 and statistics["RAY.0"]["requests"] > 0
+    assert before["device"] == "RAY.1" and before["largest"] > 1  # calls of several requests were in flight
     # Tried again, the node serves from a new actor, compiled from the bytes in the object store.
     served = _served(compiled)["RAY.1"]
     compiled.set_property({"MULTI_DEVICE_PRIORITIES": "RAY.1"})
@@ -287,10 +294,15 @@ def test_cluster_node_settings_and_release_frees_the_actor(core: ov.Core) -> Non
     assert compiled.get_property("NODE_EXECUTION_DEVICES") == ["CPU"]
     assert compiled.get_property("ENGINE") == "ONNXRUNTIME"  # read from the node's compiled model
     node_optimal = compiled.get_property("NODE_OPTIMAL_NUMBER_OF_INFER_REQUESTS")
-    assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 2 * node_optimal
+    per_call = compiled.get_property("REQUESTS_PER_CALL")
+    assert per_call == max(4, 2 * node_optimal) and compiled.get_property("CALLS_IN_FLIGHT") == 2
+    # every call in flight, and the next one gathering, full
+    assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 3 * per_call
     inputs = _inputs(4)
     np.testing.assert_allclose(np.stack([compiled({"x": x})[0] for x in inputs]), _reference(inputs),
                                rtol=1e-4, atol=1e-5)
+    calls = compiled.get_property("NODE_CALLS")  # one at a time: each sent at once, alone
+    assert (calls["calls"], calls["requests"], calls["largest"]) == (4, 4, 1)
     compiled.release()
     deadline = time.monotonic() + 30
     while actor in _actor_names("RAY.1") and time.monotonic() < deadline:
@@ -304,8 +316,60 @@ def test_cluster_bad_node_settings_are_clear_errors(core: ov.Core) -> None:
         core.compile_model(_model(), "RAY.0", {"NODE_DEVICE": "MULTI:RAY.1,CPU"})
     with pytest.raises(PropertyError, match="NODE_PROPERTIES"):
         core.compile_model(_model(), "RAY.0", {"NODE_PROPERTIES": "fast"})
+    with pytest.raises(PropertyError, match=r"REQUESTS_PER_CALL.*0 to 256"):
+        core.compile_model(_model(), "RAY.0", {"REQUESTS_PER_CALL": -1})
+    with pytest.raises(PropertyError, match=r"CALLS_IN_FLIGHT.*1 to 16"):
+        core.compile_model(_model(), "RAY.0", {"CALLS_IN_FLIGHT": 0})
     with pytest.raises(DeviceNameError, match=r"RAY\.0 .*GPU\.3"):  # the node has no GPU.3
         core.compile_model(_model(), "RAY.0", {"NODE_DEVICE": "GPU.3"})
+
+
+def _gather_model() -> tuple[ModelProto, np.ndarray]:
+    """Rows of a table by index: an index past the table is an error in ONNX Runtime, at run time."""
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "i"], ["y"], axis=0)], "g",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [numpy_helper.from_array(table, "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model, table
+
+
+@in_cluster
+def test_cluster_a_request_the_node_fails_fails_alone_in_its_call(core: ov.Core) -> None:
+    model, table = _gather_model()
+    node_ort = {"NODE_DEVICE": "CPU", "NODE_PROPERTIES": {"ENGINE": "ONNXRUNTIME"}}
+    compiled = core.compile_model(model, "RAY.0", node_ort)
+    queue = ov.AsyncInferQueue(compiled)
+    ended: dict[int, Any] = {}
+    ends: Counter[int] = Counter()
+    lock = threading.Lock()
+
+    def done(request: Any, index: int) -> None:
+        try:
+            outcome: Any = request.results[0].copy()
+        except InferenceError as error:
+            outcome = error
+        with lock:
+            ends[index] += 1
+            ended[index] = outcome
+
+    queue.set_callback(done)
+    count, bad = 240, set(range(7, 240, 23))  # every 23rd index is past the table's 10 rows
+    for index in range(count):
+        queue.start_async({"i": np.array([index + 100 if index in bad else index % 10])}, index)
+    queue.wait_all()
+    assert sorted(ends) == list(range(count)) and set(ends.values()) == {1}
+    for index in range(count):
+        if index in bad:
+            assert isinstance(ended[index], InferenceError) and "RAY.0" in str(ended[index])
+        else:
+            np.testing.assert_array_equal(ended[index], table[[index % 10]])
+    calls = compiled.get_property("NODE_CALLS")
+    assert calls["requests"] == count and calls["largest"] > 1 and calls["calls"] < count / 2
+    compiled.release()
 
 
 @in_cluster

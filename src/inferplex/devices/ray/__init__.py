@@ -5,6 +5,7 @@
 - :mod:`~inferplex.devices.ray.plugin`: the ``RAY`` device family.
 - :mod:`~inferplex.devices.ray.node_server`: the actor that serves a model on a node.
 - :mod:`~inferplex.devices.ray.program`: the caller's side of one node's compiled model.
+- :mod:`~inferplex.devices.ray._coalesce`: the runs sent to a node gathered into actor calls.
 
 Nothing here imports ray until a cluster is reachable and a ``RAY`` device is
 listed or compiled: ``import inferplex`` works without ray installed.

@@ -9,20 +9,26 @@ node's device string (default ``AUTO`` with ``CUMULATIVE_THROUGHPUT``, so every
 device of the node serves) and keeps one infer request per request the node's
 compiled model takes at once (its ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``).
 
-The actor is threaded: Ray runs up to :data:`MAX_CONCURRENCY` of its calls at
-once, each taking a free infer request (or waiting for one), so a caller that
-keeps more requests in flight than the node runs has the next one's inputs
-already on the node when a request frees.
+One call carries a list of requests (the caller gathers the requests that
+arrive while its earlier calls are in flight): :meth:`NodeServer.infer_many`
+starts each on a free infer request as soon as one is free (``start_async``), so
+the call's requests run at once on every infer request the node has, and a
+request frees its infer request as soon as it ends.  The actor is threaded: Ray
+runs up to :data:`MAX_CONCURRENCY` of its calls at once, so the next call's
+requests are already on the node, waiting for infer requests, when one frees.
 
 Every reply is plain data, built here and read by the caller without trusting
 it: ``("ok", value)`` or ``("error", error class name, message)``, where value
-holds only numpy arrays, strings, numbers, lists and dicts.
+holds only numpy arrays, strings, numbers, lists and dicts.  A call's reply is
+``("ok", [one reply per request])``: a request the node refuses or fails ends
+with its own ``("error", ...)`` entry, and the others of its call are unaffected.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,21 +86,69 @@ class NodeServer:
         devices = self._compiled.get_property("EXECUTION_DEVICES")
         return ("ok", {"optimal": self._optimal, "execution_devices": _plain(devices), "pid": os.getpid()})
 
-    def infer(self, inputs: Mapping[str, np.ndarray]) -> Reply:
-        """Run one request: ``("ok", outputs by name, profiling rows)`` or ``("error", kind, message)``."""
+    def infer_many(self, batch: list[Mapping[str, np.ndarray]]) -> Reply:
+        """Run a call's requests: ``("ok", [reply per request])``, each ``("ok", outputs by name,
+        profiling rows)`` or ``("error", kind, message)``; ``("error", ...)`` for the whole call."""
         if self._failure is not None:
             return _error(self._failure)
+        if not isinstance(batch, list):
+            return ("error", "InputError", f"a call carries a list of requests, got {type(batch).__name__}")
+        if len(batch) == 1:  # a lone request runs on this thread: no hand-over to wait for
+            return ("ok", [self._infer_one(batch[0])])
+        replies: list[Reply] = [("error", "InferenceError", "the request did not run")] * len(batch)
+        started: deque[tuple[int, Any]] = deque()
+        for index, inputs in enumerate(batch):
+            request = self._free_request(started, replies)
+            try:
+                # The arrays Ray hands over are read-only views of its object store: read in place.
+                request.start_async(_inputs(inputs), share_inputs=True)
+            except Exception as error:  # noqa: BLE001 - this request is refused; the others run
+                replies[index] = _error(error)
+                self._requests.put(request)
+                continue
+            started.append((index, request))
+        while started:
+            index, request = started.popleft()
+            replies[index] = self._ended(request)
+            self._requests.put(request)
+        return ("ok", replies)
+
+    def _free_request(self, started: deque[tuple[int, Any]], replies: list[Reply]) -> Any:
+        """A free infer request; where none is free, this call's oldest started one once it ends
+        (waiting for other calls' requests is safe only while this call holds none)."""
+        if not started:
+            return self._requests.get()
+        try:
+            return self._requests.get_nowait()
+        except queue.Empty:
+            index, request = started.popleft()
+            replies[index] = self._ended(request)
+            return request
+
+    def _infer_one(self, inputs: Mapping[str, np.ndarray]) -> Reply:
         request = self._requests.get()
         try:
-            # The arrays Ray hands over are read-only views of its object store: read in place.
-            results = request.infer(dict(inputs), share_inputs=True)
-            outputs = {name: np.asarray(results[index]) for index, name in enumerate(self._outputs)}
-            rows = [_profiling_row(info) for info in request.get_profiling_info()] if self._profiling else []
+            results = request.infer(_inputs(inputs), share_inputs=True)
+            return ("ok", {name: np.asarray(results[index]) for index, name in enumerate(self._outputs)},
+                    self._rows(request))
         except Exception as error:  # noqa: BLE001 - told to the caller in its own class
             return _error(error)
         finally:
             self._requests.put(request)
-        return ("ok", outputs, rows)
+
+    def _ended(self, request: Any) -> Reply:
+        """Wait for a started request; its reply, its outputs copied out of the request's tensors
+        (the next request on it writes there)."""
+        try:
+            request.wait()
+            results = request.results
+            outputs = {name: np.array(results[index], copy=True) for index, name in enumerate(self._outputs)}
+            return ("ok", outputs, self._rows(request))
+        except Exception as error:  # noqa: BLE001 - told to the caller in its own class
+            return _error(error)
+
+    def _rows(self, request: Any) -> list[tuple[str, str, str, float, float, str]]:
+        return [_profiling_row(info) for info in request.get_profiling_info()] if self._profiling else []
 
     def get_property(self, key: str) -> Reply:
         """A property of the node's compiled model, as plain data."""
@@ -104,6 +158,14 @@ class NodeServer:
             return ("ok", _plain(self._compiled.get_property(key)))
         except Exception as error:  # noqa: BLE001 - told to the caller in its own class
             return _error(error)
+
+
+def _inputs(inputs: Any) -> dict[str, Any]:
+    """A request's inputs by name, as the caller sent them (a mapping; anything else is refused)."""
+    if not isinstance(inputs, Mapping):
+        raise TypeError(f"a request's inputs are a mapping of input name to array, "
+                        f"got {type(inputs).__name__}")
+    return dict(inputs)
 
 
 def _profiling_row(info: Any) -> tuple[str, str, str, float, float, str]:

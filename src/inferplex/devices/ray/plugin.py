@@ -16,6 +16,12 @@ or ``{"RAY.1": {...}}``):
   ``EXECUTION_MODE_HINT``, ``ENABLE_PROFILING`` pass down to the node.  A
   throughput hint (what MULTI members get) becomes ``CUMULATIVE_THROUGHPUT``
   where the node's device is AUTO or MULTI, so every device of the node serves.
+- ``REQUESTS_PER_CALL`` (0-256, default 0: twice the node's own optimal number of
+  requests, at least 4) and ``CALLS_IN_FLIGHT`` (1-16, default 2): requests that
+  arrive while ``CALLS_IN_FLIGHT`` calls to the node are in flight go out together
+  as one actor call of up to ``REQUESTS_PER_CALL`` (see
+  :mod:`inferplex.devices.ray.program`); ``REQUESTS_PER_CALL=1`` sends each request in
+  a call of its own.
 
 The model goes to the object store once per distinct model (``ray.put`` of its
 ONNX bytes, shared by the nodes it is compiled on); each node's actor reads it
@@ -37,8 +43,14 @@ from inferplex.config.devices import parse_device_string
 from inferplex.config.values import Parser, Reject
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.devices.ray import cluster
-from inferplex.devices.ray.node_server import MAX_CONCURRENCY
-from inferplex.devices.ray.program import RayProgram, start_actor
+from inferplex.devices.ray.program import (
+    DEFAULT_CALLS_IN_FLIGHT,
+    MAX_CALLS_IN_FLIGHT,
+    MAX_REQUESTS_PER_CALL,
+    RayProgram,
+    requests_per_call,
+    start_actor,
+)
 from inferplex.errors import CompileError, DeviceNameError
 
 if TYPE_CHECKING:
@@ -48,7 +60,8 @@ __all__ = ["RayPlugin", "node_settings"]
 
 _FORWARDED = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_PRECISION_HINT", "EXECUTION_MODE_HINT",
               "ENABLE_PROFILING")
-_SUPPORTED = ("PERFORMANCE_HINT", *_FORWARDED, "NODE_DEVICE", "NODE_PROPERTIES")
+_SUPPORTED = ("PERFORMANCE_HINT", *_FORWARDED, "NODE_DEVICE", "NODE_PROPERTIES", "REQUESTS_PER_CALL",
+              "CALLS_IN_FLIGHT")
 
 
 def _device_string(value: Any) -> str:
@@ -70,7 +83,25 @@ def _properties(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-_PARSERS: dict[str, Parser] = {"NODE_DEVICE": _device_string, "NODE_PROPERTIES": _properties}
+def _int_between(low: int, high: int, meaning: str) -> Parser:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+            raise Reject(f"an integer from {low} to {high} ({meaning})")
+        number = int(value)
+        if not low <= number <= high:
+            raise Reject(f"an integer from {low} to {high} ({meaning})")
+        return number
+
+    return parse
+
+
+_PARSERS: dict[str, Parser] = {
+    "NODE_DEVICE": _device_string,
+    "NODE_PROPERTIES": _properties,
+    "REQUESTS_PER_CALL": _int_between(0, MAX_REQUESTS_PER_CALL, "0: twice the node's optimal number of "
+                                      "requests, at least 4"),
+    "CALLS_IN_FLIGHT": _int_between(1, MAX_CALLS_IN_FLIGHT, f"default {DEFAULT_CALLS_IN_FLIGHT}"),
+}
 
 
 def node_settings(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -140,9 +171,11 @@ class RayPlugin(DevicePlugin):
         return facts[key]()
 
     def optimal_number_of_infer_requests(self, device: str, config: Mapping[str, Any]) -> int:
-        """A guess before compiling (two per CPU of the node); the compiled program knows the node's own."""
-        cpus = int(self.node(device).resources.get("CPU", 1))
-        return max(1, min(2 * max(1, cpus), MAX_CONCURRENCY))
+        """A guess before compiling (the node's CPUs as its optimal number of requests, and the
+        program's rule on top); the compiled program knows from the node's own."""
+        cpus = max(1, int(self.node(device).resources.get("CPU", 1)))
+        in_flight = int(config.get("CALLS_IN_FLIGHT", DEFAULT_CALLS_IN_FLIGHT))
+        return (in_flight + 1) * (int(config.get("REQUESTS_PER_CALL", 0)) or requests_per_call(cpus))
 
     def memory(self, device: str) -> MemoryInfo:
         total = int(self.node(device).resources.get("memory", 0))
@@ -160,7 +193,9 @@ class RayPlugin(DevicePlugin):
         stored = self._model_in_store(model)
         # the program holds ``stored`` through ``start``: the bytes stay while it may start an actor
         start = functools.partial(start_actor, device, node, stored, node_device, node_config)
-        return RayProgram(device, node, start, bool(config.get("ENABLE_PROFILING")))
+        return RayProgram(device, node, start, bool(config.get("ENABLE_PROFILING")),
+                          int(config.get("REQUESTS_PER_CALL", 0)),
+                          int(config.get("CALLS_IN_FLIGHT", DEFAULT_CALLS_IN_FLIGHT)))
 
     def _model_in_store(self, model: ir.Model) -> _ModelInStore:
         """The model's ONNX bytes in the object store, put once per distinct model."""
