@@ -7,10 +7,12 @@ while a request runs.
 
 Properties map onto OpenVINO's CPU plugin:
 
-- ``PERFORMANCE_HINT`` LATENCY / THROUGHPUT (CUMULATIVE_THROUGHPUT counts as
-  THROUGHPUT on one device), ``PERFORMANCE_HINT_NUM_REQUESTS``,
+- ``PERFORMANCE_HINT`` (LATENCY / THROUGHPUT / CUMULATIVE_THROUGHPUT, which
+  OpenVINO's CPU plugin runs as THROUGHPUT), ``PERFORMANCE_HINT_NUM_REQUESTS``,
   ``NUM_STREAMS`` and ``INFERENCE_NUM_THREADS`` go to OpenVINO as they are;
-  the workers are its ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``.
+  the workers are its ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``.  ``NUM_STREAMS=AUTO``
+  is OpenVINO's too: the THROUGHPUT hint's streams, whatever the hint (the hint
+  then reads back THROUGHPUT, as OpenVINO's compiled model reads it).
 - ``INFERENCE_PRECISION_HINT`` f32 / bf16 / f16 goes to OpenVINO; unset, OpenVINO
   picks bf16 where the CPU has AMX or AVX512_BF16 and f32 elsewhere.  The
   precision read back is the one OpenVINO runs (it runs f32 where the CPU
@@ -130,13 +132,13 @@ def default_precision() -> str:
 
 def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """OpenVINO CPU-plugin properties for an inferplex CPU config (see the module docstring)."""
-    hint = config.get("PERFORMANCE_HINT", "LATENCY")
-    ov_config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY" if hint == "LATENCY" else "THROUGHPUT"}
+    ov_config: dict[str, Any] = {"PERFORMANCE_HINT": str(config.get("PERFORMANCE_HINT", "LATENCY"))}
     for key in _PASSED_ON:
         if config.get(key):  # 0 threads / 0 requests mean "OpenVINO decides"
             ov_config[key] = config[key]
-    if config.get("NUM_STREAMS", "AUTO") != "AUTO":
-        ov_config["NUM_STREAMS"] = int(config["NUM_STREAMS"])
+    if "NUM_STREAMS" in config:  # AUTO included: OpenVINO's THROUGHPUT streams, whatever the hint
+        streams = config["NUM_STREAMS"]
+        ov_config["NUM_STREAMS"] = "AUTO" if streams == "AUTO" else int(streams)
     if config.get("ENABLE_PROFILING"):
         ov_config["PERF_COUNT"] = True
     if config.get("THREAD_SPINNING") is False:
@@ -307,7 +309,7 @@ class OpenVinoProgram(CpuProgram):
                        ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
         self._facts["INFERENCE_PRECISION_HINT"] = _precision_name(
             compiled.get_property("INFERENCE_PRECISION_HINT"))
-        self._facts["ENABLE_CPU_PINNING"] = bool(compiled.get_property("ENABLE_CPU_PINNING"))
+        self._facts.update(_threading_facts(compiled))
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
@@ -355,6 +357,18 @@ class OpenVinoProgram(CpuProgram):
     def _release(self) -> None:
         self._requests = []
         self._compiled = None
+
+
+def _threading_facts(compiled: openvino.CompiledModel) -> dict[str, Any]:
+    """What OpenVINO's compiled model says of its hint and threads, as a CPU program reads it back
+    (the hint is OpenVINO's: ``NUM_STREAMS=AUTO`` makes it THROUGHPUT)."""
+    return {
+        "PERFORMANCE_HINT": str(compiled.get_property("PERFORMANCE_HINT")).rsplit(".", 1)[-1],
+        "PERFORMANCE_HINT_NUM_REQUESTS": int(compiled.get_property("PERFORMANCE_HINT_NUM_REQUESTS")),
+        "ENABLE_CPU_PINNING": bool(compiled.get_property("ENABLE_CPU_PINNING")),
+        "ENABLE_HYPER_THREADING": bool(compiled.get_property("ENABLE_HYPER_THREADING")),
+        "SCHEDULING_CORE_TYPE": str(compiled.get_property("SCHEDULING_CORE_TYPE")).rsplit(".", 1)[-1],
+    }
 
 
 def _input_index(ports: Any, input_names: list[str]) -> dict[str, int]:

@@ -1,0 +1,110 @@
+"""The CPU device checked as an OpenVINO user checks it: the same program run with raw OpenVINO
+(``import openvino``) is the reference for what each property reads back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import inferplex as ov
+
+openvino = pytest.importorskip("openvino")
+
+
+def _mlp() -> Any:
+    """y = softmax(relu(x @ w1 + b) @ w2): a small float32 model both engines read."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+             for name, shape in (("w1", (32, 64)), ("b", (64,)), ("w2", (64, 16)))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="up"),
+             helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
+             helper.make_node("Relu", ["hb"], ["a"], name="act"),
+             helper.make_node("MatMul", ["a", "w2"], ["z"], name="down"),
+             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+X = np.random.default_rng(4).standard_normal((4, 32)).astype(np.float32)
+
+
+def _raw(config: dict[str, Any]) -> Any:
+    core = openvino.Core()
+    return core.compile_model(core.read_model(_mlp().SerializeToString(), b""), "CPU", config)
+
+
+def _name(value: Any) -> str:
+    """An enum read back (OpenVINO's or inferplex's) as its bare name: ``THROUGHPUT``, ``ANY_CORE``."""
+    return str(getattr(value, "name", value)).rsplit(".", 1)[-1]
+
+
+_STREAM_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+                "PERFORMANCE_HINT_NUM_REQUESTS")
+
+
+@pytest.mark.parametrize("config", [
+    {"NUM_STREAMS": "AUTO"},
+    {"NUM_STREAMS": "AUTO", "PERFORMANCE_HINT": "LATENCY"},
+    {"NUM_STREAMS": "AUTO", "PERFORMANCE_HINT_NUM_REQUESTS": 1},
+    {"NUM_STREAMS": "AUTO", "PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"},
+    {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT", "NUM_STREAMS": 1},
+    {"PERFORMANCE_HINT": "THROUGHPUT", "PERFORMANCE_HINT_NUM_REQUESTS": 1},
+])
+def test_hint_and_streams_read_back_as_openvinos_compiled_model(config: dict[str, Any]) -> None:
+    """NUM_STREAMS=AUTO is OpenVINO's THROUGHPUT streams whatever the hint, and the hint then reads
+    THROUGHPUT; every threading property of the compiled model is raw OpenVINO's for the same config."""
+    compiled = ov.Core().compile_model(_mlp(), "CPU", config)
+    raw = _raw(config)
+    for key in _STREAM_KEYS:
+        assert int(compiled.get_property(key)) == int(raw.get_property(key)), key
+    for key in ("PERFORMANCE_HINT", "SCHEDULING_CORE_TYPE"):
+        assert _name(compiled.get_property(key)) == _name(raw.get_property(key)), key
+    for key in ("ENABLE_HYPER_THREADING", "ENABLE_CPU_PINNING"):
+        assert compiled.get_property(key) == raw.get_property(key), key
+    queue = ov.AsyncInferQueue(compiled)
+    assert len(queue) == raw.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+    want = _raw({}).create_infer_request().infer({0: X})[0]
+    results: dict[int, np.ndarray] = {}
+    queue.set_callback(lambda request, index: results.__setitem__(index, request.results["y"].copy()))
+    for index in range(4):
+        queue.start_async({"x": X}, index)
+    queue.wait_all()
+    assert sorted(results) == [0, 1, 2, 3]
+    for got in results.values():
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_typed_num_streams_auto_and_the_core_level_setting_act_alike() -> None:
+    """``streams.Num.AUTO`` and ``NUM_STREAMS=AUTO`` set on the Core give the streams that
+    ``"AUTO"`` in the compile config gives, and the Core's OPTIMAL_NUMBER_OF_INFER_REQUESTS says so."""
+    raw = _raw({"NUM_STREAMS": "AUTO"})
+    auto = ov.properties.streams.Num.AUTO
+    typed = ov.Core().compile_model(_mlp(), "CPU", {ov.properties.num_streams: auto})
+    core = ov.Core()
+    core.set_property("CPU", {"NUM_STREAMS": "AUTO"})
+    on_core = core.compile_model(_mlp(), "CPU")
+    for compiled in (typed, on_core):
+        assert compiled.get_property("NUM_STREAMS") == raw.get_property("NUM_STREAMS")
+    assert core.get_property("CPU", "OPTIMAL_NUMBER_OF_INFER_REQUESTS") == \
+        raw.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+
+
+def test_onnx_runtime_engine_takes_num_streams_auto_as_openvino_does() -> None:
+    """On ONNX Runtime too, NUM_STREAMS=AUTO is the THROUGHPUT hint's streams (not one stream as
+    under LATENCY), and the hint reads back THROUGHPUT as on OpenVINO."""
+    core = ov.Core()
+    auto = core.compile_model(_mlp(), "CPU", {"ENGINE": "ONNXRUNTIME", "NUM_STREAMS": "AUTO",
+                                               "PERFORMANCE_HINT": "LATENCY"})
+    throughput = core.compile_model(_mlp(), "CPU", {"ENGINE": "ONNXRUNTIME",
+                                                     "PERFORMANCE_HINT": "THROUGHPUT"})
+    for key in ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS"):
+        assert auto.get_property(key) == throughput.get_property(key), key
+    assert _name(auto.get_property("PERFORMANCE_HINT")) == \
+        _name(_raw({"NUM_STREAMS": "AUTO", "PERFORMANCE_HINT": "LATENCY"}).get_property("PERFORMANCE_HINT"))
+    session = ort.InferenceSession(_mlp().SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(auto({"x": X})["y"], session.run(None, {"x": X})[0], rtol=1e-6, atol=1e-7)
