@@ -34,6 +34,10 @@ Properties map onto OpenVINO's CPU plugin:
   imports it with ``import_model``; given to the plugin directly, it is passed
   to OpenVINO as its own model cache.
 
+Integers: OpenVINO's CPU plugin computes int64 tensors in int32, as raw OpenVINO
+does; int64 values beyond int32's range (ids or hashes past 2**31) wrap, where
+ONNX Runtime (``ENGINE=ONNXRUNTIME``) keeps them.
+
 Tensors: numpy inputs are shared with OpenVINO (``share_inputs``: no copy when
 C-contiguous and of the input's type); outputs are copied out of the request's
 buffers, which the worker's next run overwrites.
@@ -337,6 +341,7 @@ class OpenVinoProgram(CpuProgram):
                 shared = {i: _shared(tensor, v) for i, v in feed.items()}
                 results = tuple(infer(request, shared, False, True).values())
             else:
+                feed = {i: _as_openvino_strings(v) for i, v in feed.items()}
                 results = request.infer(feed, share_inputs=True).to_tuple()
         except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU
             raise InferenceError(
@@ -406,6 +411,14 @@ def _direct_call() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     return infer, Tensor
 
 
+def _as_openvino_strings(value: Any) -> Any:
+    """An object array of strings (as inferplex hands string inputs over) as a numpy ``str`` or
+    ``bytes`` array, which OpenVINO takes as a string tensor (it refuses object arrays)."""
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return np.array(value.tolist())
+    return value
+
+
 def _shared(tensor: Callable[..., Any], array: np.ndarray) -> Any:
     """An OpenVINO tensor over ``array`` (over a C-ordered copy where OpenVINO cannot share it)."""
     if not (array.flags.c_contiguous and array.flags.writeable):
@@ -422,7 +435,8 @@ def _first_uses(requests: list[Any]) -> None:
     """
     for request in requests:
         for tensor in (*request.input_tensors, *request.output_tensors):
-            tensor.get_element_type().to_dtype()
+            if tensor.get_element_type().to_dtype().kind in "OSU":
+                continue  # a string tensor: no numpy view, .data copies (and warns so)
             try:
                 _ = tensor.data  # the first numpy view likewise
             except Exception:  # noqa: BLE001 - a tensor with no data yet (dynamic shape)

@@ -197,17 +197,23 @@ def _onnx_runtime_keeps(model: ir.Model) -> str:
     """Why the default engine leaves ``model`` to ONNX Runtime though OpenVINO reads it ('' if not).
 
     Models with a node that OpenVINO computes differently from ONNX (found by
-    ONNX's conformance suite), and models that compute in float64: OpenVINO's
+    ONNX's conformance suite); models that compute in float64: OpenVINO's
     CPU plugin computes them in f32 and saturates infinities to the largest
-    finite f32 on the way, where ONNX Runtime computes in f64 as the model says.
+    finite f32 on the way, where ONNX Runtime computes in f64 as the model says;
+    and models with string tensors: OpenVINO's CPU plugin runs few ops on them,
+    and its Python binding aborts the process at exit after it passed a string
+    tensor through unchanged (an ``Identity``).
     """
     for node in model.graph:
         if reason := _openvino_differs(node):
             return f"OpenVINO's CPU plugin computes {node.op_type} {reason} unlike ONNX's definition"
     values = [*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()]
     values.extend(output for node in model.graph for output in node.outputs)
-    if any(value.dtype == ir.DataType.DOUBLE for value in values):
+    types = {value.dtype for value in values}
+    if ir.DataType.DOUBLE in types:
         return "the model computes in float64, which OpenVINO's CPU plugin computes in float32"
+    if ir.DataType.STRING in types:
+        return "the model has string tensors, which OpenVINO's CPU plugin runs for few ops"
     return ""
 
 
