@@ -144,3 +144,24 @@ def test_string_inputs_reach_openvino_when_it_is_asked_for() -> None:
     for words in (np.array(["ab", "c"], dtype=object), np.array(["ab", "c"])):
         want = session.run(None, {"s": words.astype(object)})[0].tolist()
         assert [str(word) for word in compiled({"s": words})["o"].tolist()] == want
+
+
+@pytest.mark.parametrize("order", [("x", "unused", "b"), ("b", "x", "unused"), ("unused", "b", "x")])
+def test_an_input_read_only_by_a_dropout_is_fed_beside_an_unused_input(order: tuple[str, ...]) -> None:
+    """OpenVINO leaves an unused input out of the compiled model and names the Parameter of an
+    input read only by a Dropout after the Dropout's output; neither by position nor by name alone
+    does each input find its Parameter.  Results equal ONNX Runtime's, compiled and imported."""
+    nodes = [helper.make_node("Dropout", ["b"], ["d"]), helper.make_node("Add", ["x", "d"], ["y"])]
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3]) for name in order]
+    graph = helper.make_graph(nodes, "dropout", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(6)
+    feeds = {name: rng.standard_normal((2, 3)).astype(np.float32) for name in order}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)[0]
+    core = ov.Core()
+    compiled = core.compile_model(model, "CPU", {"ENGINE": "OPENVINO"})
+    imported = core.import_model(compiled.export_model(), "CPU")
+    for program in (compiled, imported):
+        np.testing.assert_array_equal(program(feeds)["y"], want)

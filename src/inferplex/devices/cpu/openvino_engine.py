@@ -274,6 +274,8 @@ class OpenVinoProgram(CpuProgram):
 
     def __init__(self, model: ir.Model, config: Mapping[str, Any]) -> None:
         ov_model = read(model)
+        self._kept = [value.name or "" for value in model.graph.inputs
+                      if value.uses() or value.is_graph_output()]
         self._setup(lambda ov_config: _core().compile_model(ov_model, "CPU", ov_config), config,
                     [value.name or "" for value in model.graph.inputs],
                     [value.name or "" for value in model.graph.outputs])
@@ -284,15 +286,18 @@ class OpenVinoProgram(CpuProgram):
         head, _, ov_blob = blob.partition(b"\n")
         names = json.loads(head)
         program = cls.__new__(cls)
+        program._kept = list(names.get("kept", names["inputs"]))
         program._setup(lambda ov_config: _core().import_model(ov_blob, "CPU", ov_config), config,
                        list(names["inputs"]), list(names["outputs"]))
         return program
 
     def exported(self) -> bytes:
-        """The model's input and output names, then OpenVINO's ``export_model`` blob."""
+        """The model's input and output names (and the inputs OpenVINO keeps, see :func:`_input_index`),
+        then OpenVINO's ``export_model`` blob."""
         if self._compiled is None:
             raise InferenceError("the program on CPU was closed; it cannot be exported")
-        names = json.dumps({"inputs": self.input_names, "outputs": self.output_names}).encode()
+        names = json.dumps({"inputs": self.input_names, "outputs": self.output_names,
+                            "kept": self._kept}).encode()
         blob = self._compiled.export_model()
         return names + b"\n" + bytes(blob.getvalue() if hasattr(blob, "getvalue") else blob)
 
@@ -318,7 +323,7 @@ class OpenVinoProgram(CpuProgram):
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
         _first_uses(self._requests)
-        self._inputs = _input_index(compiled.inputs, input_names)
+        self._inputs = _input_index(compiled.inputs, input_names, self._kept)
         by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
         self.input_names = input_names
         self.output_names = output_names
@@ -376,17 +381,21 @@ def _threading_facts(compiled: openvino.CompiledModel) -> dict[str, Any]:
     }
 
 
-def _input_index(ports: Any, input_names: list[str]) -> dict[str, int]:
+def _input_index(ports: Any, input_names: list[str], kept: list[str]) -> dict[str, int]:
     """Model input name -> OpenVINO input index.
 
-    OpenVINO's ONNX frontend makes one Parameter per graph input, in order; but a
-    Parameter's tensor names may be those of a value it flows into unchanged (an
-    input read only by a Dropout is named after the Dropout's output), so names
-    alone would miss it and leave it unfed.  Where every input has its Parameter,
-    position decides; elsewhere (OpenVINO left one out) the names do.
+    OpenVINO's ONNX frontend makes one Parameter per graph input, in order, and
+    leaves out the inputs nothing reads; but a Parameter's tensor names may be
+    those of a value it flows into unchanged (an input read only by a Dropout is
+    named after the Dropout's output), so names alone would miss it and leave it
+    unfed.  Where every input has its Parameter, position decides; where exactly
+    the inputs nothing reads (not in ``kept``) are left out, position among the
+    ``kept`` ones decides; elsewhere the names do.
     """
     if len(ports) == len(input_names):
         return {name: index for index, name in enumerate(input_names)}
+    if len(ports) == len(kept):
+        return {name: index for index, name in enumerate(kept)}
     return {name: index for index, port in enumerate(ports) for name in port.get_names()}
 
 
