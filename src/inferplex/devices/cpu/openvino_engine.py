@@ -328,30 +328,53 @@ class OpenVinoProgram(CpuProgram):
         self.input_names = input_names
         self.output_names = output_names
         self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
+        self._outputs_in_order = self._output_index == list(range(len(compiled.outputs)))
+        self._infer, self._tensor = _direct_call() or (None, None)
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
         if self._closed or not 0 <= worker < self.num_workers:
             self.check_runnable(worker, self._closed)
-        # Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
-        # their type: CastLike's target) are not fed; the caller checked the names.
-        feed = {self._inputs[name]: to_numpy(value) for name, value in inputs.items()
-                if name in self._inputs}
         request = self._requests[worker]
         try:
-            direct = _direct_call()
-            if direct is not None and all(type(v) is np.ndarray and v.dtype.kind in "biuf"
-                                          for v in feed.values()):
-                infer, tensor = direct
-                shared = {i: _shared(tensor, v) for i, v in feed.items()}
-                results = tuple(infer(request, shared, False, True).values())
+            shared = self._shared_inputs(inputs)
+            if shared is not None:
+                results = self._infer(request, shared, False, True).values()
             else:
-                feed = {i: _as_openvino_strings(v) for i, v in feed.items()}
-                results = request.infer(feed, share_inputs=True).to_tuple()
+                results = request.infer(self._converted_inputs(inputs), share_inputs=True).to_tuple()
         except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU
             raise InferenceError(
                 f"inference failed on {self.device}: {type(e).__name__}: {_reason(e)}") from e
+        if self._outputs_in_order:
+            return dict(zip(self.output_names, results, strict=True))
+        results = tuple(results)
         return {name: results[at] for name, at in zip(self.output_names, self._output_index, strict=True)}
+
+    def _shared_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any] | None:
+        """OpenVINO tensors over the inputs' own memory, by OpenVINO input index; None where this
+        openvino has no direct call or an input is not a numeric numpy array (see :func:`_direct_call`).
+
+        Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
+        their type: CastLike's target) are not fed; the caller checked the names.
+        """
+        if self._infer is None:
+            return None
+        index, tensor, shared = self._inputs, self._tensor, {}
+        for name, value in inputs.items():
+            at = index.get(name)
+            if at is None:
+                continue
+            if type(value) is not np.ndarray or value.dtype.kind not in "biuf":
+                return None
+            flags = value.flags  # OpenVINO shares only C-ordered memory it may write
+            shared[at] = tensor(value if flags.c_contiguous and flags.writeable
+                                else np.array(value, order="C"), True)
+        return shared
+
+    def _converted_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any]:
+        """The inputs as arrays OpenVINO's ``InferRequest.infer`` takes, by OpenVINO input index."""
+        return {self._inputs[name]: _as_openvino_strings(to_numpy(value)) for name, value in inputs.items()
+                if name in self._inputs}
 
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
         if not self._profiling or self._closed:
@@ -426,13 +449,6 @@ def _as_openvino_strings(value: Any) -> Any:
     if isinstance(value, np.ndarray) and value.dtype == object:
         return np.array(value.tolist())
     return value
-
-
-def _shared(tensor: Callable[..., Any], array: np.ndarray) -> Any:
-    """An OpenVINO tensor over ``array`` (over a C-ordered copy where OpenVINO cannot share it)."""
-    if not (array.flags.c_contiguous and array.flags.writeable):
-        array = np.array(array, order="C")
-    return tensor(array, True)
 
 
 def _first_uses(requests: list[Any]) -> None:
