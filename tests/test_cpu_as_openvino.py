@@ -165,3 +165,20 @@ def test_an_input_read_only_by_a_dropout_is_fed_beside_an_unused_input(order: tu
     imported = core.import_model(compiled.export_model(), "CPU")
     for program in (compiled, imported):
         np.testing.assert_array_equal(program(feeds)["y"], want)
+
+
+_CORE_KEYS = ("FULL_DEVICE_NAME", "DEVICE_ARCHITECTURE", "RANGE_FOR_STREAMS",
+              "RANGE_FOR_ASYNC_INFER_REQUESTS", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
+              "PERFORMANCE_HINT_NUM_REQUESTS", "ENABLE_CPU_PINNING", "ENABLE_HYPER_THREADING",
+              "CPU_DENORMALS_OPTIMIZATION")
+
+
+def test_the_cpus_facts_and_defaults_read_as_openvinos() -> None:
+    """``Core.get_property("CPU", key)`` for a key never set answers as raw OpenVINO's Core does."""
+    ours, raw = ov.Core(), openvino.Core()
+    for key in _CORE_KEYS:
+        assert ours.get_property("CPU", key) == raw.get_property("CPU", key), key
+    for key in ("PERFORMANCE_HINT", "EXECUTION_MODE_HINT", "SCHEDULING_CORE_TYPE"):
+        assert _name(ours.get_property("CPU", key)) == _name(raw.get_property("CPU", key)), key
+    precision = raw.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    assert ours.get_property("CPU", "INFERENCE_PRECISION_HINT") == ov.Type(precision)

@@ -19,6 +19,7 @@ the engine that would compile the model.
 from __future__ import annotations
 
 import logging
+import platform
 from collections.abc import Mapping
 from typing import Any
 
@@ -106,8 +107,15 @@ class CpuPlugin(DevicePlugin):
                 bool(openvino_engine.cpu_fact("ENABLE_HYPER_THREADING")) if engine == "OPENVINO" else True),
             "SCHEDULING_CORE_TYPE": lambda: "ANY_CORE",
             "DEVICE_ID": lambda: "",
-            "RANGE_FOR_STREAMS": lambda: (1, cpu_info.cores()),
-            "RANGE_FOR_ASYNC_INFER_REQUESTS": lambda: (1, cpu_info.cores(), 1),
+            "RANGE_FOR_STREAMS": lambda: (
+                tuple(openvino_engine.cpu_fact("RANGE_FOR_STREAMS")) if engine == "OPENVINO"
+                else (1, cpu_info.cores())),
+            "RANGE_FOR_ASYNC_INFER_REQUESTS": lambda: (
+                tuple(openvino_engine.cpu_fact("RANGE_FOR_ASYNC_INFER_REQUESTS")) if engine == "OPENVINO"
+                else (1, cpu_info.cores(), 1)),
+            "DEVICE_ARCHITECTURE": lambda: (
+                str(openvino_engine.cpu_fact("DEVICE_ARCHITECTURE")) if engine == "OPENVINO"
+                else platform.machine().lower()),
             "OPTIMIZATION_CAPABILITIES": lambda: _capabilities(engine),
         }
         if key not in facts:
