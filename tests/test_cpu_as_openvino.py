@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
+from inferplex.errors import InferenceError
 
 openvino = pytest.importorskip("openvino")
 
@@ -186,3 +187,26 @@ def test_the_cpus_facts_and_defaults_read_as_openvinos() -> None:
         assert _name(ours.get_property("CPU", key)) == _name(raw.get_property("CPU", key)), key
     precision = raw.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
     assert ours.get_property("CPU", "INFERENCE_PRECISION_HINT") == ov.Type(precision)
+
+
+def test_a_failing_run_raises_openvinos_reason_and_the_request_runs_again() -> None:
+    """A Reshape to a shape that does not fit its input fails in OpenVINO's kernel: the error is
+    an InferenceError carrying OpenVINO's reason without its source-file noise, from ``infer`` and
+    from ``wait`` alike; the callback still runs once, and the request then runs a good input."""
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"])], "reshape",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                               helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    request = ov.Core().compile_model(model, "CPU").create_infer_request()
+    calls: list[str] = []
+    request.set_callback(calls.append, "done")
+    with pytest.raises(InferenceError, match=r"conflicts with the reshape pattern") as failed:
+        request.infer({"x": x, "s": np.array([4, 4])})
+    assert "src/" not in str(failed.value) and "Check '" not in str(failed.value)
+    request.start_async({"x": x, "s": np.array([4, 4])})
+    with pytest.raises(InferenceError, match=r"conflicts with the reshape pattern"):
+        request.wait()
+    np.testing.assert_array_equal(request.infer({"x": x, "s": np.array([3, 2])})["y"], x.reshape(3, 2))
+    assert calls == ["done"]

@@ -204,12 +204,15 @@ def _tensor_as_raw_data(tensor: onnx.TensorProto) -> None:
         del tensor.int32_data[:]
 
 
+_FAILED_CHECK = re.compile(r"Check '.*?' failed at \S+?:\d+:\s*")
+"""OpenVINO's ``Check '<condition>' failed at <source file>:<line>:``, before its message."""
+
+
 def _reason(error: BaseException) -> str:
-    """OpenVINO's message without its source-file lines."""
-    lines = [line for line in str(error).splitlines()
-             if line.strip() and not line.startswith(("Exception from src", "Check '"))
-             and "Frontend_Extensions" not in line]
-    return " ".join(line.strip() for line in lines) or type(error).__name__
+    """OpenVINO's message without its source-file lines and failed-check conditions."""
+    lines = [_FAILED_CHECK.sub("", line) for line in str(error).splitlines()
+             if not line.startswith("Exception from src") and "Frontend_Extensions" not in line]
+    return " ".join(line.strip() for line in lines if line.strip()) or type(error).__name__
 
 
 _UNCONVERTED = re.compile(r"No conversion rule found for operations: ([^\n]+)")
