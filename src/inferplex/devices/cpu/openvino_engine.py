@@ -332,7 +332,7 @@ class OpenVinoProgram(CpuProgram):
         self.output_names = output_names
         self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
         self._outputs_in_order = self._output_index == list(range(len(compiled.outputs)))
-        self._infer, self._tensor = _direct_call() or (None, None)
+        self._direct = _direct_call()
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
@@ -340,9 +340,9 @@ class OpenVinoProgram(CpuProgram):
             self.check_runnable(worker, self._closed)
         request = self._requests[worker]
         try:
-            shared = self._shared_inputs(inputs)
-            if shared is not None:
-                results = self._infer(request, shared, False, True).values()
+            direct, shared = self._direct, self._shared_inputs(inputs)
+            if direct is not None and shared is not None:
+                results = direct[0](request, shared, False, True).values()
             else:
                 results = request.infer(self._converted_inputs(inputs), share_inputs=True).to_tuple()
         except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU
@@ -360,9 +360,9 @@ class OpenVinoProgram(CpuProgram):
         Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
         their type: CastLike's target) are not fed; the caller checked the names.
         """
-        if self._infer is None:
+        if self._direct is None:
             return None
-        index, tensor, shared = self._inputs, self._tensor, {}
+        index, tensor, shared = self._inputs, self._direct[1], {}
         for name, value in inputs.items():
             at = index.get(name)
             if at is None:
