@@ -73,7 +73,7 @@ def test_hint_and_streams_read_back_as_openvinos_compiled_model(config: dict[str
     want = session.run(None, {"x": X})[0]
     # f32 exactly as ONNX Runtime; bf16/f16 (OpenVINO's default on AMX CPUs) within their mantissa
     f32 = compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
-    tolerance = {"rtol": 1e-5, "atol": 1e-6} if f32 else {"rtol": 0, "atol": 2e-2}
+    rtol, atol = (1e-5, 1e-6) if f32 else (0.0, 2e-2)
     results: dict[int, np.ndarray] = {}
     queue.set_callback(lambda request, index: results.__setitem__(index, request.results["y"].copy()))
     for index in range(4):
@@ -81,7 +81,7 @@ def test_hint_and_streams_read_back_as_openvinos_compiled_model(config: dict[str
     queue.wait_all()
     assert sorted(results) == [0, 1, 2, 3]
     for got in results.values():
-        np.testing.assert_allclose(got, want, **tolerance)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
 def test_typed_num_streams_auto_and_the_core_level_setting_act_alike() -> None:
@@ -117,8 +117,8 @@ def test_onnx_runtime_engine_takes_num_streams_auto_as_openvino_does() -> None:
 
 def _strings(op: str) -> Any:
     """A model over a string tensor: ``Identity`` passes it through, ``Concat`` doubles it."""
-    node = helper.make_node(op, ["s", "s"] if op == "Concat" else ["s"], ["o"], name=op.lower(),
-                            **({"axis": 0} if op == "Concat" else {}))
+    node = (helper.make_node(op, ["s", "s"], ["o"], name=op.lower(), axis=0) if op == "Concat"
+            else helper.make_node(op, ["s"], ["o"], name=op.lower()))
     length = 4 if op == "Concat" else 2
     graph = helper.make_graph([node], "strings",
                               [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
