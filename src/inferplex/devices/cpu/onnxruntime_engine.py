@@ -9,7 +9,9 @@ concurrent requests do not fight over one pool.
 - ``PERFORMANCE_HINT=LATENCY`` (default): one stream using every core.
 - ``PERFORMANCE_HINT=THROUGHPUT``: several streams splitting the cores (one
   core per stream up to 4 cores, then streams of 4 cores).
-- ``NUM_STREAMS`` / ``INFERENCE_NUM_THREADS`` override both.
+- ``NUM_STREAMS`` / ``INFERENCE_NUM_THREADS`` override both; ``NUM_STREAMS=AUTO``
+  means THROUGHPUT's streams whatever the hint, as on OpenVINO (the hint then
+  reads back THROUGHPUT).
 - ``THREAD_SPINNING`` (YES/NO): whether idle intra-op threads spin waiting for
   work (ONNX Runtime's ``allow_spinning``).  Default: on with one stream, off
   with several.  HETERO and MULTI turn it off when accelerators work beside the
@@ -60,14 +62,17 @@ def ort_version() -> str:
     return f"onnxruntime {ort.__version__}"
 
 
+_THROUGHPUT_HINTS = ("THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+
+
 def stream_layout(config: Mapping[str, Any], cores: int | None = None) -> tuple[int, int]:
     """``(streams, threads_per_stream)`` of ONNX Runtime sessions for a CPU config (module docstring)."""
     cores = cores or cpu_info.cores()
     threads = int(config.get("INFERENCE_NUM_THREADS") or 0) or cores
-    streams_setting = config.get("NUM_STREAMS", "AUTO")
-    if streams_setting != "AUTO":
+    streams_setting = config.get("NUM_STREAMS")
+    if streams_setting not in (None, "AUTO"):
         streams = int(streams_setting)
-    elif config.get("PERFORMANCE_HINT") in ("THROUGHPUT", "CUMULATIVE_THROUGHPUT"):
+    elif streams_setting == "AUTO" or config.get("PERFORMANCE_HINT") in _THROUGHPUT_HINTS:
         streams = threads if threads <= 4 else max(2, threads // 4)
         requests = int(config.get("PERFORMANCE_HINT_NUM_REQUESTS") or 0)
         if requests:
@@ -212,6 +217,8 @@ class OnnxRuntimeProgram(CpuProgram):
             return "f32"
         if key == "ENABLE_CPU_PINNING":
             return False  # ONNX Runtime's threads are not pinned to cores
+        if key == "PERFORMANCE_HINT" and self._config.get("NUM_STREAMS") == "AUTO":
+            return "THROUGHPUT"  # as OpenVINO reads it back
         raise KeyError(key)
 
     def _own_property_names(self) -> tuple[str, ...]:

@@ -7,10 +7,12 @@ while a request runs.
 
 Properties map onto OpenVINO's CPU plugin:
 
-- ``PERFORMANCE_HINT`` LATENCY / THROUGHPUT (CUMULATIVE_THROUGHPUT counts as
-  THROUGHPUT on one device), ``PERFORMANCE_HINT_NUM_REQUESTS``,
+- ``PERFORMANCE_HINT`` (LATENCY / THROUGHPUT / CUMULATIVE_THROUGHPUT, which
+  OpenVINO's CPU plugin runs as THROUGHPUT), ``PERFORMANCE_HINT_NUM_REQUESTS``,
   ``NUM_STREAMS`` and ``INFERENCE_NUM_THREADS`` go to OpenVINO as they are;
-  the workers are its ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``.
+  the workers are its ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``.  ``NUM_STREAMS=AUTO``
+  is OpenVINO's too: the THROUGHPUT hint's streams, whatever the hint (the hint
+  then reads back THROUGHPUT, as OpenVINO's compiled model reads it).
 - ``INFERENCE_PRECISION_HINT`` f32 / bf16 / f16 goes to OpenVINO; unset, OpenVINO
   picks bf16 where the CPU has AMX or AVX512_BF16 and f32 elsewhere.  The
   precision read back is the one OpenVINO runs (it runs f32 where the CPU
@@ -31,6 +33,10 @@ Properties map onto OpenVINO's CPU plugin:
   OpenVINO's ``export_model`` blob (see :mod:`inferplex.devices.cache`) and
   imports it with ``import_model``; given to the plugin directly, it is passed
   to OpenVINO as its own model cache.
+
+Integers: OpenVINO's CPU plugin computes int64 tensors in int32, as raw OpenVINO
+does; int64 values beyond int32's range (ids or hashes past 2**31) wrap, where
+ONNX Runtime (``ENGINE=ONNXRUNTIME``) keeps them.
 
 Tensors: numpy inputs are shared with OpenVINO (``share_inputs``: no copy when
 C-contiguous and of the input's type); outputs are copied out of the request's
@@ -130,13 +136,13 @@ def default_precision() -> str:
 
 def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """OpenVINO CPU-plugin properties for an inferplex CPU config (see the module docstring)."""
-    hint = config.get("PERFORMANCE_HINT", "LATENCY")
-    ov_config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY" if hint == "LATENCY" else "THROUGHPUT"}
+    ov_config: dict[str, Any] = {"PERFORMANCE_HINT": str(config.get("PERFORMANCE_HINT", "LATENCY"))}
     for key in _PASSED_ON:
         if config.get(key):  # 0 threads / 0 requests mean "OpenVINO decides"
             ov_config[key] = config[key]
-    if config.get("NUM_STREAMS", "AUTO") != "AUTO":
-        ov_config["NUM_STREAMS"] = int(config["NUM_STREAMS"])
+    if "NUM_STREAMS" in config:  # AUTO included: OpenVINO's THROUGHPUT streams, whatever the hint
+        streams = config["NUM_STREAMS"]
+        ov_config["NUM_STREAMS"] = "AUTO" if streams == "AUTO" else int(streams)
     if config.get("ENABLE_PROFILING"):
         ov_config["PERF_COUNT"] = True
     if config.get("THREAD_SPINNING") is False:
@@ -198,12 +204,15 @@ def _tensor_as_raw_data(tensor: onnx.TensorProto) -> None:
         del tensor.int32_data[:]
 
 
+_FAILED_CHECK = re.compile(r"Check '.*?' failed at \S+?:\d+:\s*")
+"""OpenVINO's ``Check '<condition>' failed at <source file>:<line>:``, before its message."""
+
+
 def _reason(error: BaseException) -> str:
-    """OpenVINO's message without its source-file lines."""
-    lines = [line for line in str(error).splitlines()
-             if line.strip() and not line.startswith(("Exception from src", "Check '"))
-             and "Frontend_Extensions" not in line]
-    return " ".join(line.strip() for line in lines) or type(error).__name__
+    """OpenVINO's message without its source-file lines and failed-check conditions."""
+    lines = [_FAILED_CHECK.sub("", line) for line in str(error).splitlines()
+             if not line.startswith("Exception from src") and "Frontend_Extensions" not in line]
+    return " ".join(line.strip() for line in lines if line.strip()) or type(error).__name__
 
 
 _UNCONVERTED = re.compile(r"No conversion rule found for operations: ([^\n]+)")
@@ -268,6 +277,8 @@ class OpenVinoProgram(CpuProgram):
 
     def __init__(self, model: ir.Model, config: Mapping[str, Any]) -> None:
         ov_model = read(model)
+        self._kept = [value.name or "" for value in model.graph.inputs
+                      if value.uses() or value.is_graph_output()]
         self._setup(lambda ov_config: _core().compile_model(ov_model, "CPU", ov_config), config,
                     [value.name or "" for value in model.graph.inputs],
                     [value.name or "" for value in model.graph.outputs])
@@ -278,15 +289,18 @@ class OpenVinoProgram(CpuProgram):
         head, _, ov_blob = blob.partition(b"\n")
         names = json.loads(head)
         program = cls.__new__(cls)
+        program._kept = list(names.get("kept", names["inputs"]))
         program._setup(lambda ov_config: _core().import_model(ov_blob, "CPU", ov_config), config,
                        list(names["inputs"]), list(names["outputs"]))
         return program
 
     def exported(self) -> bytes:
-        """The model's input and output names, then OpenVINO's ``export_model`` blob."""
+        """The model's input and output names (and the inputs OpenVINO keeps, see :func:`_input_index`),
+        then OpenVINO's ``export_model`` blob."""
         if self._compiled is None:
             raise InferenceError("the program on CPU was closed; it cannot be exported")
-        names = json.dumps({"inputs": self.input_names, "outputs": self.output_names}).encode()
+        names = json.dumps({"inputs": self.input_names, "outputs": self.output_names,
+                            "kept": self._kept}).encode()
         blob = self._compiled.export_model()
         return names + b"\n" + bytes(blob.getvalue() if hasattr(blob, "getvalue") else blob)
 
@@ -307,39 +321,63 @@ class OpenVinoProgram(CpuProgram):
                        ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
         self._facts["INFERENCE_PRECISION_HINT"] = _precision_name(
             compiled.get_property("INFERENCE_PRECISION_HINT"))
-        self._facts["ENABLE_CPU_PINNING"] = bool(compiled.get_property("ENABLE_CPU_PINNING"))
+        self._facts.update(_threading_facts(compiled))
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
         _first_uses(self._requests)
-        self._inputs = _input_index(compiled.inputs, input_names)
+        self._inputs = _input_index(compiled.inputs, input_names, self._kept)
         by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
         self.input_names = input_names
         self.output_names = output_names
         self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
+        self._outputs_in_order = self._output_index == list(range(len(compiled.outputs)))
+        self._direct = _direct_call()
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
         if self._closed or not 0 <= worker < self.num_workers:
             self.check_runnable(worker, self._closed)
-        # Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
-        # their type: CastLike's target) are not fed; the caller checked the names.
-        feed = {self._inputs[name]: to_numpy(value) for name, value in inputs.items()
-                if name in self._inputs}
         request = self._requests[worker]
         try:
-            direct = _direct_call()
-            if direct is not None and all(type(v) is np.ndarray and v.dtype.kind in "biuf"
-                                          for v in feed.values()):
-                infer, tensor = direct
-                shared = {i: _shared(tensor, v) for i, v in feed.items()}
-                results = tuple(infer(request, shared, False, True).values())
+            direct, shared = self._direct, self._shared_inputs(inputs)
+            if direct is not None and shared is not None:
+                results = direct[0](request, shared, False, True).values()
             else:
-                results = request.infer(feed, share_inputs=True).to_tuple()
+                results = request.infer(self._converted_inputs(inputs), share_inputs=True).to_tuple()
         except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU
             raise InferenceError(
                 f"inference failed on {self.device}: {type(e).__name__}: {_reason(e)}") from e
+        if self._outputs_in_order:
+            return dict(zip(self.output_names, results, strict=True))
+        results = tuple(results)
         return {name: results[at] for name, at in zip(self.output_names, self._output_index, strict=True)}
+
+    def _shared_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any] | None:
+        """OpenVINO tensors over the inputs' own memory, by OpenVINO input index; None where this
+        openvino has no direct call or an input is not a numeric numpy array (see :func:`_direct_call`).
+
+        Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
+        their type: CastLike's target) are not fed; the caller checked the names.
+        """
+        if self._direct is None:
+            return None
+        index, tensor, shared = self._inputs, self._direct[1], {}
+        for name, value in inputs.items():
+            at = index.get(name)
+            if at is None:
+                continue
+            if type(value) is not np.ndarray or value.dtype.kind not in "biuf":
+                return None
+            flags = value.flags  # OpenVINO shares only C-ordered memory it may write
+            shared[at] = tensor(value if flags.c_contiguous and flags.writeable
+                                else np.array(value, order="C"), True)
+        return shared
+
+    def _converted_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any]:
+        """The inputs as arrays OpenVINO's ``InferRequest.infer`` takes, by OpenVINO input index."""
+        return {self._inputs[name]: _as_openvino_strings(to_numpy(value)) for name, value in inputs.items()
+                if name in self._inputs}
 
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
         if not self._profiling or self._closed:
@@ -357,17 +395,33 @@ class OpenVinoProgram(CpuProgram):
         self._compiled = None
 
 
-def _input_index(ports: Any, input_names: list[str]) -> dict[str, int]:
+def _threading_facts(compiled: openvino.CompiledModel) -> dict[str, Any]:
+    """What OpenVINO's compiled model says of its hint and threads, as a CPU program reads it back
+    (the hint is OpenVINO's: ``NUM_STREAMS=AUTO`` makes it THROUGHPUT)."""
+    return {
+        "PERFORMANCE_HINT": str(compiled.get_property("PERFORMANCE_HINT")).rsplit(".", 1)[-1],
+        "PERFORMANCE_HINT_NUM_REQUESTS": int(compiled.get_property("PERFORMANCE_HINT_NUM_REQUESTS")),
+        "ENABLE_CPU_PINNING": bool(compiled.get_property("ENABLE_CPU_PINNING")),
+        "ENABLE_HYPER_THREADING": bool(compiled.get_property("ENABLE_HYPER_THREADING")),
+        "SCHEDULING_CORE_TYPE": str(compiled.get_property("SCHEDULING_CORE_TYPE")).rsplit(".", 1)[-1],
+    }
+
+
+def _input_index(ports: Any, input_names: list[str], kept: list[str]) -> dict[str, int]:
     """Model input name -> OpenVINO input index.
 
-    OpenVINO's ONNX frontend makes one Parameter per graph input, in order; but a
-    Parameter's tensor names may be those of a value it flows into unchanged (an
-    input read only by a Dropout is named after the Dropout's output), so names
-    alone would miss it and leave it unfed.  Where every input has its Parameter,
-    position decides; elsewhere (OpenVINO left one out) the names do.
+    OpenVINO's ONNX frontend makes one Parameter per graph input, in order, and
+    leaves out the inputs nothing reads; but a Parameter's tensor names may be
+    those of a value it flows into unchanged (an input read only by a Dropout is
+    named after the Dropout's output), so names alone would miss it and leave it
+    unfed.  Where every input has its Parameter, position decides; where exactly
+    the inputs nothing reads (not in ``kept``) are left out, position among the
+    ``kept`` ones decides; elsewhere the names do.
     """
     if len(ports) == len(input_names):
         return {name: index for index, name in enumerate(input_names)}
+    if len(ports) == len(kept):
+        return {name: index for index, name in enumerate(kept)}
     return {name: index for index, port in enumerate(ports) for name in port.get_names()}
 
 
@@ -392,11 +446,12 @@ def _direct_call() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     return infer, Tensor
 
 
-def _shared(tensor: Callable[..., Any], array: np.ndarray) -> Any:
-    """An OpenVINO tensor over ``array`` (over a C-ordered copy where OpenVINO cannot share it)."""
-    if not (array.flags.c_contiguous and array.flags.writeable):
-        array = np.array(array, order="C")
-    return tensor(array, True)
+def _as_openvino_strings(value: Any) -> Any:
+    """An object array of strings (as inferplex hands string inputs over) as a numpy ``str`` or
+    ``bytes`` array, which OpenVINO takes as a string tensor (it refuses object arrays)."""
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return np.array(value.tolist())
+    return value
 
 
 def _first_uses(requests: list[Any]) -> None:
@@ -408,7 +463,8 @@ def _first_uses(requests: list[Any]) -> None:
     """
     for request in requests:
         for tensor in (*request.input_tensors, *request.output_tensors):
-            tensor.get_element_type().to_dtype()
+            if tensor.get_element_type().to_dtype().kind in "OSU":
+                continue  # a string tensor: no numpy view, .data copies (and warns so)
             try:
                 _ = tensor.data  # the first numpy view likewise
             except Exception:  # noqa: BLE001 - a tensor with no data yet (dynamic shape)

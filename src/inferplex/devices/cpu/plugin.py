@@ -19,6 +19,7 @@ the engine that would compile the model.
 from __future__ import annotations
 
 import logging
+import platform
 from collections.abc import Mapping
 from typing import Any
 
@@ -106,8 +107,15 @@ class CpuPlugin(DevicePlugin):
                 bool(openvino_engine.cpu_fact("ENABLE_HYPER_THREADING")) if engine == "OPENVINO" else True),
             "SCHEDULING_CORE_TYPE": lambda: "ANY_CORE",
             "DEVICE_ID": lambda: "",
-            "RANGE_FOR_STREAMS": lambda: (1, cpu_info.cores()),
-            "RANGE_FOR_ASYNC_INFER_REQUESTS": lambda: (1, cpu_info.cores(), 1),
+            "RANGE_FOR_STREAMS": lambda: (
+                tuple(openvino_engine.cpu_fact("RANGE_FOR_STREAMS")) if engine == "OPENVINO"
+                else (1, cpu_info.cores())),
+            "RANGE_FOR_ASYNC_INFER_REQUESTS": lambda: (
+                tuple(openvino_engine.cpu_fact("RANGE_FOR_ASYNC_INFER_REQUESTS")) if engine == "OPENVINO"
+                else (1, cpu_info.cores(), 1)),
+            "DEVICE_ARCHITECTURE": lambda: (
+                str(openvino_engine.cpu_fact("DEVICE_ARCHITECTURE")) if engine == "OPENVINO"
+                else platform.machine().lower()),
             "OPTIMIZATION_CAPABILITIES": lambda: _capabilities(engine),
         }
         if key not in facts:
@@ -197,17 +205,23 @@ def _onnx_runtime_keeps(model: ir.Model) -> str:
     """Why the default engine leaves ``model`` to ONNX Runtime though OpenVINO reads it ('' if not).
 
     Models with a node that OpenVINO computes differently from ONNX (found by
-    ONNX's conformance suite), and models that compute in float64: OpenVINO's
+    ONNX's conformance suite); models that compute in float64: OpenVINO's
     CPU plugin computes them in f32 and saturates infinities to the largest
-    finite f32 on the way, where ONNX Runtime computes in f64 as the model says.
+    finite f32 on the way, where ONNX Runtime computes in f64 as the model says;
+    and models with string tensors: OpenVINO's CPU plugin runs few ops on them,
+    and its Python binding aborts the process at exit after it passed a string
+    tensor through unchanged (an ``Identity``).
     """
     for node in model.graph:
         if reason := _openvino_differs(node):
             return f"OpenVINO's CPU plugin computes {node.op_type} {reason} unlike ONNX's definition"
     values = [*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()]
     values.extend(output for node in model.graph for output in node.outputs)
-    if any(value.dtype == ir.DataType.DOUBLE for value in values):
+    types = {value.dtype for value in values}
+    if ir.DataType.DOUBLE in types:
         return "the model computes in float64, which OpenVINO's CPU plugin computes in float32"
+    if ir.DataType.STRING in types:
+        return "the model has string tensors, which OpenVINO's CPU plugin runs for few ops"
     return ""
 
 
