@@ -333,3 +333,15 @@ def test_gpu_queue_throttle_values(value: Any, expected: str, monkeypatch: pytes
     assert core.get_property("GPU.0", "GPU_QUEUE_THROTTLE") == expected
     with pytest.raises(PropertyError, match=r"GPU_QUEUE_THROTTLE.*'fast'.*LOW, MEDIUM, HIGH"):
         core.set_property("GPU.0", {"GPU_QUEUE_THROTTLE": "fast"})
+
+
+def test_core_wide_properties_read_with_one_argument_as_in_openvino() -> None:
+    core = ov.Core()
+    assert core.get_property("CACHE_DIR") == ""
+    assert core.get_property("ENABLE_MMAP") is True
+    assert core.get_property("FORCE_TBB_TERMINATE") is False
+    core.set_property({"CACHE_DIR": "models-cache"})
+    assert core.get_property("CACHE_DIR") == "models-cache"
+    assert core.get_property("CPU", "CACHE_DIR") == "models-cache"
+    with pytest.raises(PropertyError, match="no property 'NOT_A_KEY'"):
+        core.get_property("NOT_A_KEY")

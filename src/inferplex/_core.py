@@ -72,6 +72,8 @@ class Core:
         self._registry.register("GPU", _gpu_plugin)
         self._registry.register("RAY", _ray_plugin)
         self._virtual_config: dict[str, dict[str, Any]] = {name: {} for name in VIRTUAL_DEVICES}
+        self._core_config: dict[str, Any] = dict(_CORE_DEFAULTS)
+        """Core-wide values (``set_property({...})`` with no device), read by ``get_property(key)``."""
         self._load_entry_points()
 
     # --- devices -----------------------------------------------------------------------
@@ -386,6 +388,7 @@ class Core:
                     self._registry.set_config(family, subset)
             for name, parsed in virtual.items():
                 self._virtual_config[name].update(parsed)
+            self._core_config.update({canonical_key(k): v for k, v in device_name.items()})
             return
         if properties is None:
             raise PropertyError("set_property needs properties: set_property('CPU', {'NUM_STREAMS': 2})")
@@ -394,11 +397,23 @@ class Core:
             return
         self._registry.set_config(device_name, properties)
 
-    def get_property(self, device_name: str, key: str) -> Any:
+    def get_property(self, device_name: str, key: str | None = None) -> Any:
         """A device property (FULL_DEVICE_NAME, DEVICE_TOTAL_MEM_SIZE, settings, ...), typed as
-        OpenVINO returns it (:func:`inferplex.properties._typed.typed_value`)."""
+        OpenVINO returns it (:func:`inferplex.properties._typed.typed_value`).
+
+        ``get_property(key)`` alone reads a Core-wide value, as OpenVINO's does: one set with
+        ``set_property({...})`` for every device, or a Core default (``CACHE_DIR``,
+        ``ENABLE_MMAP``, ``FORCE_TBB_TERMINATE``).
+        """
         from inferplex.properties._typed import typed_value
 
+        if key is None:
+            name = canonical_key(device_name)
+            if name not in self._core_config:
+                raise PropertyError(f"the Core has no property {device_name!r}; Core-wide properties: "
+                                    f"{', '.join(sorted(self._core_config))} and those set with "
+                                    "set_property({...}); a device's: get_property('CPU', key)")
+            return typed_value(name, self._core_config[name])
         name = canonical_key(key)
         return typed_value(name, self._device_property(device_name, name, key))
 
@@ -442,6 +457,9 @@ def _engine_settings(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], 
 
 
 _READ_OPTIONS = ("ENABLE_MMAP",)
+
+_CORE_DEFAULTS = {"CACHE_DIR": "", "ENABLE_MMAP": True, "FORCE_TBB_TERMINATE": False}
+"""Core-wide properties and their values before any ``set_property``, as OpenVINO's Core reads them."""
 
 
 def _check_read_config(config: Mapping[str, Any] | None) -> None:
