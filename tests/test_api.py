@@ -31,6 +31,7 @@ PUBLIC = [
     "Shape",
     "Tensor",
     "Type",
+    "Version",
     "__version__",
     "compile_model",
     "convert_model",
@@ -114,3 +115,17 @@ def test_cpu_only_work_does_not_import_torch() -> None:
         print(result.tolist(), "torch" in sys.modules)
     """)
     assert out == "[0.0, 2.0] False"
+
+
+def test_get_versions_gives_openvino_shaped_versions() -> None:
+    core = inferplex.Core()
+    versions = core.get_versions("MULTI:CPU")
+    assert list(versions) == ["MULTI", "CPU"]
+    for version in versions.values():
+        assert isinstance(version, inferplex.Version)
+        assert version.build_number == inferplex.__version__
+        assert (version.major, version.minor, version.patch) == tuple(
+            int(part) for part in inferplex.__version__.split(".")[:3])
+    assert "CPU" in versions["CPU"].description
+    assert core.get_property("CPU", "ENGINE") in versions["CPU"].description
+    assert repr(versions["CPU"]).startswith("<Version: ")

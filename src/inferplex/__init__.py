@@ -32,6 +32,7 @@ from inferplex.api.layout import Layout
 from inferplex.api.shapes import Dimension, PartialShape, Shape
 from inferplex.api.tensor import Tensor
 from inferplex.api.types import Type
+from inferplex.api.version import Version
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingInfo, ProfilingRecord
 
 __version__ = "0.1.0"
@@ -57,6 +58,7 @@ __all__ = [
     "Shape",
     "Tensor",
     "Type",
+    "Version",
     "__version__",
     "compile_model",
     "convert_model",

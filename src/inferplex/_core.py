@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
+from inferplex.api.version import Version
 from inferplex._model import Model, load_model
 from inferplex._runtime import CompiledModel
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
@@ -91,8 +92,9 @@ class Core:
     def get_available_devices(self) -> list[str]:
         return self.available_devices
 
-    def get_versions(self, device_name: str) -> dict[str, str]:
-        """Engine versions of the devices in ``device_name`` (``"HETERO:GPU,CPU"`` lists both)."""
+    def get_versions(self, device_name: str) -> dict[str, Version]:
+        """Versions of the devices in ``device_name`` (``"HETERO:GPU,CPU"`` lists both), as
+        OpenVINO's ``Version``: inferplex's version, and a description naming the engine."""
         from inferplex import __version__
 
         spec = parse_device_string(device_name)
@@ -101,13 +103,15 @@ class Core:
             from inferplex.multi import auto_candidates
 
             names = tuple(target.name for target in auto_candidates(self._registry, spec))
-        versions = {spec.virtual: f"inferplex {__version__}"} if spec.virtual else {}
+        versions = {spec.virtual: Version(__version__, f"inferplex {spec.virtual}")} if spec.virtual else {}
         for name in names:
             plugin, full = self._registry.resolve(name)
+            family = full.split(".")[0]
             try:
-                versions[full] = str(plugin.device_property(full, "ENGINE"))
+                engine = f" ({plugin.device_property(full, 'ENGINE')} engine)"
             except KeyError:
-                versions[full] = f"inferplex {__version__}"
+                engine = ""
+            versions[full] = Version(__version__, f"inferplex {family} plugin{engine}")
         return versions
 
     def register_plugin(self, plugin: DevicePlugin | type | Callable[[], DevicePlugin] | str,

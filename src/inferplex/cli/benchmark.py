@@ -250,7 +250,8 @@ def run_benchmark(args: argparse.Namespace, out: Console, err: Console) -> int:
     if sample:
         out.print(f"No -m given: running the onnx wheel's sample model {path.stem} "
                   "(pass -m MODEL.onnx to benchmark yours)")
-    out.print("Devices: " + "; ".join(f"{name} ({version})" for name, version in versions.items()))
+    out.print("Devices: " + "; ".join(f"{name} ({version.description} {version.build_number})"
+                                      for name, version in versions.items()))
     result = BenchmarkResult(model=str(path), device=args.device, api=args.api, requests=1, batch=1,
                              sample_model=sample, config=config)
     start = time.perf_counter()

@@ -70,7 +70,8 @@ def _property(core: Core, device: str, key: str) -> Any:
 
 def _version(core: Core, device: str) -> str:
     try:
-        return core.get_versions(device).get(device, "-")
+        version = core.get_versions(device).get(device)
+        return "-" if version is None else f"{version.build_number} {version.description}"
     except Exception:  # noqa: BLE001 - shown as '-'
         return "-"
 
