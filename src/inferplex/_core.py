@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
-from inferplex.api.version import Version
 from inferplex._model import Model, load_model
 from inferplex._runtime import CompiledModel
+from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
 from inferplex.config.output_precision import lowered_precision, with_output_precision
