@@ -147,3 +147,33 @@ def test_hetero_runtime_model_shows_each_ops_device(hetero: ov.CompiledModel) ->
     assert set(placed) == {"add", "relu", "matmul", "tanh"}
     _every_property_reads(hetero)
     assert hetero.get_property("HETERO_NUMBER_OF_SUBMODELS") == 2
+
+
+def _mixed_model() -> onnx.ModelProto:
+    """A float op (Relu), then Shape (i64 out), as OpenVINO's runtime model tells them apart."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Shape", ["r"], ["s"], name="shape")],
+        "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 3, 4, 5]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+@pytest.mark.parametrize(("device", "hint", "precision"), [("CPU", "f32", "f32"), ("GPU.0", "f16", "f16")])
+def test_runtime_model_says_each_ops_precision_as_openvino(emulated_core: ov.Core, device: str, hint: str,
+                                                            precision: str) -> None:
+    model = emulated_core.read_model(_mixed_model().SerializeToString())
+    compiled = emulated_core.compile_model(model, device, {"INFERENCE_PRECISION_HINT": hint})
+    ops = {op.get_friendly_name(): op for op in compiled.get_runtime_model().get_ops()}
+    relu, shape = ops["relu"].get_rt_info(), ops["shape"].get_rt_info()
+    assert relu["runtimePrecision"].astype(str) == precision  # OpenVINO's OVAny idiom
+    assert relu["outputPrecisions"] == precision and relu["outputLayouts"] == "abcd"
+    assert shape["runtimePrecision"] == "i64" and shape["outputLayouts"] == "a"
+    assert relu["execTimeMcs"] == "not_executed" and relu["layerType"] == "Relu"
+    assert int(relu["execOrder"].astype(int)) < int(shape["execOrder"])
+    assert ops["relu"].get_output_size() == 1
+    assert ops["relu"].get_output_element_type(0) == ov.Type.f32
+    assert ops["relu"].get_output_partial_shape(0) == ov.PartialShape([2, 3, 4, 5])

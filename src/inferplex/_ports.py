@@ -174,6 +174,31 @@ class Port:
         return hash((self.kind, self.index, self.any_name))
 
 
+class RtValue(str):
+    """One ``rt_info`` value: a string that also answers as OpenVINO's ``OVAny`` does
+    (``astype(str)``, ``value``, ``aslist()``), so programs written for either read it."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+    def astype(self, kind: type) -> Any:
+        """The value as ``kind`` (str, int, float, bool; list for a comma-separated list)."""
+        if kind is bool:
+            return self.strip().lower() in ("1", "true", "yes")
+        if kind is list:
+            return self.aslist()
+        return kind(str(self))
+
+    def aslist(self, kind: type = str) -> list[Any]:
+        return [kind(part.strip()) for part in str(self).split(",") if part.strip()]
+
+    def get(self) -> str:
+        return str(self)
+
+
 class _RtInfo(MutableMapping[str, str]):
     """``get_rt_info()``: a dict view over a node's or value's metadata_props (string values)."""
 
@@ -181,7 +206,7 @@ class _RtInfo(MutableMapping[str, str]):
         self._props = props
 
     def __getitem__(self, key: str) -> str:
-        return self._props[key]
+        return RtValue(self._props[key])
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._props[str(key)] = str(value)
@@ -222,6 +247,37 @@ class Op:
 
     def get_rt_info(self) -> MutableMapping[str, str]:
         return _RtInfo(self._node.metadata_props)
+
+    def get_name(self) -> str:
+        return self.get_friendly_name()
+
+    def set_friendly_name(self, name: str) -> None:
+        self._node.name = str(name)
+
+    def get_input_size(self) -> int:
+        return sum(1 for value in self._node.inputs if value is not None)
+
+    def output(self, index: int = 0) -> Port:
+        outputs = self._node.outputs
+        if not 0 <= index < len(outputs):
+            raise InputError(f"{self._node.op_type} {self.get_friendly_name()!r} has {len(outputs)} "
+                             f"output(s); index {index} is out of range")
+        return Port(outputs[index], index, "output", live=True, node=self)
+
+    def outputs(self) -> list[Port]:
+        return [self.output(i) for i in range(len(self._node.outputs))]
+
+    def get_output_size(self) -> int:
+        return len(self._node.outputs)
+
+    def get_output_element_type(self, index: int = 0) -> Any:
+        return self.output(index).get_element_type()
+
+    def get_output_partial_shape(self, index: int = 0) -> Any:
+        return self.output(index).get_partial_shape()
+
+    def get_output_shape(self, index: int = 0) -> Any:
+        return self.output(index).get_shape()
 
     def __repr__(self) -> str:
         return f"<Op {self._node.op_type} {self._node.name!r}>"

@@ -123,11 +123,21 @@ class CompiledModel:
         ``affinity`` names the device that runs the op (for HETERO, its
         subgraph's device; for MULTI, every device that may run it, comma-separated);
         ``execOrder`` is its position in execution order, ``layerType`` its
-        op type and ``originalLayersNames`` its name in the model.
+        op type and ``originalLayersNames`` its name in the model.  As in
+        OpenVINO's runtime model: ``runtimePrecision`` (the inference precision
+        for ops with floating-point outputs, else the output's own type),
+        ``outputPrecisions`` and ``outputLayouts`` per output (comma-separated),
+        ``primitiveType`` (device and precision) and ``execTimeMcs``
+        (``not_executed``: per-op times come from ``get_profiling_info``).
+        Values read as strings and as OpenVINO's ``OVAny`` (``astype(str)``).
         """
         runtime = self._model.clone()
         where = self._placement()
         every = ",".join(self._runner.execution_devices)
+        from inferplex.api.reshape import value_types
+
+        precision = self._inference_precision()
+        typed = value_types(runtime.ir)
         for order, op in enumerate(o for o in runtime.get_ordered_ops() if hasattr(o, "node")):
             info = op.get_rt_info()
             name = op.get_friendly_name()
@@ -135,7 +145,24 @@ class CompiledModel:
             info["execOrder"] = str(order)
             info["layerType"] = op.get_type_name()
             info["originalLayersNames"] = name
+            outputs = [typed.get(value.name or "", (0, None)) for value in op.node.outputs]
+            types = [_type_name(elem_type) for elem_type, _ in outputs]
+            floating = any(t in _FLOATING for t in types)
+            info["runtimePrecision"] = precision if floating else (types[0] if types else "undef")
+            info["outputPrecisions"] = ",".join(precision if t in _FLOATING else t for t in types)
+            info["outputLayouts"] = ",".join(_layout_name(rank) for _, rank in outputs)
+            info["primitiveType"] = f"{info['affinity']}_{info['runtimePrecision']}"
+            info["execTimeMcs"] = "not_executed"
         return runtime
+
+    def _inference_precision(self) -> str:
+        """The compiled model's INFERENCE_PRECISION_HINT as OpenVINO's short name (f32 where unknown)."""
+        try:
+            value = self._runner.get_property("INFERENCE_PRECISION_HINT")
+        except Exception:  # noqa: BLE001 - a device without the hint runs the model's own types
+            return "f32"
+        text = str(getattr(value, "get_type_name", lambda: value)()).lower()
+        return {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}.get(text, text or "f32")
 
     def _placement(self) -> dict[str, str]:
         """``{op name: device}`` where a HETERO plan places ops; empty for other devices."""
@@ -499,3 +526,23 @@ def _output_copy(value: Any, share: bool, decode_strings: bool) -> Any:
     if share or not isinstance(value, np.ndarray):
         return value
     return value.copy()
+
+
+_FLOATING = ("f32", "f16", "bf16", "f64")
+
+
+def _type_name(elem_type: int) -> str:
+    """OpenVINO's short name of an ONNX element type (``undef`` where unknown)."""
+    import onnx_ir as ir
+
+    from inferplex.api.types import Type
+
+    try:
+        return Type(ir.DataType(elem_type)).get_type_name() if elem_type else "undef"
+    except Exception:  # noqa: BLE001 - a type OpenVINO has no name for
+        return "undef"
+
+
+def _layout_name(rank: int | None) -> str:
+    """OpenVINO's plain layout of an output (``abcd`` for rank 4), ``undef`` where the rank is unknown."""
+    return "undef" if rank is None else "abcdefghijklmnopqrstuvwxyz"[:rank] or "a"

@@ -290,6 +290,22 @@ def _infer(model: ir.Model, strict: bool) -> onnx.ModelProto:
                                              data_prop=True)
 
 
+def value_types(model: ir.Model) -> dict[str, tuple[int, int | None]]:
+    """``{value name: (ONNX element type, rank or None)}`` of every value ONNX shape inference types
+    (lenient: what it cannot infer is left out)."""
+    try:
+        proto = _infer(model, strict=False)
+    except Exception:  # noqa: BLE001 - no types beyond those the model declares
+        return {}
+    types: dict[str, tuple[int, int | None]] = {}
+    for info in (*proto.graph.value_info, *proto.graph.output, *proto.graph.input):
+        tensor = info.type.tensor_type
+        if info.type.HasField("tensor_type") and tensor.elem_type:
+            rank = len(tensor.shape.dim) if tensor.HasField("shape") else None
+            types[info.name] = (int(tensor.elem_type), rank)
+    return types
+
+
 def _large(value: ir.Value) -> bool:
     tensor = value.const_value
     return tensor is not None and tensor.nbytes > _WEIGHT_LIMIT_BYTES
