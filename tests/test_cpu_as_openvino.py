@@ -50,6 +50,8 @@ _STREAM_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER
 
 @pytest.mark.parametrize("config", [
     {"NUM_STREAMS": "AUTO"},
+    {"NUM_STREAMS": -1},  # OpenVINO's integer code of AUTO
+    {"NUM_STREAMS": "-1"},
     {"NUM_STREAMS": "AUTO", "PERFORMANCE_HINT": "LATENCY"},
     {"NUM_STREAMS": "AUTO", "PERFORMANCE_HINT_NUM_REQUESTS": 1},
     {"NUM_STREAMS": "AUTO", "PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"},
@@ -210,3 +212,4 @@ def test_a_failing_run_raises_openvinos_reason_and_the_request_runs_again() -> N
         request.wait()
     np.testing.assert_array_equal(request.infer({"x": x, "s": np.array([3, 2])})["y"], x.reshape(3, 2))
     assert calls == ["done"]
+

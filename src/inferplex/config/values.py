@@ -107,10 +107,13 @@ def parse_seconds(value: Any) -> float | None:
 
 
 def streams(value: Any) -> int | str:
-    """``AUTO`` or an int >= 1; OpenVINO's ``streams.Num`` (anything with ``to_integer()``,
-    where -1 means AUTO) too.  NUMA (-2: a stream per NUMA node) is refused."""
+    """``AUTO`` or an int >= 1; OpenVINO's ``streams.Num`` (anything with ``to_integer()``)
+    and its integer codes too: -1 (or "-1") means AUTO, as in OpenVINO.  NUMA (-2: a stream
+    per NUMA node) is refused."""
     if callable(getattr(value, "to_integer", None)):
-        value = {-1: "AUTO", -2: "NUMA"}.get(value.to_integer(), value.to_integer())
+        value = value.to_integer()
+    if not isinstance(value, bool) and str(value).strip() in ("-1", "-2"):
+        value = {"-1": "AUTO", "-2": "NUMA"}[str(value).strip()]
     if isinstance(value, str) and value.strip().upper() == "AUTO":
         return "AUTO"
     if isinstance(value, str) and value.strip().upper() == "NUMA":
