@@ -248,6 +248,8 @@ def run(args: argparse.Namespace) -> bool:
         core = ov.Core()
         devices = [d for d in core.available_devices if d.startswith("RAY.")]
         result["devices"] = devices
+        result["object_store"] = _object_store()
+        log(f"object store: {result['object_store']}")
         rows(core, devices, args, phases)
     finally:
         if not phases.stuck:  # a stuck phase may hold the driver's Ray calls: do not wait on it
@@ -335,6 +337,19 @@ def _calls(row: dict[str, Any]) -> str:
         return driver
     return (f"{driver}; {calls['device']}: {calls['calls_per_s']:.0f} calls/s, "
             f"{calls['per_call']:.1f} requests per call")
+
+
+def _object_store() -> dict[str, Any]:
+    """Each node's object store (MiB) and where it lives: a store too small for the arrays in
+    flight spills to disk and stalls every call (Ray falls back to /tmp when /dev/shm is small)."""
+    import shutil
+
+    import ray
+
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    sizes = [round(node["Resources"].get("object_store_memory", 0) / 2**20) for node in nodes]
+    shm = shutil.disk_usage("/dev/shm").total / 2**20 if os.path.isdir("/dev/shm") else 0.0
+    return {"per_node_mib": sizes, "dev_shm_mib": round(shm)}
 
 
 def _cores(cores: list[int]) -> str:
