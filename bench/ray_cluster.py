@@ -346,7 +346,10 @@ def _object_store() -> dict[str, Any]:
 
     import ray
 
-    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    try:
+        nodes = [node for node in ray.nodes() if node.get("Alive")]
+    except Exception:  # noqa: BLE001 - not connected: nothing to say
+        nodes = []
     sizes = [round(node["Resources"].get("object_store_memory", 0) / 2**20) for node in nodes]
     shm = shutil.disk_usage("/dev/shm").total / 2**20 if os.path.isdir("/dev/shm") else 0.0
     return {"per_node_mib": sizes, "dev_shm_mib": round(shm)}
