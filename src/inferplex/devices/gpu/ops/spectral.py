@@ -55,7 +55,8 @@ def _to_complex(x: torch.Tensor) -> torch.Tensor:
 def _from_complex(z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if not z.is_complex():
         return z.unsqueeze(-1).to(dtype)
-    return torch.view_as_real(z).to(dtype)
+    # ``ifft`` of a real signal returns a lazily conjugated view, which ``view_as_real`` refuses.
+    return torch.view_as_real(z.resolve_conj()).to(dtype)
 
 
 # --- DFT ---------------------------------------------------------------------------------
