@@ -26,7 +26,7 @@ from inferplex.devices.gpu.optimize import (
     scaled_dot_product_attention,
     to_channels_last,
 )
-from inferplex.devices.gpu.tensors import numpy_to_torch
+from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch
 from inferplex.errors import CompileError, ModelError
 
 if TYPE_CHECKING:
@@ -93,8 +93,9 @@ class Builder:
             array = make_array()
             tensor = numpy_to_torch(array)
             # Never alias the model's own arrays; numpy_to_torch copied read-only ones already.
-            shared = tensor.numel() > 0 and np.may_share_memory(array, tensor.numpy()) \
-                if tensor.dtype != torch.bfloat16 else True
+            # bfloat16 and float8 tensors are views of the array's bits (and have no ``numpy()``).
+            shared = np.asarray(array).dtype.name in VIEWED_NUMPY_DTYPES or (
+                tensor.numel() > 0 and np.may_share_memory(array, tensor.numpy()))
             if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64) \
                     and not keep_type:
                 tensor, shared = tensor.to(self.compute_dtype), False
