@@ -26,10 +26,10 @@ __all__ = [
     "moves_bits",
     "narrow",
     "unsigned_abs",
-    "unsigned_clip",
-    "unsigned_sign",
     "unsigned_binary",
+    "unsigned_clip",
     "unsigned_compare",
+    "unsigned_sign",
     "unsigned_unary",
     "widen",
 ]

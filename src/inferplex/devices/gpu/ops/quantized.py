@@ -15,7 +15,8 @@ model's) on the same int8 kernel; the GPU lowering's fusion planning
 Requantization follows ONNX Runtime: the scale ratio is formed in the scales'
 own type and applied to the integer sums in float32, rounded half to even and
 saturated to the output type (in float64, a sum whose scaled value lies within
-float32 rounding of a half would round the other way).  Float8 data quantizes and dequantizes; int4/int2 are refused.
+float32 rounding of a half would round the other way).  Float8 data quantizes
+and dequantizes; int4/int2 are refused.
 """
 
 from __future__ import annotations

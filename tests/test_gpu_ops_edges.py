@@ -1,0 +1,260 @@
+"""Edge cases of the GPU lowerings that real models and the ONNX spec allow, on the emulated
+``GPU.0`` through the public API, against raw ONNX Runtime.
+
+Each model must run whole on ``GPU.0`` (``query_model`` claims every node and
+``EXECUTION_DEVICES`` says GPU.0, no CPU fallback).  Where ONNX Runtime has no
+kernel for a case (uint16/uint64 Where, a Scan over zero steps) numpy is the
+reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import inferplex as ov
+
+from conftest import make_model, ort_run
+
+pytest.importorskip("torch")
+
+F, U8, I64, BOOL = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT64, TensorProto.BOOL
+_UNSIGNED = {np.uint16: TensorProto.UINT16, np.uint32: TensorProto.UINT32, np.uint64: TensorProto.UINT64}
+
+
+@pytest.fixture(scope="module")
+def core(emulated_core: ov.Core) -> ov.Core:
+    return emulated_core
+
+
+def _named(model: onnx.ModelProto) -> onnx.ModelProto:
+    for i, node in enumerate(model.graph.node):
+        node.name = node.name or f"{node.op_type}_{i}"
+    return model
+
+
+def _run_on_gpu(core: ov.Core, model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
+    model = _named(model)
+    supported = core.query_model(model, "GPU.0")
+    assert sorted(supported) == sorted(n.name for n in model.graph.node), "a node stays off the GPU"
+    compiled = core.compile_model(model, "GPU.0")
+    assert list(compiled.get_property("EXECUTION_DEVICES")) == ["GPU.0"]
+    results = compiled(feeds)
+    return [np.asarray(results[i]) for i in range(len(compiled.outputs))]
+
+
+def _assert_like_ort(core: ov.Core, model: onnx.ModelProto, feeds: dict[str, Any],
+                     atol: float = 0.0) -> None:
+    got = _run_on_gpu(core, model, feeds)
+    want = ort_run(model, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if atol:
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+# --- recurrent layers -----------------------------------------------------------------------
+
+
+def _recurrent(op: str, outputs: list[str], direction: str = "forward", lengths: bool = False,
+               hidden: int = 3, size: int = 2) -> onnx.ModelProto:
+    dirs, gates = (2 if direction == "bidirectional" else 1), {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    rng = np.random.default_rng(1)
+    weights = [numpy_helper.from_array(rng.standard_normal((dirs, gates * hidden, n)).astype(np.float32), w)
+               for w, n in (("w", size), ("r", hidden))]
+    inputs, graph_inputs = ["x", "w", "r"], [("x", F, [4, 3, size])]
+    if lengths:  # with initial states, which a row of length 0 must not pass on
+        states = ["h0", "c0"] if op == "LSTM" else ["h0"]
+        inputs += ["", "lens", *states]
+        graph_inputs += [("lens", TensorProto.INT32, [3])] + [(s, F, [dirs, 3, hidden]) for s in states]
+    node = helper.make_node(op, inputs, outputs, hidden_size=hidden, direction=direction)
+    return _model_with_outputs(node, graph_inputs, [o for o in outputs if o], weights)
+
+
+def _model_with_outputs(node: onnx.NodeProto, inputs: list[Any], outputs: list[str],
+                        weights: list[onnx.TensorProto]) -> onnx.ModelProto:
+    """A one-node model whose output shapes come from ONNX shape inference."""
+    graph = helper.make_graph([node], "m", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                              [helper.make_tensor_value_info(o, F, None) for o in outputs],
+                              initializer=weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.output}
+    for output in model.graph.output:
+        output.type.CopyFrom(inferred[output.name].type)
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_recurrent_layer_with_only_its_sequence_output(core: ov.Core, op: str) -> None:
+    model = _recurrent(op, ["y"])
+    feeds = {"x": np.random.default_rng(2).standard_normal((4, 3, 2)).astype(np.float32)}
+    _assert_like_ort(core, model, feeds, atol=1e-5)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_recurrent_row_of_length_zero_has_zero_final_state(core: ov.Core, op: str, direction: str) -> None:
+    outputs = ["y", "yh", "yc"] if op == "LSTM" else ["y", "yh"]
+    model = _recurrent(op, outputs, direction, lengths=True)
+    rng = np.random.default_rng(3)
+    dirs = 2 if direction == "bidirectional" else 1
+    feeds = {"x": rng.standard_normal((4, 3, 2)).astype(np.float32), "lens": np.array([4, 0, 2], np.int32),
+             "h0": rng.standard_normal((dirs, 3, 3)).astype(np.float32)}
+    if op == "LSTM":
+        feeds["c0"] = rng.standard_normal((dirs, 3, 3)).astype(np.float32)
+    _assert_like_ort(core, model, feeds, atol=1e-5)
+
+
+# --- spectral -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+def test_inverse_dft_of_a_real_signal(core: ov.Core, opset: int) -> None:
+    node = helper.make_node("DFT", ["x"], ["y"], inverse=1, **({"axis": 1} if opset < 20 else {}))
+    model = make_model([node], [("x", F, [2, 8, 1])], [("y", F, [2, 8, 2])], opset=opset)
+    feeds = {"x": np.random.default_rng(4).standard_normal((2, 8, 1)).astype(np.float32)}
+    _assert_like_ort(core, model, feeds, atol=1e-5)
+
+
+# --- control flow that runs no iteration ------------------------------------------------------
+
+
+def _vi(name: str, elem: int, shape: list[int] | None) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def test_loop_with_no_iteration_gives_empty_scan_outputs(core: ov.Core) -> None:
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["scan_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [_vi("i", I64, []), _vi("cond_in", BOOL, []), _vi("acc_in", F, [2])],
+        [_vi("cond_out", BOOL, []), _vi("acc_out", F, [2]), _vi("scan_out", F, [2])])
+    loop = helper.make_node("Loop", ["trips", "go", "a0"], ["acc", "scans"], body=body)
+    model = make_model([loop], [("trips", I64, []), ("go", BOOL, []), ("a0", F, [2]), ("x", F, [2])],
+                       [("acc", F, [2]), ("scans", F, ["K", 2])], opset=17)
+    base = {"a0": np.array([1, 2], np.float32), "x": np.array([3, 4], np.float32)}
+    for trips, go in ((0, True), (3, False), (3, True)):
+        feeds = {**base, "trips": np.array(trips, np.int64), "go": np.array(go)}
+        _assert_like_ort(core, model, feeds, atol=1e-6)
+
+
+def test_scan_over_zero_steps_keeps_its_state(core: ov.Core) -> None:
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "xi"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["yi"])],
+        "body", [_vi("s_in", F, [2]), _vi("xi", F, [2])], [_vi("s_out", F, [2]), _vi("yi", F, [2])])
+    scan = helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], num_scan_inputs=1, body=body)
+    model = make_model([scan], [("s0", F, [2]), ("xs", F, ["L", 2])], [("s", F, [2]), ("ys", F, ["L", 2])],
+                       opset=16)
+    s0 = np.array([1.5, -2], np.float32)
+    # ONNX Runtime refuses a zero-length scan axis; the state passes through and ys is empty.
+    state, ys = _run_on_gpu(core, model, {"s0": s0, "xs": np.zeros((0, 2), np.float32)})
+    np.testing.assert_array_equal(state, s0)
+    assert ys.shape == (0, 2) and ys.dtype == np.float32
+    xs = np.arange(6, dtype=np.float32).reshape(3, 2)
+    _assert_like_ort(core, model, {"s0": s0, "xs": xs}, atol=1e-6)
+
+
+# --- quantized ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_qlinear_conv_rounds_like_onnx_runtime(core: ov.Core, bias: bool) -> None:
+    # Scales whose ratio puts some sums within float32 rounding of a half: float64 would round
+    # them the other way.
+    rng = np.random.default_rng(3)
+    weights = rng.integers(0, 256, (6, 4, 3, 3)).astype(np.uint8)
+    inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in
+             [("xs", 0.05, np.float32), ("xz", 100, np.uint8), ("ws", 0.02, np.float32),
+              ("wz", 128, np.uint8), ("ys", 0.3, np.float32), ("yz", 120, np.uint8)]]
+    inits.append(numpy_helper.from_array(weights, "w"))
+    names = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.integers(-500, 500, (6,)).astype(np.int32), "b"))
+        names.append("b")
+    node = helper.make_node("QLinearConv", names, ["y"], pads=[1, 1, 1, 1])
+    model = make_model([node], [("x", U8, [2, 4, 7, 7])], [("y", U8, [2, 6, 7, 7])], inits, opset=10)
+    for seed in range(4):
+        feeds = {"x": np.random.default_rng(seed).integers(0, 256, (2, 4, 7, 7)).astype(np.uint8)}
+        _assert_like_ort(core, model, feeds)
+
+
+def test_dynamic_quantize_linear_of_zeros(core: ov.Core) -> None:
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    model = make_model([node], [("x", F, [3, 4])],
+                       [("y", U8, [3, 4]), ("s", F, []), ("z", U8, [])], opset=11)
+    _assert_like_ort(core, model, {"x": np.zeros((3, 4), np.float32)})
+
+
+_FLOAT8 = [TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
+           TensorProto.FLOAT8E5M2FNUZ]
+_F8_VALUES = np.array([0, 1, -3, 0.3, 100, 1000, -1e6, 0.01, 448, 57344, 1e-9, 240], np.float32)
+
+
+@pytest.mark.parametrize("f8", _FLOAT8)
+def test_float8_constants_as_castlike_target_and_zero_point(core: ov.Core, f8: int) -> None:
+    like = make_model([helper.make_node("CastLike", ["x", "like"], ["h"]),
+                       helper.make_node("Cast", ["h"], ["y"], to=F)],
+                      [("x", F, [12])], [("y", F, [12])], [helper.make_tensor("like", f8, [1], [0])],
+                      opset=19)
+    _assert_like_ort(core, like, {"x": _F8_VALUES})
+    qdq = make_model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                      helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+                     [("x", F, [12])], [("y", F, [12])],
+                     [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+                      helper.make_tensor("z", f8, [], [0])], opset=21)
+    _assert_like_ort(core, qdq, {"x": _F8_VALUES})
+
+
+# --- uint16/32/64 data through the ops that move it -------------------------------------------
+
+
+def _unsigned_values(dtype: Any, count: int, seed: int) -> np.ndarray:
+    info = np.iinfo(dtype)
+    values = np.random.default_rng(seed).integers(info.min, info.max, count, dtype=dtype, endpoint=True)
+    values[:2] = [info.max, 0]  # the top bit set, and zero
+    return values
+
+
+@pytest.mark.parametrize("dtype", list(_UNSIGNED))
+def test_unsigned_data_through_selection_ops(core: ov.Core, dtype: Any) -> None:
+    elem = _UNSIGNED[dtype]
+    a, b = _unsigned_values(dtype, 24, 1), _unsigned_values(dtype, 24, 2)
+    ints = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+            [("starts", [2]), ("ends", [20]), ("repeats", [2]), ("index", [0, -1, 3, 17])]]
+    nodes = [helper.make_node("Concat", ["a", "b"], ["joined"], axis=0),
+             helper.make_node("Slice", ["joined", "starts", "ends"], ["sliced"]),
+             helper.make_node("Split", ["sliced"], ["half1", "half2"], axis=0, num_outputs=2),
+             helper.make_node("Tile", ["half2", "repeats"], ["tiled"]),
+             helper.make_node("Gather", ["tiled", "index"], ["picked"], axis=0),
+             helper.make_node("Abs", ["half1"], ["absolute"]),
+             helper.make_node("Sign", ["b"], ["sign"])]
+    outputs = [("picked", elem, [4]), ("absolute", elem, [9]), ("sign", elem, [24])]
+    model = make_model(nodes, [("a", elem, [24]), ("b", elem, [24])], outputs, ints, opset=18)
+    _assert_like_ort(core, model, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("dtype", list(_UNSIGNED))
+def test_unsigned_where_and_clip(core: ov.Core, dtype: Any) -> None:
+    elem = _UNSIGNED[dtype]
+    a, b = _unsigned_values(dtype, 24, 3), _unsigned_values(dtype, 24, 4)
+    high = np.iinfo(dtype).max // 3
+    bounds = [numpy_helper.from_array(np.array(v, dtype), n) for n, v in [("low", 5), ("high", high)]]
+    nodes = [helper.make_node("Greater", ["a", "b"], ["greater"]),
+             helper.make_node("Where", ["greater", "a", "b"], ["larger"]),
+             helper.make_node("Clip", ["a", "low", "high"], ["clipped"])]
+    model = make_model(nodes, [("a", elem, [24]), ("b", elem, [24])],
+                       [("larger", elem, [24]), ("clipped", elem, [24])], bounds, opset=18)
+    larger, clipped = _run_on_gpu(core, model, {"a": a, "b": b})
+    # ONNX Runtime has no uint16/uint64 Where or Clip kernels: numpy is the reference.
+    np.testing.assert_array_equal(larger, np.maximum(a, b))
+    np.testing.assert_array_equal(clipped, np.clip(a, dtype(5), dtype(high)))
+    assert larger.dtype == clipped.dtype == dtype
