@@ -65,7 +65,8 @@ from inferplex.errors import InferenceError, PropertyError
 
 __all__ = ["COMPILE_LOCK", "COMPILE_MODES", "MODE_PROPERTY", "TIERED_MIN_BATCH", "TIER_EXIT_WAIT",
            "TIER_PROPERTY", "CompilePlan", "CompiledTier", "capture_on_workers", "compile_mode",
-           "compiled_forward", "example_inputs", "inline_forward", "plan_compile", "plan_of_flag"]
+           "compiled_forward", "compiled_variant", "example_inputs", "inline_forward", "plan_compile",
+           "plan_of_flag"]
 
 _log = logging.getLogger("inferplex")
 
@@ -202,6 +203,18 @@ def capture_on_workers(variant: Variant, inputs: list[torch.Tensor], workers: Se
     for state, graph in zip(workers, captured, strict=True):
         state.stream.synchronize()  # no replay of the graph replaced here still runs
         state.graphs[signature] = graph
+
+
+def compiled_variant(generic: Variant, forward: Any, inputs: list[torch.Tensor],
+                     workers: Sequence[WorkerState], signature: tuple[Any, ...], capture: bool,
+                     on_capture_thread: bool) -> Variant:
+    """The compiled tier's variant of ``generic`` (same lowering and weights, the compiled
+    ``forward``), its CUDA graphs for ``signature`` captured on every worker when the variant
+    takes graphs and ``capture`` (the signature is not one known to run eagerly)."""
+    variant = Variant(generic.lowered, forward, generic.graphs, generic.buffer_ptrs)
+    if variant.graphs and capture:
+        capture_on_workers(variant, inputs, workers, signature, on_capture_thread)
+    return variant
 
 
 _running: weakref.WeakSet[CompiledTier] = weakref.WeakSet()

@@ -92,10 +92,11 @@ def _empty_scans(values: Sequence[ir.Value], device: torch.device, op: str,
     """
     empties = []
     for k, value in enumerate(values):
-        dims = None if value.shape is None else [d if isinstance(d, int) else None for d in value.shape]
-        if dims is None or None in dims or value.dtype is None or value.dtype not in EXACT_DTYPES:
+        static = value.shape is not None and all(isinstance(d, int) for d in value.shape)
+        if not static or value.dtype is None or value.dtype not in EXACT_DTYPES:
             raise CompileError(f"a {op} that runs no iteration needs the static shape and type of its scan "
                                f"output {value.name!r} (its body declares {value.shape} {value.dtype})")
+        dims = [d for d in value.shape or () if isinstance(d, int)]  # all of them: static
         axis = 0 if axes is None else axes[k] % (len(dims) + 1)
         dims.insert(axis, 0)
         empties.append(torch.empty(dims, dtype=torch_dtype(value.dtype), device=device))

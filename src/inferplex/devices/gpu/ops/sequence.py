@@ -188,7 +188,7 @@ def _recurrent(info: NodeInfo) -> Callable[..., Any]:
 
     def recurrent(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor, b: torch.Tensor | None = None,
                   lengths: torch.Tensor | None = None, h0: torch.Tensor | None = None,
-                  c0: torch.Tensor | None = None, p: torch.Tensor | None = None) -> tuple[Any, ...]:
+                  c0: torch.Tensor | None = None, p: torch.Tensor | None = None) -> Any:
         if layout:
             x = x.transpose(0, 1)
             h0 = None if h0 is None else h0.transpose(0, 1)
