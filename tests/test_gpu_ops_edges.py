@@ -124,6 +124,38 @@ def test_inverse_dft_of_a_real_signal(core: ov.Core, opset: int) -> None:
     _assert_like_ort(core, model, feeds, atol=1e-5)
 
 
+def _constants(**values: Any) -> list[onnx.TensorProto]:
+    return [numpy_helper.from_array(np.array(v, np.float32 if isinstance(v, float) else np.int64), n)
+            for n, v in values.items()]
+
+
+@pytest.mark.parametrize(("bins", "length", "rate", "low", "high"),
+                         [(8, 64, 16000, 0.0, 8000.0), (40, 512, 22050, 20.0, 11000.0),
+                          (5, 16, 1000, 0.0, 400.0)])
+@pytest.mark.parametrize("elem", [F, TensorProto.INT32])
+def test_mel_weight_matrix(core: ov.Core, bins: int, length: int, rate: int, low: float, high: float,
+                           elem: int) -> None:
+    node = helper.make_node("MelWeightMatrix", ["bins", "length", "rate", "low", "high"], ["y"],
+                            output_datatype=elem)
+    model = make_model([node], [], [("y", elem, [length // 2 + 1, bins])],
+                       _constants(bins=bins, length=length, rate=rate, low=low, high=high), opset=17)
+    _assert_like_ort(core, model, {}, atol=1e-6 if elem == F else 0.0)
+
+
+def test_log_mel_audio_front_end(core: ov.Core) -> None:
+    nodes = [helper.make_node("HannWindow", ["frame"], ["window"]),
+             helper.make_node("STFT", ["x", "step", "window", "frame"], ["spectrum"]),
+             helper.make_node("ReduceSumSquare", ["spectrum", "last"], ["power"], keepdims=0),
+             helper.make_node("MelWeightMatrix", ["bins", "frame", "rate", "low", "high"], ["mel"]),
+             helper.make_node("MatMul", ["power", "mel"], ["energy"]),
+             helper.make_node("Add", ["energy", "floor"], ["floored"]),
+             helper.make_node("Log", ["floored"], ["y"])]
+    constants = _constants(frame=256, step=128, last=[3], bins=40, rate=16000, low=0.0, high=8000.0, floor=1e-6)
+    model = make_model(nodes, [("x", F, ["N", 1600, 1])], [("y", F, ["N", 11, 40])], constants, opset=18)
+    feeds = {"x": np.random.default_rng(5).standard_normal((2, 1600, 1)).astype(np.float32)}
+    _assert_like_ort(core, model, feeds, atol=1e-4)
+
+
 # --- control flow that runs no iteration ------------------------------------------------------
 
 
