@@ -150,7 +150,8 @@ def test_log_mel_audio_front_end(core: ov.Core) -> None:
              helper.make_node("MatMul", ["power", "mel"], ["energy"]),
              helper.make_node("Add", ["energy", "floor"], ["floored"]),
              helper.make_node("Log", ["floored"], ["y"])]
-    constants = _constants(frame=256, step=128, last=[3], bins=40, rate=16000, low=0.0, high=8000.0, floor=1e-6)
+    constants = _constants(frame=256, step=128, last=[3], bins=40, rate=16000, low=0.0, high=8000.0,
+                           floor=1e-6)
     model = make_model(nodes, [("x", F, ["N", 1600, 1])], [("y", F, ["N", 11, 40])], constants, opset=18)
     feeds = {"x": np.random.default_rng(5).standard_normal((2, 1600, 1)).astype(np.float32)}
     _assert_like_ort(core, model, feeds, atol=1e-4)
