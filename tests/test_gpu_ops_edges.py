@@ -227,6 +227,21 @@ def test_dynamic_quantize_linear_of_zeros(core: ov.Core) -> None:
     _assert_like_ort(core, model, {"x": np.zeros((3, 4), np.float32)})
 
 
+@pytest.mark.parametrize(("elem", "low", "high"), [(TensorProto.INT4, -8, 8), (TensorProto.UINT4, 0, 16)])
+def test_int4_weights_dequantized_per_block(core: ov.Core, elem: int, low: int, high: int) -> None:
+    rng = np.random.default_rng(8)
+    weights, zeros = rng.integers(low, high, (16, 8)), rng.integers(low, high, (4, 8))
+    scales = (rng.uniform(0.01, 0.1, (4, 8))).astype(np.float32)
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=0, block_size=4),
+             helper.make_node("MatMul", ["x", "wf"], ["y"])]
+    inits = [helper.make_tensor("w", elem, [16, 8], weights.flatten().tolist()),
+             numpy_helper.from_array(scales, "s"),
+             helper.make_tensor("z", elem, [4, 8], zeros.flatten().tolist())]
+    model = make_model(nodes, [("x", F, ["N", 16])], [("y", F, ["N", 8])], inits, opset=21)
+    feeds = {"x": rng.standard_normal((3, 16)).astype(np.float32)}
+    _assert_like_ort(core, model, feeds, atol=1e-5)
+
+
 _FLOAT8 = [TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
            TensorProto.FLOAT8E5M2FNUZ]
 _F8_VALUES = np.array([0, 1, -3, 0.3, 100, 1000, -1e6, 0.01, 448, 57344, 1e-9, 240], np.float32)

@@ -41,7 +41,13 @@ from inferplex.devices.gpu.optimize import WeightCache, contiguous, plan_fusions
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering
 from inferplex.devices.gpu.shapes import ShapeInference
 from inferplex.devices.gpu.support import forget_source_when_collected
-from inferplex.devices.gpu.tensors import HELD_DTYPES, TORCH_DTYPES, numpy_to_torch, torch_to_numpy
+from inferplex.devices.gpu.tensors import (
+    HELD_DTYPES,
+    TORCH_DTYPES,
+    held_array,
+    numpy_to_torch,
+    torch_to_numpy,
+)
 from inferplex.errors import UnsupportedOpError
 
 __all__ = [
@@ -166,7 +172,7 @@ def _constant_attribute(node: ir.Node) -> np.ndarray | None:
             continue
         raw = attribute.value
         if isinstance(raw, ir.TensorProtocol):
-            return raw.numpy() if raw.dtype in HELD_DTYPES else None
+            return held_array(raw)
         return np.asarray(raw, dtype=np.float32 if "float" in name else np.int64)
     return None
 
@@ -360,8 +366,9 @@ def analyze_model(model: ir.Model, input_shapes: Mapping[str, Sequence[int]] | N
     analysis = Analysis(model=model, types=inference.types(input_shapes),
                         specialized=input_shapes is not None)
     for value in model.graph.initializers.values():
-        if value.const_value is not None and value.const_value.dtype in HELD_DTYPES:
-            analysis.constants[value] = value.const_value.numpy()
+        array = None if value.const_value is None else held_array(value.const_value)
+        if array is not None:
+            analysis.constants[value] = array
     for index, node in enumerate(model.graph):
         name = node_friendly_name(node, index)
         analysis.nodes.append((name, node))

@@ -16,7 +16,9 @@ Requantization follows ONNX Runtime: the scale ratio is formed in the scales'
 own type and applied to the integer sums in float32, rounded half to even and
 saturated to the output type (in float64, a sum whose scaled value lies within
 float32 rounding of a half would round the other way).  Float8 data quantizes
-and dequantizes; int4/int2 are refused.
+and dequantizes; int4/int2 constants (weight-only quantized weights) arrive
+widened to 8 bits (:func:`..tensors.held_array`), int4/int2 tensors computed at
+run time are refused.
 """
 
 from __future__ import annotations
