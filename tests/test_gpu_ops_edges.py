@@ -2,13 +2,15 @@
 ``GPU.0`` through the public API, against raw ONNX Runtime.
 
 Each model must run whole on ``GPU.0`` (``query_model`` claims every node and
-``EXECUTION_DEVICES`` says GPU.0, no CPU fallback).  Where ONNX Runtime has no
+``EXECUTION_DEVICES`` says GPU.0, no CPU fallback).  Every test runs on the
+emulated GPU and, under ``pytest -m gpu``, on a CUDA GPU.  Where ONNX Runtime has no
 kernel for a case (uint16/uint64 Where, a Scan over zero steps) numpy is the
 reference.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -26,9 +28,18 @@ F, U8, I64, BOOL = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT64, Tens
 _UNSIGNED = {np.uint16: TensorProto.UINT16, np.uint32: TensorProto.UINT32, np.uint64: TensorProto.UINT64}
 
 
-@pytest.fixture(scope="module")
-def core(emulated_core: ov.Core) -> ov.Core:
-    return emulated_core
+@pytest.fixture(scope="module", params=["emulated", pytest.param("cuda", marks=pytest.mark.gpu)])
+def core(request: pytest.FixtureRequest) -> Iterator[ov.Core]:
+    """GPU.0 emulated on torch's CPU device; and, under ``pytest -m gpu``, a CUDA GPU's own kernels."""
+    torch = pytest.importorskip("torch")
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "emulated":
+            patch.setenv("INFERPLEX_EMULATED_GPUS", "2")
+        else:
+            if not torch.cuda.is_available():
+                pytest.skip("no CUDA GPU")
+            patch.delenv("INFERPLEX_EMULATED_GPUS", raising=False)
+        yield ov.Core()
 
 
 def _named(model: onnx.ModelProto) -> onnx.ModelProto:
