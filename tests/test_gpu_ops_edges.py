@@ -317,3 +317,31 @@ def test_unsigned_where_and_clip(core: ov.Core, dtype: Any) -> None:
     np.testing.assert_array_equal(larger, np.maximum(a, b))
     np.testing.assert_array_equal(clipped, np.clip(a, dtype(5), dtype(high)))
     assert larger.dtype == clipped.dtype == dtype
+
+
+# --- RoiAlign (two-stage detectors) -----------------------------------------------------------
+
+
+def _regions(count: int, height: float, width: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x1, y1 = rng.uniform(-2, width, count), rng.uniform(-2, height, count)
+    w, h = rng.uniform(0, width * 0.7, count), rng.uniform(0, height * 0.7, count)
+    boxes = np.stack([x1, y1, x1 + w, y1 + h], 1).astype(np.float32)
+    boxes[0] = [2, 2, 2, 2]  # empty
+    boxes[1] = [-6, -6, -1.5, -1.5]  # outside the map
+    return boxes
+
+
+@pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("sampling", [0, 2])
+@pytest.mark.parametrize("mode", ["avg", "max"])
+def test_roi_align(core: ov.Core, mode: str, sampling: int, transform: str) -> None:
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], mode=mode, output_height=5,
+                            output_width=4, sampling_ratio=sampling, spatial_scale=0.25,
+                            coordinate_transformation_mode=transform)
+    model = make_model([node], [("x", F, [2, 3, 10, 12]), ("rois", F, ["R", 4]), ("batch", I64, ["R"])],
+                       [("y", F, ["R", 3, 5, 4])], opset=16)
+    rng = np.random.default_rng(9)
+    feeds = {"x": rng.standard_normal((2, 3, 10, 12)).astype(np.float32), "rois": _regions(9, 40, 48, 10),
+             "batch": rng.integers(0, 2, 9).astype(np.int64)}
+    _assert_like_ort(core, model, feeds, atol=1e-5)
