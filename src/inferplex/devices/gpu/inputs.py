@@ -139,10 +139,8 @@ class InputMover:
     """The program's device name (``GPU.0``), for errors."""
     torch_device: torch.device
     """Where the program runs (``cpu`` for an emulated GPU)."""
-
-    @property
-    def cuda(self) -> bool:
-        return self.torch_device.type == "cuda"
+    cuda: bool
+    """Whether that is a CUDA device (kept, not derived: it is read for every input)."""
 
     def move(self, state: WorkerState, values: list[Any],
              out: Sequence[torch.Tensor] | None = None) -> list[Any]:

@@ -132,7 +132,7 @@ class GpuProgram(DeviceProgram):
         self._graphs_possible = self._graphs_on and (self._generic.graphs or self._specializer is not None)
         self._variants: LruCache[tuple[Any, ...], Variant] = LruCache(SHAPE_CACHE_SIZE)
         self._inputs_checker = InputChecker(lowered)
-        self._mover = InputMover(device, torch_device)
+        self._mover = InputMover(device, torch_device, self._cuda)
         self._outputs = OutputCollector(device, self._cuda, self._blocking_waits, self._profiling)
         self._properties = dict(properties or {})
         self._eager_signatures: LruCache[tuple[Any, ...], bool] = LruCache(SHAPE_CACHE_SIZE)
