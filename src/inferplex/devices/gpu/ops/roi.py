@@ -79,7 +79,8 @@ def _pool(rows: torch.Tensor, width: int, plane: torch.Tensor, y: tuple[torch.Te
     base = plane.reshape(-1, 1, 1, 1, 1)
     corners = [(yi, wy, xi, wx) for yi, wy in ((y_low, y_wlow), (y_high, y_whigh))
                for xi, wx in ((x_low, x_wlow), (x_high, x_whigh))]
-    reads = [rows[base + yi * width + xi] * (wy * wx).unsqueeze(-1) for yi, wy, xi, wx in corners]
+    reads = [rows[base + yi * width + xi] * (wy * wx).unsqueeze(-1).to(rows.dtype)
+             for yi, wy, xi, wx in corners]
     if average:
         samples = (reads[0] + reads[1] + reads[2] + reads[3]) * inside
         pooled = samples.sum(dim=(2, 4)) / (samples.shape[2] * samples.shape[4])
@@ -87,6 +88,12 @@ def _pool(rows: torch.Tensor, width: int, plane: torch.Tensor, y: tuple[torch.Te
         samples = torch.maximum(torch.maximum(reads[0], reads[1]), torch.maximum(reads[2], reads[3])) * inside
         pooled = samples.amax(dim=(2, 4))
     return pooled.permute(0, 3, 1, 2)  # [regions, bins_h, bins_w, C] -> [regions, C, bins_h, bins_w]
+
+
+def _geometry_type(x: torch.Tensor) -> torch.dtype:
+    """Sample positions and weights are computed in float32 at least: in f16/bf16 (a reduced
+    precision hint) positions tens of pixels into the map would round by a sizeable part of a pixel."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 @register("RoiAlign", versions=(10, None), supports=_supports)
@@ -109,7 +116,7 @@ def _roi_align(info: NodeInfo) -> Callable[..., Any]:
         if grid_h <= 0 or grid_w <= 0:  # an empty region: no samples, zeros
             return x.new_zeros((rois.shape[0], x.shape[1], bins_h, bins_w))
         height, width = x.shape[2], x.shape[3]
-        start_y, start_x, bin_y, bin_x = regions(x, rois.to(x.dtype))
+        start_y, start_x, bin_y, bin_x = regions(x, rois.to(_geometry_type(x)))
         rows = x.permute(0, 2, 3, 1).reshape(-1, x.shape[1])
         y = _axis_samples(start_y, bin_y, bins_h, grid_h, height)
         xs = _axis_samples(start_x, bin_x, bins_w, grid_w, width)
@@ -119,7 +126,7 @@ def _roi_align(info: NodeInfo) -> Callable[..., Any]:
         return lambda x, rois, batch: pool(x, rois, batch, ratio, ratio)
 
     def adaptive(x: torch.Tensor, rois: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
-        _, _, bin_y, bin_x = regions(x, rois.to(x.dtype))
+        _, _, bin_y, bin_x = regions(x, rois.to(_geometry_type(x)))
         grids = list(zip((math.ceil(v) for v in bin_y.tolist()), (math.ceil(v) for v in bin_x.tolist()),
                          strict=True))
         out = x.new_zeros((rois.shape[0], x.shape[1], bins_h, bins_w))
