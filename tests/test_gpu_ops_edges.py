@@ -345,3 +345,18 @@ def test_roi_align(core: ov.Core, mode: str, sampling: int, transform: str) -> N
     feeds = {"x": rng.standard_normal((2, 3, 10, 12)).astype(np.float32), "rois": _regions(9, 40, 48, 10),
              "batch": rng.integers(0, 2, 9).astype(np.int64)}
     _assert_like_ort(core, model, feeds, atol=1e-5)
+
+
+def test_roi_align_under_an_f16_hint_samples_in_float32(core: ov.Core) -> None:
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], output_height=7, output_width=7,
+                            sampling_ratio=2, spatial_scale=0.0625)
+    inputs = [("x", F, [2, 16, 20, 24]), ("rois", F, ["R", 4]), ("batch", I64, ["R"])]
+    model = _named(make_model([node], inputs, [("y", F, ["R", 16, 7, 7])], opset=16))
+    rng = np.random.default_rng(11)
+    corner = rng.uniform(0, 250, (10, 2))
+    rois = np.concatenate([corner, corner + rng.uniform(10, 80, (10, 2))], 1).astype(np.float32)
+    feeds = {"x": rng.standard_normal((2, 16, 20, 24)).astype(np.float32), "rois": rois,
+             "batch": rng.integers(0, 2, 10).astype(np.int64)}
+    compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"})
+    assert list(compiled.get_property("EXECUTION_DEVICES")) == ["GPU.0"]
+    np.testing.assert_allclose(compiled(feeds)[0], ort_run(model, feeds)[0], rtol=2e-2, atol=2e-2)
