@@ -360,3 +360,28 @@ def test_roi_align_under_an_f16_hint_samples_in_float32(core: ov.Core) -> None:
     compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"})
     assert list(compiled.get_property("EXECUTION_DEVICES")) == ["GPU.0"]
     np.testing.assert_allclose(compiled(feeds)[0], ort_run(model, feeds)[0], rtol=2e-2, atol=2e-2)
+
+
+# --- normalizations ---------------------------------------------------------------------------
+
+
+def test_mean_variance_normalization_of_a_3d_input_with_the_default_axes(core: ov.Core) -> None:
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"])  # axes [0, 2, 3]
+    model = make_model([node], [("x", F, [2, 3, 4])], [("y", F, [2, 3, 4])], opset=17)
+    feeds = {"x": np.random.default_rng(12).standard_normal((2, 3, 4)).astype(np.float32)}
+    _assert_like_ort(core, model, feeds, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [-1, -2, 1])
+def test_layer_normalization_whose_input_rank_inference_lost(core: ov.Core, axis: int) -> None:
+    # The Reshape's target is a graph input: ONNX shape inference cannot say its output's rank.
+    scale_shape = [8] if axis == -1 else [6, 8]
+    rng = np.random.default_rng(13)
+    weights = [numpy_helper.from_array(rng.standard_normal(scale_shape).astype(np.float32), name)
+               for name in ("g", "b")]
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("LayerNormalization", ["r", "g", "b"], ["y"], axis=axis)]
+    model = make_model(nodes, [("x", F, [2, 6, 8]), ("shape", I64, [3])], [("y", F, ["A", "B", "C"])],
+                       weights, opset=17)
+    feeds = {"x": rng.standard_normal((2, 6, 8)).astype(np.float32), "shape": np.array([2, 6, 8], np.int64)}
+    _assert_like_ort(core, model, feeds, atol=1e-5)
