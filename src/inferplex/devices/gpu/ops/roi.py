@@ -75,18 +75,25 @@ def _pool(rows: torch.Tensor, width: int, plane: torch.Tensor, y: tuple[torch.Te
     """
     y_low, y_high, y_wlow, y_whigh, y_in = (t[:, :, :, None, None] for t in y)
     x_low, x_high, x_wlow, x_whigh, x_in = (t[:, None, None, :, :] for t in x)
-    inside = (y_in & x_in).unsqueeze(-1)
+    # A sample outside the map gets zero weights: it adds 0 to a mean and is a 0 in a max.
+    y_wlow, y_whigh = y_wlow * y_in, y_whigh * y_in
+    x_wlow, x_whigh = x_wlow * x_in, x_whigh * x_in
     base = plane.reshape(-1, 1, 1, 1, 1)
     corners = [(yi, wy, xi, wx) for yi, wy in ((y_low, y_wlow), (y_high, y_whigh))
                for xi, wx in ((x_low, x_wlow), (x_high, x_whigh))]
-    reads = [rows[base + yi * width + xi] * (wy * wx).unsqueeze(-1).to(rows.dtype)
-             for yi, wy, xi, wx in corners]
+
+    def read(yi: torch.Tensor, wy: torch.Tensor, xi: torch.Tensor, wx: torch.Tensor) -> torch.Tensor:
+        return rows[base + yi * width + xi].mul_((wy * wx).unsqueeze(-1).to(rows.dtype))
+
+    # One corner read at a time, folded into the running sum or max: the reads are
+    # [regions, bins, grid, bins, grid, C] each, the largest tensors here.
+    total = read(*corners[0])
+    for corner in corners[1:]:
+        total = total.add_(read(*corner)) if average else torch.maximum(total, read(*corner))
     if average:
-        samples = (reads[0] + reads[1] + reads[2] + reads[3]) * inside
-        pooled = samples.sum(dim=(2, 4)) / (samples.shape[2] * samples.shape[4])
+        pooled = total.sum(dim=(2, 4)) / (total.shape[2] * total.shape[4])
     else:
-        samples = torch.maximum(torch.maximum(reads[0], reads[1]), torch.maximum(reads[2], reads[3])) * inside
-        pooled = samples.amax(dim=(2, 4))
+        pooled = total.amax(dim=(2, 4))
     return pooled.permute(0, 3, 1, 2)  # [regions, bins_h, bins_w, C] -> [regions, C, bins_h, bins_w]
 
 
