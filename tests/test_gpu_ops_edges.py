@@ -385,3 +385,38 @@ def test_layer_normalization_whose_input_rank_inference_lost(core: ov.Core, axis
                        weights, opset=17)
     feeds = {"x": rng.standard_normal((2, 6, 8)).astype(np.float32), "shape": np.array([2, 6, 8], np.int64)}
     _assert_like_ort(core, model, feeds, atol=1e-5)
+
+
+# --- a dynamically quantized transformer ------------------------------------------------------
+
+
+def test_dynamically_quantized_transformer_encoder(core: ov.Core, tmp_path: Any) -> None:
+    """quantize_dynamic's DynamicQuantizeLinear + MatMulInteger chains through attention and MLP.
+
+    ``reduce_range``: ONNX Runtime's own uint8 x int8 kernels on CPUs without VNNI
+    saturate pair sums at int16 (its documented advice is 7-bit weights there); the
+    GPU's sums are exact either way, and with 7-bit weights the two agree.
+    """
+    torch = pytest.importorskip("torch")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    from torch_export import export_onnx
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(100, 32)
+            layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+            self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = torch.nn.Linear(32, 5)
+
+        def forward(self, ids: Any) -> Any:
+            return self.head(self.encoder(self.embed(ids)))
+
+    torch.manual_seed(0)
+    source, target = tmp_path / "float.onnx", tmp_path / "dynamic.onnx"
+    onnx.save(export_onnx(Encoder(), (torch.randint(0, 100, (2, 9)),), ["ids"]), source)
+    quantization.quantize_dynamic(str(source), str(target), reduce_range=True)
+    model = onnx.load(target)
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in model.graph.node}
+    feeds = {"ids": np.random.default_rng(1).integers(0, 100, (2, 9)).astype(np.int64)}
+    _assert_like_ort(core, model, feeds, atol=1e-4)
