@@ -420,3 +420,23 @@ def test_dynamically_quantized_transformer_encoder(core: ov.Core, tmp_path: Any)
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in model.graph.node}
     feeds = {"ids": np.random.default_rng(1).integers(0, 100, (2, 9)).astype(np.int64)}
     _assert_like_ort(core, model, feeds, atol=1e-4)
+
+
+# --- discrete decisions under a reduced-precision hint ----------------------------------------
+
+
+@pytest.mark.parametrize("hint", ["f16", "bf16"])
+def test_non_max_suppression_keeps_the_same_boxes_under_a_reduced_precision_hint(core: ov.Core,
+                                                                                 hint: str) -> None:
+    rng = np.random.default_rng(5)
+    corner = rng.uniform(0, 600, (1, 200, 2))
+    boxes = np.concatenate([corner, corner + rng.uniform(5, 80, (1, 200, 2))], -1).astype(np.float32)
+    scores = rng.uniform(0, 1, (1, 3, 200)).astype(np.float32)
+    limits = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
+              [("most", [50], np.int64), ("iou", [0.3], np.float32), ("floor", [0.05], np.float32)]]
+    node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "most", "iou", "floor"], ["picked"])
+    model = _named(make_model([node], [("boxes", F, [1, 200, 4]), ("scores", F, [1, 3, 200])],
+                              [("picked", I64, ["K", 3])], limits, opset=11))
+    feeds = {"boxes": boxes, "scores": scores}
+    compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": hint})
+    np.testing.assert_array_equal(compiled(feeds)[0], ort_run(model, feeds)[0])

@@ -17,10 +17,12 @@ Two steps:
    graph, unless the graph holds an op whose output shape depends on data.
 
 Reduced precision (``f16``/``bf16``) converts floating weights once here and
-casts floating inputs at the graph boundary; outputs are cast back to the
-model's declared types, so callers see the model's dtypes whatever the hint
-(an output the model declares f16/bf16, as ``OUTPUT_PRECISION`` INFERENCE makes
-it, is handed out as computed: no cast runs).
+casts floating inputs at the graph boundary (except the boxes, scores and
+thresholds only NonMaxSuppression and RoiAlign read, see
+:func:`.build.keeps_float32`); outputs are cast back to the model's declared
+types, so callers see the model's dtypes whatever the hint (an output the
+model declares f16/bf16, as ``OUTPUT_PRECISION`` INFERENCE makes it, is handed
+out as computed: no cast runs).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu import ops as _ops  # noqa: F401  (fills the registry)
-from inferplex.devices.gpu.build import Builder, cast_to, cast_value
+from inferplex.devices.gpu.build import Builder, cast_to, cast_value, keeps_float32
 from inferplex.devices.gpu.ops._common import VALUE_KINDS, value_kind
 from inferplex.devices.gpu.optimize import WeightCache, contiguous, plan_fusions
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering
@@ -406,7 +408,8 @@ def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list
                                      f"{getattr(dtype, 'name', dtype)}; the GPU device accepts "
                                      f"{', '.join(t.name for t in HELD_DTYPES)}")
         node = builder.graph.placeholder(f"input_{position}")
-        if compute is not None and dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+        wide = dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE)
+        if compute is not None and wide and not keeps_float32(value):
             cast = cast_to if kind == "tensor" else cast_value
             node = builder.graph.call_function(cast, (node, compute))
         builder.env[value] = node
