@@ -26,18 +26,31 @@ from inferplex.devices.gpu.optimize import (
     scaled_dot_product_attention,
     to_channels_last,
 )
-from inferplex.devices.gpu.tensors import numpy_to_torch
+from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch
 from inferplex.errors import CompileError, ModelError
 
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["Builder", "cast_to", "cast_value"]
+__all__ = ["Builder", "cast_to", "cast_value", "keeps_float32"]
 
 # Ops that create floating tensors of a type given by an attribute; under a
 # reduced precision hint their float32 outputs are brought to the compute type.
 _TYPE_MAKERS = {"Cast", "CastLike", "ConstantOfShape", "EyeLike", "Range", "RandomNormal",
                 "RandomUniform", "RandomNormalLike", "RandomUniformLike"}
+
+
+_KEPT_FLOAT32 = {"NonMaxSuppression": (0, 1, 3, 4), "RoiAlign": (1,)}
+"""Inputs that decide discrete results: the boxes, scores and thresholds that say which boxes
+NonMaxSuppression keeps, the regions that say where RoiAlign samples."""
+
+
+def keeps_float32(value: ir.Value) -> bool:
+    """Whether ``value`` stays float32 under an f16/bf16 hint: only inputs of :data:`_KEPT_FLOAT32`
+    read it.  In f16 a score or threshold rounds by about 1e-3 and a coordinate of a few hundred
+    by a fraction of a pixel, which changes which boxes are kept and where regions are read."""
+    uses = list(value.uses())
+    return bool(uses) and all(use.idx in _KEPT_FLOAT32.get(use.node.op_type, ()) for use in uses)
 
 
 def _pick(result: Any, index: int) -> Any:
@@ -93,8 +106,9 @@ class Builder:
             array = make_array()
             tensor = numpy_to_torch(array)
             # Never alias the model's own arrays; numpy_to_torch copied read-only ones already.
-            shared = tensor.numel() > 0 and np.may_share_memory(array, tensor.numpy()) \
-                if tensor.dtype != torch.bfloat16 else True
+            # bfloat16 and float8 tensors are views of the array's bits (and have no ``numpy()``).
+            shared = np.asarray(array).dtype.name in VIEWED_NUMPY_DTYPES or (
+                tensor.numel() > 0 and np.may_share_memory(array, tensor.numpy()))
             if self.compute_dtype is not None and tensor.dtype in (torch.float32, torch.float64) \
                     and not keep_type:
                 tensor, shared = tensor.to(self.compute_dtype), False
@@ -110,7 +124,7 @@ class Builder:
 
     def constant(self, value: ir.Value) -> torch.fx.Node:
         return self.buffer(("value", value), (value,), lambda: self.analysis.constants[value],
-                           value in self.fusions.channels_last_weights)
+                           value in self.fusions.channels_last_weights, keeps_float32(value))
 
     def arg(self, value: ir.Value | None) -> torch.fx.Node | None:
         if value is None:

@@ -1,4 +1,4 @@
-"""CUDA tensors handed from the caller's thread to a run that starts on another thread.
+"""Stream hand-offs between the caller and a run's worker: inputs in, device outputs out.
 
 torch orders GPU work by streams: a tensor the caller made on its current stream
 (``with torch.cuda.stream(s):``) is ready for work queued on that stream after
@@ -14,17 +14,25 @@ records an event on the caller's current stream for each CUDA tensor; the run
 device, with no host wait.  A tensor given to several requests keeps the latest
 event (it comes after the earlier ones on the same stream); the record goes
 when the tensor is collected.
+
+:func:`worker_stream` enters a run's worker stream after ordering it behind the
+caller's CUDA inputs; :func:`hand_to_caller` orders the caller's stream behind
+the worker's for outputs returned on the device.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-__all__ = ["note_caller_stream", "wait_for_callers"]
+if TYPE_CHECKING:
+    from inferplex.devices.gpu.workers import WorkerState
+
+__all__ = ["hand_to_caller", "note_caller_stream", "wait_for_callers", "worker_stream"]
 
 _NOTED: dict[int, tuple[weakref.ref[torch.Tensor], torch.cuda.Event]] = {}
 """id(tensor) -> (the tensor, the event recorded after it on the caller's stream).  Keyed by id:
@@ -50,3 +58,30 @@ def wait_for_callers(stream: torch.cuda.Stream, values: Iterable[Any]) -> None:
         entry = _NOTED.get(id(value))
         if entry is not None and entry[0]() is value:
             stream.wait_event(entry[1])
+
+
+def worker_stream(state: WorkerState, values: Sequence[Any], device: torch.device, cuda: bool) -> Any:
+    """The context a run works in: its worker's stream, ordered after the caller's CUDA inputs
+    (``values``, sequences' elements included); no context on the emulated device."""
+    if not cuda:
+        return nullcontext()
+    tensors = [t for v in values for t in (v if isinstance(v, list) else (v,))]  # sequences' too
+    if any(isinstance(v, torch.Tensor) and v.is_cuda for v in tensors):
+        # Inputs made on the caller's stream: our stream must not read them early.
+        state.stream.wait_stream(torch.cuda.current_stream(device))
+        wait_for_callers(state.stream, tensors)  # a run started on another thread (start_async)
+    return state.on_stream
+
+
+def hand_to_caller(state: WorkerState, result: dict[str, Any], keep: set[str], device: torch.device) -> None:
+    """Order the caller's stream after this worker's, for tensors returned on the device.
+
+    The worker ran on its own stream; without this the caller's next kernel
+    (or a CUDA event it records) could run before the outputs are written.
+    """
+    caller = torch.cuda.current_stream(device)
+    caller.wait_stream(state.stream)
+    for name in keep:
+        tensor = result.get(name)
+        if isinstance(tensor, torch.Tensor) and tensor.is_cuda:
+            tensor.record_stream(caller)  # its memory must outlive the caller's use, not ours

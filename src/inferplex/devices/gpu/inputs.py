@@ -1,23 +1,34 @@
-"""Checking a run's inputs against the lowered model: names, element types, ranks, static dims.
+"""A run's inputs: checked against the lowered model (names, element types, ranks, static
+dims), then moved to the program's device.
 
-A sequence input is a list (or tuple) of tensors, each checked for the element
+:class:`InputChecker` checks.  A sequence input is a list (or tuple) of tensors, each checked for the element
 type; an optional input is None or its value.  Their signature entry is the
 shapes of the tensors they hold (a sequence's tagged ``"sequence"``), None for an
 absent optional.
+
+:class:`InputMover` moves: numpy arrays are copied into the worker's pinned
+staging buffers and sent with non-blocking copies; torch tensors already on the
+device are used as they are; tensors on another GPU are copied device to device;
+pinned host tensors are sent directly (the run then holds them until its copies
+are done).  Sequences and optionals are moved element by element, synchronously.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
+from inferplex.devices.gpu.support import host_tensor
+from inferplex.devices.gpu.transfers import stage, to_device
+from inferplex.devices.gpu.workers import WorkerState
 from inferplex.errors import InputError
 
-__all__ = ["InputChecker"]
+__all__ = ["InputChecker", "InputMover"]
 
 _VALIDATED_LIMIT = 256
 """Input signatures remembered as valid (their shapes are then not checked again)."""
@@ -118,3 +129,57 @@ def _check_shape(name: str, got: tuple[int, ...], declared: tuple[int | str | No
         if isinstance(want, int) and size != want:
             raise InputError(f"input {name!r} has size {size} on axis {axis} (shape {list(got)}); "
                              f"the model takes {list(declared)}")
+
+
+@dataclass(frozen=True)
+class InputMover:
+    """Moves a run's checked inputs to one program's device (see the module docstring)."""
+
+    device: str
+    """The program's device name (``GPU.0``), for errors."""
+    torch_device: torch.device
+    """Where the program runs (``cpu`` for an emulated GPU)."""
+    cuda: bool
+    """Whether that is a CUDA device (kept, not derived: it is read for every input)."""
+
+    def move(self, state: WorkerState, values: list[Any],
+             out: Sequence[torch.Tensor] | None = None) -> list[Any]:
+        """``values`` (in the model's order) on the device; into ``out`` when given (a CUDA graph's
+        static inputs)."""
+        if out is None:
+            tensors = [self.to_device(state, i, v) for i, v in enumerate(values)]
+        else:
+            tensors = [self.to_device(state, i, v, o)
+                       for i, (v, o) in enumerate(zip(values, out, strict=True))]
+        # Collecting the outputs records (or, when it waits for the stream anyway, skips) the
+        # event that tells the next run when this run's staging buffers are free again.
+        state.host_inputs = self.cuda and any(
+            isinstance(v, np.ndarray) or (isinstance(v, torch.Tensor) and v.device.type == "cpu")
+            for v in values)
+        return tensors
+
+    def to_device(self, state: WorkerState, index: int, value: Any, out: torch.Tensor | None = None) -> Any:
+        """``value`` on the device; into ``out`` when given (a CUDA graph's static input)."""
+        if value is None or isinstance(value, list):  # an optional or a sequence input
+            return self.native(value)
+        if isinstance(value, np.ndarray):
+            value = host_tensor(value) if self.cuda else numpy_to_torch(value)
+        if not self.cuda:
+            return value if out is None else out.copy_(value)
+        if value.device == self.torch_device:
+            return value if out is None else out.copy_(value, non_blocking=True)
+        if value.device.type == "cpu":
+            if value.is_pinned():
+                state.borrowed = True
+            else:
+                value = stage(state, index, value)
+        dest = (out if out is not None
+                else torch.empty(value.shape, dtype=value.dtype, device=self.torch_device))
+        return dest.copy_(value, non_blocking=True)
+
+    def native(self, value: Any) -> Any:
+        """``value`` on the device (:func:`.transfers.to_device`); a sequence as a list of tensors,
+        an absent optional as None."""
+        if isinstance(value, (list, tuple)):
+            return [self.native(item) for item in value]
+        return None if value is None else to_device(value, self.torch_device, self.device)

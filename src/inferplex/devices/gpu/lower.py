@@ -17,10 +17,12 @@ Two steps:
    graph, unless the graph holds an op whose output shape depends on data.
 
 Reduced precision (``f16``/``bf16``) converts floating weights once here and
-casts floating inputs at the graph boundary; outputs are cast back to the
-model's declared types, so callers see the model's dtypes whatever the hint
-(an output the model declares f16/bf16, as ``OUTPUT_PRECISION`` INFERENCE makes
-it, is handed out as computed: no cast runs).
+casts floating inputs at the graph boundary (except the boxes, scores and
+thresholds only NonMaxSuppression and RoiAlign read, see
+:func:`.build.keeps_float32`); outputs are cast back to the model's declared
+types, so callers see the model's dtypes whatever the hint (an output the
+model declares f16/bf16, as ``OUTPUT_PRECISION`` INFERENCE makes it, is handed
+out as computed: no cast runs).
 """
 
 from __future__ import annotations
@@ -35,13 +37,19 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu import ops as _ops  # noqa: F401  (fills the registry)
-from inferplex.devices.gpu.build import Builder, cast_to, cast_value
+from inferplex.devices.gpu.build import Builder, cast_to, cast_value, keeps_float32
 from inferplex.devices.gpu.ops._common import VALUE_KINDS, value_kind
 from inferplex.devices.gpu.optimize import WeightCache, contiguous, plan_fusions
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering
 from inferplex.devices.gpu.shapes import ShapeInference
 from inferplex.devices.gpu.support import forget_source_when_collected
-from inferplex.devices.gpu.tensors import HELD_DTYPES, TORCH_DTYPES, numpy_to_torch, torch_to_numpy
+from inferplex.devices.gpu.tensors import (
+    HELD_DTYPES,
+    TORCH_DTYPES,
+    held_array,
+    numpy_to_torch,
+    torch_to_numpy,
+)
 from inferplex.errors import UnsupportedOpError
 
 __all__ = [
@@ -166,7 +174,7 @@ def _constant_attribute(node: ir.Node) -> np.ndarray | None:
             continue
         raw = attribute.value
         if isinstance(raw, ir.TensorProtocol):
-            return raw.numpy() if raw.dtype in HELD_DTYPES else None
+            return held_array(raw)
         return np.asarray(raw, dtype=np.float32 if "float" in name else np.int64)
     return None
 
@@ -360,8 +368,9 @@ def analyze_model(model: ir.Model, input_shapes: Mapping[str, Sequence[int]] | N
     analysis = Analysis(model=model, types=inference.types(input_shapes),
                         specialized=input_shapes is not None or _static_inputs(model))
     for value in model.graph.initializers.values():
-        if value.const_value is not None and value.const_value.dtype in HELD_DTYPES:
-            analysis.constants[value] = value.const_value.numpy()
+        array = None if value.const_value is None else held_array(value.const_value)
+        if array is not None:
+            analysis.constants[value] = array
     for index, node in enumerate(model.graph):
         name = node_friendly_name(node, index)
         analysis.nodes.append((name, node))
@@ -413,7 +422,8 @@ def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list
                                      f"{getattr(dtype, 'name', dtype)}; the GPU device accepts "
                                      f"{', '.join(t.name for t in HELD_DTYPES)}")
         node = builder.graph.placeholder(f"input_{position}")
-        if compute is not None and dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+        wide = dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE)
+        if compute is not None and wide and not keeps_float32(value):
             cast = cast_to if kind == "tensor" else cast_value
             node = builder.graph.call_function(cast, (node, compute))
         builder.env[value] = node

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import torch.fx
 
 from inferplex.devices.base import ProfilingRecord
 
-__all__ = ["TimingInterpreter", "op_records", "transfer_record"]
+if TYPE_CHECKING:
+    from inferplex.devices.gpu.lower import LoweredGraph
+    from inferplex.devices.gpu.workers import WorkerState
+
+__all__ = ["TimingInterpreter", "op_records", "run_profiled", "transfer_record"]
 
 
 class TimingInterpreter(torch.fx.Interpreter):
@@ -78,3 +83,24 @@ def op_records(interpreter: TimingInterpreter, kind: str,
     records += [ProfilingRecord(name, op, "constant folded", _delta(0), _delta(0), "NOT_RUN")
                 for name, op in folded]
     return records
+
+
+def run_profiled(state: WorkerState, lowered: LoweredGraph, values: list[Any],
+                 move_inputs: Callable[[], list[Any]], device: str,
+                 torch_device: torch.device) -> Sequence[torch.Tensor]:
+    """One profiled run of ``lowered`` on a worker: its inputs moved by ``move_inputs`` (timed as
+    one transfer record with the host bytes of ``values``), then node by node through a
+    :class:`TimingInterpreter`; the worker's records are this run's."""
+    cuda = torch_device.type == "cuda"
+    start = time.perf_counter()
+    tensors = move_inputs()
+    if cuda:
+        state.stream.synchronize()
+    moved = sum(v.nbytes if isinstance(v, np.ndarray) else 0 for v in values)
+    state.records = [transfer_record("CPU", device, start, moved)]
+    interpreter = TimingInterpreter(lowered.module, cuda)
+    outputs = interpreter.run(*tensors)
+    if cuda:
+        state.stream.synchronize()
+    state.records += op_records(interpreter, f"torch.{torch_device.type}", lowered.folded_nodes)
+    return outputs

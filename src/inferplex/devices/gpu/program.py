@@ -5,9 +5,10 @@ buffers for inputs and outputs, and its own CUDA graphs, so workers run
 concurrently without sharing mutable state.  One run:
 
 1. inputs are checked against the model (names, element types, ranks, static
-   dims); numpy arrays are copied into the worker's pinned buffers and sent with
-   non-blocking copies; torch tensors already on the device are used as they
-   are; tensors on another GPU are copied device to device;
+   dims) and moved to the device (:mod:`.inputs`): numpy arrays through the
+   worker's pinned buffers with non-blocking copies, torch tensors already on
+   the device as they are, tensors on another GPU device to device; the worker's
+   stream waits for the caller's CUDA inputs (:mod:`.handoff`);
 2. a model whose generic lowering cannot be captured (shape arithmetic on
    dynamic dims reads the device) is lowered again for each new input signature
    with those dims fixed (:mod:`.specialize`; weights shared, at most
@@ -19,10 +20,11 @@ concurrently without sharing mutable state.  One run:
    per worker, least recently used dropped); lowerings with data-dependent ops,
    signatures that fail capture, and profiling runs go eagerly through the
    GraphModule;
-4. outputs come back as numpy arrays over pinned host memory from torch's
-   caching host allocator (no host copy after the transfer), except those named
-   in ``keep_on_device``, which stay torch tensors on the device (``tensor_kind``
-   ``"torch"``) so the next GPU subgraph takes them without a host round trip.
+4. outputs come back (:mod:`.outputs`) as numpy arrays over pinned host memory
+   from torch's caching host allocator (no host copy after the transfer), except
+   those named in ``keep_on_device``, which stay torch tensors on the device
+   (``tensor_kind`` ``"torch"``, the caller's stream ordered after the worker's)
+   so the next GPU subgraph takes them without a host round trip.
    :meth:`GpuProgram.to_host` and :meth:`GpuProgram.to_native` move such tensors
    for HETERO.  A sequence output comes back as a list of numpy arrays, an
    optional one as its value or None; sequence inputs (lists of tensors) are
@@ -44,7 +46,7 @@ Options (compile config): ``CUDA_GRAPHS`` (default True on CUDA; ignored on the
 emulated CPU device); ``TORCH_COMPILE`` and ``TORCH_COMPILE_MODE`` (the plugin's
 :class:`.tiers.CompilePlan`: torch.compile in the background while the eager
 lowering serves, see :mod:`.tiers`); ``ENABLE_PROFILING`` (per-op times through a timing
-``torch.fx.Interpreter``, plus input/output transfer records with bytes);
+``torch.fx.Interpreter``, plus input/output transfer records with bytes, see :mod:`.profiling`);
 ``GPU_QUEUE_THROTTLE`` (MEDIUM default and HIGH: a worker waiting for its stream
 spins on a host core, CUDA's default; LOW: it sleeps on a blocking CUDA event).
 """
@@ -53,38 +55,28 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
-import numpy as np
 import torch
 import torch.fx
 
 from inferplex.devices.base import CallOnce, DeviceProgram, ProfilingRecord
 from inferplex.devices.gpu import tiers
 from inferplex.devices.gpu.graphs import CAPTURES, GATE, Captured, capture_graph
-from inferplex.devices.gpu.handoff import wait_for_callers
-from inferplex.devices.gpu.inputs import InputChecker
-from inferplex.devices.gpu.lower import LoweredGraph, numpy_to_torch, torch_to_numpy
-from inferplex.devices.gpu.profiling import TimingInterpreter, op_records, transfer_record
+from inferplex.devices.gpu.handoff import hand_to_caller, worker_stream
+from inferplex.devices.gpu.inputs import InputChecker, InputMover
+from inferplex.devices.gpu.lower import LoweredGraph
+from inferplex.devices.gpu.outputs import OutputCollector
+from inferplex.devices.gpu.profiling import run_profiled
 from inferplex.devices.gpu.settings import TORCH_SETTINGS
 from inferplex.devices.gpu.specialize import Specializer
 from inferplex.devices.gpu.statistics import GpuProgramStatistics, collect
-from inferplex.devices.gpu.support import host_tensor, pinned_empty
-from inferplex.devices.gpu.transfers import (
-    given_output,
-    host_arrays,
-    host_copy,
-    register_host_memory,
-    stage,
-    to_device,
-    to_host,
-)
-from inferplex.devices.gpu.workers import LruCache, PendingCopies, Variant, WorkerState
+from inferplex.devices.gpu.transfers import host_arrays, register_host_memory, to_host
+from inferplex.devices.gpu.workers import LruCache, Variant, WorkerState
 from inferplex.errors import InferenceError, InputError, PropertyError
 
 __all__ = ["GRAPH_CACHE_SIZE", "SHAPE_CACHE_SIZE", "STATISTICS_PROPERTY", "GpuProgram"]
@@ -140,6 +132,8 @@ class GpuProgram(DeviceProgram):
         self._graphs_possible = self._graphs_on and (self._generic.graphs or self._specializer is not None)
         self._variants: LruCache[tuple[Any, ...], Variant] = LruCache(SHAPE_CACHE_SIZE)
         self._inputs_checker = InputChecker(lowered)
+        self._mover = InputMover(device, torch_device, self._cuda)
+        self._outputs = OutputCollector(device, self._cuda, self._blocking_waits, self._profiling)
         self._properties = dict(properties or {})
         self._eager_signatures: LruCache[tuple[Any, ...], bool] = LruCache(SHAPE_CACHE_SIZE)
         self._lock = threading.Condition()
@@ -228,42 +222,6 @@ class GpuProgram(DeviceProgram):
         """The torch device the program runs on (``cpu`` for an emulated GPU)."""
         return self._torch_device
 
-    # --- inputs ---------------------------------------------------------------------
-
-    def _to_device(self, state: WorkerState, index: int, value: Any,
-                   out: torch.Tensor | None = None) -> Any:
-        """``value`` on this program's device; into ``out`` when given (a CUDA graph's static input)."""
-        if value is None or isinstance(value, list):  # an optional or a sequence input
-            return self.to_native(value)
-        if isinstance(value, np.ndarray):
-            value = host_tensor(value) if self._cuda else numpy_to_torch(value)
-        if not self._cuda:
-            return value if out is None else out.copy_(value)
-        if value.device == self._torch_device:
-            return value if out is None else out.copy_(value, non_blocking=True)
-        if value.device.type == "cpu":
-            if value.is_pinned():
-                state.borrowed = True
-            else:
-                value = stage(state, index, value)
-        dest = (out if out is not None
-                else torch.empty(value.shape, dtype=value.dtype, device=self._torch_device))
-        return dest.copy_(value, non_blocking=True)
-
-    def _inputs(self, state: WorkerState, values: list[Any],
-                out: Sequence[torch.Tensor] | None = None) -> list[Any]:
-        if out is None:
-            tensors = [self._to_device(state, i, v) for i, v in enumerate(values)]
-        else:
-            tensors = [self._to_device(state, i, v, o)
-                       for i, (v, o) in enumerate(zip(values, out, strict=True))]
-        # _collect records (or, when it waits for the stream anyway, skips) the event that
-        # tells the next run when this run's staging buffers are free again.
-        state.host_inputs = self._cuda and any(
-            isinstance(v, np.ndarray) or (isinstance(v, torch.Tensor) and v.device.type == "cpu")
-            for v in values)
-        return tensors
-
     # --- running --------------------------------------------------------------------
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
@@ -339,19 +297,23 @@ class GpuProgram(DeviceProgram):
             and signature not in self._eager_signatures
         queue_behind = queued and self._cuda and not (self._profiling or capture or keep)
         with GATE.capture() if capture else GATE.run(), torch.inference_mode():
-            with self._stream_context(state, values):  # one thread's at a time: left before handing on
+            # The worker's stream: one thread's at a time, left before handing on.
+            with worker_stream(state, values, self._torch_device, self._cuda):
                 if self._profiling:
-                    outputs = self._run_profiled(state, variant, values)
+                    outputs = run_profiled(state, variant.lowered, values,
+                                           lambda: self._mover.move(state, values), self.device,
+                                           self._torch_device)
                 else:
                     outputs = self._run_tensors(state, variant, values, signature)
-                result, copies = self._collect(state, variant, outputs, keep, host_outputs, queue_behind)
+                result, copies = self._outputs.collect(state, variant, outputs, keep, host_outputs,
+                                                       queue_behind)
             if copies is not None:
                 state.borrowed = False
                 hand_on()
                 copies.done.synchronize()  # this run's end, not the next one's queued behind it
                 host_arrays(result, copies.pending, copies.arrays)
         if self._cuda and keep:
-            self._hand_to_caller(state, result, keep)
+            hand_to_caller(state, result, keep, self._torch_device)
         return result
 
     def _variant(self, signature: tuple[Any, ...]) -> Variant:
@@ -381,44 +343,21 @@ class GpuProgram(DeviceProgram):
             return generic
         return self._make_variant(lowered)
 
-    def _hand_to_caller(self, state: WorkerState, result: dict[str, Any], keep: set[str]) -> None:
-        """Order the caller's stream after this worker's, for tensors returned on the device.
-
-        The worker ran on its own stream; without this the caller's next kernel
-        (or a CUDA event it records) could run before the outputs are written.
-        """
-        caller = torch.cuda.current_stream(self._torch_device)
-        caller.wait_stream(state.stream)
-        for name in keep:
-            tensor = result.get(name)
-            if isinstance(tensor, torch.Tensor) and tensor.is_cuda:
-                tensor.record_stream(caller)  # its memory must outlive the caller's use, not ours
-
-    def _stream_context(self, state: WorkerState, values: Sequence[Any]) -> Any:
-        if not self._cuda:
-            return nullcontext()
-        tensors = [t for v in values for t in (v if isinstance(v, list) else (v,))]  # sequences' too
-        if any(isinstance(v, torch.Tensor) and v.is_cuda for v in tensors):
-            # Inputs made on the caller's stream: our stream must not read them early.
-            state.stream.wait_stream(torch.cuda.current_stream(self._torch_device))
-            wait_for_callers(state.stream, tensors)  # a run started on another thread (start_async)
-        return state.on_stream
-
     def _run_tensors(self, state: WorkerState, variant: Variant, values: list[Any],
                      signature: tuple[Any, ...]) -> Sequence[torch.Tensor]:
         if variant.graphs and signature not in self._eager_signatures:
             captured = state.graphs.get(signature)
             if captured is None:
-                tensors = self._inputs(state, values)
+                tensors = self._mover.move(state, values)
                 captured = self._capture(state, variant, signature, tensors)
                 if captured is None:
                     return variant.forward(*tensors)
             else:
                 state.graphs.move_to_end(signature)
-                self._inputs(state, values, captured.inputs)
+                self._mover.move(state, values, captured.inputs)
             captured.graph.replay()
             return captured.outputs
-        return variant.forward(*self._inputs(state, values))
+        return variant.forward(*self._mover.move(state, values))
 
     def _capture(self, state: WorkerState, variant: Variant, signature: tuple[Any, ...],
                  tensors: list[torch.Tensor]) -> Captured | None:
@@ -438,81 +377,6 @@ class GpuProgram(DeviceProgram):
                 state.graphs.popitem(last=False)
         return captured
 
-    def _collect(self, state: WorkerState, variant: Variant, outputs: Sequence[Any], keep: set[str],
-                 host_outputs: Callable[[str, Any, tuple[int, ...]], Any] | None = None,
-                 queue_behind: bool = False) -> tuple[dict[str, Any], PendingCopies | None]:
-        """Outputs by name: torch tensors for ``keep``, numpy arrays (pinned host memory, or the
-        arrays ``host_outputs`` gives) for the rest.  With ``queue_behind``, copies back are
-        queued and not waited for: the copies, and the event recorded after them, come back
-        with the outputs (tensors until :meth:`_host_arrays`)."""
-        start = time.perf_counter()
-        result: dict[str, Any] = {}
-        pending: list[str] = []
-        arrays: dict[str, np.ndarray] = {}  # the host_outputs arrays written by the device
-        for name, tensor in zip(variant.lowered.output_names, outputs, strict=True):
-            if not isinstance(tensor, torch.Tensor):  # a sequence or an optional: copied at once
-                result[name] = tensor if name in keep else host_copy(tensor)
-            elif name in keep:
-                # A graph's outputs are overwritten by its next replay: the caller gets a copy.
-                aliased = variant.graphs or self._aliases(variant, tensor)
-                result[name] = tensor.clone() if aliased else tensor
-            elif self._cuda:
-                given = given_output(host_outputs, name, tensor)
-                if given is None:
-                    host = pinned_empty(tensor.shape, tensor.dtype)
-                else:
-                    host, arrays[name] = torch.from_numpy(given), given
-                result[name] = host.copy_(tensor, non_blocking=True)
-                pending.append(name)
-            else:
-                array = torch_to_numpy(tensor)
-                given = given_output(host_outputs, name, tensor)
-                if given is not None:
-                    np.copyto(given, array, casting="no")
-                    result[name] = given
-                else:
-                    result[name] = array.copy() if self._aliases(variant, tensor) else array
-        if pending and queue_behind:
-            done = torch.cuda.Event(blocking=self._blocking_waits)
-            done.record(state.stream)
-            state.staged = done  # the next run's staging waits for this run's copies
-            return result, PendingCopies(pending, arrays, done)
-        if pending:
-            state.wait_for_stream()  # the inputs' copies are done too: no staging event needed
-            state.staged = None
-            host_arrays(result, pending, arrays)
-        elif state.host_inputs:
-            state.staged = torch.cuda.Event(blocking=self._blocking_waits)
-            state.staged.record(state.stream)
-            if state.borrowed:
-                state.staged.synchronize()  # the caller may reuse its pinned input once we return
-        if self._profiling and pending:
-            state.records.append(transfer_record(self.device, "CPU", start,
-                                                 sum(result[n].nbytes for n in pending)))
-        return result, None
-
-    def _aliases(self, variant: Variant, tensor: torch.Tensor) -> bool:
-        """Whether an output shares memory with a constant (or, on the host, may share a user's array)."""
-        if not self._cuda:
-            return True
-        return tensor.numel() > 0 and tensor.untyped_storage().data_ptr() in variant.buffer_ptrs
-
-    def _run_profiled(self, state: WorkerState, variant: Variant,
-                      values: list[Any]) -> Sequence[torch.Tensor]:
-        start = time.perf_counter()
-        tensors = self._inputs(state, values)
-        if self._cuda:
-            state.stream.synchronize()
-        moved = sum(v.nbytes if isinstance(v, np.ndarray) else 0 for v in values)
-        state.records = [transfer_record("CPU", self.device, start, moved)]
-        interpreter = TimingInterpreter(variant.lowered.module, self._cuda)
-        outputs = interpreter.run(*tensors)
-        if self._cuda:
-            state.stream.synchronize()
-        state.records += op_records(interpreter, f"torch.{self._torch_device.type}",
-                                    variant.lowered.folded_nodes)
-        return outputs
-
     # --- transfers for other programs (HETERO) ----------------------------------------
 
     def to_host(self, value: Any) -> Any:
@@ -525,9 +389,7 @@ class GpuProgram(DeviceProgram):
     def to_native(self, value: Any) -> Any:
         """``value`` on this program's device, ready for :meth:`run` (:func:`.transfers.to_device`);
         a sequence as a list of tensors, an absent optional as None."""
-        if isinstance(value, (list, tuple)):
-            return [self.to_native(item) for item in value]
-        return None if value is None else to_device(value, self._torch_device, self.device)
+        return self._mover.native(value)
 
     def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
         """Page-lock host memory (``cudaHostRegister``): ``run`` then copies inputs there to

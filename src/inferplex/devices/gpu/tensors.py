@@ -6,7 +6,8 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-__all__ = ["HELD_DTYPES", "TORCH_DTYPES", "VIEWED_NUMPY_DTYPES", "numpy_to_torch", "torch_to_numpy"]
+__all__ = ["HELD_DTYPES", "TORCH_DTYPES", "VIEWED_NUMPY_DTYPES", "held_array", "numpy_to_torch",
+           "torch_to_numpy"]
 
 TORCH_DTYPES: dict[ir.DataType, torch.dtype] = {
     ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64,
@@ -25,7 +26,20 @@ HELD_DTYPES: dict[ir.DataType, torch.dtype] = {
 """Element types the GPU device holds: model inputs, outputs and constants may have them.  torch
 stores uint16/32/64 and the float8 types but has few kernels for them, so only lowerings that
 name them in ``held_dtypes`` (they widen, convert or reinterpret them) take nodes that touch them;
-strings, complex, float4 and int2/int4 are not held at all."""
+strings, complex, float4 and int2/int4 are not held at all (int2/int4 constants are widened,
+see :func:`held_array`)."""
+
+_WIDENED = {ir.DataType.INT4: np.int8, ir.DataType.UINT4: np.uint8, ir.DataType.INT2: np.int8,
+            ir.DataType.UINT2: np.uint8}
+"""Packed integer types torch lacks: their constants (int4 weights) are held as 8-bit values."""
+
+
+def held_array(tensor: ir.TensorProtocol) -> np.ndarray | None:
+    """A constant's values as the GPU holds them (None: a type it does not hold); int4/int2
+    weights widened to int8/uint8, the same values, which DequantizeLinear and Cast then take."""
+    if tensor.dtype in _WIDENED:
+        return tensor.numpy().astype(_WIDENED[tensor.dtype])
+    return tensor.numpy() if tensor.dtype in HELD_DTYPES else None
 
 
 _FLOAT8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e4m3fnuz": torch.float8_e4m3fnuz,

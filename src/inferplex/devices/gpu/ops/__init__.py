@@ -11,6 +11,7 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     nn,
     quantized,
     reduce,
+    roi,
     sampling,
     sequence,
     sequences,

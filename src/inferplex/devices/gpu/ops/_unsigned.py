@@ -1,7 +1,9 @@
 """Exact arithmetic on uint16/uint32/uint64 tensors, which torch stores but has few kernels for.
 
 uint16 and uint32 values widen to int64 exactly; results narrow back with a modular
-cast, which is ONNX's (numpy's) wrap-around on overflow.  uint64 is reinterpreted
+cast, which is ONNX's (numpy's) wrap-around on overflow.  Ops that only move
+values (Concat, Gather, Slice, Where, ...) run on the signed type of the same
+width, viewed bit for bit (:func:`moves_bits`).  uint64 is reinterpreted
 as int64 bit for bit: addition, subtraction, multiplication and the bitwise ops
 give the same bits in two's complement, and comparisons flip the sign bit first
 so that signed order becomes unsigned order.  Division of uint64 uses the
@@ -11,7 +13,9 @@ last bit), so no value is rounded through floating point.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import onnx_ir as ir
 import torch
@@ -19,9 +23,13 @@ import torch
 __all__ = [
     "WIDE_UNSIGNED",
     "bit_shift",
+    "moves_bits",
     "narrow",
+    "unsigned_abs",
     "unsigned_binary",
+    "unsigned_clip",
     "unsigned_compare",
+    "unsigned_sign",
     "unsigned_unary",
     "widen",
 ]
@@ -161,3 +169,63 @@ def bit_shift(direction: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Te
         return narrow(result, dtype) if dtype in _UNSIGNED_TORCH else result.to(dtype)
 
     return shift
+
+
+def unsigned_abs(x: torch.Tensor) -> torch.Tensor:
+    """Abs of unsigned values: the values themselves."""
+    return x
+
+
+def unsigned_sign(x: torch.Tensor) -> torch.Tensor:
+    """Sign of unsigned values: 1 where non-zero, else 0, in ``x``'s type."""
+    return narrow((widen(x) != 0).to(torch.int64), x.dtype)
+
+
+def unsigned_clip(x: torch.Tensor, low: torch.Tensor | None = None,
+                  high: torch.Tensor | None = None) -> torch.Tensor:
+    """Clip (opset 11+) of unsigned values in unsigned order; min > max gives max, like torch.clamp."""
+    dtype, result = x.dtype, widen(x)
+    if low is not None:
+        low = widen(low)
+        result = torch.where(_ordered(result, dtype) < _ordered(low, dtype), low, result)
+    if high is not None:
+        high = widen(high)
+        result = torch.where(_ordered(result, dtype) > _ordered(high, dtype), high, result)
+    return narrow(result, dtype)
+
+
+_SIGNED_TWIN = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
+
+
+def moves_bits(lower: Callable[[Any], Callable[..., Any]]) -> Callable[[Any], Callable[..., Any]]:
+    """Decorator for the lowering of an op that only moves or selects values (Concat, Gather, Slice,
+    Where, ...): on uint16/32/64 data, which torch barely computes, its function runs on the signed
+    type of the same width, viewed bit for bit, and its results are viewed back.  Nodes without
+    such inputs get the lowering's function unchanged."""
+
+    @functools.wraps(lower)
+    def lowering(info: Any) -> Callable[..., Any]:
+        fn = lower(info)
+        if not any(t in WIDE_UNSIGNED for t in info.input_dtypes if t is not None):
+            return fn
+
+        def back(value: Any, unsigned: torch.dtype) -> Any:
+            if isinstance(value, torch.Tensor) and value.dtype == _SIGNED_TWIN[unsigned]:
+                return value.view(unsigned)
+            return value
+
+        def run(*args: Any) -> Any:
+            unsigned = next((a.dtype for a in args
+                             if isinstance(a, torch.Tensor) and a.dtype in _SIGNED_TWIN), None)
+            if unsigned is None:
+                return fn(*args)
+            twin = _SIGNED_TWIN[unsigned]
+            out = fn(*(a.view(twin) if isinstance(a, torch.Tensor) and a.dtype == unsigned else a
+                       for a in args))
+            return tuple(back(t, unsigned) for t in out) if isinstance(out, tuple) else back(out, unsigned)
+
+        run.__name__ = run.__qualname__ = f"{getattr(fn, '__name__', 'moved')}_unsigned"
+        run.__dict__.update(getattr(fn, "__dict__", {}))  # eager / data-dependent marks
+        return run
+
+    return lowering

@@ -20,7 +20,14 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from inferplex.devices.gpu.ops._common import EXACT_DTYPES, VALUE_KINDS, eager, takes_device, value_kind
+from inferplex.devices.gpu.ops._common import (
+    EXACT_DTYPES,
+    VALUE_KINDS,
+    eager,
+    takes_device,
+    torch_dtype,
+    value_kind,
+)
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering, node_info, register
 from inferplex.errors import CompileError
 
@@ -74,6 +81,26 @@ def _root_opsets(node: ir.Node) -> dict[str, int]:
 def _single(results: Sequence[torch.Tensor]) -> Any:
     """A node with one output returns its tensor, not a 1-tuple (the program builder's convention)."""
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def _empty_scans(values: Sequence[ir.Value], device: torch.device, op: str,
+                 axes: Sequence[int] | None = None) -> list[torch.Tensor]:
+    """The scan outputs of a Loop or Scan that ran no iteration: empty along the scan axis.
+
+    Their per-iteration shape and type are what the body declares (ONNX Runtime's
+    answer too); a body output without a static shape and known type cannot say.
+    """
+    empties = []
+    for k, value in enumerate(values):
+        static = value.shape is not None and all(isinstance(d, int) for d in value.shape)
+        if not static or value.dtype is None or value.dtype not in EXACT_DTYPES:
+            raise CompileError(f"a {op} that runs no iteration needs the static shape and type of its scan "
+                               f"output {value.name!r} (its body declares {value.shape} {value.dtype})")
+        dims = [d for d in value.shape or () if isinstance(d, int)]  # all of them: static
+        axis = 0 if axes is None else axes[k] % (len(dims) + 1)
+        dims.insert(axis, 0)
+        empties.append(torch.empty(dims, dtype=torch_dtype(value.dtype), device=device))
+    return empties
 
 
 def _held_type_problem(info: NodeInfo, held: frozenset[ir.DataType]) -> str | None:
@@ -221,8 +248,8 @@ def _loop(info: NodeInfo) -> Callable[..., Any]:
                     scans.append([])
                 scans[k].append(piece)
             i += 1
-        if i == 0 and len(body.graph.outputs) > 1 + carried:
-            raise CompileError("a Loop that runs no iteration has scan outputs of unknown shape")
+        if i == 0:
+            return _single([*state, *_empty_scans(body.graph.outputs[1 + carried:], device, "Loop")])
         return _single([*state, *(torch.stack(s) for s in scans)])
 
     return eager(run_loop)
@@ -255,6 +282,8 @@ def _scan(info: NodeInfo) -> Callable[..., Any]:
                   xs: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
         axes = [a % x.dim() for a, x in zip(in_axes, xs, strict=True)]
         steps = xs[0].shape[axes[0]] if xs else 0
+        if steps == 0:
+            return [*states, *_empty_scans(body.graph.outputs[states_n:], device, "Scan", out_axes)]
         pieces: list[list[torch.Tensor]] = [[] for _ in range(scans_out)]
         for t in range(steps):
             slices = [x.select(a, steps - 1 - t if d else t)

@@ -15,6 +15,7 @@ import onnx_ir as ir
 import torch
 
 from inferplex.devices.gpu.ops._common import (
+    EXACT_DTYPES,
     NUMERIC_DTYPES,
     attrs_reason,
     const_ints,
@@ -23,6 +24,7 @@ from inferplex.devices.gpu.ops._common import (
     first_reason,
     normalize_axis,
 )
+from inferplex.devices.gpu.ops._unsigned import WIDE_UNSIGNED, moves_bits
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import InputError
 
@@ -31,9 +33,12 @@ _REDUCTIONS = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
 
 
 def _check(attrs: tuple[str, ...], data: tuple[int, ...], indices: tuple[int, ...],
-           reduce: bool = False) -> Callable[[NodeInfo], str | None]:
+           reduce: bool = False, moves: bool = False) -> Callable[[NodeInfo], str | None]:
+    """``moves``: the op only selects data values, so uint16/32/64 data runs as signed bits."""
+    allowed = EXACT_DTYPES | WIDE_UNSIGNED if moves else EXACT_DTYPES
+
     def supports(info: NodeInfo) -> str | None:
-        reason = first_reason(attrs_reason(info, attrs), dtype_reason(info, data),
+        reason = first_reason(attrs_reason(info, attrs), dtype_reason(info, data, allowed),
                               dtype_reason(info, indices, _INDEX_DTYPES))
         reduction = info.attr("reduction", "none") if reduce else "none"
         if reason is None and reduction not in ("none", *_REDUCTIONS):
@@ -50,7 +55,8 @@ def _wrap(index: torch.Tensor, size: int) -> torch.Tensor:
     return torch.where(index < 0, index + size, index)
 
 
-@register("Gather", supports=_check(("axis",), (0,), (1,)))
+@register("Gather", supports=_check(("axis",), (0,), (1,), moves=True), held_dtypes=WIDE_UNSIGNED)
+@moves_bits
 def _gather(info: NodeInfo) -> Callable[..., Any]:
     axis = info.attr("axis", 0)
     constant = const_ints(info, 1)
@@ -66,7 +72,9 @@ def _gather(info: NodeInfo) -> Callable[..., Any]:
     return gather
 
 
-@register("GatherElements", versions=(11, None), supports=_check(("axis",), (0,), (1,)))
+@register("GatherElements", versions=(11, None), supports=_check(("axis",), (0,), (1,), moves=True),
+          held_dtypes=WIDE_UNSIGNED)
+@moves_bits
 def _gather_elements(info: NodeInfo) -> Callable[..., Any]:
     axis = info.attr("axis", 0)
 
@@ -85,7 +93,9 @@ def _linear_index(index: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     return linear
 
 
-@register("GatherND", versions=(11, None), supports=_check(("batch_dims",), (0,), (1,)))
+@register("GatherND", versions=(11, None), supports=_check(("batch_dims",), (0,), (1,), moves=True),
+          held_dtypes=WIDE_UNSIGNED)
+@moves_bits
 def _gather_nd(info: NodeInfo) -> Callable[..., Any]:
     batch_dims = info.attr("batch_dims", 0)
 

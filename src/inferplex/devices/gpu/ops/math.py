@@ -30,8 +30,12 @@ from inferplex.devices.gpu.ops._common import (
 from inferplex.devices.gpu.ops._unsigned import (
     WIDE_UNSIGNED,
     bit_shift,
+    moves_bits,
+    unsigned_abs,
     unsigned_binary,
+    unsigned_clip,
     unsigned_compare,
+    unsigned_sign,
     unsigned_unary,
     widen,
 )
@@ -87,7 +91,7 @@ _elementwise({
     "Acosh": torch.acosh, "Atanh": torch.atanh, "IsNaN": torch.isnan,
 }, FLOAT_DTYPES)
 _elementwise({"Neg": torch.neg}, FLOAT_DTYPES | _SIGNED)
-_elementwise({"Abs": torch.abs}, NUMERIC_DTYPES)
+_elementwise({"Abs": torch.abs}, NUMERIC_DTYPES, unsigned=lambda op, fn: unsigned_abs)
 _elementwise({"Not": torch.logical_not, "And": torch.logical_and, "Or": torch.logical_or,
               "Xor": torch.logical_xor}, _BOOL)
 _elementwise({"BitwiseNot": torch.bitwise_not}, INT_DTYPES,
@@ -103,8 +107,11 @@ _elementwise({"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul}, NUMERIC_DTY
              versions=(7, None), unsigned=lambda op, fn: unsigned_binary(op))
 
 
-@register("Sign", versions=(9, None), supports=_check(NUMERIC_DTYPES))
+@register("Sign", versions=(9, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
+          held_dtypes=WIDE_UNSIGNED)
 def _sign(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] in WIDE_UNSIGNED:
+        return unsigned_sign
     if info.input_dtypes[0] not in FLOAT_DTYPES:
         return torch.sign
 
@@ -202,7 +209,11 @@ def _is_inf(info: NodeInfo) -> Callable[..., Any]:
     return lambda x: torch.zeros_like(x, dtype=torch.bool)
 
 
-@register("Where", versions=(9, None), supports=_check(EXACT_DTYPES))
+@register("Where", versions=(9, None), held_dtypes=WIDE_UNSIGNED,
+          supports=lambda info: first_reason(attrs_reason(info, ()),
+                                             dtype_reason(info, (0,), EXACT_DTYPES),
+                                             dtype_reason(info, (1, 2), EXACT_DTYPES | WIDE_UNSIGNED)))
+@moves_bits
 def _where(info: NodeInfo) -> Callable[..., Any]:
     return torch.where
 
@@ -210,11 +221,13 @@ def _where(info: NodeInfo) -> Callable[..., Any]:
 def _clip_supports(info: NodeInfo) -> str | None:
     if info.opset < 11:
         return _check(FLOAT_DTYPES, ("min", "max"))(info)
-    return _check(NUMERIC_DTYPES)(info)
+    return _check(NUMERIC_DTYPES | WIDE_UNSIGNED)(info)
 
 
-@register("Clip", versions=(6, None), supports=_clip_supports)
+@register("Clip", versions=(6, None), supports=_clip_supports, held_dtypes=WIDE_UNSIGNED)
 def _clip(info: NodeInfo) -> Callable[..., Any]:
+    if info.input_dtypes[0] in WIDE_UNSIGNED:
+        return unsigned_clip
     if info.opset < 11:
         low, high = info.attr("min", float("-inf")), info.attr("max", float("inf"))
         return lambda x: torch.clamp(x, low, high)

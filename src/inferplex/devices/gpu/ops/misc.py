@@ -58,7 +58,9 @@ def _mean_variance_normalization(info: NodeInfo) -> Callable[..., Any]:
     axes = info.attr("axes", [0, 2, 3])
 
     def normalize(x: torch.Tensor) -> torch.Tensor:
-        dims = [normalize_axis(a, x.dim()) for a in axes]
+        # Axes past the input's rank are left out, as ONNX Runtime does: the default [0, 2, 3]
+        # on a 3-D [N, C, L] input normalizes over N and L.
+        dims = [normalize_axis(a, x.dim()) for a in axes if a < x.dim()]
         mean = torch.mean(x, dims, keepdim=True)
         # The function body of the ONNX op: E[x^2] - E[x]^2, epsilon 1e-9 on the std.
         variance = torch.mean(x * x, dims, keepdim=True) - mean * mean

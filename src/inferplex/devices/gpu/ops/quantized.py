@@ -12,9 +12,13 @@ point (see :func:`integer_matmul`; on CUDA it takes M > 16 and K, N multiples of
 :func:`quantized_linear` runs a MatMul of two DequantizeLinear outputs (a QDQ
 model's) on the same int8 kernel; the GPU lowering's fusion planning
 (:mod:`..optimize`) picks the nodes it replaces.
-Requantization follows ONNX's reference: the scale ratio is formed in the
-scales' own type, applied in float64, rounded half to even and saturated to the
-output type.  Float8 data quantizes and dequantizes; int4/int2 are refused.
+Requantization follows ONNX Runtime: the scale ratio is formed in the scales'
+own type and applied to the integer sums in float32, rounded half to even and
+saturated to the output type (in float64, a sum whose scaled value lies within
+float32 rounding of a half would round the other way).  Float8 data quantizes
+and dequantizes; int4/int2 constants (weight-only quantized weights) arrive
+widened to 8 bits (:func:`..tensors.held_array`), int4/int2 tensors computed at
+run time are refused.
 """
 
 from __future__ import annotations
@@ -163,11 +167,11 @@ def nn_dtype(dtype: ir.DataType) -> torch.dtype:
                                              dtype_reason(info, (0,), frozenset({ir.DataType.FLOAT}))))
 def _dynamic_quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        # ONNX: the range always holds 0; scale = range / 255 (1/255 for an all-zero input).
+        # ONNX: the range always holds 0; scale = range / 255.  An all-zero input has scale 1, as
+        # ONNX Runtime gives it (any scale quantizes it to zeros).
         low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
         low, high = torch.clamp(low, max=0), torch.clamp(high, min=0)
-        span = torch.where(high == low, torch.ones_like(high), high - low)
-        scale = span / 255
+        scale = torch.where(high == low, torch.ones_like(high), (high - low) / 255)
         zero = torch.round(torch.clamp(-low / scale, 0, 255))
         y = torch.clamp(torch.round(x / scale) + zero, 0, 255).to(torch.uint8)
         return y, scale, zero.to(torch.uint8)
@@ -334,10 +338,10 @@ def _matmul_integer(info: NodeInfo) -> Callable[..., Any]:
 
 def _requantize(acc: torch.Tensor, ratio: torch.Tensor, zero: torch.Tensor | None,
                 dtype: torch.dtype) -> torch.Tensor:
-    values = acc.to(torch.float64) * ratio.to(torch.float64)
+    values = torch.round(acc.to(torch.float32) * ratio.to(torch.float32))
     if zero is not None:
-        values = values + zero.to(torch.float64)
-    return _saturate(torch.round(values), dtype)
+        values = values + zero.to(torch.float32)
+    return _saturate(values, dtype)
 
 
 @register("QLinearMatMul", versions=(10, None),

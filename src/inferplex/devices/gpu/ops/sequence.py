@@ -7,7 +7,8 @@ i, o, f, c for LSTM and z, r, h for GRU; ``clip`` bounds the gates' inputs;
 ``linear_before_reset``, ``input_forget`` and peepholes included).
 ``sequence_lens`` masks the steps past each batch row's length: the state stops
 changing and Y is zero there, and the reverse direction, walked from the last
-step down, starts each row at its own last valid step.  Cells with a projection
+step down, starts each row at its own last valid step.  A row of length 0 gets
+zero final states, as ONNX Runtime gives it.  Cells with a projection
 or a different number of activations than the op takes are refused.
 """
 
@@ -166,6 +167,11 @@ def _run_direction(step: Callable[..., Any], x: torch.Tensor, w: torch.Tensor, r
         if c is not None:
             c = torch.where(valid, c_new, c)
         ys[t] = torch.where(valid, h_new, torch.zeros_like(h_new))
+    if lengths is not None:
+        # A row of length 0 runs no step: ONNX Runtime gives it zero states, not the initial ones.
+        ran = (lengths > 0).unsqueeze(-1)
+        h = torch.where(ran, h, torch.zeros_like(h))
+        c = None if c is None else torch.where(ran, c, torch.zeros_like(c))
     return torch.stack(ys), h, c
 
 
@@ -182,7 +188,7 @@ def _recurrent(info: NodeInfo) -> Callable[..., Any]:
 
     def recurrent(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor, b: torch.Tensor | None = None,
                   lengths: torch.Tensor | None = None, h0: torch.Tensor | None = None,
-                  c0: torch.Tensor | None = None, p: torch.Tensor | None = None) -> tuple[Any, ...]:
+                  c0: torch.Tensor | None = None, p: torch.Tensor | None = None) -> Any:
         if layout:
             x = x.transpose(0, 1)
             h0 = None if h0 is None else h0.transpose(0, 1)
@@ -210,6 +216,8 @@ def _recurrent(info: NodeInfo) -> Callable[..., Any]:
             y_all = y_all.permute(2, 0, 1, 3)
             h_all = h_all.transpose(0, 1)
             c_all = None if c_all is None else c_all.transpose(0, 1)
+        if outputs == 1:  # one declared output is one value, not a 1-tuple
+            return y_all
         return (y_all, h_all, c_all)[:outputs]
 
     return recurrent

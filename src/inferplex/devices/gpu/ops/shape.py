@@ -29,11 +29,14 @@ from inferplex.devices.gpu.ops._common import (
     normalize_axis,
     torch_dtype,
 )
+from inferplex.devices.gpu.ops._unsigned import WIDE_UNSIGNED, moves_bits
 from inferplex.devices.gpu.ops.types import CAST_HELD
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import InputError
 
 _MOVABLE = EXACT_DTYPES | CAST_HELD
+_MOVES = EXACT_DTYPES | WIDE_UNSIGNED
+"""Types of the ops that select or join values (Concat, Slice, ...): uint16/32/64 as signed bits."""
 """Element types the view-only ops (Reshape, Transpose, Squeeze, ...) move: torch holds uint16/32/64
 and float8 and can view and copy them, though it computes little on them."""
 
@@ -143,8 +146,9 @@ def _unsqueeze(info: NodeInfo) -> Callable[..., Any]:
     return _ints_input(info, 1, build)
 
 
-@register("Concat", versions=(4, None), supports=lambda info: first_reason(
-    attrs_reason(info, ("axis",)), dtype_reason(info, range(info.num_inputs))))
+@register("Concat", versions=(4, None), held_dtypes=WIDE_UNSIGNED, supports=lambda info: first_reason(
+    attrs_reason(info, ("axis",)), dtype_reason(info, range(info.num_inputs), _MOVES)))
+@moves_bits
 def _concat(info: NodeInfo) -> Callable[..., Any]:
     axis = info.attr("axis")
     return lambda *xs: torch.cat(xs, dim=axis)
@@ -161,7 +165,9 @@ def _split_sizes(dim: int, count: int, sizes: list[int] | None) -> list[int]:
     return [chunk] * (count - 1) + [dim - chunk * (count - 1)]
 
 
-@register("Split", versions=(2, None), supports=_check(("axis", "split", "num_outputs")))
+@register("Split", versions=(2, None), supports=_check(("axis", "split", "num_outputs"), allowed=_MOVES),
+          held_dtypes=WIDE_UNSIGNED)
+@moves_bits
 def _split(info: NodeInfo) -> Callable[..., Any]:
     axis, count = info.attr("axis", 0), len(info.node.outputs)
 
@@ -185,7 +191,8 @@ def _expand(info: NodeInfo) -> Callable[..., Any]:
     return _ints_input(info, 1, build)
 
 
-@register("Tile", versions=(6, None), supports=_check())
+@register("Tile", versions=(6, None), supports=_check(allowed=_MOVES), held_dtypes=WIDE_UNSIGNED)
+@moves_bits
 def _tile(info: NodeInfo) -> Callable[..., Any]:
     def build(repeats: list[int] | None) -> Callable[..., Any]:
         return lambda x, _r=None: x.repeat(*(repeats or []))
@@ -253,7 +260,8 @@ def _slice_fn(starts: list[int], ends: list[int], axes: list[int] | None,
     return slice_
 
 
-@register("Slice", supports=_check(("starts", "ends", "axes")))
+@register("Slice", supports=_check(("starts", "ends", "axes"), allowed=_MOVES), held_dtypes=WIDE_UNSIGNED)
+@moves_bits
 def _slice(info: NodeInfo) -> Callable[..., Any]:
     if info.opset < 10:
         return _slice_fn(info.attr("starts"), info.attr("ends"), info.attr("axes"), None)

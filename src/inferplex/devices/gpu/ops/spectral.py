@@ -1,4 +1,5 @@
-"""Lowerings: DFT, STFT and the window functions HannWindow, HammingWindow, BlackmanWindow.
+"""Lowerings: DFT, STFT, the window functions HannWindow, HammingWindow, BlackmanWindow, and
+MelWeightMatrix.
 
 ONNX carries complex values as a trailing axis of size 2 (real, imaginary), or 1
 for a real signal.  The lowerings view that axis as a torch complex tensor and
@@ -9,7 +10,9 @@ power-of-two lengths only, and float32 rounding differs from the reference's).
 Lengths, axes and frame steps given as computed tensors are read back to the
 host (the program then runs without CUDA graphs).  Windows use ONNX's own
 coefficients (Hamming's are 25/46 and 21/46, not torch's 0.54 and 0.46),
-computed in float64 and cast to ``output_datatype``.
+computed in float64 and cast to ``output_datatype``.  MelWeightMatrix builds its
+filter bank on the host (its inputs are scalars, constants in real models, so the
+node folds at compile) as ONNX Runtime does (:func:`mel_weights`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from inferplex.devices.gpu.ops._common import (
     torch_dtype,
 )
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.errors import InputError
 
 _INTS = frozenset({ir.DataType.INT32, ir.DataType.INT64})
 
@@ -55,7 +59,8 @@ def _to_complex(x: torch.Tensor) -> torch.Tensor:
 def _from_complex(z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if not z.is_complex():
         return z.unsqueeze(-1).to(dtype)
-    return torch.view_as_real(z).to(dtype)
+    # ``ifft`` of a real signal returns a lazily conjugated view, which ``view_as_real`` refuses.
+    return torch.view_as_real(z.resolve_conj()).to(dtype)
 
 
 # --- DFT ---------------------------------------------------------------------------------
@@ -166,3 +171,69 @@ def _window(info: NodeInfo) -> Callable[..., Any]:
 
 for _name in _WINDOWS:
     register(_name, versions=(17, None), supports=_window_supports)(_window)
+
+
+# --- MelWeightMatrix ---------------------------------------------------------------------
+
+
+def _hz_to_mel(hz: float) -> float:
+    return 2595 * math.log10(1 + hz / 700)
+
+
+def _mel_to_hz(mel: float) -> float:
+    return 700 * (10 ** (mel / 2595) - 1)
+
+
+def mel_weights(bins: int, dft_length: int, sample_rate: int, low_hz: float,
+                high_hz: float) -> list[list[float]]:
+    """The [dft_length // 2 + 1, bins] triangular mel filter bank, as ONNX Runtime builds it.
+
+    ``bins + 2`` points evenly spaced on the mel scale from ``low_hz`` to
+    ``high_hz`` (the step is the range over ``bins + 2``) are mapped to FFT bin
+    indices ``floor((dft_length + 1) * hz / sample_rate)``; filter ``i`` rises
+    from point ``i`` to 1 at point ``i + 1`` and falls to point ``i + 2``.
+    """
+    spectrum = dft_length // 2 + 1
+    edges = [math.floor((dft_length + 1) * hz / sample_rate) for hz in (low_hz, high_hz)]
+    if not all(0 <= edge < spectrum for edge in edges):
+        raise InputError(f"MelWeightMatrix: {low_hz}-{high_hz} Hz at sample rate {sample_rate} falls outside "
+                         f"the {spectrum} bins of a {dft_length}-point DFT")
+    low_mel, high_mel = _hz_to_mel(low_hz), _hz_to_mel(high_hz)
+    step = (high_mel - low_mel) / (bins + 2)
+    points = [math.floor((dft_length + 1) * _mel_to_hz(low_mel + step * i) / sample_rate)
+              for i in range(bins + 2)]
+    weights = [[0.0] * bins for _ in range(spectrum)]
+    for i in range(bins):
+        left, center, right = points[i], points[i + 1], points[i + 2]
+        if center == left:
+            weights[center][i] = 1.0
+        else:
+            for j in range(left, center + 1):
+                weights[j][i] = (j - left) / (center - left)
+        for j in range(center, right):
+            weights[j][i] = (right - j) / (right - center)
+    return weights
+
+
+def _mel_supports(info: NodeInfo) -> str | None:
+    reason = first_reason(attrs_reason(info, ("output_datatype",)), dtype_reason(info, (0, 1, 2), _INTS),
+                          dtype_reason(info, (3, 4), FLOAT_DTYPES))
+    target = ir.DataType(info.attr("output_datatype", 1))
+    if reason is None and target not in EXACT_DTYPES:
+        return f"MelWeightMatrix output_datatype {target.name} is not supported"
+    return reason
+
+
+@register("MelWeightMatrix", versions=(17, None), supports=_mel_supports)
+def _mel_weight_matrix(info: NodeInfo) -> Callable[..., Any]:
+    dtype = torch_dtype(ir.DataType(info.attr("output_datatype", 1)))
+
+    def mel_weight_matrix(bins: torch.Tensor, dft_length: torch.Tensor, sample_rate: torch.Tensor,
+                          low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+        scalars = [t.reshape(-1)[0].item() for t in (bins, dft_length, sample_rate, low, high)]
+        table = mel_weights(int(scalars[0]), int(scalars[1]), int(scalars[2]),
+                            float(scalars[3]), float(scalars[4]))
+        # Built in float32, then cast: ONNX Runtime's integer outputs truncate the same values.
+        return torch.tensor(table, dtype=torch.float32, device=bins.device).to(dtype)
+
+    return eager(mel_weight_matrix)
