@@ -15,7 +15,7 @@ import onnx
 import onnx.backend.test.loader
 import onnxruntime as ort
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
 
@@ -43,6 +43,22 @@ def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[IOSpec], output
     model.ir_version = ir_version if ir_version is not None else min(model.ir_version, 10)
     onnx.checker.check_model(model)
     return model
+
+
+def mlp_model(batch: int | str = "N", seed: int = 7) -> onnx.ModelProto:
+    """y = softmax(relu(x @ w1 + b) @ w2), x of [batch, 32]: a small float32 model every CPU engine reads."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+             for name, shape in (("w1", (32, 64)), ("b", (64,)), ("w2", (64, 16)))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="up"),
+             helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
+             helper.make_node("Relu", ["hb"], ["a"], name="act"),
+             helper.make_node("MatMul", ["a", "w2"], ["z"], name="down"),
+             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 16])
+    graph = helper.make_graph(nodes, "mlp", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def ort_run(model: onnx.ModelProto | str | Path, feeds: Mapping[str, Any]) -> list[Any]:

@@ -8,27 +8,18 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import inferplex as ov
 from inferplex.errors import InferenceError
+
+from conftest import mlp_model
 
 openvino = pytest.importorskip("openvino")
 
 
 def _mlp() -> Any:
-    """y = softmax(relu(x @ w1 + b) @ w2): a small float32 model both engines read."""
-    rng = np.random.default_rng(3)
-    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
-             for name, shape in (("w1", (32, 64)), ("b", (64,)), ("w2", (64, 16)))]
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="up"),
-             helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
-             helper.make_node("Relu", ["hb"], ["a"], name="act"),
-             helper.make_node("MatMul", ["a", "w2"], ["z"], name="down"),
-             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return mlp_model(4, seed=3)
 
 
 X = np.random.default_rng(4).standard_normal((4, 32)).astype(np.float32)

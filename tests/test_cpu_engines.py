@@ -15,25 +15,15 @@ from onnx import TensorProto, helper, numpy_helper
 import inferplex as ov
 from inferplex.errors import CompileError, PropertyError
 
+from conftest import mlp_model
+
 openvino = pytest.importorskip("openvino")
 
 ENGINES = ["OPENVINO", "ONNXRUNTIME"]
 
 
 def _mlp() -> object:
-    """y = relu(x @ w1 + b) @ w2, softmaxed: a small float32 model every engine reads."""
-    rng = np.random.default_rng(7)
-    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
-             for name, shape in (("w1", (32, 64)), ("b", (64,)), ("w2", (64, 16)))]
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="up"),
-             helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
-             helper.make_node("Relu", ["hb"], ["a"], name="act"),
-             helper.make_node("MatMul", ["a", "w2"], ["z"], name="down"),
-             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])
-    graph = helper.make_graph(nodes, "mlp", [x], [y], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return mlp_model("N", seed=7)
 
 
 def _with_inverse() -> object:
