@@ -103,6 +103,38 @@ def test_release_inside_a_callback_and_results_there(core: ov.Core) -> None:
         compiled.create_infer_request().infer({"x": X})
 
 
+@pytest.mark.parametrize("device", ["CPU", "GPU.0", "MULTI:GPU.0,CPU", "HETERO:GPU.0,CPU", "AUTO"])
+def test_jobs_started_after_a_release_in_a_queue_callback_still_end(emulated_core: ov.Core,
+                                                                    device: str) -> None:
+    """A callback releases the model while the program goes on feeding its queue: every job
+    still ends once and runs its callback (the later ones with an InferenceError), and
+    wait_all returns."""
+    compiled = emulated_core.compile_model(MODEL, device)
+    queue = ov.AsyncInferQueue(compiled, 4)
+    ended: dict[int, str] = {}
+
+    def callback(request: ov.InferRequest, userdata: int) -> None:
+        try:
+            np.testing.assert_allclose(request.results["y"], EXPECTED)
+            ended[userdata] = "result"
+        except InferenceError:
+            ended[userdata] = "error"
+        if userdata == 3:
+            compiled.release()
+
+    queue.set_callback(callback)
+    for job in range(12):
+        queue.start_async({"x": X}, job)
+    waiting = threading.Thread(target=queue.wait_all, daemon=True)
+    waiting.start()
+    waiting.join(20)
+    assert not waiting.is_alive(), f"wait_all hung; jobs ended: {sorted(ended)}"
+    assert sorted(ended) == list(range(12))
+    assert ended[3] == "result"
+    with pytest.raises(InferenceError, match="released|closed"):
+        compiled({"x": X})
+
+
 def test_a_callback_may_wait_for_another_request_of_its_model(core: ov.Core) -> None:
     compiled = core.compile_model(MODEL, "CPU")
     first, second = compiled.create_infer_request(), compiled.create_infer_request()
