@@ -131,7 +131,7 @@ def test_jobs_started_after_a_release_in_a_queue_callback_still_end(emulated_cor
     assert not waiting.is_alive(), f"wait_all hung; jobs ended: {sorted(ended)}"
     assert sorted(ended) == list(range(12))
     assert ended[3] == "result"
-    with pytest.raises(InferenceError, match="released|closed"):
+    with pytest.raises(InferenceError, match=r"released|closed"):
         compiled({"x": X})
 
 

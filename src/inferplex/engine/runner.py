@@ -102,7 +102,8 @@ class PoolRunner(Runner):
             result = self.pool.run(request.inputs, request)
         except BaseException as error:
             raise as_inference_error(error, self.pool.device) from error
-        request.succeed(result)
+        if not request.succeed(result):  # a result that breaks the contract ends it with an error
+            return request.future.result()
         return result
 
     @property

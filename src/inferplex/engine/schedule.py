@@ -207,6 +207,8 @@ class Schedule:
         device = attempt.device
         self._busy_total -= 1
         error = future.exception()
+        if error is None:  # a result that breaks the device program contract is the device's failure
+            error = attempt.pending.request.broken(future.result())
         device.finish(attempt, ended, error is None)
         if not attempt.live:
             return  # abandoned: timed out and re-run, or the model was closed; its worker is free again
