@@ -125,7 +125,7 @@ class Completions:
         finally:
             _local.completions = None
 
-    def _take_or_end(self) -> Callable[[], None] | None | object:
+    def _take_or_end(self) -> Callable[[], None] | object | None:
         """Once closed: the next queued completion, or :data:`_END` (this thread has ended) when
         there is none.  The check and the count change share the lock with :meth:`submit`'s look
         at the count, so a completion queued meanwhile is either seen here or gets a new thread."""
