@@ -202,6 +202,25 @@ def test_a_run_that_raises_is_an_inference_error_naming_the_device() -> None:
         request.wait()
 
 
+@pytest.mark.parametrize("device", ["HOOKED", "HETERO:HOOKED,CPU"])
+def test_ctrl_c_in_a_synchronous_run_is_not_turned_into_an_inference_error(device: str) -> None:
+    """A KeyboardInterrupt raised while ``infer`` runs on the calling thread reaches the caller as
+    itself (a loop catching InferenceError must stay stoppable); the request ends and runs again."""
+    interrupt = [True]
+
+    def hook(inputs: Mapping[str, Any], worker: int) -> None:
+        if interrupt.pop() if interrupt else False:
+            raise KeyboardInterrupt
+
+    core = ov.Core()
+    core.register_plugin(HookedPlugin(hook), "HOOKED")
+    compiled = core.compile_model(MODEL, device)
+    request = compiled.create_infer_request()
+    with pytest.raises(KeyboardInterrupt):
+        request.infer({"x": X})
+    np.testing.assert_allclose(request.infer({"x": X})["y"], EXPECTED)
+
+
 def test_trace_records_each_stage_per_device() -> None:
     core = ov.Core()
     compiled = core.compile_model(MODEL, "CPU", {"ENABLE_TRACE": True})
@@ -303,6 +322,33 @@ def test_a_hung_device_cannot_hold_the_process_at_exit(mode: str) -> None:
     # An uncaught KeyboardInterrupt ends the process by SIGINT (-2), as Python does.
     assert done.returncode == {"normal": 0, "sys.exit": 3, "KeyboardInterrupt": -2}[mode], done.stderr
     assert "ended: HOOKED gave no result within 1.0 s at exit" in done.stdout
+
+
+@pytest.mark.parametrize("device", ["HOOKED", "HETERO:HOOKED,CPU"])
+def test_sigint_during_a_synchronous_run_on_a_hung_device_stops_the_program(device: str) -> None:
+    done, seconds = _run_script(_PRELUDE + f"""
+    import os, signal
+    from hooked_plugin import HookedPlugin
+    hang, calls = threading.Event(), []
+    def stuck(inputs, worker):
+        calls.append(1)
+        if len(calls) > 1:
+            hang.wait()
+    core = ov.Core()
+    core.register_plugin(HookedPlugin(stuck), "HOOKED")
+    compiled = core.compile_model(MODEL, "{device}", {{"EXIT_TIMEOUT": 1}})
+    compiled({{"x": X}})
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    main_done()
+    while True:  # a program that retries failed runs stops only if Ctrl-C reaches it as itself
+        try:
+            compiled({{"x": X}})
+        except ov.errors.InferenceError:
+            continue
+    """)
+    assert done.returncode == -2, done.stderr  # ended by SIGINT, as Python ends on KeyboardInterrupt
+    assert "KeyboardInterrupt" in done.stderr
+    assert seconds < 10
 
 
 def test_the_exit_wait_defaults_to_a_few_seconds_past_the_slowest_run() -> None:

@@ -148,7 +148,7 @@ class ChainRunner(Runner):
         for runner in self.runners:
             try:
                 result = runner.pool.run(self._feeds(runner, travel), request)
-            except BaseException as error:
+            except Exception as error:  # KeyboardInterrupt and SystemExit go through: the caller's to stop on
                 raise as_inference_error(error, runner.device) from error
             self._collect(runner, travel, result)
         result = self._result(travel)
