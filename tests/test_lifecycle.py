@@ -238,6 +238,21 @@ def test_trace_records_each_stage_per_device() -> None:
         core.compile_model(MODEL, "CPU").get_property("TRACE")
 
 
+@pytest.mark.parametrize("device", ["CPU", "HETERO:GPU.0,CPU"])
+def test_each_synchronous_request_is_its_own_on_the_trace(emulated_core: ov.Core, device: str) -> None:
+    """Requests made and dropped one after another (infer, compiled(...)) each get a number of
+    their own, though a new request object may reuse a dropped one's memory."""
+    compiled = emulated_core.compile_model(MODEL, device, {"ENABLE_TRACE": True})
+    request = compiled.create_infer_request()
+    for _ in range(60):
+        request.infer({"x": X})
+        compiled({"x": X})
+    runs = [e for e in compiled.get_property("TRACE")["traceEvents"]
+            if e["ph"] == "X" and e["name"] in ("run", "subgraph 0")]
+    assert len(runs) == 120
+    assert len({e["args"]["request"] for e in runs}) == 120
+
+
 def test_hetero_subgraphs_are_their_own_trace_stages(emulated_core: ov.Core) -> None:
     model = make_model([helper.make_node("Relu", ["x"], ["a"], name="relu"),
                         helper.make_node("Tanh", ["a"], ["y"], name="tanh")],

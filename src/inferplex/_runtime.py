@@ -388,7 +388,6 @@ class InferRequest(TensorAccess):
             finally:
                 if request.timeline is not None:
                     request.mark("callback", "callbacks", begin)
-                    request.timeline.forget(request)
                 lifecycle.ended()
 
     def wait(self) -> None:

@@ -222,7 +222,7 @@ _MISSING = object()
 class Request:
     """One request of a compiled model: its inputs and the future it ends through."""
 
-    __slots__ = ("attempt", "expected", "failures", "future", "inputs", "started", "timeline")
+    __slots__ = ("attempt", "expected", "failures", "future", "inputs", "started", "timeline", "trace_number")
 
     def __init__(self, inputs: Mapping[str, Any], timeline: Timeline | None = None,
                  expected: OutputSpec | None = None) -> None:
@@ -237,6 +237,8 @@ class Request:
         self.started = perf_counter()
         self.timeline = timeline
         """Where the request's stages are recorded (None: tracing is off)."""
+        self.trace_number = -1 if timeline is None else timeline.number()
+        """The request's number on the timeline (-1 when tracing is off)."""
         self.expected = expected
         """What its result's outputs must be (:func:`broken_result`); None: not checked."""
 
