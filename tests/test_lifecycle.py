@@ -314,6 +314,36 @@ def test_exit_with_requests_in_flight_ends_each_with_its_result() -> None:
     assert done.stdout.strip() == "all 40"
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("device", "config", "ending"), [
+    ("MULTI:GPU.0,GPU.1", {"WORKER_PROCESSES": "YES"}, "sys.exit(3)"),
+    ("HETERO:GPU.0,GPU.1", {"MODEL_DISTRIBUTION_POLICY": "PIPELINE_PARALLEL", "WORKER_PROCESSES": "YES"},
+     "raise KeyboardInterrupt"),
+], ids=["MULTI-worker-processes-sys.exit", "PIPELINE-worker-processes-KeyboardInterrupt"])
+def test_exit_with_requests_in_flight_on_worker_processes(device: str, config: dict[str, str],
+                                                          ending: str) -> None:
+    done, seconds = _run_script(_PRELUDE + f"""
+    import os
+    os.environ["INFERPLEX_EMULATED_GPUS"] = "2"
+    compiled = ov.Core().compile_model(MODEL, "{device}", {config!r})
+    lock, ok = threading.Lock(), []
+    def callback(request, userdata):
+        with lock:
+            ok.append(bool(np.allclose(request.results["y"], EXPECTED)))
+            if len(ok) == 40:
+                print("all", sum(ok), flush=True)
+    queue = ov.AsyncInferQueue(compiled, 4)
+    queue.set_callback(callback)
+    for i in range(40):
+        queue.start_async({{"x": X}}, i)
+    main_done()
+    {ending}
+    """, timeout=150)
+    assert done.returncode == (3 if "exit" in ending else -2), done.stderr
+    assert "all 40" in done.stdout.splitlines()
+    assert seconds < 15
+
+
 @pytest.mark.parametrize("mode", ["normal", "sys.exit", "KeyboardInterrupt"])
 def test_a_hung_device_cannot_hold_the_process_at_exit(mode: str) -> None:
     ending = {"normal": "", "sys.exit": "sys.exit(3)", "KeyboardInterrupt": "raise KeyboardInterrupt"}[mode]
