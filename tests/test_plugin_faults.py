@@ -151,3 +151,20 @@ def test_multi_without_fallback_names_the_broken_device() -> None:
     compiled = _compiled(BROKEN["a list"][0], "MULTI:FAULT", {"ENABLE_RUNTIME_FALLBACK": False})
     with pytest.raises(InferenceError, match="FAULT broke the device program contract"):
         compiled({"x": X})
+
+
+@pytest.mark.parametrize("device", ["CPU", "HETERO:CPU"])
+def test_a_sequence_output_is_not_mistaken_for_a_broken_result(device: str) -> None:
+    """Only tensor outputs must be arrays: a sequence output is a list (as ONNX Runtime returns it)."""
+    graph = helper.make_graph(
+        [helper.make_node("Tanh", ["x"], ["t"], name="tanh"),
+         helper.make_node("SequenceConstruct", ["x", "t"], ["seq"], name="pack")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, [2, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    got = ov.Core().compile_model(model, device)({"x": X})["seq"]
+    want = ort_run(model, {"x": X})[0]
+    assert len(got) == len(want) == 2
+    for value, reference in zip(got, want, strict=True):
+        np.testing.assert_allclose(value, reference, rtol=1e-6)

@@ -491,18 +491,21 @@ class InferRequest(TensorAccess):
 
 
 def _output_spec(ports: list[Port]) -> OutputSpec:
-    """What each request's outputs must be: every output by name, with its numpy dtype where the
-    model gives a static element type numpy knows natively (extension types such as bfloat16 and
-    dynamic types are not checked)."""
+    """What each request's outputs must be: every output by name; a tensor output an array, of
+    its numpy dtype where the model gives a static element type numpy knows natively (extension
+    types such as bfloat16 and dynamic types are not checked)."""
     spec = []
     for port in ports:
+        if not port.is_tensor:  # a sequence or an optional: any value
+            spec.append((port.any_name, False, None))
+            continue
         try:
             dtype: np.dtype[Any] | None = port.element_type.to_dtype()
         except Exception:  # noqa: BLE001 - a dynamic or unmapped type: presence is checked only
             dtype = None
         if dtype is not None and not dtype.isbuiltin and dtype.kind not in "OSU":
             dtype = None
-        spec.append((port.any_name, dtype))
+        spec.append((port.any_name, True, dtype))
     return tuple(spec)
 
 

@@ -115,7 +115,7 @@ class ChainRunner(Runner):
         self._closed = False
         made = {sub.index: tuple(sub.outputs) for sub in getattr(plan, "subgraphs", ())}
         self._expected: dict[int, OutputSpec] = {
-            r.index: tuple((name, None) for name in made.get(r.index, ())) for r in self.runners}
+            r.index: tuple((name, False, None) for name in made.get(r.index, ())) for r in self.runners}
         """Per subgraph: the values its program's run must return (checked as a whole request's are)."""
 
     # --- Runner --------------------------------------------------------------

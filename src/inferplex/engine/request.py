@@ -33,8 +33,9 @@ if TYPE_CHECKING:
     from inferplex.devices.base import ProfilingRecord
     from inferplex.engine.trace import Timeline
 
-OutputSpec = tuple[tuple[str, Any], ...]
-"""What a whole request's outputs must be: ``(output name, numpy dtype or None)`` per model output."""
+OutputSpec = tuple[tuple[str, bool, Any], ...]
+"""What a request's outputs must be: ``(output name, is a tensor, numpy dtype or None)`` per output
+(values of other outputs, sequences or optionals, are only looked for)."""
 
 __all__ = ["Outcome", "OutputSpec", "Request", "RunResult", "broken_result"]
 
@@ -199,11 +200,11 @@ def broken_result(result: RunResult, expected: OutputSpec, arrays: bool = True) 
         return PluginError(f"{device} broke the device program contract: its run returned "
                            f"{type(outputs).__name__}; it must return a dict of output name to array")
     problems = []
-    for name, dtype in expected:
+    for name, tensor, dtype in expected:
         value = outputs.get(name, _MISSING)
         if value is _MISSING:
             problems.append(f"output {name!r} is missing (it returned {sorted(map(str, outputs))})")
-        elif not arrays:
+        elif not (arrays and tensor):
             continue
         elif type(value) is np.ndarray:
             strings = dtype is not None and dtype.kind in "OSU" and value.dtype.kind in "OSU"
