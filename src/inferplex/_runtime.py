@@ -494,7 +494,7 @@ def _output_spec(ports: list[Port]) -> OutputSpec:
     """What each request's outputs must be: every output by name; a tensor output an array, of
     its numpy dtype where the model gives a static element type numpy knows natively (extension
     types such as bfloat16 and dynamic types are not checked)."""
-    spec = []
+    spec: list[tuple[str, bool, np.dtype[Any] | None]] = []
     for port in ports:
         if not port.is_tensor:  # a sequence or an optional: any value
             spec.append((port.any_name, False, None))

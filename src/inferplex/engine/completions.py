@@ -26,6 +26,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import cast
 
 __all__ = ["Completions", "blocking", "on_completion_thread"]
 
@@ -115,7 +116,7 @@ class Completions:
                     continue
                 if completion is _END:
                     return
-                _run(completion)
+                _run(cast("Callable[[], None]", completion))
                 del completion  # an idle thread must not keep the last request (and its model) alive
                 if self._queue.empty() and self._threads - self._blocked_count > 1:
                     with self._lock:  # a thread started for a blocked completion: one thread is enough
