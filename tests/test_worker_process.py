@@ -270,6 +270,9 @@ workers = children()
 print("workers", " ".join(map(str, sorted(workers))), flush=True)
 for pid in workers:
     os.kill(pid, signal.SIGSTOP)  # a hung device: its worker process answers nothing
+for pid in workers:  # stopped before any request reaches it
+    while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "T":
+        time.sleep(0.01)
 def ended(request):
     try:
         request.wait()
