@@ -103,6 +103,38 @@ def test_release_inside_a_callback_and_results_there(core: ov.Core) -> None:
         compiled.create_infer_request().infer({"x": X})
 
 
+@pytest.mark.parametrize("device", ["CPU", "GPU.0", "MULTI:GPU.0,CPU", "HETERO:GPU.0,CPU", "AUTO"])
+def test_jobs_started_after_a_release_in_a_queue_callback_still_end(emulated_core: ov.Core,
+                                                                    device: str) -> None:
+    """A callback releases the model while the program goes on feeding its queue: every job
+    still ends once and runs its callback (the later ones with an InferenceError), and
+    wait_all returns."""
+    compiled = emulated_core.compile_model(MODEL, device)
+    queue = ov.AsyncInferQueue(compiled, 4)
+    ended: dict[int, str] = {}
+
+    def callback(request: ov.InferRequest, userdata: int) -> None:
+        try:
+            np.testing.assert_allclose(request.results["y"], EXPECTED)
+            ended[userdata] = "result"
+        except InferenceError:
+            ended[userdata] = "error"
+        if userdata == 3:
+            compiled.release()
+
+    queue.set_callback(callback)
+    for job in range(12):
+        queue.start_async({"x": X}, job)
+    waiting = threading.Thread(target=queue.wait_all, daemon=True)
+    waiting.start()
+    waiting.join(20)
+    assert not waiting.is_alive(), f"wait_all hung; jobs ended: {sorted(ended)}"
+    assert sorted(ended) == list(range(12))
+    assert ended[3] == "result"
+    with pytest.raises(InferenceError, match=r"released|closed"):
+        compiled({"x": X})
+
+
 def test_a_callback_may_wait_for_another_request_of_its_model(core: ov.Core) -> None:
     compiled = core.compile_model(MODEL, "CPU")
     first, second = compiled.create_infer_request(), compiled.create_infer_request()
@@ -170,6 +202,25 @@ def test_a_run_that_raises_is_an_inference_error_naming_the_device() -> None:
         request.wait()
 
 
+@pytest.mark.parametrize("device", ["HOOKED", "HETERO:HOOKED,CPU"])
+def test_ctrl_c_in_a_synchronous_run_is_not_turned_into_an_inference_error(device: str) -> None:
+    """A KeyboardInterrupt raised while ``infer`` runs on the calling thread reaches the caller as
+    itself (a loop catching InferenceError must stay stoppable); the request ends and runs again."""
+    interrupt = [True]
+
+    def hook(inputs: Mapping[str, Any], worker: int) -> None:
+        if interrupt.pop() if interrupt else False:
+            raise KeyboardInterrupt
+
+    core = ov.Core()
+    core.register_plugin(HookedPlugin(hook), "HOOKED")
+    compiled = core.compile_model(MODEL, device)
+    request = compiled.create_infer_request()
+    with pytest.raises(KeyboardInterrupt):
+        request.infer({"x": X})
+    np.testing.assert_allclose(request.infer({"x": X})["y"], EXPECTED)
+
+
 def test_trace_records_each_stage_per_device() -> None:
     core = ov.Core()
     compiled = core.compile_model(MODEL, "CPU", {"ENABLE_TRACE": True})
@@ -185,6 +236,21 @@ def test_trace_records_each_stage_per_device() -> None:
     assert all(e["dur"] >= 0 for e in spans)
     with pytest.raises(ov.errors.PropertyError, match="ENABLE_TRACE"):
         core.compile_model(MODEL, "CPU").get_property("TRACE")
+
+
+@pytest.mark.parametrize("device", ["CPU", "HETERO:GPU.0,CPU"])
+def test_each_synchronous_request_is_its_own_on_the_trace(emulated_core: ov.Core, device: str) -> None:
+    """Requests made and dropped one after another (infer, compiled(...)) each get a number of
+    their own, though a new request object may reuse a dropped one's memory."""
+    compiled = emulated_core.compile_model(MODEL, device, {"ENABLE_TRACE": True})
+    request = compiled.create_infer_request()
+    for _ in range(60):
+        request.infer({"x": X})
+        compiled({"x": X})
+    runs = [e for e in compiled.get_property("TRACE")["traceEvents"]
+            if e["ph"] == "X" and e["name"] in ("run", "subgraph 0")]
+    assert len(runs) == 120
+    assert len({e["args"]["request"] for e in runs}) == 120
 
 
 def test_hetero_subgraphs_are_their_own_trace_stages(emulated_core: ov.Core) -> None:
@@ -248,6 +314,36 @@ def test_exit_with_requests_in_flight_ends_each_with_its_result() -> None:
     assert done.stdout.strip() == "all 40"
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("device", "config", "ending"), [
+    ("MULTI:GPU.0,GPU.1", {"WORKER_PROCESSES": "YES"}, "sys.exit(3)"),
+    ("HETERO:GPU.0,GPU.1", {"MODEL_DISTRIBUTION_POLICY": "PIPELINE_PARALLEL", "WORKER_PROCESSES": "YES"},
+     "raise KeyboardInterrupt"),
+], ids=["MULTI-worker-processes-sys.exit", "PIPELINE-worker-processes-KeyboardInterrupt"])
+def test_exit_with_requests_in_flight_on_worker_processes(device: str, config: dict[str, str],
+                                                          ending: str) -> None:
+    done, seconds = _run_script(_PRELUDE + f"""
+    import os
+    os.environ["INFERPLEX_EMULATED_GPUS"] = "2"
+    compiled = ov.Core().compile_model(MODEL, "{device}", {config!r})
+    lock, ok = threading.Lock(), []
+    def callback(request, userdata):
+        with lock:
+            ok.append(bool(np.allclose(request.results["y"], EXPECTED)))
+            if len(ok) == 40:
+                print("all", sum(ok), flush=True)
+    queue = ov.AsyncInferQueue(compiled, 4)
+    queue.set_callback(callback)
+    for i in range(40):
+        queue.start_async({{"x": X}}, i)
+    main_done()
+    {ending}
+    """, timeout=150)
+    assert done.returncode == (3 if "exit" in ending else -2), done.stderr
+    assert "all 40" in done.stdout.splitlines()
+    assert seconds < 15
+
+
 @pytest.mark.parametrize("mode", ["normal", "sys.exit", "KeyboardInterrupt"])
 def test_a_hung_device_cannot_hold_the_process_at_exit(mode: str) -> None:
     ending = {"normal": "", "sys.exit": "sys.exit(3)", "KeyboardInterrupt": "raise KeyboardInterrupt"}[mode]
@@ -271,6 +367,33 @@ def test_a_hung_device_cannot_hold_the_process_at_exit(mode: str) -> None:
     # An uncaught KeyboardInterrupt ends the process by SIGINT (-2), as Python does.
     assert done.returncode == {"normal": 0, "sys.exit": 3, "KeyboardInterrupt": -2}[mode], done.stderr
     assert "ended: HOOKED gave no result within 1.0 s at exit" in done.stdout
+
+
+@pytest.mark.parametrize("device", ["HOOKED", "HETERO:HOOKED,CPU"])
+def test_sigint_during_a_synchronous_run_on_a_hung_device_stops_the_program(device: str) -> None:
+    done, seconds = _run_script(_PRELUDE + f"""
+    import os, signal
+    from hooked_plugin import HookedPlugin
+    hang, calls = threading.Event(), []
+    def stuck(inputs, worker):
+        calls.append(1)
+        if len(calls) > 1:
+            hang.wait()
+    core = ov.Core()
+    core.register_plugin(HookedPlugin(stuck), "HOOKED")
+    compiled = core.compile_model(MODEL, "{device}", {{"EXIT_TIMEOUT": 1}})
+    compiled({{"x": X}})
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    main_done()
+    while True:  # a program that retries failed runs stops only if Ctrl-C reaches it as itself
+        try:
+            compiled({{"x": X}})
+        except ov.errors.InferenceError:
+            continue
+    """)
+    assert done.returncode == -2, done.stderr  # ended by SIGINT, as Python ends on KeyboardInterrupt
+    assert "KeyboardInterrupt" in done.stderr
+    assert seconds < 10
 
 
 def test_the_exit_wait_defaults_to_a_few_seconds_past_the_slowest_run() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx_ir as ir
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -385,3 +386,36 @@ def test_an_ir_model_that_cannot_be_written_as_onnx_is_refused(core: ov.Core) ->
     model.graph.node(0).name = b"\xff\xfe"  # type: ignore[assignment]
     with _raises(ModelError, "onnx_ir.Model", "cannot be written as ONNX"):
         core.read_model(model)
+
+
+@pytest.mark.parametrize("where", ["initializer", "Constant value", "If branch Constant"])
+@pytest.mark.parametrize("change", [4, -4], ids=["too many bytes", "too few bytes"])
+def test_raw_data_that_does_not_fill_its_shape_exactly_is_refused(core: ov.Core, where: str,
+                                                                   change: int) -> None:
+    """ONNX Runtime refuses both ("raw_data size does not match"); the checker lets too many
+    through, and a device's supported_nodes then failed reshaping the value (a raw ValueError)."""
+    weights = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    constant = helper.make_node("Constant", [], ["w"], name="weights", value=weights)
+    if where == "initializer":
+        model = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+                           [("x", FLOAT, [2, 3])], [("y", FLOAT, [2, 3])], [weights])
+        stored = model.graph.initializer[0]
+    elif where == "Constant value":
+        model = make_model([constant, helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+                           [("x", FLOAT, [2, 3])], [("y", FLOAT, [2, 3])])
+        stored = model.graph.node[0].attribute[0].t
+    else:
+        out = helper.make_tensor_value_info("w", FLOAT, [2, 3])
+        branch = helper.make_graph([constant], "branch", [], [out])
+        model = make_model([helper.make_node("If", ["flag"], ["y"], name="choose", then_branch=branch,
+                                             else_branch=branch)],
+                           [("flag", TensorProto.BOOL, [])], [("y", FLOAT, [2, 3])])
+        stored = model.graph.node[0].attribute[0].g.node[0].attribute[0].t
+    raw = stored.raw_data
+    stored.raw_data = raw + b"\0" * change if change > 0 else raw[:change]
+    with pytest.raises(ModelError, match=rf"'w'.* holds {24 + change} bytes of raw_data, too "
+                                         rf"{'many' if change > 0 else 'few'}.*24 bytes required"):
+        core.read_model(model.SerializeToString())
+    refused = (ort.capi.onnxruntime_pybind11_state.Fail, ort.capi.onnxruntime_pybind11_state.InvalidGraph)
+    with pytest.raises(refused, match="size"):  # the reference refuses it too
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

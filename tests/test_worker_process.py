@@ -243,3 +243,69 @@ def test_auto_gives_gil_bound_devices_a_process_of_their_own(registry, monkeypat
 def test_the_setting_is_validated(core) -> None:  # noqa: ANN001
     with pytest.raises(ov.errors.PropertyError, match=r"WORKER_PROCESSES.*SOMETIMES"):  # the alias's key
         core.compile_model(dynamic_model(), "MULTI:CPU", {"MULTI_WORKER_PROCESSES": "SOMETIMES"})
+
+
+_HUNG_AT_EXIT = """
+import os, signal, sys, time
+import numpy as np
+import inferplex as ov
+from test_worker_process import dynamic_model
+
+def children():
+    found = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                        found.add(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+compiled = ov.Core().compile_model(dynamic_model(), "MULTI:GPU.0,GPU.1",
+                                   {"WORKER_PROCESSES": "YES", "EXIT_TIMEOUT": 1})
+compiled({"x": np.ones((2, 16), np.float32)})
+workers = children()
+print("workers", " ".join(map(str, sorted(workers))), flush=True)
+for pid in workers:
+    os.kill(pid, signal.SIGSTOP)  # a hung device: its worker process answers nothing
+for pid in workers:  # stopped before any request reaches it
+    while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "T":
+        time.sleep(0.01)
+def ended(request):
+    try:
+        request.wait()
+        print("ended with a result", flush=True)
+    except ov.errors.InferenceError as error:
+        print("ended with", type(error).__name__, flush=True)
+
+requests = [compiled.create_infer_request() for _ in range(3)]
+for request in requests:
+    request.set_callback(ended, request)
+    request.start_async({"x": np.ones((2, 16), np.float32)})
+print("main done", time.time(), flush=True)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker processes in /proc")
+def test_hung_worker_processes_cannot_hold_the_process_at_exit() -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    tests = Path(__file__).parent
+    env = {**os.environ, "INFERPLEX_EMULATED_GPUS": "2",
+           "PYTHONPATH": os.pathsep.join([str(tests.parent / "src"), str(tests)])}
+    done = subprocess.run([sys.executable, "-c", _HUNG_AT_EXIT], capture_output=True, text=True, env=env,
+                          timeout=150)
+    end = time.time()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    main_done = float(next(line for line in lines if line.startswith("main done")).split()[2])
+    assert end - main_done < 10, f"exit took {end - main_done:.1f} s past the main code"
+    workers = [int(pid) for pid in next(line for line in lines if line.startswith("workers")).split()[1:]]
+    assert len(workers) == 2 and not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    assert "GPU.0 gave no result within 1.0 s at exit" in done.stderr
+    assert lines.count("ended with InferenceError") == 3

@@ -80,8 +80,9 @@ def check_fields(proto: onnx.ModelProto) -> None:
     element types ONNX does not define (``data_type`` 99), negative dims in
     a value's type (they would become negative port shapes), graphs with two
     inputs or two outputs of one name, subgraphs nested deeper than
-    MAX_SUBGRAPH_DEPTH.  One pass over the messages, without recursion, that
-    never reads a tensor's data.
+    MAX_SUBGRAPH_DEPTH, small tensors whose raw_data does not fill their shape
+    exactly (large ones are checked as the checker's copy is made).  One pass
+    over the messages, without recursion, that reads no large tensor's data.
     """
     problems: list[str] = []
     pending: list[tuple[Any, _Path, int]] = [(proto, None, 0)]
@@ -123,8 +124,8 @@ def check_fields(proto: onnx.ModelProto) -> None:
                     pending.append((value, (path, name, None), depth))
     if problems:
         refuse("malformed ONNX model", problems, "read_model accepts UTF-8 text, the element types "
-               f"of onnx.TensorProto.DataType, dims >= 0, unique graph input and output names, and subgraphs "
-               f"nested at most {MAX_SUBGRAPH_DEPTH} deep")
+               f"of onnx.TensorProto.DataType, dims >= 0, unique graph input and output names, subgraphs "
+               f"nested at most {MAX_SUBGRAPH_DEPTH} deep, and raw_data that fills each tensor's shape")
 
 
 _A = onnx.AttributeProto
@@ -160,6 +161,10 @@ def _check_tensor(tensor: onnx.TensorProto, path: _Path, problems: list[str]) ->
     if tensor.data_type == 0 or tensor.data_type not in _KNOWN_TYPES:
         problems.append(f"tensor {tensor.name!r} ({_spell(path)}) has element type {tensor.data_type}, "
                         "which is not one of onnx.TensorProto.DataType")
+    elif not _large(tensor):  # a large one's size is checked as the checker's copy is made
+        problem = _raw_size_problem(tensor)
+        if problem:
+            problems.append(f"{problem} ({_spell(path)})")
 
 
 def _check_type(number: int, path: _Path, problems: list[str]) -> None:
@@ -292,14 +297,31 @@ def _check_data(tensor: onnx.TensorProto) -> None:
         raise ModelError(f"malformed ONNX model: tensor {tensor.name!r} has raw_data and "
                          f"{', '.join(others)}: a tensor holds its values in one field; read_model "
                          "accepts models that pass onnx.checker.check_model")
+    problem = _raw_size_problem(tensor)
+    if problem:
+        raise ModelError(f"malformed ONNX model: {problem}; read_model accepts models that pass "
+                         "onnx.checker.check_model")
+
+
+def _raw_size_problem(tensor: onnx.TensorProto) -> str:
+    """Why ``tensor``'s raw_data does not fill its shape exactly ('' when it does, or has none).
+
+    The checker refuses too few bytes; too many it lets through, but ONNX Runtime refuses them
+    ("raw_data size does not match expected size") and onnx-ir fails reshaping them in whatever
+    reads the value (a device's ``supported_nodes``, a compile), so both are refused here."""
+    item = _ITEM_BYTES.get(tensor.data_type)
+    if (item is None or tensor.data_location == onnx.TensorProto.EXTERNAL or any(d < 0 for d in tensor.dims)
+            or not tensor.HasField("raw_data")):
+        return ""
     dims = list(tensor.dims)
-    needed = math.prod(dims) * _ITEM_BYTES[tensor.data_type]
+    needed = math.prod(dims) * item
     held = len(tensor.raw_data)
-    if held < needed:
-        kind = onnx.TensorProto.DataType.Name(tensor.data_type)
-        raise ModelError(f"malformed ONNX model: tensor {tensor.name!r} holds {held} bytes of "
-                         f"raw_data, too few for its shape {dims} and type {kind} ({needed} bytes "
-                         "required); read_model accepts models that pass onnx.checker.check_model")
+    if held == needed:
+        return ""
+    kind = onnx.TensorProto.DataType.Name(tensor.data_type)
+    amount = "few" if held < needed else "many"
+    return (f"tensor {tensor.name!r} holds {held} bytes of raw_data, too {amount} for its shape {dims} "
+            f"and type {kind} ({needed} bytes required)")
 
 
 def _copy_fields(source: Any, target: Any, leave_out: tuple[str, ...]) -> None:

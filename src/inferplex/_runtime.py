@@ -35,7 +35,7 @@ from inferplex.engine import lifecycle
 from inferplex.engine.completions import Completions, blocking, on_completion_thread
 from inferplex.engine.device_pool import as_inference_error
 from inferplex.engine.latch import Latch
-from inferplex.engine.request import Request, RunResult
+from inferplex.engine.request import OutputSpec, Request, RunResult
 from inferplex.engine.runner import Runner
 from inferplex.engine.trace import Timeline
 from inferplex.errors import InferenceError, InputError, PropertyError, RequestBusyError
@@ -73,6 +73,7 @@ class CompiledModel:
         self._device_name = device_name
         self._config = dict(config)
         self._timeline = timeline
+        self._expected = _output_spec(self._outputs)
         self._completions = Completions(device_name)
         self._default_request: InferRequest | None = None
         self._lock = threading.Lock()
@@ -327,7 +328,7 @@ class InferRequest(TensorAccess):
                 raise RequestBusyError("this InferRequest is still running; call wait() before "
                                        "starting it again, or use more requests (AsyncInferQueue)")
             self._ended.clear()
-            request = Request(bound, self._compiled._timeline)
+            request = Request(bound, self._compiled._timeline, self._compiled._expected)
             self._request = request
             return request
 
@@ -414,7 +415,6 @@ class InferRequest(TensorAccess):
             finally:
                 if request.timeline is not None:
                     request.mark("callback", "callbacks", begin)
-                    request.timeline.forget(request)
                 lifecycle.ended()
 
     def wait(self) -> None:
@@ -515,6 +515,25 @@ class InferRequest(TensorAccess):
         except Exception:  # noqa: BLE001 - running or failed: no device to name
             return ""
         return result.device if result is not None else ""
+
+
+def _output_spec(ports: list[Port]) -> OutputSpec:
+    """What each request's outputs must be: every output by name; a tensor output an array, of
+    its numpy dtype where the model gives a static element type numpy knows natively (extension
+    types such as bfloat16 and dynamic types are not checked)."""
+    spec: list[tuple[str, bool, np.dtype[Any] | None]] = []
+    for port in ports:
+        if not port.is_tensor:  # a sequence or an optional: any value
+            spec.append((port.any_name, False, None))
+            continue
+        try:
+            dtype: np.dtype[Any] | None = port.element_type.to_dtype()
+        except Exception:  # noqa: BLE001 - a dynamic or unmapped type: presence is checked only
+            dtype = None
+        if dtype is not None and not dtype.isbuiltin and dtype.kind not in "OSU":
+            dtype = None
+        spec.append((port.any_name, True, dtype))
+    return tuple(spec)
 
 
 def _output_copy(value: Any, share: bool, decode_strings: bool) -> Any:

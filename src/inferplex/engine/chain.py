@@ -28,7 +28,7 @@ import numpy as np
 
 from inferplex.devices.base import ProfilingRecord
 from inferplex.engine.device_pool import DevicePool, as_inference_error
-from inferplex.engine.request import Outcome, Request, RunResult
+from inferplex.engine.request import Outcome, OutputSpec, Request, RunResult, broken_result
 from inferplex.engine.runner import Runner
 
 if TYPE_CHECKING:
@@ -113,6 +113,10 @@ class ChainRunner(Runner):
         self.constants = dict(constants)
         self.profiling = profiling
         self._closed = False
+        made = {sub.index: tuple(sub.outputs) for sub in getattr(plan, "subgraphs", ())}
+        self._expected: dict[int, OutputSpec] = {
+            r.index: tuple((name, False, None) for name in made.get(r.index, ())) for r in self.runners}
+        """Per subgraph: the values its program's run must return (checked as a whole request's are)."""
 
     # --- Runner --------------------------------------------------------------
 
@@ -144,11 +148,12 @@ class ChainRunner(Runner):
         for runner in self.runners:
             try:
                 result = runner.pool.run(self._feeds(runner, travel), request)
-            except BaseException as error:
+            except Exception as error:  # KeyboardInterrupt and SystemExit go through: the caller's to stop on
                 raise as_inference_error(error, runner.device) from error
             self._collect(runner, travel, result)
         result = self._result(travel)
-        request.succeed(result)
+        if not request.succeed(result):  # a result that breaks the contract ends it with an error
+            return request.future.result()
         return result
 
     def submit(self, request: Request) -> None:
@@ -188,6 +193,9 @@ class ChainRunner(Runner):
         self._submit_from(position + 1, travel)
 
     def _collect(self, runner: SubgraphRunner, request: _Travel, result: RunResult) -> None:
+        error = broken_result(result, self._expected.get(runner.index, ()), arrays=False)
+        if error is not None:  # a PluginError naming the device, not a TypeError from update()
+            raise error
         request.values.update(result.outputs)
         if self.profiling:
             prefix = f"subgraph{runner.index}: "

@@ -11,6 +11,12 @@ request, say, whose own completion is queued behind it) announces it with
 :func:`blocking`; while it waits a second thread serves the queue, so the
 wait cannot wait on itself.  A thread that finds the queue empty while another
 serves it ends.
+
+Closing does not stop completions from coming: a request started after the
+model was released (by a callback, say, while an AsyncInferQueue still feeds
+it) still ends, with an error, and its completion must still run.  So after
+:meth:`Completions.close` the threads drain the queue and end only once it is
+empty; a completion submitted after that gets a thread of its own again.
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import cast
 
 __all__ = ["Completions", "blocking", "on_completion_thread"]
 
 _log = logging.getLogger("inferplex")
 
 _local = threading.local()  # .completions: the Completions whose thread this is
+_END = object()  # what _take_or_end returns to a thread that has ended
 
 
 def on_completion_thread() -> bool:
@@ -52,8 +60,8 @@ class Completions:
 
     The queue is a ``queue.SimpleQueue``: ``submit`` and an idle thread's wait are
     C code, so a request's hand-over to its completion costs one wake-up and no
-    Python-level locking.  ``None`` in the queue tells the thread that takes it to
-    end (sent by :meth:`close`, one per thread).
+    Python-level locking.  ``None`` in the queue wakes a waiting thread after
+    :meth:`close` (one per thread), which then drains the queue and ends.
     """
 
     def __init__(self, name: str) -> None:
@@ -70,10 +78,8 @@ class Completions:
         if self._threads - self._blocked_count > 0 and not self._closed:
             return  # a serving thread takes it (threads end only under the lock, see _serve)
         with self._lock:
-            if self._closed:
-                self._queue.put(None)  # whichever thread runs it ends after it
             if self._threads - self._blocked_count > 0:
-                return
+                return  # a thread that finds the queue empty ends only under the lock: it sees this one
             try:
                 self._start_thread()
                 return
@@ -105,12 +111,12 @@ class Completions:
         take = self._queue.get
         try:
             while True:
-                completion = take()
-                if completion is None:
-                    with self._lock:
-                        self._threads -= 1
-                        return
-                _run(completion)
+                completion = take() if not self._closed else self._take_or_end()
+                if completion is None:  # close()'s wake-up: drain what is queued, then end
+                    continue
+                if completion is _END:
+                    return
+                _run(cast("Callable[[], None]", completion))
                 del completion  # an idle thread must not keep the last request (and its model) alive
                 if self._queue.empty() and self._threads - self._blocked_count > 1:
                     with self._lock:  # a thread started for a blocked completion: one thread is enough
@@ -120,14 +126,31 @@ class Completions:
         finally:
             _local.completions = None
 
+    def _take_or_end(self) -> Callable[[], None] | object | None:
+        """Once closed: the next queued completion, or :data:`_END` (this thread has ended) when
+        there is none.  The check and the count change share the lock with :meth:`submit`'s look
+        at the count, so a completion queued meanwhile is either seen here or gets a new thread."""
+        try:
+            return self._queue.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            if not self._queue.empty():
+                return None
+            self._threads -= 1
+            return _END
+
     def close(self) -> None:
-        """Let the queued completions run, then end the threads.  Idempotent; never blocks."""
+        """Let the queued completions run, then end the threads.  Idempotent; never blocks.
+
+        Completions submitted later still run (see the module docstring).
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             for _ in range(self._threads):
-                self._queue.put(None)
+                self._queue.put(None)  # wakes a thread waiting on the queue: it drains it, then ends
 
 
 def _run(completion: Callable[[], None]) -> None:

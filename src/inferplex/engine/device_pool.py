@@ -162,7 +162,10 @@ class DevicePool:
             except BaseException as error:  # noqa: BLE001 - handed to the future, never lost
                 outcome = as_inference_error(error, self.device)
             running.pop(me, None)
-            _settle(job.future, outcome)
+            if request is not None and job.future is request.future:
+                request.end(outcome)  # the whole request: ending it checks its result
+            else:
+                _settle(job.future, outcome)
             del job, outcome, request  # an idle thread must not keep the last request (and its model) alive
             lifecycle.progress()
 

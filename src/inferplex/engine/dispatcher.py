@@ -99,6 +99,7 @@ class Dispatcher(Runner):
         self._stopped = False
         self._closing_seen = False  # dispatcher thread only
         names = ",".join(member.name for member in members)
+        self._names = names
         self._thread = threading.Thread(target=self._serve, daemon=True, name=f"inferplex-dispatch-{names}")
         self._thread.start()
 
@@ -207,7 +208,7 @@ class Dispatcher(Runner):
             return
         kind = event[0]
         if kind == "arrive":
-            event[1].fail(InferenceError("the compiled model was closed"))
+            event[1].fail(InferenceError(f"the compiled model on {self._names} was closed (released)"))
         elif kind == "ask":
             _answer(event[1], event[2])
         elif kind in ("hand over", "fallback") and event[1] is not None:

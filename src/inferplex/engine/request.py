@@ -25,11 +25,19 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import numpy as np
+
+from inferplex.errors import PluginError
+
 if TYPE_CHECKING:
     from inferplex.devices.base import ProfilingRecord
     from inferplex.engine.trace import Timeline
 
-__all__ = ["Outcome", "Request", "RunResult"]
+OutputSpec = tuple[tuple[str, bool, Any], ...]
+"""What a request's outputs must be: ``(output name, is a tensor, numpy dtype or None)`` per output
+(values of other outputs, sequences or optionals, are only looked for)."""
+
+__all__ = ["Outcome", "OutputSpec", "Request", "RunResult", "broken_result"]
 
 _log = logging.getLogger("inferplex")
 _T = TypeVar("_T")
@@ -174,12 +182,51 @@ class RunResult:
         return f"RunResult(outputs={sorted(self.outputs)}, device={self.device!r})"
 
 
+def broken_result(result: RunResult, expected: OutputSpec, arrays: bool = True) -> PluginError | None:
+    """The PluginError naming the device when ``result`` breaks the program contract, else None.
+
+    A device program's ``run`` returns every model output by name, as an array
+    of the output's element type.  A plugin that returns nothing, another
+    mapping, a missing output, a non-array or another element type would
+    otherwise reach the user as a ``TypeError`` or ``KeyError`` from deep inside
+    the results, or as wrong data.  Shapes are not checked: a model's declared
+    output shapes may be narrower than what it computes (ONNX Runtime only warns).
+    ``arrays=False`` checks the mapping and the names only: values a HETERO
+    subgraph hands to the next one may be a device's native tensors of any type.
+    """
+    outputs = result.outputs
+    device = result.device or "the device"
+    if not isinstance(outputs, Mapping):
+        return PluginError(f"{device} broke the device program contract: its run returned "
+                           f"{type(outputs).__name__}; it must return a dict of output name to array")
+    problems = []
+    for name, tensor, dtype in expected:
+        value = outputs.get(name, _MISSING)
+        if value is _MISSING:
+            problems.append(f"output {name!r} is missing (it returned {sorted(map(str, outputs))})")
+        elif not (arrays and tensor):
+            continue
+        elif type(value) is np.ndarray:
+            strings = dtype is not None and dtype.kind in "OSU" and value.dtype.kind in "OSU"
+            if dtype is not None and value.dtype != dtype and not strings:
+                problems.append(f"output {name!r} is {value.dtype}, the model says {dtype}")
+        elif not (hasattr(value, "shape") and hasattr(value, "dtype")):
+            problems.append(f"output {name!r} is a {type(value).__name__}, not an array")
+    if not problems:
+        return None
+    return PluginError(f"{device} broke the device program contract: {'; '.join(problems)}")
+
+
+_MISSING = object()
+
+
 class Request:
     """One request of a compiled model: its inputs and the future it ends through."""
 
-    __slots__ = ("attempt", "failures", "future", "inputs", "started", "timeline")
+    __slots__ = ("attempt", "expected", "failures", "future", "inputs", "started", "timeline", "trace_number")
 
-    def __init__(self, inputs: Mapping[str, Any], timeline: Timeline | None = None) -> None:
+    def __init__(self, inputs: Mapping[str, Any], timeline: Timeline | None = None,
+                 expected: OutputSpec | None = None) -> None:
         self.inputs = inputs
         """Model inputs by name, already checked against the model's ports."""
         self.future: Outcome[RunResult] = Outcome()
@@ -191,13 +238,27 @@ class Request:
         self.started = perf_counter()
         self.timeline = timeline
         """Where the request's stages are recorded (None: tracing is off)."""
+        self.trace_number = -1 if timeline is None else timeline.number()
+        """The request's number on the timeline (-1 when tracing is off)."""
+        self.expected = expected
+        """What its result's outputs must be (:func:`broken_result`); None: not checked."""
 
     @property
     def done(self) -> bool:
         return self.future.done()
 
+    def broken(self, result: RunResult) -> PluginError | None:
+        """The error ``result`` breaks the device program contract with, if it does."""
+        return None if self.expected is None else broken_result(result, self.expected)
+
     def succeed(self, result: RunResult) -> bool:
-        """End with ``result``; False (and nothing happens) if the request had already ended."""
+        """End with ``result``; False if the request had already ended, or if ``result`` breaks
+        the device program contract (the request then ends with a PluginError naming the device)."""
+        if self.expected is not None:
+            error = broken_result(result, self.expected)
+            if error is not None:
+                self.fail(error)
+                return False
         try:
             self.future._end(_SUCCEEDED, result, None)
         except InvalidStateError:

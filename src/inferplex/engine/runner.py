@@ -100,9 +100,10 @@ class PoolRunner(Runner):
     def run(self, request: Request) -> RunResult:
         try:
             result = self.pool.run(request.inputs, request)
-        except BaseException as error:
+        except Exception as error:  # KeyboardInterrupt and SystemExit go through: the caller's to stop on
             raise as_inference_error(error, self.pool.device) from error
-        request.succeed(result)
+        if not request.succeed(result):  # a result that breaks the contract ends it with an error
+            return request.future.result()
         return result
 
     @property

@@ -91,7 +91,7 @@ class Schedule:
 
     def arrive(self, request: Request, now: float) -> None:
         if self._closed:
-            request.fail(InferenceError("the compiled model was closed"))
+            request.fail(InferenceError(f"the compiled model on {self._names()} was closed (released)"))
             return
         self._arrivals.append(now)
         self._queue.append(Pending(request))
@@ -100,10 +100,14 @@ class Schedule:
         """Take no more requests; fail the waiting ones; the members, whose pools the caller closes."""
         self._closed = True
         for pending in (*self._retry, *self._queue):
-            pending.request.fail(InferenceError("the compiled model was closed before the request started"))
+            pending.request.fail(InferenceError(
+                f"the compiled model on {self._names()} was closed (released) before the request started"))
         self._retry.clear()
         self._queue.clear()
         return list(self._devices.values())
+
+    def _names(self) -> str:
+        return ",".join(self._devices)
 
     def abandon_running(self) -> None:
         """Fail the requests still running (on pools left running at close): nothing will end them."""
@@ -207,6 +211,8 @@ class Schedule:
         device = attempt.device
         self._busy_total -= 1
         error = future.exception()
+        if error is None:  # a result that breaks the device program contract is the device's failure
+            error = attempt.pending.request.broken(future.result())
         device.finish(attempt, ended, error is None)
         if not attempt.live:
             return  # abandoned: timed out and re-run, or the model was closed; its worker is free again

@@ -32,28 +32,23 @@ class Timeline:
     def __init__(self, model_name: str) -> None:
         self._model_name = model_name
         self._events: deque[tuple[int, str, str, int | None, float, float]] = deque(maxlen=MAX_EVENTS)
-        self._ids: dict[int, int] = {}
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._origin = time.perf_counter()
+
+    def number(self) -> int:
+        """A new request's number on the trace (``args.request``), unique for this model.
+
+        Given when the request is made, not keyed by ``id(request)``: a request that has
+        ended frees its id for the next one, and two requests would share a number."""
+        return next(self._counter)  # itertools.count: one C call, atomic under the GIL
 
     def record(self, request: Request, stage: str, device: str, begin: float, end: float | None,
                worker: int | None) -> None:
         """One stage of ``request`` from ``begin`` to ``end`` (perf_counter seconds; None: now)."""
         finish = time.perf_counter() if end is None else end
         with self._lock:
-            key = id(request)
-            number = self._ids.get(key)
-            if number is None:
-                if len(self._ids) > MAX_EVENTS:
-                    self._ids.clear()
-                number = self._ids[key] = next(self._counter)
-            self._events.append((number, stage, device, worker, begin, finish))
-
-    def forget(self, request: Request) -> None:
-        """The request has ended: its id may be reused by a new object."""
-        with self._lock:
-            self._ids.pop(id(request), None)
+            self._events.append((request.trace_number, stage, device, worker, begin, finish))
 
     def to_chrome(self) -> dict[str, Any]:
         """The trace-event JSON object (``{"traceEvents": [...]}``), times in microseconds."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Collection, Mapping
 from multiprocessing.connection import Connection
@@ -31,6 +33,19 @@ if TYPE_CHECKING:
 __all__ = ["WorkerProcessProgram", "compile_in_worker_process", "supported"]
 
 _CLOSE_WAIT_SECONDS = 10.0
+"""Seconds ``close()`` waits for a worker process to end after asking it to (then kills it)."""
+
+_EXIT_WAIT_SECONDS = 2.0
+"""Seconds interpreter exit waits, for all worker processes at once, before killing those left.
+
+At exit every request has ended already (:mod:`inferplex.engine.lifecycle` waits for
+them first, and ends those of a hung device with an error): a worker process that
+does not end within this time serves a hung device, and waiting
+``_CLOSE_WAIT_SECONDS`` for each in turn would hold the process that long per worker."""
+
+_live: weakref.WeakSet[WorkerProcessProgram] = weakref.WeakSet()
+_exit_hooked = False
+_exit_lock = threading.Lock()
 
 
 def supported() -> bool:
@@ -69,6 +84,8 @@ class WorkerProcessProgram(DeviceProgram):
         self._records: list[list[ProfilingRecord]] = [[] for _ in workers]
         self._closed = False
         self._finalizer = weakref.finalize(self, _stop, process, control, workers)
+        _stop_all_at_exit_first()
+        _live.add(self)
 
     @property
     def pid(self) -> int:
@@ -136,6 +153,37 @@ class WorkerProcessProgram(DeviceProgram):
             return
         self._closed = True
         self._finalizer()
+
+
+def _stop_all_at_exit_first() -> None:
+    """Register :func:`_stop_all_at_exit` (once).  ``atexit`` runs hooks last registered first:
+    this one runs before ``weakref.finalize``'s (which stop worker processes one by one) and after
+    the engine's wait for requests in flight, which compiled models register again after it."""
+    global _exit_hooked
+    with _exit_lock:
+        if not _exit_hooked:
+            atexit.register(_stop_all_at_exit)
+            _exit_hooked = True
+
+
+def _stop_all_at_exit() -> None:
+    """Ask every worker process to end at once, wait :data:`_EXIT_WAIT_SECONDS` in all, kill the rest."""
+    programs = list(_live)
+    for program in programs:
+        if not program._closed and program._control_lock.acquire(timeout=0.1):
+            try:
+                program._control.send(("close",))
+            except (OSError, EOFError):
+                pass
+            finally:
+                program._control_lock.release()
+    deadline = time.monotonic() + _EXIT_WAIT_SECONDS
+    for program in programs:
+        try:
+            program._process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            program._process.kill()
+            program._process.wait()
 
 
 def _stop(process: subprocess.Popen[bytes], control: Connection,
