@@ -168,3 +168,21 @@ def test_a_sequence_output_is_not_mistaken_for_a_broken_result(device: str) -> N
     assert len(got) == len(want) == 2
     for value, reference in zip(got, want, strict=True):
         np.testing.assert_allclose(value, reference, rtol=1e-6)
+
+
+class _NoQueryPlugin(_FaultPlugin):
+    """A plugin whose op query raises its own exception."""
+
+    def supported_nodes(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> set[str]:
+        raise RuntimeError("query failed inside the plugin")
+
+
+def test_a_plugin_whose_op_query_raises_gives_a_compile_error_naming_it() -> None:
+    from inferplex.errors import CompileError
+
+    core = ov.Core()
+    core.register_plugin(_NoQueryPlugin(lambda: {"y": EXPECTED}), "FAULT")
+    for call in (lambda: core.query_model(MODEL, "HETERO:FAULT,CPU"),
+                 lambda: core.compile_model(MODEL, "HETERO:FAULT,CPU")):
+        with pytest.raises(CompileError, match=r"FAULT.*_NoQueryPlugin\.supported_nodes raised RuntimeError"):
+            call()

@@ -272,7 +272,13 @@ class DeviceRegistry:
     def supported_nodes(self, model: ir.Model, device: str,
                         config: Mapping[str, Any] | None = None) -> set[str]:
         plugin, full = self.resolve(device)
-        supported = plugin.supported_nodes(model, full, self.config_for(full, config))
+        try:
+            supported = plugin.supported_nodes(model, full, self.config_for(full, config))
+        except InferplexError:
+            raise
+        except Exception as error:  # a plugin's own exception: name the plugin and the device
+            raise CompileError(f"{full} could not say which ops it runs: {type(plugin).__name__}."
+                               f"supported_nodes raised {type(error).__name__}: {error}") from error
         if not isinstance(supported, (set, frozenset)):
             raise PluginError(f"{type(plugin).__name__}.supported_nodes must return a set of node names")
         return set(supported)

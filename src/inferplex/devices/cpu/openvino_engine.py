@@ -454,13 +454,23 @@ def _as_openvino_strings(value: Any) -> Any:
     return value
 
 
+_FIRST_USES = threading.Lock()
+
+
 def _first_uses(requests: list[Any]) -> None:
     """Make, on this one thread, the first calls that initialise OpenVINO's binding statics.
 
     The first ``Type.to_dtype()`` (and numpy view) of a process initialises a function-local
-    static while holding the GIL; two worker threads making that first call at
-    once (their first runs, side by side) could deadlock on it.
+    static while holding the GIL; two threads making that first call at once (two
+    workers' first runs side by side, or two models compiled at once, as MULTI and
+    AUTO compile their members) could deadlock on it.  One compile at a time makes
+    these calls (:data:`_FIRST_USES`): waiting for the lock releases the GIL.
     """
+    with _FIRST_USES:
+        _touch(requests)
+
+
+def _touch(requests: list[Any]) -> None:
     for request in requests:
         for tensor in (*request.input_tensors, *request.output_tensors):
             if tensor.get_element_type().to_dtype().kind in "OSU":
