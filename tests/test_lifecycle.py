@@ -449,3 +449,27 @@ def test_dropped_cores_return_threads_and_memory() -> None:
         use()
     assert _settled_thread_count(threads) <= threads
     assert _rss_bytes() - rss < 0.10 * rss
+
+
+@pytest.mark.parametrize(("config", "bound"), [({"EXIT_TIMEOUT": 1}, 6), ({}, 15)],
+                         ids=["EXIT_TIMEOUT=1", "default"])
+def test_auto_abandons_a_hung_background_compile_at_exit(config: dict[str, int], bound: float) -> None:
+    done, seconds = _run_script(_PRELUDE + f"""
+    from hooked_plugin import HookedPlugin
+    class Hung(HookedPlugin):
+        family = "HUNG"
+        def devices(self):
+            return ["HUNG"]
+        def device_property(self, device, key):
+            return "discrete" if key == "DEVICE_TYPE" else super().device_property(device, key)
+        def compile(self, model, device, config):
+            threading.Event().wait()  # an accelerator whose compile never ends
+    core = ov.Core()
+    core.register_plugin(Hung(lambda inputs, worker: None), "HUNG")
+    compiled = core.compile_model(MODEL, "AUTO:HUNG,CPU", {config!r})
+    print("served", bool(np.allclose(compiled({{"x": X}})["y"], EXPECTED)), flush=True)
+    main_done()
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "served True" in done.stdout
+    assert seconds < bound

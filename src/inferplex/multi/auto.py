@@ -27,9 +27,9 @@ helper is its first member, and the chosen device's compile, on a daemon thread
 of its own (:class:`_BackgroundCompile`), hands over through
 :meth:`~inferplex.engine.dispatcher.Dispatcher.hand_over`.  A compile that ends
 after the model was released closes its program at once; at interpreter exit,
-one still running is waited for a bounded time (:data:`COMPILE_EXIT_WAIT`), since
-ONNX Runtime and torch abort the interpreter when their native threads are torn
-down under a compile.
+one still running is waited for a bounded time (``EXIT_TIMEOUT`` where the
+program sets it, else :data:`COMPILE_EXIT_WAIT`), since ONNX Runtime and torch
+abort the interpreter when their native threads are torn down under a compile.
 """
 
 from __future__ import annotations
@@ -73,8 +73,10 @@ _TYPE_RANKS = {"discrete": 0, "integrated": 1, "accelerator": 2, "host": 4, "rem
 _UNKNOWN_RANK = 3
 HOST_RANK = _TYPE_RANKS["host"]
 
-COMPILE_EXIT_WAIT = 30.0
-"""Seconds interpreter exit waits for a background compile still running (then leaves it)."""
+COMPILE_EXIT_WAIT = 10.0
+"""Seconds interpreter exit waits for a background compile still running (then leaves it), unless
+``EXIT_TIMEOUT`` says otherwise: longer than a device's compile takes (the GPU's lowering and
+CUDA-graph captures, seconds), shorter than a program that hangs should."""
 
 
 def device_rank(registry: DeviceRegistry, device: str) -> int | None:
@@ -170,8 +172,10 @@ def compile_auto(registry: DeviceRegistry, model: ir.Model, spec: DeviceSpec,
     # The helper serves, and compiles, beside the device it stands in for: leave that one cores.
     share_the_host(registry, {chosen[0]: configs[chosen[0]], helper: configs[helper]}, yield_cores=True)
     expected = _optimal_guess(registry, chosen[0], configs[chosen[0]])
+    exit_wait = config.get("EXIT_TIMEOUT")
     return _start_with_helper(helper, chosen, compile_one, unsupported, options,
-                              registry.full_name, expected)
+                              registry.full_name, expected,
+                              COMPILE_EXIT_WAIT if exit_wait is None else float(exit_wait))
 
 
 def _supporting(registry: DeviceRegistry, model: ir.Model, candidates: Sequence[DeviceTarget],
@@ -235,13 +239,14 @@ class _BackgroundCompile(Generic[_T]):
 
     Not ``concurrent.futures``: its threads are joined at exit without bound.
     Watched by :mod:`inferplex.engine.lifecycle`, which holds exit up to
-    :data:`COMPILE_EXIT_WAIT` seconds while the compile runs.
+    ``exit_wait`` seconds while the compile runs.
     """
 
     holds_exit = True
 
-    def __init__(self, function: Callable[[], _T], name: str) -> None:
+    def __init__(self, function: Callable[[], _T], name: str, exit_wait: float = COMPILE_EXIT_WAIT) -> None:
         self.future: Future[_T] = Future()
+        self._exit_wait = exit_wait
         self._exit_began: float | None = None
         self._abandoned = False
         lifecycle.watch(self)
@@ -260,20 +265,21 @@ class _BackgroundCompile(Generic[_T]):
             return None
         if self._exit_began is None:
             self._exit_began = time.monotonic()
-        return self._exit_began + COMPILE_EXIT_WAIT
+        return self._exit_began + self._exit_wait
 
     def abandon(self) -> None:
         self._abandoned = True
         _log.warning("inferplex: AUTO: a device still compiles at exit after %.0f s; left running",
-                     COMPILE_EXIT_WAIT)
+                     self._exit_wait)
 
 
 def _start_with_helper(helper: str, chosen: list[str], compile_one: Callable[[str], Member],
                        failures: dict[str, str], options: SchedulerOptions,
-                       resolve: Callable[[str], str], expected: int) -> Dispatcher:
+                       resolve: Callable[[str], str], expected: int, exit_wait: float) -> Dispatcher:
     """Serve from ``helper`` as soon as it compiles, unless a chosen device is ready first."""
-    selected = _BackgroundCompile(lambda: _compile_first(chosen, compile_one, failures), "inferplex-auto")
-    helping = _BackgroundCompile(lambda: compile_one(helper), "inferplex-auto-helper")
+    selected = _BackgroundCompile(lambda: _compile_first(chosen, compile_one, failures), "inferplex-auto",
+                                  exit_wait)
+    helping = _BackgroundCompile(lambda: compile_one(helper), "inferplex-auto-helper", exit_wait)
     with blocking():
         wait([selected.future, helping.future], return_when=FIRST_COMPLETED)
     if selected.future.done() and selected.future.exception() is None:
