@@ -91,6 +91,15 @@ def test_model_keeps_the_declared_types_and_the_caller_model_is_untouched(gpu: o
     assert model.output("p").get_element_type() == ov.Type.f32
 
 
+@pytest.mark.parametrize("device", ["GPU.0", "CPU", "MULTI:GPU.0,CPU"])
+def test_the_setting_in_force_reads_back_and_is_listed(gpu: ov.Core, device: str) -> None:
+    default = gpu.compile_model(_model(), device)
+    assert default.get_property("OUTPUT_PRECISION") == "MODEL"
+    assert "OUTPUT_PRECISION" in default.get_property("SUPPORTED_PROPERTIES")
+    lowered = gpu.compile_model(_model(), device, {"OUTPUT_PRECISION": "INFERENCE"})
+    assert lowered.get_property("OUTPUT_PRECISION") == "INFERENCE"
+
+
 def test_inference_under_f32_keeps_the_declared_types(gpu: ov.Core) -> None:
     compiled = gpu.compile_model(_model(), "GPU.0", {"OUTPUT_PRECISION": "INFERENCE"})
     assert compiled.output("p").get_element_type() == ov.Type.f32

@@ -235,6 +235,8 @@ class CompiledModel:
             return self._supported_properties()
         if name == "LOADED_FROM_CACHE":
             return self._ledger is not None and self._ledger.loaded_from_cache()
+        if name == "OUTPUT_PRECISION":  # the engine applied it to the model (see config.output_precision)
+            return self._config.get(name, "MODEL")
         if name == "TRACE":
             if self._timeline is None:
                 raise PropertyError("TRACE is recorded only when the model is compiled with "
@@ -252,7 +254,7 @@ class CompiledModel:
     def _supported_properties(self) -> list[str]:
         """Every key get_property answers: the model's, the runner's (its devices'), the settings."""
         names = ["OPTIMAL_NUMBER_OF_INFER_REQUESTS", "EXECUTION_DEVICES", "NETWORK_NAME",
-                 "SUPPORTED_PROPERTIES", "LOADED_FROM_CACHE",
+                 "SUPPORTED_PROPERTIES", "LOADED_FROM_CACHE", "OUTPUT_PRECISION",
                  *(["TRACE"] if self._timeline is not None else []),
                  *self._runner.property_names(), *self._config]
         return list(dict.fromkeys(names))
