@@ -8,6 +8,7 @@ faults reach the user as inferplex errors naming the plugin.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import subprocess
 import sys
@@ -267,6 +268,28 @@ def test_hetero_subgraphs_are_their_own_trace_stages(emulated_core: ov.Core) -> 
     np.testing.assert_allclose(request.results["y"], np.tanh(np.maximum(X, 0)), rtol=1e-6)
     names = {(e["name"], e["cat"]) for e in compiled.get_property("TRACE")["traceEvents"] if e["ph"] == "X"}
     assert {("subgraph 0", "GPU.0"), ("subgraph 1", "CPU")} <= names
+
+
+@pytest.mark.parametrize("device", ["GPU.0", "HETERO:GPU.0,CPU"])
+def test_a_gpu_run_shows_its_copies_and_compute_on_the_trace(emulated_core: ov.Core, device: str) -> None:
+    compiled = emulated_core.compile_model(MODEL, device, {"ENABLE_TRACE": True})
+    queue = ov.AsyncInferQueue(compiled, 2)
+    queue.set_callback(lambda request, _: None)
+    for _ in range(4):
+        queue.start_async({"x": X})
+    queue.wait_all()
+    spans = [e for e in compiled.get_property("TRACE")["traceEvents"] if e["ph"] == "X"]
+    on_gpu = [e for e in spans if e["cat"] == "GPU.0"]
+    stages = ("host-to-device copy", "compute", "device-to-host copy")
+    for number in {e["args"]["request"] for e in spans}:
+        mine = {e["name"]: e for e in on_gpu if e["args"]["request"] == number}
+        assert set(stages) <= set(mine), mine.keys()
+        whole = mine["run" if device == "GPU.0" else "subgraph 0"]
+        ordered = [mine[stage] for stage in stages]
+        for earlier, later in itertools.pairwise(ordered):  # one after another
+            assert earlier["ts"] + earlier["dur"] <= later["ts"] + 1e-3
+        assert whole["ts"] <= ordered[0]["ts"] + 1e-3
+        assert ordered[-1]["ts"] + ordered[-1]["dur"] <= whole["ts"] + whole["dur"] + 1e-3
 
 
 def _run_script(body: str, timeout: float = 60.0) -> tuple[subprocess.CompletedProcess[str], float]:

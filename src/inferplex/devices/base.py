@@ -162,6 +162,17 @@ class DeviceProgram(ABC):
         """Per-op counters of the last run on ``worker`` (empty unless ENABLE_PROFILING)."""
         return []
 
+    trace_stages: bool = False
+    """Set by the engine when the compiled model records a timeline (``ENABLE_TRACE``): runs
+    then note their own stages for :meth:`stage_times`, at whatever cost that takes (an
+    accelerator waits for each stage to end, so that the times are the stage's own)."""
+
+    def stage_times(self, worker: int = 0) -> list[tuple[str, float, float]]:
+        """The stages of the last run on ``worker`` as ``(name, begin, end)`` in ``time.perf_counter``
+        seconds (``host-to-device copy``, ``compute``, ``device-to-host copy``); empty where the
+        program does not tell them apart or ``trace_stages`` is off."""
+        return []
+
     def run_into(self, inputs: Mapping[str, Any], worker: int,
                  host_outputs: Callable[[str, Any, tuple[int, ...]], Any],
                  queued: Callable[[], None] | None = None) -> dict[str, Any]:

@@ -101,15 +101,21 @@ class DevicePool:
         if self._closed:
             raise InferenceError(f"the compiled model on {self.device} was released")
         worker = self._free.get()
+        traced = request is not None and request.timeline is not None
+        if traced and not self.program.trace_stages:
+            self.program.trace_stages = True  # the model records a timeline: so do its runs
         begin = time.perf_counter()
         try:
             outputs = self.program.run(inputs, worker, self.keep_on_device)
+            stages = self.program.stage_times(worker) if traced else ()
         finally:
             self._free.put(worker)
         end = time.perf_counter()
         self.slowest = max(self.slowest, end - begin)
         if request is not None:
             request.mark(self.label, self.device, begin, end, worker)
+            for stage, stage_begin, stage_end in stages:
+                request.mark(stage, self.device, stage_begin, stage_end, worker)
         if not self.profiling:
             return RunResult(outputs, None, self.device)
         program = self.program  # read lazily: the counters are those of the last run on this worker

@@ -2,7 +2,9 @@
 
 With ``ENABLE_TRACE`` set when compiling, the engine records each request's
 stages (``queued``, ``run`` on a device and worker, HETERO subgraphs and
-PIPELINE stages as ``subgraph <i>``, ``transfer``, ``callback``) and
+PIPELINE stages as ``subgraph <i>``, ``transfer``, ``callback``; within a run,
+the stages its device tells apart, such as the GPU's ``host-to-device copy``,
+``compute`` and ``device-to-host copy``) and
 ``compiled.get_property("TRACE")`` returns them in the JSON trace-event format
 that chrome://tracing and ui.perfetto.dev open: one track per device worker,
 one per stage kind off the devices.  Off by default: requests then carry no

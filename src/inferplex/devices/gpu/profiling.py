@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import LoweredGraph
     from inferplex.devices.gpu.workers import WorkerState
 
-__all__ = ["TimingInterpreter", "op_records", "run_profiled", "transfer_record"]
+__all__ = ["StageClock", "TimingInterpreter", "op_records", "run_profiled", "transfer_record"]
 
 
 class TimingInterpreter(torch.fx.Interpreter):
@@ -104,3 +104,25 @@ def run_profiled(state: WorkerState, lowered: LoweredGraph, values: list[Any],
         state.stream.synchronize()
     state.records += op_records(interpreter, f"torch.{torch_device.type}", lowered.folded_nodes)
     return outputs
+
+
+class StageClock:
+    """Times one run's stages one after another, for the timeline (``trace_stages``).
+
+    Each :meth:`mark` ends the stage begun at the previous one (or at the clock's
+    making); on CUDA it first waits for the worker's stream, so that a stage's
+    time is its own work on the device and not the host's queueing of it.
+    """
+
+    def __init__(self, state: WorkerState, cuda: bool) -> None:
+        self._state = state
+        self._synchronize = state.stream.synchronize if cuda else None
+        state.stages = []
+        self._last = time.perf_counter()
+
+    def mark(self, stage: str) -> None:
+        if self._synchronize is not None:
+            self._synchronize()
+        now = time.perf_counter()
+        self._state.stages.append((stage, self._last, now))
+        self._last = now

@@ -71,7 +71,7 @@ from inferplex.devices.gpu.handoff import hand_to_caller, worker_stream
 from inferplex.devices.gpu.inputs import InputChecker, InputMover
 from inferplex.devices.gpu.lower import LoweredGraph
 from inferplex.devices.gpu.outputs import OutputCollector
-from inferplex.devices.gpu.profiling import run_profiled
+from inferplex.devices.gpu.profiling import StageClock, run_profiled
 from inferplex.devices.gpu.settings import TORCH_SETTINGS
 from inferplex.devices.gpu.specialize import Specializer
 from inferplex.devices.gpu.statistics import GpuProgramStatistics, collect
@@ -295,7 +295,8 @@ class GpuProgram(DeviceProgram):
         keep = set(keep_on_device) if keep_on_device else set()
         capture = variant.graphs and not self._profiling and signature not in state.graphs \
             and signature not in self._eager_signatures
-        queue_behind = queued and self._cuda and not (self._profiling or capture or keep)
+        clock = StageClock(state, self._cuda) if self.trace_stages and not self._profiling else None
+        queue_behind = queued and self._cuda and not (self._profiling or capture or keep or clock)
         with GATE.capture() if capture else GATE.run(), torch.inference_mode():
             # The worker's stream: one thread's at a time, left before handing on.
             with worker_stream(state, values, self._torch_device, self._cuda):
@@ -304,9 +305,11 @@ class GpuProgram(DeviceProgram):
                                            lambda: self._mover.move(state, values), self.device,
                                            self._torch_device)
                 else:
-                    outputs = self._run_tensors(state, variant, values, signature)
+                    outputs = self._run_tensors(state, variant, values, signature, clock)
                 result, copies = self._outputs.collect(state, variant, outputs, keep, host_outputs,
                                                        queue_behind)
+                if clock is not None:
+                    clock.mark("device-to-host copy")
             if copies is not None:
                 state.borrowed = False
                 hand_on()
@@ -344,20 +347,36 @@ class GpuProgram(DeviceProgram):
         return self._make_variant(lowered)
 
     def _run_tensors(self, state: WorkerState, variant: Variant, values: list[Any],
-                     signature: tuple[Any, ...]) -> Sequence[torch.Tensor]:
+                     signature: tuple[Any, ...], clock: StageClock | None = None) -> Sequence[torch.Tensor]:
+        """The run's outputs on the device; ``clock`` (tracing) marks the inputs' copies and the compute."""
+        def moved(out: Sequence[torch.Tensor] | None = None) -> list[Any]:
+            tensors = self._mover.move(state, values, out)
+            if clock is not None:
+                clock.mark("host-to-device copy")
+            return tensors
+
+        def computed(outputs: Sequence[Any]) -> Sequence[Any]:
+            if clock is not None:
+                clock.mark("compute")
+            return outputs
+
         if variant.graphs and signature not in self._eager_signatures:
             captured = state.graphs.get(signature)
             if captured is None:
-                tensors = self._mover.move(state, values)
+                tensors = moved()
                 captured = self._capture(state, variant, signature, tensors)
                 if captured is None:
-                    return variant.forward(*tensors)
+                    return computed(variant.forward(*tensors))
             else:
                 state.graphs.move_to_end(signature)
-                self._mover.move(state, values, captured.inputs)
+                moved(captured.inputs)
             captured.graph.replay()
-            return captured.outputs
-        return variant.forward(*self._mover.move(state, values))
+            return computed(captured.outputs)
+        return computed(variant.forward(*moved()))
+
+    def stage_times(self, worker: int = 0) -> list[tuple[str, float, float]]:
+        """The last traced run's stages on ``worker`` (see ``DeviceProgram.stage_times``)."""
+        return list(self._workers[worker].stages) if 0 <= worker < len(self._workers) else []
 
     def _capture(self, state: WorkerState, variant: Variant, signature: tuple[Any, ...],
                  tensors: list[torch.Tensor]) -> Captured | None:

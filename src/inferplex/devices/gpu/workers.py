@@ -53,6 +53,8 @@ class WorkerState:
     records: list[ProfilingRecord] = field(default_factory=list)
     finished: Any = None
     """GPU_QUEUE_THROTTLE LOW: a blocking event, recorded on the stream to wait for it asleep."""
+    stages: list[tuple[str, float, float]] = field(default_factory=list)
+    """The last run's stages, when the program traces them (``DeviceProgram.stage_times``)."""
 
     @classmethod
     def new(cls, torch_device: torch.device, blocking_waits: bool) -> WorkerState:
