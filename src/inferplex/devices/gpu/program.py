@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -143,6 +144,8 @@ class GpuProgram(DeviceProgram):
         self._closed = False
         self._runs = 0
         """Runs started so far (a plan may wait for the program to be hot, see :mod:`.tiers`)."""
+        self._made_at = time.monotonic()
+        self._waits_to_be_hot = self._plan.how == "tiered" and self._plan.after_runs > 0
         # Programs the caller drops without closing still give the capture thread back.
         self._release_captures = CAPTURES.lease() if self._graphs_possible else None
         if self._release_captures is not None:
@@ -160,10 +163,14 @@ class GpuProgram(DeviceProgram):
         warmed up (its captures then do not queue behind the compile's), or, for a plan that
         waits for the program to be hot, from the run that makes it so."""
         generic = self._generic
-        if self._plan.how == "tiered" and self._tier is None and generic is not None \
-                and self._runs >= self._plan.after_runs:
+        if self._plan.how == "tiered" and self._tier is None and generic is not None and self._hot():
             self._tier = tiers.CompiledTier(self.device, generic.lowered, self._plan, self._torch_device,
                                             weakref.WeakMethod(self._switch_to))
+
+    def _hot(self) -> bool:
+        """Whether the plan's wait for a hot program is over (runs served and time since made)."""
+        return self._runs >= self._plan.after_runs \
+            and time.monotonic() - self._made_at >= self._plan.after_seconds
 
     def _switch_to(self, forward: Any, inputs: list[torch.Tensor]) -> str:
         """Make ``forward`` (the compiled tier) the one new runs take, on CUDA once every worker's
@@ -254,7 +261,9 @@ class GpuProgram(DeviceProgram):
                 self._runners[thread] += 1
                 counted = True
                 self._runs += 1
-                hot = self._runs == self._plan.after_runs
+                hot = self._waits_to_be_hot and self._hot()
+                if hot:
+                    self._waits_to_be_hot = False
             if hot:
                 self.start_compiled_tier()
             values, signature = self._inputs_checker.check(inputs)

@@ -17,8 +17,9 @@ runs in flight finish on the forward they began with.
   compile.  Under the THROUGHPUT/CUMULATIVE_THROUGHPUT hint with a leading
   (batch) dim of at least :data:`TIERED_MIN_BATCH` the compile starts once the
   program is warmed up; otherwise (LATENCY, small batches) only once the
-  program has served :data:`HOT_RUNS` runs, as a JIT compiles only hot code: a
-  short script then never pays for a compile (nor waits for one at exit).
+  program is hot, as a JIT compiles only hot code: :data:`HOT_RUNS` runs served
+  and :data:`HOT_SECONDS` since it was compiled.  A short script or a
+  benchmark of seconds then never pays for a compile, nor waits for one at exit.
   Measured: the compiled forward replaces the eager one only where it runs at
   least :data:`SWITCH_GAIN` faster, timed replay against replay on one worker
   while runs pause; otherwise the eager tier serves on (``KEPT_EAGER``).  NO
@@ -73,10 +74,10 @@ from inferplex.devices.gpu.workers import Variant, WorkerState
 from inferplex.engine import lifecycle
 from inferplex.errors import InferenceError, PropertyError
 
-__all__ = ["COMPILE_LOCK", "COMPILE_MODES", "HOT_RUNS", "MODE_PROPERTY", "SWITCH_GAIN", "TIERED_MIN_BATCH",
-           "TIER_EXIT_WAIT", "TIER_PROPERTY", "CompilePlan", "CompiledTier", "capture_on_workers",
-           "compile_mode", "compiled_forward", "example_inputs", "inline_forward", "install_graphs",
-           "measured_faster", "plan_compile", "plan_of_flag"]
+__all__ = ["COMPILE_LOCK", "COMPILE_MODES", "HOT_RUNS", "HOT_SECONDS", "MODE_PROPERTY", "SWITCH_GAIN",
+           "TIERED_MIN_BATCH", "TIER_EXIT_WAIT", "TIER_PROPERTY", "CompilePlan", "CompiledTier",
+           "capture_on_workers", "compile_mode", "compiled_forward", "example_inputs", "inline_forward",
+           "install_graphs", "measured_faster", "plan_compile", "plan_of_flag"]
 
 _log = logging.getLogger("inferplex")
 
@@ -94,6 +95,10 @@ TIERED_MIN_BATCH = 8
 
 HOT_RUNS = 500
 """Runs after which ``TORCH_COMPILE=AUTO`` compiles a LATENCY or small-batch program (see above)."""
+
+HOT_SECONDS = 30.0
+"""Seconds since its compile before which ``TORCH_COMPILE=AUTO`` compiles no LATENCY or small-batch
+program, whatever its runs (a compile running at exit holds the exit until it ends)."""
 
 SWITCH_GAIN = 0.02
 """How much faster (a fraction of the eager run's time) a measured compiled tier must run to replace
@@ -126,6 +131,8 @@ class CompilePlan:
     """The compiled tier replaces the eager one only where it measures faster (AUTO); False: always (YES)."""
     after_runs: int = 0
     """Runs the program serves before a tiered compile starts (0: once it is warmed up)."""
+    after_seconds: float = 0.0
+    """Seconds since the program was made before a tiered compile starts (with ``after_runs``)."""
 
 
 def compile_mode(setting: Any, cuda: bool, device: str) -> str:
@@ -167,7 +174,9 @@ def plan_compile(setting: str, mode: str, hint: Any, cuda: bool, input_shapes: S
         large = str(hint).upper() in _THROUGHPUT_HINTS and _batch(input_shapes) >= TIERED_MIN_BATCH
         if for_cache:
             return CompilePlan("inline", mode) if large else CompilePlan("off", mode)
-        return CompilePlan("tiered", mode, measured=True, after_runs=0 if large else HOT_RUNS)
+        if large:
+            return CompilePlan("tiered", mode, measured=True)
+        return CompilePlan("tiered", mode, measured=True, after_runs=HOT_RUNS, after_seconds=HOT_SECONDS)
     if setting != "YES":
         return CompilePlan("off", mode)
     if for_cache or not static:
