@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 import pytest
+from hooked_plugin import HookedPlugin
 from onnx import TensorProto, helper
 
 import inferplex as ov
-from inferplex.devices.cpu import CpuPlugin
 from inferplex.errors import InferenceError, PluginError
 
 from conftest import make_model, ort_run
@@ -54,29 +54,20 @@ class _Program(ov.DeviceProgram):
         self.inner.close()
 
 
-class _FaultPlugin(ov.DevicePlugin):
+class _FaultPlugin(HookedPlugin):
+    """The CPU as device ``FAULT``, whose runs hand back ``outputs()`` instead of their results."""
+
     family = "FAULT"
 
     def __init__(self, outputs: Outputs) -> None:
-        self.cpu, self.outputs = CpuPlugin(), outputs
+        super().__init__(lambda inputs, worker: None)
+        self.outputs = outputs
 
     def devices(self) -> list[str]:
         return ["FAULT"]
 
-    def supported_properties(self) -> tuple[str, ...]:
-        return self.cpu.supported_properties()
-
-    def device_property(self, device: str, key: str) -> Any:
-        return self.cpu.device_property("CPU", key)
-
-    def supported_nodes(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> set[str]:
-        return self.cpu.supported_nodes(model, "CPU", config)
-
     def compile(self, model: ir.Model, device: str, config: Mapping[str, Any]) -> ov.DeviceProgram:
         return _Program(self.cpu.compile(model, "CPU", config), self.outputs)
-
-    def memory(self, device: str) -> ov.MemoryInfo:
-        return self.cpu.memory("CPU")
 
     def optimal_number_of_infer_requests(self, device: str, config: Mapping[str, Any]) -> int:
         return 1
