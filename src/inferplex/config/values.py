@@ -117,12 +117,12 @@ def streams(value: Any) -> int | str:
     if isinstance(value, str) and value.strip().upper() == "AUTO":
         return "AUTO"
     if isinstance(value, str) and value.strip().upper() == "NUMA":
-        raise Reject("AUTO or an integer >= 1 (NUMA, a stream per NUMA node, is not implemented; "
+        raise Reject("AUTO (or -1) or an integer >= 1 (NUMA, a stream per NUMA node, is not implemented; "
                      "give the number of streams)")
     try:
         return int_at_least(1)(value)
     except Reject:
-        raise Reject("AUTO or an integer >= 1") from None
+        raise Reject("AUTO (or -1) or an integer >= 1") from None
 
 
 
