@@ -250,13 +250,23 @@ class _BackgroundCompile(Generic[_T]):
         self._exit_began: float | None = None
         self._abandoned = False
         lifecycle.watch(self)
-        threading.Thread(target=self._run, args=(function,), daemon=True, name=name).start()
+        self._function: Callable[[], _T] | None = function
+        threading.Thread(target=self._run, daemon=True, name=name).start()
 
-    def _run(self, function: Callable[[], _T]) -> None:
+    def _run(self) -> None:
+        # The thread holds nothing once the future is set: what the function's closure
+        # drops, it drops before exit may go on (native destructors cut short by the
+        # interpreter's finalization abort it).
+        function, self._function = self._function, None
+        assert function is not None
         try:
-            self.future.set_result(function())
+            result = function()
         except BaseException as error:  # noqa: BLE001 - handed to the future
+            del function
             self.future.set_exception(error)
+        else:
+            del function
+            self.future.set_result(result)
         finally:
             lifecycle.progress()
 

@@ -341,8 +341,8 @@ class CompiledTier:
             return ABANDONED if method is None else method(forward, inputs)
 
         _wait_before_threading_shuts_down(self)
-        threading.Thread(target=self._run, args=(compile_forward, switch), daemon=True,
-                         name=f"inferplex-compile-{device}").start()
+        self._job: tuple[Callable[[], Any], Callable[[Any], str]] | None = (compile_forward, switch)
+        threading.Thread(target=self._run, daemon=True, name=f"inferplex-compile-{device}").start()
 
     @property
     def state(self) -> str:
@@ -357,26 +357,33 @@ class CompiledTier:
             if self._state == COMPILING:
                 self._state = ABANDONED
 
-    def _run(self, compile_forward: Callable[[], Any], install: Callable[[Any], str]) -> None:
-        state = ABANDONED
+    def _run(self) -> None:
+        job, self._job = self._job, None
+        assert job is not None
+        state = self._compile_and_install(*job)
+        # What the compile made (modules, kernels, the released program's weights) is dropped
+        # here, before exit may go on: torch's native destructors cut short by the interpreter's
+        # finalization abort it ("terminate called without an active exception").
+        del job
+        with self._lock:
+            self._state = ABANDONED if self._released else state
+        self._done.set()
+        lifecycle.progress()
+
+    def _compile_and_install(self, compile_forward: Callable[[], Any], install: Callable[[Any], str]) -> str:
         try:
             with COMPILE_LOCK:
                 forward = None if self._released else compile_forward()
                 if forward is not None and not self._released:
-                    state = install(forward)
+                    return install(forward)
+                return ABANDONED
         except Exception as error:  # noqa: BLE001 - the eager tier serves on; no request fails
-            state = FAILED
             _log.warning("inferplex: %s: torch.compile in the background failed, the eager lowering "
                          "serves on: %s: %s", self.device, type(error).__name__, error)
-        finally:
-            with self._lock:
-                self._state = ABANDONED if self._released else state
-            del compile_forward, install  # the thread holds nothing of the program past its end
-            self._done.set()
-            lifecycle.progress()
+            return FAILED
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the compile to end; True if it has."""
+        """Wait up to ``timeout`` seconds for the compile to end and drop what it made; True if it has."""
         return self._done.wait(timeout)
 
     def exit_deadline(self) -> float | None:
