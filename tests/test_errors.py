@@ -199,6 +199,15 @@ def test_unreadable_file(core: ov.Core, tmp_path: Path) -> None:
         core.read_model(path.read_bytes())
 
 
+def test_an_openvino_ir_file_is_named_as_such(core: ov.Core, tmp_path: Path) -> None:
+    path = tmp_path / "model.xml"
+    path.write_text('<?xml version="1.0"?>\n<net name="model" version="11"><layers/></net>\n')
+    with _raises(ModelError, str(path), "OpenVINO IR", "accepted: .onnx files"):
+        core.read_model(path, tmp_path / "model.bin")
+    with _raises(ModelError, "OpenVINO IR", "accepted: .onnx files"):
+        core.read_model(path.read_bytes())
+
+
 def test_a_folder_is_not_a_model(core: ov.Core, tmp_path: Path) -> None:
     with _raises(ModelError, "not a file", "path to an .onnx file"):
         core.read_model(tmp_path)

@@ -220,10 +220,10 @@ def load_model(source: Any, weights: Any = None) -> Model:
             raise ModelError(f"model file {str(path)!r} does not exist or is not a file; "
                              "read_model accepts a path to an .onnx file, bytes, an "
                              "onnx.ModelProto or an onnx_ir.Model")
-        proto = _parse(lambda: onnx.load(str(path), load_external_data=False), str(path))
+        proto = _parse(lambda: onnx.load(str(path), load_external_data=False), str(path), path)
         base_dir, name = path.resolve().parent, path.stem
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        proto = _parse(lambda: onnx.load_from_string(bytes(source)), "the given bytes")
+        proto = _parse(lambda: onnx.load_from_string(bytes(source)), "the given bytes", bytes(source[:64]))
     elif isinstance(source, onnx.ModelProto):
         proto = source
     else:
@@ -258,11 +258,32 @@ def save_model(model: Model, output_model: str | os.PathLike[str], compress_to_f
     ir.save(to_save, os.fspath(output_model))
 
 
-def _parse(load: Any, what: str) -> onnx.ModelProto:
+def _parse(load: Any, what: str, source: Path | bytes) -> onnx.ModelProto:
     try:
         return load()
     except Exception as error:  # noqa: BLE001 - protobuf raises several unrelated types
-        raise ModelError(f"{what} is not a readable ONNX model: {_cause(error)}") from error
+        raise ModelError(f"{what} is not a readable ONNX model: {_cause(error)}{_other_format(source)}") \
+            from error
+
+
+def _other_format(source: Path | bytes) -> str:
+    """A hint where the unreadable model is another framework's format that OpenVINO reads."""
+    if isinstance(source, Path):
+        try:
+            with source.open("rb") as file:
+                head = file.read(64)
+        except OSError:
+            return ""
+    else:
+        head = source
+    text = head.lstrip()
+    if text.startswith((b"<?xml", b"<net")):
+        return ("; it is an OpenVINO IR (.xml) file: inferplex reads ONNX models (accepted: .onnx files, "
+                "bytes, onnx.ModelProto, onnx_ir.Model); export the model to ONNX instead")
+    if head[4:8] == b"TFL3":
+        return ("; it is a TensorFlow Lite model: inferplex reads ONNX models (accepted: .onnx files, "
+                "bytes, onnx.ModelProto, onnx_ir.Model); convert it to ONNX (tf2onnx) instead")
+    return ""
 
 
 def _read_ir(read: Callable[[], ir.Model]) -> ir.Model:
