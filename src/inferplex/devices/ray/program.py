@@ -15,6 +15,16 @@ there.  Nothing is pickled by hand, and the reply is checked for shape before
 use: a tag and one entry per run, each a tag then numpy arrays by output name
 (or that run's own error: a run the node refuses fails alone).
 
+A reply is read only once it is in this process's node (:func:`wait_then_get`:
+``ray.wait`` with ``fetch_local``, then ``ray.get``), never by a ``ray.get`` that
+waits for it.  A waiting ``ray.get`` of an object in the object store (a reply
+over 100 KiB) holds the process's one connection to that store while it waits,
+in rounds of a second, and the other threads of the process then wait for it
+too: another call's ``ray.get``, and the submit of a call whose inputs are large
+enough to go to the store.  With several nodes' calls in flight from one
+process, calls then took whole seconds each and MULTI over four nodes served
+almost nothing; ``ray.wait`` holds no such connection.
+
 ``REQUESTS_PER_CALL`` defaults to twice the node's own
 ``OPTIMAL_NUMBER_OF_INFER_REQUESTS`` (at least 4), ``CALLS_IN_FLIGHT`` to 2, and
 ``num_workers`` (the runs the program takes at once; MULTI and AUTO sum these)
@@ -54,7 +64,7 @@ from inferplex.devices.ray.node_server import MAX_CONCURRENCY
 from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
 
 __all__ = ["DEFAULT_CALLS_IN_FLIGHT", "MAX_CALLS_IN_FLIGHT", "MAX_REQUESTS_PER_CALL", "ActorStarter",
-           "RayProgram", "error_from_reply", "requests_per_call", "start_actor"]
+           "RayProgram", "error_from_reply", "requests_per_call", "start_actor", "wait_then_get"]
 
 _LOCAL_PROPERTIES = ("NODE_ID", "FULL_DEVICE_NAME", "NODE_EXECUTION_DEVICES",
                      "NODE_OPTIMAL_NUMBER_OF_INFER_REQUESTS", "REQUESTS_PER_CALL", "CALLS_IN_FLIGHT",
@@ -183,7 +193,7 @@ class RayProgram(DeviceProgram):
         """Wait for a call's reply: per run (outputs, rows) or its own error."""
         actor, reference = sent
         try:
-            reply = self._ray.get(reference)
+            reply = wait_then_get(self._ray, reference)
         except self._ray.exceptions.RayActorError as error:
             self._died(actor)
             message = (f"the Ray actor serving {self.device} ({self.node.describe()}) died or cannot be "
@@ -230,7 +240,7 @@ class RayProgram(DeviceProgram):
         if key in local:
             return local[key]
         try:
-            reply = self._ray.get(self._actor().get_property.remote(key))
+            reply = wait_then_get(self._ray, self._actor().get_property.remote(key))
         except self._ray.exceptions.RayError as error:
             raise InferenceError(f"{self.device} could not be asked for {key!r}: "
                                  f"{_first_line(error)}") from error
@@ -280,7 +290,7 @@ def start_actor(device: str, node: RayNode, stored: Any, node_device: str,
         num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=MAX_CONCURRENCY,
     ).remote(stored.ref, node_device, dict(node_config))
     try:
-        reply = ray.get(actor.ready.remote())
+        reply = wait_then_get(ray, actor.ready.remote())
     except ray.exceptions.RayError as error:
         _kill(ray, [actor])
         raise CompileError(f"{where} could not start the actor that serves the model: "
@@ -289,6 +299,13 @@ def start_actor(device: str, node: RayNode, stored: Any, node_device: str,
         _kill(ray, [actor])
         raise error_from_reply(where, reply, CompileError)
     return actor, reply[1]
+
+
+def wait_then_get(ray: Any, reference: Any) -> Any:
+    """The value of ``reference`` once it is here: ``ray.wait`` (fetching it to this node), then
+    ``ray.get`` of what is already local (see the module docstring for why not ``ray.get`` alone)."""
+    ray.wait([reference], num_returns=1, timeout=None, fetch_local=True)
+    return ray.get(reference)
 
 
 def _failed(message: str, cause: BaseException) -> InferenceError:
