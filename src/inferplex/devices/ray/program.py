@@ -288,7 +288,7 @@ def start_actor(device: str, node: RayNode, stored: Any, node_device: str,
         name=f"inferplex {device} {uuid.uuid4().hex[:12]}",
         scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=MAX_CONCURRENCY,
-    ).remote(stored.ref, node_device, dict(node_config))
+    ).remote(stored.ref, node_device, dict(node_config), int(node.resources.get("GPU", 0)))
     try:
         reply = wait_then_get(ray, actor.ready.remote())
     except ray.exceptions.RayError as error:
