@@ -35,7 +35,13 @@ machine of its own would; else it shares every core with them.
 Every phase is bounded: one that gives no result within ``--phase-limit``
 seconds, or that would start past ``--budget`` seconds, is reported and
 skipped (and the script ends once the rest is done, whatever that phase still
-runs).  Results are written to ``$OUT/ray_cluster.json`` after each phase.
+runs).  A phase that runs out says where its time went: each step it reached
+(compile, first inference, warm-up, the measured loop, release) and how long
+each took, the requests submitted and ended so far and when the last one
+ended, the RAY actors alive, and where the process's threads wait (their
+innermost inferplex or Ray frame).  Each row also gives its compile and first
+inference times.  Results are written to ``$OUT/ray_cluster.json`` after each
+phase.
 
 Usage::
 
@@ -90,26 +96,111 @@ def matmul_model(hidden: int, layers: int, batch: int) -> tuple[ModelProto, dict
     return model, {"x": rng.standard_normal((batch, hidden)).astype(np.float32)}
 
 
-def throughput(core: Any, model: ModelProto, device: str, config: dict[str, Any],
+class Progress:
+    """How far a phase got: the steps it reached, when, and its requests submitted and ended.
+
+    Written by the phase's threads, read by :class:`Phases` when the phase runs out.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.steps: list[tuple[str, float]] = []
+        self.submitted = 0
+        self.ended = 0
+        self.last_end: float | None = None
+
+    def step(self, name: str) -> None:
+        with self._lock:
+            self.steps.append((name, time.monotonic()))
+
+    def submit(self) -> None:
+        with self._lock:
+            self.submitted += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self.ended += 1
+            self.last_end = time.monotonic()
+
+    def as_dict(self) -> dict[str, Any]:
+        """Each step reached and its seconds (the last one: so far), requests submitted and ended."""
+        now = time.monotonic()
+        with self._lock:
+            steps = list(self.steps)
+            counts = {"submitted": self.submitted, "ended": self.ended,
+                      "last_end_s_ago": None if self.last_end is None else round(now - self.last_end, 1)}
+        ends = [when for _, when in steps[1:]] + [now]
+        timed = {name: round(end - begin, 2) for (name, begin), end in zip(steps, ends, strict=True)}
+        return {"steps": timed, "in_step": steps[-1][0] if steps else None, **counts}
+
+    def describe(self) -> str:
+        """``compile 31.2 s, first inference 0.1 s, warm-up 38.0 s so far; 120 of 432 requests ended
+        (the last 30.1 s ago)``."""
+        facts = self.as_dict()
+        steps = list(facts["steps"].items())
+        words = [f"{name} {took:g} s" + (" so far" if index == len(steps) - 1 else "")
+                 for index, (name, took) in enumerate(steps)]
+        ended = f"{facts['ended']} of {facts['submitted']} requests ended"
+        if facts["last_end_s_ago"] is not None:
+            ended += f" (the last {facts['last_end_s_ago']:g} s ago)"
+        return f"{', '.join(words) or 'not started'}; {ended}"
+
+
+class _Counted:
+    """An AsyncInferQueue whose submits and completions are counted in a :class:`Progress`."""
+
+    def __init__(self, queue: Any, progress: Progress) -> None:
+        self._queue = queue
+        self._progress = progress
+
+    def set_callback(self, callback: Callable[[Any, Any], None]) -> None:
+        def counted(request: Any, userdata: Any) -> None:
+            self._progress.end()
+            callback(request, userdata)
+
+        self._queue.set_callback(counted)
+
+    def start_async(self, *args: Any, **kwargs: Any) -> None:
+        self._progress.submit()
+        self._queue.start_async(*args, **kwargs)
+
+    def wait_all(self) -> None:
+        self._queue.wait_all()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
+def throughput(progress: Progress, core: Any, model: ModelProto, device: str, config: dict[str, Any],
                feeds: dict[str, np.ndarray], seconds: float) -> dict[str, Any]:
     """Requests per second of ``device`` kept full for ``seconds`` (after a short warm-up), the
     driver's CPU time per request (every thread of this process), and the actor calls of its first
     RAY node over the measured window, where it has one."""
     import inferplex as ov
 
+    progress.step("compile")
     begin = time.perf_counter()
     compiled = core.compile_model(model, device, config)
     compiled_in = time.perf_counter() - begin
-    queue = ov.AsyncInferQueue(compiled)
+    progress.step("first inference")
+    begin = time.perf_counter()
+    compiled.create_infer_request().infer(feeds)
+    first = time.perf_counter() - begin
+    queue = _Counted(ov.AsyncInferQueue(compiled), progress)
+    progress.step("warm-up")
     keep_full(queue, feeds, min(1.0, seconds / 4))
     calls_before = _node_calls(compiled)
+    progress.step("loop")
     cpu_before = time.process_time()
     count, took = keep_full(queue, feeds, seconds)
     cpu = time.process_time() - cpu_before
+    progress.step("release")
     calls_after = _node_calls(compiled)
     result = {"device": device, "requests": count, "seconds": took, "rps": count / took,
-              "in_flight": len(queue), "compile_s": compiled_in, "driver_cpu_ms": 1e3 * cpu / max(1, count),
-              "execution_devices": list(compiled.get_property("EXECUTION_DEVICES"))}
+              "in_flight": len(queue), "compile_s": compiled_in, "first_inference_s": first,
+              "driver_cpu_ms": 1e3 * cpu / max(1, count),
+              "execution_devices": list(compiled.get_property("EXECUTION_DEVICES")),
+              "node_execution_devices": _node_devices(compiled)}
     if calls_before and calls_after:
         calls = calls_after["calls"] - calls_before["calls"]
         carried = calls_after["requests"] - calls_before["requests"]
@@ -120,6 +211,14 @@ def throughput(core: Any, model: ModelProto, device: str, config: dict[str, Any]
     return result
 
 
+def _node_devices(compiled: Any) -> list[str] | None:
+    """The devices the first RAY node serves from (its own AUTO's choice), or None."""
+    try:
+        return [str(device) for device in compiled.get_property("NODE_EXECUTION_DEVICES")]
+    except Exception:  # noqa: BLE001 - not a RAY device (the local AUTO)
+        return None
+
+
 def _node_calls(compiled: Any) -> dict[str, Any] | None:
     try:
         return dict(compiled.get_property("NODE_CALLS"))
@@ -127,22 +226,32 @@ def _node_calls(compiled: Any) -> dict[str, Any] | None:
         return None
 
 
-def one_at_a_time(core: Any, model: ModelProto, device: str, config: dict[str, Any],
+def one_at_a_time(progress: Progress, core: Any, model: ModelProto, device: str, config: dict[str, Any],
                   feeds: dict[str, np.ndarray], count: int) -> dict[str, Any]:
     """Median and 90th percentile latency (ms) of ``count`` synchronous requests, one at a time."""
+    progress.step("compile")
     compiled = core.compile_model(model, device, config)
     request = compiled.create_infer_request()
+    progress.step("warm-up")
     for _ in range(min(50, count)):
-        request.infer(feeds)
-    samples = []
-    for _ in range(count):
-        begin = time.perf_counter()
-        request.infer(feeds)
-        samples.append((time.perf_counter() - begin) * 1e3)
+        _timed_infer(progress, request, feeds)
+    progress.step("loop")
+    samples = [_timed_infer(progress, request, feeds) for _ in range(count)]
+    progress.step("release")
     compiled.release()
     samples.sort()
     return {"device": device, "median_ms": statistics.median(samples),
             "p90_ms": samples[int(0.9 * (len(samples) - 1))]}
+
+
+def _timed_infer(progress: Progress, request: Any, feeds: dict[str, np.ndarray]) -> float:
+    """One synchronous request, counted in ``progress``; its milliseconds."""
+    progress.submit()
+    begin = time.perf_counter()
+    request.infer(feeds)
+    took = (time.perf_counter() - begin) * 1e3
+    progress.end()
+    return took
 
 
 class Echo:
@@ -152,20 +261,26 @@ class Echo:
         return inputs
 
 
-def ray_round_trip(node_id: str, feeds: dict[str, np.ndarray], count: int) -> dict[str, Any]:
+def ray_round_trip(progress: Progress, node_id: str, feeds: dict[str, np.ndarray],
+                   count: int) -> dict[str, Any]:
     """Median and 90th percentile latency (ms) of ``count`` calls of :class:`Echo` on ``node_id``."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    progress.step("actor start")
     actor = ray.remote(Echo).options(
         num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+    progress.step("warm-up")
     for _ in range(min(50, count)):
         ray.get(actor.echo.remote(feeds))
+    progress.step("loop")
     samples = []
     for _ in range(count):
+        progress.submit()
         begin = time.perf_counter()
         ray.get(actor.echo.remote(feeds))
         samples.append((time.perf_counter() - begin) * 1e3)
+        progress.end()
     ray.kill(actor)
     samples.sort()
     return {"median_ms": statistics.median(samples), "p90_ms": samples[int(0.9 * (len(samples) - 1))]}
@@ -186,17 +301,19 @@ class Phases:
         """Phases that gave no result in time (their threads may still run)."""
 
     def run(self, name: str, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(*args)`` on a thread of its own; its value, or None if it failed or ran out of time."""
+        """``function(progress, *args)`` on a thread of its own; its value, or None if it failed or
+        ran out of time (then said: how far it got, see :meth:`_ran_out`)."""
         left = self.deadline - time.monotonic()
         if left < 5.0:
             log(f"  {name}: skipped, the run's budget is spent")
             self.result.setdefault("skipped", []).append(name)
             return None
         box: dict[str, Any] = {}
+        progress = Progress()
 
         def target() -> None:
             try:
-                box["value"] = function(*args)
+                box["value"] = function(progress, *args)
             except BaseException as error:  # noqa: BLE001 - reported as this phase's failure
                 box["error"] = error
 
@@ -204,11 +321,7 @@ class Phases:
         thread.start()
         thread.join(min(self.limit, left))
         if thread.is_alive():
-            log(f"  {name}: no result within {min(self.limit, left):.0f} s; skipped (it may still load "
-                f"the cluster, so later rows may read low)")
-            self.stuck.append(name)
-            self.result.setdefault("timed_out", []).append(name)
-            save(self.result)
+            self._ran_out(name, progress, min(self.limit, left))
             return None
         if "error" in box:
             log(f"  {name}: failed: {type(box['error']).__name__}: {str(box['error'])[:500]}")
@@ -218,6 +331,54 @@ class Phases:
         self.result[name] = box["value"]
         save(self.result)
         return box["value"]
+
+
+    def _ran_out(self, name: str, progress: Progress, limit: float) -> None:
+        """Say where a phase's time went: its steps, its requests, the actors, the waiting threads."""
+        waits = _where_threads_wait()
+        actors = _ray_actors()
+        log(f"  {name}: no result within {limit:.0f} s: {progress.describe()}; skipped (it may still load "
+            f"the cluster, so later rows may read low)")
+        log(f"    RAY actors alive: {', '.join(f'{d} x{n}' for d, n in actors.items()) or 'none'}")
+        log("    threads of this process wait in: " + "; ".join(f"{n} x {where}" for where, n in waits[:6]))
+        self.stuck.append(name)
+        self.result.setdefault("timed_out", []).append(name)
+        self.result.setdefault("ran_out", {})[name] = {**progress.as_dict(), "actors": actors,
+                                                       "threads": dict(waits)}
+        save(self.result)
+
+
+def _where_threads_wait() -> list[tuple[str, int]]:
+    """Threads of this process by where they wait, most first: their innermost inferplex frame and,
+    where it called into Ray, Ray's innermost (``program.py:196 _collect > worker.py:1007 get_objects``);
+    else their innermost frame."""
+    import traceback
+    from collections import Counter
+
+    def named(entry: traceback.FrameSummary) -> str:
+        return f"{Path(entry.filename).name}:{entry.lineno} {entry.name}"
+
+    places: Counter[str] = Counter()
+    for frame in sys._current_frames().values():
+        stack = traceback.extract_stack(frame)
+        ours = [index for index, entry in enumerate(stack) if "inferplex" in entry.filename]
+        inner = stack[ours[-1] + 1:] if ours else stack
+        in_ray = [entry for entry in inner if f"{os.sep}ray{os.sep}" in entry.filename]
+        parts = ([named(stack[ours[-1]])] if ours else []) + ([named(in_ray[-1])] if in_ray else [])
+        places[" > ".join(parts) or named(stack[-1])] += 1
+    return places.most_common()
+
+
+def _ray_actors() -> dict[str, int]:
+    """inferplex's RAY actors alive now, by device (``inferplex RAY.i <id>`` names)."""
+    try:
+        import ray
+
+        names = ray.util.list_named_actors()
+    except Exception:  # noqa: BLE001 - the cluster cannot say: nothing to report
+        return {}
+    devices = [name.split()[1] for name in names if name.startswith("inferplex ") and len(name.split()) == 3]
+    return {device: devices.count(device) for device in sorted(set(devices))}
 
 
 def save(result: dict[str, Any]) -> None:
@@ -281,7 +442,7 @@ def rows(core: Any, devices: list[str], args: argparse.Namespace, phases: Phases
     for row in alone:
         if row is not None:
             log(f"  {row['device']:<10} alone          {row['rps']:9.1f} req/s  "
-                f"({row['in_flight']} in flight, {_calls(row)})")
+                f"({row['in_flight']} in flight, {_calls(row)}; {_started(row)})")
     total = sum(row["rps"] for row in alone if row is not None)
     complete = all(row is not None for row in alone) and total > 0
     node_optimal = phases.run("node_optimal", _node_optimal, core, tiny) or 4
@@ -295,8 +456,8 @@ def rows(core: Any, devices: list[str], args: argparse.Namespace, phases: Phases
             continue
         ratio = f"MULTI / sum of nodes alone = {row['rps'] / total:.2f}" if complete else "no sum"
         phases.result[f"{name}_over_sum"] = row["rps"] / total if complete else None
-        log(f"  MULTI, {label:<22} {row['rps']:9.1f} req/s  ({row['in_flight']} in flight, {_calls(row)})  "
-            f"{ratio}  (target >= 0.9)")
+        log(f"  MULTI, {label:<22} {row['rps']:9.1f} req/s  ({row['in_flight']} in flight, {_calls(row)}; "
+            f"{_started(row)})  {ratio}  (target >= 0.9)")
     cumulative = {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"}
     auto_ray = phases.run("auto_ray", throughput, core, model, "AUTO:RAY", cumulative, feeds, args.seconds)
     auto_local = phases.run("auto_local", throughput, core, model, "AUTO:-RAY", cumulative, feeds,
@@ -304,7 +465,7 @@ def rows(core: Any, devices: list[str], args: argparse.Namespace, phases: Phases
     if auto_ray is not None and auto_local is not None:
         phases.result["auto_ratio"] = auto_ray["rps"] / auto_local["rps"]
         log(f"  AUTO:RAY               {auto_ray['rps']:9.1f} req/s  on "
-            f"{','.join(auto_ray['execution_devices'])}")
+            f"{','.join(auto_ray['execution_devices'])} ({_started(auto_ray)})")
         log(f"  local AUTO:-RAY        {auto_local['rps']:9.1f} req/s  on "
             f"{','.join(auto_local['execution_devices'])}  AUTO:RAY / local AUTO = "
             f"{auto_ray['rps'] / auto_local['rps']:.2f}")
@@ -328,6 +489,15 @@ def overhead(core: Any, tiny: ModelProto, tiny_feeds: dict[str, np.ndarray], nod
     if bare is not None:
         log(f"  bare Ray actor round trip to the same node: {bare['median_ms']:.3f} ms "
             f"(p90 {bare['p90_ms']:.3f}); RAY.0 / bare Ray = {remote['median_ms'] / bare['median_ms']:.2f}")
+
+
+def _started(row: dict[str, Any]) -> str:
+    """``compiled in 16.2 s, first inference 0.03 s, first node on CPU``: the node's own devices
+    (its AUTO's choice, read from the first RAY member), so a node using a GPU shows."""
+    words = f"compiled in {row['compile_s']:.1f} s, first inference {row['first_inference_s']:.2f} s"
+    if row.get("node_execution_devices"):
+        words += f", first node on {','.join(row['node_execution_devices'])}"
+    return words
 
 
 def _calls(row: dict[str, Any]) -> str:
@@ -360,8 +530,9 @@ def _cores(cores: list[int]) -> str:
         if cores == list(range(cores[0], cores[-1] + 1)) else f"cores {','.join(map(str, cores))}"
 
 
-def _node_optimal(core: Any, tiny: ModelProto) -> int:
+def _node_optimal(progress: Progress, core: Any, tiny: ModelProto) -> int:
     """RAY.0's own optimal number of requests (what a call of one request each kept in flight before)."""
+    progress.step("compile")
     compiled = core.compile_model(tiny, "RAY.0")
     try:
         return int(compiled.get_property("NODE_OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
