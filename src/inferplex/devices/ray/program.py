@@ -17,13 +17,14 @@ use: a tag and one entry per run, each a tag then numpy arrays by output name
 
 A reply is read only once it is in this process's node (:func:`wait_then_get`:
 ``ray.wait`` with ``fetch_local``, then ``ray.get``), never by a ``ray.get`` that
-waits for it.  A waiting ``ray.get`` of an object in the object store (a reply
-over 100 KiB) holds the process's one connection to that store while it waits,
-in rounds of a second, and the other threads of the process then wait for it
-too: another call's ``ray.get``, and the submit of a call whose inputs are large
-enough to go to the store.  With several nodes' calls in flight from one
-process, calls then took whole seconds each and MULTI over four nodes served
-almost nothing; ``ray.wait`` holds no such connection.
+waits for it.  A ``ray.get`` that waits for an object of the object store (a
+reply over Ray's 100 KiB inline limit) while other threads of the process
+submit calls whose inputs go to the store stalls them and itself in steps of a
+whole second (Ray's get re-checks once a second, holding the process's
+connection to its store meanwhile): with several nodes' calls in flight, each
+call took seconds, the longer the more nodes, and MULTI over several nodes served
+less than one node alone.  ``ray.wait`` holds no such connection, and a lone call costs
+the same either way.
 
 ``REQUESTS_PER_CALL`` defaults to twice the node's own
 ``OPTIMAL_NUMBER_OF_INFER_REQUESTS`` (at least 4), ``CALLS_IN_FLIGHT`` to 2, and
