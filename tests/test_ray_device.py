@@ -234,8 +234,8 @@ def test_cluster_large_requests_over_two_nodes_take_no_longer_than_on_one(core: 
     """Inputs and outputs of 128 KiB go through Ray's object store (over its 100 KiB inline limit).
 
     With a call's reply read by a waiting ``ray.get``, calls to several nodes from
-    one process held each other up in one-second rounds: MULTI over two nodes took
-    ten to thirty times as long as one node for the same requests.
+    one process held each other up in one-second steps: MULTI over two nodes took
+    more than ten times as long as one node for the same requests.
     """
     width, count = 32768, 160
     model = _relu_model(width)
