@@ -35,7 +35,13 @@ machine of its own would; else it shares every core with them.
 Every phase is bounded: one that gives no result within ``--phase-limit``
 seconds, or that would start past ``--budget`` seconds, is reported and
 skipped (and the script ends once the rest is done, whatever that phase still
-runs).  Results are written to ``$OUT/ray_cluster.json`` after each phase.
+runs).  A phase that runs out says where its time went: each step it reached
+(compile, first inference, warm-up, the measured loop, release) and how long
+each took, the requests submitted and ended so far and when the last one
+ended, the RAY actors alive, and where the process's threads wait (their
+innermost inferplex or Ray frame).  Each row also gives its compile and first
+inference times.  Results are written to ``$OUT/ray_cluster.json`` after each
+phase.
 
 Usage::
 
@@ -48,13 +54,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,8 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 sys.path.insert(0, str(_HERE.parent / "tests"))
+from bench_phases import Counted, Phases, Progress, log  # noqa: E402
+
 from closed_loop import keep_full  # noqa: E402
 from local_ray import IN_NAMESPACE, LocalCluster, namespace_refusal, rerun_in_namespace  # noqa: E402
 
@@ -90,26 +95,36 @@ def matmul_model(hidden: int, layers: int, batch: int) -> tuple[ModelProto, dict
     return model, {"x": rng.standard_normal((batch, hidden)).astype(np.float32)}
 
 
-def throughput(core: Any, model: ModelProto, device: str, config: dict[str, Any],
+def throughput(progress: Progress, core: Any, model: ModelProto, device: str, config: dict[str, Any],
                feeds: dict[str, np.ndarray], seconds: float) -> dict[str, Any]:
     """Requests per second of ``device`` kept full for ``seconds`` (after a short warm-up), the
     driver's CPU time per request (every thread of this process), and the actor calls of its first
     RAY node over the measured window, where it has one."""
     import inferplex as ov
 
+    progress.step("compile")
     begin = time.perf_counter()
     compiled = core.compile_model(model, device, config)
     compiled_in = time.perf_counter() - begin
-    queue = ov.AsyncInferQueue(compiled)
+    progress.step("first inference")
+    begin = time.perf_counter()
+    compiled.create_infer_request().infer(feeds)
+    first = time.perf_counter() - begin
+    queue = Counted(ov.AsyncInferQueue(compiled), progress)
+    progress.step("warm-up")
     keep_full(queue, feeds, min(1.0, seconds / 4))
     calls_before = _node_calls(compiled)
+    progress.step("loop")
     cpu_before = time.process_time()
     count, took = keep_full(queue, feeds, seconds)
     cpu = time.process_time() - cpu_before
+    progress.step("release")
     calls_after = _node_calls(compiled)
     result = {"device": device, "requests": count, "seconds": took, "rps": count / took,
-              "in_flight": len(queue), "compile_s": compiled_in, "driver_cpu_ms": 1e3 * cpu / max(1, count),
-              "execution_devices": list(compiled.get_property("EXECUTION_DEVICES"))}
+              "in_flight": len(queue), "compile_s": compiled_in, "first_inference_s": first,
+              "driver_cpu_ms": 1e3 * cpu / max(1, count),
+              "execution_devices": list(compiled.get_property("EXECUTION_DEVICES")),
+              "node_execution_devices": _node_devices(compiled)}
     if calls_before and calls_after:
         calls = calls_after["calls"] - calls_before["calls"]
         carried = calls_after["requests"] - calls_before["requests"]
@@ -120,6 +135,14 @@ def throughput(core: Any, model: ModelProto, device: str, config: dict[str, Any]
     return result
 
 
+def _node_devices(compiled: Any) -> list[str] | None:
+    """The devices the first RAY node serves from (its own AUTO's choice), or None."""
+    try:
+        return [str(device) for device in compiled.get_property("NODE_EXECUTION_DEVICES")]
+    except Exception:  # noqa: BLE001 - not a RAY device (the local AUTO)
+        return None
+
+
 def _node_calls(compiled: Any) -> dict[str, Any] | None:
     try:
         return dict(compiled.get_property("NODE_CALLS"))
@@ -127,22 +150,32 @@ def _node_calls(compiled: Any) -> dict[str, Any] | None:
         return None
 
 
-def one_at_a_time(core: Any, model: ModelProto, device: str, config: dict[str, Any],
+def one_at_a_time(progress: Progress, core: Any, model: ModelProto, device: str, config: dict[str, Any],
                   feeds: dict[str, np.ndarray], count: int) -> dict[str, Any]:
     """Median and 90th percentile latency (ms) of ``count`` synchronous requests, one at a time."""
+    progress.step("compile")
     compiled = core.compile_model(model, device, config)
     request = compiled.create_infer_request()
+    progress.step("warm-up")
     for _ in range(min(50, count)):
-        request.infer(feeds)
-    samples = []
-    for _ in range(count):
-        begin = time.perf_counter()
-        request.infer(feeds)
-        samples.append((time.perf_counter() - begin) * 1e3)
+        _timed_infer(progress, request, feeds)
+    progress.step("loop")
+    samples = [_timed_infer(progress, request, feeds) for _ in range(count)]
+    progress.step("release")
     compiled.release()
     samples.sort()
     return {"device": device, "median_ms": statistics.median(samples),
             "p90_ms": samples[int(0.9 * (len(samples) - 1))]}
+
+
+def _timed_infer(progress: Progress, request: Any, feeds: dict[str, np.ndarray]) -> float:
+    """One synchronous request, counted in ``progress``; its milliseconds."""
+    progress.submit()
+    begin = time.perf_counter()
+    request.infer(feeds)
+    took = (time.perf_counter() - begin) * 1e3
+    progress.end()
+    return took
 
 
 class Echo:
@@ -152,77 +185,29 @@ class Echo:
         return inputs
 
 
-def ray_round_trip(node_id: str, feeds: dict[str, np.ndarray], count: int) -> dict[str, Any]:
+def ray_round_trip(progress: Progress, node_id: str, feeds: dict[str, np.ndarray],
+                   count: int) -> dict[str, Any]:
     """Median and 90th percentile latency (ms) of ``count`` calls of :class:`Echo` on ``node_id``."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    progress.step("actor start")
     actor = ray.remote(Echo).options(
         num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+    progress.step("warm-up")
     for _ in range(min(50, count)):
         ray.get(actor.echo.remote(feeds))
+    progress.step("loop")
     samples = []
     for _ in range(count):
+        progress.submit()
         begin = time.perf_counter()
         ray.get(actor.echo.remote(feeds))
         samples.append((time.perf_counter() - begin) * 1e3)
+        progress.end()
     ray.kill(actor)
     samples.sort()
     return {"median_ms": statistics.median(samples), "p90_ms": samples[int(0.9 * (len(samples) - 1))]}
-
-
-def log(message: str) -> None:
-    print(message, flush=True)
-
-
-class Phases:
-    """Runs each phase with a time limit, within the run's budget, and saves what came back."""
-
-    def __init__(self, budget: float, limit: float, result: dict[str, Any]) -> None:
-        self.deadline = time.monotonic() + budget
-        self.limit = limit
-        self.result = result
-        self.stuck: list[str] = []
-        """Phases that gave no result in time (their threads may still run)."""
-
-    def run(self, name: str, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(*args)`` on a thread of its own; its value, or None if it failed or ran out of time."""
-        left = self.deadline - time.monotonic()
-        if left < 5.0:
-            log(f"  {name}: skipped, the run's budget is spent")
-            self.result.setdefault("skipped", []).append(name)
-            return None
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["value"] = function(*args)
-            except BaseException as error:  # noqa: BLE001 - reported as this phase's failure
-                box["error"] = error
-
-        thread = threading.Thread(target=target, daemon=True, name=f"bench {name}")
-        thread.start()
-        thread.join(min(self.limit, left))
-        if thread.is_alive():
-            log(f"  {name}: no result within {min(self.limit, left):.0f} s; skipped (it may still load "
-                f"the cluster, so later rows may read low)")
-            self.stuck.append(name)
-            self.result.setdefault("timed_out", []).append(name)
-            save(self.result)
-            return None
-        if "error" in box:
-            log(f"  {name}: failed: {type(box['error']).__name__}: {str(box['error'])[:500]}")
-            self.result.setdefault("failed", {})[name] = f"{type(box['error']).__name__}: {box['error']}"
-            save(self.result)
-            return None
-        self.result[name] = box["value"]
-        save(self.result)
-        return box["value"]
-
-
-def save(result: dict[str, Any]) -> None:
-    if os.environ.get("OUT"):
-        (Path(os.environ["OUT"]) / "ray_cluster.json").write_text(json.dumps(result, indent=2, default=str))
 
 
 def run(args: argparse.Namespace) -> bool:
@@ -241,7 +226,7 @@ def run(args: argparse.Namespace) -> bool:
         f"{_cores(spare) if spare else 'every core, beside the nodes'}")
     os.environ["RAY_ADDRESS"] = cluster.address
     result: dict[str, Any] = {"args": vars(args), "nodes": nodes, "core_sets": sets}
-    phases = Phases(args.budget - (time.perf_counter() - begin), args.phase_limit, result)
+    phases = Phases(args.budget - (time.perf_counter() - begin), args.phase_limit, result, "ray_cluster.json")
     try:
         import inferplex as ov
 
@@ -281,7 +266,7 @@ def rows(core: Any, devices: list[str], args: argparse.Namespace, phases: Phases
     for row in alone:
         if row is not None:
             log(f"  {row['device']:<10} alone          {row['rps']:9.1f} req/s  "
-                f"({row['in_flight']} in flight, {_calls(row)})")
+                f"({row['in_flight']} in flight, {_calls(row)}; {_started(row)})")
     total = sum(row["rps"] for row in alone if row is not None)
     complete = all(row is not None for row in alone) and total > 0
     node_optimal = phases.run("node_optimal", _node_optimal, core, tiny) or 4
@@ -295,8 +280,8 @@ def rows(core: Any, devices: list[str], args: argparse.Namespace, phases: Phases
             continue
         ratio = f"MULTI / sum of nodes alone = {row['rps'] / total:.2f}" if complete else "no sum"
         phases.result[f"{name}_over_sum"] = row["rps"] / total if complete else None
-        log(f"  MULTI, {label:<22} {row['rps']:9.1f} req/s  ({row['in_flight']} in flight, {_calls(row)})  "
-            f"{ratio}  (target >= 0.9)")
+        log(f"  MULTI, {label:<22} {row['rps']:9.1f} req/s  ({row['in_flight']} in flight, {_calls(row)}; "
+            f"{_started(row)})  {ratio}  (target >= 0.9)")
     cumulative = {"PERFORMANCE_HINT": "CUMULATIVE_THROUGHPUT"}
     auto_ray = phases.run("auto_ray", throughput, core, model, "AUTO:RAY", cumulative, feeds, args.seconds)
     auto_local = phases.run("auto_local", throughput, core, model, "AUTO:-RAY", cumulative, feeds,
@@ -304,7 +289,7 @@ def rows(core: Any, devices: list[str], args: argparse.Namespace, phases: Phases
     if auto_ray is not None and auto_local is not None:
         phases.result["auto_ratio"] = auto_ray["rps"] / auto_local["rps"]
         log(f"  AUTO:RAY               {auto_ray['rps']:9.1f} req/s  on "
-            f"{','.join(auto_ray['execution_devices'])}")
+            f"{','.join(auto_ray['execution_devices'])} ({_started(auto_ray)})")
         log(f"  local AUTO:-RAY        {auto_local['rps']:9.1f} req/s  on "
             f"{','.join(auto_local['execution_devices'])}  AUTO:RAY / local AUTO = "
             f"{auto_ray['rps'] / auto_local['rps']:.2f}")
@@ -328,6 +313,15 @@ def overhead(core: Any, tiny: ModelProto, tiny_feeds: dict[str, np.ndarray], nod
     if bare is not None:
         log(f"  bare Ray actor round trip to the same node: {bare['median_ms']:.3f} ms "
             f"(p90 {bare['p90_ms']:.3f}); RAY.0 / bare Ray = {remote['median_ms'] / bare['median_ms']:.2f}")
+
+
+def _started(row: dict[str, Any]) -> str:
+    """``compiled in 16.2 s, first inference 0.03 s, first node on CPU``: the node's own devices
+    (its AUTO's choice, read from the first RAY member), so a node using a GPU shows."""
+    words = f"compiled in {row['compile_s']:.1f} s, first inference {row['first_inference_s']:.2f} s"
+    if row.get("node_execution_devices"):
+        words += f", first node on {','.join(row['node_execution_devices'])}"
+    return words
 
 
 def _calls(row: dict[str, Any]) -> str:
@@ -360,8 +354,9 @@ def _cores(cores: list[int]) -> str:
         if cores == list(range(cores[0], cores[-1] + 1)) else f"cores {','.join(map(str, cores))}"
 
 
-def _node_optimal(core: Any, tiny: ModelProto) -> int:
+def _node_optimal(progress: Progress, core: Any, tiny: ModelProto) -> int:
     """RAY.0's own optimal number of requests (what a call of one request each kept in flight before)."""
+    progress.step("compile")
     compiled = core.compile_model(tiny, "RAY.0")
     try:
         return int(compiled.get_property("NODE_OPTIMAL_NUMBER_OF_INFER_REQUESTS"))

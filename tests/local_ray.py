@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["IN_NAMESPACE", "LocalCluster", "namespace_refusal", "rerun_in_namespace"]
@@ -70,11 +70,13 @@ class LocalCluster:
     ``own_machine``: the caller vouches that this machine reaches no network and
     runs no other Ray (a benchmark host, say): the cluster then runs outside a
     namespace, and :meth:`stop` ends it with ``ray stop``, which ends every Ray
-    process of the machine.
+    process of the machine.  ``node_env``: environment variables of the nodes'
+    processes only (their actors inherit them), not of this process.
     """
 
     def __init__(self, nodes: int = 2, cpus: int | Sequence[int] = 1, port: int = 6390,
-                 gpus: int = 0, core_sets: Sequence[str] | None = None, own_machine: bool = False) -> None:
+                 gpus: int = 0, core_sets: Sequence[str] | None = None, own_machine: bool = False,
+                 node_env: Mapping[str, str] | None = None) -> None:
         self.own_machine = own_machine
         if os.environ.get(IN_NAMESPACE) != "1" and not own_machine:
             raise RuntimeError("LocalCluster runs only inside rerun_in_namespace (loopback only)")
@@ -86,6 +88,7 @@ class LocalCluster:
         self._temp = tempfile.mkdtemp(prefix="ipxray")
         self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
                         PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self.env.update(node_env or {})
 
     def start(self) -> LocalCluster:
         if not self.own_machine:

@@ -17,6 +17,13 @@ request frees its infer request as soon as it ends.  The actor is threaded: Ray
 runs up to :data:`MAX_CONCURRENCY` of its calls at once, so the next call's
 requests are already on the node, waiting for infer requests, when one frees.
 
+The node's inferplex sees only the devices Ray says the node has: where the
+node holds no GPU in Ray's resources, the actor hides the host's GPUs from it
+(``CUDA_VISIBLE_DEVICES`` empty, and no emulated GPUs) before anything starts CUDA.  Ray itself leaves
+them visible to an actor that asks for none, so nodes that split one host (CPU
+nodes beside a GPU node) would otherwise each compile the model for the host's
+GPU too and serve from it at once.
+
 Every reply is plain data, built here and read by the caller without trusting
 it: ``("ok", value)`` or ``("error", error class name, message)``, where value
 holds only numpy arrays, strings, numbers, lists and dicts.  A call's reply is
@@ -60,7 +67,12 @@ def _plain(value: Any) -> Any:
 class NodeServer:
     """One model compiled by inferplex on this node (see the module docstring)."""
 
-    def __init__(self, model_bytes: bytes, device: str, properties: Mapping[str, Any]) -> None:
+    def __init__(self, model_bytes: bytes, device: str, properties: Mapping[str, Any],
+                 node_gpus: int = -1) -> None:
+        """``node_gpus``: the GPUs the node holds in Ray's resources (0: the host's GPUs are
+        hidden from this process; below 0: unknown, left as they are)."""
+        if node_gpus == 0:
+            _hide_gpus()
         self._failure: BaseException | None = None
         self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._profiling = bool(properties.get("ENABLE_PROFILING") or properties.get("PERF_COUNT"))
@@ -158,6 +170,13 @@ class NodeServer:
             return ("ok", _plain(self._compiled.get_property(key)))
         except Exception as error:  # noqa: BLE001 - told to the caller in its own class
             return _error(error)
+
+
+def _hide_gpus() -> None:
+    """Hide the host's GPUs from this process and the worker processes it starts (a node
+    without GPUs in Ray's resources); before CUDA starts, which reads this once."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    os.environ.pop("INFERPLEX_EMULATED_GPUS", None)  # nor GPUs emulated on the host's CPU
 
 
 def _inputs(inputs: Any) -> dict[str, Any]:

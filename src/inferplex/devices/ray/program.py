@@ -15,6 +15,17 @@ there.  Nothing is pickled by hand, and the reply is checked for shape before
 use: a tag and one entry per run, each a tag then numpy arrays by output name
 (or that run's own error: a run the node refuses fails alone).
 
+A reply is read only once it is in this process's node (:func:`wait_then_get`:
+``ray.wait`` with ``fetch_local``, then ``ray.get``), never by a ``ray.get`` that
+waits for it.  A ``ray.get`` that waits for an object of the object store (a
+reply over Ray's 100 KiB inline limit) while other threads of the process
+submit calls whose inputs go to the store stalls them and itself in steps of a
+whole second (Ray's get re-checks once a second, holding the process's
+connection to its store meanwhile): with several nodes' calls in flight, each
+call took seconds, the longer the more nodes, and MULTI over several nodes served
+less than one node alone.  ``ray.wait`` holds no such connection, and a lone call costs
+the same either way.
+
 ``REQUESTS_PER_CALL`` defaults to twice the node's own
 ``OPTIMAL_NUMBER_OF_INFER_REQUESTS`` (at least 4), ``CALLS_IN_FLIGHT`` to 2, and
 ``num_workers`` (the runs the program takes at once; MULTI and AUTO sum these)
@@ -54,7 +65,7 @@ from inferplex.devices.ray.node_server import MAX_CONCURRENCY
 from inferplex.errors import CompileError, InferenceError, InferplexError, InputError
 
 __all__ = ["DEFAULT_CALLS_IN_FLIGHT", "MAX_CALLS_IN_FLIGHT", "MAX_REQUESTS_PER_CALL", "ActorStarter",
-           "RayProgram", "error_from_reply", "requests_per_call", "start_actor"]
+           "RayProgram", "error_from_reply", "requests_per_call", "start_actor", "wait_then_get"]
 
 _LOCAL_PROPERTIES = ("NODE_ID", "FULL_DEVICE_NAME", "NODE_EXECUTION_DEVICES",
                      "NODE_OPTIMAL_NUMBER_OF_INFER_REQUESTS", "REQUESTS_PER_CALL", "CALLS_IN_FLIGHT",
@@ -183,7 +194,7 @@ class RayProgram(DeviceProgram):
         """Wait for a call's reply: per run (outputs, rows) or its own error."""
         actor, reference = sent
         try:
-            reply = self._ray.get(reference)
+            reply = wait_then_get(self._ray, reference)
         except self._ray.exceptions.RayActorError as error:
             self._died(actor)
             message = (f"the Ray actor serving {self.device} ({self.node.describe()}) died or cannot be "
@@ -230,7 +241,7 @@ class RayProgram(DeviceProgram):
         if key in local:
             return local[key]
         try:
-            reply = self._ray.get(self._actor().get_property.remote(key))
+            reply = wait_then_get(self._ray, self._actor().get_property.remote(key))
         except self._ray.exceptions.RayError as error:
             raise InferenceError(f"{self.device} could not be asked for {key!r}: "
                                  f"{_first_line(error)}") from error
@@ -278,9 +289,9 @@ def start_actor(device: str, node: RayNode, stored: Any, node_device: str,
         name=f"inferplex {device} {uuid.uuid4().hex[:12]}",
         scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=MAX_CONCURRENCY,
-    ).remote(stored.ref, node_device, dict(node_config))
+    ).remote(stored.ref, node_device, dict(node_config), int(node.resources.get("GPU", 0)))
     try:
-        reply = ray.get(actor.ready.remote())
+        reply = wait_then_get(ray, actor.ready.remote())
     except ray.exceptions.RayError as error:
         _kill(ray, [actor])
         raise CompileError(f"{where} could not start the actor that serves the model: "
@@ -289,6 +300,13 @@ def start_actor(device: str, node: RayNode, stored: Any, node_device: str,
         _kill(ray, [actor])
         raise error_from_reply(where, reply, CompileError)
     return actor, reply[1]
+
+
+def wait_then_get(ray: Any, reference: Any) -> Any:
+    """The value of ``reference`` once it is here: ``ray.wait`` (fetching it to this node), then
+    ``ray.get`` of what is already local (see the module docstring for why not ``ray.get`` alone)."""
+    ray.wait([reference], num_returns=1, timeout=None, fetch_local=True)
+    return ray.get(reference)
 
 
 def _failed(message: str, cause: BaseException) -> InferenceError:
