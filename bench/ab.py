@@ -16,6 +16,7 @@ Workloads (``--workloads``, comma-separated):
 - ``cpu-sync`` / ``cpu-async``: a one-Relu model on the CPU with ONNX Runtime
   (the framework's own cost per request), ``infer()`` and AsyncInferQueue.
 
+A ``-ov`` suffix (``cpu-async-ov``) runs the CPU workloads on the OpenVINO engine.
 An ``-2x`` suffix (``gpu-async-2x``) keeps twice OPTIMAL_NUMBER_OF_INFER_REQUESTS in flight; a
 ``-shared`` suffix (``gpu-sync-shared``) calls ``infer(feeds, share_inputs=True)``: the caller's
 arrays are read in place, with no copy into the request's tensors (``benchmark_app``'s way).
@@ -87,6 +88,8 @@ def _workload(name: str, folder: Path) -> Any:
     name = name.removesuffix("-2x")
     shared = name.endswith("-shared")
     name = name.removesuffix("-shared")
+    engine = "OPENVINO" if name.endswith("-ov") else "ONNXRUNTIME"
+    name = name.removesuffix("-ov")
     if name.startswith("gpu"):
         batch, hint = (4, "THROUGHPUT") if name == "gpu-async" else (1, "LATENCY")
         compiled = core.compile_model(str(folder / f"cnn_b{batch}.onnx"), "GPU.0",
@@ -95,7 +98,7 @@ def _workload(name: str, folder: Path) -> Any:
     else:
         config: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": 2}
         if "ENGINE" in core.get_property("CPU", "SUPPORTED_PROPERTIES"):
-            config["ENGINE"] = "ONNXRUNTIME"
+            config["ENGINE"] = engine
         compiled = core.compile_model(str(folder / "tiny.onnx"), "CPU", config)
         feeds = {"x": np.ones((4, 64), np.float32)}
     if name.endswith("async"):

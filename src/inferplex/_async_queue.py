@@ -31,7 +31,7 @@ from typing import Any
 
 from inferplex._binding import check_inputs, convert_input, copy_value, keyed_inputs, port_dims
 from inferplex._runtime import CompiledModel, InferRequest, in_completion_callback
-from inferplex.engine.completions import blocking
+from inferplex.engine.completions import blocking, on_completion_thread
 from inferplex.errors import PropertyError, RequestBusyError
 
 __all__ = ["AsyncInferQueue"]
@@ -59,9 +59,8 @@ class AsyncInferQueue:
         self._idle: list[int] = list(range(count))
         self._queued: deque[tuple[dict[int, Any], Any]] = deque()  # (staged inputs, userdata)
         self._index = {id(request): index for index, request in enumerate(self._requests)}
-        self._lock = threading.Lock()  # the hot path takes it directly: a Condition's methods are Python code
-        self._cond = threading.Condition(self._lock)
-        self._waiting = 0  # threads in self._cond.wait*: notified only when there are some
+        self._lock = threading.Lock()
+        self._waiters: list[threading.Lock] = []  # one parked lock per waiting thread (see _wait_for)
         self._callback: Callable[[InferRequest, Any], None] | None = None
         self._in_callback = threading.local()  # .active: this thread runs one of our callbacks
         self._callbacks_waiting = 0  # our callbacks blocked in get_idle_request_id
@@ -87,8 +86,8 @@ class AsyncInferQueue:
             with self._lock:
                 if not self._queued:
                     self._idle.append(self._index[id(request)])
-                    if self._waiting:
-                        self._cond.notify_all()
+                    if self._waiters:
+                        self._wake_all()
                     return
                 staged, userdata = self._queued.popleft()
             try:  # checked when queued: placing it fails only on what the check cannot see
@@ -120,12 +119,13 @@ class AsyncInferQueue:
             elif in_completion_callback():
                 index = None
             else:
-                self._wait_for(lambda: bool(self._idle))
+                while not self._idle:
+                    self._wait_for(None)
                 index = self._idle.pop(0)
         staged = None
         if index is None:
             staged = self._staged(inputs)
-            with self._cond:
+            with self._lock:
                 if not self._idle:
                     limit = QUEUED_PER_JOB * len(self._requests)
                     if len(self._queued) >= limit:
@@ -144,8 +144,8 @@ class AsyncInferQueue:
         except BaseException:
             with self._lock:  # rejected before it started: the request is idle again
                 self._idle.append(index)
-                if self._waiting:
-                    self._cond.notify_all()
+                if self._waiters:
+                    self._wake_all()
             raise
         # From here the request ends exactly once, through _on_done, even if submit fails.
         request._start_bound(bound, userdata)
@@ -163,17 +163,17 @@ class AsyncInferQueue:
         return staged
 
     def is_ready(self) -> bool:
-        with self._cond:
+        with self._lock:
             return bool(self._idle)
 
     def get_idle_request_id(self) -> int:
         """The index of an idle job, waiting while all are busy."""
-        with self._cond:
+        with self._lock:
             if self._idle or not getattr(self._in_callback, "active", False):
                 self._wait_for(lambda: bool(self._idle))
                 return self._idle[0]
             self._callbacks_waiting += 1
-            self._cond.notify_all()  # the others recheck whether everyone now waits
+            self._wake_all()  # the others recheck whether everyone now waits
             try:
                 while not self._idle:
                     if self._callbacks_waiting >= len(self._requests):
@@ -197,18 +197,33 @@ class AsyncInferQueue:
             self._wait_for(lambda: len(self._idle) == len(self._requests) and not self._queued)
 
     def _wait_for(self, ready: Callable[[], bool] | None) -> None:
-        """With the lock held: wait until ``ready()`` (None: one notification), counted as waiting."""
-        if ready is not None and ready():
-            return
-        self._waiting += 1
-        try:
-            with blocking():
-                if ready is None:
-                    self._cond.wait()
+        """With the lock held: wait until ``ready()`` (None: one wake-up), the lock released meanwhile.
+
+        ``threading.Condition`` would do, but its methods are Python code on the path of every
+        request that finds the queue full; a waiter parks on a lock of its own instead, which
+        :meth:`_wake_all` releases (as :class:`~inferplex.engine.latch.Latch` does).
+        """
+        while ready is None or not ready():
+            waiter = threading.Lock()
+            waiter.acquire()
+            self._waiters.append(waiter)
+            self._lock.release()
+            try:
+                if on_completion_thread():
+                    with blocking():
+                        waiter.acquire()
                 else:
-                    self._cond.wait_for(ready)
-        finally:
-            self._waiting -= 1
+                    waiter.acquire()
+            finally:
+                self._lock.acquire()
+            if ready is None:
+                return
+
+    def _wake_all(self) -> None:
+        """With the lock held: wake every thread in :meth:`_wait_for`."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.release()
 
     def __len__(self) -> int:
         return len(self._requests)

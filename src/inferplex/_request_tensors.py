@@ -299,7 +299,8 @@ class RequestTensors:
 
     def _hold_given(self, index: int, value: Any) -> None:
         """Hold a value the caller gave (read in place, never written by the request)."""
-        self._unpin(index)
+        if self._pins:
+            self._unpin(index)
         self._held[index] = value
         self._owned.discard(index)
 

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import weakref
+from functools import partial
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -382,7 +383,7 @@ class InferRequest(TensorAccess):
             if self._callback is None and self._completion_hook is None:
                 self._complete(request)
             else:
-                completions.submit(lambda: self._complete(request))
+                completions.submit(partial(self._complete, request))
 
         request.future.add_done_callback(ended)
         try:
@@ -397,9 +398,10 @@ class InferRequest(TensorAccess):
         self._latency_ms = (begin - request.started) * 1e3
         self._completing = threading.get_ident()
         try:
-            if request.future.exception() is None:
+            future = request.future
+            if future.exception() is None:
                 try:
-                    self._tensors.ran(request.future.result().outputs)
+                    self._tensors.ran(future.result().outputs)
                 except Exception:  # noqa: BLE001 - the results stay readable; only the copy failed
                     _log.exception("inferplex: writing results into the output tensors failed")
             if self._callback is not None:

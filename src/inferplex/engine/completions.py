@@ -24,9 +24,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import cast
+from collections.abc import Callable
 
 __all__ = ["Completions", "blocking", "on_completion_thread"]
 
@@ -41,18 +39,26 @@ def on_completion_thread() -> bool:
     return getattr(_local, "completions", None) is not None
 
 
-@contextmanager
-def blocking() -> Iterator[None]:
-    """Wrap a wait that a completion may do: its queue gets another thread meanwhile."""
-    owner: Completions | None = getattr(_local, "completions", None)
-    if owner is None:
-        yield
-        return
-    owner._blocked(+1)
-    try:
-        yield
-    finally:
-        owner._blocked(-1)
+class blocking:  # noqa: N801 - used as a function: ``with blocking(): ...``
+    """Wrap a wait that a completion may do: its queue gets another thread meanwhile.
+
+    A class rather than a ``contextmanager`` generator: every ``wait()`` passes
+    through one, and off completion threads it does nothing but look once.
+    """
+
+    __slots__ = ("_owner",)
+
+    def __enter__(self) -> None:
+        owner: Completions | None = getattr(_local, "completions", None)
+        self._owner = owner
+        if owner is not None:
+            owner._blocked(+1)
+
+    def __exit__(self, *exc: object) -> None:
+        owner = self._owner
+        if owner is not None:
+            self._owner = None
+            owner._blocked(-1)
 
 
 class Completions:
@@ -116,7 +122,10 @@ class Completions:
                     continue
                 if completion is _END:
                     return
-                _run(cast("Callable[[], None]", completion))
+                try:
+                    completion()  # type: ignore[operator]  # neither None nor _END here
+                except Exception:  # noqa: BLE001 - one callback must not stop the others
+                    _log.exception("inferplex: a completion callback raised; the request is complete anyway")
                 del completion  # an idle thread must not keep the last request (and its model) alive
                 if self._queue.empty() and self._threads - self._blocked_count > 1:
                     with self._lock:  # a thread started for a blocked completion: one thread is enough
