@@ -20,8 +20,8 @@ import logging
 import threading
 import time
 import weakref
-from functools import partial
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
