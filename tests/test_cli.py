@@ -198,6 +198,71 @@ def test_benchmark_auto_says_which_device_ran_the_first_inference(
     assert re.search(rf"First inference took [0-9.]+ ms on {re.escape(device)}\n", out)
 
 
+def test_benchmark_data_shape_keeps_inputs_dynamic(capsys: pytest.CaptureFixture[str], small_model: str,
+                                                   tmp_path: Path) -> None:
+    report = tmp_path / "d.json"
+    code, _, err = run(capsys, "benchmark", "-m", small_model, "-data_shape", "[5,4]", "-niter", "3",
+                         "--report", str(report))
+    assert code == 0, err
+    data = json.loads(report.read_text())
+    assert data["batch"] == 5 and data["inputs"]["x"]["shape"] == [5, 4]
+    _check_report(data, 3)
+
+
+def test_benchmark_reads_inputs_from_npy_files(capsys: pytest.CaptureFixture[str], two_input_model: str,
+                                               tmp_path: Path) -> None:
+    np.save(tmp_path / "ids.npy", np.arange(6).reshape(1, 6))
+    np.save(tmp_path / "scale.npy", np.linspace(0, 1, 6).reshape(1, 6))  # float64: cast to the input's f32
+    report = tmp_path / "i.json"
+    code, _, err = run(capsys, "benchmark", "-m", two_input_model, "-api", "sync", "-niter", "2",
+                       "-i", f"ids:{tmp_path / 'ids.npy'},scale:{tmp_path / 'scale.npy'}",
+                       "--report", str(report))
+    assert code == 0, err
+    assert json.loads(report.read_text())["inputs"] == {
+        "ids": {"shape": [1, 6], "element_type": "i64"}, "scale": {"shape": [1, 6], "element_type": "f32"}}
+
+
+def test_benchmark_input_and_output_precisions(capsys: pytest.CaptureFixture[str], small_model: str,
+                                               tmp_path: Path) -> None:
+    report = tmp_path / "p.json"
+    code, out, err = run(capsys, "benchmark", "-m", small_model, "-shape", "[2,4]", "-ip", "f16",
+                         "-op", "f16", "-niter", "2", "--report", str(report))
+    assert code == 0, err
+    assert json.loads(report.read_text())["inputs"]["x"]["element_type"] == "f16"
+    assert "inputs: x f16 [2, 4]" in out
+
+
+def test_benchmark_config_files_and_cache_dir(capsys: pytest.CaptureFixture[str], small_model: str,
+                                              tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"CPU": {"NUM_STREAMS": "2", "PERFORMANCE_HINT": "THROUGHPUT"}}))
+    dumped, report, cache = tmp_path / "dumped.json", tmp_path / "c.json", tmp_path / "cache"
+    code, _, err = run(capsys, "benchmark", "-m", small_model, "-shape", "[1,4]", "-load_config", str(config),
+                       "-cache_dir", str(cache), "-dump_config", str(dumped), "-niter", "2",
+                       "--report", str(report))
+    assert code == 0, err
+    assert json.loads(report.read_text())["compiled_properties"]["NUM_STREAMS"] == 2
+    assert any(cache.iterdir())  # the model cache was written
+    written = json.loads(dumped.read_text())["CPU"]
+    assert written["NUM_STREAMS"] == "2" and written["CACHE_DIR"] == str(cache)
+    code, _, err = run(capsys, "benchmark", "-m", small_model, "-shape", "[1,4]", "-load_config", str(dumped),
+                       "-niter", "2", "--report", str(report))
+    assert code == 0, err
+    assert json.loads(report.read_text())["compiled_properties"]["NUM_STREAMS"] == 2
+
+
+def test_benchmark_latency_percentile(capsys: pytest.CaptureFixture[str], small_model: str,
+                                      tmp_path: Path) -> None:
+    report = tmp_path / "l.json"
+    code, out, err = run(capsys, "benchmark", "-m", small_model, "-shape", "[1,4]", "-niter", "20",
+                         "-latency_percentile", "75", "--report", str(report))
+    assert code == 0, err
+    assert "75 percentile:" in out
+    data = json.loads(report.read_text())
+    latency = data["latency_ms"]
+    assert data["latency_percentile"] == 75 and latency["median"] <= latency["p75"] <= latency["max"]
+
+
 # --- user mistakes: one line on stderr, exit 2 ------------------------------------------------
 
 
@@ -212,6 +277,13 @@ def test_benchmark_auto_says_which_device_ran_the_first_inference(
     (["-shape", "[1,3,224]"], "rank 3"),
     (["-niter", "0"], "-niter must be at least 1"),
     (["-nireq", "0"], "-nireq must be at least 1"),
+    (["-latency_percentile", "0"], "-latency_percentile must be between 1 and 100"),
+    (["-data_shape", "[1,3,224]"], "does not allow"),
+    (["-ip", "f33"], "-ip 'f33'"),
+    (["-iop", "nope:u8"], "-iop names ['nope']"),
+    (["-i", "missing.npy"], "cannot be read as a .npy file"),
+    (["-i", "data_0:x.txt"], "numpy .npy files"),
+    (["-load_config", "missing.json"], "-load_config 'missing.json' cannot be read as JSON"),
 ])
 def test_benchmark_user_mistakes_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str],
                                         message: str) -> None:

@@ -1,7 +1,10 @@
 """``inferplex benchmark``: OpenVINO benchmark_app's measurement loop on inferplex.
 
-Flags follow benchmark_app (``-m -d -niter -t -nireq -nstreams -hint -b -shape
--pc -api -report_folder -json_stats``).  Defaults, as in benchmark_app: device
+Flags follow benchmark_app (``-m -d -niter -t -nireq -nstreams -nthreads -hint -b
+-shape -data_shape -i -ip -op -iop -pin -cache_dir -load_config -dump_config
+-infer_precision -latency_percentile -pc -api -report_folder -json_stats
+-inference_only``; :mod:`inferplex.cli.benchmark_options` holds those that shape the
+model, the properties and the data).  Defaults, as in benchmark_app: device
 CPU, async API, THROUGHPUT hint for async and LATENCY for sync.  Without
 ``-niter`` or ``-t`` it runs for 10 seconds (benchmark_app: 60).  Without ``-m``
 it runs the onnx wheel's ``light_resnet50`` sample model.  Inputs are random
@@ -24,6 +27,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from inferplex._async_queue import AsyncInferQueue
 from inferplex._core import Core
 from inferplex._runtime import CompiledModel, InferRequest
+from inferplex.cli.benchmark_options import (
+    apply_precisions,
+    data_shapes,
+    dump_config,
+    load_config,
+    read_inputs,
+)
 from inferplex.cli.inputs import (
     apply_shapes,
     batch_size,
@@ -71,6 +81,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("-b", "--batch_size", dest="batch", type=int, help="set dimension 0 of every input")
     add("-shape", dest="shape", help="input shapes: 'name[1,3,224,224]', 'a[1,128],b[1,128]' "
         "or '[1,3,224,224]'")
+    add("-data_shape", dest="data_shape", help="shapes of the data fed to dynamic inputs, which "
+        "stay dynamic: 'name[1,128]' or '[1,3,224,224]'")
+    add("-i", "--paths_to_input", dest="input_files", help="inputs from numpy .npy files: 'x.npy' "
+        "(one input) or 'ids:ids.npy,mask:mask.npy' (default: random data)")
+    add("-ip", dest="input_precision", help="element type of every input the program feeds, e.g. u8 "
+        "(converted inside the model)")
+    add("-op", dest="output_precision", help="element type of every output the program reads, e.g. f16")
+    add("-iop", dest="io_precision", help="element types per input or output: 'x:u8,y:f16'")
+    add("-pin", dest="pin", type=str.upper, choices=("YES", "NO", "TRUE", "FALSE"),
+        help="ENABLE_CPU_PINNING")
+    add("-cache_dir", dest="cache_dir", help="CACHE_DIR: the model cache folder")
+    add("-load_config", dest="load_config", metavar="FILE",
+        help='properties per device from a JSON file: {"CPU": {"NUM_STREAMS": "2"}} '
+        "(the flags win over it)")
+    add("-dump_config", dest="dump_config", metavar="FILE",
+        help="write the properties the model was compiled with to FILE as JSON, in -load_config's form")
+    add("-latency_percentile", dest="latency_percentile", type=int, default=50,
+        help="the latency percentile reported first, 1-100 (default 50: the median)")
+    add("-inference_only", dest="inference_only", action="store_true",
+        help="accepted for benchmark_app compatibility: inputs are always set once, before measuring")
     add("-pc", "--perf_counts", dest="perf_counts", action="store_true",
         help="print per-op performance counters (sets ENABLE_PROFILING)")
     add("-p", "--property", dest="properties", action="append", default=[], metavar="KEY=VALUE",
@@ -88,9 +118,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", dest="seed", type=int, default=0, help="seed of the random inputs (default 0)")
 
 
-def build_config(args: argparse.Namespace, virtual: bool) -> dict[str, Any]:
-    """The compile config the flags ask for."""
+def build_config(args: argparse.Namespace, virtual: bool,
+                 members: list[str] | None = None) -> dict[str, Any]:
+    """The compile config the flags ask for (over ``-load_config``'s, where given)."""
     config: dict[str, Any] = {}
+    if getattr(args, "load_config", None):
+        config.update(load_config(args.load_config, args.device, members or []))
+    if getattr(args, "cache_dir", None):
+        config["CACHE_DIR"] = args.cache_dir
+    if getattr(args, "pin", None):
+        config["ENABLE_CPU_PINNING"] = args.pin in ("YES", "TRUE")
     hint = args.hint or ("throughput" if args.api == "async" else "latency")
     if hint != "none":
         config["PERFORMANCE_HINT"] = hint.upper()
@@ -242,8 +279,12 @@ def run_benchmark(args: argparse.Namespace, out: Console, err: Console) -> int:
     limits = _Limits(args.niter, args.time)
     if args.nireq is not None and args.nireq < 1:
         raise InputError(f"-nireq must be at least 1, got {args.nireq}")
+    if not 1 <= args.latency_percentile <= 100:
+        raise InputError("-latency_percentile must be between 1 and 100, "
+                         f"got {args.latency_percentile}")
     spec = parse_device_string(args.device)
-    config = build_config(args, virtual=spec.virtual is not None)
+    members = list(spec.names) if spec.virtual else []
+    config = build_config(args, virtual=spec.virtual is not None, members=members)
     core = Core()
     versions = core.get_versions(args.device)  # also refuses unknown devices before any work
     path, sample = (Path(args.model), False) if args.model else (sample_model_path(), True)
@@ -258,8 +299,11 @@ def run_benchmark(args: argparse.Namespace, out: Console, err: Console) -> int:
     model = core.read_model(path)
     result.read_ms = _since(start)
     apply_shapes(model, parse_shapes(args.shape) if args.shape else None, args.batch)
-    check_static(model)
-    result.batch = batch_size(model, args.batch)
+    model = apply_precisions(model, args.input_precision, args.output_precision, args.io_precision)
+    shapes = data_shapes(args.data_shape, model.inputs) if args.data_shape else {}
+    check_static(model, given=set(shapes) | set(_file_names(args.input_files, model)))
+    result.batch = batch_size(model, args.batch, shapes)
+    result.percentile = args.latency_percentile
     result.inputs = describe_ports(model.inputs)
     out.print(f"Read model took {result.read_ms:.2f} ms")
     start = time.perf_counter()
@@ -277,7 +321,12 @@ def _run_compiled(compiled: CompiledModel, args: argparse.Namespace, limits: _Li
     result.compiled_properties = print_compiled(out, compiled, _SHOWN_PROPERTIES)
     if virtual == "HETERO":
         result.hetero_subgraphs = print_hetero_plan(out, compiled)
-    feeds = random_inputs(compiled.inputs, args.seed)
+    feeds = random_inputs(compiled.inputs, args.seed, data_shapes(args.data_shape, compiled.inputs)
+                          if args.data_shape else None)
+    if args.input_files:
+        feeds.update(read_inputs(args.input_files, compiled.inputs))
+    result.inputs.update({name: {**result.inputs.get(name, {}), "shape": list(value.shape)}
+                          for name, value in feeds.items()})
     if args.api == "sync":
         runner: InferRequest = compiled.create_infer_request()
         queue = None
@@ -305,10 +354,17 @@ def _run_compiled(compiled: CompiledModel, args: argparse.Namespace, limits: _Li
         result.counters = next((records for records in (r.get_profiling_info() for r in requests)
                                 if records), [])
     _report(result, args, out, virtual)
+    if args.dump_config:
+        out.print(f"Config written to {dump_config(args.dump_config, args.device, result.config)}")
     if args.trace:
         Path(args.trace).write_text(json.dumps(compiled.get_property("TRACE")))
         out.print(f"Trace written to {args.trace}")
     return 0
+
+
+def _file_names(text: str | None, model: Any) -> list[str]:
+    """The inputs ``-i`` feeds (their shapes come from the files)."""
+    return list(read_inputs(text, model.inputs)) if text else []
 
 
 def _inputs_line(result: BenchmarkResult) -> str:

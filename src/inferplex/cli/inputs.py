@@ -99,35 +99,48 @@ def apply_shapes(model: Model, shapes: Mapping[str | int, Dims] | None, batch: i
         model.reshape(new)
 
 
-def check_static(model: Model) -> None:
-    """InputError naming every input that still has a dynamic dimension."""
-    dynamic = [p for p in model.inputs if p.is_dynamic]
+def check_static(model: Model, given: set[str] | None = None) -> None:
+    """InputError naming every input that still has a dynamic dimension (except those whose data
+    shape is ``given``: ``-data_shape``, ``-i``)."""
+    dynamic = [p for p in model.inputs if p.is_dynamic and p.any_name not in (given or set())]
     if dynamic:
         names = ", ".join(f"{p.any_name!r} {_show(p.dims)}" for p in dynamic)
         example = dynamic[0]
         dims = ",".join("1" if not isinstance(d, int) else str(d) for d in example.dims or [1])
         raise InputError(f"dynamic input {names}: give static dims with -shape, e.g. "
-                         f"-shape \"{example.any_name}[{dims}]\" (or -b for the batch dimension)")
+                         f"-shape \"{example.any_name}[{dims}]\" (or -b for the batch dimension), or "
+                         f"keep it dynamic and give the data's shape with -data_shape")
 
 
-def batch_size(model: Model, batch: int | None) -> int:
-    """``-b`` if given, else dimension 0 of the first input of rank >= 2, else 1."""
+def batch_size(model: Model, batch: int | None,
+               data_shapes: Mapping[str, tuple[int, ...]] | None = None) -> int:
+    """``-b`` if given, else dimension 0 of the first input of rank >= 2 (its ``-data_shape`` where
+    given), else 1."""
     if batch is not None:
         return batch
-    first = model.inputs[0].dims if model.inputs else None
+    first: Any = model.inputs[0].dims if model.inputs else None
+    if model.inputs and data_shapes and model.inputs[0].any_name in data_shapes:
+        first = data_shapes[model.inputs[0].any_name]
     if first and len(first) >= 2 and isinstance(first[0], int) and first[0] > 0:
         return first[0]
     return 1
 
 
-def random_inputs(ports: list[Port], seed: int = 0) -> dict[str, np.ndarray]:
-    """One random tensor per input port, of its static shape and element type."""
+def random_inputs(ports: list[Port], seed: int = 0,
+                  shapes: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """One random tensor per input port, of its element type and static shape (or the one
+    ``shapes`` gives it: ``-data_shape``)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for port in ports:
         element = port.element_type
         dtype = element.to_dtype() if element.is_static() else np.dtype(np.float32)
-        shape = tuple(port.shape)
+        if shapes and port.any_name in shapes:
+            shape = shapes[port.any_name]
+        elif port.is_dynamic:
+            continue  # fed from a file (-i); check_static refused the others
+        else:
+            shape = tuple(port.shape)
         if dtype.kind == "f":
             feeds[port.any_name] = rng.random(shape, dtype=np.float64).astype(dtype)
         elif dtype.kind == "b":
