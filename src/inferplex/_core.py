@@ -47,7 +47,7 @@ from inferplex.errors import (
     PropertyError,
 )
 
-__all__ = ["Core", "compile_model", "get_version"]
+__all__ = ["Core", "Extension", "compile_model", "get_version"]
 
 _log = logging.getLogger("inferplex")
 
@@ -64,6 +64,10 @@ def _ray_plugin() -> DevicePlugin:
     return RayPlugin()
 
 
+class Extension:
+    """Base class of OpenVINO's Python extensions (``class MyExt(ov.Extension)``); Core keeps them."""
+
+
 class Core:
     """Entry point of the runtime (OpenVINO's ``ov.Core``)."""
 
@@ -73,6 +77,7 @@ class Core:
         self._registry.register("GPU", _gpu_plugin)
         self._registry.register("RAY", _ray_plugin)
         self._virtual_config: dict[str, dict[str, Any]] = {name: {} for name in VIRTUAL_DEVICES}
+        self._extensions: list[Extension] = []
         self._core_config: dict[str, Any] = dict(_CORE_DEFAULTS)
         """Core-wide values (``set_property({...})`` with no device), read by ``get_property(key)``."""
         self._load_entry_points()
@@ -126,6 +131,25 @@ class Core:
         if family in VIRTUAL_DEVICES:
             raise PluginError(f"{family!r} is a virtual device and cannot be replaced by a plugin")
         self._registry.register(family, plugin)  # type: ignore[arg-type]
+
+    def unload_plugin(self, device_name: str) -> None:
+        """OpenVINO unloads a plugin's library; here plugins are Python objects that hold no
+        library, so this only checks that ``device_name`` names a known device."""
+        self._registry.resolve(device_name)
+
+    def add_extension(self, extension: Any) -> None:
+        """Accept OpenVINO ``Extension`` objects (or a list of them), kept with the Core.
+
+        Extensions add custom ops to OpenVINO's C++ runtime; inferplex runs ONNX ops only,
+        so a library path (``add_extension("libcustom.so")``) is refused with an error.
+        """
+        items = extension if isinstance(extension, (list, tuple)) else [extension]
+        for item in items:
+            if not isinstance(item, Extension):
+                raise ModelError(f"add_extension takes ov.Extension objects, got {type(item).__name__}; "
+                                 "extension libraries (.so/.dll) of OpenVINO's C++ runtime cannot be "
+                                 "loaded: inferplex runs ONNX ops")
+        self._extensions.extend(items)
 
     def _load_entry_points(self) -> None:
         for entry in metadata.entry_points(group="inferplex.devices"):

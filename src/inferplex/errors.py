@@ -16,6 +16,8 @@
     ├── RequestBusyError              an InferRequest was started while still running
     └── PluginError                   a device plugin broke the plugin contract
 
+Every one is a ``RuntimeError``, as every error OpenVINO's runtime raises is, so
+programs written for OpenVINO (``except RuntimeError``) catch them unchanged.
 Messages say what was wrong, what is accepted, and how to fix it.  Errors from
 the engines underneath (ONNX Runtime, torch) are chained with ``raise ... from``.
 """
@@ -39,8 +41,8 @@ __all__ = [
 ]
 
 
-class InferplexError(Exception):
-    """Base class of every error raised by inferplex."""
+class InferplexError(RuntimeError):
+    """Base class of every error raised by inferplex (a RuntimeError, as OpenVINO's errors are)."""
 
 
 class ModelError(InferplexError, ValueError):

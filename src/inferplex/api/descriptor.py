@@ -34,8 +34,19 @@ class DescriptorTensor:
     def names(self) -> set[str]:
         return set(self._port.get_names())
 
+    @names.setter
+    def names(self, names: Any) -> None:
+        self._port.set_names(names)
+
     def get_names(self) -> set[str]:
         return self.names
+
+    def set_names(self, names: Any) -> None:
+        """Rename the tensor (OpenVINO's ``set_names``): see :meth:`inferplex.Port.set_names`."""
+        self._port.set_names(names)
+
+    def add_names(self, names: Any) -> None:
+        self._port.add_names(names)
 
     @property
     def any_name(self) -> str:

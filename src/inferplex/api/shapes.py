@@ -23,7 +23,8 @@ import numpy as np
 
 from inferplex.errors import InputError
 
-__all__ = ["Dimension", "PartialShape", "Shape", "Strides", "parse_dimension_text", "split_shape_text"]
+__all__ = ["Dimension", "PartialShape", "Shape", "Strides", "Symbol", "parse_dimension_text",
+           "split_shape_text"]
 
 # What OpenVINO's get_max_shape() reports for an unbounded dimension.
 _UNBOUNDED = np.iinfo(np.int64).max
@@ -35,16 +36,54 @@ def _as_int(value: Any, what: str) -> int:
     return int(value)
 
 
+class Symbol:
+    """A label that ties dimensions known to be equal (OpenVINO's ``ov.Symbol``).
+
+    Two symbols are equal only when they are the same object; a dimension with
+    no symbol reports a null one, which is falsy (``Dimension().get_symbol()``).
+    """
+
+    __slots__ = ("_null",)
+
+    def __init__(self) -> None:
+        self._null = False
+
+    @classmethod
+    def _none(cls) -> Symbol:
+        symbol = cls()
+        symbol._null = True
+        return symbol
+
+    def __bool__(self) -> bool:
+        return not self._null
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Symbol) and self._null and other._null:
+            return True
+        return self is other
+
+    def __hash__(self) -> int:
+        return 0 if self._null else id(self)
+
+    def __repr__(self) -> str:
+        return "<Symbol: null>" if self._null else f"<Symbol at {id(self):#x}>"
+
+
 class Dimension:
     """One dimension: static (``Dimension(3)``), dynamic (``Dimension()``, ``Dimension(-1)``)
     or an interval (``Dimension(1, 8)``, ``Dimension(2, -1)`` for ``2..``, ``Dimension("1..8")``).
+
+    A dimension may carry a :class:`Symbol` (``set_symbol``) marking it equal to
+    other dimensions with the same symbol; equality of dimensions ignores it.
     """
 
-    __slots__ = ("_max", "_min")
+    __slots__ = ("_max", "_min", "_symbol")
     _min: int
     _max: int | None
+    _symbol: Symbol | None
 
     def __init__(self, *args: Any) -> None:
+        self._symbol = None
         if len(args) == 1 and isinstance(args[0], Dimension):
             self._min, self._max = args[0]._min, args[0]._max
         elif len(args) == 1 and isinstance(args[0], str):
@@ -67,6 +106,18 @@ class Dimension:
     @staticmethod
     def dynamic() -> Dimension:
         return Dimension()
+
+    def has_symbol(self) -> bool:
+        return self._symbol is not None
+
+    def get_symbol(self) -> Symbol:
+        """The symbol set on this dimension, or a null (falsy) symbol when none is."""
+        return self._symbol if self._symbol is not None else Symbol._none()  # noqa: SLF001
+
+    def set_symbol(self, symbol: Symbol) -> None:
+        if not isinstance(symbol, Symbol):
+            raise InputError(f"set_symbol takes an ov.Symbol, got {type(symbol).__name__}")
+        self._symbol = symbol if symbol else None
 
     @property
     def is_static(self) -> bool:

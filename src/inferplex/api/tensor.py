@@ -29,7 +29,7 @@ from inferplex.api.shapes import PartialShape, Shape, Strides
 from inferplex.api.types import Type
 from inferplex.errors import InputError
 
-__all__ = ["Tensor"]
+__all__ = ["Tensor", "tensor_from_file"]
 
 _ACCEPTED = ("Tensor(array, shared_memory=False), Tensor(array, shape, type), "
              "Tensor(type, shape), Tensor(list) or Tensor(port)")
@@ -211,6 +211,20 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"<Tensor: shape{self.get_shape()} type: {self._type}>"
+
+
+def tensor_from_file(path: Any) -> Tensor:
+    """A u8 tensor of a file's bytes, memory-mapped read-only (OpenVINO's ``ov.tensor_from_file``)."""
+    import os
+
+    try:
+        data = np.memmap(os.fspath(path), dtype=np.uint8, mode="r") if os.path.getsize(path) else \
+            np.zeros(0, np.uint8)
+    except OSError as error:
+        raise InputError(f"tensor_from_file cannot read {os.fspath(path)!r}: {error}") from error
+    tensor = Tensor.__new__(Tensor)
+    tensor._set(Type.u8, data, (data.size,), owned=False)  # noqa: SLF001
+    return tensor
 
 
 def _as_str(value: Any) -> str:

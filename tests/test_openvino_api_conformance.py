@@ -1,0 +1,196 @@
+"""OpenVINO's Python API, as OpenVINO programs use it, through ``import inferplex as ov``.
+
+Each test checks one behaviour against real OpenVINO where it is installed
+(``pytest.importorskip("openvino")``) or against numpy / OpenVINO's documented
+values: names that programs import, node inputs and outputs, tensor names,
+symbols, the opset functions, packed sub-byte data, and the error class.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import inferplex as ov
+from inferplex import opset
+
+
+def _run(results: object, params: list, feeds: list[np.ndarray]) -> list[np.ndarray]:
+    compiled = ov.Core().compile_model(ov.Model(results, params), "CPU")
+    out = compiled(feeds)
+    return [out[i] for i in range(len(compiled.outputs))]
+
+
+# --- names OpenVINO programs import ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ConstOutput", "Output", "Input", "Node", "Symbol", "RTMap", "OVAny",
+                                  "Extension", "tensor_from_file"])
+def test_openvino_top_level_names_exist(name: str) -> None:
+    real = pytest.importorskip("openvino")
+    assert hasattr(real, name)
+    assert getattr(ov, name) is not None
+
+
+@pytest.mark.parametrize("number", range(1, 18))
+def test_opset_modules_by_number_import(number: int) -> None:
+    import importlib
+
+    module = importlib.import_module(f"inferplex.opset{number}")
+    param = module.parameter([2], np.float32)
+    assert module.relu(param).get_type_name() == "Relu"
+
+
+def test_errors_are_runtime_errors_as_openvino_raises() -> None:
+    param = opset.parameter([2], np.float32, name="x")
+    compiled = ov.Core().compile_model(ov.Model(opset.relu(param), [param]), "CPU")
+    with pytest.raises(RuntimeError):
+        compiled.create_infer_request().infer({"no_such_input": np.zeros(2, np.float32)})
+
+
+# --- symbols and dimensions ------------------------------------------------------------------------
+
+
+def test_symbol_identity_and_dimension_symbols() -> None:
+    dim = ov.Dimension()
+    assert not dim.has_symbol() and not dim.get_symbol()
+    symbol = ov.Symbol()
+    dim.set_symbol(symbol)
+    assert dim.has_symbol() and dim.get_symbol() == symbol
+    assert ov.Symbol() != symbol
+    assert len({symbol, ov.Symbol()}) == 2
+    assert ov.Dimension(3) == ov.Dimension(3)  # symbols do not change equality
+
+
+# --- node inputs and outputs -----------------------------------------------------------------------
+
+
+def test_node_inputs_read_their_sources() -> None:
+    param = opset.parameter([1, 4], np.float32, name="data")
+    relu = opset.relu(param, name="relu")
+    model = ov.Model(relu, [param], "m")
+    compiled = ov.Core().compile_model(model, "CPU")
+    result_input = compiled.output(0).get_node().inputs()[0]
+    assert isinstance(result_input, ov.Input)
+    assert result_input.get_index() == 0
+    assert result_input.get_element_type() == ov.Type.f32
+    assert result_input.get_partial_shape() == ov.PartialShape([1, 4])
+    assert result_input.get_source_output().get_node().get_friendly_name() == "relu"
+    relu_input = relu.input(0)
+    assert relu_input.get_source_output().get_node().get_type_name() == "Parameter"
+
+
+def test_input_replace_source_output_rewires_the_graph() -> None:
+    first = opset.parameter([3], np.float32, name="first")
+    second = opset.parameter([3], np.float32, name="second")
+    neg = opset.negative(first)
+    neg.input(0).replace_source_output(second.output(0))
+    data = np.array([1.0, -2.0, 3.0], np.float32)
+    (out,) = _run(neg, [second], [data])
+    np.testing.assert_array_equal(out, -data)
+
+
+def test_tensor_names_set_add_and_replace() -> None:
+    param = opset.parameter([1, 4], ov.Type.i64)
+    param.output(0).set_names({"param1", "data1"})
+    assert param.output(0).get_names() == {"param1", "data1"}
+    param.output(0).add_names({"input1"})
+    assert param.output(0).get_names() == {"param1", "data1", "input1"}
+    relu = opset.relu(param)
+    relu.output(0).get_tensor().set_names({"c", "d"})
+    new_relu = opset.relu(param)
+    new_relu.output(0).get_tensor().set_names({"f"})
+    relu.output(0).replace(new_relu.output(0))
+    assert new_relu.output(0).get_tensor().get_names() == {"c", "d", "f"}
+
+
+def test_renamed_model_output_is_a_result_key() -> None:
+    param = opset.parameter([2, 3], np.float32, name="x")
+    model = ov.Model(opset.abs(param), [param])
+    model.output(0).tensor.names = {"magnitude"}
+    compiled = ov.Core().compile_model(model, "CPU")
+    data = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    result = compiled(data)
+    np.testing.assert_array_equal(result["magnitude"], np.abs(data))
+    assert "magnitude" in result.names()[0]
+
+
+def test_node_arithmetic_builds_ops() -> None:
+    a = opset.parameter([2], np.float32, name="a")
+    b = opset.parameter([2], np.float32, name="b")
+    x, y = np.array([1.0, 2.0], np.float32), np.array([3.0, 5.0], np.float32)
+    outs = _run([a + b, a - b, a * b, a / b, -a], [a, b], [x, y])
+    for got, want in zip(outs, [x + y, x - y, x * y, x / y, -x], strict=True):
+        np.testing.assert_allclose(got, want)
+
+
+# --- opset functions against numpy ----------------------------------------------------------------
+
+
+_UNARY = [("abs", np.abs), ("negative", np.negative), ("exp", np.exp), ("sqrt", np.sqrt),
+          ("tanh", np.tanh), ("floor", np.floor), ("ceiling", np.ceil), ("sign", np.sign)]
+
+
+@pytest.mark.parametrize(("name", "reference"), _UNARY)
+def test_unary_ops_match_numpy(name: str, reference: object) -> None:
+    param = opset.parameter([5], np.float32, name="x")
+    data = np.array([0.25, 1.5, 2.0, 3.75, 9.0], np.float32)
+    (out,) = _run(getattr(opset, name)(param), [param], [data])
+    np.testing.assert_allclose(out, reference(data), rtol=1e-5)  # type: ignore[operator]
+
+
+def test_split_and_variadic_split_match_numpy() -> None:
+    param = opset.parameter([2, 6], np.float32, name="x")
+    data = np.arange(12, dtype=np.float32).reshape(2, 6)
+    outs = _run(opset.split(param, 1, 3), [param], [data])
+    for got, want in zip(outs, np.split(data, 3, axis=1), strict=True):
+        np.testing.assert_array_equal(got, want)
+    outs = _run(opset.variadic_split(param, 1, [1, -1, 2]), [param], [data])
+    for got, want in zip(outs, np.split(data, [1, 4], axis=1), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_convert_reduce_and_compare_match_numpy() -> None:
+    param = opset.parameter([2, 3], np.float32, name="x")
+    data = np.array([[1.7, -2.2, 3.0], [4.0, 5.5, -6.1]], np.float32)
+    outs = _run([opset.convert(param, "i32"), opset.reduce_sum(param, [1], True),
+                 opset.reduce_max(param, [0]), opset.greater(param, 2.0)], [param], [data])
+    np.testing.assert_array_equal(outs[0], data.astype(np.int32))
+    np.testing.assert_allclose(outs[1], data.sum(axis=1, keepdims=True), rtol=1e-6)
+    np.testing.assert_array_equal(outs[2], data.max(axis=0))
+    np.testing.assert_array_equal(outs[3], data > 2.0)
+
+
+# --- packed sub-byte data, files, extensions -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("type_name", "low", "high"), [("u1", 0, 2), ("u4", 0, 16), ("i4", -8, 8),
+                                                        ("nf4", 0, 16)])
+def test_pack_data_matches_openvino(type_name: str, low: int, high: int) -> None:
+    real = pytest.importorskip("openvino")
+    from openvino.helpers import pack_data as real_pack
+
+    rng = np.random.default_rng(0)
+    data = rng.integers(low, high, size=(3, 7)).astype(np.int8 if type_name == "i4" else np.uint8)
+    packed = ov.helpers.pack_data(data, type_name)
+    np.testing.assert_array_equal(packed, real_pack(data, getattr(real.Type, type_name)))
+    np.testing.assert_array_equal(ov.helpers.unpack_data(packed, type_name, [3, 7]), data)
+
+
+def test_tensor_from_file_reads_bytes(tmp_path: object) -> None:
+    path = tmp_path / "blob.bin"  # type: ignore[operator]
+    np.arange(10, dtype=np.int8).tofile(path)
+    tensor = ov.tensor_from_file(path)
+    assert tensor.element_type == ov.Type.u8
+    np.testing.assert_array_equal(tensor.data, np.arange(10, dtype=np.uint8))
+
+
+def test_core_accepts_python_extensions_and_refuses_libraries() -> None:
+    class Empty(ov.Extension):
+        pass
+
+    core = ov.Core()
+    core.add_extension(Empty())
+    core.add_extension([Empty(), Empty()])
+    with pytest.raises(RuntimeError, match="extension"):
+        core.add_extension("libcustom_ops.so")
