@@ -55,6 +55,7 @@ PUBLIC = [
     "preprocess",
     "properties",
     "save_model",
+    "serialize",
     "set_batch",
     "tensor_from_file",
     "utils",

@@ -194,3 +194,111 @@ def test_core_accepts_python_extensions_and_refuses_libraries() -> None:
     core.add_extension([Empty(), Empty()])
     with pytest.raises(RuntimeError, match="extension"):
         core.add_extension("libcustom_ops.so")
+
+
+# --- Tensor constructors as OpenVINO spells them -------------------------------------------------
+
+
+def test_tensor_keyword_constructors() -> None:
+    by_type = ov.Tensor(type=np.float32, shape=[2, 3])
+    assert by_type.element_type == ov.Type.f32 and list(by_type.shape) == [2, 3]
+    array = np.arange(6, dtype=np.int32).reshape(2, 3)
+    shared = ov.Tensor(array=array, shared_memory=True)
+    assert np.shares_memory(shared.data, array)
+    with pytest.raises(RuntimeError, match="keyword"):
+        ov.Tensor(array, colour="red")
+
+
+def test_tensor_from_port_with_and_without_array() -> None:
+    param = opset.parameter([2, 3], np.float32)
+    assert list(ov.Tensor(param.output(0)).shape) == [2, 3]
+    ones = np.ones((2, 3), np.float32)
+    over = ov.Tensor(param.output(0), ones)
+    assert np.shares_memory(over.data, ones)
+    dynamic = opset.parameter(ov.PartialShape.dynamic(), np.float32)
+    assert list(ov.Tensor(dynamic.output(0)).shape) == [0]
+    with pytest.warns(RuntimeWarning):
+        ov.Tensor(opset.parameter([2], np.float32).output(0), ones)
+    with pytest.raises(RuntimeError, match="exceeds"):
+        ov.Tensor(opset.parameter([7], np.float32).output(0), ones)
+
+
+def test_roi_tensor_views_a_region() -> None:
+    base = ov.Tensor(np.arange(2 * 4 * 4, dtype=np.float32).reshape(2, 4, 4))
+    roi = ov.Tensor(base, [0, 1, 2], [2, 3, 4])
+    assert list(roi.shape) == [2, 2, 2]
+    np.testing.assert_array_equal(roi.data, base.data[:, 1:3, 2:4])
+    assert np.shares_memory(roi.data, base.data)
+
+
+@pytest.mark.parametrize("name", ["u1", "u4", "i4"])
+def test_sub_byte_tensors_have_no_strides_or_roi(name: str) -> None:
+    tensor = ov.Tensor(getattr(ov.Type, name), [2, 8])
+    with pytest.raises(RuntimeError, match="less then 8 bit"):
+        tensor.get_strides()
+    with pytest.raises(RuntimeError, match="less then 8 bit"):
+        ov.Tensor(tensor, [0, 0], [1, 4])
+
+
+def test_packed_types_match_openvino() -> None:
+    real = pytest.importorskip("openvino")
+    for name in ("u1", "u3", "u6", "nf4"):
+        ours, theirs = getattr(ov.Type, name), getattr(real.Type, name)
+        assert ours.get_type_name() == theirs.get_type_name()
+        assert ours.bitwidth == theirs.bitwidth
+        assert ov.Type(name) is ours and ours != ov.Type.u8
+    with pytest.raises(RuntimeError, match="ONNX"):
+        opset.parameter([2], ov.Type.u1)
+
+
+def test_dimension_length_and_bool() -> None:
+    assert len(ov.Dimension(2)) == 2
+    assert bool(ov.Dimension()) and bool(ov.Dimension(0))
+    with pytest.raises(RuntimeError):
+        len(ov.Dimension())
+
+
+def test_tensor_bounds_and_value_symbols_stay_with_the_port() -> None:
+    param = opset.parameter([1, 4], np.float32)
+    low = ov.Tensor(np.zeros((1, 4), np.float32))
+    symbols = [ov.Symbol() for _ in range(4)]
+    param.output(0).get_tensor().set_lower_value(low)
+    param.output(0).get_tensor().set_value_symbol(symbols)
+    assert param.output(0).get_tensor().get_lower_value() is low
+    assert param.output(0).get_tensor().get_value_symbol() == symbols
+
+
+# --- Core: serialize, read_model options, supported properties -----------------------------------
+
+
+def test_serialize_round_trips_through_read_model(tmp_path: object) -> None:
+    param = opset.parameter([1, 3], np.float32, name="data")
+    model = ov.Model(opset.relu(param), [param], "relu_model")
+    xml, weights = tmp_path / "m.xml", tmp_path / "m.bin"  # type: ignore[operator]
+    ov.serialize(model, xml, weights)
+    core = ov.Core()
+    data = np.array([[-1.0, 0.5, 2.0]], np.float32)
+    for read in (core.read_model(xml, weights), core.read_model(xml.read_bytes(), weights.read_bytes())):
+        result = core.compile_model(read, "CPU")(data)
+        np.testing.assert_array_equal(result[0], np.maximum(data, 0))
+    compiled = core.compile_model(model=xml.read_bytes(), weights=weights.read_bytes(), device_name="CPU")
+    np.testing.assert_array_equal(compiled(data)[0], np.maximum(data, 0))
+
+
+def test_read_model_cache_dir_makes_the_folder_and_leaves_the_core(tmp_path: object) -> None:
+    param = opset.parameter([2], np.float32, name="x")
+    path = tmp_path / "m.onnx"  # type: ignore[operator]
+    ov.save_model(ov.Model(opset.relu(param), [param]), path)
+    core = ov.Core()
+    before = core.get_property("CACHE_DIR")
+    cache = tmp_path / "cache"  # type: ignore[operator]
+    core.read_model(path, config={"CACHE_DIR": str(cache)})
+    assert cache.is_dir()
+    assert core.get_property("CACHE_DIR") == before
+
+
+def test_supported_properties_list_openvino_spellings() -> None:
+    real = pytest.importorskip("openvino")
+    supported = ov.Core().get_property("CPU", ov.properties.supported_properties())
+    assert str(ov.properties.enable_profiling) in supported
+    assert real.properties.enable_profiling in real.Core().get_property("CPU", "SUPPORTED_PROPERTIES")

@@ -24,7 +24,7 @@ from inferplex import errors, helpers, op, opset, opset1, opset8, preprocess, pr
 from inferplex._async_queue import AsyncInferQueue
 from inferplex._binding import InferResults
 from inferplex._core import Core, Extension, compile_model, get_version
-from inferplex._model import Model, save_model
+from inferplex._model import Model, save_model, serialize
 from inferplex._ports import ElementType, Input, Op, Port, RTMap, RtValue
 from inferplex._runtime import CompiledModel, InferRequest
 from inferplex.api import layout_helpers
@@ -101,6 +101,7 @@ __all__ = [
     "preprocess",
     "properties",
     "save_model",
+    "serialize",
     "set_batch",
     "tensor_from_file",
     "utils",

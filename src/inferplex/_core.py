@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import io
 import logging
+import os
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
@@ -171,8 +172,11 @@ class Core:
         (``io.BytesIO``), an ``onnx.ModelProto`` or an ``onnx_ir.Model``.
 
         ``config`` takes the read options OpenVINO's read_model takes: ``ENABLE_MMAP``
-        (bool; external weights are memory-mapped either way).  Other keys are refused.
+        (bool; external weights are memory-mapped either way) and ``CACHE_DIR`` (the folder
+        is made, as OpenVINO makes it; the Core's own CACHE_DIR does not change).  Other keys
+        are refused.
         """
+        config = _read_cache_dir(config)
         _check_read_config(config)
         if hasattr(model, "read") and callable(model.read):  # io.BytesIO and open binary files
             if isinstance(model, io.TextIOBase):
@@ -203,9 +207,13 @@ class Core:
         raise DeviceNameError(f"query_model accepts a device or HETERO:<devices>, not {device_name!r}")
 
     def compile_model(self, model: Any, device_name: str | None = None,
-                      config: Mapping[str, Any] | None = None) -> CompiledModel:
-        """Compile ``model`` (a Model or anything read_model reads) for ``device_name`` (default AUTO)."""
-        model = self.read_model(model)
+                      config: Mapping[str, Any] | None = None, *, weights: Any = None) -> CompiledModel:
+        """Compile ``model`` (a Model or anything read_model reads) for ``device_name`` (default AUTO).
+
+        ``weights`` is OpenVINO's buffer form (``compile_model(model=xml, weights=bin, ...)``),
+        passed to :meth:`read_model` with the model.
+        """
+        model = self.read_model(model, weights)
         device_name = device_name or "AUTO"
         spec = parse_device_string(device_name)
         engine, config = _engine_settings(as_config(config))
@@ -443,7 +451,10 @@ class Core:
                                     "set_property({...}); a device's: get_property('CPU', key)")
             return typed_value(name, self._core_config[name])
         name = canonical_key(key)
-        return typed_value(name, self._device_property(device_name, name, key))
+        value = self._device_property(device_name, name, key)
+        if name == "SUPPORTED_PROPERTIES":
+            value = _with_openvino_spellings(value)
+        return typed_value(name, value)
 
     def _device_property(self, device_name: str, name: str, key: str) -> Any:
         if device_name in VIRTUAL_DEVICES:
@@ -488,6 +499,33 @@ _READ_OPTIONS = ("ENABLE_MMAP",)
 
 _CORE_DEFAULTS = {"CACHE_DIR": "", "ENABLE_MMAP": True, "FORCE_TBB_TERMINATE": False}
 """Core-wide properties and their values before any ``set_property``, as OpenVINO's Core reads them."""
+
+
+_OPENVINO_SPELLINGS = {"ENABLE_PROFILING": "PERF_COUNT"}
+"""Keys OpenVINO lists under another name in SUPPORTED_PROPERTIES (``props.enable_profiling``
+is ``"PERF_COUNT"``); both are accepted everywhere, and both are listed."""
+
+
+def _with_openvino_spellings(supported: Any) -> Any:
+    """SUPPORTED_PROPERTIES with OpenVINO's spelling beside inferplex's for aliased keys."""
+    if isinstance(supported, Mapping):
+        extra = {alias: supported[key] for key, alias in _OPENVINO_SPELLINGS.items() if key in supported}
+        return {**supported, **extra}
+    if isinstance(supported, (list, tuple)):
+        return [*supported, *(alias for key, alias in _OPENVINO_SPELLINGS.items()
+                              if key in supported and alias not in supported)]
+    return supported
+
+
+def _read_cache_dir(config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """read_model's config less CACHE_DIR, whose folder is made here."""
+    if not isinstance(config, Mapping):
+        return config
+    rest = {key: value for key, value in config.items() if canonical_key(str(key)) != "CACHE_DIR"}
+    for key, value in config.items():
+        if canonical_key(str(key)) == "CACHE_DIR" and value:
+            os.makedirs(os.fspath(value), exist_ok=True)
+    return rest
 
 
 def _check_read_config(config: Mapping[str, Any] | None) -> None:

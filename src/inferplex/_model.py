@@ -35,7 +35,7 @@ from inferplex._ports import Op, Port, find_port
 from inferplex._serialize import serialize_leaving_out
 from inferplex.errors import InputError, ModelError
 
-__all__ = ["Model", "load_model", "save_model"]
+__all__ = ["Model", "load_model", "save_model", "serialize"]
 
 Dim = int | str | None
 
@@ -256,6 +256,22 @@ def save_model(model: Model, output_model: str | os.PathLike[str], compress_to_f
 
         to_save = compressed_weights_copy(model.ir)
     ir.save(to_save, os.fspath(output_model))
+
+
+def serialize(model: Model, xml_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None,
+              version: Any = None) -> None:
+    """OpenVINO's ``serialize(model, xml_path, bin_path)``, writing inferplex's model format.
+
+    inferplex models are ONNX, so ``xml_path`` receives an ONNX file with its
+    weights inside (not OpenVINO IR, whatever its extension), and ``bin_path``,
+    when given, an empty file, so code that writes both and reads them back with
+    ``read_model(xml_path, bin_path)`` runs unchanged.  ``version`` (IR version)
+    is accepted and ignored.  Use :func:`save_model` to choose a path and fp16 weights.
+    """
+    del version
+    save_model(model, xml_path, compress_to_fp16=False)
+    if bin_path is not None:
+        Path(bin_path).write_bytes(b"")
 
 
 def _parse(load: Any, what: str) -> onnx.ModelProto:

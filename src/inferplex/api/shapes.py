@@ -137,6 +137,13 @@ class Dimension:
     def get_min_length(self) -> int:
         return self._min
 
+    def __len__(self) -> int:
+        """The length of a static dimension (``len(Dimension(2)) == 2``), as OpenVINO's."""
+        return self.get_length()
+
+    def __bool__(self) -> bool:
+        return True  # a dimension is an object, not a length: ``if dim`` never raises
+
     def get_max_length(self) -> int:
         """The upper bound, or -1 when unbounded."""
         return -1 if self._max is None else self._max

@@ -21,6 +21,7 @@ while ``byte_size`` counts packed bits as OpenVINO does.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -40,11 +41,14 @@ class Tensor:
 
     __slots__ = ("_array", "_buffer", "_owned", "_type")
 
-    def __init__(self, *args: Any, shared_memory: bool = False) -> None:
+    def __init__(self, *args: Any, shared_memory: bool = False, **kwargs: Any) -> None:
+        args = _positional(args, kwargs)
         if not args:
             raise InputError(f"Tensor needs arguments; accepted: {_ACCEPTED}")
         first = args[0]
-        if isinstance(first, np.ndarray) and len(args) == 1:
+        if isinstance(first, Tensor) and len(args) == 3:
+            self._roi(first, args[1], args[2])
+        elif isinstance(first, np.ndarray) and len(args) == 1:
             self._from_array(first, shared_memory)
         elif isinstance(first, np.ndarray) and len(args) in (2, 3):
             self._view_bytes(first, _shape_of(args[1]), Type(args[2]) if len(args) == 3 else None)
@@ -53,13 +57,47 @@ class Tensor:
                 self._allocate(Type(first), _shape_of(args[1]))
             else:
                 self._from_array(np.array(first), shared_memory=False)
+        elif hasattr(first, "get_element_type") and hasattr(first, "get_partial_shape"):
+            self._from_port(first, args[1] if len(args) == 2 else None)
         elif len(args) == 2:
             self._allocate(Type(first), _shape_of(args[1]))
-        elif len(args) == 1 and hasattr(first, "get_element_type"):
-            self._allocate(first.get_element_type(), first.get_shape())
+        elif len(args) == 1 and hasattr(first, "__array__"):  # PIL images, array-likes
+            self._from_array(np.asarray(first), shared_memory)
         else:
             raise InputError(f"Tensor cannot be built from {', '.join(type(a).__name__ for a in args)}"
                              f"; accepted: {_ACCEPTED}")
+
+    def _from_port(self, port: Any, array: np.ndarray | None) -> None:
+        """A tensor of ``port``'s type and shape (empty for a dynamic shape), over ``array``'s memory
+        when given; a mismatch of size or type is warned about, as OpenVINO does."""
+        element = port.get_element_type()
+        partial = port.get_partial_shape()
+        shape = tuple(partial.to_shape()) if partial.is_static else (0,)
+        if array is None:
+            self._allocate(element, shape)
+            return
+        if not partial.is_static:
+            shape = (0,)
+        needed = math.prod(shape) * element.get_size()
+        if array.nbytes < needed:
+            raise InputError("Shape of the port exceeds shape of the array. The port needs "
+                             f"{needed} bytes, the array holds {array.nbytes}")
+        if array.nbytes != needed or array.dtype != element.to_dtype():
+            warnings.warn(f"the array ({array.dtype}, {array.nbytes} bytes) does not match the port "
+                          f"({element}, {needed} bytes); its memory is read as the port's type",
+                          RuntimeWarning, stacklevel=3)
+        self._view_bytes(array, shape, element)
+
+    def _roi(self, parent: Tensor, begin: Any, end: Any) -> None:
+        """A region of ``parent`` from ``begin`` to ``end`` (OpenVINO's ROI tensor), sharing memory."""
+        if parent._type.get_bitwidth() < 8:
+            raise InputError("an ROI tensor cannot be made for types with bitwidths less then 8 bit")
+        low, high = list(begin), list(end)
+        if len(low) != parent._array.ndim or len(high) != parent._array.ndim:
+            raise InputError(f"ROI begin {low} and end {high} need one entry per dimension of "
+                             f"shape {list(parent._array.shape)}")
+        region = parent._array[tuple(slice(b, e) for b, e in zip(low, high, strict=True))]
+        self._type, self._buffer, self._owned, self._array = parent._type, region, False, region
 
     # --- construction ---------------------------------------------------------------
 
@@ -126,7 +164,8 @@ class Tensor:
         elif self._owned:
             self._set(self._type, _zeros(self._type, size), dims, owned=True)
         else:
-            raise InputError(f"cannot set shape {list(dims)} on a tensor that shares a caller's "
+            raise InputError(f"set_shape failed: cannot set shape {list(dims)} on a tensor that shares "
+                             "a caller's "
                              f"memory of {self._buffer.size} elements; it would need {size}")
 
     def get_size(self) -> int:
@@ -136,6 +175,10 @@ class Tensor:
         return (self.get_size() * self._type.get_bitwidth() + 7) // 8
 
     def get_strides(self) -> Strides:
+        """Byte strides per dimension; sub-byte types (u1, u4, i4, ...) have none, as in OpenVINO."""
+        if self._type.get_bitwidth() < 8:
+            raise InputError("Could not get strides for types with bitwidths less then 8 bit. "
+                             f"This tensor is {self._type}.")
         if self._type == Type.string:
             item = self._type.get_size()
             dims = self._array.shape
@@ -225,6 +268,26 @@ def tensor_from_file(path: Any) -> Tensor:
     tensor = Tensor.__new__(Tensor)
     tensor._set(Type.u8, data, (data.size,), owned=False)  # noqa: SLF001
     return tensor
+
+
+def _positional(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """OpenVINO's keyword spellings (``array=``, ``type=``/``shape=``, ``port=``) as positions."""
+    if not kwargs:
+        return args
+    orders = [("array", "shape", "type"), ("type", "shape"), ("port", "array"), ("other", "begin", "end")]
+    if args:
+        fitting = [o for o in orders if set(kwargs) <= set(o[len(args):])]
+    else:
+        fitting = [o for o in orders if o[0] in kwargs]
+    if fitting:
+        given, rest = list(args), dict(kwargs)
+        for name in fitting[0][len(args):]:
+            if name not in rest:
+                break
+            given.append(rest.pop(name))
+        if not rest:
+            return tuple(given)
+    raise InputError(f"Tensor got unexpected keyword arguments {sorted(kwargs)}; accepted: {_ACCEPTED}")
 
 
 def _as_str(value: Any) -> str:
