@@ -302,3 +302,118 @@ def test_supported_properties_list_openvino_spellings() -> None:
     supported = ov.Core().get_property("CPU", ov.properties.supported_properties())
     assert str(ov.properties.enable_profiling) in supported
     assert real.properties.enable_profiling in real.Core().get_property("CPU", "SUPPORTED_PROPERTIES")
+
+
+# --- Model editing, as ov.Model ---------------------------------------------------------------------
+
+
+def _chain() -> tuple[ov.Model, object, object]:
+    param = opset.parameter([1, 3], np.float32, name="data")
+    relu1 = opset.relu(param, name="relu1")
+    relu1.output(0).get_tensor().set_names({"relu_t1"})
+    model = ov.Model(opset.negative(relu1, name="neg"), [param], "chain")
+    return model, param, relu1
+
+
+@pytest.mark.parametrize("key", ["relu_t1", ("relu1", 0), "port"])
+def test_add_outputs_makes_an_inner_tensor_an_output(key: object) -> None:
+    model, _, relu1 = _chain()
+    new = model.add_outputs(relu1.output(0) if key == "port" else key)
+    assert len(model.outputs) == 2 and new[0].get_index() == model.outputs[1].get_index()
+    assert "relu_t1" in model.outputs[1].get_tensor().names
+    data = np.array([[-1.0, 0.5, 2.0]], np.float32)
+    result = ov.Core().compile_model(model, "CPU")(data)
+    np.testing.assert_array_equal(result[1], np.maximum(data, 0))
+    np.testing.assert_array_equal(result[0], -np.maximum(data, 0))
+
+
+def test_add_outputs_errors_name_what_is_missing() -> None:
+    model, _, _ = _chain()
+    with pytest.raises(RuntimeError, match="relu_missing"):
+        model.add_outputs("relu_missing")
+    with pytest.raises(RuntimeError, match="1234"):
+        model.add_outputs(("relu1", 1234))
+    with pytest.raises(TypeError, match="at index 0"):
+        model.add_outputs([0])
+
+
+def test_result_and_parameter_indices() -> None:
+    model, param, _ = _chain()
+    assert model.get_result_index(model.outputs[0]) == 0
+    assert model.get_result_index(model.get_results()[0]) == 0
+    assert model.get_result_index(opset.relu(opset.parameter([2])).output(0)) == -1
+    assert model.get_parameter_index(param) == 0
+    assert model.get_parameter_index(opset.parameter([1, 3], name="data")) == -1
+
+
+def test_replace_parameter_then_validate_reports_inconsistent_shapes() -> None:
+    a = opset.parameter([2, 1], np.float32, name="a")
+    b = opset.parameter([2, 1], np.float32, name="b")
+    model = ov.Model(opset.add(a, b), [a, b])
+    wider = opset.parameter([3, 7], np.float32, name="wide")
+    model.replace_parameter(0, wider)
+    assert model.get_parameter_index(wider) == 0 and model.get_parameter_index(a) == -1
+    with pytest.raises(RuntimeError, match="Argument shapes are inconsistent"):
+        model.validate_nodes_and_infer_types()
+
+
+def test_add_and_remove_results_and_parameters() -> None:
+    param = opset.parameter([1], np.float32, name="param")
+    relu = opset.relu(param, name="relu")
+    first = opset.result(relu, "res")
+    model = ov.Model([first], [param])
+    model.add_results([opset.result(relu, "res2")])
+    assert len(model.get_results()) == 2
+    model.remove_result(first)
+    assert [p.any_name for p in model.outputs] == ["res2"]
+    extra = opset.parameter([1], np.float32, name="extra")
+    model.add_parameters([extra])
+    assert len(model.parameters) == 2
+    model.remove_parameter(extra)
+    assert [p.any_name for p in model.inputs] == ["param"]
+
+
+def test_evaluate_runs_the_model_into_given_tensors() -> None:
+    a = opset.parameter([2, 1], np.float32, name="a")
+    b = opset.parameter([2, 1], np.float32, name="b")
+    model = ov.Model(opset.add(a, b), [a, b])
+    out = ov.Tensor(ov.Type.f32, [2, 1])
+    x, y = np.array([[2], [1]], np.float32), np.array([[3], [7]], np.float32)
+    assert model.evaluate([out], [ov.Tensor(x), ov.Tensor(y)])
+    np.testing.assert_array_equal(out.data, x + y)
+    with pytest.raises(RuntimeError, match="Cannot evaluate model"):
+        model.evaluate([out], [ov.Tensor(ov.Type.f32, [3, 1]), ov.Tensor(ov.Type.f32, [3, 1])])
+
+
+def test_model_rt_info_paths_survive_save_and_read(tmp_path: object) -> None:
+    model, _, _ = _chain()
+    assert not model.has_rt_info("MO_version")
+    model.set_rt_info("v1", "MO_version")
+    model.set_rt_info([22.3, 33.11], ["config", "mean_values"])
+    model.set_rt_info(True, ["config", "labels", "directed"])
+    path = tmp_path / "m.onnx"  # type: ignore[operator]
+    ov.save_model(model, path)
+    for read in (model, ov.Core().read_model(path)):
+        assert read.get_rt_info("MO_version") == "v1"
+        assert read.has_rt_info(["config"]) and not read.has_rt_info(["config", "nothing"])
+        assert read.get_rt_info(["config", "mean_values"]).aslist(float) == [22.3, 33.11]
+        assert read.get_rt_info(["config", "labels", "directed"]).astype(bool) is True
+        assert isinstance(read.get_rt_info()["config"], dict)
+    with pytest.raises(RuntimeError):
+        model.get_rt_info(["nothing"])
+
+
+def test_reshape_refuses_key_and_value_types_with_type_error() -> None:
+    model, _, _ = _chain()
+    with pytest.raises(TypeError, match="Incorrect key type"):
+        model.reshape({model.input().node: [2, 3]})
+    with pytest.raises(TypeError, match="Incorrect value type"):
+        model.reshape({0: range(1, 3)})
+
+
+def test_model_keyword_constructor_and_stateful_refusal() -> None:
+    param = opset.parameter([2], np.float32, name="x")
+    model = ov.Model(results=[opset.relu(param)], parameters=[param], name="kw")
+    assert model.get_friendly_name() == "kw"
+    with pytest.raises(RuntimeError, match="stateful"):
+        ov.Model(results=[opset.relu(param)], parameters=[param], sinks=[object()])

@@ -20,6 +20,7 @@ from typing import Any
 
 from inferplex._model import Model, load_model
 from inferplex._runtime import CompiledModel
+from inferplex.api.tensor import Tensor
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
@@ -269,14 +270,16 @@ class Core:
 
     def import_model(self, model_stream: Any, device_name: str,
                      config: Mapping[str, Any] | None = None) -> CompiledModel:
-        """A compiled model from what ``CompiledModel.export_model()`` wrote (bytes or a binary stream).
+        """A compiled model from what ``CompiledModel.export_model()`` wrote: bytes, a binary stream,
+        or an ``ov.Tensor`` of the bytes.  An ``io.BytesIO`` is read whole, wherever its position
+        is (as OpenVINO reads it right after ``export_model(stream)``); other streams from their position.
 
         As in OpenVINO, the blob carries what is needed to run (the model and the
         compiled program) and imports on the device it was exported from, with
         the same engine version: another device or version is a CompileError.
         ``config`` adds properties to those it was compiled with.
         """
-        blob = model_stream.read() if callable(getattr(model_stream, "read", None)) else model_stream
+        blob = _blob_of(model_stream)
         if not isinstance(blob, (bytes, bytearray, memoryview)):
             raise CompileError(f"import_model takes bytes or a binary stream (io.BytesIO, an open file), "
                                f"not {type(blob).__name__}")
@@ -515,6 +518,17 @@ def _with_openvino_spellings(supported: Any) -> Any:
         return [*supported, *(alias for key, alias in _OPENVINO_SPELLINGS.items()
                               if key in supported and alias not in supported)]
     return supported
+
+
+def _blob_of(model_stream: Any) -> Any:
+    """The bytes of an exported model given as bytes, io.BytesIO, another binary stream or a Tensor."""
+    if isinstance(model_stream, io.BytesIO):
+        return model_stream.getvalue()
+    if callable(getattr(model_stream, "read", None)):
+        return model_stream.read()
+    if isinstance(model_stream, Tensor):
+        return model_stream.data.tobytes()
+    return model_stream
 
 
 def _read_cache_dir(config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

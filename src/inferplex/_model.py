@@ -48,18 +48,33 @@ class Model:
     ``ov.Model`` does (``results``: a node, an output port, or a list of them).
     """
 
-    def __init__(self, model: Any, parameters: Any = None, name: str | None = None) -> None:
+    def __init__(self, model: Any = None, parameters: Any = None, name: str | None = None, *,
+                 results: Any = None, sinks: Any = None, variables: Any = None) -> None:
+        if results is not None:  # OpenVINO's keyword spelling: Model(results=..., parameters=...)
+            model = results
+        if sinks or variables:
+            raise ModelError("Model(sinks=..., variables=...) builds a stateful model (ReadValue/Assign); "
+                             "ONNX models have no state, so inferplex cannot run one")
+        if model is None:
+            raise ModelError("Model needs results: Model(results, parameters, name) or "
+                             "Model(onnx_ir.Model, name)")
         if isinstance(model, ir.Model):
             if isinstance(parameters, str) and name is None:
                 parameters, name = None, parameters
             if parameters is not None:
                 raise ModelError("Model(onnx_ir.Model, name) takes no parameters; "
                                  "Model(results, parameters, name) builds a model from nodes")
-        else:
+        sources: list[Any] = []
+        if not isinstance(model, ir.Model):
             from inferplex.api.build import build_model
 
+            given = parameters if isinstance(parameters, (list, tuple)) else \
+                ([] if parameters is None else [parameters])
+            sources = [getattr(p, "_outputs", [None])[0] for p in given]
             model = build_model(model, parameters, name)
         self.ir = model
+        self._param_sources: list[Any] = sources
+        """The built Parameters' values, by input index (``get_parameter_index`` finds them)."""
         self._name = name or model.graph.name or "model"
 
     @property
@@ -152,6 +167,7 @@ class Model:
 
         if variable_shapes:
             raise InputError("reshape with variable shapes needs stateful models, which ONNX models are not")
+        _check_reshape_types(shapes)
         if not isinstance(shapes, Mapping):
             if len(self.ir.graph.inputs) != 1:
                 raise InputError(f"one shape was given but the model has {len(self.ir.graph.inputs)} "
@@ -159,6 +175,103 @@ class Model:
             shapes = {0: shapes}
         new = {self.input(key).index: parse_shape(value) for key, value in shapes.items()}
         apply_input_shapes(self.ir, new)
+
+    # --- editing, as OpenVINO's Model (see inferplex.api.model_edit) ----------------------
+
+    def add_outputs(self, outputs: Any) -> list[Port]:
+        """Make tensors outputs: a tensor name, ``(op name, output index)``, a port, or a list."""
+        from inferplex.api import model_edit
+
+        return model_edit.add_outputs(self, outputs)
+
+    def add_results(self, results: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.add_results(self, results)
+
+    def remove_result(self, result: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.remove_result(self, result)
+
+    def get_result_index(self, result: Any) -> int:
+        """The output index of a Result or output port of this model; -1 when it is not one."""
+        from inferplex.api import model_edit
+
+        return model_edit.get_result_index(self, result)
+
+    def get_parameter_index(self, parameter: Any) -> int:
+        """The input index of a Parameter of this model; -1 when it is not one."""
+        from inferplex.api import model_edit
+
+        return model_edit.get_parameter_index(self, parameter)
+
+    def replace_parameter(self, index: int, parameter: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.replace_parameter(self, index, parameter)
+
+    def add_parameters(self, parameters: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.add_parameters(self, parameters)
+
+    def remove_parameter(self, parameter: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.remove_parameter(self, parameter)
+
+    def validate_nodes_and_infer_types(self) -> None:
+        """Re-infer shapes and types; a ModelError names the node whose inputs do not fit."""
+        from inferplex.api import model_edit
+
+        model_edit.validate(self)
+
+    def evaluate(self, output_tensors: Any, input_tensors: Any) -> bool:
+        """Run the model once on the CPU, writing the results into ``output_tensors``."""
+        from inferplex.api import model_edit
+
+        return model_edit.evaluate(self, output_tensors, input_tensors)
+
+    def get_rt_info(self, path: Any = None) -> Any:
+        """The rt_info value at ``path`` (a name or list of names), or all of it as nested dicts."""
+        from inferplex.api import model_edit
+
+        return model_edit.get_rt_info(self, path)
+
+    @property
+    def rt_info(self) -> Any:
+        return self.get_rt_info()
+
+    def set_rt_info(self, value: Any, path: Any) -> None:
+        """Store ``value`` at ``path``; kept in the ONNX model's metadata, so it is saved with it."""
+        from inferplex.api import model_edit
+
+        model_edit.set_rt_info(self, value, path)
+
+    def has_rt_info(self, path: Any) -> bool:
+        from inferplex.api import model_edit
+
+        return model_edit.has_rt_info(self, path)
+
+    def get_result(self) -> Any:
+        """The only Result (OpenVINO's ``get_result``); an error for a model with several."""
+        return self.get_results()[find_port(self.outputs, None, "output").index]
+
+    def result(self) -> Any:
+        return self.get_result()
+
+    def get_output_op(self, index: int) -> Any:
+        return self.get_results()[index]
+
+    def get_output_element_type(self, index: int) -> Any:
+        return self.output(index).get_element_type()
+
+    def get_output_partial_shape(self, index: int) -> Any:
+        return self.output(index).get_partial_shape()
+
+    def get_output_shape(self, index: int) -> Any:
+        return self.output(index).get_shape()
 
     def to_onnx(self) -> onnx.ModelProto:
         """The model as an ``onnx.ModelProto`` (rt_info included as node metadata)."""
@@ -171,6 +284,21 @@ class Model:
     def __repr__(self) -> str:
         return (f"<Model {self._name!r} inputs={[p.any_name for p in self.inputs]} "
                 f"outputs={[p.any_name for p in self.outputs]} ops={self.ir.graph.num_nodes()}>")
+
+
+def _check_reshape_types(shapes: Any) -> None:
+    """TypeError for keys and values ``reshape`` does not take, as OpenVINO raises it."""
+    from inferplex.api.shapes import Dimension, PartialShape, Shape
+
+    shape_types = (PartialShape, Shape, str, list, tuple)
+    items = shapes.items() if isinstance(shapes, Mapping) else [(0, shapes)]
+    for key, value in items:
+        if not isinstance(key, (int, str, Port)) or isinstance(key, bool):
+            raise TypeError(f"Incorrect key type {type(key)} to reshape a model, expected keys as "
+                            "an input port (ov.Output), int or str.")
+        if not isinstance(value, shape_types) and not isinstance(value, Dimension):
+            raise TypeError(f"Incorrect value type {type(value)} to reshape a model, expected values as "
+                            "PartialShape, str, list or tuple.")
 
 
 def _topological(graph: ir.Graph) -> list[ir.Node]:

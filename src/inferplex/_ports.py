@@ -77,6 +77,10 @@ class Port:
             return Parameter.view(self._value) if self.kind == "input" else Result(self._value)
         return self._node
 
+    @property
+    def node(self) -> Any:
+        return self.get_node()
+
     def get_index(self) -> int:
         """The output index on its node (0 for a model's inputs and outputs)."""
         return self.index if self._node is not None else 0

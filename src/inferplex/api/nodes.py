@@ -80,6 +80,10 @@ class Node:
     def get_rt_info(self) -> dict[str, Any]:
         return self._rt_info
 
+    def get_instance_id(self) -> int:
+        """An id shared by every view of the same op (two views of one Result compare equal)."""
+        return id(self._main) if self._main is not None else id(self._outputs[0])
+
     @property
     def onnx_nodes(self) -> list[ir.Node]:
         """The ONNX nodes this operation is made of (none for Parameter and Constant)."""
