@@ -417,3 +417,31 @@ def test_model_keyword_constructor_and_stateful_refusal() -> None:
     assert model.get_friendly_name() == "kw"
     with pytest.raises(RuntimeError, match="stateful"):
         ov.Model(results=[opset.relu(param)], parameters=[param], sinks=[object()])
+
+
+# --- property names OpenVINO programs import ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("module", "name"), [
+    ("", "CacheMode"), ("", "WorkloadType"), ("", "optimal_batch_size"), ("", "cache_mode"),
+    ("", "enable_mmap"), (".hint", "allow_auto_batching"), (".hint", "model"), (".device", "uuid"),
+    (".device", "architecture"), (".intel_cpu", "sparse_weights_decompression_rate"),
+    (".intel_auto", "device_bind_buffer"),
+])
+def test_property_names_match_openvino(module: str, name: str) -> None:
+    import importlib
+
+    pytest.importorskip("openvino")
+    theirs = getattr(importlib.import_module("openvino.properties" + module), name)
+    ours = getattr(importlib.import_module("inferplex.properties" + module), name)
+    if isinstance(theirs, type):
+        assert isinstance(ours, type)
+    else:
+        assert ours() == theirs()
+
+
+def test_properties_inferplex_does_not_take_are_refused_by_name() -> None:
+    with pytest.raises(RuntimeError, match="KV_CACHE_PRECISION"):
+        ov.properties.hint.kv_cache_precision(ov.Type.f16)
+    with pytest.raises(RuntimeError, match="read-only"):
+        ov.properties.device.uuid("x")
