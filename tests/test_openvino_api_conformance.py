@@ -445,3 +445,15 @@ def test_properties_inferplex_does_not_take_are_refused_by_name() -> None:
         ov.properties.hint.kv_cache_precision(ov.Type.f16)
     with pytest.raises(RuntimeError, match="read-only"):
         ov.properties.device.uuid("x")
+
+
+def test_shared_tensor_holds_one_reference_to_the_array() -> None:
+    import sys
+
+    array = np.ones((4, 5), np.float32)
+    before = sys.getrefcount(array)
+    tensor = ov.Tensor(array, shared_memory=True)
+    assert sys.getrefcount(array) == before + 1
+    array[0, 0] = 7
+    del array
+    assert tensor.data[0, 0] == 7

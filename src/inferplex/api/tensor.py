@@ -82,7 +82,7 @@ class Tensor:
         if array.nbytes < needed:
             raise InputError("Shape of the port exceeds shape of the array. The port needs "
                              f"{needed} bytes, the array holds {array.nbytes}")
-        if array.nbytes != needed or array.dtype != element.to_dtype():
+        if partial.is_static and (array.nbytes != needed or array.dtype != element.to_dtype()):
             warnings.warn(f"the array ({array.dtype}, {array.nbytes} bytes) does not match the port "
                           f"({element}, {needed} bytes); its memory is read as the port's type",
                           RuntimeWarning, stacklevel=3)
@@ -112,7 +112,9 @@ class Tensor:
                              "pass np.ascontiguousarray(array), or shared_memory=False to copy")
         if not shared_memory:
             array = np.array(array, order="C", copy=True)
-        self._set(element, array.reshape(-1), tuple(array.shape), owned=not shared_memory)
+            self._set(element, array.reshape(-1), tuple(array.shape), owned=True)
+            return
+        self._set(element, _bytes_of(array).view(array.dtype), tuple(array.shape), owned=False)
 
     def _view_bytes(self, array: np.ndarray, shape: tuple[int, ...], element: Type | None) -> None:
         element = Type(array.dtype) if element is None or element.is_dynamic() else element
@@ -127,7 +129,7 @@ class Tensor:
         if array.nbytes < needed:
             raise InputError(f"the array holds {array.nbytes} bytes but a {element} tensor of shape "
                              f"{list(shape)} needs {needed}")
-        flat = array.reshape(-1).view(np.uint8)[: array.nbytes - array.nbytes % dtype.itemsize]
+        flat = _bytes_of(array)[: array.nbytes - array.nbytes % dtype.itemsize]
         self._set(element, flat.view(dtype), shape, owned=False)
 
     def _allocate(self, element: Type, shape: tuple[int, ...]) -> None:
@@ -268,6 +270,15 @@ def tensor_from_file(path: Any) -> Tensor:
     tensor = Tensor.__new__(Tensor)
     tensor._set(Type.u8, data, (data.size,), owned=False)  # noqa: SLF001
     return tensor
+
+
+def _bytes_of(array: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array as a flat uint8 view through one memoryview, so the
+    tensor holds one reference to the caller's array however many views it makes (as OpenVINO's
+    tensor holds one)."""
+    if array.size == 0 or array.dtype.kind in "OV":
+        return array.reshape(-1).view(np.uint8)
+    return np.frombuffer(memoryview(array).cast("B"), dtype=np.uint8)
 
 
 def _positional(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
