@@ -63,7 +63,7 @@ PUBLIC = [
 
 ERRORS = [
     "AffinityError", "CompileError", "DeviceError", "DeviceNameError", "InferenceError", "InferplexError",
-    "InputError", "MemoryPlanError", "ModelError", "PluginError", "PropertyError",
+    "InputError", "InputTypeError", "MemoryPlanError", "ModelError", "PluginError", "PropertyError",
     "RequestBusyError", "UnsupportedOpError",
 ]
 

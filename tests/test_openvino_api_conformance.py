@@ -457,3 +457,16 @@ def test_shared_tensor_holds_one_reference_to_the_array() -> None:
     array[0, 0] = 7
     del array
     assert tensor.data[0, 0] == 7
+
+
+def test_wrong_python_types_raise_type_errors_as_openvino() -> None:
+    param = opset.parameter([2], np.float32, name="x")
+    request = ov.Core().compile_model(ov.Model(opset.relu(param), [param]), "CPU").create_infer_request()
+    with pytest.raises(TypeError, match="Incompatible inputs of type"):
+        request.infer(object())
+    with pytest.raises(TypeError, match=r"Incompatible key type for input: 0\.0"):
+        request.infer({0.0: np.zeros(2, np.float32)})
+    with pytest.raises(TypeError, match="isn't supported as 'model' argument"):
+        ov.Core().read_model(3)
+    with pytest.raises(RuntimeError):  # an unknown name stays a RuntimeError, as in OpenVINO
+        request.infer({"nothing": np.zeros(2, np.float32)})

@@ -33,7 +33,7 @@ from inferplex._model_check import (
 )
 from inferplex._ports import Op, Port, find_port
 from inferplex._serialize import serialize_leaving_out
-from inferplex.errors import InputError, ModelError
+from inferplex.errors import InputError, InputTypeError, ModelError
 
 __all__ = ["Model", "load_model", "save_model", "serialize"]
 
@@ -294,10 +294,10 @@ def _check_reshape_types(shapes: Any) -> None:
     items = shapes.items() if isinstance(shapes, Mapping) else [(0, shapes)]
     for key, value in items:
         if not isinstance(key, (int, str, Port)) or isinstance(key, bool):
-            raise TypeError(f"Incorrect key type {type(key)} to reshape a model, expected keys as "
+            raise InputTypeError(f"Incorrect key type {type(key)} to reshape a model, expected keys as "
                             "an input port (ov.Output), int or str.")
         if not isinstance(value, shape_types) and not isinstance(value, Dimension):
-            raise TypeError(f"Incorrect value type {type(value)} to reshape a model, expected values as "
+            raise InputTypeError(f"Incorrect value type {type(value)} to reshape a model, expected values as "
                             "PartialShape, str, list or tuple.")
 
 
@@ -355,8 +355,9 @@ def load_model(source: Any, weights: Any = None) -> Model:
     elif isinstance(source, onnx.ModelProto):
         proto = source
     else:
-        raise ModelError(f"read_model cannot read a {type(source).__name__}; accepted: a path "
-                         "(str or os.PathLike), bytes, onnx.ModelProto or onnx_ir.Model")
+        raise InputTypeError(f"Provided python object type {type(source)} isn't supported as 'model' "
+                             "argument; read_model accepts a path (str or os.PathLike), bytes, "
+                             "onnx.ModelProto or onnx_ir.Model")
     check_fields(proto)
     check_external_data(proto, base_dir)
     check_model(proto, source if base_dir is not None else None)

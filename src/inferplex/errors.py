@@ -8,6 +8,7 @@
     ├── DeviceError                   a device or cluster cannot be reached (names the address)
     ├── PropertyError                 unknown property key or bad value           (ValueError)
     ├── InputError                    wrong input name, rank, shape, dtype, ...   (ValueError)
+    │   └── InputTypeError            an argument of a Python type the call does not take (TypeError)
     ├── UnsupportedOpError            ops that no requested device can run
     ├── AffinityError                 manual affinities missing or naming unknown devices
     ├── CompileError                  a device failed to compile the model (all reasons listed)
@@ -32,6 +33,7 @@ __all__ = [
     "InferenceError",
     "InferplexError",
     "InputError",
+    "InputTypeError",
     "MemoryPlanError",
     "ModelError",
     "PluginError",
@@ -63,6 +65,11 @@ class PropertyError(InferplexError, ValueError):
 
 class InputError(InferplexError, ValueError):
     """Inference inputs do not match the model: name, index, rank, shape or dtype."""
+
+
+class InputTypeError(InputError, TypeError):
+    """An argument's Python type is not one the call takes (a dict key of the wrong type, inputs
+    that are not arrays, a model that is not a path or bytes); a TypeError, as OpenVINO raises."""
 
 
 class UnsupportedOpError(InferplexError):

@@ -19,7 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from inferplex._ports import Port, RtValue
-from inferplex.errors import InputError, ModelError
+from inferplex.errors import InputError, InputTypeError, ModelError
 
 __all__ = [
     "add_outputs", "add_parameters", "add_results", "evaluate", "get_parameter_index", "get_result_index",
@@ -42,8 +42,9 @@ def add_outputs(model: Any, outputs: Any) -> list[Port]:
     for index, item in enumerate(items):
         if not isinstance(item, (str, tuple, Port)):
             where = f" at index {index}" if isinstance(outputs, list) else ""
-            raise TypeError(f"Incorrect type of a value to add as output{where}. Accepted: a tensor name "
-                            f"(str), (op name, output index) or an output port; got {type(item).__name__}")
+            raise InputTypeError(f"Incorrect type of a value to add as output{where}. Accepted: a "
+                                 "tensor name (str), (op name, output index) or an output port; got "
+                                 f"{type(item).__name__}")
         values.append(_find_value(model, item))
     return [_append_output(model, value, None) for value in values]
 
