@@ -470,3 +470,39 @@ def test_wrong_python_types_raise_type_errors_as_openvino() -> None:
         ov.Core().read_model(3)
     with pytest.raises(RuntimeError):  # an unknown name stays a RuntimeError, as in OpenVINO
         request.infer({"nothing": np.zeros(2, np.float32)})
+
+
+# --- shapes and reprs --------------------------------------------------------------------------------
+
+
+def test_partial_shape_takes_min_max_pairs_and_refuses_other_types() -> None:
+    shape = ov.PartialShape([(1, 10), [2, 5], 4, ov.Dimension(2), "..10"])
+    assert shape == ov.PartialShape([ov.Dimension(1, 10), ov.Dimension(2, 5), ov.Dimension(4),
+                                     ov.Dimension(2), ov.Dimension(-1, 10)])
+    with pytest.raises(TypeError, match="Two elements are expected"):
+        ov.PartialShape([(1, 2, 3)])
+    with pytest.raises(TypeError, match="ints are expected"):
+        ov.PartialShape([("?", "?")])
+    with pytest.raises(TypeError, match="Incorrect type <class 'range'> for dimension"):
+        ov.PartialShape([range(3)])
+
+
+def test_dimension_parse_errors_name_the_text() -> None:
+    with pytest.raises(RuntimeError, match='Cannot parse dimension: "C"'):
+        ov.Dimension("C")
+    with pytest.raises(RuntimeError, match='Cannot parse min bound: "\\?"'):
+        ov.Dimension("?..5")
+    with pytest.raises(RuntimeError, match='Cannot parse max bound: "\\?"'):
+        ov.Dimension("5..?")
+
+
+def test_model_and_port_reprs_read_as_openvino_prints_them() -> None:
+    a = opset.parameter(ov.PartialShape([-1, 2]), np.float32, name="A")
+    b = opset.parameter(ov.PartialShape([-1, 2]), np.float32, name="B")
+    total = a + b
+    total.output(0).set_names({"sum"})
+    model = ov.Model(total, [a, b], "graph")
+    assert repr(model) == ("<Model: 'graph'\ninputs[\n<ConstOutput: names[A] shape[?,2] type: f32>,"
+                           "\n<ConstOutput: names[B] shape[?,2] type: f32>\n]"
+                           "\noutputs[\n<ConstOutput: names[sum] shape[?,2] type: f32>\n]>")
+    assert all("[?,2]" in repr(op) for op in model.get_ordered_ops())

@@ -282,8 +282,10 @@ class Model:
         return Model(ir.serde.deserialize_model(self.to_onnx()), self._name)
 
     def __repr__(self) -> str:
-        return (f"<Model {self._name!r} inputs={[p.any_name for p in self.inputs]} "
-                f"outputs={[p.any_name for p in self.outputs]} ops={self.ir.graph.num_nodes()}>")
+        """OpenVINO's form: the name, then one line per input and per output port."""
+        inputs = ",".join(f"\n{port!r}" for port in self.inputs)
+        outputs = ",".join(f"\n{port!r}" for port in self.outputs)
+        return f"<Model: {self._name!r}\ninputs[{inputs}\n]\noutputs[{outputs}\n]>"
 
 
 def _check_reshape_types(shapes: Any) -> None:

@@ -206,8 +206,9 @@ class Port:
         return self.tensor
 
     def __repr__(self) -> str:
-        return (f"<Port {self.kind}[{self.index}] {self.any_name!r} "
-                f"{self.element_type} {self.partial_shape}>")
+        """OpenVINO's form: ``<ConstOutput: names[A] shape[?,2] type: f32>``."""
+        names = ",".join(sorted(self.names))
+        return f"<ConstOutput: names[{names}] shape{self.partial_shape} type: {self.element_type}>"
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Port) and other.kind == self.kind and other.index == self.index
@@ -399,7 +400,9 @@ class Op:
         return self.output(index).get_shape()
 
     def __repr__(self) -> str:
-        return f"<Op {self._node.op_type} {self._node.name!r}>"
+        """OpenVINO's form: the op type, its name and its outputs (``<Add: 'sum' (<ConstOutput: ...>)>``)."""
+        outputs = ", ".join(repr(port) for port in self.outputs())
+        return f"<{self._node.op_type}: {self._node.name!r} ({outputs})>"
 
 
 def find_port(ports: Sequence[Port], key: int | np.integer[Any] | str | Port | None, kind: str) -> Port:

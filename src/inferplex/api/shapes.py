@@ -195,6 +195,25 @@ class Dimension:
         return f"<Dimension: {self.to_string()}>"
 
 
+def _dimension_of(item: Any) -> Dimension:
+    """One entry of a PartialShape list: an int, a string, a Dimension or a ``(min, max)`` pair,
+    as OpenVINO takes them; another type is an InputTypeError (a TypeError) naming it."""
+    from inferplex.errors import InputTypeError
+
+    if isinstance(item, (tuple, list)):
+        if len(item) != 2:
+            raise InputTypeError(f"Two elements are expected in tuple(lower, upper) for dynamic dimension, "
+                                 f"but {len(item)} elements were given.")
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in item):
+            raise InputTypeError(f"Incorrect pair of types ({type(item[0])}, {type(item[1])}) for dynamic "
+                                 "dimension, ints are expected.")
+        return Dimension(int(item[0]), int(item[1]))
+    if not isinstance(item, (Dimension, str, int, np.integer)) or isinstance(item, bool):
+        raise InputTypeError(f"Incorrect type {type(item)} for dimension. Expected types are: int, str, "
+                             "Dimension, list/tuple with lower and upper values for dynamic dimension.")
+    return Dimension(item)
+
+
 def _bound(maximum: int | None) -> float:
     return float("inf") if maximum is None else maximum
 
@@ -211,19 +230,29 @@ def parse_dimension_text(text: str) -> tuple[int, int | None]:
     """(min, max) of one dimension written as OpenVINO writes it: ``3``, ``?``/``-1``, ``1..8``,
     ``..8``, ``2..`` (max None: unbounded).  Shared by PartialShape and ``Model.reshape``."""
     part = text.strip()
+    accepted = "accepted: a length (3), '?' or -1, or an interval ('1..8', '..8', '2..')"
+    if part in ("?", "-1"):
+        return 0, None
+    if ".." in part:
+        low, high = part.split("..", 1)
+        return _interval(_bound_of(low, "min", accepted), _bound_of(high, "max", accepted))
     try:
-        if part in ("?", "-1"):
-            return 0, None
-        if ".." in part:
-            low, high = part.split("..")
-            return _interval(int(low) if low.strip() else 0, int(high) if high.strip() else -1)
         length = int(part)
     except ValueError as error:
-        raise InputError(f"cannot read dimension {text!r}; accepted: a length (3), '?' or -1, "
-                         "or an interval ('1..8', '..8', '2..')") from error
+        raise InputError(f'Cannot parse dimension: "{part}"; {accepted}') from error
     if length < 0:
         raise InputError(f"dimension {text!r} is negative; give a length >= 0, '?' or -1")
     return length, length
+
+
+def _bound_of(text: str, which: str, accepted: str) -> int:
+    """One bound of ``min..max``: an int, or empty (0 for min, -1: unbounded, for max)."""
+    if not text.strip():
+        return 0 if which == "min" else -1
+    try:
+        return int(text)
+    except ValueError as error:
+        raise InputError(f'Cannot parse {which} bound: "{text.strip()}"; {accepted}') from error
 
 
 class Shape:
@@ -307,10 +336,11 @@ class PartialShape:
             self._dims = _parse_shape(dims)
         else:
             try:
-                self._dims = [Dimension(d) for d in dims]
+                items = list(dims)
             except TypeError as error:
                 raise InputError(f"PartialShape takes a list of dims, a Shape or a string, "
                                  f"got {type(dims).__name__}") from error
+            self._dims = [_dimension_of(d) for d in items]
 
     @staticmethod
     def dynamic(rank: int | Dimension | None = None) -> PartialShape:
