@@ -506,3 +506,24 @@ def test_model_and_port_reprs_read_as_openvino_prints_them() -> None:
                            "\n<ConstOutput: names[B] shape[?,2] type: f32>\n]"
                            "\noutputs[\n<ConstOutput: names[sum] shape[?,2] type: f32>\n]>")
     assert all("[?,2]" in repr(op) for op in model.get_ordered_ops())
+
+
+def test_async_queue_wait_all_raises_what_a_callback_raised() -> None:
+    param = opset.parameter([2], np.float32, name="x")
+    compiled = ov.Core().compile_model(ov.Model(opset.relu(param), [param]), "CPU")
+    queue = ov.AsyncInferQueue(compiled, 2)
+    seen: list[int] = []
+
+    def callback(request: ov.InferRequest, userdata: int) -> None:
+        seen.append(userdata)
+        if userdata == 1:
+            raise ValueError("callback failed on job 1")
+
+    queue.set_callback(callback)
+    for job in range(4):
+        queue.start_async({"x": np.ones(2, np.float32)}, job)
+    with pytest.raises(ValueError, match="job 1"):
+        queue.wait_all()
+    assert sorted(seen) == [0, 1, 2, 3]  # the other jobs still ran
+    queue.start_async({"x": np.ones(2, np.float32)}, 5)
+    queue.wait_all()  # raised once: the next wait is clean
