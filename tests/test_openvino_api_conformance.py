@@ -527,3 +527,14 @@ def test_async_queue_wait_all_raises_what_a_callback_raised() -> None:
     assert sorted(seen) == [0, 1, 2, 3]  # the other jobs still ran
     queue.start_async({"x": np.ones(2, np.float32)}, 5)
     queue.wait_all()  # raised once: the next wait is clean
+
+
+def test_topk_matches_numpy_and_names_its_type() -> None:
+    param = opset.parameter([2, 5], np.float32, name="x")
+    top = opset.topk(param, np.int32(2), 1, "max", "value")
+    assert top.type_info.name == "TopK" and top.get_type_info().name == "TopK"
+    data = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], np.float32)
+    values, indices = _run([top.output(0), top.output(1)], [param], [data])
+    np.testing.assert_array_equal(values, -np.sort(-data, axis=1)[:, :2])
+    np.testing.assert_array_equal(indices, np.argsort(-data, axis=1, kind="stable")[:, :2])
+    assert indices.dtype == np.int32  # OpenVINO's default index_element_type

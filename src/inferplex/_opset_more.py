@@ -22,7 +22,7 @@ __all__ = [
     "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mish", "negative", "not_equal",
     "power", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "select",
     "shape_of", "sign", "sin", "softplus", "split", "sqrt", "squeeze", "swish", "tan", "tanh", "tile",
-    "unsqueeze", "variadic_split",
+    "topk", "unsqueeze", "variadic_split",
 ]
 
 NodeInput = Any
@@ -295,3 +295,24 @@ def tile(data: NodeInput, repeats: NodeInput, name: str | None = None) -> Node:
                                                      if isinstance(repeats, (list, tuple)) else repeats,
                                                      ir.DataType.INT64)], {}, name)
 
+
+def topk(data: NodeInput, k: NodeInput, axis: int, mode: str, sort: str, index_element_type: Any = "i32",
+         stable: bool = False, name: str | None = None) -> Node:
+    """The ``k`` largest (``mode="max"``) or smallest (``"min"``) values along ``axis`` and their
+    indices; ``sort`` "value" orders them by value ("index" and "none" are not ONNX's and refused)."""
+    from inferplex.opset import _op, _value
+
+    if str(mode).lower() not in ("max", "min"):
+        raise InputError(f"topk mode {mode!r}; accepted: 'max', 'min'")
+    if str(sort).lower() != "value":
+        raise InputError(f"topk sort {sort!r}: ONNX TopK orders by value; accepted: 'value'")
+    constant = isinstance(k, (int, np.integer, list, tuple, np.ndarray))
+    count = _value(np.asarray(k, dtype=np.int64).reshape(1) if constant else k, ir.DataType.INT64)
+    node = _op("TopK", "TopK", [_value(data), count],
+               {"axis": int(axis), "largest": int(str(mode).lower() == "max"), "sorted": 1}, name,
+               num_outputs=2)
+    if to_ir_dtype(index_element_type) != ir.DataType.INT64:
+        cast = convert(node._outputs[1], index_element_type)  # noqa: SLF001
+        node._outputs[1] = cast._outputs[0]  # noqa: SLF001
+        node._onnx_nodes.extend(cast._onnx_nodes)  # noqa: SLF001
+    return node

@@ -80,6 +80,16 @@ class Node:
     def get_rt_info(self) -> dict[str, Any]:
         return self._rt_info
 
+    def get_type_info(self) -> Any:
+        """OpenVINO's DiscreteTypeInfo of this op: its ``name``, ``version_id`` and ``parent``."""
+        from types import SimpleNamespace
+
+        return SimpleNamespace(name=self._type_name, version_id="opset13", parent=None)
+
+    @property
+    def type_info(self) -> Any:
+        return self.get_type_info()
+
     def get_instance_id(self) -> int:
         """An id shared by every view of the same op (two views of one Result compare equal)."""
         return id(self._main) if self._main is not None else id(self._outputs[0])
