@@ -538,3 +538,13 @@ def test_topk_matches_numpy_and_names_its_type() -> None:
     np.testing.assert_array_equal(values, -np.sort(-data, axis=1)[:, :2])
     np.testing.assert_array_equal(indices, np.argsort(-data, axis=1, kind="stable")[:, :2])
     assert indices.dtype == np.int32  # OpenVINO's default index_element_type
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_mod_and_floor_mod_follow_the_dividend_and_divisor_signs(dtype: type) -> None:
+    a = opset.parameter([4], dtype, name="a")
+    b = opset.parameter([4], dtype, name="b")
+    x, y = np.array([7, -7, 7, -7], dtype), np.array([3, 3, -3, -3], dtype)
+    truncated, floored = _run([opset.mod(a, b), opset.floor_mod(a, b)], [a, b], [x, y])
+    np.testing.assert_array_equal(truncated, np.fmod(x, y))
+    np.testing.assert_array_equal(floored, np.mod(x, y))

@@ -18,8 +18,8 @@ from inferplex.errors import InputError
 
 __all__ = [
     "abs", "ceiling", "clamp", "convert", "convert_like", "cos", "elu", "equal", "erf", "exp", "floor",
-    "gather", "gelu", "greater", "greater_equal", "hswish", "less", "less_equal", "log", "logical_and",
-    "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mish", "negative", "not_equal",
+    "floor_mod", "gather", "gelu", "greater", "greater_equal", "hswish", "less", "less_equal", "log", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mish", "mod", "negative", "not_equal",
     "power", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "select",
     "shape_of", "sign", "sin", "softplus", "split", "sqrt", "squeeze", "swish", "tan", "tanh", "tile",
     "topk", "unsqueeze", "variadic_split",
@@ -81,6 +81,32 @@ greater_equal = _binary("GreaterEqual", "GreaterOrEqual")
 logical_and = _binary("LogicalAnd", "And")
 logical_or = _binary("LogicalOr", "Or")
 logical_xor = _binary("LogicalXor", "Xor")
+
+
+def mod(left: NodeInput, right: NodeInput, auto_broadcast: str = "NUMPY", name: str | None = None) -> Node:
+    """OpenVINO's Mod: the remainder with the dividend's sign (C's fmod; ONNX Mod with fmod=1)."""
+    from inferplex.opset import _binary as binary
+
+    node = binary("Mod", "Mod", left, right, auto_broadcast, name)
+    node._main.attributes["fmod"] = ir.AttrInt64("fmod", 1)  # type: ignore[union-attr]  # noqa: SLF001
+    return node
+
+
+def floor_mod(left: NodeInput, right: NodeInput, auto_broadcast: str = "NUMPY",
+              name: str | None = None) -> Node:
+    """OpenVINO's FloorMod: the remainder with the divisor's sign (Python's ``%``).
+
+    ONNX Mod takes fmod=0 for integers only, so floats are ``x - floor(x / y) * y``.
+    """
+    from inferplex.opset import _binary as binary
+    from inferplex.opset import _value, divide, multiply, subtract
+
+    x = _value(left) if hasattr(left, "_outputs") or hasattr(left, "_value") else None
+    dtype = x.dtype if x is not None else None
+    if dtype is not None and not dtype.is_floating_point():
+        return binary("FloorMod", "Mod", left, right, auto_broadcast, name)
+    quotient = floor(divide(left, right))
+    return subtract(left, multiply(quotient, right), name=name)
 
 
 def not_equal(left: NodeInput, right: NodeInput, auto_broadcast: str = "NUMPY",
