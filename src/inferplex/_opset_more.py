@@ -18,11 +18,11 @@ from inferplex.errors import InputError
 
 __all__ = [
     "abs", "ceiling", "clamp", "convert", "convert_like", "cos", "elu", "equal", "erf", "exp", "floor",
-    "floor_mod", "gather", "gelu", "greater", "greater_equal", "hswish", "less", "less_equal", "log", "logical_and",
-    "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mish", "mod", "negative", "not_equal",
-    "power", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "select",
-    "shape_of", "sign", "sin", "softplus", "split", "sqrt", "squeeze", "swish", "tan", "tanh", "tile",
-    "topk", "unsqueeze", "variadic_split",
+    "floor_mod", "gather", "gelu", "greater", "greater_equal", "hswish", "less", "less_equal", "log",
+    "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mish", "mod",
+    "negative", "not_equal", "power", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod",
+    "reduce_sum", "select", "shape_of", "sign", "sin", "softplus", "split", "sqrt", "squeeze", "swish",
+    "tan", "tanh", "tile", "topk", "unsqueeze", "variadic_split",
 ]
 
 NodeInput = Any
