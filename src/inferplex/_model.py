@@ -358,7 +358,7 @@ def load_model(source: Any, weights: Any = None) -> Model:
         proto = source
     else:
         raise InputTypeError(f"Provided python object type {type(source)} isn't supported as 'model' "
-                             "argument; read_model accepts a path (str or os.PathLike), bytes, "
+                             "argument. read_model accepts a path (str or os.PathLike), bytes, "
                              "onnx.ModelProto or onnx_ir.Model")
     check_fields(proto)
     check_external_data(proto, base_dir)
