@@ -22,6 +22,7 @@ from inferplex.errors import (
     DeviceNameError,
     InferplexError,
     InputError,
+    InputTypeError,
     ModelError,
     PropertyError,
     RequestBusyError,
@@ -214,8 +215,8 @@ def test_a_folder_is_not_a_model(core: ov.Core, tmp_path: Path) -> None:
 
 
 def test_unsupported_source_type(core: ov.Core) -> None:
-    with _raises(ModelError, "int", "bytes, onnx.ModelProto or onnx_ir.Model"):
-        core.read_model(3)
+    with _raises(InputTypeError, "int", "bytes, onnx.ModelProto or onnx_ir.Model"):
+        core.read_model(3)  # a TypeError too, as OpenVINO raises for a model of the wrong type
 
 
 def test_malformed_model(core: ov.Core) -> None:

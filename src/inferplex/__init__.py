@@ -18,44 +18,71 @@ packages ``api``, ``config``, ``engine``, ``scheduling``, ``hetero``, ``multi``,
 without notice.
 """
 
-from inferplex import errors, op, opset, opset1, opset8, preprocess, properties
+import sys as _sys
+
+from inferplex import errors, helpers, op, opset, opset1, opset8, preprocess, properties, utils
 from inferplex._async_queue import AsyncInferQueue
 from inferplex._binding import InferResults
-from inferplex._core import Core, compile_model, get_version
-from inferplex._model import Model, save_model
-from inferplex._ports import ElementType, Op, Port
+from inferplex._core import Core, Extension, compile_model, get_version
+from inferplex._model import Model, save_model, serialize
+from inferplex._ports import ElementType, Input, Op, Port, RTMap, RtValue
 from inferplex._runtime import CompiledModel, InferRequest
 from inferplex.api import layout_helpers
 from inferplex.api.batch import get_batch, set_batch
 from inferplex.api.convert import convert_model
 from inferplex.api.layout import Layout
-from inferplex.api.shapes import Dimension, PartialShape, Shape
-from inferplex.api.tensor import Tensor
+from inferplex.api.nodes import Node
+from inferplex.api.shapes import Dimension, PartialShape, Shape, Symbol
+from inferplex.api.tensor import Tensor, tensor_from_file
 from inferplex.api.types import Type
 from inferplex.api.version import Version
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingInfo, ProfilingRecord
 
 __version__ = "0.1.0"
 
+ConstOutput = Port
+"""OpenVINO's name for a model's (or compiled model's) input or output port."""
+Output = Port
+"""OpenVINO's name for an op's output port."""
+OVAny = RtValue
+"""OpenVINO's name for one rt_info value."""
+
+# OpenVINO's opset modules 2..17 by number (``import openvino.opset13 as ops``): each is the latest
+# functions this package builds, with opset 1's one-output max_pool below opset 8.
+for _number in range(2, 18):
+    if _number != 8:
+        _module = opset1 if _number < 8 else opset
+        _sys.modules[f"{__name__}.opset{_number}"] = _module
+        globals()[f"opset{_number}"] = _module
+del _number, _module
+
 __all__ = [
     "AsyncInferQueue",
     "CompiledModel",
+    "ConstOutput",
     "Core",
     "DevicePlugin",
     "DeviceProgram",
     "Dimension",
     "ElementType",
+    "Extension",
     "InferRequest",
     "InferResults",
+    "Input",
     "Layout",
     "MemoryInfo",
     "Model",
+    "Node",
+    "OVAny",
     "Op",
+    "Output",
     "PartialShape",
     "Port",
     "ProfilingInfo",
     "ProfilingRecord",
+    "RTMap",
     "Shape",
+    "Symbol",
     "Tensor",
     "Type",
     "Version",
@@ -65,6 +92,7 @@ __all__ = [
     "errors",
     "get_batch",
     "get_version",
+    "helpers",
     "layout_helpers",
     "op",
     "opset",
@@ -73,5 +101,8 @@ __all__ = [
     "preprocess",
     "properties",
     "save_model",
+    "serialize",
     "set_batch",
+    "tensor_from_file",
+    "utils",
 ]

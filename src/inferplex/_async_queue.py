@@ -64,6 +64,7 @@ class AsyncInferQueue:
         self._callback: Callable[[InferRequest, Any], None] | None = None
         self._in_callback = threading.local()  # .active: this thread runs one of our callbacks
         self._callbacks_waiting = 0  # our callbacks blocked in get_idle_request_id
+        self._callback_error: Exception | None = None  # the first a callback raised: wait_all raises it
         for request in self._requests:
             request._completion_hook = self._on_done
             request.set_callback(None)
@@ -78,8 +79,11 @@ class AsyncInferQueue:
             self._in_callback.active = True
             try:
                 callback(request, request.userdata)
-            except Exception:  # noqa: BLE001 - must not stall the queue
-                _log.exception("inferplex: an AsyncInferQueue callback raised")
+            except Exception as error:  # noqa: BLE001 - must not stall the queue; wait_all raises it
+                _log.debug("inferplex: an AsyncInferQueue callback raised", exc_info=True)
+                with self._lock:
+                    if self._callback_error is None:
+                        self._callback_error = error
             finally:
                 self._in_callback.active = False
         while True:
@@ -188,13 +192,19 @@ class AsyncInferQueue:
                 self._callbacks_waiting -= 1
 
     def wait_all(self) -> None:
-        """Wait until every job, queued ones included, has ended and run its callback."""
+        """Wait until every job, queued ones included, has ended and run its callback.
+
+        The first exception a callback raised since the last ``wait_all`` is raised here, as
+        OpenVINO's AsyncInferQueue raises it (the other jobs still ran)."""
         if getattr(self._in_callback, "active", False):
             raise RequestBusyError("wait_all() was called inside this AsyncInferQueue's callback: the "
                                    "job running it is idle only once the callback returns, so the "
                                    "wait would never end; call wait_all() outside the callbacks")
         with self._lock:
             self._wait_for(lambda: len(self._idle) == len(self._requests) and not self._queued)
+            error, self._callback_error = self._callback_error, None
+        if error is not None:
+            raise error
 
     def _wait_for(self, ready: Callable[[], bool] | None) -> None:
         """With the lock held: wait until ``ready()`` (None: one wake-up), the lock released meanwhile.

@@ -26,7 +26,7 @@ from inferplex._ports import Port
 from inferplex.api.reshape import dim_bounds
 from inferplex.api.tensor import Tensor
 from inferplex.api.types import Type
-from inferplex.errors import InputError
+from inferplex.errors import InputError, InputTypeError
 
 __all__ = [
     "InferResults", "as_array", "check_inputs", "convert_input", "copy_value", "is_ov_tensor",
@@ -115,6 +115,9 @@ def keyed_inputs(ports: list[Port], inputs: Any, by_name: Mapping[str, int] | No
                 result[key] = value
             elif isinstance(key, str) and key in by_name:
                 result[by_name[key]] = value
+            elif not isinstance(key, (int, str)) or isinstance(key, bool):
+                raise InputTypeError(f"Incompatible key type for input: {key!r}; keys are input names "
+                                     "(str), indices (int) or ports")
             else:
                 unknown.append(repr(key))
         if unknown:
@@ -126,8 +129,8 @@ def keyed_inputs(ports: list[Port], inputs: Any, by_name: Mapping[str, int] | No
             raise InputError(f"{len(inputs)} inputs given but the model has {len(ports)}: "
                              f"{', '.join(by_name)}")
         return dict(enumerate(inputs))
-    raise InputError(f"inputs of type {type(inputs).__name__} are not accepted; pass a dict "
-                     "keyed by input name, index or port, a list in input order, or one tensor")
+    raise InputTypeError(f"Incompatible inputs of type: {type(inputs).__name__}; pass a dict keyed by "
+                         "input name, index or port, a list in input order, or one tensor")
 
 
 def convert_input(port: Port, value: Any) -> Any:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import importlib
 import io
 import logging
+import os
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
 from inferplex._model import Model, load_model
 from inferplex._runtime import CompiledModel
+from inferplex.api.tensor import Tensor
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
@@ -47,7 +49,7 @@ from inferplex.errors import (
     PropertyError,
 )
 
-__all__ = ["Core", "compile_model", "get_version"]
+__all__ = ["Core", "Extension", "compile_model", "get_version"]
 
 _log = logging.getLogger("inferplex")
 
@@ -64,6 +66,10 @@ def _ray_plugin() -> DevicePlugin:
     return RayPlugin()
 
 
+class Extension:
+    """Base class of OpenVINO's Python extensions (``class MyExt(ov.Extension)``); Core keeps them."""
+
+
 class Core:
     """Entry point of the runtime (OpenVINO's ``ov.Core``)."""
 
@@ -73,6 +79,7 @@ class Core:
         self._registry.register("GPU", _gpu_plugin)
         self._registry.register("RAY", _ray_plugin)
         self._virtual_config: dict[str, dict[str, Any]] = {name: {} for name in VIRTUAL_DEVICES}
+        self._extensions: list[Extension] = []
         self._core_config: dict[str, Any] = dict(_CORE_DEFAULTS)
         """Core-wide values (``set_property({...})`` with no device), read by ``get_property(key)``."""
         self._load_entry_points()
@@ -127,6 +134,25 @@ class Core:
             raise PluginError(f"{family!r} is a virtual device and cannot be replaced by a plugin")
         self._registry.register(family, plugin)  # type: ignore[arg-type]
 
+    def unload_plugin(self, device_name: str) -> None:
+        """OpenVINO unloads a plugin's library; here plugins are Python objects that hold no
+        library, so this only checks that ``device_name`` names a known device."""
+        self._registry.resolve(device_name)
+
+    def add_extension(self, extension: Any) -> None:
+        """Accept OpenVINO ``Extension`` objects (or a list of them), kept with the Core.
+
+        Extensions add custom ops to OpenVINO's C++ runtime; inferplex runs ONNX ops only,
+        so a library path (``add_extension("libcustom.so")``) is refused with an error.
+        """
+        items = extension if isinstance(extension, (list, tuple)) else [extension]
+        for item in items:
+            if not isinstance(item, Extension):
+                raise ModelError(f"add_extension takes ov.Extension objects, got {type(item).__name__}; "
+                                 "extension libraries (.so/.dll) of OpenVINO's C++ runtime cannot be "
+                                 "loaded: inferplex runs ONNX ops")
+        self._extensions.extend(items)
+
     def _load_entry_points(self) -> None:
         for entry in metadata.entry_points(group="inferplex.devices"):
             family = entry.name.upper()
@@ -147,8 +173,11 @@ class Core:
         (``io.BytesIO``), an ``onnx.ModelProto`` or an ``onnx_ir.Model``.
 
         ``config`` takes the read options OpenVINO's read_model takes: ``ENABLE_MMAP``
-        (bool; external weights are memory-mapped either way).  Other keys are refused.
+        (bool; external weights are memory-mapped either way) and ``CACHE_DIR`` (the folder
+        is made, as OpenVINO makes it; the Core's own CACHE_DIR does not change).  Other keys
+        are refused.
         """
+        config = _read_cache_dir(config)
         _check_read_config(config)
         if hasattr(model, "read") and callable(model.read):  # io.BytesIO and open binary files
             if isinstance(model, io.TextIOBase):
@@ -179,9 +208,13 @@ class Core:
         raise DeviceNameError(f"query_model accepts a device or HETERO:<devices>, not {device_name!r}")
 
     def compile_model(self, model: Any, device_name: str | None = None,
-                      config: Mapping[str, Any] | None = None) -> CompiledModel:
-        """Compile ``model`` (a Model or anything read_model reads) for ``device_name`` (default AUTO)."""
-        model = self.read_model(model)
+                      config: Mapping[str, Any] | None = None, *, weights: Any = None) -> CompiledModel:
+        """Compile ``model`` (a Model or anything read_model reads) for ``device_name`` (default AUTO).
+
+        ``weights`` is OpenVINO's buffer form (``compile_model(model=xml, weights=bin, ...)``),
+        passed to :meth:`read_model` with the model.
+        """
+        model = self.read_model(model, weights)
         device_name = device_name or "AUTO"
         spec = parse_device_string(device_name)
         engine, config = _engine_settings(as_config(config))
@@ -237,14 +270,16 @@ class Core:
 
     def import_model(self, model_stream: Any, device_name: str,
                      config: Mapping[str, Any] | None = None) -> CompiledModel:
-        """A compiled model from what ``CompiledModel.export_model()`` wrote (bytes or a binary stream).
+        """A compiled model from what ``CompiledModel.export_model()`` wrote: bytes, a binary stream,
+        or an ``ov.Tensor`` of the bytes.  An ``io.BytesIO`` is read whole, wherever its position
+        is (as OpenVINO reads it right after ``export_model(stream)``); other streams from their position.
 
         As in OpenVINO, the blob carries what is needed to run (the model and the
         compiled program) and imports on the device it was exported from, with
         the same engine version: another device or version is a CompileError.
         ``config`` adds properties to those it was compiled with.
         """
-        blob = model_stream.read() if callable(getattr(model_stream, "read", None)) else model_stream
+        blob = _blob_of(model_stream)
         if not isinstance(blob, (bytes, bytearray, memoryview)):
             raise CompileError(f"import_model takes bytes or a binary stream (io.BytesIO, an open file), "
                                f"not {type(blob).__name__}")
@@ -419,7 +454,10 @@ class Core:
                                     "set_property({...}); a device's: get_property('CPU', key)")
             return typed_value(name, self._core_config[name])
         name = canonical_key(key)
-        return typed_value(name, self._device_property(device_name, name, key))
+        value = self._device_property(device_name, name, key)
+        if name == "SUPPORTED_PROPERTIES":
+            value = _with_openvino_spellings(value)
+        return typed_value(name, value)
 
     def _device_property(self, device_name: str, name: str, key: str) -> Any:
         if device_name in VIRTUAL_DEVICES:
@@ -464,6 +502,44 @@ _READ_OPTIONS = ("ENABLE_MMAP",)
 
 _CORE_DEFAULTS = {"CACHE_DIR": "", "ENABLE_MMAP": True, "FORCE_TBB_TERMINATE": False}
 """Core-wide properties and their values before any ``set_property``, as OpenVINO's Core reads them."""
+
+
+_OPENVINO_SPELLINGS = {"ENABLE_PROFILING": "PERF_COUNT"}
+"""Keys OpenVINO lists under another name in SUPPORTED_PROPERTIES (``props.enable_profiling``
+is ``"PERF_COUNT"``); both are accepted everywhere, and both are listed."""
+
+
+def _with_openvino_spellings(supported: Any) -> Any:
+    """SUPPORTED_PROPERTIES with OpenVINO's spelling beside inferplex's for aliased keys."""
+    if isinstance(supported, Mapping):
+        extra = {alias: supported[key] for key, alias in _OPENVINO_SPELLINGS.items() if key in supported}
+        return {**supported, **extra}
+    if isinstance(supported, (list, tuple)):
+        return [*supported, *(alias for key, alias in _OPENVINO_SPELLINGS.items()
+                              if key in supported and alias not in supported)]
+    return supported
+
+
+def _blob_of(model_stream: Any) -> Any:
+    """The bytes of an exported model given as bytes, io.BytesIO, another binary stream or a Tensor."""
+    if isinstance(model_stream, io.BytesIO):
+        return model_stream.getvalue()
+    if callable(getattr(model_stream, "read", None)):
+        return model_stream.read()
+    if isinstance(model_stream, Tensor):
+        return model_stream.data.tobytes()
+    return model_stream
+
+
+def _read_cache_dir(config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """read_model's config less CACHE_DIR, whose folder is made here."""
+    if not isinstance(config, Mapping):
+        return config
+    rest = {key: value for key, value in config.items() if canonical_key(str(key)) != "CACHE_DIR"}
+    for key, value in config.items():
+        if canonical_key(str(key)) == "CACHE_DIR" and value:
+            os.makedirs(os.fspath(value), exist_ok=True)
+    return rest
 
 
 def _check_read_config(config: Mapping[str, Any] | None) -> None:

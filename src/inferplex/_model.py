@@ -33,9 +33,9 @@ from inferplex._model_check import (
 )
 from inferplex._ports import Op, Port, find_port
 from inferplex._serialize import serialize_leaving_out
-from inferplex.errors import InputError, ModelError
+from inferplex.errors import InputError, InputTypeError, ModelError
 
-__all__ = ["Model", "load_model", "save_model"]
+__all__ = ["Model", "load_model", "save_model", "serialize"]
 
 Dim = int | str | None
 
@@ -48,18 +48,33 @@ class Model:
     ``ov.Model`` does (``results``: a node, an output port, or a list of them).
     """
 
-    def __init__(self, model: Any, parameters: Any = None, name: str | None = None) -> None:
+    def __init__(self, model: Any = None, parameters: Any = None, name: str | None = None, *,
+                 results: Any = None, sinks: Any = None, variables: Any = None) -> None:
+        if results is not None:  # OpenVINO's keyword spelling: Model(results=..., parameters=...)
+            model = results
+        if sinks or variables:
+            raise ModelError("Model(sinks=..., variables=...) builds a stateful model (ReadValue/Assign); "
+                             "ONNX models have no state, so inferplex cannot run one")
+        if model is None:
+            raise ModelError("Model needs results: Model(results, parameters, name) or "
+                             "Model(onnx_ir.Model, name)")
         if isinstance(model, ir.Model):
             if isinstance(parameters, str) and name is None:
                 parameters, name = None, parameters
             if parameters is not None:
                 raise ModelError("Model(onnx_ir.Model, name) takes no parameters; "
                                  "Model(results, parameters, name) builds a model from nodes")
-        else:
+        sources: list[Any] = []
+        if not isinstance(model, ir.Model):
             from inferplex.api.build import build_model
 
+            given = parameters if isinstance(parameters, (list, tuple)) else \
+                ([] if parameters is None else [parameters])
+            sources = [getattr(p, "_outputs", [None])[0] for p in given]
             model = build_model(model, parameters, name)
         self.ir = model
+        self._param_sources: list[Any] = sources
+        """The built Parameters' values, by input index (``get_parameter_index`` finds them)."""
         self._name = name or model.graph.name or "model"
 
     @property
@@ -152,6 +167,7 @@ class Model:
 
         if variable_shapes:
             raise InputError("reshape with variable shapes needs stateful models, which ONNX models are not")
+        _check_reshape_types(shapes)
         if not isinstance(shapes, Mapping):
             if len(self.ir.graph.inputs) != 1:
                 raise InputError(f"one shape was given but the model has {len(self.ir.graph.inputs)} "
@@ -159,6 +175,103 @@ class Model:
             shapes = {0: shapes}
         new = {self.input(key).index: parse_shape(value) for key, value in shapes.items()}
         apply_input_shapes(self.ir, new)
+
+    # --- editing, as OpenVINO's Model (see inferplex.api.model_edit) ----------------------
+
+    def add_outputs(self, outputs: Any) -> list[Port]:
+        """Make tensors outputs: a tensor name, ``(op name, output index)``, a port, or a list."""
+        from inferplex.api import model_edit
+
+        return model_edit.add_outputs(self, outputs)
+
+    def add_results(self, results: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.add_results(self, results)
+
+    def remove_result(self, result: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.remove_result(self, result)
+
+    def get_result_index(self, result: Any) -> int:
+        """The output index of a Result or output port of this model; -1 when it is not one."""
+        from inferplex.api import model_edit
+
+        return model_edit.get_result_index(self, result)
+
+    def get_parameter_index(self, parameter: Any) -> int:
+        """The input index of a Parameter of this model; -1 when it is not one."""
+        from inferplex.api import model_edit
+
+        return model_edit.get_parameter_index(self, parameter)
+
+    def replace_parameter(self, index: int, parameter: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.replace_parameter(self, index, parameter)
+
+    def add_parameters(self, parameters: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.add_parameters(self, parameters)
+
+    def remove_parameter(self, parameter: Any) -> None:
+        from inferplex.api import model_edit
+
+        model_edit.remove_parameter(self, parameter)
+
+    def validate_nodes_and_infer_types(self) -> None:
+        """Re-infer shapes and types; a ModelError names the node whose inputs do not fit."""
+        from inferplex.api import model_edit
+
+        model_edit.validate(self)
+
+    def evaluate(self, output_tensors: Any, input_tensors: Any) -> bool:
+        """Run the model once on the CPU, writing the results into ``output_tensors``."""
+        from inferplex.api import model_edit
+
+        return model_edit.evaluate(self, output_tensors, input_tensors)
+
+    def get_rt_info(self, path: Any = None) -> Any:
+        """The rt_info value at ``path`` (a name or list of names), or all of it as nested dicts."""
+        from inferplex.api import model_edit
+
+        return model_edit.get_rt_info(self, path)
+
+    @property
+    def rt_info(self) -> Any:
+        return self.get_rt_info()
+
+    def set_rt_info(self, value: Any, path: Any) -> None:
+        """Store ``value`` at ``path``; kept in the ONNX model's metadata, so it is saved with it."""
+        from inferplex.api import model_edit
+
+        model_edit.set_rt_info(self, value, path)
+
+    def has_rt_info(self, path: Any) -> bool:
+        from inferplex.api import model_edit
+
+        return model_edit.has_rt_info(self, path)
+
+    def get_result(self) -> Any:
+        """The only Result (OpenVINO's ``get_result``); an error for a model with several."""
+        return self.get_results()[find_port(self.outputs, None, "output").index]
+
+    def result(self) -> Any:
+        return self.get_result()
+
+    def get_output_op(self, index: int) -> Any:
+        return self.get_results()[index]
+
+    def get_output_element_type(self, index: int) -> Any:
+        return self.output(index).get_element_type()
+
+    def get_output_partial_shape(self, index: int) -> Any:
+        return self.output(index).get_partial_shape()
+
+    def get_output_shape(self, index: int) -> Any:
+        return self.output(index).get_shape()
 
     def to_onnx(self) -> onnx.ModelProto:
         """The model as an ``onnx.ModelProto`` (rt_info included as node metadata)."""
@@ -169,8 +282,25 @@ class Model:
         return Model(ir.serde.deserialize_model(self.to_onnx()), self._name)
 
     def __repr__(self) -> str:
-        return (f"<Model {self._name!r} inputs={[p.any_name for p in self.inputs]} "
-                f"outputs={[p.any_name for p in self.outputs]} ops={self.ir.graph.num_nodes()}>")
+        """OpenVINO's form: the name, then one line per input and per output port."""
+        inputs = ",".join(f"\n{port!r}" for port in self.inputs)
+        outputs = ",".join(f"\n{port!r}" for port in self.outputs)
+        return f"<Model: {self._name!r}\ninputs[{inputs}\n]\noutputs[{outputs}\n]>"
+
+
+def _check_reshape_types(shapes: Any) -> None:
+    """TypeError for keys and values ``reshape`` does not take, as OpenVINO raises it."""
+    from inferplex.api.shapes import Dimension, PartialShape, Shape
+
+    shape_types = (PartialShape, Shape, str, list, tuple)
+    items = shapes.items() if isinstance(shapes, Mapping) else [(0, shapes)]
+    for key, value in items:
+        if not isinstance(key, (int, str, Port)) or isinstance(key, bool):
+            raise InputTypeError(f"Incorrect key type {type(key)} to reshape a model, expected keys as "
+                            "an input port (ov.Output), int or str.")
+        if not isinstance(value, shape_types) and not isinstance(value, Dimension):
+            raise InputTypeError(f"Incorrect value type {type(value)} to reshape a model, expected values as "
+                            "PartialShape, str, list or tuple.")
 
 
 def _topological(graph: ir.Graph) -> list[ir.Node]:
@@ -227,8 +357,9 @@ def load_model(source: Any, weights: Any = None) -> Model:
     elif isinstance(source, onnx.ModelProto):
         proto = source
     else:
-        raise ModelError(f"read_model cannot read a {type(source).__name__}; accepted: a path "
-                         "(str or os.PathLike), bytes, onnx.ModelProto or onnx_ir.Model")
+        raise InputTypeError(f"Provided python object type {type(source)} isn't supported as 'model' "
+                             "argument. read_model accepts a path (str or os.PathLike), bytes, "
+                             "onnx.ModelProto or onnx_ir.Model")
     check_fields(proto)
     check_external_data(proto, base_dir)
     check_model(proto, source if base_dir is not None else None)
@@ -256,6 +387,22 @@ def save_model(model: Model, output_model: str | os.PathLike[str], compress_to_f
 
         to_save = compressed_weights_copy(model.ir)
     ir.save(to_save, os.fspath(output_model))
+
+
+def serialize(model: Model, xml_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None,
+              version: Any = None) -> None:
+    """OpenVINO's ``serialize(model, xml_path, bin_path)``, writing inferplex's model format.
+
+    inferplex models are ONNX, so ``xml_path`` receives an ONNX file with its
+    weights inside (not OpenVINO IR, whatever its extension), and ``bin_path``,
+    when given, an empty file, so code that writes both and reads them back with
+    ``read_model(xml_path, bin_path)`` runs unchanged.  ``version`` (IR version)
+    is accepted and ignored.  Use :func:`save_model` to choose a path and fp16 weights.
+    """
+    del version
+    save_model(model, xml_path, compress_to_fp16=False)
+    if bin_path is not None:
+        Path(bin_path).write_bytes(b"")
 
 
 def _parse(load: Any, what: str, source: Path | bytes) -> onnx.ModelProto:

@@ -19,7 +19,10 @@ from inferplex.api.shapes import PartialShape, Shape
 from inferplex.api.types import Type
 from inferplex.errors import InputError
 
-__all__ = ["ElementType", "Op", "Port", "find_port"]
+__all__ = ["ElementType", "Input", "Op", "Port", "RTMap", "find_port"]
+
+_NAMES_KEY = "names"
+"""metadata_props key of a value's extra tensor names (OpenVINO tensors have several; ONNX one)."""
 
 Dim = int | str | None
 
@@ -74,6 +77,10 @@ class Port:
             return Parameter.view(self._value) if self.kind == "input" else Result(self._value)
         return self._node
 
+    @property
+    def node(self) -> Any:
+        return self.get_node()
+
     def get_index(self) -> int:
         """The output index on its node (0 for a model's inputs and outputs)."""
         return self.index if self._node is not None else 0
@@ -89,10 +96,46 @@ class Port:
 
     @property
     def names(self) -> set[str]:
-        return {self.any_name}
+        """Every name of the tensor: the ONNX value's name and the extra ones set with ``set_names``."""
+        extra = self._value.metadata_props.get(_NAMES_KEY, "")
+        return {self.any_name, *(n for n in extra.split("\n") if n)}
+
+    @names.setter
+    def names(self, names: Any) -> None:
+        self.set_names(names)
 
     def get_names(self) -> set[str]:
         return self.names
+
+    def set_names(self, names: Any) -> None:
+        """Give the tensor these names (a set of str): the first in sorted order becomes the
+        ONNX value's name (what ``any_name`` reads), unless the current name is among them."""
+        wanted = {str(n) for n in names}
+        if not wanted:
+            self._value.metadata_props.pop(_NAMES_KEY, None)
+            return
+        primary = self._value.name if self._value.name in wanted else min(wanted)
+        self._value.name = primary
+        extra = sorted(wanted - {primary})
+        if extra:
+            self._value.metadata_props[_NAMES_KEY] = "\n".join(extra)
+        else:
+            self._value.metadata_props.pop(_NAMES_KEY, None)
+        self._refresh()
+
+    def add_names(self, names: Any) -> None:
+        self.set_names(self.names | {str(n) for n in names})
+
+    def get_target_inputs(self) -> set[Input]:
+        """The node inputs this output feeds (in a built graph or a model)."""
+        return {Input(Op(node), index) for node, index in self._value.uses()}
+
+    def replace(self, replacement: Port) -> None:
+        """Feed every consumer of this output from ``replacement`` instead; the replacement
+        takes this output's names too (as OpenVINO's ``Output.replace``)."""
+        names = self.names
+        ir.convenience.replace_all_uses_with(self._value, replacement._value)
+        replacement.add_names(names)
 
     @property
     def is_tensor(self) -> bool:
@@ -150,7 +193,7 @@ class Port:
 
     def get_rt_info(self) -> MutableMapping[str, str]:
         """String properties of the tensor (its ``layout``, ...), stored in the ONNX graph."""
-        return _RtInfo(self._value.metadata_props)
+        return RTMap(self._value.metadata_props)
 
     @property
     def tensor(self) -> Any:
@@ -163,8 +206,9 @@ class Port:
         return self.tensor
 
     def __repr__(self) -> str:
-        return (f"<Port {self.kind}[{self.index}] {self.any_name!r} "
-                f"{self.element_type} {self.partial_shape}>")
+        """OpenVINO's form: ``<ConstOutput: names[A] shape[?,2] type: f32>``."""
+        names = ",".join(sorted(self.names))
+        return f"<ConstOutput: names[{names}] shape{self.partial_shape} type: {self.element_type}>"
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Port) and other.kind == self.kind and other.index == self.index
@@ -199,8 +243,9 @@ class RtValue(str):
         return str(self)
 
 
-class _RtInfo(MutableMapping[str, str]):
-    """``get_rt_info()``: a dict view over a node's or value's metadata_props (string values)."""
+class RTMap(MutableMapping[str, str]):
+    """``get_rt_info()`` (OpenVINO's ``RTMap``): a dict view over a node's or value's
+    metadata_props; values read back as :class:`RtValue` (OpenVINO's ``OVAny``)."""
 
     def __init__(self, props: MutableMapping[str, str]) -> None:
         self._props = props
@@ -219,6 +264,63 @@ class _RtInfo(MutableMapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._props)
+
+
+_RtInfo = RTMap
+
+
+class Input:
+    """One input of a node (OpenVINO's ``ov.Input``): where it reads from and what it carries."""
+
+    def __init__(self, node: Any, index: int) -> None:
+        self._owner = node
+        self._index = index
+        self._rt: dict[str, str] = {}
+
+    def _source(self) -> ir.Value:
+        return self._owner._input_values()[self._index]  # noqa: SLF001 - node classes of this package
+
+    def get_node(self) -> Any:
+        return self._owner
+
+    def get_index(self) -> int:
+        return self._index
+
+    def get_element_type(self) -> Type:
+        return _element_type(self._source())
+
+    def get_partial_shape(self) -> PartialShape:
+        return self.get_source_output().get_partial_shape()
+
+    def get_shape(self) -> Shape:
+        return self.get_source_output().get_shape()
+
+    def get_source_output(self) -> Port:
+        """The output this input reads: a node's output, or a model input's Parameter."""
+        value = self._source()
+        producer = value.producer()
+        if producer is None:
+            from inferplex.api.nodes import Parameter
+
+            return Parameter.view(value).output(0)
+        return Op(producer).output(value.index() or 0)
+
+    def get_tensor(self) -> Any:
+        return self.get_source_output().get_tensor()
+
+    def get_rt_info(self) -> RTMap:
+        return RTMap(self._rt)
+
+    @property
+    def rt_info(self) -> RTMap:
+        return self.get_rt_info()
+
+    def replace_source_output(self, output: Port) -> None:
+        """Read ``output`` instead of the current source."""
+        self._owner._replace_input(self._index, output._value)  # noqa: SLF001
+
+    def __repr__(self) -> str:
+        return f"<Input: {self._owner.get_type_name()} input[{self._index}]>"
 
 
 class Op:
@@ -246,7 +348,7 @@ class Op:
         return self._node.domain
 
     def get_rt_info(self) -> MutableMapping[str, str]:
-        return _RtInfo(self._node.metadata_props)
+        return RTMap(self._node.metadata_props)
 
     def get_name(self) -> str:
         return self.get_friendly_name()
@@ -256,6 +358,24 @@ class Op:
 
     def get_input_size(self) -> int:
         return sum(1 for value in self._node.inputs if value is not None)
+
+    def _input_values(self) -> list[ir.Value]:
+        return [value for value in self._node.inputs if value is not None]
+
+    def _replace_input(self, index: int, value: ir.Value) -> None:
+        self._node.replace_input_with(index, value)
+
+    def input(self, index: int) -> Input:
+        if not 0 <= index < self.get_input_size():
+            raise InputError(f"{self._node.op_type} {self.get_friendly_name()!r} has "
+                             f"{self.get_input_size()} input(s); index {index} is out of range")
+        return Input(self, index)
+
+    def inputs(self) -> list[Input]:
+        return [Input(self, i) for i in range(self.get_input_size())]
+
+    def input_value(self, index: int) -> Port:
+        return self.input(index).get_source_output()
 
     def output(self, index: int = 0) -> Port:
         outputs = self._node.outputs
@@ -280,7 +400,9 @@ class Op:
         return self.output(index).get_shape()
 
     def __repr__(self) -> str:
-        return f"<Op {self._node.op_type} {self._node.name!r}>"
+        """OpenVINO's form: the op type, its name and its outputs (``<Add: 'sum' (<ConstOutput: ...>)>``)."""
+        outputs = ", ".join(repr(port) for port in self.outputs())
+        return f"<{self._node.op_type}: {self._node.name!r} ({outputs})>"
 
 
 def find_port(ports: Sequence[Port], key: int | np.integer[Any] | str | Port | None, kind: str) -> Port:

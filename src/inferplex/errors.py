@@ -8,6 +8,7 @@
     ├── DeviceError                   a device or cluster cannot be reached (names the address)
     ├── PropertyError                 unknown property key or bad value           (ValueError)
     ├── InputError                    wrong input name, rank, shape, dtype, ...   (ValueError)
+    │   └── InputTypeError            an argument of a Python type the call does not take (TypeError)
     ├── UnsupportedOpError            ops that no requested device can run
     ├── AffinityError                 manual affinities missing or naming unknown devices
     ├── CompileError                  a device failed to compile the model (all reasons listed)
@@ -16,6 +17,8 @@
     ├── RequestBusyError              an InferRequest was started while still running
     └── PluginError                   a device plugin broke the plugin contract
 
+Every one is a ``RuntimeError``, as every error OpenVINO's runtime raises is, so
+programs written for OpenVINO (``except RuntimeError``) catch them unchanged.
 Messages say what was wrong, what is accepted, and how to fix it.  Errors from
 the engines underneath (ONNX Runtime, torch) are chained with ``raise ... from``.
 """
@@ -30,6 +33,7 @@ __all__ = [
     "InferenceError",
     "InferplexError",
     "InputError",
+    "InputTypeError",
     "MemoryPlanError",
     "ModelError",
     "PluginError",
@@ -39,8 +43,8 @@ __all__ = [
 ]
 
 
-class InferplexError(Exception):
-    """Base class of every error raised by inferplex."""
+class InferplexError(RuntimeError):
+    """Base class of every error raised by inferplex (a RuntimeError, as OpenVINO's errors are)."""
 
 
 class ModelError(InferplexError, ValueError):
@@ -61,6 +65,11 @@ class PropertyError(InferplexError, ValueError):
 
 class InputError(InferplexError, ValueError):
     """Inference inputs do not match the model: name, index, rank, shape or dtype."""
+
+
+class InputTypeError(InputError, TypeError):
+    """An argument's Python type is not one the call takes (a dict key of the wrong type, inputs
+    that are not arrays, a model that is not a path or bytes); a TypeError, as OpenVINO raises."""
 
 
 class UnsupportedOpError(InferplexError):

@@ -25,6 +25,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from inferplex import _opset_more as _more
+from inferplex._opset_more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
 from inferplex.api.build import OPSET
 from inferplex.api.nodes import Constant, Node, Parameter, Result, to_ir_dtype
 from inferplex.errors import InputError
@@ -32,6 +34,7 @@ from inferplex.errors import InputError
 __all__ = [
     "add", "avg_pool", "concat", "constant", "convolution", "divide", "matmul", "max_pool", "multiply",
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
+    *_more.__all__,
 ]
 
 NodeInput = Any

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from inferplex import _opset_more as _more
+from inferplex._opset_more import *  # noqa: F403 - element-wise ops, splits, reductions
 from inferplex.api.nodes import Node
 from inferplex.opset import (
     add,
@@ -29,6 +31,7 @@ from inferplex.opset import (
 __all__ = [
     "add", "avg_pool", "concat", "constant", "convolution", "divide", "matmul", "max_pool", "multiply",
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
+    *_more.__all__,
 ]
 
 

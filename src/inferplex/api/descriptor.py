@@ -34,8 +34,19 @@ class DescriptorTensor:
     def names(self) -> set[str]:
         return set(self._port.get_names())
 
+    @names.setter
+    def names(self, names: Any) -> None:
+        self._port.set_names(names)
+
     def get_names(self) -> set[str]:
         return self.names
+
+    def set_names(self, names: Any) -> None:
+        """Rename the tensor (OpenVINO's ``set_names``): see :meth:`inferplex.Port.set_names`."""
+        self._port.set_names(names)
+
+    def add_names(self, names: Any) -> None:
+        self._port.add_names(names)
 
     @property
     def any_name(self) -> str:
@@ -69,6 +80,30 @@ class DescriptorTensor:
     def size(self) -> int:
         """Bytes of one tensor of this shape and element type."""
         return (prod(self.shape) * self.element_type.get_bitwidth() + 7) // 8
+
+    # Bounds and value symbols: what OpenVINO's shape inference may know of the tensor's values.
+    # They live with the port's value for the life of the graph (not saved with the model).
+
+    def _meta(self) -> Any:
+        return self._port._value.meta  # noqa: SLF001 - the port of this package
+
+    def set_lower_value(self, value: Any) -> None:
+        self._meta()["lower_value"] = value
+
+    def get_lower_value(self) -> Any:
+        return self._meta().get("lower_value")
+
+    def set_upper_value(self, value: Any) -> None:
+        self._meta()["upper_value"] = value
+
+    def get_upper_value(self) -> Any:
+        return self._meta().get("upper_value")
+
+    def set_value_symbol(self, symbols: Any) -> None:
+        self._meta()["value_symbol"] = list(symbols)
+
+    def get_value_symbol(self) -> list[Any]:
+        return list(self._meta().get("value_symbol", []))
 
     @property
     def rt_info(self) -> MutableMapping[str, str]:

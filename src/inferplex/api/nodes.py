@@ -80,6 +80,20 @@ class Node:
     def get_rt_info(self) -> dict[str, Any]:
         return self._rt_info
 
+    def get_type_info(self) -> Any:
+        """OpenVINO's DiscreteTypeInfo of this op: its ``name``, ``version_id`` and ``parent``."""
+        from types import SimpleNamespace
+
+        return SimpleNamespace(name=self._type_name, version_id="opset13", parent=None)
+
+    @property
+    def type_info(self) -> Any:
+        return self.get_type_info()
+
+    def get_instance_id(self) -> int:
+        """An id shared by every view of the same op (two views of one Result compare equal)."""
+        return id(self._main) if self._main is not None else id(self._outputs[0])
+
     @property
     def onnx_nodes(self) -> list[ir.Node]:
         """The ONNX nodes this operation is made of (none for Parameter and Constant)."""
@@ -98,6 +112,93 @@ class Node:
 
     def get_output_size(self) -> int:
         return len(self._outputs)
+
+    def _input_values(self) -> list[ir.Value]:
+        if self._main is None:
+            return []
+        return [value for value in self._main.inputs if value is not None]
+
+    def _replace_input(self, index: int, value: ir.Value) -> None:
+        if self._main is None:
+            raise InputError(f"{self._type_name} {self.get_friendly_name()!r} has no inputs to replace")
+        self._main.replace_input_with(index, value)
+
+    def get_input_size(self) -> int:
+        return len(self._input_values())
+
+    def input(self, index: int) -> Any:
+        """Input ``index`` of this op (OpenVINO's ``ov.Input``)."""
+        from inferplex._ports import Input
+
+        if not 0 <= index < self.get_input_size():
+            raise InputError(f"{self._type_name} {self.get_friendly_name()!r} has "
+                             f"{self.get_input_size()} input(s); index {index} is out of range")
+        return Input(self, index)
+
+    def inputs(self) -> list[Any]:
+        return [self.input(i) for i in range(self.get_input_size())]
+
+    def input_value(self, index: int) -> Any:
+        """The output that input ``index`` reads."""
+        return self.input(index).get_source_output()
+
+    def get_output_tensor(self, index: int) -> Any:
+        return self.output(index).get_tensor()
+
+    def get_input_element_type(self, index: int) -> Any:
+        return self.input(index).get_element_type()
+
+    def get_input_partial_shape(self, index: int) -> Any:
+        return self.input(index).get_partial_shape()
+
+    def get_input_shape(self, index: int) -> Any:
+        return self.input(index).get_shape()
+
+    # Arithmetic builds ops, as OpenVINO's Node operators do (``param + param`` is an Add).
+    def __add__(self, other: Any) -> Node:
+        from inferplex import opset
+
+        return opset.add(self, other)
+
+    def __radd__(self, other: Any) -> Node:
+        from inferplex import opset
+
+        return opset.add(other, self)
+
+    def __sub__(self, other: Any) -> Node:
+        from inferplex import opset
+
+        return opset.subtract(self, other)
+
+    def __rsub__(self, other: Any) -> Node:
+        from inferplex import opset
+
+        return opset.subtract(other, self)
+
+    def __mul__(self, other: Any) -> Node:
+        from inferplex import opset
+
+        return opset.multiply(self, other)
+
+    def __rmul__(self, other: Any) -> Node:
+        from inferplex import opset
+
+        return opset.multiply(other, self)
+
+    def __truediv__(self, other: Any) -> Node:
+        from inferplex import opset
+
+        return opset.divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Node:
+        from inferplex import opset
+
+        return opset.divide(other, self)
+
+    def __neg__(self) -> Node:
+        from inferplex import opset
+
+        return opset.negative(self)
 
     def get_output_partial_shape(self, index: int = 0) -> Any:
         return self.output(index).get_partial_shape()
@@ -237,6 +338,9 @@ class Result(Node):
     def value(self) -> ir.Value:
         """The value this result outputs."""
         return self._outputs[0]
+
+    def _input_values(self) -> list[ir.Value]:
+        return [self._outputs[0]]
 
     def input_value(self, index: int = 0) -> Any:
         return self.output(index)

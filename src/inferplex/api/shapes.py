@@ -23,7 +23,8 @@ import numpy as np
 
 from inferplex.errors import InputError
 
-__all__ = ["Dimension", "PartialShape", "Shape", "Strides", "parse_dimension_text", "split_shape_text"]
+__all__ = ["Dimension", "PartialShape", "Shape", "Strides", "Symbol", "parse_dimension_text",
+           "split_shape_text"]
 
 # What OpenVINO's get_max_shape() reports for an unbounded dimension.
 _UNBOUNDED = np.iinfo(np.int64).max
@@ -35,16 +36,54 @@ def _as_int(value: Any, what: str) -> int:
     return int(value)
 
 
+class Symbol:
+    """A label that ties dimensions known to be equal (OpenVINO's ``ov.Symbol``).
+
+    Two symbols are equal only when they are the same object; a dimension with
+    no symbol reports a null one, which is falsy (``Dimension().get_symbol()``).
+    """
+
+    __slots__ = ("_null",)
+
+    def __init__(self) -> None:
+        self._null = False
+
+    @classmethod
+    def _none(cls) -> Symbol:
+        symbol = cls()
+        symbol._null = True
+        return symbol
+
+    def __bool__(self) -> bool:
+        return not self._null
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Symbol) and self._null and other._null:
+            return True
+        return self is other
+
+    def __hash__(self) -> int:
+        return 0 if self._null else id(self)
+
+    def __repr__(self) -> str:
+        return "<Symbol: null>" if self._null else f"<Symbol at {id(self):#x}>"
+
+
 class Dimension:
     """One dimension: static (``Dimension(3)``), dynamic (``Dimension()``, ``Dimension(-1)``)
     or an interval (``Dimension(1, 8)``, ``Dimension(2, -1)`` for ``2..``, ``Dimension("1..8")``).
+
+    A dimension may carry a :class:`Symbol` (``set_symbol``) marking it equal to
+    other dimensions with the same symbol; equality of dimensions ignores it.
     """
 
-    __slots__ = ("_max", "_min")
+    __slots__ = ("_max", "_min", "_symbol")
     _min: int
     _max: int | None
+    _symbol: Symbol | None
 
     def __init__(self, *args: Any) -> None:
+        self._symbol = None
         if len(args) == 1 and isinstance(args[0], Dimension):
             self._min, self._max = args[0]._min, args[0]._max
         elif len(args) == 1 and isinstance(args[0], str):
@@ -68,6 +107,18 @@ class Dimension:
     def dynamic() -> Dimension:
         return Dimension()
 
+    def has_symbol(self) -> bool:
+        return self._symbol is not None
+
+    def get_symbol(self) -> Symbol:
+        """The symbol set on this dimension, or a null (falsy) symbol when none is."""
+        return self._symbol if self._symbol is not None else Symbol._none()  # noqa: SLF001
+
+    def set_symbol(self, symbol: Symbol) -> None:
+        if not isinstance(symbol, Symbol):
+            raise InputError(f"set_symbol takes an ov.Symbol, got {type(symbol).__name__}")
+        self._symbol = symbol if symbol else None
+
     @property
     def is_static(self) -> bool:
         return self._min == self._max
@@ -85,6 +136,13 @@ class Dimension:
 
     def get_min_length(self) -> int:
         return self._min
+
+    def __len__(self) -> int:
+        """The length of a static dimension (``len(Dimension(2)) == 2``), as OpenVINO's."""
+        return self.get_length()
+
+    def __bool__(self) -> bool:
+        return True  # a dimension is an object, not a length: ``if dim`` never raises
 
     def get_max_length(self) -> int:
         """The upper bound, or -1 when unbounded."""
@@ -137,6 +195,25 @@ class Dimension:
         return f"<Dimension: {self.to_string()}>"
 
 
+def _dimension_of(item: Any) -> Dimension:
+    """One entry of a PartialShape list: an int, a string, a Dimension or a ``(min, max)`` pair,
+    as OpenVINO takes them; another type is an InputTypeError (a TypeError) naming it."""
+    from inferplex.errors import InputTypeError
+
+    if isinstance(item, (tuple, list)):
+        if len(item) != 2:
+            raise InputTypeError(f"Two elements are expected in tuple(lower, upper) for dynamic dimension, "
+                                 f"but {len(item)} elements were given.")
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in item):
+            raise InputTypeError(f"Incorrect pair of types ({type(item[0])}, {type(item[1])}) for dynamic "
+                                 "dimension, ints are expected.")
+        return Dimension(int(item[0]), int(item[1]))
+    if not isinstance(item, (Dimension, str, int, np.integer)) or isinstance(item, bool):
+        raise InputTypeError(f"Incorrect type {type(item)} for dimension. Expected types are: int, str, "
+                             "Dimension, list/tuple with lower and upper values for dynamic dimension.")
+    return Dimension(item)
+
+
 def _bound(maximum: int | None) -> float:
     return float("inf") if maximum is None else maximum
 
@@ -153,19 +230,29 @@ def parse_dimension_text(text: str) -> tuple[int, int | None]:
     """(min, max) of one dimension written as OpenVINO writes it: ``3``, ``?``/``-1``, ``1..8``,
     ``..8``, ``2..`` (max None: unbounded).  Shared by PartialShape and ``Model.reshape``."""
     part = text.strip()
+    accepted = "accepted: a length (3), '?' or -1, or an interval ('1..8', '..8', '2..')"
+    if part in ("?", "-1"):
+        return 0, None
+    if ".." in part:
+        low, high = part.split("..", 1)
+        return _interval(_bound_of(low, "min", accepted), _bound_of(high, "max", accepted))
     try:
-        if part in ("?", "-1"):
-            return 0, None
-        if ".." in part:
-            low, high = part.split("..")
-            return _interval(int(low) if low.strip() else 0, int(high) if high.strip() else -1)
         length = int(part)
     except ValueError as error:
-        raise InputError(f"cannot read dimension {text!r}; accepted: a length (3), '?' or -1, "
-                         "or an interval ('1..8', '..8', '2..')") from error
+        raise InputError(f'Cannot parse dimension: "{part}"; {accepted}') from error
     if length < 0:
         raise InputError(f"dimension {text!r} is negative; give a length >= 0, '?' or -1")
     return length, length
+
+
+def _bound_of(text: str, which: str, accepted: str) -> int:
+    """One bound of ``min..max``: an int, or empty (0 for min, -1: unbounded, for max)."""
+    if not text.strip():
+        return 0 if which == "min" else -1
+    try:
+        return int(text)
+    except ValueError as error:
+        raise InputError(f'Cannot parse {which} bound: "{text.strip()}"; {accepted}') from error
 
 
 class Shape:
@@ -249,10 +336,11 @@ class PartialShape:
             self._dims = _parse_shape(dims)
         else:
             try:
-                self._dims = [Dimension(d) for d in dims]
+                items = list(dims)
             except TypeError as error:
                 raise InputError(f"PartialShape takes a list of dims, a Shape or a string, "
                                  f"got {type(dims).__name__}") from error
+            self._dims = [_dimension_of(d) for d in items]
 
     @staticmethod
     def dynamic(rank: int | Dimension | None = None) -> PartialShape:

@@ -21,6 +21,7 @@ while ``byte_size`` counts packed bits as OpenVINO does.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from inferplex.api.shapes import PartialShape, Shape, Strides
 from inferplex.api.types import Type
 from inferplex.errors import InputError
 
-__all__ = ["Tensor"]
+__all__ = ["Tensor", "tensor_from_file"]
 
 _ACCEPTED = ("Tensor(array, shared_memory=False), Tensor(array, shape, type), "
              "Tensor(type, shape), Tensor(list) or Tensor(port)")
@@ -40,11 +41,14 @@ class Tensor:
 
     __slots__ = ("_array", "_buffer", "_owned", "_type")
 
-    def __init__(self, *args: Any, shared_memory: bool = False) -> None:
+    def __init__(self, *args: Any, shared_memory: bool = False, **kwargs: Any) -> None:
+        args = _positional(args, kwargs)
         if not args:
             raise InputError(f"Tensor needs arguments; accepted: {_ACCEPTED}")
         first = args[0]
-        if isinstance(first, np.ndarray) and len(args) == 1:
+        if isinstance(first, Tensor) and len(args) == 3:
+            self._roi(first, args[1], args[2])
+        elif isinstance(first, np.ndarray) and len(args) == 1:
             self._from_array(first, shared_memory)
         elif isinstance(first, np.ndarray) and len(args) in (2, 3):
             self._view_bytes(first, _shape_of(args[1]), Type(args[2]) if len(args) == 3 else None)
@@ -53,13 +57,47 @@ class Tensor:
                 self._allocate(Type(first), _shape_of(args[1]))
             else:
                 self._from_array(np.array(first), shared_memory=False)
+        elif hasattr(first, "get_element_type") and hasattr(first, "get_partial_shape"):
+            self._from_port(first, args[1] if len(args) == 2 else None)
         elif len(args) == 2:
             self._allocate(Type(first), _shape_of(args[1]))
-        elif len(args) == 1 and hasattr(first, "get_element_type"):
-            self._allocate(first.get_element_type(), first.get_shape())
+        elif len(args) == 1 and hasattr(first, "__array__"):  # PIL images, array-likes
+            self._from_array(np.asarray(first), shared_memory)
         else:
             raise InputError(f"Tensor cannot be built from {', '.join(type(a).__name__ for a in args)}"
                              f"; accepted: {_ACCEPTED}")
+
+    def _from_port(self, port: Any, array: np.ndarray | None) -> None:
+        """A tensor of ``port``'s type and shape (empty for a dynamic shape), over ``array``'s memory
+        when given; a mismatch of size or type is warned about, as OpenVINO does."""
+        element = port.get_element_type()
+        partial = port.get_partial_shape()
+        shape = tuple(partial.to_shape()) if partial.is_static else (0,)
+        if array is None:
+            self._allocate(element, shape)
+            return
+        if not partial.is_static:
+            shape = (0,)
+        needed = math.prod(shape) * element.get_size()
+        if array.nbytes < needed:
+            raise InputError("Shape of the port exceeds shape of the array. The port needs "
+                             f"{needed} bytes, the array holds {array.nbytes}")
+        if partial.is_static and (array.nbytes != needed or array.dtype != element.to_dtype()):
+            warnings.warn(f"the array ({array.dtype}, {array.nbytes} bytes) does not match the port "
+                          f"({element}, {needed} bytes); its memory is read as the port's type",
+                          RuntimeWarning, stacklevel=3)
+        self._view_bytes(array, shape, element)
+
+    def _roi(self, parent: Tensor, begin: Any, end: Any) -> None:
+        """A region of ``parent`` from ``begin`` to ``end`` (OpenVINO's ROI tensor), sharing memory."""
+        if parent._type.get_bitwidth() < 8:
+            raise InputError("an ROI tensor cannot be made for types with bitwidths less then 8 bit")
+        low, high = list(begin), list(end)
+        if len(low) != parent._array.ndim or len(high) != parent._array.ndim:
+            raise InputError(f"ROI begin {low} and end {high} need one entry per dimension of "
+                             f"shape {list(parent._array.shape)}")
+        region = parent._array[tuple(slice(b, e) for b, e in zip(low, high, strict=True))]
+        self._type, self._buffer, self._owned, self._array = parent._type, region, False, region
 
     # --- construction ---------------------------------------------------------------
 
@@ -74,7 +112,9 @@ class Tensor:
                              "pass np.ascontiguousarray(array), or shared_memory=False to copy")
         if not shared_memory:
             array = np.array(array, order="C", copy=True)
-        self._set(element, array.reshape(-1), tuple(array.shape), owned=not shared_memory)
+            self._set(element, array.reshape(-1), tuple(array.shape), owned=True)
+            return
+        self._set(element, _bytes_of(array).view(array.dtype), tuple(array.shape), owned=False)
 
     def _view_bytes(self, array: np.ndarray, shape: tuple[int, ...], element: Type | None) -> None:
         element = Type(array.dtype) if element is None or element.is_dynamic() else element
@@ -89,7 +129,7 @@ class Tensor:
         if array.nbytes < needed:
             raise InputError(f"the array holds {array.nbytes} bytes but a {element} tensor of shape "
                              f"{list(shape)} needs {needed}")
-        flat = array.reshape(-1).view(np.uint8)[: array.nbytes - array.nbytes % dtype.itemsize]
+        flat = _bytes_of(array)[: array.nbytes - array.nbytes % dtype.itemsize]
         self._set(element, flat.view(dtype), shape, owned=False)
 
     def _allocate(self, element: Type, shape: tuple[int, ...]) -> None:
@@ -126,7 +166,8 @@ class Tensor:
         elif self._owned:
             self._set(self._type, _zeros(self._type, size), dims, owned=True)
         else:
-            raise InputError(f"cannot set shape {list(dims)} on a tensor that shares a caller's "
+            raise InputError(f"set_shape failed: cannot set shape {list(dims)} on a tensor that shares "
+                             "a caller's "
                              f"memory of {self._buffer.size} elements; it would need {size}")
 
     def get_size(self) -> int:
@@ -136,6 +177,10 @@ class Tensor:
         return (self.get_size() * self._type.get_bitwidth() + 7) // 8
 
     def get_strides(self) -> Strides:
+        """Byte strides per dimension; sub-byte types (u1, u4, i4, ...) have none, as in OpenVINO."""
+        if self._type.get_bitwidth() < 8:
+            raise InputError("Could not get strides for types with bitwidths less then 8 bit. "
+                             f"This tensor is {self._type}.")
         if self._type == Type.string:
             item = self._type.get_size()
             dims = self._array.shape
@@ -211,6 +256,49 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"<Tensor: shape{self.get_shape()} type: {self._type}>"
+
+
+def tensor_from_file(path: Any) -> Tensor:
+    """A u8 tensor of a file's bytes, memory-mapped read-only (OpenVINO's ``ov.tensor_from_file``)."""
+    import os
+
+    try:
+        data = np.memmap(os.fspath(path), dtype=np.uint8, mode="r") if os.path.getsize(path) else \
+            np.zeros(0, np.uint8)
+    except OSError as error:
+        raise InputError(f"tensor_from_file cannot read {os.fspath(path)!r}: {error}") from error
+    tensor = Tensor.__new__(Tensor)
+    tensor._set(Type.u8, data, (data.size,), owned=False)  # noqa: SLF001
+    return tensor
+
+
+def _bytes_of(array: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array as a flat uint8 view through one memoryview, so the
+    tensor holds one reference to the caller's array however many views it makes (as OpenVINO's
+    tensor holds one)."""
+    if array.size == 0 or array.dtype.kind in "OV":
+        return array.reshape(-1).view(np.uint8)
+    return np.frombuffer(memoryview(array).cast("B"), dtype=np.uint8)
+
+
+def _positional(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """OpenVINO's keyword spellings (``array=``, ``type=``/``shape=``, ``port=``) as positions."""
+    if not kwargs:
+        return args
+    orders = [("array", "shape", "type"), ("type", "shape"), ("port", "array"), ("other", "begin", "end")]
+    if args:
+        fitting = [o for o in orders if set(kwargs) <= set(o[len(args):])]
+    else:
+        fitting = [o for o in orders if o[0] in kwargs]
+    if fitting:
+        given, rest = list(args), dict(kwargs)
+        for name in fitting[0][len(args):]:
+            if name not in rest:
+                break
+            given.append(rest.pop(name))
+        if not rest:
+            return tuple(given)
+    raise InputError(f"Tensor got unexpected keyword arguments {sorted(kwargs)}; accepted: {_ACCEPTED}")
 
 
 def _as_str(value: Any) -> str:

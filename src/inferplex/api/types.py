@@ -90,8 +90,16 @@ class Type:
     f4e2m1: ClassVar[Type]
     f8e8m0: ClassVar[Type]
     dynamic: ClassVar[Type]
+    u1: ClassVar[Type]
+    u3: ClassVar[Type]
+    u6: ClassVar[Type]
+    nf4: ClassVar[Type]
 
     def __new__(cls, dtype: Any) -> Type:
+        if isinstance(dtype, Type) and type(dtype) is not Type:  # a packed type (u1, nf4, ...)
+            return dtype
+        if isinstance(dtype, str) and dtype in _PACKED:
+            return _PACKED[dtype]
         data_type = _data_type_of(dtype)
         interned = cls._interned.get(data_type)
         if interned is None:
@@ -226,5 +234,63 @@ def _unknown(dtype: Any) -> str:
             f"({', '.join(_ATTRIBUTE_NAMES)})")
 
 
+_PACKED: dict[str, Type] = {}
 for _name in _ATTRIBUTE_NAMES:
     setattr(Type, _name, Type(_BY_NAME[_name]))
+
+
+class _PackedType(Type):
+    """OpenVINO's packed types with no ONNX element type (u1, u3, u6, nf4): they name and size
+    buffers (``Tensor(Type.u1, shape)``, ``pack_data``) but no model port can have them."""
+
+    __slots__ = ("_bits", "_name", "_real")
+
+    def __new__(cls, name: str, bits: int, real: bool = False) -> _PackedType:
+        packed = object.__new__(cls)
+        packed._data_type = ir.DataType.UNDEFINED
+        packed._name, packed._bits, packed._real = name, bits, real
+        return packed
+
+    @property
+    def data_type(self) -> ir.DataType:
+        raise InputError(f"element type {self._name} has no ONNX equivalent; a model cannot use it")
+
+    def is_dynamic(self) -> bool:
+        return False
+
+    def is_real(self) -> bool:
+        return self._real
+
+    def is_signed(self) -> bool:
+        return False
+
+    def is_quantized(self) -> bool:
+        return False
+
+    def get_bitwidth(self) -> int:
+        return self._bits
+
+    def get_type_name(self) -> str:
+        return self._name
+
+    def to_dtype(self) -> np.dtype[Any]:
+        return np.dtype(np.uint8)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return hash(("Type", self._name))
+
+    size = property(Type.get_size)
+    bitwidth = property(get_bitwidth)
+    type_name = property(get_type_name)
+    real = property(is_real)
+    signed = property(is_signed)
+    quantized = property(is_quantized)
+
+
+_PACKED.update({"u1": _PackedType("u1", 1), "u3": _PackedType("u3", 3), "u6": _PackedType("u6", 6),
+           "nf4": _PackedType("nf4", 4, real=True)})
+for _name, _packed in _PACKED.items():
+    setattr(Type, _name, _packed)

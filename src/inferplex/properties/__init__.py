@@ -21,14 +21,17 @@ Values read with ``get_property`` come back typed as OpenVINO returns them
 from __future__ import annotations
 
 from inferplex.properties import device, hint, intel_auto, intel_cpu, log, streams
+from inferplex.properties._enums import CacheMode, WorkloadType
 from inferplex.properties._typed import Property
 
-__all__ = [
-    "Property", "available_devices", "cache_dir", "device", "enable_profiling", "execution_devices", "hint",
-    "inference_num_threads", "intel_auto", "intel_cpu", "loaded_from_cache", "log", "model_name",
-    "num_streams", "optimal_number_of_infer_requests", "range_for_async_infer_requests",
-    "range_for_streams", "streams", "supported_properties",
-]
+__all__ = ["CacheMode", "Property", "WorkloadType", "auto_batch_timeout", "available_devices",
+           "cache_dir", "cache_mode", "compilation_num_threads", "device", "enable_mmap",
+           "enable_profiling", "execution_devices", "force_tbb_terminate", "hint",
+           "inference_num_threads", "intel_auto", "intel_cpu", "key_cache_group_size",
+           "key_cache_precision", "loaded_from_cache", "log", "max_batch_size", "model_name",
+           "num_streams", "optimal_batch_size", "optimal_number_of_infer_requests",
+           "range_for_async_infer_requests", "range_for_streams", "streams", "supported_properties",
+           "value_cache_group_size", "value_cache_precision", "weights_path"]
 
 enable_profiling = Property("PERF_COUNT")
 """Whether requests record per-op counters (``get_profiling_info``); inferplex's ``ENABLE_PROFILING``."""
@@ -54,3 +57,19 @@ range_for_async_infer_requests = Property("RANGE_FOR_ASYNC_INFER_REQUESTS", read
 """``(min, max, step)`` of requests a device keeps in flight."""
 loaded_from_cache = Property("LOADED_FROM_CACHE", read_only=True)
 """Whether a compiled model came from the model cache (False unless caching applies)."""
+
+# OpenVINO's names for features inferplex does not have (auto-batching, LLM caches, compile-time
+# options of its C++ plugins): named so that programs import; a value given to one is refused with
+# a PropertyError naming it.  ENABLE_MMAP and FORCE_TBB_TERMINATE are Core-wide (Core.set_property).
+optimal_batch_size = Property("OPTIMAL_BATCH_SIZE", read_only=True)
+max_batch_size = Property("MAX_BATCH_SIZE", read_only=True)
+cache_mode = Property("CACHE_MODE")
+auto_batch_timeout = Property("AUTO_BATCH_TIMEOUT")
+compilation_num_threads = Property("COMPILATION_NUM_THREADS")
+force_tbb_terminate = Property("FORCE_TBB_TERMINATE")
+enable_mmap = Property("ENABLE_MMAP")
+weights_path = Property("WEIGHTS_PATH")
+key_cache_group_size = Property("KEY_CACHE_GROUP_SIZE")
+value_cache_group_size = Property("VALUE_CACHE_GROUP_SIZE")
+key_cache_precision = Property("KEY_CACHE_PRECISION")
+value_cache_precision = Property("VALUE_CACHE_PRECISION")

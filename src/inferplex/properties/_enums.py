@@ -14,6 +14,7 @@ import enum
 from typing import Any, ClassVar
 
 __all__ = [
+    "CacheMode",
     "Capability",
     "DeviceType",
     "ExecutionMode",
@@ -24,7 +25,23 @@ __all__ = [
     "Priority",
     "SchedulePolicy",
     "SchedulingCoreType",
+    "WorkloadType",
 ]
+
+
+class CacheMode(enum.StrEnum):
+    """``CacheMode`` (``CACHE_MODE``): what OpenVINO's model cache keeps; named so programs import,
+    inferplex's cache (``CACHE_DIR``) keeps the compiled program either way."""
+
+    OPTIMIZE_SIZE = "optimize_size"
+    OPTIMIZE_SPEED = "optimize_speed"
+
+
+class WorkloadType(enum.StrEnum):
+    """``WorkloadType`` (``WORKLOAD_TYPE``): OpenVINO's NPU power hint; named so programs import."""
+
+    DEFAULT = "DEFAULT"
+    EFFICIENT = "EFFICIENT"
 
 
 class PerformanceMode(enum.StrEnum):

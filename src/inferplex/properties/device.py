@@ -15,7 +15,8 @@ from inferplex.properties._typed import Property
 Type = DeviceType
 """``device.Type``: INTEGRATED or DISCRETE."""
 
-__all__ = ["Capability", "Type", "capabilities", "full_name", "id", "priorities", "properties", "type"]
+__all__ = ["Capability", "Type", "architecture", "capabilities", "full_name", "gops", "id", "luid",
+           "priorities", "properties", "thermal", "type", "uuid"]
 
 
 def _device_list(values: tuple[Any, ...]) -> Any:
@@ -35,3 +36,10 @@ type = Property("DEVICE_TYPE", read_only=True)
 """:class:`Type` INTEGRATED or DISCRETE (read-only)."""
 capabilities = Property("OPTIMIZATION_CAPABILITIES", read_only=True)
 """The precisions the device computes in, as :class:`Capability` names (read-only)."""
+
+# Device facts OpenVINO's plugins may report; inferplex's plugins answer those they know.
+architecture = Property("DEVICE_ARCHITECTURE", read_only=True)
+gops = Property("DEVICE_GOPS", read_only=True)
+thermal = Property("DEVICE_THERMAL", read_only=True)
+uuid = Property("DEVICE_UUID", read_only=True)
+luid = Property("DEVICE_LUID", read_only=True)

@@ -19,8 +19,10 @@ from inferplex.properties._enums import (
 )
 from inferplex.properties._typed import Property
 
-__all__ = ["ExecutionMode", "ModelDistributionPolicy", "PerformanceMode", "Priority", "SchedulingCoreType",
-           "enable_cpu_pinning", "enable_hyper_threading", "execution_mode", "inference_precision",
+__all__ = ["ExecutionMode", "ModelDistributionPolicy", "PerformanceMode", "Priority",
+           "SchedulingCoreType", "activations_scale_factor", "allow_auto_batching", "compiled_blob",
+           "dynamic_quantization_group_size", "enable_cpu_pinning", "enable_hyper_threading",
+           "execution_mode", "inference_precision", "kv_cache_precision", "model",
            "model_distribution_policy", "model_priority", "num_requests", "performance_mode",
            "scheduling_core_type"]
 
@@ -44,3 +46,12 @@ enable_hyper_threading = Property("ENABLE_HYPER_THREADING")
 """Whether the CPU's inference may use both logical cores of a physical one (OpenVINO's CPU engine)."""
 scheduling_core_type = Property("SCHEDULING_CORE_TYPE")
 """Which cores of a hybrid CPU run inference (:class:`SchedulingCoreType`; OpenVINO's CPU engine)."""
+
+# OpenVINO's names for hints inferplex does not take (auto-batching, LLM quantization, compiled
+# blobs, the model pointer of auto-batching): named so that programs import; a value is refused.
+allow_auto_batching = Property("ALLOW_AUTO_BATCHING")
+dynamic_quantization_group_size = Property("DYNAMIC_QUANTIZATION_GROUP_SIZE")
+kv_cache_precision = Property("KV_CACHE_PRECISION")
+activations_scale_factor = Property("ACTIVATIONS_SCALE_FACTOR")
+compiled_blob = Property("COMPILED_BLOB")
+model = Property("MODEL_PTR")

@@ -1,0 +1,288 @@
+"""Editing a Model as OpenVINO's ``ov.Model`` does: outputs, results and parameters added,
+removed or replaced, indices of results and parameters, validation, evaluation, and
+the model's nested ``rt_info``.
+
+A model built with ``ov.Model(results, parameters)`` is an ONNX graph copied from the
+built nodes (:mod:`inferplex.api.build`), which keep the names the graph gave them; so a
+built node's output is found in the model by its tensor name, or by its op's friendly
+name and output index, and a built Parameter by the Parameter the model was made from.
+The functions take the :class:`~inferplex._model.Model` first; its methods call them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from inferplex._ports import Port, RtValue
+from inferplex.errors import InputError, InputTypeError, ModelError
+
+__all__ = [
+    "add_outputs", "add_parameters", "add_results", "evaluate", "get_parameter_index", "get_result_index",
+    "get_rt_info", "has_rt_info", "remove_parameter", "remove_result", "replace_parameter", "set_rt_info",
+    "validate",
+]
+
+_RT_PREFIX = "rt_info:"
+"""Model metadata_props key prefix of rt_info entries (path parts joined by '/')."""
+
+
+# --- outputs and results -----------------------------------------------------------------------
+
+
+def add_outputs(model: Any, outputs: Any) -> list[Port]:
+    """Make tensors model outputs: a tensor name, ``(op name, output index)``, an output port,
+    or a list of those; returns the new output ports."""
+    items = outputs if isinstance(outputs, list) else [outputs]
+    values = []
+    for index, item in enumerate(items):
+        if not isinstance(item, (str, tuple, Port)):
+            where = f" at index {index}" if isinstance(outputs, list) else ""
+            raise InputTypeError(f"Incorrect type of a value to add as output{where}. Accepted: a "
+                                 "tensor name (str), (op name, output index) or an output port; got "
+                                 f"{type(item).__name__}")
+        values.append(_find_value(model, item))
+    return [_append_output(model, value, None) for value in values]
+
+
+def add_results(model: Any, results: Sequence[Any]) -> None:
+    """Add Result nodes (``ops.result(node)``) as model outputs."""
+    for result in results:
+        source = _find_value(model, result.output(0))
+        _append_output(model, source, result.get_friendly_name())
+
+
+def remove_result(model: Any, result: Any) -> None:
+    index = get_result_index(model, result)
+    if index < 0:
+        name = getattr(result, "get_friendly_name", lambda: result)()
+        raise InputError(f"remove_result: {name!r} is not a result of this model")
+    model.ir.graph.outputs.pop(index)
+
+
+def get_result_index(model: Any, result: Any) -> int:
+    """The output index of a Result node or an output port of this model; -1 when it is not one."""
+    value = _value_of(result)
+    outputs = list(model.ir.graph.outputs)
+    for index, output in enumerate(outputs):
+        if output is value:
+            return index
+    name = result.get_friendly_name() if hasattr(result, "get_type_name") and \
+        result.get_type_name() == "Result" else None
+    for index, output in enumerate(outputs):  # a built Result the model was made from
+        if name and output.name == name and value is not None and value.name in (name, _source_name(output)):
+            return index
+    return -1
+
+
+def _source_name(output: ir.Value) -> str | None:
+    producer = output.producer()
+    if producer is not None and producer.op_type == "Identity" and producer.inputs[0] is not None:
+        return producer.inputs[0].name
+    return output.name
+
+
+def _append_output(model: Any, value: ir.Value, name: str | None) -> Port:
+    graph = model.ir.graph
+    if any(v is value for v in graph.outputs) or value in graph.inputs or (name and name != value.name):
+        identity = ir.node("Identity", [value], name=f"{name or value.name}/result")
+        copy = identity.outputs[0]
+        copy.name = _unique(graph, name or f"{value.name}_output")
+        copy.type, copy.shape = value.type, value.shape
+        graph.append(identity)
+        value = copy
+    graph.outputs.append(value)
+    return model.outputs[len(graph.outputs) - 1]
+
+
+def _unique(graph: ir.Graph, base: str) -> str:
+    taken = {v.name for node in graph for v in node.outputs} | {v.name for v in graph.inputs}
+    name, suffix = base, 1
+    while name in taken:
+        name, suffix = f"{base}_{suffix}", suffix + 1
+    return name
+
+
+def _find_value(model: Any, key: Any) -> ir.Value:
+    """The model's value for a tensor name, ``(op name, index)`` or an output port."""
+    graph = model.ir.graph
+    if isinstance(key, Port):
+        value = key._value  # noqa: SLF001 - the port class of this package
+        if _in_graph(graph, value):
+            return value
+        if value.name:
+            return _find_value(model, value.name)
+        producer = value.producer()
+        if producer is not None and producer.name:
+            return _find_value(model, (producer.name, value.index() or 0))
+        raise InputError("the port is not part of this model")
+    if isinstance(key, tuple):
+        op_name, index = key
+        for node in graph:
+            if node.name == op_name:
+                if not 0 <= int(index) < len(node.outputs):
+                    raise InputError(f"op {op_name!r} has {len(node.outputs)} output(s); "
+                                     f"output {index} does not exist")
+                return node.outputs[int(index)]
+        raise InputError(f"the model has no op named {op_name!r}")
+    for value in [*graph.inputs, *(v for node in graph for v in node.outputs)]:
+        names = {value.name, *Port(value, 0, "output").names}
+        if key in names:
+            return value
+    raise InputError(f"the model has no tensor named {key!r}")
+
+
+def _in_graph(graph: ir.Graph, value: ir.Value) -> bool:
+    producer = value.producer()
+    return (producer is not None and producer.graph is graph) or any(v is value for v in graph.inputs)
+
+
+def _value_of(item: Any) -> ir.Value | None:
+    if isinstance(item, Port):
+        return item._value  # noqa: SLF001
+    outputs = getattr(item, "_outputs", None)
+    return outputs[0] if outputs else None
+
+
+# --- parameters ------------------------------------------------------------------------------------
+
+
+def get_parameter_index(model: Any, parameter: Any) -> int:
+    """The input index of a Parameter of this model (or one it was built from); -1 otherwise."""
+    value = _value_of(parameter)
+    for index, graph_input in enumerate(model.ir.graph.inputs):
+        if graph_input is value:
+            return index
+    for index, source in enumerate(model._param_sources):  # noqa: SLF001 - the Model of this package
+        if source is value and value is not None:
+            return index
+    return -1
+
+
+def replace_parameter(model: Any, index: int, parameter: Any) -> None:
+    """Input ``index`` becomes ``parameter`` (its name, type and shape); ops that read the old
+    input read the new one.  Shapes downstream are not re-inferred: see ``validate``."""
+    graph = model.ir.graph
+    if not 0 <= index < len(graph.inputs):
+        raise InputError(f"replace_parameter: index {index} is out of range; the model has "
+                         f"{len(graph.inputs)} parameters")
+    old, new = graph.inputs[index], _graph_input(parameter)
+    ir.convenience.replace_all_uses_with(old, new)
+    graph.inputs[index] = new
+    _sources(model)[index] = _value_of(parameter)
+
+
+def add_parameters(model: Any, parameters: Sequence[Any]) -> None:
+    for parameter in parameters:
+        sources = _sources(model)
+        model.ir.graph.inputs.append(_graph_input(parameter))
+        sources.append(_value_of(parameter))
+
+
+def remove_parameter(model: Any, parameter: Any) -> None:
+    index = get_parameter_index(model, parameter)
+    if index < 0:
+        raise InputError(f"remove_parameter: {parameter.get_friendly_name()!r} is not a parameter "
+                         "of this model")
+    sources = _sources(model)
+    model.ir.graph.inputs.pop(index)
+    sources.pop(index)
+
+
+def _sources(model: Any) -> list[ir.Value | None]:
+    sources: list[ir.Value | None] = model._param_sources  # noqa: SLF001
+    while len(sources) < len(model.ir.graph.inputs):
+        sources.append(None)
+    return sources
+
+
+def _graph_input(parameter: Any) -> ir.Value:
+    value = _value_of(parameter)
+    if value is None or value.producer() is not None:
+        raise InputError(f"a model parameter must be a Parameter node, got {type(parameter).__name__}")
+    return ir.Value(name=value.name, type=value.type, shape=value.shape)
+
+
+# --- validation and evaluation ---------------------------------------------------------------------
+
+
+def validate(model: Any) -> None:
+    """Re-infer every shape and type (OpenVINO's ``validate_nodes_and_infer_types``); a node whose
+    inputs do not fit is an error naming it."""
+    proto = ir.serde.serialize_model(model.ir)
+    try:
+        onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelError(f"Argument shapes are inconsistent: {detail}") from error
+    from inferplex.api.reshape import apply_input_shapes
+
+    apply_input_shapes(model.ir, {})
+
+
+def evaluate(model: Any, output_tensors: list[Any], input_tensors: list[Any]) -> bool:
+    """Run the model on the CPU once, writing into ``output_tensors``; True when it ran."""
+    from inferplex._core import Core
+
+    try:
+        compiled = Core().compile_model(model, "CPU")
+        results = compiled.create_infer_request().infer(list(input_tensors))
+    except Exception as error:  # noqa: BLE001 - every failure is OpenVINO's "Cannot evaluate"
+        raise ModelError(f"Cannot evaluate model! {type(error).__name__}: {error}") from error
+    for index, target in enumerate(output_tensors):
+        array = np.asarray(results[index])
+        target.shape = list(array.shape)
+        target.data[...] = array
+    return True
+
+
+# --- rt_info ---------------------------------------------------------------------------------------
+
+
+def _path(path: Any) -> list[str]:
+    parts = [path] if isinstance(path, str) else list(path)
+    if not parts or not all(isinstance(p, str) and p for p in parts):
+        raise InputError(f"an rt_info path is a name or a list of names, got {path!r}")
+    return parts
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_text(v) for v in value)
+    return str(value)
+
+
+def set_rt_info(model: Any, value: Any, path: Any) -> None:
+    """Store ``value`` (str, number, bool or a list of them) at ``path`` (a name or a list of names)."""
+    model.ir.metadata_props[_RT_PREFIX + "/".join(_path(path))] = _text(value)
+
+
+def has_rt_info(model: Any, path: Any) -> bool:
+    key = "/".join(_path(path))
+    return any(k == _RT_PREFIX + key or k.startswith(_RT_PREFIX + key + "/") for k in model.ir.metadata_props)
+
+
+def get_rt_info(model: Any, path: Any = None) -> Any:
+    """The value at ``path`` (an ``OVAny``-like RtValue), or the whole rt_info as nested dicts."""
+    entries = {k[len(_RT_PREFIX):]: v for k, v in model.ir.metadata_props.items() if k.startswith(_RT_PREFIX)}
+    tree: dict[str, Any] = {}
+    for key, text in entries.items():
+        node = tree
+        *parents, leaf = key.split("/")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = RtValue(text)
+    if path is None:
+        return tree
+    node: Any = tree
+    for part in _path(path):
+        if not isinstance(node, dict) or part not in node:
+            raise InputError(f"the model has no rt_info at {_path(path)}")
+        node = node[part]
+    return node
