@@ -441,8 +441,10 @@ def test_property_names_match_openvino(module: str, name: str) -> None:
 
 
 def test_properties_inferplex_does_not_take_are_refused_by_name() -> None:
-    with pytest.raises(RuntimeError, match="KV_CACHE_PRECISION"):
-        ov.properties.hint.kv_cache_precision(ov.Type.f16)
+    pair = ov.properties.hint.kv_cache_precision(ov.Type.f16)  # a pair, as OpenVINO makes it
+    assert pair[0] == "KV_CACHE_PRECISION"
+    with pytest.raises(RuntimeError, match="KV_CACHE_PRECISION"):  # refused where it is set
+        ov.Core().set_property("CPU", pair)
     with pytest.raises(RuntimeError, match="read-only"):
         ov.properties.device.uuid("x")
 
@@ -548,3 +550,55 @@ def test_mod_and_floor_mod_follow_the_dividend_and_divisor_signs(dtype: type) ->
     truncated, floored = _run([opset.mod(a, b), opset.floor_mod(a, b)], [a, b], [x, y])
     np.testing.assert_array_equal(truncated, np.fmod(x, y))
     np.testing.assert_array_equal(floored, np.mod(x, y))
+
+
+# --- shared outputs, core-wide device keys, pairs in configs ---------------------------------------
+
+
+def _abs_request(engine: str) -> ov.InferRequest:
+    param = opset.parameter([2, 3], np.float32, name="x")
+    model = ov.Model([opset.abs(param)], [param])
+    return ov.Core().compile_model(model, "CPU", {"ENGINE": engine}).create_infer_request()
+
+
+@pytest.mark.parametrize("engine", ["OPENVINO", "ONNXRUNTIME"])
+def test_shared_outputs_view_the_output_tensor_and_copies_do_not(engine: str) -> None:
+    request = _abs_request(engine)
+    x = -np.arange(6, dtype=np.float32).reshape(2, 3)
+    shared = request.infer(x, share_outputs=True)[0]
+    assert np.array_equal(shared, np.abs(x))
+    assert np.shares_memory(request.get_output_tensor(0).data, shared) and not shared.flags["OWNDATA"]
+    copied = request.infer(x, share_outputs=False)[0]
+    assert not np.shares_memory(request.get_output_tensor(0).data, copied) and copied.flags["OWNDATA"]
+
+
+def test_core_wide_set_property_takes_keys_only_the_cpu_takes() -> None:
+    hint = ov.properties.hint
+    core = ov.Core()
+    core.set_property(dict([hint.scheduling_core_type(hint.SchedulingCoreType.PCORE_ONLY),
+                            hint.enable_hyper_threading(False), ov.properties.inference_num_threads(1)]))
+    assert core.get_property("CPU", hint.scheduling_core_type) == hint.SchedulingCoreType.PCORE_ONLY
+    assert core.get_property("CPU", hint.enable_hyper_threading) is False
+    with pytest.raises(RuntimeError, match="NOT_A_KEY"):
+        core.set_property({"NOT_A_KEY": 1})
+
+
+def test_a_dict_of_typed_pairs_configures_a_compile() -> None:
+    hint = ov.properties.hint
+    param = opset.parameter([2], np.float32, name="x")
+    model = ov.Model([opset.relu(param)], [param])
+    config = dict([hint.performance_mode(hint.PerformanceMode.THROUGHPUT), ov.properties.streams.num(2)])
+    assert config["PERFORMANCE_HINT"].value is hint.PerformanceMode.THROUGHPUT  # OVAny, as OpenVINO's
+    compiled = ov.Core().compile_model(model, "CPU", config)
+    assert compiled.get_property(hint.performance_mode) is hint.PerformanceMode.THROUGHPUT
+    assert compiled.get_property("NUM_STREAMS") == 2
+    np.testing.assert_array_equal(compiled(np.array([-1, 2], np.float32))[0], [0, 2])
+
+
+def test_get_tensor_of_a_batched_input_names_the_batch() -> None:
+    param = opset.parameter([2, 3], np.float32, name="x")
+    request = ov.Core().compile_model(ov.Model([opset.abs(param)], [param]), "CPU").create_infer_request()
+    request.set_input_tensors([ov.Tensor(np.ones((1, 3), np.float32)), ov.Tensor(np.ones((1, 3), np.float32))])
+    with pytest.raises(RuntimeError, match="get_tensor shall not be used together with batched"):
+        request.get_tensor("x")
+    np.testing.assert_array_equal(request.infer()[0], np.ones((2, 3)))

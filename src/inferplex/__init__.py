@@ -25,7 +25,8 @@ from inferplex._async_queue import AsyncInferQueue
 from inferplex._binding import InferResults
 from inferplex._core import Core, Extension, compile_model, get_version
 from inferplex._model import Model, save_model, serialize
-from inferplex._ports import ElementType, Input, Op, Port, RTMap, RtValue
+from inferplex._ports import ElementType, Input, Op, Port, RTMap
+from inferplex.config.any_value import OVAny
 from inferplex._runtime import CompiledModel, InferRequest
 from inferplex.api import layout_helpers
 from inferplex.api.batch import get_batch, set_batch
@@ -44,7 +45,6 @@ ConstOutput = Port
 """OpenVINO's name for a model's (or compiled model's) input or output port."""
 Output = Port
 """OpenVINO's name for an op's output port."""
-OVAny = RtValue
 """OpenVINO's name for one rt_info value."""
 
 # OpenVINO's opset modules 2..17 by number (``import openvino.opset13 as ops``): each is the latest

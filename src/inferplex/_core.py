@@ -408,20 +408,14 @@ class Core:
             device_name = as_config(device_name) or {}
         properties = as_config(properties)
         if isinstance(device_name, Mapping):
-            # Every key must be taken by some device; each device gets those it takes.
-            every = tuple(dict.fromkeys(k for name in VIRTUAL_DEVICES for k in self._virtual_keys(name)))
+            # Every key must be taken by some device (OpenVINO's core-wide set_property); each
+            # device gets those it takes.
+            plugins = self._present_plugins()
+            every = tuple(dict.fromkeys([*(k for name in VIRTUAL_DEVICES for k in self._virtual_keys(name)),
+                                         *(k for _, keys in plugins for k in keys)]))
             normalize_config(device_name, every, target="any device", parsers=self._device_parsers())
             virtual = {name: self._parse_virtual(name, device_name, subset=True) for name in VIRTUAL_DEVICES}
-            for family in self._registry.families():
-                try:
-                    plugin = self._registry.plugin(family)
-                    present = bool(plugin.devices())
-                except Exception as error:  # noqa: BLE001 - like available_devices: skip it
-                    _log.warning("inferplex: device family %s is unavailable: %s", family, error)
-                    continue
-                if not present:  # e.g. GPU on a machine without one: nothing to configure
-                    continue
-                accepted = self._registry.accepted_keys(plugin)
+            for family, accepted in plugins:
                 subset = {k: v for k, v in device_name.items() if canonical_key(k) in accepted}
                 if subset:
                     self._registry.set_config(family, subset)
@@ -435,6 +429,20 @@ class Core:
             self._virtual_config[device_name].update(self._parse_virtual(device_name, properties))
             return
         self._registry.set_config(device_name, properties)
+
+    def _present_plugins(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(family, keys its plugin accepts) of each device family with a device on this machine."""
+        present = []
+        for family in self._registry.families():
+            try:
+                plugin = self._registry.plugin(family)
+                if not plugin.devices():  # e.g. GPU on a machine without one: nothing to configure
+                    continue
+            except Exception as error:  # noqa: BLE001 - like available_devices: skip it
+                _log.warning("inferplex: device family %s is unavailable: %s", family, error)
+                continue
+            present.append((family, tuple(self._registry.accepted_keys(plugin))))
+        return present
 
     def get_property(self, device_name: str, key: str | None = None) -> Any:
         """A device property (FULL_DEVICE_NAME, DEVICE_TOTAL_MEM_SIZE, settings, ...), typed as

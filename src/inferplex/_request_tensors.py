@@ -175,8 +175,9 @@ class RequestTensors:
         """The input's tensor: an ov.Tensor sharing the request's memory."""
         held = self._held.get(port.index)
         if isinstance(held, _Batch):
-            raise InputError(f"input {port.any_name!r} was set with a batch of tensors "
-                             "(set_input_tensors); read those tensors instead")
+            raise InputError("get_tensor shall not be used together with batched set_tensors/"
+                             f"set_input_tensors: input {port.any_name!r} was set with a batch of "
+                             "tensors; read those tensors instead")
         if held is None:
             held = self._default(port)
             if held is None:
@@ -337,11 +338,14 @@ class RequestTensors:
                 self._out[index] = _wrap(value)  # grew past a shared buffer: a new tensor
 
     def output_views(self, results: Mapping[Port, Any]) -> dict[str, Any]:
-        """``{output name: array}``: the output tensors' memory where held, else the results."""
+        """``{output name: array}``: views of the output tensors' memory (``share_outputs=True``):
+        the tensors set on the outputs where held, else the request's last results, which its
+        output tensors read; the next run writes there (as OpenVINO's shared outputs)."""
         views: dict[str, Any] = {}
         for port, value in results.items():
             held = self._out.get(port.index)
-            views[port.any_name] = np.asarray(held) if held is not None else value
+            source = np.asarray(held) if held is not None else value
+            views[port.any_name] = source.view() if type(source) is np.ndarray else source
         return views
 
     def output_tensor(self, port: Port) -> Any:

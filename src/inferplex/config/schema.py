@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from inferplex.config.any_value import plain
 from inferplex.config import output_precision, values
 from inferplex.config.devices import DeviceTarget, parse_device_list
 from inferplex.errors import DeviceNameError, PropertyError
@@ -235,11 +236,12 @@ def normalize_property(key: str, value: Any, accepted_keys: tuple[str, ...] | No
 
 def as_config(config: Any) -> dict[str, Any] | None:
     """A config as a dict: a dict, or one ``(key, value)`` pair (what the typed mirror's
-    ``hint.performance_mode(...)`` returns), as OpenVINO's Python API takes; None stays None."""
+    ``hint.performance_mode(...)`` returns), as OpenVINO's Python API takes; None stays None.
+    Values a typed property wrapped (:class:`~inferplex.config.any_value.OVAny`) are unwrapped."""
     if config is None or isinstance(config, Mapping):
-        return None if config is None else dict(config)
+        return None if config is None else {key: plain(value) for key, value in config.items()}
     if isinstance(config, tuple) and len(config) == 2 and isinstance(config[0], str):
-        return {config[0]: config[1]}
+        return {config[0]: plain(config[1])}
     hint = " (several pairs: pass dict(pairs))" if isinstance(config, (list, tuple)) else ""
     raise PropertyError(
         f"config must be a dict of property name to value, or one (name, value) pair such as "

@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from inferplex.config.schema import READ_ONLY_PROPERTIES, canonical_key, normalize_property
+from inferplex.config.any_value import OVAny
+from inferplex.config.schema import READ_ONLY_PROPERTIES, SCHEMA, canonical_key, normalize_property
 from inferplex.errors import PropertyError
 from inferplex.properties import _enums
 
@@ -48,7 +49,7 @@ class Property(str):
         return instance
 
     def __call__(self, *values: Any) -> Any:
-        """``key()`` -> the key string; ``key(value)`` -> ``(key, typed value)``."""
+        """``key()`` -> the key string; ``key(value)`` -> ``(key, OVAny(typed value))``, as OpenVINO."""
         key = str(self)
         if not values:
             return key
@@ -61,9 +62,18 @@ class Property(str):
             value = values[0]
         else:
             raise PropertyError(f"property {key} takes one value, got {len(values)}: {values!r}")
-        parsers = {canonical_key(key): self._parser} if self._parser is not None else None
-        name, parsed = normalize_property(key, value, parsers=parsers)
-        return key, typed_value(name, parsed)
+        name = canonical_key(key)
+        # A device's own key (SCHEDULING_CORE_TYPE...) has no schema entry: the device checks it
+        # where the pair is set, as OpenVINO's plugins do.
+        parser = self._parser or (None if name in SCHEMA else _as_given)
+        name, parsed = normalize_property(key, value, parsers={name: parser} if parser else None)
+        if name == "NUM_STREAMS":  # the pair keeps OpenVINO's streams.Num; reads give an int
+            return key, OVAny(_enums.Num(parsed))
+        return key, OVAny(typed_value(name, parsed))
+
+
+def _as_given(value: Any) -> Any:
+    return value
 
 
 def _enum(kind: type[Any]) -> Callable[[Any], Any]:
@@ -86,7 +96,8 @@ def _precision(value: Any) -> Any:
 
 
 def _streams(value: Any) -> Any:
-    return _enums.Num.AUTO if isinstance(value, str) and value.upper() == "AUTO" else value
+    """An int, as OpenVINO reads NUM_STREAMS back: -1 for AUTO (``Num.AUTO.to_integer()``)."""
+    return _enums.Num(value).to_integer() if not isinstance(value, bool) else value
 
 
 def _distribution(value: Any) -> set[Any]:
