@@ -26,7 +26,6 @@ from inferplex._binding import InferResults
 from inferplex._core import Core, Extension, compile_model, get_version
 from inferplex._model import Model, save_model, serialize
 from inferplex._ports import ElementType, Input, Op, Port, RTMap
-from inferplex.config.any_value import OVAny
 from inferplex._runtime import CompiledModel, InferRequest
 from inferplex.api import layout_helpers
 from inferplex.api.batch import get_batch, set_batch
@@ -37,6 +36,7 @@ from inferplex.api.shapes import Dimension, PartialShape, Shape, Symbol
 from inferplex.api.tensor import Tensor, tensor_from_file
 from inferplex.api.types import Type
 from inferplex.api.version import Version
+from inferplex.config.any_value import OVAny
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo, ProfilingInfo, ProfilingRecord
 
 __version__ = "0.1.0"

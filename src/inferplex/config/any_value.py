@@ -17,6 +17,7 @@ class OVAny:
     """A value of any type with OpenVINO's ``OVAny`` reading methods; equal to what it holds."""
 
     __slots__ = ("value",)
+    value: Any
 
     def __init__(self, value: Any) -> None:
         self.value = value.value if isinstance(value, OVAny) else value
