@@ -177,5 +177,5 @@ def test_runtime_model_says_each_ops_precision_as_openvino(emulated_core: ov.Cor
     assert ops["relu"].get_output_size() == 1
     assert ops["relu"].get_output_element_type(0) == ov.Type.f32
     assert ops["relu"].get_output_partial_shape(0) == ov.PartialShape([2, 3, 4, 5])
-    with pytest.raises(ov.errors.InputError, match="has 1 output.*index 1 is out of range"):
+    with pytest.raises(ov.errors.InputError, match=r"has 1 output.*index 1 is out of range"):
         ops["relu"].get_output_element_type(1)

@@ -598,7 +598,7 @@ def test_a_dict_of_typed_pairs_configures_a_compile() -> None:
 def test_get_tensor_of_a_batched_input_names_the_batch() -> None:
     param = opset.parameter([2, 3], np.float32, name="x")
     request = ov.Core().compile_model(ov.Model([opset.abs(param)], [param]), "CPU").create_infer_request()
-    request.set_input_tensors([ov.Tensor(np.ones((1, 3), np.float32)), ov.Tensor(np.ones((1, 3), np.float32))])
+    request.set_input_tensors([ov.Tensor(np.ones((1, 3), np.float32)) for _ in range(2)])
     with pytest.raises(RuntimeError, match="get_tensor shall not be used together with batched"):
         request.get_tensor("x")
     np.testing.assert_array_equal(request.infer()[0], np.ones((2, 3)))

@@ -41,8 +41,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from inferplex.config.any_value import plain
 from inferplex.config import output_precision, values
+from inferplex.config.any_value import plain
 from inferplex.config.devices import DeviceTarget, parse_device_list
 from inferplex.errors import DeviceNameError, PropertyError
 
