@@ -189,9 +189,25 @@ def test_read_only_properties_take_no_value(prop: Any) -> None:
         prop("anything")
 
 
-def test_log_level_is_refused_with_the_fix() -> None:
-    with pytest.raises(PropertyError, match=r"LOG_LEVEL.*logging.getLogger\('inferplex'\)"):
-        log.level(log.Level.DEBUG)
+def test_log_level_sets_inferplex_s_logger_as_openvino_sets_its_own() -> None:
+    import logging
+
+    logger = logging.getLogger("inferplex")
+    before = logger.level
+    core = ov.Core()
+    try:
+        assert core.get_property("CPU", log.level) is log.Level.NO  # never set: OpenVINO's answer
+        core.set_property("CPU", log.level(log.Level.WARNING))
+        assert core.get_property("CPU", log.level) is log.Level.WARNING
+        assert logger.getEffectiveLevel() == logging.WARNING
+        core.set_property({"LOG_LEVEL": "LOG_DEBUG"})  # core-wide, in OpenVINO's string form
+        assert logger.getEffectiveLevel() == logging.DEBUG
+        core.set_property("CPU", {log.level: log.Level.NO})
+        assert not logger.isEnabledFor(logging.CRITICAL)
+        with pytest.raises(PropertyError, match="LOG_LEVEL.*LOUD.*LOG_NONE, LOG_ERROR"):
+            core.set_property("CPU", {"LOG_LEVEL": "LOUD"})
+    finally:
+        logger.setLevel(before)
 
 
 # --- use through the API, CPU ---------------------------------------------------------------------

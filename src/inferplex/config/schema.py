@@ -44,6 +44,7 @@ from typing import Any
 from inferplex.config import output_precision, values
 from inferplex.config.any_value import plain
 from inferplex.config.devices import DeviceTarget, parse_device_list
+from inferplex.config.log_level import LEVELS
 from inferplex.errors import DeviceNameError, PropertyError
 
 __all__ = ["COMMON_PROPERTIES", "ENGINE_PROPERTIES", "HETERO_PROPERTIES", "MULTI_PROPERTIES", "NOT_SUPPORTED",
@@ -144,6 +145,10 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("ENABLE_TRACE", values.boolean, frozenset({"engine"})),
     Property(output_precision.KEY, output_precision.parse, frozenset({"engine"})),
     Property("CACHE_DIR", values.directory, _VIRTUAL | {"registry"}),
+    Property("LOG_LEVEL", values.choice(*LEVELS, aliases={"NO": "LOG_NONE", "ERR": "LOG_ERROR", "ERROR": "LOG_ERROR",
+                                                          "WARNING": "LOG_WARNING", "INFO": "LOG_INFO",
+                                                          "DEBUG": "LOG_DEBUG", "TRACE": "LOG_TRACE"}),
+             _VIRTUAL | {"registry"}),
 )}
 
 
@@ -169,10 +174,7 @@ MULTI_PROPERTIES = _taken_by("MULTI")
 _ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES",
             "MULTI_WORKER_PROCESSES": "WORKER_PROCESSES"}
 
-NOT_SUPPORTED: dict[str, str] = {
-    "LOG_LEVEL": "inferplex logs through Python's logging; use "
-                 "logging.getLogger('inferplex').setLevel(logging.DEBUG) instead",
-}
+NOT_SUPPORTED: dict[str, str] = {}
 """OpenVINO keys inferplex refuses with the reason, rather than accepting them and doing nothing."""
 
 READ_ONLY_PROPERTIES = (

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from inferplex.config.log_level import apply_log_level
 from inferplex.config.schema import COMMON_PROPERTIES, normalize_config
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.devices.cache import CacheRecord, CompileLedger, compile_through_cache
@@ -46,6 +47,10 @@ def _execution_mode_applied(config: dict[str, Any], accepted: Sequence[str]) -> 
             and "INFERENCE_PRECISION_HINT" in accepted):
         config["INFERENCE_PRECISION_HINT"] = "f32"
     return config
+
+
+_UNSET_COMMON = {"CACHE_DIR": "", "LOG_LEVEL": "LOG_NONE"}
+"""What the keys every device takes read when never set: no cache, no log level of its own."""
 
 
 class DeviceRegistry:
@@ -166,6 +171,8 @@ class DeviceRegistry:
         """Global properties of a device or family (``core.set_property("GPU", ...)``)."""
         plugin, _ = self.resolve(name)
         parsed = normalize_config(properties, self.accepted_keys(plugin), name, plugin.property_parsers())
+        if "LOG_LEVEL" in parsed:
+            apply_log_level(parsed["LOG_LEVEL"])
         with self._lock:
             self._config.setdefault(name, {}).update(parsed)
 
@@ -294,8 +301,8 @@ class DeviceRegistry:
             return [*self.accepted_keys(plugin), *self._facts_answered(plugin, full)]
         if key in config:
             return config[key]
-        if key == "CACHE_DIR":
-            return ""  # not set: no cache, as OpenVINO answers
+        if key in _UNSET_COMMON:
+            return _UNSET_COMMON[key]  # not set: as OpenVINO answers
         if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
             return plugin.optimal_number_of_infer_requests(full, config)
         try:

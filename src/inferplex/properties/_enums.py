@@ -128,7 +128,7 @@ class Capability(enum.StrEnum):
 
 
 class Level(enum.StrEnum):
-    """``log.Level`` (``LOG_LEVEL``); inferplex logs through Python's ``logging`` instead."""
+    """``log.Level`` (``LOG_LEVEL``): the level of inferplex's Python logger."""
 
     NO = "LOG_NONE"
     ERR = "LOG_ERROR"

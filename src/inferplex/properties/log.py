@@ -1,9 +1,5 @@
-"""``ov.properties.log``: OpenVINO's log level key, which inferplex refuses with the fix.
-
-inferplex logs through Python's ``logging`` (logger ``"inferplex"``): use
-``logging.getLogger("inferplex").setLevel(logging.DEBUG)`` rather than
-``LOG_LEVEL``, which :mod:`inferplex.config.schema` refuses saying so.
-"""
+"""``ov.properties.log``: OpenVINO's log level, which sets inferplex's Python logger
+(:mod:`inferplex.config.log_level`)."""
 
 from __future__ import annotations
 
@@ -13,4 +9,4 @@ from inferplex.properties._typed import Property
 __all__ = ["Level", "level"]
 
 level = Property("LOG_LEVEL")
-"""OpenVINO's log level; refused when used (see the module docstring)."""
+"""OpenVINO's log level (``log.Level``), set on the Core or any device."""
