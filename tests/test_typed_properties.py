@@ -204,7 +204,7 @@ def test_log_level_sets_inferplex_s_logger_as_openvino_sets_its_own() -> None:
         assert logger.getEffectiveLevel() == logging.DEBUG
         core.set_property("CPU", {log.level: log.Level.NO})
         assert not logger.isEnabledFor(logging.CRITICAL)
-        with pytest.raises(PropertyError, match="LOG_LEVEL.*LOUD.*LOG_NONE, LOG_ERROR"):
+        with pytest.raises(PropertyError, match=r"LOG_LEVEL.*LOUD.*LOG_NONE, LOG_ERROR"):
             core.set_property("CPU", {"LOG_LEVEL": "LOUD"})
     finally:
         logger.setLevel(before)

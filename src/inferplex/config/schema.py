@@ -116,6 +116,10 @@ _VIRTUAL = frozenset({"HETERO", "MULTI", "AUTO"})
 _MULTI = frozenset({"MULTI", "AUTO"})
 _DEVICE_AND_VIRTUAL = _VIRTUAL | {"device"}
 
+_LOG_LEVEL_ALIASES = {"NO": "LOG_NONE", "ERR": "LOG_ERROR", "ERROR": "LOG_ERROR", "WARNING": "LOG_WARNING",
+                      "INFO": "LOG_INFO", "DEBUG": "LOG_DEBUG", "TRACE": "LOG_TRACE"}
+"""``log.Level``'s member names, taken for OpenVINO's ``LOG_*`` values."""
+
 SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("PERFORMANCE_HINT", values.choice("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"),
              _DEVICE_AND_VIRTUAL),
@@ -145,10 +149,7 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("ENABLE_TRACE", values.boolean, frozenset({"engine"})),
     Property(output_precision.KEY, output_precision.parse, frozenset({"engine"})),
     Property("CACHE_DIR", values.directory, _VIRTUAL | {"registry"}),
-    Property("LOG_LEVEL", values.choice(*LEVELS, aliases={"NO": "LOG_NONE", "ERR": "LOG_ERROR", "ERROR": "LOG_ERROR",
-                                                          "WARNING": "LOG_WARNING", "INFO": "LOG_INFO",
-                                                          "DEBUG": "LOG_DEBUG", "TRACE": "LOG_TRACE"}),
-             _VIRTUAL | {"registry"}),
+    Property("LOG_LEVEL", values.choice(*LEVELS, aliases=_LOG_LEVEL_ALIASES), _VIRTUAL | {"registry"}),
 )}
 
 
