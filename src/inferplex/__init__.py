@@ -23,10 +23,11 @@ import sys as _sys
 from inferplex import errors, helpers, op, opset, opset1, opset8, preprocess, properties, utils
 from inferplex._async_queue import AsyncInferQueue
 from inferplex._binding import InferResults
+from inferplex._compiled_model import CompiledModel
 from inferplex._core import Core, Extension, compile_model, get_version
+from inferplex._infer_request import InferRequest
 from inferplex._model import Model, save_model, serialize
 from inferplex._ports import ElementType, Input, Op, Port, RTMap
-from inferplex._runtime import CompiledModel, InferRequest
 from inferplex.api import layout_helpers
 from inferplex.api.batch import get_batch, set_batch
 from inferplex.api.convert import convert_model

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from inferplex._binding import check_inputs, convert_input, copy_value, keyed_inputs, port_dims
-from inferplex._runtime import CompiledModel, InferRequest, in_completion_callback
+from inferplex._compiled_model import CompiledModel
+from inferplex._infer_request import InferRequest, in_completion_callback
 from inferplex.engine.completions import blocking, on_completion_thread
 from inferplex.errors import PropertyError, RequestBusyError
 

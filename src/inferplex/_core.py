@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
+from inferplex._compiled_model import CompiledModel
 from inferplex._model import Model, load_model
-from inferplex._runtime import CompiledModel
 from inferplex.api.tensor import Tensor
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string

@@ -379,7 +379,7 @@ def _copy_into(tensor: Any, value: Any) -> bool:
 
 
 class TensorAccess:
-    """The tensor half of :class:`~inferplex._runtime.InferRequest`'s API (OpenVINO's names).
+    """The tensor half of :class:`~inferplex._infer_request.InferRequest`'s API (OpenVINO's names).
 
     Keys: an input or output name, a port (``compiled.inputs[0]``,
     ``model.outputs[1]``), or an int, which counts inputs (as int keys of

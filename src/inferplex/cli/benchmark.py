@@ -25,8 +25,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from inferplex._async_queue import AsyncInferQueue
+from inferplex._compiled_model import CompiledModel
 from inferplex._core import Core
-from inferplex._runtime import CompiledModel, InferRequest
+from inferplex._infer_request import InferRequest
 from inferplex.cli.benchmark_options import (
     apply_precisions,
     data_shapes,

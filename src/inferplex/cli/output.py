@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
+from inferplex._compiled_model import CompiledModel
 from inferplex._ports import Port
-from inferplex._runtime import CompiledModel
 from inferplex.errors import InferplexError
 
 __all__ = ["consoles", "describe_ports", "format_bytes", "print_compiled", "print_hetero_plan",

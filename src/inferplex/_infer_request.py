@@ -1,0 +1,290 @@
+"""InferRequest (OpenVINO's runtime API; AsyncInferQueue is in :mod:`._async_queue`).
+
+Every started request ends exactly once, through its
+:class:`~inferplex.engine.request.Request` future.  When an asynchronous request
+ends, its completion runs on the compiled model's completion executor (never
+on a device's thread): first the user's callback (whose exceptions are logged,
+never allowed to stall anything), then the request is marked ended, so
+``wait()`` returns after the callback has run.  The results are readable from
+the moment the request has ended on its device, inside its own callback too.
+A failed request raises its error from ``wait()``, ``infer()`` and ``results``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from inferplex._binding import InferResults, keyed_inputs, note_caller_streams
+from inferplex._request_tensors import RequestTensors, TensorAccess
+from inferplex.devices.base import ProfilingInfo
+from inferplex.engine import lifecycle
+from inferplex.engine.completions import blocking, on_completion_thread
+from inferplex.engine.device_pool import as_inference_error
+from inferplex.engine.latch import Latch
+from inferplex.engine.request import Request, RunResult
+from inferplex.errors import InferenceError, InputError, RequestBusyError
+
+if TYPE_CHECKING:
+    from inferplex._compiled_model import CompiledModel
+
+__all__ = ["InferRequest", "in_completion_callback"]
+
+_log = logging.getLogger("inferplex")
+
+
+def in_completion_callback() -> bool:
+    """True on a thread that is running a request's completion callback."""
+    return on_completion_thread()
+
+
+class InferRequest(TensorAccess):
+    """One inference request: sync ``infer`` or ``start_async`` + ``wait``.
+
+    It holds one tensor per input and output (see
+    :mod:`inferplex._request_tensors`): what ``infer`` is given is placed there,
+    what the caller writes into ``get_input_tensor(i).data`` is what a run
+    without inputs reads, and results land in the output tensors.
+    """
+
+    def __init__(self, compiled: CompiledModel) -> None:
+        self._compiled = compiled
+        self._tensors = RequestTensors(compiled._inputs, compiled._outputs, compiled._runner.pin_host_memory)
+        self._request: Request | None = None
+        self._callback: Callable[[Any], None] | None = None
+        self._callback_userdata: Any = None
+        self._completion_hook: Callable[[InferRequest], None] | None = None
+        self._ended = Latch(is_set=True)
+        self._completing: int | None = None  # the thread running this request's completion
+        self._lock = threading.Lock()
+        self._latency_ms = 0.0
+        self.userdata: Any = None
+
+    def get_compiled_model(self) -> CompiledModel:
+        """The compiled model this request belongs to."""
+        return self._compiled
+
+    def _check_idle(self) -> None:
+        if not self._ended.is_set() and self._completing != threading.get_ident():
+            raise RequestBusyError("this InferRequest is still running; call wait() before "
+                                   "changing its tensors or starting it again")
+
+    def _bind(self, inputs: Any, share_inputs: bool = False) -> dict[str, Any]:
+        """Place ``inputs`` in the request's tensors; ``{input name: array}`` to run."""
+        self._check_idle()
+        tensors = self._tensors
+        return tensors.bind(keyed_inputs(tensors.inputs, inputs, tensors.input_index), share_inputs)
+
+    # --- running ---------------------------------------------------------------------
+
+    def _begin(self, bound: Mapping[str, Any]) -> Request:
+        with self._lock:
+            if not self._ended.is_set():
+                raise RequestBusyError("this InferRequest is still running; call wait() before "
+                                       "starting it again, or use more requests (AsyncInferQueue)")
+            self._ended.clear()
+            request = Request(bound, self._compiled._timeline, self._compiled._expected)
+            self._request = request
+            return request
+
+    def infer(self, inputs: Any = None, share_inputs: bool = False, share_outputs: bool = False,
+              *, decode_strings: bool = True) -> InferResults:
+        """Run synchronously and return the results (OpenVINO's ``InferRequest.infer``).
+
+        ``share_inputs=False`` (the default) copies the inputs into the
+        request's tensors, converting dtypes; with True, numpy arrays of the
+        input's dtype that are C-contiguous and writable are read in place and
+        must not change until the run ends.  ``share_outputs=False`` returns
+        copies of the results; True returns views of the output tensors, which
+        the next run overwrites.  ``decode_strings``: string outputs as ``str``
+        (True) or ``bytes`` (False).
+        """
+        request = self._begin(self._bind(inputs, share_inputs))
+        try:
+            result = self._compiled._runner.run(request)
+            self._tensors.ran(result.outputs)
+        except Exception as error:  # noqa: BLE001 - the request ends with it; results raises it
+            request.fail(as_inference_error(error, self._compiled._device_name))
+        except BaseException as error:  # KeyboardInterrupt: end the request, let it through
+            request.fail(InferenceError(f"the run was interrupted: {type(error).__name__}"))
+            raise
+        finally:
+            self._latency_ms = (time.perf_counter() - request.started) * 1e3
+            self._ended.set()
+        return self._results(share_outputs, decode_strings)
+
+    def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = False) -> None:
+        """Start without waiting; the callback runs when the request ends.
+
+        ``share_inputs`` as in :meth:`infer`: with False (the default) the
+        inputs are copied and the caller may reuse its arrays at once; with
+        True arrays read in place must stay unchanged until the request ends.
+        """
+        self._start_bound(self._bind(inputs, share_inputs), userdata)
+
+    def _start_bound(self, bound: dict[str, Any], userdata: Any) -> None:
+        note_caller_streams(bound)  # the run starts on another thread: see note_caller_streams
+        request = self._begin(bound)
+        self.userdata = userdata
+        lifecycle.started()
+        completions = self._compiled._completions
+
+        def ended(_: object) -> None:
+            # Nothing of the user's to run (no callback, no queue hook): end it here, on the
+            # device thread, so that wait() wakes with no hop through the completion thread.
+            if self._callback is None and self._completion_hook is None:
+                self._complete(request)
+            else:
+                completions.submit(partial(self._complete, request))
+
+        request.future.add_done_callback(ended)
+        try:
+            self._compiled._runner.submit(request)
+        except BaseException as error:  # a runner that raises still ends the request once
+            request.fail(as_inference_error(error, self._compiled._device_name))
+            raise
+
+    def _complete(self, request: Request) -> None:
+        """The request ended on its device: run the callback, mark it ended, hand it on."""
+        begin = time.perf_counter()
+        self._latency_ms = (begin - request.started) * 1e3
+        self._completing = threading.get_ident()
+        try:
+            future = request.future
+            if future.exception() is None:
+                try:
+                    self._tensors.ran(future.result().outputs)
+                except Exception:  # noqa: BLE001 - the results stay readable; only the copy failed
+                    _log.exception("inferplex: writing results into the output tensors failed")
+            if self._callback is not None:
+                try:
+                    self._callback(self._callback_userdata)
+                except Exception:  # noqa: BLE001 - a user callback must not stall requests
+                    _log.exception("inferplex: an InferRequest callback raised")
+        finally:
+            self._completing = None
+            hook = self._completion_hook
+            self._ended.set()
+            try:
+                if hook is not None:
+                    hook(self)
+            finally:
+                if request.timeline is not None:
+                    request.mark("callback", "callbacks", begin)
+                lifecycle.ended()
+
+    def wait(self) -> None:
+        """Block until the request ends; raise its error if it failed."""
+        if self._completing != threading.get_ident():  # inside its own callback it has ended
+            with blocking():
+                self._ended.wait()
+        self._raise_failure()
+
+    def wait_for(self, timeout: int | float) -> bool:
+        """Wait up to ``timeout`` milliseconds (-1: without limit); True when the request has ended."""
+        if self._completing == threading.get_ident():
+            return True
+        with blocking():
+            return self._ended.wait(None if timeout < 0 else timeout / 1000.0)
+
+    def _raise_failure(self) -> None:
+        request = self._request
+        if request is not None and request.future.done():
+            error = request.future.exception()
+            if error is not None:
+                raise error
+
+    def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
+        """``callback(userdata)`` is called when an async run ends (also on failure)."""
+        self._callback, self._callback_userdata = callback, userdata
+
+    def cancel(self) -> None:
+        """Requests already handed to a device run to the end; nothing to cancel here."""
+
+    # --- outputs ---------------------------------------------------------------------
+
+    def _result(self) -> RunResult | None:
+        request = self._request
+        if request is None:
+            return None
+        if not request.future.done():
+            raise RequestBusyError("results are not ready; call wait() first")
+        error = request.future.exception()
+        if error is not None:
+            raise error
+        return request.future.result()
+
+    @property
+    def results(self) -> InferResults:
+        """Outputs of the last run, by name, index or port (readable in its callback too)."""
+        result = self._result()
+        if result is None:
+            raise InputError("this request has not run yet; call infer() or start_async()")
+        return InferResults(self._compiled._outputs, result.outputs)
+
+    def _results(self, share_outputs: bool, decode_strings: bool) -> InferResults:
+        if not share_outputs:  # the common case: copies, built in one pass
+            result = self._result()
+            if result is None:
+                raise InputError("this request has not run yet; call infer() or start_async()")
+            outputs = result.outputs
+            copies: dict[str, Any] = {}
+            for port in self._compiled._outputs:
+                name = port.any_name
+                value = outputs[name]
+                copies[name] = value.copy() if type(value) is np.ndarray and value.dtype.kind not in "OSU" \
+                    else _output_copy(value, False, decode_strings)
+            return InferResults._owning(self._compiled._outputs, copies)
+        results = self.results
+        if share_outputs:  # views of the output tensors where the request holds some
+            results = InferResults(self._compiled._outputs, self._tensors.output_views(results))
+            if decode_strings:
+                return results
+        outputs = {port.any_name: _output_copy(value, share_outputs, decode_strings)
+                   for port, value in results.items()}
+        return InferResults(self._compiled._outputs, outputs)
+
+    def get_profiling_info(self) -> list[ProfilingInfo]:
+        """Per-op counters of the last run (ENABLE_PROFILING must be on at compile time)."""
+        try:
+            result = self._result()
+        except (RequestBusyError, InferenceError):
+            return []
+        except Exception:  # noqa: BLE001 - a failed run has no counters
+            return []
+        return result.profiling if result is not None else []
+
+    @property
+    def profiling_info(self) -> list[ProfilingInfo]:
+        return self.get_profiling_info()
+
+    @property
+    def latency(self) -> float:
+        """Milliseconds the last run took, from start to results."""
+        return self._latency_ms
+
+    @property
+    def device(self) -> str:
+        """Device that ran the last request (MULTI/AUTO: the one chosen)."""
+        try:
+            result = self._result()
+        except Exception:  # noqa: BLE001 - running or failed: no device to name
+            return ""
+        return result.device if result is not None else ""
+
+
+def _output_copy(value: Any, share: bool, decode_strings: bool) -> Any:
+    """A result as ``infer`` returns it: a copy unless shared; strings as str or bytes."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "OSU":
+        if decode_strings:
+            return value.astype(str) if value.dtype.kind != "U" else value.copy()
+        return np.char.encode(value.astype(str)) if value.size else value.astype(bytes)
+    if share or not isinstance(value, np.ndarray):
+        return value
+    return value.copy()
