@@ -204,3 +204,29 @@ def test_a_failing_run_raises_openvinos_reason_and_the_request_runs_again() -> N
     np.testing.assert_array_equal(request.infer({"x": x, "s": np.array([3, 2])})["y"], x.reshape(3, 2))
     assert calls == ["done"]
 
+
+
+def test_bfloat16_inputs_and_outputs_on_the_openvino_engine() -> None:
+    """OpenVINO's Python API carries bf16 as float16-typed bits; inferplex gives and takes
+    ml_dtypes' bfloat16 arrays, as for every other device."""
+    import ml_dtypes
+
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16),
+         helper.make_node("Relu", ["b"], ["w"])], "bf16",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3]),
+         helper.make_tensor_value_info("w", TensorProto.BFLOAT16, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    compiled = ov.Core().compile_model(model, "CPU", {"ENGINE": "OPENVINO"})
+    assert compiled.get_property("ENGINE") == "OPENVINO"
+    x = np.array([1.5, -2.25, 3.0], np.float32)
+    b = np.array([1.0, -2.0, 3.5], ml_dtypes.bfloat16)
+    for share in (True, False):
+        results = compiled.create_infer_request().infer({"x": x, "b": b}, share_inputs=share)
+        assert results["y"].dtype == ml_dtypes.bfloat16 and results["w"].dtype == ml_dtypes.bfloat16
+        expected = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+        np.testing.assert_array_equal(results["y"].astype(np.float32), expected)
+        np.testing.assert_array_equal(results["w"].astype(np.float32), [1.0, 0.0, 3.5])

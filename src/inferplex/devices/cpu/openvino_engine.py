@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 import onnx_ir as ir
+from onnx_ir import DataType
 
 from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
@@ -333,6 +334,11 @@ class OpenVinoProgram(CpuProgram):
         self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
         self._outputs_in_order = self._output_index == list(range(len(compiled.outputs)))
         self._direct = _direct_call()
+        # OpenVINO's Python API carries bfloat16 data as float16-typed bits, both ways.
+        self._bf16_outputs = [name for name, at in zip(self.output_names, self._output_index, strict=True)
+                              if _is_bf16(compiled.outputs[at])]
+        self._bf16_inputs = {name for name, at in self._inputs.items()
+                             if _is_bf16(compiled.inputs[at])}
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
@@ -349,9 +355,13 @@ class OpenVinoProgram(CpuProgram):
             raise InferenceError(
                 f"inference failed on {self.device}: {type(e).__name__}: {_reason(e)}") from e
         if self._outputs_in_order:
-            return dict(zip(self.output_names, results, strict=True))
-        results = tuple(results)
-        return {name: results[at] for name, at in zip(self.output_names, self._output_index, strict=True)}
+            outputs = dict(zip(self.output_names, results, strict=True))
+        else:
+            by_index = tuple(results)
+            outputs = {name: by_index[at] for name, at in zip(self.output_names, self._output_index, strict=True)}
+        for name in self._bf16_outputs:
+            outputs[name] = outputs[name].view(_BFLOAT16)
+        return outputs
 
     def _shared_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any] | None:
         """OpenVINO tensors over the inputs' own memory, by OpenVINO input index; None where this
@@ -367,8 +377,8 @@ class OpenVinoProgram(CpuProgram):
             at = index.get(name)
             if at is None:
                 continue
-            if type(value) is not np.ndarray or value.dtype.kind not in "biuf":
-                return None
+            if type(value) is not np.ndarray or value.dtype.kind not in "biuf" or name in self._bf16_inputs:
+                return None  # bfloat16 goes through infer(), which copies float16-typed bits into it
             flags = value.flags  # OpenVINO shares only C-ordered memory it may write
             shared[at] = tensor(value if flags.c_contiguous and flags.writeable
                                 else np.array(value, order="C"), True)
@@ -376,8 +386,8 @@ class OpenVinoProgram(CpuProgram):
 
     def _converted_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any]:
         """The inputs as arrays OpenVINO's ``InferRequest.infer`` takes, by OpenVINO input index."""
-        return {self._inputs[name]: _as_openvino_strings(to_numpy(value)) for name, value in inputs.items()
-                if name in self._inputs}
+        return {self._inputs[name]: _as_openvino_strings(_bf16_bits(to_numpy(value)))
+                for name, value in inputs.items() if name in self._inputs}
 
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
         if not self._profiling or self._closed:
@@ -444,6 +454,20 @@ def _direct_call() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     if infer is None or signature not in (infer.__doc__ or ""):
         return None  # another openvino: its wrapper is the one way in
     return infer, Tensor
+
+
+_BFLOAT16 = DataType.BFLOAT16.numpy()
+
+
+def _is_bf16(port: Any) -> bool:
+    return bool(port.get_element_type().get_type_name() == "bf16")
+
+
+def _bf16_bits(value: Any) -> Any:
+    """A bfloat16 array as the float16-typed bits OpenVINO's Python API takes for bf16 inputs."""
+    if isinstance(value, np.ndarray) and value.dtype == _BFLOAT16:
+        return value.view(np.float16)
+    return value
 
 
 def _as_openvino_strings(value: Any) -> Any:
