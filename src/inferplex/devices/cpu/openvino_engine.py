@@ -358,7 +358,8 @@ class OpenVinoProgram(CpuProgram):
             outputs = dict(zip(self.output_names, results, strict=True))
         else:
             by_index = tuple(results)
-            outputs = {name: by_index[at] for name, at in zip(self.output_names, self._output_index, strict=True)}
+            outputs = {name: by_index[at]
+                       for name, at in zip(self.output_names, self._output_index, strict=True)}
         for name in self._bf16_outputs:
             outputs[name] = outputs[name].view(_BFLOAT16)
         return outputs
