@@ -273,11 +273,11 @@ def get_rt_info(model: Any, path: Any = None) -> Any:
     entries = {k[len(_RT_PREFIX):]: v for k, v in model.ir.metadata_props.items() if k.startswith(_RT_PREFIX)}
     tree: dict[str, Any] = {}
     for key, text in entries.items():
-        node = tree
+        branch = tree
         *parents, leaf = key.split("/")
         for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = RtValue(text)
+            branch = branch.setdefault(part, {})
+        branch[leaf] = RtValue(text)
     if path is None:
         return tree
     node: Any = tree

@@ -40,6 +40,10 @@ class Tensor:
     """A host tensor (OpenVINO's ``ov.Tensor``); see the module docstring for the constructors."""
 
     __slots__ = ("_array", "_buffer", "_owned", "_type")
+    _array: np.ndarray
+    _buffer: Any
+    _owned: bool
+    _type: Type
 
     def __init__(self, *args: Any, shared_memory: bool = False, **kwargs: Any) -> None:
         args = _positional(args, kwargs)
@@ -278,7 +282,7 @@ def _bytes_of(array: np.ndarray) -> np.ndarray:
     tensor holds one)."""
     if array.size == 0 or array.dtype.kind in "OV":
         return array.reshape(-1).view(np.uint8)
-    return np.frombuffer(memoryview(array).cast("B"), dtype=np.uint8)
+    return np.frombuffer(memoryview(array).cast("B"), dtype=np.uint8)  # type: ignore[arg-type]
 
 
 def _positional(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

@@ -244,6 +244,9 @@ class _PackedType(Type):
     buffers (``Tensor(Type.u1, shape)``, ``pack_data``) but no model port can have them."""
 
     __slots__ = ("_bits", "_name", "_real")
+    _bits: int
+    _name: str
+    _real: bool
 
     def __new__(cls, name: str, bits: int, real: bool = False) -> _PackedType:
         packed = object.__new__(cls)
