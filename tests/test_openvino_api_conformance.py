@@ -602,3 +602,13 @@ def test_get_tensor_of_a_batched_input_names_the_batch() -> None:
     with pytest.raises(RuntimeError, match="get_tensor shall not be used together with batched"):
         request.get_tensor("x")
     np.testing.assert_array_equal(request.infer()[0], np.ones((2, 3)))
+
+
+def test_rt_info_values_and_property_values_are_both_ovany() -> None:
+    param = opset.parameter([2], np.float32, name="x")
+    model = ov.Model([opset.relu(param)], [param])
+    model.inputs[0].get_rt_info()["note"] = "kept"
+    (value,) = model.inputs[0].get_rt_info().values()
+    assert isinstance(value, ov.OVAny) and value.astype(str) == "kept"
+    pair = ov.properties.hint.performance_mode(ov.properties.hint.PerformanceMode.LATENCY)
+    assert isinstance(pair[1], ov.OVAny) and pair[1] == ov.OVAny("LATENCY")

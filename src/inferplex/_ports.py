@@ -17,6 +17,7 @@ import onnx_ir as ir
 from inferplex.api.reshape import as_dimension
 from inferplex.api.shapes import PartialShape, Shape
 from inferplex.api.types import Type
+from inferplex.config.any_value import OVAny
 from inferplex.errors import InputError
 
 __all__ = ["ElementType", "Input", "Op", "Port", "RTMap", "find_port"]
@@ -241,6 +242,9 @@ class RtValue(str):
 
     def get(self) -> str:
         return str(self)
+
+
+OVAny.register(RtValue)
 
 
 class RTMap(MutableMapping[str, str]):

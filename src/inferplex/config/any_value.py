@@ -7,14 +7,19 @@ of pairs) to ``compile_model`` / ``set_property``, where :func:`plain` unwraps i
 
 from __future__ import annotations
 
+from abc import ABC
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["OVAny", "plain"]
 
 
-class OVAny:
-    """A value of any type with OpenVINO's ``OVAny`` reading methods; equal to what it holds."""
+class OVAny(ABC):
+    """A value of any type with OpenVINO's ``OVAny`` reading methods; equal to what it holds.
+
+    rt_info's values (:class:`inferplex._ports.RtValue`, strings) are registered as
+    OVAny too: OpenVINO gives both as the same class.
+    """
 
     __slots__ = ("value",)
     value: Any
