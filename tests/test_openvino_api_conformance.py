@@ -612,3 +612,14 @@ def test_rt_info_values_and_property_values_are_both_ovany() -> None:
     assert isinstance(value, ov.OVAny) and value.astype(str) == "kept"
     pair = ov.properties.hint.performance_mode(ov.properties.hint.PerformanceMode.LATENCY)
     assert isinstance(pair[1], ov.OVAny) and pair[1] == ov.OVAny("LATENCY")
+
+
+def test_an_unknown_tensor_name_is_refused_in_openvino_s_words_from_a_callback() -> None:
+    param = opset.parameter([2], np.float32, name="data")
+    compiled = ov.Core().compile_model(ov.Model([opset.relu(param)], [param]), "CPU")
+    queue = ov.AsyncInferQueue(compiled, 2)
+    queue.set_callback(lambda request, _: request.get_tensor("Unknown"))
+    for _ in range(4):
+        queue.start_async({"data": np.ones(2, np.float32)})
+    with pytest.raises(RuntimeError, match="Port for tensor name Unknown was not found.*inputs: data"):
+        queue.wait_all()

@@ -413,9 +413,9 @@ class TensorAccess:
         for port in (*inputs, *outputs):
             if port.any_name == key:
                 return port
-        raise InputError(f"no input or output named {key!r}; inputs: "
-                         f"{', '.join(p.any_name for p in inputs)}; outputs: "
-                         f"{', '.join(p.any_name for p in outputs)}")
+        raise InputError(f"Port for tensor name {key} was not found: no input or output is named "
+                         f"{key!r}; inputs: {', '.join(p.any_name for p in inputs)}; outputs: "
+                         f"{', '.join(p.any_name for p in outputs)}")  # OpenVINO's words first
 
     def get_tensor(self, key: Any) -> Any:
         """The tensor of an input or output (by name, port or input index)."""
