@@ -621,5 +621,5 @@ def test_an_unknown_tensor_name_is_refused_in_openvino_s_words_from_a_callback()
     queue.set_callback(lambda request, _: request.get_tensor("Unknown"))
     for _ in range(4):
         queue.start_async({"data": np.ones(2, np.float32)})
-    with pytest.raises(RuntimeError, match="Port for tensor name Unknown was not found.*inputs: data"):
+    with pytest.raises(RuntimeError, match=r"Port for tensor name Unknown was not found.*inputs: data"):
         queue.wait_all()
