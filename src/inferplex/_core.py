@@ -19,8 +19,8 @@ from importlib import metadata
 from typing import Any
 
 from inferplex._compiled_model import CompiledModel
+from inferplex._imported import import_compiled
 from inferplex._model import Model, load_model
-from inferplex.api.tensor import Tensor
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
@@ -33,17 +33,14 @@ from inferplex.config.schema import (
     canonical_key,
     normalize_config,
 )
-from inferplex.devices.base import DevicePlugin, DeviceProgram
-from inferplex.devices.cache import CacheRecord, unpack_export
+from inferplex.devices.base import DevicePlugin
 from inferplex.devices.cpu import CpuPlugin
 from inferplex.devices.registry import DeviceRegistry
 from inferplex.engine.device_pool import DevicePool
 from inferplex.engine.runner import PoolRunner, Runner
 from inferplex.engine.trace import Timeline
 from inferplex.errors import (
-    CompileError,
     DeviceNameError,
-    InferplexError,
     ModelError,
     PluginError,
     PropertyError,
@@ -279,34 +276,8 @@ class Core:
         the same engine version: another device or version is a CompileError.
         ``config`` adds properties to those it was compiled with.
         """
-        blob = _blob_of(model_stream)
-        if not isinstance(blob, (bytes, bytearray, memoryview)):
-            raise CompileError(f"import_model takes bytes or a binary stream (io.BytesIO, an open file), "
-                               f"not {type(blob).__name__}")
-        exported = unpack_export(bytes(blob))
-        spec = parse_device_string(device_name)
-        if spec.virtual is not None:
-            raise CompileError(f"import_model takes the single device the model was exported from "
-                               f"({exported.device}), not {device_name!r}")
-        plugin, device = self._registry.resolve(spec.names[0])
-        if device != exported.device:
-            raise CompileError(f"the blob was exported from {exported.device}; it cannot be imported on "
-                               f"{device}: import it on {exported.device} or compile the model for {device}")
-        engine, rest = _engine_settings(config)
-        settings = self._registry.config_for(device, {**exported.config, **(rest or {})})
-        settings.pop("CACHE_DIR", None)
-        fingerprint = plugin.cache_fingerprint(device, settings)
-        if fingerprint != exported.fingerprint:
-            raise CompileError(f"the blob was exported by another engine or build ({exported.fingerprint}); "
-                               f"{device} here is {fingerprint}: compile the model again")
-        model = self.read_model(exported.model)
-        registry = self._registry.scoped()
-        program = _imported_program(plugin, exported.program, device, settings)
-        assert registry.ledger is not None  # a scoped view has one
-        registry.ledger.add(CacheRecord(device, plugin, settings, program, loaded=True))
-        pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),
-                          exit_timeout=engine.get("EXIT_TIMEOUT"))
-        return CompiledModel(model, PoolRunner(pool), device, {**settings, **engine}, None, registry.ledger)
+        return import_compiled(self._registry, self.read_model, model_stream, device_name,
+                               _engine_settings(config))
 
     def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
         settings = dict(self._virtual_config[str(spec.virtual)])
@@ -481,22 +452,6 @@ class Core:
         return self._registry.device_property(device_name, name)
 
 
-def _imported_program(plugin: DevicePlugin, blob: bytes, device: str, settings: Mapping[str, Any]
-                      ) -> DeviceProgram:
-    """``plugin.import_program``, its failures as CompileError naming the device."""
-    try:
-        program = plugin.import_program(blob, device, settings)
-    except InferplexError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the plugin's own exception types
-        raise CompileError(f"{device} could not import the compiled model: {type(error).__name__}: "
-                           f"{error}") from error
-    if not isinstance(program, DeviceProgram):
-        raise PluginError(f"{type(plugin).__name__}.import_program returned {type(program).__name__}; "
-                          "it must return a DeviceProgram")
-    return program
-
-
 def _engine_settings(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The engine's own keys of a compile config (checked), and the rest for the devices."""
     if not config or not isinstance(config, Mapping):
@@ -526,17 +481,6 @@ def _with_openvino_spellings(supported: Any) -> Any:
         return [*supported, *(alias for key, alias in _OPENVINO_SPELLINGS.items()
                               if key in supported and alias not in supported)]
     return supported
-
-
-def _blob_of(model_stream: Any) -> Any:
-    """The bytes of an exported model given as bytes, io.BytesIO, another binary stream or a Tensor."""
-    if isinstance(model_stream, io.BytesIO):
-        return model_stream.getvalue()
-    if callable(getattr(model_stream, "read", None)):
-        return model_stream.read()
-    if isinstance(model_stream, Tensor):
-        return model_stream.data.tobytes()
-    return model_stream
 
 
 def _read_cache_dir(config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
