@@ -7,6 +7,10 @@ microseconds per request):
 - raw OpenVINO ``infer_request.infer`` and OpenVINO's own ``AsyncInferQueue``;
 - inferplex's synchronous ``InferRequest.infer``;
 - inferplex's ``AsyncInferQueue`` (``share_inputs=True``, as benchmark_app runs);
+- "bare threads": the request engine's shape with none of its code (worker threads
+  calling OpenVINO's compiled ``InferRequest.infer``, one completion thread running
+  the callbacks, 4 requests in flight), to tell the cost of the threads from the
+  cost of the Python that runs per request;
 
 with the ratio of each inferplex figure to the raw engine it wraps.  The model is
 one Relu on a 4x64 float tensor (``--model tiny``: the run itself takes a few
@@ -89,6 +93,45 @@ def _queue_rate(queue: Any, feed: Any, seconds: float, **kwargs: Any) -> float:
     return ended[0] / (time.perf_counter() - start)
 
 
+def _bare_threads(compiled: Any, feed: dict[str, np.ndarray], seconds: float) -> float:
+    """Requests per second through worker threads and a completion thread, with nothing else."""
+    import queue
+    import threading
+
+    from openvino._pyopenvino import InferRequest, Tensor
+
+    workers = max(1, int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+    jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    ended: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    in_flight, count = threading.Semaphore(4), [0]
+    (value,) = feed.values()
+
+    def work(request: Any) -> None:
+        while (job := jobs.get()) is not None:
+            ended.put(InferRequest.infer(request, {0: Tensor(job, True)}, False, True))
+
+    def complete() -> None:
+        while ended.get() is not None:
+            count[0] += 1
+            in_flight.release()
+
+    threads = [threading.Thread(target=work, args=(compiled.create_infer_request(),), daemon=True)
+               for _ in range(workers)] + [threading.Thread(target=complete, daemon=True)]
+    for thread in threads:
+        thread.start()
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        in_flight.acquire()
+        jobs.put(value)
+    for _ in range(4):
+        in_flight.acquire()
+    rate = count[0] / (time.perf_counter() - start)
+    for _ in range(workers):
+        jobs.put(None)
+    ended.put(None)
+    return rate
+
+
 def measure(engine: str, kind: str, seconds: float) -> dict[str, float]:
     """Requests per second of each way of running the model."""
     import onnxruntime as ort
@@ -109,6 +152,7 @@ def measure(engine: str, kind: str, seconds: float) -> dict[str, float]:
     request = raw.create_infer_request()
     rates["raw OV sync"] = _rate(lambda: request.infer(feed, share_inputs=True), seconds)
     rates["raw OV async"] = _queue_rate(openvino.AsyncInferQueue(raw, 4), feed, seconds, share_inputs=True)
+    rates["bare threads"] = _bare_threads(raw, feed, seconds)
 
     config: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": 2}
     plex = ov.Core()
@@ -142,12 +186,12 @@ def _report(columns: dict[str, dict[str, float]], engine: str) -> None:
             ratio = ""
             if name == "inferplex sync":
                 ratio = f" {rates[raw_sync] / rate:4.2f}x"
-            elif name == "inferplex async":
+            elif name in ("inferplex async", "bare threads"):
                 ratio = f" {rates['raw OV async'] / rate:4.2f}x"
             cells.append(f"{rate:8.0f}/s {1e6 / rate:6.1f}us{ratio:>6}")
         print(f"{name:18}" + "".join(f"{c:>22}" for c in cells))
     print(f"(ratio: time per request over the raw engine's; sync against {raw_sync}, "
-          "async against raw OV async)")
+          "async and bare threads against raw OV async)")
 
 
 def main() -> None:
