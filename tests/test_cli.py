@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
 from inferplex.cli import devices as devices_cli
+from inferplex.cli.benchmark_options import read_inputs
 from inferplex.cli.inputs import parse_shapes, sample_model_path
 from inferplex.cli.main import main
 from inferplex.devices.base import DevicePlugin, MemoryInfo
@@ -220,6 +221,13 @@ def test_benchmark_reads_inputs_from_npy_files(capsys: pytest.CaptureFixture[str
     assert code == 0, err
     assert json.loads(report.read_text())["inputs"] == {
         "ids": {"shape": [1, 6], "element_type": "i64"}, "scale": {"shape": [1, 6], "element_type": "f32"}}
+    # What the run is fed is the files' data, cast to each input's type
+    model = ov.Core().read_model(two_input_model)
+    model.reshape({"ids": [1, 6], "scale": [1, 6]})
+    fed = read_inputs(f"ids:{tmp_path / 'ids.npy'},scale:{tmp_path / 'scale.npy'}", model.inputs)
+    assert fed["ids"].dtype == np.int64 and fed["scale"].dtype == np.float32
+    np.testing.assert_array_equal(fed["ids"], np.arange(6).reshape(1, 6))
+    np.testing.assert_allclose(fed["scale"], np.linspace(0, 1, 6).reshape(1, 6), rtol=1e-7)
 
 
 def test_benchmark_input_and_output_precisions(capsys: pytest.CaptureFixture[str], small_model: str,
