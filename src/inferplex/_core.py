@@ -19,7 +19,7 @@ from importlib import metadata
 from typing import Any
 
 from inferplex._compiled_model import CompiledModel
-from inferplex._imported import import_compiled
+from inferplex._import_model import import_compiled
 from inferplex._model import Model, load_model
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
