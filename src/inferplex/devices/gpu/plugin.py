@@ -288,8 +288,7 @@ class GpuPlugin(DevicePlugin):
                           "GPU_CHANNELS_LAST": channels_last,
                           "SHAPE_SPECIALIZATION": bool(settings["SHAPE_SPECIALIZATION"]),
                           "GPU_QUEUE_THROTTLE": settings["GPU_QUEUE_THROTTLE"]}
-            plan = _compile_plan(settings, device, torch_device, lowered, specializer,
-                                 keep_form or form is not None)
+            plan = _compile_plan(settings, device, torch_device, lowered, specializer, keep_form, form)
             program = GpuProgram(lowered, device, torch_device, workers, settings, properties, specializer,
                                  plan)
             artifacts = _warm_up(program, lowered, settings, plan.how == "inline", keep_form, form)
@@ -433,8 +432,9 @@ class _FoldedBefore:
 
 
 def _compile_plan(settings: Mapping[str, Any], device: str, torch_device: Any, lowered: LoweredGraph,
-                  specializer: Specializer | None, for_cache: bool) -> CompilePlan:
-    """``TORCH_COMPILE`` and ``TORCH_COMPILE_MODE`` resolved for this program (see ``tiers``)."""
+                  specializer: Specializer | None, for_cache: bool, form: CachedForm | None) -> CompilePlan:
+    """``TORCH_COMPILE`` and ``TORCH_COMPILE_MODE`` resolved for this program (see ``tiers``); a
+    tiered compile of a program loaded from the cache starts from the entry's torch artefacts."""
     from inferplex.devices.gpu.specialize import Specializer
     from inferplex.devices.gpu.tiers import compile_mode, plan_compile
 
@@ -442,8 +442,11 @@ def _compile_plan(settings: Mapping[str, Any], device: str, torch_device: Any, l
     cuda = torch_device.type == "cuda"
     mode = compile_mode(settings["TORCH_COMPILE_MODE"], cuda, device)
     specialized = specializer is not None and Specializer.worthwhile(lowered)
-    return plan_compile(setting, mode, settings["PERFORMANCE_HINT"], cuda, lowered.input_shapes, specialized,
+    plan = plan_compile(setting, mode, settings["PERFORMANCE_HINT"], cuda, lowered.input_shapes, specialized,
                         for_cache)
+    if plan.how == "tiered" and form is not None and form.torch_artifacts:
+        return dataclasses.replace(plan, artifacts=form.torch_artifacts)
+    return plan
 
 
 def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], inline: bool, keep_form: bool,
@@ -454,7 +457,8 @@ def _warm_up(program: GpuProgram, lowered: Any, settings: Mapping[str, Any], inl
     On CUDA, every worker's graph is captured (see ``graphs.warm_up``).  With
     torch.compile (``inline``), a compile for the cache or from a cached form runs its
     first run here too (torch.compile compiles on it), recording torch's
-    artefacts, or loading the cached ones first.
+    artefacts, or loading the cached ones first (a cached form of static shapes
+    plans a tiered compile instead, which loads them in the background).
     """
     from inferplex.devices.gpu.graphs import warm_up
 

@@ -27,10 +27,14 @@ runs in flight finish on the forward they began with.
   host's work needs.
 
 With static input shapes the compile is tiered as above.  A program with
-dynamic input shapes, or one compiled for the model cache (``CACHE_DIR``) or
-from it, compiles inline instead: its first run compiles (for the cache that
-run happens before ``compile_model`` returns, so that torch's artefacts go
-into the entry and a warm start loads them; see :mod:`.cache_form`).
+dynamic input shapes, or one compiled for the model cache (``CACHE_DIR``),
+compiles inline instead: its first run compiles (for the cache that run
+happens before ``compile_model`` returns, so that torch's artefacts go into
+the entry; see :mod:`.cache_form`).  A program loaded from the cache with
+static shapes is tiered as any other, its background compile first handing
+torch the entry's artefacts (``CompilePlan.artifacts``): the eager tier serves
+its first request at once, and the compiled tier follows in the seconds torch
+takes to load its kernels rather than to build them.
 
 ``TORCH_COMPILE_MODE``: ``AUTO`` (``default``), ``default`` or
 ``max-autotune-no-cudagraphs``.  AUTO takes ``default``: its compile takes
@@ -133,6 +137,8 @@ class CompilePlan:
     """Runs the program serves before a tiered compile starts (0: once it is warmed up)."""
     after_seconds: float = 0.0
     """Seconds since the program was made before a tiered compile starts (with ``after_runs``)."""
+    artifacts: bytes | None = None
+    """torch.compile's artefacts from a model-cache entry, handed to torch before a tiered compile."""
 
 
 def compile_mode(setting: Any, cuda: bool, device: str) -> str:
@@ -165,7 +171,7 @@ def plan_compile(setting: str, mode: str, hint: Any, cuda: bool, input_shapes: S
     ``setting``: ``TORCH_COMPILE`` as ``YES``/``NO``/``AUTO``; ``mode``: a
     resolved :func:`compile_mode`; ``specialized``: the program lowers each
     input signature on its own (dynamic dims); ``for_cache``: it is compiled
-    for the model cache or from it.
+    for the model cache (a program loaded from it plans as any other).
     """
     static = _static(input_shapes) and not specialized
     if setting == "AUTO":
@@ -334,6 +340,10 @@ class CompiledTier:
         inputs = example_inputs(lowered, torch_device)
 
         def compile_forward() -> Any:
+            if plan.artifacts is not None:
+                from inferplex.devices.gpu.cache_form import load_torch_artifacts
+
+                load_torch_artifacts(plan.artifacts)
             return compiled_forward(lowered.module, plan, inputs, torch_device)
 
         def switch(forward: Any) -> str:
