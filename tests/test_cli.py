@@ -301,6 +301,17 @@ def test_benchmark_user_mistakes_exit_2(capsys: pytest.CaptureFixture[str], argv
     assert "Traceback" not in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("layout", ['["CPU", {"NUM_STREAMS": "2"}]', '{"CPU": "NUM_STREAMS=2"}'])
+def test_benchmark_load_config_of_the_wrong_layout_says_which_is_accepted(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, layout: str) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(layout, encoding="utf-8")
+    code, _, err = run(capsys, "benchmark", "-m", SQUEEZENET, "-niter", "1", "-load_config", str(config))
+    assert code == 2
+    assert "one object of properties per device" in err and '{"CPU": {"NUM_STREAMS": "2"}}' in err
+    assert "Traceback" not in err
+
+
 def test_dynamic_input_without_shape_is_named(capsys: pytest.CaptureFixture[str],
                                               two_input_model: str) -> None:
     code, _, err = run(capsys, "benchmark", "-m", two_input_model, "-niter", "1")
