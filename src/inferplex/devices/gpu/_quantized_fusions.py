@@ -1,12 +1,16 @@
-"""Fusion planning for quantized models: the int8 matmuls of :mod:`.optimize`'s module docstring.
+"""Fusion planning for quantized models: the int8 matmuls and QDQ pairs of :mod:`.optimize`'s
+module docstring.
 
 :func:`quantized_matmul` finds a MatMul or Gemm of DequantizeLinear outputs
 (``quantize_static``'s QDQ format), :func:`dynamic_matmul` the
 ``Mul(Cast(MatMulInteger))`` chain of ``quantize_dynamic``, and
 :func:`absorb_quantizers` which DequantizeLinear and QuantizeLinear nodes the
-fused calls make redundant.  The calls themselves are
-:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear` and
-:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`.
+fused calls make redundant.  :func:`quantize_dequantize_pairs` then finds the
+remaining QuantizeLinear -> DequantizeLinear pairs (the activations before a QDQ
+model's convolutions, adds and pools).  The calls themselves are
+:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`,
+:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear` and
+:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["DynamicMatMul", "QuantizedMatMul", "absorb_quantizers", "dynamic_matmul", "quantized_matmul"]
+__all__ = ["DynamicMatMul", "QuantizeDequantize", "QuantizedMatMul", "absorb_quantizers", "dynamic_matmul",
+           "quantize_dequantize_pairs", "quantized_matmul"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,26 @@ class DynamicMatMul:
     absorbed: tuple[ir.Node, ...]
     """MatMulInteger and Cast (the Mul emits the call, where the scale is ready too), and the Add."""
 
+
+@dataclass(frozen=True)
+class QuantizeDequantize:
+    """A QuantizeLinear -> DequantizeLinear pair on one per-tensor scale and zero point, emitted as
+    one call in place of the DequantizeLinear (the QuantizeLinear is absorbed)."""
+
+    source: ir.Value
+    """The float input of the QuantizeLinear."""
+    scale: ir.Value
+    """The constant float32 scale, one value."""
+    zero_point: int
+    low: int
+    high: int
+    """The 8-bit type's range, which the quantized values saturate to."""
+    quantizer: ir.Node
+    output: ir.Value
+    """The DequantizeLinear's output."""
+
+
+_EIGHT_BIT_RANGES = {ir.DataType.INT8: (-128, 127), ir.DataType.UINT8: (0, 255)}
 
 _INT32_EXACT_DEPTH = 1 << 16
 """Longest reduction whose int32 sums of (8-bit - zero point) x int8 products cannot overflow."""
@@ -246,3 +271,43 @@ def _quantizer(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> ir
             q is None or d is None or q.dtype != d.dtype or not np.array_equal(q, d) for q, d in pairs):
         return None
     return quantizer
+
+
+def quantize_dequantize_pairs(analysis: Analysis, names: dict[ir.Node, str],
+                              planned: dict[str, QuantizedMatMul],
+                              absorbed: set[ir.Node]) -> dict[str, QuantizeDequantize]:
+    """The QuantizeLinear -> DequantizeLinear pairs to emit as one call, by the DequantizeLinear's
+    friendly name: float32 data quantized to 8 bits per tensor, the QuantizeLinear's output read
+    by that DequantizeLinear alone, both with the same constant scale and zero point (see
+    :func:`_quantizer`), neither absorbed already and the 8-bit data read by no ``planned`` int8
+    matmul (which reads it where its own DequantizeLinear is kept for another reader)."""
+    read = {found.activation for found in planned.values() if found.source is None}
+    pairs: dict[str, QuantizeDequantize] = {}
+    for name, dq in analysis.nodes:
+        if dq.op_type != "DequantizeLinear" or dq in absorbed or _dequantizer(dq.outputs[0]) is None \
+                or not _runs(analysis, names, dq) or dq.inputs[0] in read:
+            continue
+        found = _pair(analysis, names, dq)
+        if found is not None and found.quantizer not in absorbed:
+            pairs[name] = found
+    return pairs
+
+
+def _pair(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> QuantizeDequantize | None:
+    """The pair that ends at ``dq`` (see :func:`quantize_dequantize_pairs`), or None."""
+    quantizer = _quantizer(analysis, names, dq)
+    limits = _EIGHT_BIT_RANGES.get(analysis.infos[names[dq]].input_dtypes[0])  # type: ignore[arg-type]
+    if quantizer is None or limits is None:
+        return None
+    scale = _constant(analysis, dq.inputs[1])
+    zero_value = dq.inputs[2] if len(dq.inputs) > 2 else None
+    zero = _constant(analysis, zero_value)
+    if scale is None or scale.dtype != np.float32 or scale.size != 1 or (
+            zero_value is not None and (zero is None or zero.size != 1)):
+        return None
+    step = float(scale.reshape(-1)[0])
+    if not np.isfinite(step) or step == 0.0:
+        return None
+    zero_point = 0 if zero is None else int(zero.reshape(-1)[0])
+    return QuantizeDequantize(quantizer.inputs[0], dq.inputs[1], zero_point, *limits,  # type: ignore[arg-type]
+                              quantizer, dq.outputs[0])

@@ -11,10 +11,11 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
-from inferplex.devices.gpu._quantized_fusions import DynamicMatMul, QuantizedMatMul
+from inferplex.devices.gpu._quantized_fusions import DynamicMatMul, QuantizeDequantize, QuantizedMatMul
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.ops.quantized import (
     dynamic_quantized_linear,
+    quantize_dequantize,
     quantized_linear,
     quantized_linear_arrays,
 )
@@ -155,6 +156,9 @@ class Builder:
         if name in self.fusions.quantized_matmul:
             self._emit_quantized_matmul(name, node, self.fusions.quantized_matmul[name])
             return
+        if name in self.fusions.quantize_dequantize:
+            self._emit_quantize_dequantize(name, self.fusions.quantize_dequantize[name])
+            return
         if name in self.fusions.dynamic_matmul:
             self._emit_dynamic_matmul(self.fusions.dynamic_matmul[name])
             return
@@ -236,6 +240,17 @@ class Builder:
                                 lambda: constants[scale_value].reshape(()), keep_type=True)
             args = (self.arg(found.source), *args, scale, zero - (0 if found.activation_signed else 128))
         self.env[found.output] = self.call(name, node, quantized_linear, args)
+
+    def _emit_quantize_dequantize(self, name: str, found: QuantizeDequantize) -> None:
+        """One fake-quantize call for the pair; its profiling record is the DequantizeLinear's,
+        of type FakeQuantize (OpenVINO's name for the same operation)."""
+        scale_value = found.scale
+        array = self.analysis.constants[scale_value].reshape(())
+        scale = self.buffer(("value", scale_value, "float32"), (scale_value,), lambda: array, keep_type=True)
+        args = (self.arg(found.source), scale, float(array), found.zero_point, found.low, found.high)
+        call = self.graph.call_function(quantize_dequantize, args)
+        call.meta.update(onnx_name=name, onnx_op="FakeQuantize")
+        self.env[found.output] = call
 
     def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:
         constants = self.analysis.constants

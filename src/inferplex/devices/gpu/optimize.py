@@ -37,6 +37,16 @@
   activation (same scale and zero point, read by nothing else) runs inside the
   call.  Dequantization is linear, so this is the same sum as the float MatMul
   on dequantized values (see ``quantized_linear``).
+* Every other QuantizeLinear -> DequantizeLinear pair of float32 data on one
+  constant per-tensor scale and zero point, 8-bit, the quantized data read by
+  nothing else (what a QDQ model puts before each Conv, Add or pool), becomes one
+  fake-quantize call (:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`)
+  in the program's precision: one pass over the activation instead of a chain of
+  casts and integer arithmetic.  The weights' DequantizeLinear of constants is
+  folded at lowering time like any node of constant inputs and stored in the
+  compute precision, so a QDQ Conv runs as a float (f16 under the f16 hint)
+  convolution of the fake-quantized activation and the dequantized weight, the
+  same sum as the ONNX ops.
 
 :class:`WeightCache` holds the device tensors of constants for every lowering
 of one model, so a per-signature specialization reuses the generic lowering's
@@ -62,9 +72,11 @@ from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._quantized_fusions import (
     DynamicMatMul,
+    QuantizeDequantize,
     QuantizedMatMul,
     absorb_quantizers,
     dynamic_matmul,
+    quantize_dequantize_pairs,
     quantized_matmul,
 )
 
@@ -138,6 +150,8 @@ class Fusions:
     """MatMul or Gemm of DequantizeLinear outputs -> the int8 matmul that replaces it."""
     dynamic_matmul: dict[str, DynamicMatMul] = field(default_factory=dict)
     """Mul of a Cast MatMulInteger by its scale -> the chain."""
+    quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
+    """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call."""
     absorbed: set[ir.Node] = field(default_factory=set)
     """Nodes emitted as part of another: they are skipped."""
     channels_last_convs: set[str] = field(default_factory=set)
@@ -278,6 +292,9 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
                 fusions.linear[name] = found
                 fusions.absorbed.add(found[0])
     absorb_quantizers(analysis, names, fusions.quantized_matmul, fusions.absorbed)
+    fusions.quantize_dequantize = quantize_dequantize_pairs(analysis, names, fusions.quantized_matmul,
+                                                            fusions.absorbed)
+    fusions.absorbed.update(pair.quantizer for pair in fusions.quantize_dequantize.values())
     return fusions
 
 

@@ -4,7 +4,12 @@ MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv.
 Integer results are exact.  Products of 8-bit values summed over a reduction of
 length K stay below 2**17 * K, so float64 represents every partial sum exactly
 (K up to about 2**36): where torch has no integer kernel on the device, the
-integer matmul or convolution runs in float64 and is cast back, never rounded.
+integer matmul (and QLinearConv) runs in float64 and is cast back, never rounded.
+ConvInteger (``quantize_dynamic``'s convolutions, whose result is cast to float
+at once) runs in float32 instead, on the fast float convolution kernels: exact
+while every partial sum stays below 2**24 (about 258 products at the extremes of
+the 8-bit ranges, far more for real weights); beyond, a sum is within float32
+rounding of the exact one, as the Cast to float after it leaves it anyway.
 Matmuls whose b is int8 with no zero point (the usual quantized weight) run on
 torch's int8 kernel ``torch._int_mm`` with int32 sums, whatever a's type and zero
 point (see :func:`integer_matmul`; on CUDA it takes M > 16 and K, N multiples of
@@ -154,6 +159,26 @@ def _dequantize_linear(info: NodeInfo) -> Callable[..., Any]:
         return result.to(out_dtype or scale.dtype)
 
     return dequantize
+
+
+def quantize_dequantize(x: torch.Tensor, scale: torch.Tensor, scale_value: float, zero_point: int,
+                        low: int, high: int) -> torch.Tensor:
+    """``DequantizeLinear(QuantizeLinear(x))`` on one per-tensor scale and zero point, as a QDQ
+    model writes it before each convolution or matmul: ``(clamp(round(x / s) + z, low, high) - z) * s``
+    with ``round`` half to even, in ``x``'s floating type.
+
+    ``scale``: the scale as a float32 tensor on ``x``'s device, ``scale_value`` the same number as a
+    Python float; ``[low, high]``: the 8-bit type's range.  ``torch.fake_quantize_per_tensor_affine``
+    rounds half to even, adds the zero point after rounding and saturates as ONNX does, but
+    multiplies by ``1 / s`` where ONNX divides by ``s``, which moves about one value in a million
+    (those whose ``x / s`` lies within float32 rounding of a half) by one step.  float32 data (a
+    program at the model's own precision) is therefore divided first, exactly as ONNX does, and
+    goes through the kernel with scale 1 (three kernels); f16/bf16 data, already rounded far
+    more coarsely than that, goes through it in one kernel.
+    """
+    if x.dtype == torch.float32:
+        return torch.fake_quantize_per_tensor_affine(x / scale, 1.0, zero_point, low, high).mul_(scale)
+    return torch.fake_quantize_per_tensor_affine(x, scale_value, zero_point, low, high)
 
 
 def nn_dtype(dtype: ir.DataType) -> torch.dtype:
@@ -381,9 +406,12 @@ def _conv_integer(info: NodeInfo) -> Callable[..., Any]:
 
     def conv_integer(x: torch.Tensor, w: torch.Tensor, x_zero: torch.Tensor | None = None,
                      w_zero: torch.Tensor | None = None) -> torch.Tensor:
-        xs = _centered(x, x_zero).to(torch.float64)
-        ws = _centered(w, w_zero, _channel_shape(w_zero, w.dim())).to(torch.float64)
-        return conv(xs, ws).to(torch.int32)
+        # float32, not float64 (see the module docstring): every centered value (at most 255 in
+        # magnitude) is exact in float32 and TF32, and sums below 2**24 are exact; rounding to
+        # the nearest integer undoes what a transform-based algorithm (Winograd, FFT) adds.
+        xs = _centered(x, x_zero).to(torch.float32)
+        ws = _centered(w, w_zero, _channel_shape(w_zero, w.dim())).to(torch.float32)
+        return torch.round(conv(xs, ws)).to(torch.int32)
 
     return conv_integer
 
