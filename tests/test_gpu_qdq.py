@@ -1,7 +1,10 @@
 """QDQ and dynamically quantized models on the GPU device, through the public API.
 
 A MatMul or Gemm of two DequantizeLinear outputs (``quantize_static`` with the QDQ
-format) runs as one int8 matmul.  Results are compared with ONNX Runtime running
+format) runs as one int8 matmul; every other QuantizeLinear -> DequantizeLinear pair
+(the activations before a QDQ model's convolutions) runs as one fake-quantize call,
+recorded as FakeQuantize under the DequantizeLinear's name, and the weights'
+DequantizeLinear nodes fold at compile time.  Results are compared with ONNX Runtime running
 each op as written (graph optimizations off: its QDQ fusions requantize
 differently); the fusion is seen in the profiling records, where the activations'
 QuantizeLinear and DequantizeLinear nodes no longer run.  Models it must not fuse (a weight computed
@@ -312,3 +315,221 @@ def test_static_qdq_mlp_on_cuda_matches_onnx_runtime(tmp_path: Any) -> None:
     for _ in range(3):
         got = np.asarray(compiled(feeds)[0])
         np.testing.assert_allclose(got, want, rtol=0, atol=_output_scale(model) * 1.01)
+
+
+# --- QDQ convolutions: activations fake-quantized in one call, weights folded ---------------
+
+
+def _cnn() -> onnx.ModelProto:
+    """Conv-BN-ReLU, a residual block, max pool, a strided 1x1 Conv, global pool and a Linear head."""
+    torch.manual_seed(12)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+            self.body = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16))
+            self.down = nn.Conv2d(16, 24, 1, stride=2)
+            self.head = nn.Linear(24, 10)
+
+        def forward(self, x: Any) -> Any:
+            y = self.stem(x)
+            y = torch.nn.functional.max_pool2d(torch.relu(self.body(y) + y), 2)
+            return self.head(torch.relu(self.down(y)).mean((2, 3)))
+
+    net = Net()
+    with torch.no_grad():  # running statistics that are not the identity
+        for bn in (net.stem[1], net.body[1]):
+            bn.running_mean.uniform_(-0.2, 0.2)
+            bn.running_var.uniform_(0.5, 2.0)
+    return export_onnx(net, (torch.randn(2, 3, 12, 12),), ["x"], {"x": {0: "N"}}, opset=13)
+
+
+def _cnn_feeds(seed: int) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(seed).standard_normal((2, 3, 12, 12)).astype(np.float32)}
+
+
+def _check_cnn_fused(model: onnx.ModelProto, records: dict[str, str]) -> None:
+    """Every QuantizeLinear ran inside a fake-quantize call (recorded as its DequantizeLinear), every
+    weight's DequantizeLinear was folded at compile time, and the Convs ran."""
+    constants = {i.name for i in model.graph.initializer}
+    quantizers = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    pairs = [n.name for n in model.graph.node if n.op_type == "DequantizeLinear"
+             and n.input[0] in {q.output[0] for q in quantizers}]
+    weights = [n.name for n in model.graph.node
+               if n.op_type == "DequantizeLinear" and n.input[0] in constants]
+    convs = [n.name for n in model.graph.node if n.op_type == "Conv"]
+    assert len(quantizers) >= 5 and len(convs) == 3 and len(weights) >= 6
+    assert not {q.name for q in quantizers} & set(records)
+    # the head's Gemm quantizes its own input (an int8 matmul): the other pairs run as FakeQuantize
+    assert sum(records.get(name) == "FakeQuantize" for name in pairs) >= len(quantizers) - 1
+    assert all(records[name] == "constant folded" for name in weights)
+    assert all(records[name] == "Conv" for name in convs)
+
+
+@pytest.mark.parametrize(("per_channel", "activation"),
+                         [(True, "QUInt8"), (False, "QUInt8"), (True, "QInt8")])
+def test_static_qdq_cnn_matches_onnx_runtime_and_runs_fused(core: ov.Core, tmp_path: Any,
+                                                            per_channel: bool, activation: str) -> None:
+    model = _quantized(tmp_path, _cnn(), True, per_channel=per_channel,
+                       activation_type=getattr(quantization.QuantType, activation))
+    feeds = _cnn_feeds(21)
+    got, records = _profiled(core, model, feeds)
+    (want,) = _ort_unfused(model, feeds)
+    step = _output_scale(model)
+    # float32 convolutions may sum in another order than ONNX Runtime's: an intermediate value on
+    # a rounding boundary would move by one step, rarely, and the output with it.
+    np.testing.assert_allclose(got, want, rtol=0, atol=step * 1.01)
+    assert np.mean(got != want) < 0.02
+    _check_cnn_fused(model, records)
+
+
+def test_static_qdq_cnn_under_f16_hint_stays_close(core: ov.Core, tmp_path: Any) -> None:
+    model = _quantized(tmp_path, _cnn(), True, per_channel=True)
+    feeds = _cnn_feeds(22)
+    got, records = _profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": "f16"})
+    (want,) = _ort_unfused(model, feeds)
+    step = _output_scale(model)
+    # f16 activations and weights move some quantized values by a step; the output is handed
+    # out from f16 as well.
+    np.testing.assert_allclose(got, want, rtol=0, atol=step * 3.01)
+    assert np.abs(got - want).mean() < step / 2
+    _check_cnn_fused(model, records)
+
+
+def test_static_qdq_cnn_loaded_from_the_cache_runs_fused(core: ov.Core, tmp_path: Any) -> None:
+    model = _quantized(tmp_path, _cnn(), True, per_channel=True)
+    feeds = _cnn_feeds(23)
+    config = {**_PROFILED, "CACHE_DIR": str(tmp_path / "cache")}
+    cold, _ = _profiled(core, model, feeds, config)
+    warm, records = _profiled(core, model, feeds, config)
+    assert core.compile_model(model, "GPU.0", config).get_property("LOADED_FROM_CACHE")
+    np.testing.assert_array_equal(warm, cold)
+    quantizers = {n.name for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    assert not quantizers & set(records) and list(records.values()).count("FakeQuantize") >= 4
+
+
+def _pair_model(data_type: int, scales: tuple[float, float], readers: int) -> onnx.ModelProto:
+    """x -> QuantizeLinear -> DequantizeLinear -> Relu, the quantized data also a graph output
+    when ``readers`` is 2; the two nodes' scales may differ."""
+    zero_type = np.uint8 if data_type == TensorProto.UINT8 else np.int8
+    inits = [numpy_helper.from_array(np.array(scales[0], np.float32), "sq"),
+             numpy_helper.from_array(np.array(scales[1], np.float32), "sd"),
+             numpy_helper.from_array(np.array(3, zero_type), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sq", "z"], ["xq"], name="q"),
+             helper.make_node("DequantizeLinear", ["xq", "sd", "z"], ["xd"], name="dq"),
+             helper.make_node("Relu", ["xd"], ["y"], name="relu")]
+    outputs = [("y", TensorProto.FLOAT, ["N", 8])] + ([("xq", data_type, ["N", 8])] if readers == 2 else [])
+    return make_model(nodes, [("x", TensorProto.FLOAT, ["N", 8])], outputs, inits, opset=13)
+
+
+def _pair_feeds(scale: float) -> dict[str, np.ndarray]:
+    """Random values, exact halves of the scale (ties), and values far beyond the 8-bit range."""
+    rng = np.random.default_rng(19)
+    ties = (np.arange(-40, 40, dtype=np.float32) + 0.5) * np.float32(scale)
+    wide = np.array([-1e3, -300, -129.5, 127.5, 255.5, 256.5, 300, 1e3], np.float32) * np.float32(scale)
+    data = np.concatenate([rng.standard_normal(72).astype(np.float32), ties, wide])
+    return {"x": data.reshape(-1, 8)}
+
+
+def _check_pair_exact(core: ov.Core, data_type: int, precision: str) -> None:
+    """The fused pair gives ONNX Runtime's values to the bit: at ties and saturation under either
+    precision (a power-of-two scale, whose halves f16 holds exactly), and for any scale at f32."""
+    config = {"INFERENCE_PRECISION_HINT": precision}
+    scale = 0.0625  # a power of two: x / scale is exact, so the halves are exact ties
+    model = _pair_model(data_type, (scale, scale), 1)
+    feeds = _pair_feeds(scale)
+    got, records = _profiled(core, model, feeds, config)
+    np.testing.assert_array_equal(got, _ort_unfused(model, feeds)[0])
+    assert records["dq"] == "FakeQuantize" and "q" not in records
+    if precision == "f32":
+        model = _pair_model(data_type, (0.0237, 0.0237), 1)
+        feeds = {"x": np.random.default_rng(20).standard_normal((4096, 8)).astype(np.float32) * 2}
+        np.testing.assert_array_equal(_profiled(core, model, feeds, config)[0], _ort_unfused(model, feeds)[0])
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+@pytest.mark.parametrize("data_type", [TensorProto.UINT8, TensorProto.INT8])
+def test_quantize_dequantize_pair_is_exact_at_ties_and_saturation(core: ov.Core, data_type: int,
+                                                                  precision: str) -> None:
+    _check_pair_exact(core, data_type, precision)
+
+
+@pytest.mark.parametrize(("scales", "readers"), [((0.05, 0.05), 2), ((0.05, 0.04), 1)])
+def test_quantize_dequantize_pair_that_must_not_fuse_still_matches(core: ov.Core,
+                                                                   scales: tuple[float, float],
+                                                                   readers: int) -> None:
+    model = _pair_model(TensorProto.UINT8, scales, readers)
+    feeds = _pair_feeds(0.05)
+    compiled = core.compile_model(model, "GPU.0", _PROFILED)
+    request = compiled.create_infer_request()
+    results = request.infer(feeds)
+    for got, want in zip([np.asarray(results[i]) for i in range(readers)], _ort_unfused(model, feeds),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
+    records = {r.node_name: r.node_type for r in request.get_profiling_info()}
+    assert records["q"] == "QuantizeLinear" and records["dq"] == "DequantizeLinear"
+
+
+def _conv_integer_model(weight: np.ndarray) -> onnx.ModelProto:
+    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.array(131, np.uint8), "zx")]
+    nodes = [helper.make_node("ConvInteger", ["x", "w", "zx"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    return make_model(nodes, [("x", TensorProto.UINT8, ["N", weight.shape[1], 9, 9])],
+                      [("y", TensorProto.INT32, ["N", weight.shape[0], 9, 9])], inits, opset=13)
+
+
+def test_conv_integer_sums_exactly(core: ov.Core) -> None:
+    # 32 x 3 x 3 products of up to 124 x 255: sums near 2**23, beyond what float16 or TF32 hold
+    rng = np.random.default_rng(24)
+    weight = rng.integers(0, 256, (8, 32, 3, 3), dtype=np.uint8)
+    model = _conv_integer_model(weight)
+    feeds = {"x": rng.integers(0, 256, (2, 32, 9, 9), dtype=np.uint8)}
+    feeds["x"][0] = 255  # every product of the first item at its largest
+    compiled = core.compile_model(model, "GPU.0")
+    got = np.asarray(compiled(feeds)[0])
+    want = _ort_unfused(model, feeds)[0]
+    assert got.dtype == np.int32 and np.abs(want).max() < 2**24
+    np.testing.assert_array_equal(got, want)
+
+
+def test_dynamic_quantized_cnn_matches_onnx_runtime(core: ov.Core, tmp_path: Any) -> None:
+    model = _quantized(tmp_path, _cnn(), False, reduce_range=True)
+    assert [n.op_type for n in model.graph.node].count("ConvInteger") == 3
+    feeds = _cnn_feeds(25)
+    got = np.asarray(core.compile_model(model, "GPU.0")(feeds)[0])
+    np.testing.assert_allclose(got, _ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+@pytest.mark.parametrize("data_type", [TensorProto.UINT8, TensorProto.INT8])
+def test_quantize_dequantize_pair_on_cuda_is_exact(data_type: int, precision: str) -> None:
+    _check_pair_exact(ov.Core(), data_type, precision)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_static_qdq_cnn_on_cuda_matches_onnx_runtime(tmp_path: Any, precision: str) -> None:
+    model = _quantized(tmp_path, _cnn(), True, per_channel=True)
+    feeds = _cnn_feeds(26)
+    (want,) = _ort_unfused(model, feeds)
+    step = _output_scale(model)
+    config = {"INFERENCE_PRECISION_HINT": precision}
+    compiled = ov.Core().compile_model(model, "GPU.0", config)  # not profiled: CUDA graphs replay the calls
+    for _ in range(3):
+        got = np.asarray(compiled(feeds)[0])
+        np.testing.assert_allclose(got, want, rtol=0, atol=step * (1.01 if precision == "f32" else 3.01))
+    _check_cnn_fused(model, _profiled(ov.Core(), model, feeds, config)[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_conv_integer_on_cuda_sums_exactly() -> None:
+    rng = np.random.default_rng(27)
+    weight = rng.integers(0, 256, (16, 32, 3, 3), dtype=np.uint8)
+    model = _conv_integer_model(weight)
+    feeds = {"x": rng.integers(0, 256, (4, 32, 9, 9), dtype=np.uint8)}
+    got = np.asarray(ov.Core().compile_model(model, "GPU.0")(feeds)[0])
+    np.testing.assert_array_equal(got, _ort_unfused(model, feeds)[0])
