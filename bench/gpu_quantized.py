@@ -11,12 +11,14 @@ Variants, each compiled on ``GPU.0`` through the public API:
 * ``float-f16``: the float model with ``INFERENCE_PRECISION_HINT`` f16 (the baseline);
 * ``float-f32``: the float model at the default f32;
 * ``qdq-static``: ``quantize_static(quant_format=QDQ)``, per-channel int8 weights, uint8
-  activations (MatMul/Gemm of DequantizeLinear outputs run as int8 matmuls; Convs still
-  run in float on dequantized values);
-* ``qdq-static-f16``: the same under the f16 hint (float values between layers in f16);
+  activations (MatMul/Gemm of DequantizeLinear outputs run as int8 matmuls; Convs run in
+  float on weights dequantized at compile time, each activation's QuantizeLinear ->
+  DequantizeLinear pair one fake-quantize call);
+* ``qdq-static-f16``: the same under the f16 hint (float values between layers, the Convs
+  and their weights in f16);
 * ``dynamic``: ``quantize_dynamic`` (DynamicQuantizeLinear + MatMulInteger; the CNN's Convs
-  become ConvInteger, which this device runs as an exact float64 convolution: torch has no
-  int8 convolution kernel).
+  become ConvInteger, which this device runs as a float32 convolution: torch has no int8
+  convolution kernel).
 
 Per row (model, ``PERFORMANCE_HINT``, variant): the median wall time of one
 synchronous ``infer`` (``sync ms``) and the throughput of an ``AsyncInferQueue``
