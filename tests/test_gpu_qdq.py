@@ -492,12 +492,83 @@ def test_conv_integer_sums_exactly(core: ov.Core) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def test_dynamic_quantized_cnn_matches_onnx_runtime(core: ov.Core, tmp_path: Any) -> None:
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_dynamic_quantized_cnn_matches_onnx_runtime(core: ov.Core, tmp_path: Any, precision: str) -> None:
     model = _quantized(tmp_path, _cnn(), False, reduce_range=True)
-    assert [n.op_type for n in model.graph.node].count("ConvInteger") == 3
+    convs = [n.name for n in model.graph.node if n.op_type == "ConvInteger"]
+    nodes = model.graph.node
+    sums = {o for n in nodes if n.op_type == "ConvInteger" for o in n.output}
+    casts = {n.output[0]: n.name for n in nodes if n.op_type == "Cast" and n.input[0] in sums}
+    scaled = {o for n in nodes if n.op_type == "Mul" and set(n.input) & set(casts) for o in n.output}
+    chains = {*casts.values(), *(n.name for n in nodes if n.op_type == "Add" and set(n.input) & scaled)}
+    assert len(convs) == 3 and len(chains) == 6
     feeds = _cnn_feeds(25)
-    got = np.asarray(core.compile_model(model, "GPU.0")(feeds)[0])
-    np.testing.assert_allclose(got, _ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    got, records = _profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": precision})
+    want = _ort_unfused(model, feeds)[0]
+    if precision == "f32":  # integer sums, then the Cast, Mul and Add's float32 arithmetic
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    else:  # f16 activations quantize on a slightly different scale, and each sum rounds to f16
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-2 * np.abs(want).max())
+    # each ConvInteger's Cast, scale Mul and bias Add run inside its call
+    assert all(records[name] == "ConvInteger" for name in convs) and not chains & set(records)
+
+
+def _conv_integer_chain(weight: np.ndarray, weight_zero: np.ndarray | None) -> onnx.ModelProto:
+    """DynamicQuantizeLinear, ConvInteger (zero points of both), Cast, Mul by the scales' product,
+    Add of a per-channel bias: ``quantize_dynamic``'s Conv written out."""
+    channels = weight.shape[0]
+    bias = np.linspace(-1, 1, channels, dtype=np.float32).reshape(1, -1, 1, 1)
+    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.array(0.01, np.float32), "ws"),
+             numpy_helper.from_array(bias, "b")]
+    conv_inputs = ["xq", "w", "xz"]
+    if weight_zero is not None:
+        inits.append(numpy_helper.from_array(weight_zero, "wz"))
+        conv_inputs.append("wz")
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"], name="dql"),
+             helper.make_node("Mul", ["xs", "ws"], ["scale"], name="scales"),
+             helper.make_node("ConvInteger", conv_inputs, ["acc"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Cast", ["acc"], ["accf"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["accf", "scale"], ["scaled"], name="mul"),
+             helper.make_node("Add", ["scaled", "b"], ["y"], name="bias")]
+    return make_model(nodes, [("x", TensorProto.FLOAT, ["N", weight.shape[1], 10, 10])],
+                      [("y", TensorProto.FLOAT, ["N", channels, 10, 10])], inits, opset=13)
+
+
+def _conv_integer_chain_reference(x: np.ndarray, weight: np.ndarray, weight_zero: np.ndarray,
+                                  bias: np.ndarray) -> np.ndarray:
+    """:func:`_conv_integer_chain` in numpy (float64 sums of the ONNX ops' integers), for a weight
+    zero point per output channel, which ONNX Runtime's ConvInteger refuses."""
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    scale = np.float32((high - low) / 255)
+    zero = np.clip(np.round(-low / scale), 0, 255)
+    data = np.clip(np.round(x / scale) + zero, 0, 255) - zero
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1))),
+                                                       (3, 3), axis=(2, 3))
+    centered = weight.astype(np.float64) - weight_zero.reshape(-1, 1, 1, 1)
+    sums = np.einsum("nchwij,ocij->nohw", windows, centered).astype(np.float32)
+    return sums * (scale * np.float32(0.01)) + bias
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+@pytest.mark.parametrize("zero", ["none", "tensor", "channel"])
+def test_conv_integer_chain_fuses_and_matches_onnx_runtime(core: ov.Core, zero: str, precision: str) -> None:
+    rng = np.random.default_rng(28)
+    weight = rng.integers(0, 256, (12, 16, 3, 3), dtype=np.uint8)
+    weight_zero = {"none": None, "tensor": np.array(128, np.uint8),
+                   "channel": rng.integers(100, 156, 12, dtype=np.uint8)}[zero]
+    model = _conv_integer_chain(weight, weight_zero)
+    feeds = {"x": rng.standard_normal((2, 16, 10, 10)).astype(np.float32)}
+    got, records = _profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": precision})
+    if zero == "channel":
+        bias = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "b"))
+        want = _conv_integer_chain_reference(feeds["x"], weight, weight_zero, bias)  # type: ignore[arg-type]
+    else:
+        want = _ort_unfused(model, feeds)[0]
+    if precision == "f32":  # sums below 2**24: the integer sums, scaled and biased as ONNX Runtime does
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+    else:  # f16 data quantizes on a slightly different scale, and each sum rounds to f16
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-2 * np.abs(want).max())
+    assert records["conv"] == "ConvInteger" and not {"cast", "mul", "bias"} & set(records)
 
 
 @pytest.mark.gpu

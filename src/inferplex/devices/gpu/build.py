@@ -11,9 +11,17 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
-from inferplex.devices.gpu._quantized_fusions import DynamicMatMul, QuantizeDequantize, QuantizedMatMul
+from inferplex.devices.gpu._quantized_fusions import (
+    DynamicConv,
+    DynamicMatMul,
+    QuantizeDequantize,
+    QuantizedMatMul,
+)
+from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.ops.quantized import (
+    DYNAMIC_CONV_WEIGHT_FACTOR,
+    dynamic_quantized_conv,
     dynamic_quantized_linear,
     quantize_dequantize,
     quantized_linear,
@@ -159,6 +167,9 @@ class Builder:
         if name in self.fusions.quantize_dequantize:
             self._emit_quantize_dequantize(name, self.fusions.quantize_dequantize[name])
             return
+        if name in self.fusions.dynamic_conv:
+            self._emit_dynamic_conv(self.fusions.dynamic_conv[name])
+            return
         if name in self.fusions.dynamic_matmul:
             self._emit_dynamic_matmul(self.fusions.dynamic_matmul[name])
             return
@@ -251,6 +262,30 @@ class Builder:
         call = self.graph.call_function(quantize_dequantize, args)
         call.meta.update(onnx_name=name, onnx_op="FakeQuantize")
         self.env[found.output] = call
+
+    def _emit_dynamic_conv(self, found: DynamicConv) -> None:
+        constants, reduced = self.analysis.constants, self.compute_dtype is not None
+        weight_value, zero_value = found.weight, found.weight_zero
+
+        def centered() -> np.ndarray:
+            weight = constants[weight_value].astype(np.float32)
+            if zero_value is not None:
+                zero = constants[zero_value].astype(np.float32).reshape(-1)
+                weight -= zero.reshape((-1,) + (1,) * (weight.ndim - 1)) if zero.size > 1 else zero[0]
+            return weight * np.float32(DYNAMIC_CONV_WEIGHT_FACTOR) if reduced else weight
+
+        channels_last = found.conv_name in self.fusions.channels_last_convs
+        weight = self.buffer(("dynamic_conv", weight_value, zero_value), (weight_value, zero_value), centered,
+                             channels_last, keep_type=not reduced)
+        bias_value = found.bias
+        bias = None if bias_value is None else self.buffer(
+            ("dynamic_conv", "bias", bias_value), (bias_value,),
+            lambda: constants[bias_value].reshape((1, -1) + (1,) * (constants[weight_value].ndim - 2)))
+        conv = found.conv
+        zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 else None
+        run = dynamic_quantized_conv(nn.conv(self.analysis.infos[found.conv_name]), channels_last)
+        args = (self.arg(conv.inputs[0]), zero, weight, self.arg(found.scale), bias)
+        self.env[found.output] = self.call(found.conv_name, conv, run, args)
 
     def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:
         constants = self.analysis.constants

@@ -26,6 +26,12 @@
   when W is a constant 2-D int8 tensor with zero point 0, K and N multiples of
   8, a's zero point one value and the scale one value or one per column; a
   constant bias Add after the Mul joins the call.
+* ``Mul(Cast(ConvInteger(x, W)), scale)``, as ``quantize_dynamic`` writes a Conv,
+  becomes one float convolution (:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_conv`)
+  when W is a constant 8-bit tensor with a constant zero point and the scale one
+  float32 value; a constant per-channel bias Add after the Mul joins the call.
+  The centered weight is made at compile time; the convolution runs in float32
+  at the model's precision, in the compute type under a reduced one.
 * A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
   ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
   one int8 matmul (:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`):
@@ -71,10 +77,12 @@ from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._quantized_fusions import (
+    DynamicConv,
     DynamicMatMul,
     QuantizeDequantize,
     QuantizedMatMul,
     absorb_quantizers,
+    dynamic_conv,
     dynamic_matmul,
     quantize_dequantize_pairs,
     quantized_matmul,
@@ -150,6 +158,8 @@ class Fusions:
     """MatMul or Gemm of DequantizeLinear outputs -> the int8 matmul that replaces it."""
     dynamic_matmul: dict[str, DynamicMatMul] = field(default_factory=dict)
     """Mul of a Cast MatMulInteger by its scale -> the chain."""
+    dynamic_conv: dict[str, DynamicConv] = field(default_factory=dict)
+    """Mul of a Cast ConvInteger by its scale -> the chain."""
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call."""
     absorbed: set[ir.Node] = field(default_factory=set)
@@ -286,6 +296,11 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
         elif node.op_type == "Mul" and (dynamic := dynamic_matmul(analysis, names, node)) is not None:
             fusions.dynamic_matmul[name] = dynamic
             fusions.absorbed.update(dynamic.absorbed)
+        elif node.op_type == "Mul" and (integer_conv := dynamic_conv(analysis, names, node)) is not None:
+            fusions.dynamic_conv[name] = integer_conv
+            fusions.absorbed.update(integer_conv.absorbed)
+            if channels_last and analysis.infos[integer_conv.conv_name].rank(0) == 4:
+                fusions.channels_last_convs.add(integer_conv.conv_name)
         elif node.op_type == "MatMul":
             found = _bias_add_after(analysis, names, node)
             if found is not None:

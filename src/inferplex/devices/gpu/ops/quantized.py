@@ -416,6 +416,45 @@ def _conv_integer(info: NodeInfo) -> Callable[..., Any]:
     return conv_integer
 
 
+DYNAMIC_CONV_WEIGHT_FACTOR = 2.0 ** -16
+"""Under a reduced precision the centered 8-bit weight is stored times this power of two: exact
+in f16 and bf16, and sums of up to 65000 products of 255 x 255 stay within f16's range."""
+
+
+def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Callable[..., Any]:
+    """``Mul(Cast(ConvInteger(x, w, zero), float), scale) (+ bias)``, as ``quantize_dynamic`` writes a
+    Conv, on the float convolution kernels; ``conv`` runs the ConvInteger's window, and with
+    ``channels_last`` the 8-bit data is brought to NHWC first (cheaper than the float values).
+
+    The call takes ``x``: 8-bit data with a per-tensor ``zero`` point computed at run time (or
+    None); ``weight``: the constant ``w - w_zero`` made at compile time, float32 at the model's
+    precision, else in the compute type times :data:`DYNAMIC_CONV_WEIGHT_FACTOR`; ``scale``: one
+    value; ``bias``: one per output channel, shaped to broadcast over axis 1, or None.  Centered
+    values (at most 255 in magnitude) are exact in every floating type.  In float32 the sums are
+    ConvInteger's while below 2**24 (see the module docstring), so the result is the Cast, Mul
+    and Add's; in f16/bf16 each sum is rounded once to the compute type, which a reduced
+    precision allows (and, scaled by 2**-16, cannot overflow as the Cast to f16 of a large sum
+    does), and the convolution runs on the tensor-core kernels.
+    """
+
+    def dynamic_conv(x: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor, scale: torch.Tensor,
+                     bias: torch.Tensor | None) -> torch.Tensor:
+        dtype = weight.dtype
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        values = x.to(dtype)
+        if zero is not None:
+            values = values.sub_(zero.reshape(()).to(dtype))
+        acc = conv(values, weight)
+        if dtype == torch.float32:  # the Mul, then the Add, each rounded as ONNX Runtime rounds them
+            acc = acc.mul_(scale.reshape(()))
+            return acc if bias is None else acc.add_(bias)
+        factor = (scale.reshape(()).to(torch.float32) / DYNAMIC_CONV_WEIGHT_FACTOR).to(dtype)
+        return acc.mul_(factor) if bias is None else torch.addcmul(bias, acc, factor)
+
+    return dynamic_conv
+
+
 @register("QLinearConv", versions=(10, None),
           supports=lambda info: first_reason(_conv_int_supports(info, (0, 3), (2, 5, 7)),
                                              dtype_reason(info, (1, 4, 6), FLOAT_DTYPES),
