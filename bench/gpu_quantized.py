@@ -17,8 +17,9 @@ Variants, each compiled on ``GPU.0`` through the public API:
 * ``qdq-static-f16``: the same under the f16 hint (float values between layers, the Convs
   and their weights in f16);
 * ``dynamic``: ``quantize_dynamic`` (DynamicQuantizeLinear + MatMulInteger; the CNN's Convs
-  become ConvInteger, which this device runs as a float32 convolution: torch has no int8
-  convolution kernel).
+  become ConvInteger, which this device runs, with the Cast, scale Mul and bias Add after it,
+  as one float32 convolution: torch has no int8 convolution kernel);
+* ``dynamic-f16``: the same under the f16 hint (those convolutions in f16).
 
 Per row (model, ``PERFORMANCE_HINT``, variant): the median wall time of one
 synchronous ``infer`` (``sync ms``) and the throughput of an ``AsyncInferQueue``
@@ -54,7 +55,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-VARIANTS = ("float-f16", "float-f32", "qdq-static", "qdq-static-f16", "dynamic")
+VARIANTS = ("float-f16", "float-f32", "qdq-static", "qdq-static-f16", "dynamic", "dynamic-f16")
 
 
 # --- models ------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def _queue_items_per_s(ov: Any, compiled: Any, feeds: dict[str, Any], batch: int
 
 def _variant(variant: str, paths: dict[str, str]) -> tuple[str, dict[str, Any]]:
     source = {"float-f16": "float", "float-f32": "float", "qdq-static": "static", "qdq-static-f16": "static",
-              "dynamic": "dynamic"}[variant]
+              "dynamic": "dynamic", "dynamic-f16": "dynamic"}[variant]
     precision = "f16" if variant.endswith("f16") else "f32"
     return paths[source], {"INFERENCE_PRECISION_HINT": precision}
 
