@@ -591,8 +591,18 @@ def test_static_qdq_cnn_on_cuda_matches_onnx_runtime(tmp_path: Any, precision: s
     compiled = ov.Core().compile_model(model, "GPU.0", config)  # not profiled: CUDA graphs replay the calls
     for _ in range(3):
         got = np.asarray(compiled(feeds)[0])
-        np.testing.assert_allclose(got, want, rtol=0, atol=step * (1.01 if precision == "f32" else 3.01))
+        # cuDNN sums in its own order (f16 besides rounds): intermediate values on a rounding
+        # boundary move by a step, and the output by a step or two where two such moves meet
+        np.testing.assert_allclose(got, want, rtol=0, atol=step * (2.01 if precision == "f32" else 3.01))
+        assert np.abs(got - want).mean() < step / 2
     _check_cnn_fused(model, _profiled(ov.Core(), model, feeds, config)[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_conv_integer_chain_on_cuda_fuses_and_matches_onnx_runtime(precision: str) -> None:
+    test_conv_integer_chain_fuses_and_matches_onnx_runtime(ov.Core(), "tensor", precision)
 
 
 @pytest.mark.gpu
