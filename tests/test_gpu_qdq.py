@@ -577,6 +577,24 @@ def _check_conv_integer_chain(core: ov.Core, zero: str, precision: str) -> None:
     assert records["conv"] == "ConvInteger" and not {"cast", "mul", "bias"} & set(records)
 
 
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_dynamically_quantized_data_read_elsewhere_keeps_its_value(core: ov.Core, precision: str) -> None:
+    weight = np.random.default_rng(29).integers(0, 256, (8, 16, 3, 3), dtype=np.uint8)
+    model = _conv_integer_chain(weight, np.array(120, np.uint8))
+    model.graph.output.append(helper.make_tensor_value_info("xq", TensorProto.UINT8, ["N", 16, 10, 10]))
+    feeds = {"x": np.random.default_rng(30).standard_normal((2, 16, 10, 10)).astype(np.float32)}
+    results = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})(feeds)
+    got, data = np.asarray(results[0]), np.asarray(results[1])
+    want = _ort_unfused(model, feeds)
+    largest = np.abs(want[0]).max()
+    if precision == "f32":
+        np.testing.assert_allclose(got, want[0], rtol=1e-6, atol=1e-6 * largest)
+        np.testing.assert_array_equal(data, want[1])
+    else:  # f16 data quantizes on a slightly different scale: a few values move by a step
+        np.testing.assert_allclose(got, want[0], rtol=0, atol=1e-2 * largest)
+        assert data.dtype == np.uint8 and np.abs(data.astype(int) - want[1]).max() <= 1
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("precision", ["f32", "f16"])

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
 __all__ = ["DynamicConv", "DynamicMatMul", "QuantizeDequantize", "QuantizedMatMul", "absorb_quantizers",
-           "dynamic_conv", "dynamic_matmul", "quantize_dequantize_pairs", "quantized_matmul"]
+           "centered_quantizers", "dynamic_conv", "dynamic_matmul", "quantize_dequantize_pairs",
+           "quantized_matmul"]
 
 
 @dataclass(frozen=True)
@@ -388,3 +389,26 @@ def _conv_bias_add(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node,
                                                                         (channels, *spatial)):
         return None
     return add, bias  # type: ignore[return-value]
+
+
+def centered_quantizers(analysis: Analysis, names: dict[ir.Node, str],
+                        planned: dict[str, DynamicConv]) -> dict[str, ir.Value]:
+    """DynamicQuantizeLinear nodes (by friendly name, with their data output) whose data and zero
+    point only ``planned`` convolutions read (as their data and its zero point): they hand those
+    the centered data instead (see
+    :func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantize_centered`)."""
+    convs = {found.conv for found in planned.values()}
+    found: dict[str, ir.Value] = {}
+    for name, node in analysis.nodes:
+        if node.op_type != "DynamicQuantizeLinear" or node.domain not in _ONNX_DOMAINS \
+                or not _runs(analysis, names, node) or len(node.outputs) != 3:
+            continue
+        data, zero = node.outputs[0], node.outputs[2]
+        if list(data.uses()) and _read_only_by(data, convs, 0) and _read_only_by(zero, convs, 2):
+            found[name] = data
+    return found
+
+
+def _read_only_by(value: ir.Value, nodes: set[ir.Node], index: int) -> bool:
+    """Whether ``value`` is no graph output and only ``nodes`` read it, as their input ``index``."""
+    return not value.is_graph_output() and all(use.node in nodes and use.idx == index for use in value.uses())

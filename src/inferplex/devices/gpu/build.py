@@ -21,6 +21,7 @@ from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.ops.quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
+    dynamic_quantize_centered,
     dynamic_quantized_conv,
     dynamic_quantized_linear,
     quantize_dequantize,
@@ -167,6 +168,9 @@ class Builder:
         if name in self.fusions.quantize_dequantize:
             self._emit_quantize_dequantize(name, self.fusions.quantize_dequantize[name])
             return
+        if name in self.fusions.centered_quantizers:
+            self._emit_centered_quantizer(name, node)
+            return
         if name in self.fusions.dynamic_conv:
             self._emit_dynamic_conv(self.fusions.dynamic_conv[name])
             return
@@ -263,6 +267,15 @@ class Builder:
         call.meta.update(onnx_name=name, onnx_op="FakeQuantize")
         self.env[found.output] = call
 
+    def _emit_centered_quantizer(self, name: str, node: ir.Node) -> None:
+        """DynamicQuantizeLinear handing centered float data to the dynamic convolutions (which
+        then get no zero point, see :meth:`_emit_dynamic_conv`)."""
+        call = self.call(name, node, dynamic_quantize_centered, (self.arg(node.inputs[0]),))
+        for index, value in enumerate(node.outputs):
+            out = self.graph.call_function(_pick, (call, index))
+            out.meta.update(onnx_name=name, onnx_op=node.op_type)
+            self.env[value] = out
+
     def _emit_dynamic_conv(self, found: DynamicConv) -> None:
         constants, reduced = self.analysis.constants, self.compute_dtype is not None
         weight_value, zero_value = found.weight, found.weight_zero
@@ -282,7 +295,8 @@ class Builder:
             ("dynamic_conv", "bias", bias_value), (bias_value,),
             lambda: constants[bias_value].reshape((1, -1) + (1,) * (constants[weight_value].ndim - 2)))
         conv = found.conv
-        zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 else None
+        centered = conv.inputs[0] in self.fusions.centered_quantizers.values()
+        zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 and not centered else None
         run = dynamic_quantized_conv(nn.conv(self.analysis.infos[found.conv_name]), channels_last)
         args = (self.arg(conv.inputs[0]), zero, weight, self.arg(found.scale), bias)
         self.env[found.output] = self.call(found.conv_name, conv, run, args)

@@ -31,7 +31,10 @@
   when W is a constant 8-bit tensor with a constant zero point and the scale one
   float32 value; a constant per-channel bias Add after the Mul joins the call.
   The centered weight is made at compile time; the convolution runs in float32
-  at the model's precision, in the compute type under a reduced one.
+  at the model's precision, in the compute type under a reduced one.  A
+  DynamicQuantizeLinear whose data only such calls read hands them its data
+  centered on the zero point, in that floating type, from one fake-quantize
+  kernel (no uint8 tensor, no casts).
 * A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
   ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
   one int8 matmul (:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`):
@@ -82,6 +85,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     QuantizeDequantize,
     QuantizedMatMul,
     absorb_quantizers,
+    centered_quantizers,
     dynamic_conv,
     dynamic_matmul,
     quantize_dequantize_pairs,
@@ -160,6 +164,9 @@ class Fusions:
     """Mul of a Cast MatMulInteger by its scale -> the chain."""
     dynamic_conv: dict[str, DynamicConv] = field(default_factory=dict)
     """Mul of a Cast ConvInteger by its scale -> the chain."""
+    centered_quantizers: dict[str, ir.Value] = field(default_factory=dict)
+    """DynamicQuantizeLinear -> its data output, which it hands the ``dynamic_conv`` calls as
+    centered float data."""
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call."""
     absorbed: set[ir.Node] = field(default_factory=set)
@@ -310,6 +317,7 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
     fusions.quantize_dequantize = quantize_dequantize_pairs(analysis, names, fusions.quantized_matmul,
                                                             fusions.absorbed)
     fusions.absorbed.update(pair.quantizer for pair in fusions.quantize_dequantize.values())
+    fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)
     return fusions
 
 

@@ -192,16 +192,33 @@ def nn_dtype(dtype: ir.DataType) -> torch.dtype:
                                              dtype_reason(info, (0,), frozenset({ir.DataType.FLOAT}))))
 def _dynamic_quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        # ONNX: the range always holds 0; scale = range / 255.  An all-zero input has scale 1, as
-        # ONNX Runtime gives it (any scale quantizes it to zeros).
-        low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
-        low, high = torch.clamp(low, max=0), torch.clamp(high, min=0)
-        scale = torch.where(high == low, torch.ones_like(high), (high - low) / 255)
-        zero = torch.round(torch.clamp(-low / scale, 0, 255))
+        scale, zero = _dynamic_parameters(x)
         y = torch.clamp(torch.round(x / scale) + zero, 0, 255).to(torch.uint8)
         return y, scale, zero.to(torch.uint8)
 
     return dynamic_quantize
+
+
+def _dynamic_parameters(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear's scale and (rounded, float) zero point of ``x``."""
+    # ONNX: the range always holds 0; scale = range / 255.  An all-zero input has scale 1, as
+    # ONNX Runtime gives it (any scale quantizes it to zeros).
+    low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+    low, high = torch.clamp(low, max=0), torch.clamp(high, min=0)
+    scale = torch.where(high == low, torch.ones_like(high), (high - low) / 255)
+    return scale, torch.round(torch.clamp(-low / scale, 0, 255))
+
+
+def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear's outputs with the data centered, ``y - zero`` in ``x``'s floating
+    type (exact: at most 255 in magnitude), for convolutions that read nothing else of it
+    (see :func:`dynamic_quantized_conv`).  ``clamp(round(x / scale) + zero, 0, 255) - zero`` runs
+    as the division and one fake-quantize kernel (scale 1, which rounds half to even and adds the
+    zero point after rounding, as ONNX does) instead of a chain of passes and a uint8 tensor."""
+    scale, zero = _dynamic_parameters(x)
+    one = torch.ones((), dtype=torch.float32, device=x.device)
+    centered = torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255)
+    return centered, scale, zero.to(torch.uint8)
 
 
 # --- integer matmul and convolution ------------------------------------------------------
@@ -427,7 +444,8 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Cal
     ``channels_last`` the 8-bit data is brought to NHWC first (cheaper than the float values).
 
     The call takes ``x``: 8-bit data with a per-tensor ``zero`` point computed at run time (or
-    None); ``weight``: the constant ``w - w_zero`` made at compile time, float32 at the model's
+    None), or the centered data of :func:`dynamic_quantize_centered` with no zero point;
+    ``weight``: the constant ``w - w_zero`` made at compile time, float32 at the model's
     precision, else in the compute type times :data:`DYNAMIC_CONV_WEIGHT_FACTOR`; ``scale``: one
     value; ``bias``: one per output channel, shaped to broadcast over axis 1, or None.  Centered
     values (at most 255 in magnitude) are exact in every floating type.  In float32 the sums are
