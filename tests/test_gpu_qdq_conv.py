@@ -355,3 +355,20 @@ def test_conv_integer_on_cuda_sums_exactly() -> None:
     feeds = {"x": rng.integers(0, 256, (4, 32, 9, 9), dtype=np.uint8)}
     got = np.asarray(ov.Core().compile_model(model, "GPU.0")(feeds)[0])
     np.testing.assert_array_equal(got, ort_unfused(model, feeds)[0])
+
+
+def test_weight_too_large_to_fold_is_dequantized_once_at_compile_time(core: ov.Core) -> None:
+    # 4100 x 4100 int8 values: more than the analysis folds (2**24 elements); K = 4100 is no
+    # multiple of 8, so no int8 matmul takes the weight either
+    rng = np.random.default_rng(31)
+    weight = rng.integers(-128, 128, (4100, 4100), dtype=np.int8)
+    inits = [numpy_helper.from_array(weight, "wq"),
+             numpy_helper.from_array(np.linspace(1e-3, 2e-3, 4100, dtype=np.float32), "sw")]
+    nodes = [helper.make_node("DequantizeLinear", ["wq", "sw"], ["w"], name="dqw", axis=1),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    ports = [("x", TensorProto.FLOAT, ["N", 4100])], [("y", TensorProto.FLOAT, ["N", 4100])]
+    model = make_model(nodes, *ports, inits, opset=13)
+    feeds = {"x": rng.standard_normal((2, 4100)).astype(np.float32)}
+    got, records = profiled(core, model, feeds)
+    np.testing.assert_allclose(got, ort_unfused(model, feeds)[0], rtol=1e-4, atol=1e-4)
+    assert records["mm"] == "MatMul" and "dqw" not in records

@@ -36,7 +36,7 @@ from inferplex.devices.gpu.optimize import (
     scaled_dot_product_attention,
     to_channels_last,
 )
-from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch
+from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch, torch_to_numpy
 from inferplex.errors import CompileError, ModelError
 
 if TYPE_CHECKING:
@@ -183,6 +183,10 @@ class Builder:
             self.env[found.output] = self.call(name, node, scaled_dot_product_attention,
                                                (*map(self.arg, values), found.scale))
             return
+        if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx") \
+                and all(v is None or v in self.analysis.constants for v in node.inputs):
+            self._emit_constant_dequantize(name, node)
+            return
         # If/Loop/Scan bodies read enclosing values implicitly: they follow the node's own inputs.
         args = [self.arg(v) for v in (*node.inputs, *outer_values(node))]
         if name in self.fusions.channels_last_convs:
@@ -255,6 +259,21 @@ class Builder:
                                 lambda: constants[scale_value].reshape(()), keep_type=True)
             args = (self.arg(found.source), *args, scale, zero - (0 if found.activation_signed else 128))
         self.env[found.output] = self.call(name, node, quantized_linear, args)
+
+    def _emit_constant_dequantize(self, name: str, node: ir.Node) -> None:
+        """A DequantizeLinear of constants too large to fold at analysis (a big quantized weight)
+        runs once, here: its output is a buffer in the compute precision, like a folded one, not
+        a dequantization on every run."""
+        dequantize, constants = self.analysis.functions[name], self.analysis.constants
+
+        def make() -> np.ndarray:
+            with torch.no_grad():
+                args = [None if v is None else numpy_to_torch(constants[v]) for v in node.inputs]
+                return torch_to_numpy(dequantize(*args))
+
+        value = node.outputs[0]
+        self.env[value] = self.buffer(("dequantized", value), tuple(node.inputs), make,
+                                      value in self.fusions.channels_last_weights, keeps_float32(value))
 
     def _emit_quantize_dequantize(self, name: str, found: QuantizeDequantize) -> None:
         """One fake-quantize call for the pair; its profiling record is the DequantizeLinear's,
