@@ -52,8 +52,9 @@
   fake-quantize call (:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`)
   in the program's precision: one pass over the activation instead of a chain of
   casts and integer arithmetic.  The weights' DequantizeLinear of constants is
-  folded at lowering time like any node of constant inputs and stored in the
-  compute precision, so a QDQ Conv runs as a float (f16 under the f16 hint)
+  folded at lowering time like any node of constant inputs (or, too large for
+  the analysis to fold, computed once when the buffers are made) and stored in
+  the compute precision, so a QDQ Conv runs as a float (f16 under the f16 hint)
   convolution of the fake-quantized activation and the dequantized weight, the
   same sum as the ONNX ops.
 
