@@ -299,7 +299,7 @@ class Builder:
         constants, reduced = self.analysis.constants, self.compute_dtype is not None
         weight_value, zero_value = found.weight, found.weight_zero
 
-        def centered() -> np.ndarray:
+        def centered_weight() -> np.ndarray:
             weight = constants[weight_value].astype(np.float32)
             if zero_value is not None:
                 zero = constants[zero_value].astype(np.float32).reshape(-1)
@@ -307,15 +307,16 @@ class Builder:
             return weight * np.float32(DYNAMIC_CONV_WEIGHT_FACTOR) if reduced else weight
 
         channels_last = found.conv_name in self.fusions.channels_last_convs
-        weight = self.buffer(("dynamic_conv", weight_value, zero_value), (weight_value, zero_value), centered,
-                             channels_last, keep_type=not reduced)
+        weight = self.buffer(("dynamic_conv", weight_value, zero_value), (weight_value, zero_value),
+                             centered_weight, channels_last, keep_type=not reduced)
         bias_value = found.bias
         bias = None if bias_value is None else self.buffer(
             ("dynamic_conv", "bias", bias_value), (bias_value,),
             lambda: constants[bias_value].reshape((1, -1) + (1,) * (constants[weight_value].ndim - 2)))
         conv = found.conv
-        centered = conv.inputs[0] in self.fusions.centered_quantizers.values()
-        zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 and not centered else None
+        # data a centered quantizer made is already ``x - zero``, in the weight's floating type
+        takes_centered = conv.inputs[0] in self.fusions.centered_quantizers.values()
+        zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 and not takes_centered else None
         run = dynamic_quantized_conv(nn.conv(self.analysis.infos[found.conv_name]), channels_last)
         args = (self.arg(conv.inputs[0]), zero, weight, self.arg(found.scale), bias)
         self.env[found.output] = self.call(found.conv_name, conv, run, args)
