@@ -1,5 +1,5 @@
-"""Fusion planning for quantized models: the int8 matmuls and QDQ pairs of :mod:`.optimize`'s
-module docstring.
+"""Fusion planning for quantized models: the int8 matmuls, QDQ pairs and dynamic convolutions of
+:mod:`.optimize`'s module docstring.
 
 :func:`quantized_matmul` finds a MatMul or Gemm of DequantizeLinear outputs
 (``quantize_static``'s QDQ format), :func:`dynamic_matmul` and :func:`dynamic_conv` the
@@ -7,7 +7,9 @@ module docstring.
 :func:`absorb_quantizers` which DequantizeLinear and QuantizeLinear nodes the
 fused calls make redundant.  :func:`quantize_dequantize_pairs` then finds the
 remaining QuantizeLinear -> DequantizeLinear pairs (the activations before a QDQ
-model's convolutions, adds and pools).  The calls themselves are
+model's convolutions, adds and pools), and :func:`centered_quantizers` the
+DynamicQuantizeLinear nodes that hand dynamic convolutions centered float data.
+The calls themselves are
 :func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`,
 :func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`,
 :func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_conv` and
@@ -325,8 +327,9 @@ def _pair(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> Quantiz
     """The pair that ends at ``dq`` (see :func:`quantize_dequantize_pairs`), or None."""
     quantizer = _quantizer(analysis, names, dq)
     limits = _EIGHT_BIT_RANGES.get(analysis.infos[names[dq]].input_dtypes[0])  # type: ignore[arg-type]
-    if quantizer is None or limits is None:
-        return None
+    precision = quantizer.attributes.get("precision") if quantizer is not None else None
+    if quantizer is None or limits is None or (precision is not None and precision.value):
+        return None  # a division in another precision than float32 is not the fused call's
     scale = _constant(analysis, dq.inputs[1])
     zero_value = dq.inputs[2] if len(dq.inputs) > 2 else None
     zero = _constant(analysis, zero_value)
