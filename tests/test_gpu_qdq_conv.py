@@ -348,6 +348,19 @@ def test_conv_integer_chain_on_cuda_fuses_and_matches_onnx_runtime(precision: st
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_dynamic_quantized_cnn_on_cuda_matches_onnx_runtime(tmp_path: Any, precision: str) -> None:
+    model = quantized(tmp_path, _cnn(), False, reduce_range=True)
+    feeds = _cnn_feeds(32)
+    want = ort_unfused(model, feeds)[0]
+    compiled = ov.Core().compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})
+    tolerance = (1e-5 if precision == "f32" else 2e-2) * np.abs(want).max()
+    for _ in range(3):  # not profiled: CUDA graphs replay the calls
+        np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=0, atol=tolerance)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_conv_integer_on_cuda_sums_exactly() -> None:
     rng = np.random.default_rng(27)
     weight = rng.integers(0, 256, (16, 32, 3, 3), dtype=np.uint8)
