@@ -11,12 +11,15 @@ Variants, each compiled on ``GPU.0`` through the public API:
 * ``float-f16``: the float model with ``INFERENCE_PRECISION_HINT`` f16 (the baseline);
 * ``float-f32``: the float model at the default f32;
 * ``qdq-static``: ``quantize_static(quant_format=QDQ)``, per-channel int8 weights, uint8
-  activations (MatMul/Gemm of DequantizeLinear outputs run as int8 matmuls; Convs still
-  run in float on dequantized values);
-* ``qdq-static-f16``: the same under the f16 hint (float values between layers in f16);
+  activations (MatMul/Gemm of DequantizeLinear outputs run as int8 matmuls; Convs run in
+  float on weights dequantized at compile time, each activation's QuantizeLinear ->
+  DequantizeLinear pair one fake-quantize call);
+* ``qdq-static-f16``: the same under the f16 hint (float values between layers, the Convs
+  and their weights in f16);
 * ``dynamic``: ``quantize_dynamic`` (DynamicQuantizeLinear + MatMulInteger; the CNN's Convs
-  become ConvInteger, which this device runs as an exact float64 convolution: torch has no
-  int8 convolution kernel).
+  become ConvInteger, which this device runs, with the Cast, scale Mul and bias Add after it,
+  as one float32 convolution: torch has no int8 convolution kernel);
+* ``dynamic-f16``: the same under the f16 hint (those convolutions in f16).
 
 Per row (model, ``PERFORMANCE_HINT``, variant): the median wall time of one
 synchronous ``infer`` (``sync ms``) and the throughput of an ``AsyncInferQueue``
@@ -52,7 +55,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-VARIANTS = ("float-f16", "float-f32", "qdq-static", "qdq-static-f16", "dynamic")
+VARIANTS = ("float-f16", "float-f32", "qdq-static", "qdq-static-f16", "dynamic", "dynamic-f16")
 
 
 # --- models ------------------------------------------------------------------------------
@@ -175,7 +178,7 @@ def _queue_items_per_s(ov: Any, compiled: Any, feeds: dict[str, Any], batch: int
 
 def _variant(variant: str, paths: dict[str, str]) -> tuple[str, dict[str, Any]]:
     source = {"float-f16": "float", "float-f32": "float", "qdq-static": "static", "qdq-static-f16": "static",
-              "dynamic": "dynamic"}[variant]
+              "dynamic": "dynamic", "dynamic-f16": "dynamic"}[variant]
     precision = "f16" if variant.endswith("f16") else "f32"
     return paths[source], {"INFERENCE_PRECISION_HINT": precision}
 

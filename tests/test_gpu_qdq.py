@@ -1,11 +1,12 @@
-"""QDQ and dynamically quantized models on the GPU device, through the public API.
+"""QDQ and dynamically quantized matmul models on the GPU device, through the public API.
 
 A MatMul or Gemm of two DequantizeLinear outputs (``quantize_static`` with the QDQ
 format) runs as one int8 matmul.  Results are compared with ONNX Runtime running
-each op as written (graph optimizations off: its QDQ fusions requantize
-differently); the fusion is seen in the profiling records, where the activations'
-QuantizeLinear and DequantizeLinear nodes no longer run.  Models it must not fuse (a weight computed
-at run time, a weight zero point other than 0) stay right.
+each op as written (see :mod:`quantized_models`); the fusion is seen in the
+profiling records, where the activations' QuantizeLinear and DequantizeLinear
+nodes no longer run (the output's pair runs as one FakeQuantize call, see
+``test_gpu_qdq_conv.py``).  Models it must not fuse (a weight computed at run time,
+a weight zero point other than 0) stay right.
 
 Dynamically quantized models are compared with ONNX Runtime on weights quantized
 with ``reduce_range`` (7 bits): on x86 without VNNI its uint8 x int8 kernel
@@ -21,6 +22,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from quantized_models import PROFILED, ort_unfused, output_scale, profiled, quantized
 from torch_export import export_onnx
 
 import inferplex as ov
@@ -30,22 +32,11 @@ from conftest import make_model
 torch = pytest.importorskip("torch")
 quantization = pytest.importorskip("onnxruntime.quantization")
 nn = torch.nn
-_PROFILED = {"ENABLE_PROFILING": True}
 
 
 @pytest.fixture(scope="module")
 def core(emulated_core: ov.Core) -> ov.Core:
     return emulated_core
-
-
-class _Reader:
-    """Calibration batches for quantize_static."""
-
-    def __init__(self, batches: list[np.ndarray]) -> None:
-        self._batches = iter([{"x": b} for b in batches])
-
-    def get_next(self) -> dict[str, np.ndarray] | None:
-        return next(self._batches, None)
 
 
 def _mlp(features: int = 64, hidden: int = 96, out: int = 32) -> onnx.ModelProto:
@@ -55,43 +46,11 @@ def _mlp(features: int = 64, hidden: int = 96, out: int = 32) -> onnx.ModelProto
     return export_onnx(net, (torch.randn(4, features),), ["x"], {"x": {0: "N"}}, opset=13)
 
 
-def _named(model: onnx.ModelProto) -> onnx.ModelProto:
-    for i, node in enumerate(model.graph.node):
-        node.name = node.name or f"{node.op_type}_{i}"
-    return model
-
-
-def _quantized(tmp_path: Any, model: onnx.ModelProto, static: bool, **options: Any) -> onnx.ModelProto:
-    source, target = tmp_path / "float.onnx", tmp_path / "quantized.onnx"
-    onnx.save(model, source)
-    if static:
-        rng = np.random.default_rng(3)
-        shape = [d.dim_value or 8 for d in model.graph.input[0].type.tensor_type.shape.dim]
-        reader = _Reader([rng.standard_normal(shape).astype(np.float32) for _ in range(4)])
-        quantization.quantize_static(str(source), str(target), reader,
-                                     quant_format=quantization.QuantFormat.QDQ, **options)
-    else:
-        quantization.quantize_dynamic(str(source), str(target), **options)
-    return _named(onnx.load(target))
-
-
-def _ort_unfused(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
-
-
 def _run(core: ov.Core, model: onnx.ModelProto, feeds: dict[str, Any],
          config: dict[str, Any] | None = None) -> tuple[np.ndarray, set[str]]:
     """The first output on GPU.0 and the names of the nodes that ran (profiling records)."""
-    compiled = core.compile_model(model, "GPU.0", {**_PROFILED, **(config or {})})
-    request = compiled.create_infer_request()
-    result = np.asarray(request.infer(feeds)[0])
-    ran = {r.node_name for r in request.get_profiling_info() if r.exec_type != "constant folded"}
-    return result, ran
+    result, records = profiled(core, model, feeds, config)
+    return result, {name for name, kind in records.items() if kind != "constant folded"}
 
 
 def _activation_dequantizers(model: onnx.ModelProto) -> set[str]:
@@ -102,23 +61,16 @@ def _activation_dequantizers(model: onnx.ModelProto) -> set[str]:
             and n.input[0] not in constants and n.output[0] in gemm_inputs}
 
 
-def _output_scale(model: onnx.ModelProto) -> float:
-    """The scale of the DequantizeLinear that makes the graph output (one quantization step)."""
-    last = next(n for n in model.graph.node if n.output[0] == model.graph.output[0].name)
-    scale = next(i for i in model.graph.initializer if i.name == last.input[1])
-    return float(numpy_helper.to_array(scale).reshape(-1)[0])
-
-
 @pytest.mark.parametrize(("per_channel", "activation"),
                          [(False, "QUInt8"), (True, "QUInt8"), (True, "QInt8")])
 def test_static_qdq_mlp_matches_onnx_runtime_and_runs_fused(core: ov.Core, tmp_path: Any,
                                                             per_channel: bool, activation: str) -> None:
-    model = _quantized(tmp_path, _mlp(), True, per_channel=per_channel,
+    model = quantized(tmp_path, _mlp(), True, per_channel=per_channel,
                        activation_type=getattr(quantization.QuantType, activation))
     feeds = {"x": np.random.default_rng(5).standard_normal((40, 64)).astype(np.float32)}
     got, ran = _run(core, model, feeds)
-    (want,) = _ort_unfused(model, feeds)
-    step = _output_scale(model)
+    (want,) = ort_unfused(model, feeds)
+    step = output_scale(model)
     # Outputs are requantized: a float32 rounding on either side of a rounding boundary moves a
     # value by one step, rarely.
     np.testing.assert_allclose(got, want, rtol=0, atol=step * 1.01)
@@ -127,9 +79,10 @@ def test_static_qdq_mlp_matches_onnx_runtime_and_runs_fused(core: ov.Core, tmp_p
     assert len(gemms) == 3 and gemms <= ran
     activations = _activation_dequantizers(model)
     assert len(activations) == 3 and not activations & ran
-    # the QuantizeLinear before each of them runs inside the Gemm's call too; the output's remains
+    # the QuantizeLinear before each of them runs inside the Gemm's call too; the output's pair
+    # runs as one fake-quantize call, recorded under its DequantizeLinear's name
     quantizers = {n.name for n in model.graph.node if n.op_type == "QuantizeLinear"}
-    assert len(quantizers) == 4 and len(quantizers & ran) == 1
+    assert len(quantizers) == 4 and not quantizers & ran and "y_DequantizeLinear" in ran
 
 
 def _qdq_matmul_model(weight: np.ndarray, weight_zero: int, bias: bool, constant_weight: bool = True,
@@ -169,7 +122,7 @@ def test_qdq_matmul_with_bias_fuses_and_matches_onnx_runtime(core: ov.Core, data
     model = _qdq_matmul_model(weight, 0, bias, data_type=data_type)
     feeds = _matmul_feeds(weight, 5, False)
     got, ran = _run(core, model, feeds)
-    (want,) = _ort_unfused(model, feeds)
+    (want,) = ort_unfused(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     assert "mm" in ran and not {"qx", "dqx", "bias"} & ran
 
@@ -180,10 +133,11 @@ def test_qdq_matmul_that_must_not_fuse_still_matches(core: ov.Core, weight_zero:
     weight = np.random.default_rng(10).integers(-100, 100, (64, 16), dtype=np.int8)
     model = _qdq_matmul_model(weight, weight_zero, True, constant_weight)
     feeds = _matmul_feeds(weight, 3, not constant_weight)
-    got, ran = _run(core, model, feeds)
-    (want,) = _ort_unfused(model, feeds)
+    got, records = profiled(core, model, feeds)
+    (want,) = ort_unfused(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-    assert {"qx", "dqx"} <= ran  # the activation is dequantized and the MatMul runs in float
+    # the activation is quantized and dequantized (as one call) and the MatMul runs in float
+    assert records["dqx"] == "FakeQuantize" and "qx" not in records
 
 
 def test_dequantized_activation_read_elsewhere_keeps_its_value(core: ov.Core) -> None:
@@ -193,7 +147,7 @@ def test_dequantized_activation_read_elsewhere_keeps_its_value(core: ov.Core) ->
     feeds = _matmul_feeds(weight, 4, False)
     compiled = core.compile_model(model, "GPU.0")
     results = compiled(feeds)
-    want = _ort_unfused(model, feeds)
+    want = ort_unfused(model, feeds)
     np.testing.assert_allclose(np.asarray(results[0]), want[0], rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(np.asarray(results[1]), want[1])
     _, ran = _run(core, model, feeds)
@@ -205,7 +159,7 @@ def test_qdq_matmul_depth_not_multiple_of_8_is_not_fused(core: ov.Core) -> None:
     model = _qdq_matmul_model(weight, 0, False)
     feeds = _matmul_feeds(weight, 4, False)
     got, ran = _run(core, model, feeds)
-    np.testing.assert_allclose(got, _ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got, ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-4)
     assert "dqx" in ran
 
 
@@ -227,15 +181,15 @@ def test_qdq_gemm_fuses_where_it_is_a_plain_product(core: ov.Core, trans_b: int,
                        inits, opset=13)
     feeds = {"x": rng.standard_normal((20, 32)).astype(np.float32)}
     got, ran = _run(core, model, feeds)
-    np.testing.assert_allclose(got, _ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, ort_unfused(model, feeds)[0], rtol=1e-5, atol=1e-5)
     assert "gemm" in ran and ("dqx" not in ran) == fused
 
 
 def test_qdq_model_loaded_from_the_cache_runs_fused_with_the_same_results(core: ov.Core,
                                                                            tmp_path: Any) -> None:
-    model = _quantized(tmp_path, _mlp(), True, per_channel=True)
+    model = quantized(tmp_path, _mlp(), True, per_channel=True)
     feeds = {"x": np.random.default_rng(18).standard_normal((16, 64)).astype(np.float32)}
-    config = {**_PROFILED, "CACHE_DIR": str(tmp_path / "cache")}
+    config = {**PROFILED, "CACHE_DIR": str(tmp_path / "cache")}
     runs = []
     for _ in range(2):
         compiled = core.compile_model(model, "GPU.0", config)
@@ -249,11 +203,11 @@ def test_qdq_model_loaded_from_the_cache_runs_fused_with_the_same_results(core: 
 
 
 def test_static_qdq_mlp_under_f16_hint_stays_close(core: ov.Core, tmp_path: Any) -> None:
-    model = _quantized(tmp_path, _mlp(), True, per_channel=True)
+    model = quantized(tmp_path, _mlp(), True, per_channel=True)
     feeds = {"x": np.random.default_rng(6).standard_normal((32, 64)).astype(np.float32)}
     got, ran = _run(core, model, feeds, {"INFERENCE_PRECISION_HINT": "f16"})
-    (want,) = _ort_unfused(model, feeds)
-    step = _output_scale(model)
+    (want,) = ort_unfused(model, feeds)
+    step = output_scale(model)
     # float16 values between the layers move some requantized values by a step or two.
     np.testing.assert_allclose(got, want, rtol=0, atol=step * 3.01)
     assert np.abs(got - want).mean() < step / 2
@@ -263,12 +217,12 @@ def test_static_qdq_mlp_under_f16_hint_stays_close(core: ov.Core, tmp_path: Any)
 @pytest.mark.parametrize(("hidden", "fused"), [(96, True), (20, False)])
 def test_dynamic_quantized_mlp_matches_onnx_runtime(core: ov.Core, tmp_path: Any, hidden: int,
                                                     fused: bool) -> None:
-    model = _quantized(tmp_path, _mlp(hidden=hidden), False, reduce_range=True)
+    model = quantized(tmp_path, _mlp(hidden=hidden), False, reduce_range=True)
     ops = [n.op_type for n in model.graph.node]
     assert ops.count("MatMulInteger") == 3 and "DynamicQuantizeLinear" in ops
     feeds = {"x": np.random.default_rng(7).standard_normal((24, 64)).astype(np.float32)}
     got, ran = _run(core, model, feeds)
-    (want,) = _ort_unfused(model, feeds)
+    (want,) = ort_unfused(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     matmuls = {n.name for n in model.graph.node if n.op_type == "MatMulInteger"}
     after = {n.name for n in model.graph.node if n.op_type in ("Cast", "Add")}
@@ -286,7 +240,7 @@ def test_qdq_matmul_on_cuda_matches_onnx_runtime_at_any_row_count(tmp_path: Any,
     model = _qdq_matmul_model(weight, 0, True)
     feeds = {"x": np.random.default_rng(14).standard_normal((2, rows, 512)).astype(np.float32)}
     got, ran = _run(ov.Core(), model, feeds)
-    (want,) = _ort_unfused(model, feeds)
+    (want,) = ort_unfused(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     assert "dqx" not in ran
 
@@ -294,10 +248,10 @@ def test_qdq_matmul_on_cuda_matches_onnx_runtime_at_any_row_count(tmp_path: Any,
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_static_qdq_mlp_on_cuda_matches_onnx_runtime(tmp_path: Any) -> None:
-    model = _quantized(tmp_path, _mlp(), True, per_channel=True)
+    model = quantized(tmp_path, _mlp(), True, per_channel=True)
     feeds = {"x": np.random.default_rng(15).standard_normal((256, 64)).astype(np.float32)}
-    (want,) = _ort_unfused(model, feeds)
+    (want,) = ort_unfused(model, feeds)
     compiled = ov.Core().compile_model(model, "GPU.0")  # not profiled: CUDA graphs replay the calls
     for _ in range(3):
         got = np.asarray(compiled(feeds)[0])
-        np.testing.assert_allclose(got, want, rtol=0, atol=_output_scale(model) * 1.01)
+        np.testing.assert_allclose(got, want, rtol=0, atol=output_scale(model) * 1.01)

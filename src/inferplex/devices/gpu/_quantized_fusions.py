@@ -1,12 +1,19 @@
-"""Fusion planning for quantized models: the int8 matmuls of :mod:`.optimize`'s module docstring.
+"""Fusion planning for quantized models: the int8 matmuls, QDQ pairs and dynamic convolutions of
+:mod:`.optimize`'s module docstring.
 
 :func:`quantized_matmul` finds a MatMul or Gemm of DequantizeLinear outputs
-(``quantize_static``'s QDQ format), :func:`dynamic_matmul` the
-``Mul(Cast(MatMulInteger))`` chain of ``quantize_dynamic``, and
+(``quantize_static``'s QDQ format), :func:`dynamic_matmul` and :func:`dynamic_conv` the
+``Mul(Cast(MatMulInteger))`` and ``Mul(Cast(ConvInteger))`` chains of ``quantize_dynamic``, and
 :func:`absorb_quantizers` which DequantizeLinear and QuantizeLinear nodes the
-fused calls make redundant.  The calls themselves are
-:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear` and
-:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`.
+fused calls make redundant.  :func:`quantize_dequantize_pairs` then finds the
+remaining QuantizeLinear -> DequantizeLinear pairs (the activations before a QDQ
+model's convolutions, adds and pools), and :func:`centered_quantizers` the
+DynamicQuantizeLinear nodes that hand dynamic convolutions centered float data.
+The calls themselves are
+:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`,
+:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`,
+:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_conv` and
+:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["DynamicMatMul", "QuantizedMatMul", "absorb_quantizers", "dynamic_matmul", "quantized_matmul"]
+__all__ = ["DynamicConv", "DynamicMatMul", "QuantizeDequantize", "QuantizedMatMul", "absorb_quantizers",
+           "centered_quantizers", "dynamic_conv", "dynamic_matmul", "quantize_dequantize_pairs",
+           "quantized_matmul"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,52 @@ class DynamicMatMul:
     absorbed: tuple[ir.Node, ...]
     """MatMulInteger and Cast (the Mul emits the call, where the scale is ready too), and the Add."""
 
+
+@dataclass(frozen=True)
+class QuantizeDequantize:
+    """A QuantizeLinear -> DequantizeLinear pair on one per-tensor scale and zero point, emitted as
+    one call in place of the DequantizeLinear (the QuantizeLinear is absorbed)."""
+
+    source: ir.Value
+    """The float input of the QuantizeLinear."""
+    scale: ir.Value
+    """The constant float32 scale, one value."""
+    zero_point: int
+    low: int
+    high: int
+    """The 8-bit type's range, which the quantized values saturate to."""
+    quantizer: ir.Node
+    output: ir.Value
+    """The DequantizeLinear's output."""
+
+
+@dataclass(frozen=True)
+class DynamicConv:
+    """``Mul(Cast(ConvInteger(x, constant weight, x_zero, w_zero)), scale) (+ bias)`` emitted as one
+    float convolution."""
+
+    conv: ir.Node
+    """The ConvInteger."""
+    conv_name: str
+    """Its friendly name, which the fused call's profiling record carries."""
+    weight: ir.Value
+    """The constant 8-bit weight (C_out x C_in/group x kernel)."""
+    weight_zero: ir.Value | None
+    """Its constant zero point (one value or one per output channel), or None."""
+    scale: ir.Value
+    """The float32 scale the Mul applies, one value."""
+    bias: ir.Value | None
+    """A constant float32 bias of one value per output channel added after the Mul, or None."""
+    output: ir.Value
+    """The Mul's output, or the bias Add's."""
+    absorbed: tuple[ir.Node, ...]
+    """ConvInteger and Cast (the Mul emits the call), and the Add."""
+
+
+_F16_SAFE_DEPTH = 65000
+"""Longest reduction whose sums of 8-bit products scaled by 2**-16 stay within float16's range."""
+
+_EIGHT_BIT_RANGES = {ir.DataType.INT8: (-128, 127), ir.DataType.UINT8: (0, 255)}
 
 _INT32_EXACT_DEPTH = 1 << 16
 """Longest reduction whose int32 sums of (8-bit - zero point) x int8 products cannot overflow."""
@@ -246,3 +301,117 @@ def _quantizer(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> ir
             q is None or d is None or q.dtype != d.dtype or not np.array_equal(q, d) for q, d in pairs):
         return None
     return quantizer
+
+
+def quantize_dequantize_pairs(analysis: Analysis, names: dict[ir.Node, str],
+                              planned: dict[str, QuantizedMatMul],
+                              absorbed: set[ir.Node]) -> dict[str, QuantizeDequantize]:
+    """The QuantizeLinear -> DequantizeLinear pairs to emit as one call, by the DequantizeLinear's
+    friendly name: float32 data quantized to 8 bits per tensor, the QuantizeLinear's output read
+    by that DequantizeLinear alone, both with the same constant scale and zero point (see
+    :func:`_quantizer`), neither absorbed already and the 8-bit data read by no ``planned`` int8
+    matmul (which reads it where its own DequantizeLinear is kept for another reader)."""
+    read = {found.activation for found in planned.values() if found.source is None}
+    pairs: dict[str, QuantizeDequantize] = {}
+    for name, dq in analysis.nodes:
+        if dq.op_type != "DequantizeLinear" or dq in absorbed or _dequantizer(dq.outputs[0]) is None \
+                or not _runs(analysis, names, dq) or dq.inputs[0] in read:
+            continue
+        found = _pair(analysis, names, dq)
+        if found is not None and found.quantizer not in absorbed:
+            pairs[name] = found
+    return pairs
+
+
+def _pair(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> QuantizeDequantize | None:
+    """The pair that ends at ``dq`` (see :func:`quantize_dequantize_pairs`), or None."""
+    quantizer = _quantizer(analysis, names, dq)
+    limits = _EIGHT_BIT_RANGES.get(analysis.infos[names[dq]].input_dtypes[0])  # type: ignore[arg-type]
+    precision = quantizer.attributes.get("precision") if quantizer is not None else None
+    if quantizer is None or limits is None or (precision is not None and precision.value):
+        return None  # a division in another precision than float32 is not the fused call's
+    scale = _constant(analysis, dq.inputs[1])
+    zero_value = dq.inputs[2] if len(dq.inputs) > 2 else None
+    zero = _constant(analysis, zero_value)
+    if scale is None or scale.dtype != np.float32 or scale.size != 1 or (
+            zero_value is not None and (zero is None or zero.size != 1)):
+        return None
+    step = float(scale.reshape(-1)[0])
+    if not np.isfinite(step) or step == 0.0:
+        return None
+    zero_point = 0 if zero is None else int(zero.reshape(-1)[0])
+    return QuantizeDequantize(quantizer.inputs[0], dq.inputs[1], zero_point, *limits,  # type: ignore[arg-type]
+                              quantizer, dq.outputs[0])
+
+
+def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicConv | None:
+    """The ``quantize_dynamic`` convolution chain that ends at ``mul``, or None: a ConvInteger of a
+    constant 8-bit weight (zero point constant, per tensor or per output channel) whose output only
+    a Cast to float reads, that only ``mul`` reads, by a float32 scale of one value."""
+    for index in (0, 1):
+        value = mul.inputs[index]
+        cast = value.producer() if value is not None else None
+        if cast is None or cast.op_type != "Cast" or cast.domain not in _ONNX_DOMAINS \
+                or _next(analysis, names, cast, ("Mul",)) is None:
+            continue
+        to = cast.attributes.get("to")
+        conv = cast.inputs[0].producer() if cast.inputs[0] is not None else None
+        if to is None or to.value != ir.DataType.FLOAT or conv is None or conv.op_type != "ConvInteger" \
+                or conv.domain not in _ONNX_DOMAINS or _next(analysis, names, conv, ("Cast",)) is None:
+            continue
+        weight = _constant(analysis, conv.inputs[1])
+        zero_value = conv.inputs[3] if len(conv.inputs) > 3 else None
+        zero = _constant(analysis, zero_value)
+        mul_info = analysis.infos[names[mul]]
+        if weight is None or weight.dtype not in (np.int8, np.uint8) or weight.ndim < 3 \
+                or int(np.prod(weight.shape[1:])) > _F16_SAFE_DEPTH \
+                or (zero_value is not None and (zero is None or zero.size not in (1, weight.shape[0]))) \
+                or mul_info.input_shapes[1 - index] not in ((), (1,)) \
+                or mul_info.input_dtypes[1 - index] != ir.DataType.FLOAT:
+            continue
+        found = _conv_bias_add(analysis, names, mul, weight.shape[0], weight.ndim)
+        bias, output, absorbed = (None, mul.outputs[0], (conv, cast)) if found is None else (
+            found[1], found[0].outputs[0], (conv, cast, found[0]))
+        return DynamicConv(conv, names[conv], conv.inputs[1], zero_value, mul.inputs[1 - index],  # type: ignore[arg-type]
+                           bias, output, absorbed)
+    return None
+
+
+def _conv_bias_add(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node, channels: int,
+                   rank: int) -> tuple[ir.Node, ir.Value] | None:
+    """The Add that alone reads ``node``'s output (a convolution's, of ``rank`` dims), with the
+    constant float32 bias of one value per channel it adds (shaped to broadcast over axis 1)."""
+    found = _next(analysis, names, node, ("Add",))
+    if found is None:
+        return None
+    add, index = found
+    bias = add.inputs[1 - index]
+    array = _constant(analysis, bias)
+    spatial = (1,) * (rank - 2)
+    if array is None or array.dtype != np.float32 or array.shape not in ((1, channels, *spatial),
+                                                                        (channels, *spatial)):
+        return None
+    return add, bias  # type: ignore[return-value]
+
+
+def centered_quantizers(analysis: Analysis, names: dict[ir.Node, str],
+                        planned: dict[str, DynamicConv]) -> dict[str, ir.Value]:
+    """DynamicQuantizeLinear nodes (by friendly name, with their data output) whose data and zero
+    point only ``planned`` convolutions read (as their data and its zero point): they hand those
+    the centered data instead (see
+    :func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantize_centered`)."""
+    convs = {found.conv for found in planned.values()}
+    found: dict[str, ir.Value] = {}
+    for name, node in analysis.nodes:
+        if node.op_type != "DynamicQuantizeLinear" or node.domain not in _ONNX_DOMAINS \
+                or not _runs(analysis, names, node) or len(node.outputs) != 3:
+            continue
+        data, zero = node.outputs[0], node.outputs[2]
+        if list(data.uses()) and _read_only_by(data, convs, 0) and _read_only_by(zero, convs, 2):
+            found[name] = data
+    return found
+
+
+def _read_only_by(value: ir.Value, nodes: set[ir.Node], index: int) -> bool:
+    """Whether ``value`` is no graph output and only ``nodes`` read it, as their input ``index``."""
+    return not value.is_graph_output() and all(use.node in nodes and use.idx == index for use in value.uses())

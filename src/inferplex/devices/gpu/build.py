@@ -11,10 +11,20 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
-from inferplex.devices.gpu._quantized_fusions import DynamicMatMul, QuantizedMatMul
+from inferplex.devices.gpu._quantized_fusions import (
+    DynamicConv,
+    DynamicMatMul,
+    QuantizeDequantize,
+    QuantizedMatMul,
+)
+from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.ops.quantized import (
+    DYNAMIC_CONV_WEIGHT_FACTOR,
+    dynamic_quantize_centered,
+    dynamic_quantized_conv,
     dynamic_quantized_linear,
+    quantize_dequantize,
     quantized_linear,
     quantized_linear_arrays,
 )
@@ -26,7 +36,7 @@ from inferplex.devices.gpu.optimize import (
     scaled_dot_product_attention,
     to_channels_last,
 )
-from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch
+from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch, torch_to_numpy
 from inferplex.errors import CompileError, ModelError
 
 if TYPE_CHECKING:
@@ -155,6 +165,15 @@ class Builder:
         if name in self.fusions.quantized_matmul:
             self._emit_quantized_matmul(name, node, self.fusions.quantized_matmul[name])
             return
+        if name in self.fusions.quantize_dequantize:
+            self._emit_quantize_dequantize(name, self.fusions.quantize_dequantize[name])
+            return
+        if name in self.fusions.centered_quantizers:
+            self._emit_centered_quantizer(name, node)
+            return
+        if name in self.fusions.dynamic_conv:
+            self._emit_dynamic_conv(self.fusions.dynamic_conv[name])
+            return
         if name in self.fusions.dynamic_matmul:
             self._emit_dynamic_matmul(self.fusions.dynamic_matmul[name])
             return
@@ -163,6 +182,10 @@ class Builder:
             values = (found.query, found.key_t, found.value, found.mask)
             self.env[found.output] = self.call(name, node, scaled_dot_product_attention,
                                                (*map(self.arg, values), found.scale))
+            return
+        if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx") \
+                and all(v is None or v in self.analysis.constants for v in node.inputs):
+            self._emit_constant_dequantize(name, node)
             return
         # If/Loop/Scan bodies read enclosing values implicitly: they follow the node's own inputs.
         args = [self.arg(v) for v in (*node.inputs, *outer_values(node))]
@@ -236,6 +259,67 @@ class Builder:
                                 lambda: constants[scale_value].reshape(()), keep_type=True)
             args = (self.arg(found.source), *args, scale, zero - (0 if found.activation_signed else 128))
         self.env[found.output] = self.call(name, node, quantized_linear, args)
+
+    def _emit_constant_dequantize(self, name: str, node: ir.Node) -> None:
+        """A DequantizeLinear of constants too large to fold at analysis (a big quantized weight)
+        runs once, here: its output is a buffer in the compute precision, like a folded one, not
+        a dequantization on every run."""
+        dequantize, constants = self.analysis.functions[name], self.analysis.constants
+
+        def make() -> np.ndarray:
+            with torch.no_grad():
+                args = [None if v is None else numpy_to_torch(constants[v]) for v in node.inputs]
+                return torch_to_numpy(dequantize(*args))
+
+        value = node.outputs[0]
+        self.env[value] = self.buffer(("dequantized", value), tuple(node.inputs), make,
+                                      value in self.fusions.channels_last_weights, keeps_float32(value))
+
+    def _emit_quantize_dequantize(self, name: str, found: QuantizeDequantize) -> None:
+        """One fake-quantize call for the pair; its profiling record is the DequantizeLinear's,
+        of type FakeQuantize (OpenVINO's name for the same operation)."""
+        scale_value = found.scale
+        array = self.analysis.constants[scale_value].reshape(())
+        scale = self.buffer(("value", scale_value, "float32"), (scale_value,), lambda: array, keep_type=True)
+        args = (self.arg(found.source), scale, float(array), found.zero_point, found.low, found.high)
+        call = self.graph.call_function(quantize_dequantize, args)
+        call.meta.update(onnx_name=name, onnx_op="FakeQuantize")
+        self.env[found.output] = call
+
+    def _emit_centered_quantizer(self, name: str, node: ir.Node) -> None:
+        """DynamicQuantizeLinear handing centered float data to the dynamic convolutions (which
+        then get no zero point, see :meth:`_emit_dynamic_conv`)."""
+        call = self.call(name, node, dynamic_quantize_centered, (self.arg(node.inputs[0]),))
+        for index, value in enumerate(node.outputs):
+            out = self.graph.call_function(_pick, (call, index))
+            out.meta.update(onnx_name=name, onnx_op=node.op_type)
+            self.env[value] = out
+
+    def _emit_dynamic_conv(self, found: DynamicConv) -> None:
+        constants, reduced = self.analysis.constants, self.compute_dtype is not None
+        weight_value, zero_value = found.weight, found.weight_zero
+
+        def centered_weight() -> np.ndarray:
+            weight = constants[weight_value].astype(np.float32)
+            if zero_value is not None:
+                zero = constants[zero_value].astype(np.float32).reshape(-1)
+                weight -= zero.reshape((-1,) + (1,) * (weight.ndim - 1)) if zero.size > 1 else zero[0]
+            return weight * np.float32(DYNAMIC_CONV_WEIGHT_FACTOR) if reduced else weight
+
+        channels_last = found.conv_name in self.fusions.channels_last_convs
+        weight = self.buffer(("dynamic_conv", weight_value, zero_value), (weight_value, zero_value),
+                             centered_weight, channels_last, keep_type=not reduced)
+        bias_value = found.bias
+        bias = None if bias_value is None else self.buffer(
+            ("dynamic_conv", "bias", bias_value), (bias_value,),
+            lambda: constants[bias_value].reshape((1, -1) + (1,) * (constants[weight_value].ndim - 2)))
+        conv = found.conv
+        # data a centered quantizer made is already ``x - zero``, in the weight's floating type
+        takes_centered = conv.inputs[0] in self.fusions.centered_quantizers.values()
+        zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 and not takes_centered else None
+        run = dynamic_quantized_conv(nn.conv(self.analysis.infos[found.conv_name]), channels_last)
+        args = (self.arg(conv.inputs[0]), zero, weight, self.arg(found.scale), bias)
+        self.env[found.output] = self.call(found.conv_name, conv, run, args)
 
     def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:
         constants = self.analysis.constants

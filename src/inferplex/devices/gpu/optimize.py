@@ -26,6 +26,15 @@
   when W is a constant 2-D int8 tensor with zero point 0, K and N multiples of
   8, a's zero point one value and the scale one value or one per column; a
   constant bias Add after the Mul joins the call.
+* ``Mul(Cast(ConvInteger(x, W)), scale)``, as ``quantize_dynamic`` writes a Conv,
+  becomes one float convolution (:func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_conv`)
+  when W is a constant 8-bit tensor with a constant zero point and the scale one
+  float32 value; a constant per-channel bias Add after the Mul joins the call.
+  The centered weight is made at compile time; the convolution runs in float32
+  at the model's precision, in the compute type under a reduced one.  A
+  DynamicQuantizeLinear whose data only such calls read hands them its data
+  centered on the zero point, in that floating type, from one fake-quantize
+  kernel (no uint8 tensor, no casts).
 * A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
   ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
   one int8 matmul (:func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`):
@@ -37,6 +46,17 @@
   activation (same scale and zero point, read by nothing else) runs inside the
   call.  Dequantization is linear, so this is the same sum as the float MatMul
   on dequantized values (see ``quantized_linear``).
+* Every other QuantizeLinear -> DequantizeLinear pair of float32 data on one
+  constant per-tensor scale and zero point, 8-bit, the quantized data read by
+  nothing else (what a QDQ model puts before each Conv, Add or pool), becomes one
+  fake-quantize call (:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`)
+  in the program's precision: one pass over the activation instead of a chain of
+  casts and integer arithmetic.  The weights' DequantizeLinear of constants is
+  folded at lowering time like any node of constant inputs (or, too large for
+  the analysis to fold, computed once when the buffers are made) and stored in
+  the compute precision, so a QDQ Conv runs as a float (f16 under the f16 hint)
+  convolution of the fake-quantized activation and the dequantized weight, the
+  same sum as the ONNX ops.
 
 :class:`WeightCache` holds the device tensors of constants for every lowering
 of one model, so a per-signature specialization reuses the generic lowering's
@@ -61,10 +81,15 @@ from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._quantized_fusions import (
+    DynamicConv,
     DynamicMatMul,
+    QuantizeDequantize,
     QuantizedMatMul,
     absorb_quantizers,
+    centered_quantizers,
+    dynamic_conv,
     dynamic_matmul,
+    quantize_dequantize_pairs,
     quantized_matmul,
 )
 
@@ -138,6 +163,13 @@ class Fusions:
     """MatMul or Gemm of DequantizeLinear outputs -> the int8 matmul that replaces it."""
     dynamic_matmul: dict[str, DynamicMatMul] = field(default_factory=dict)
     """Mul of a Cast MatMulInteger by its scale -> the chain."""
+    dynamic_conv: dict[str, DynamicConv] = field(default_factory=dict)
+    """Mul of a Cast ConvInteger by its scale -> the chain."""
+    centered_quantizers: dict[str, ir.Value] = field(default_factory=dict)
+    """DynamicQuantizeLinear -> its data output, which it hands the ``dynamic_conv`` calls as
+    centered float data."""
+    quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
+    """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call."""
     absorbed: set[ir.Node] = field(default_factory=set)
     """Nodes emitted as part of another: they are skipped."""
     channels_last_convs: set[str] = field(default_factory=set)
@@ -272,12 +304,21 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
         elif node.op_type == "Mul" and (dynamic := dynamic_matmul(analysis, names, node)) is not None:
             fusions.dynamic_matmul[name] = dynamic
             fusions.absorbed.update(dynamic.absorbed)
+        elif node.op_type == "Mul" and (integer_conv := dynamic_conv(analysis, names, node)) is not None:
+            fusions.dynamic_conv[name] = integer_conv
+            fusions.absorbed.update(integer_conv.absorbed)
+            if channels_last and analysis.infos[integer_conv.conv_name].rank(0) == 4:
+                fusions.channels_last_convs.add(integer_conv.conv_name)
         elif node.op_type == "MatMul":
             found = _bias_add_after(analysis, names, node)
             if found is not None:
                 fusions.linear[name] = found
                 fusions.absorbed.add(found[0])
     absorb_quantizers(analysis, names, fusions.quantized_matmul, fusions.absorbed)
+    fusions.quantize_dequantize = quantize_dequantize_pairs(analysis, names, fusions.quantized_matmul,
+                                                            fusions.absorbed)
+    fusions.absorbed.update(pair.quantizer for pair in fusions.quantize_dequantize.values())
+    fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)
     return fusions
 
 

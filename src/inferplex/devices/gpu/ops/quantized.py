@@ -4,7 +4,12 @@ MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv.
 Integer results are exact.  Products of 8-bit values summed over a reduction of
 length K stay below 2**17 * K, so float64 represents every partial sum exactly
 (K up to about 2**36): where torch has no integer kernel on the device, the
-integer matmul or convolution runs in float64 and is cast back, never rounded.
+integer matmul (and QLinearConv) runs in float64 and is cast back, never rounded.
+ConvInteger (``quantize_dynamic``'s convolutions, whose result is cast to float
+at once) runs in float32 instead, on the fast float convolution kernels: exact
+while every partial sum stays below 2**24 (about 258 products at the extremes of
+the 8-bit ranges, far more for real weights); beyond, a sum is within float32
+rounding of the exact one, as the Cast to float after it leaves it anyway.
 Matmuls whose b is int8 with no zero point (the usual quantized weight) run on
 torch's int8 kernel ``torch._int_mm`` with int32 sums, whatever a's type and zero
 point (see :func:`integer_matmul`; on CUDA it takes M > 16 and K, N multiples of
@@ -156,6 +161,26 @@ def _dequantize_linear(info: NodeInfo) -> Callable[..., Any]:
     return dequantize
 
 
+def quantize_dequantize(x: torch.Tensor, scale: torch.Tensor, scale_value: float, zero_point: int,
+                        low: int, high: int) -> torch.Tensor:
+    """``DequantizeLinear(QuantizeLinear(x))`` on one per-tensor scale and zero point, as a QDQ
+    model writes it before each convolution or matmul: ``(clamp(round(x / s) + z, low, high) - z) * s``
+    with ``round`` half to even, in ``x``'s floating type.
+
+    ``scale``: the scale as a float32 tensor on ``x``'s device, ``scale_value`` the same number as a
+    Python float; ``[low, high]``: the 8-bit type's range.  ``torch.fake_quantize_per_tensor_affine``
+    rounds half to even, adds the zero point after rounding and saturates as ONNX does, but
+    multiplies by ``1 / s`` where ONNX divides by ``s``, which moves about one value in a million
+    (those whose ``x / s`` lies within float32 rounding of a half) by one step.  float32 data (a
+    program at the model's own precision) is therefore divided first, exactly as ONNX does, and
+    goes through the kernel with scale 1 (three kernels); f16/bf16 data, already rounded far
+    more coarsely than that, goes through it in one kernel.
+    """
+    if x.dtype == torch.float32:
+        return torch.fake_quantize_per_tensor_affine(x / scale, 1.0, zero_point, low, high).mul_(scale)
+    return torch.fake_quantize_per_tensor_affine(x, scale_value, zero_point, low, high)
+
+
 def nn_dtype(dtype: ir.DataType) -> torch.dtype:
     """The torch type of a floating ONNX type."""
     return {ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64,
@@ -167,16 +192,33 @@ def nn_dtype(dtype: ir.DataType) -> torch.dtype:
                                              dtype_reason(info, (0,), frozenset({ir.DataType.FLOAT}))))
 def _dynamic_quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        # ONNX: the range always holds 0; scale = range / 255.  An all-zero input has scale 1, as
-        # ONNX Runtime gives it (any scale quantizes it to zeros).
-        low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
-        low, high = torch.clamp(low, max=0), torch.clamp(high, min=0)
-        scale = torch.where(high == low, torch.ones_like(high), (high - low) / 255)
-        zero = torch.round(torch.clamp(-low / scale, 0, 255))
+        scale, zero = _dynamic_parameters(x)
         y = torch.clamp(torch.round(x / scale) + zero, 0, 255).to(torch.uint8)
         return y, scale, zero.to(torch.uint8)
 
     return dynamic_quantize
+
+
+def _dynamic_parameters(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear's scale and (rounded, float) zero point of ``x``."""
+    # ONNX: the range always holds 0; scale = range / 255.  An all-zero input has scale 1, as
+    # ONNX Runtime gives it (any scale quantizes it to zeros).
+    low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+    low, high = torch.clamp(low, max=0), torch.clamp(high, min=0)
+    scale = torch.where(high == low, torch.ones_like(high), (high - low) / 255)
+    return scale, torch.round(torch.clamp(-low / scale, 0, 255))
+
+
+def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear's outputs with the data centered, ``y - zero`` in ``x``'s floating
+    type (exact: at most 255 in magnitude), for convolutions that read nothing else of it
+    (see :func:`dynamic_quantized_conv`).  ``clamp(round(x / scale) + zero, 0, 255) - zero`` runs
+    as the division and one fake-quantize kernel (scale 1, which rounds half to even and adds the
+    zero point after rounding, as ONNX does) instead of a chain of passes and a uint8 tensor."""
+    scale, zero = _dynamic_parameters(x)
+    one = torch.ones((), dtype=torch.float32, device=x.device)
+    centered = torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255)
+    return centered, scale, zero.to(torch.uint8)
 
 
 # --- integer matmul and convolution ------------------------------------------------------
@@ -381,11 +423,54 @@ def _conv_integer(info: NodeInfo) -> Callable[..., Any]:
 
     def conv_integer(x: torch.Tensor, w: torch.Tensor, x_zero: torch.Tensor | None = None,
                      w_zero: torch.Tensor | None = None) -> torch.Tensor:
-        xs = _centered(x, x_zero).to(torch.float64)
-        ws = _centered(w, w_zero, _channel_shape(w_zero, w.dim())).to(torch.float64)
-        return conv(xs, ws).to(torch.int32)
+        # float32, not float64 (see the module docstring): every centered value (at most 255 in
+        # magnitude) is exact in float32 and TF32, and sums below 2**24 are exact; rounding to
+        # the nearest integer undoes what a transform-based algorithm (Winograd, FFT) adds.
+        xs = _centered(x, x_zero).to(torch.float32)
+        ws = _centered(w, w_zero, _channel_shape(w_zero, w.dim())).to(torch.float32)
+        return torch.round(conv(xs, ws)).to(torch.int32)
 
     return conv_integer
+
+
+DYNAMIC_CONV_WEIGHT_FACTOR = 2.0 ** -16
+"""Under a reduced precision the centered 8-bit weight is stored times this power of two: exact
+in f16 and bf16, and sums of up to 65000 products of 255 x 255 stay within f16's range."""
+
+
+def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Callable[..., Any]:
+    """``Mul(Cast(ConvInteger(x, w, zero), float), scale) (+ bias)``, as ``quantize_dynamic`` writes a
+    Conv, on the float convolution kernels; ``conv`` runs the ConvInteger's window, and with
+    ``channels_last`` the 8-bit data is brought to NHWC first (cheaper than the float values).
+
+    The call takes ``x``: 8-bit data with a per-tensor ``zero`` point computed at run time (or
+    None), or the centered data of :func:`dynamic_quantize_centered` with no zero point;
+    ``weight``: the constant ``w - w_zero`` made at compile time, float32 at the model's
+    precision, else in the compute type times :data:`DYNAMIC_CONV_WEIGHT_FACTOR`; ``scale``: one
+    value; ``bias``: one per output channel, shaped to broadcast over axis 1, or None.  Centered
+    values (at most 255 in magnitude) are exact in every floating type.  In float32 the sums are
+    ConvInteger's while below 2**24 (see the module docstring), so the result is the Cast, Mul
+    and Add's; in f16/bf16 each sum is rounded once to the compute type, which a reduced
+    precision allows (and, scaled by 2**-16, cannot overflow as the Cast to f16 of a large sum
+    does), and the convolution runs on the tensor-core kernels.
+    """
+
+    def dynamic_conv(x: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor, scale: torch.Tensor,
+                     bias: torch.Tensor | None) -> torch.Tensor:
+        dtype = weight.dtype
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        values = x.to(dtype)
+        if zero is not None:
+            values = values.sub_(zero.reshape(()).to(dtype))
+        acc = conv(values, weight)
+        if dtype == torch.float32:  # the Mul, then the Add, each rounded as ONNX Runtime rounds them
+            acc = acc.mul_(scale.reshape(()))
+            return acc if bias is None else acc.add_(bias)
+        factor = (scale.reshape(()).to(torch.float32) / DYNAMIC_CONV_WEIGHT_FACTOR).to(dtype)
+        return acc.mul_(factor) if bias is None else torch.addcmul(bias, acc, factor)
+
+    return dynamic_conv
 
 
 @register("QLinearConv", versions=(10, None),
