@@ -33,6 +33,7 @@ from inferplex.config.schema import (
     canonical_key,
     normalize_config,
 )
+from inferplex.config.values import boolean
 from inferplex.devices.base import DevicePlugin
 from inferplex.devices.cpu import CpuPlugin
 from inferplex.devices.registry import DeviceRegistry
@@ -379,6 +380,7 @@ class Core:
             device_name = as_config(device_name) or {}
         properties = as_config(properties)
         if isinstance(device_name, Mapping):
+            device_name = self._set_core_options(device_name)
             # Every key must be taken by some device (OpenVINO's core-wide set_property); each
             # device gets those it takes.
             plugins = self._present_plugins()
@@ -400,6 +402,15 @@ class Core:
             self._virtual_config[device_name].update(self._parse_virtual(device_name, properties))
             return
         self._registry.set_config(device_name, properties)
+
+    def _set_core_options(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Store the Core's own options of a Core-wide config (ENABLE_MMAP, FORCE_TBB_TERMINATE:
+        booleans no device takes) and return the rest, for the devices."""
+        own = {canonical_key(k): v for k, v in config.items() if canonical_key(k) in _CORE_OPTIONS}
+        if own:
+            self._core_config.update(normalize_config(own, _CORE_OPTIONS, target="the Core",
+                                                      parsers=dict.fromkeys(_CORE_OPTIONS, boolean)))
+        return {k: v for k, v in config.items() if canonical_key(k) not in _CORE_OPTIONS}
 
     def _present_plugins(self) -> list[tuple[str, tuple[str, ...]]]:
         """(family, keys its plugin accepts) of each device family with a device on this machine."""
@@ -462,6 +473,10 @@ def _engine_settings(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], 
 
 
 _READ_OPTIONS = ("ENABLE_MMAP",)
+
+_CORE_OPTIONS = ("ENABLE_MMAP", "FORCE_TBB_TERMINATE")
+"""Booleans of the Core itself that ``set_property({...})`` takes beside the devices' keys, as
+OpenVINO's Core does; they are kept and read back with ``get_property(key)``."""
 
 _CORE_DEFAULTS = {"CACHE_DIR": "", "ENABLE_MMAP": True, "FORCE_TBB_TERMINATE": False}
 """Core-wide properties and their values before any ``set_property``, as OpenVINO's Core reads them."""

@@ -58,6 +58,8 @@ def _device_priorities(value: Any) -> str:
         value = ",".join(str(v) for v in value)
     if not isinstance(value, str):
         raise values.Reject("a comma-separated device list such as 'GPU,CPU'")
+    if value.endswith(",") and not value.endswith(",,"):
+        value = value[:-1]  # OpenVINO's device.priorities("GPU", "CPU") ends its list with a comma
     try:
         parse_device_list(value, allow_counts=True)
     except DeviceNameError as e:
@@ -84,6 +86,7 @@ def _device_properties(value: Any) -> dict[str, dict[str, Any]]:
 
 def _distribution_policy(value: Any) -> str:
     """A set of policies (OpenVINO's form), one name, or empty; stored as their names comma-joined."""
+    value = values.as_text(value)
     names = [str(v) for v in value] if isinstance(value, (set, frozenset, list, tuple)) else [value]
     if any(isinstance(n, str) and n.strip().upper() == "TENSOR_PARALLEL" for n in names):
         raise values.Reject("PIPELINE_PARALLEL, or an empty set; TENSOR_PARALLEL (each op's weights "
@@ -228,10 +231,10 @@ def normalize_property(key: str, value: Any, accepted_keys: tuple[str, ...] | No
         raise PropertyError(
             f"unknown property {key!r}{where}; accepted keys: {', '.join(sorted(allowed))}")
     parse = SCHEMA[name].parse if name in SCHEMA else own.get(name)
-    if parse is None:
-        return name, value  # a device's own key without a parser: its plugin checks the value
+    if parse is None:  # a device's own key without a parser: its plugin checks the value
+        return name, values.as_text(value)
     try:
-        return name, parse(value)
+        return name, parse(values.as_text(value))
     except values.Reject as reject:
         raise PropertyError(f"property {name}{where}: value {value!r} is not accepted; "
                             f"accepted: {reject}") from None
