@@ -6,6 +6,7 @@ gives the same one (skipped where openvino is not installed).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,7 @@ def test_enum_members_print_number_and_order_as_openvinos(ours: Any, path: str) 
             (str(member), repr(member), int(member), member.value, member.name)
         assert f"{mine}" == f"{member}" and ours(int(member)) is mine
     members = list(theirs.__members__)
-    for first, second in zip(members, members[1:], strict=False):
+    for first, second in itertools.pairwise(members):
         expected = theirs.__members__[first] < theirs.__members__[second]
         assert (getattr(ours, first) < getattr(ours, second)) == expected
 
@@ -132,3 +133,69 @@ def test_core_wide_options_are_set_with_device_keys() -> None:
     assert core.get_property("CPU", hint.performance_mode) is hint.PerformanceMode.LATENCY
     with pytest.raises(ov.errors.PropertyError, match="ENABLE_MMAP"):
         core.set_property({"ENABLE_MMAP": "sometimes"})
+
+
+# --- sub-byte tensors are packed ------------------------------------------------------------------
+
+SUB_BYTE = ["u1", "u2", "u3", "u4", "i4", "u6", "nf4", "f4e2m1"]
+
+
+@pytest.mark.parametrize("name", SUB_BYTE)
+@pytest.mark.parametrize("shape", [[1, 3, 27, 27], [5], [2, 8]])
+def test_sub_byte_tensors_hold_packed_bytes_as_openvinos(name: str, shape: list[int]) -> None:
+    mine, theirs = ov.Tensor(getattr(ov.Type, name), shape), real.Tensor(getattr(real.Type, name), shape)
+    assert (mine.data.shape, mine.data.dtype, mine.byte_size, mine.size, list(mine.shape)) == \
+        (theirs.data.shape, theirs.data.dtype, theirs.byte_size, theirs.size, list(theirs.shape))
+
+
+@pytest.mark.parametrize("name", ["u1", "u4", "i4", "u6"])
+def test_a_packed_buffer_is_read_in_place(name: str) -> None:
+    shape = [2, 3, 8, 8]
+    size = real.Tensor(getattr(real.Type, name), shape).byte_size
+    buffer = np.arange(size, dtype=np.uint8)
+    tensor = ov.Tensor(buffer, shape, getattr(ov.Type, name))
+    np.testing.assert_array_equal(tensor.data.view(np.uint8), buffer)
+    tensor.data[0] = 77
+    assert buffer[0] == 77  # shared, as OpenVINO's
+    with pytest.raises(RuntimeError, match="bytes"):
+        ov.Tensor(buffer[:-3], shape, getattr(ov.Type, name))
+
+
+@pytest.mark.parametrize("name", ["u2", "u4", "i4", "f4e2m1"])
+def test_packed_bytes_unpack_to_the_values_openvino_computes_with(name: str) -> None:
+    """The values numpy sees in a packed tensor are those OpenVINO's CPU converts the same bytes to."""
+    from openvino import opset13
+
+    rng = np.random.default_rng(3)
+    shape = [3, 6]
+    theirs = real.Tensor(getattr(real.Type, name), shape)
+    theirs.data[:] = rng.integers(0, 256, theirs.data.size).astype(np.uint8).view(theirs.data.dtype)
+    param = opset13.parameter(shape, getattr(real.Type, name))
+    converted = real.Core().compile_model(real.Model(opset13.convert(param, real.Type.f32), [param]), "CPU")
+    expected = converted(theirs)[0]
+    mine = ov.Tensor(theirs.data.copy(), shape, getattr(ov.Type, name))
+    np.testing.assert_array_equal(np.asarray(mine).astype(np.float32), expected)
+
+
+def test_values_of_an_ml_dtypes_array_are_packed_and_read_back() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.array([[-8, -1, 0], [3, 7, 5]], dtype=ml_dtypes.int4)
+    tensor = ov.Tensor(values)
+    assert tensor.element_type == ov.Type.i4 and list(tensor.shape) == [2, 3] and tensor.byte_size == 3
+    np.testing.assert_array_equal(np.asarray(tensor), values)
+    tensor.shape = [4]  # fits the capacity: the same bytes, fewer elements
+    np.testing.assert_array_equal(np.asarray(tensor), values.reshape(-1)[:4])
+    copy = ov.Tensor(ov.Type.i4, [1])
+    copy.copy_from(tensor)
+    assert list(copy.shape) == [4] and np.array_equal(np.asarray(copy), values.reshape(-1)[:4])
+
+
+@pytest.mark.parametrize("name", ["u2", "u3", "u6", "f4e2m1"])
+def test_pack_data_takes_openvinos_other_sub_byte_types(name: str) -> None:
+    from openvino.helpers import pack_data as real_pack
+
+    bits = getattr(real.Type, name).bitwidth
+    data = np.random.default_rng(4).integers(0, 1 << bits, size=(3, 7)).astype(np.uint8)
+    packed = ov.helpers.pack_data(data, name)
+    np.testing.assert_array_equal(packed, real_pack(data, getattr(real.Type, name)))
+    np.testing.assert_array_equal(ov.helpers.unpack_data(packed, name, [3, 7]), data)
