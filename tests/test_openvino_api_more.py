@@ -199,3 +199,35 @@ def test_pack_data_takes_openvinos_other_sub_byte_types(name: str) -> None:
     packed = ov.helpers.pack_data(data, name)
     np.testing.assert_array_equal(packed, real_pack(data, getattr(real.Type, name)))
     np.testing.assert_array_equal(ov.helpers.unpack_data(packed, name, [3, 7]), data)
+
+
+# --- shapes and output names -------------------------------------------------------------------------
+
+
+def test_partial_shapes_refuse_empty_dims_and_comparing_an_unknown_rank_with_a_sequence() -> None:
+    for module in (real, ov):
+        with pytest.raises(RuntimeError, match="Cannot get vector of dimensions"):
+            module.PartialShape("[?,,3]")
+        with pytest.raises(TypeError, match="Cannot compare dynamic shape"):
+            _ = module.PartialShape.dynamic() == (1, 2)
+        assert module.PartialShape.dynamic() == module.PartialShape.dynamic()
+
+
+def _named_result_model(module: Any, opset: Any) -> Any:
+    data = opset.parameter([2, 2], np.float32, name="x")
+    added = opset.add(data, opset.constant(np.ones([1], np.float32)))
+    result = opset.result(added)
+    result.set_friendly_name("Result0")
+    result.get_output_tensor(0).set_names({"sum"})
+    return module.Model([result], [data])
+
+
+def test_names_set_on_a_results_tensor_name_the_output() -> None:
+    from openvino import opset13
+
+    theirs, mine = _named_result_model(real, opset13), _named_result_model(ov, ov.opset8)
+    assert mine.outputs[0].get_names() == theirs.outputs[0].get_names() == {"sum"}
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    request = ov.Core().compile_model(mine, "CPU").create_infer_request()
+    request.infer({"x": x})
+    np.testing.assert_array_equal(request.get_tensor("sum").data, x + 1)
