@@ -231,3 +231,30 @@ def test_names_set_on_a_results_tensor_name_the_output() -> None:
     request = ov.Core().compile_model(mine, "CPU").create_infer_request()
     request.infer({"x": x})
     np.testing.assert_array_equal(request.get_tensor("sum").data, x + 1)
+
+
+# --- export and import with OpenVINO's encryption callbacks -------------------------------------------
+
+
+def _relu_model() -> Any:
+    data = ov.opset8.parameter([2, 3], np.float32, name="data")
+    return ov.Model(ov.opset8.relu(data), [data], "relu")
+
+
+def test_export_import_with_encryption_callbacks(tmp_path: Any) -> None:
+    import base64
+
+    config = {"CACHE_ENCRYPTION_CALLBACKS": [base64.b64encode, base64.b64decode]}
+    core = ov.Core()
+    blob = core.compile_model(_relu_model(), "CPU", config).export_model()
+    x = np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], np.float32)
+    imported = core.import_model(blob, "CPU", config)
+    np.testing.assert_array_equal(imported({"data": x})[0], np.maximum(x, 0))
+    decrypted = core.import_model(base64.b64decode(blob), "CPU")  # the blob is encrypt(plain blob)
+    np.testing.assert_array_equal(decrypted({"data": x})[0], np.maximum(x, 0))
+    with pytest.raises(RuntimeError):
+        core.import_model(blob, "CPU")  # not decrypted: not a blob
+    with pytest.raises(ov.errors.PropertyError, match="CACHE_DIR"):
+        core.compile_model(_relu_model(), "CPU", {**config, "CACHE_DIR": str(tmp_path)})
+    with pytest.raises(ov.errors.PropertyError, match=r"\[encrypt, decrypt\]"):
+        core.compile_model(_relu_model(), "CPU", {"CACHE_ENCRYPTION_CALLBACKS": base64.b64encode})

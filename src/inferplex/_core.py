@@ -221,6 +221,10 @@ class Core:
         if spec.virtual is None:
             device = self._registry.full_name(spec.names[0])
             settings = self._registry.config_for(device, config)
+            if engine.get("CACHE_ENCRYPTION_CALLBACKS") and settings.get("CACHE_DIR"):
+                raise PropertyError("CACHE_ENCRYPTION_CALLBACKS encrypts what export_model writes, but "
+                                    "inferplex's model cache (CACHE_DIR) does not encrypt its files: "
+                                    "set CACHE_DIR to '' for this compile, or leave the callbacks out")
             model = self._in_output_precision(model, engine, [(device, settings)])
             program = registry.compile(model.ir, device, settings)
             pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),

@@ -102,6 +102,13 @@ def _precision(value: Any) -> str:
         "FP32": "f32", "FLOAT32": "f32", "FP16": "f16", "FLOAT16": "f16", "BFLOAT16": "bf16"})(value)
 
 
+def _encryption_callbacks(value: Any) -> tuple[Callable[[bytes], Any], Callable[[bytes], Any]]:
+    """OpenVINO's ``[encrypt, decrypt]``: two functions, each taking bytes and returning bytes."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(callable(f) for f in value):
+        return value[0], value[1]
+    raise values.Reject("[encrypt, decrypt]: two functions, each taking bytes and returning bytes")
+
+
 @dataclass(frozen=True)
 class Property:
     """One key of the schema."""
@@ -151,6 +158,7 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("EXIT_TIMEOUT", values.seconds, frozenset({"engine"})),
     Property("ENABLE_TRACE", values.boolean, frozenset({"engine"})),
     Property(output_precision.KEY, output_precision.parse, frozenset({"engine"})),
+    Property("CACHE_ENCRYPTION_CALLBACKS", _encryption_callbacks, frozenset({"engine"})),
     Property("CACHE_DIR", values.directory, _VIRTUAL | {"registry"}),
     Property("LOG_LEVEL", values.choice(*LEVELS, aliases=_LOG_LEVEL_ALIASES), _VIRTUAL | {"registry"}),
 )}
@@ -166,7 +174,10 @@ ENGINE_PROPERTIES = _taken_by("engine")
 going before its request ends with an InferenceError; default 5) and ``ENABLE_TRACE`` (record
 each request's stages; read them as a Chrome trace with ``get_property("TRACE")``) and
 ``OUTPUT_PRECISION`` (MODEL, the default: floating outputs in the model's types; INFERENCE: in
-the f16/bf16 the devices are hinted at, see :mod:`.output_precision`)."""
+the f16/bf16 the devices are hinted at, see :mod:`.output_precision`) and
+``CACHE_ENCRYPTION_CALLBACKS`` (OpenVINO's ``[encrypt, decrypt]``: ``export_model`` returns
+``encrypt(blob)`` and ``import_model`` given the same key reads ``decrypt(blob)``; the model cache
+does not encrypt its files, so a compile that has both this key and ``CACHE_DIR`` is refused)."""
 COMMON_PROPERTIES = _taken_by("registry")
 """Keys every device takes, read by the device registry rather than by plugins: ``CACHE_DIR``
 (the model cache, see :mod:`inferplex.devices.cache`)."""
