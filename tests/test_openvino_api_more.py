@@ -258,3 +258,13 @@ def test_export_import_with_encryption_callbacks(tmp_path: Any) -> None:
         core.compile_model(_relu_model(), "CPU", {**config, "CACHE_DIR": str(tmp_path)})
     with pytest.raises(ov.errors.PropertyError, match=r"\[encrypt, decrypt\]"):
         core.compile_model(_relu_model(), "CPU", {"CACHE_ENCRYPTION_CALLBACKS": base64.b64encode})
+
+
+def test_compile_model_refuses_an_object_that_is_no_model_as_a_missing_path() -> None:
+    class Named:
+        def __str__(self) -> str:
+            return "named object"
+
+    for module in (real, ov):
+        with pytest.raises(RuntimeError, match="Path: 'named object' does not exist"):
+            module.compile_model(Named())

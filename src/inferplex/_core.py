@@ -20,7 +20,7 @@ from typing import Any
 
 from inferplex._compiled_model import CompiledModel
 from inferplex._import_model import import_compiled
-from inferplex._model import Model, load_model
+from inferplex._model import Model, is_model_source, load_model
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
@@ -42,6 +42,7 @@ from inferplex.engine.runner import PoolRunner, Runner
 from inferplex.engine.trace import Timeline
 from inferplex.errors import (
     DeviceNameError,
+    InputTypeError,
     ModelError,
     PluginError,
     PropertyError,
@@ -536,8 +537,13 @@ def compile_model(model: Any, device_name: str | None = "AUTO",
                   config: Mapping[str, Any] | None = None) -> CompiledModel:
     """Compile ``model`` (a Model, path, bytes, ModelProto, ...) with a new Core.
 
-    OpenVINO's ``ov.compile_model``: a shortcut for ``Core().compile_model(...)``.
+    OpenVINO's ``ov.compile_model``: a shortcut for ``Core().compile_model(...)``.  An object of
+    another type is refused as OpenVINO's is, as a path that does not exist (an InputTypeError).
     """
+    if not (is_model_source(model) or callable(getattr(model, "read", None))):
+        raise InputTypeError(f"Path: '{model}' does not exist. Please provide valid model's path either "
+                             "as a string, bytes or pathlib.Path; ov.compile_model also takes an ov.Model, "
+                             f"onnx.ModelProto, onnx_ir.Model or a binary file, not {type(model).__name__}")
     return Core().compile_model(model, device_name or "AUTO", config)
 
 
