@@ -91,7 +91,7 @@ class OptionEnum(enum.Enum):
     def _order(self, other: object) -> int:
         if type(other) is not type(self):
             raise TypeError(f"'<' is not supported between {type(self).__name__} and {type(other).__name__}")
-        return int(self._value_) - int(other._value_)  # type: ignore[attr-defined]
+        return int(self._value_) - int(other._value_)
 
 
 def as_text(value: Any) -> Any:
