@@ -86,7 +86,7 @@ class Property(str):
         except PropertyError:
             if self._kind is None:
                 raise
-            name, parsed = name, value  # the right type: checked where the pair is set, as OpenVINO
+            parsed = value  # the right type: checked where the pair is set, as OpenVINO
         if self._as_collected:
             return key, OVAny(value)
         if name == "NUM_STREAMS":  # an int, as OpenVINO's pair holds: -1 for Num.AUTO
