@@ -188,6 +188,8 @@ def test_values_of_an_ml_dtypes_array_are_packed_and_read_back() -> None:
     copy = ov.Tensor(ov.Type.i4, [1])
     copy.copy_from(tensor)
     assert list(copy.shape) == [4] and np.array_equal(np.asarray(copy), values.reshape(-1)[:4])
+    with pytest.raises(ValueError, match="packed"):
+        np.asarray(tensor, copy=False)  # its values exist only unpacked, in a new array
 
 
 @pytest.mark.parametrize("name", ["u2", "u3", "u6", "f4e2m1"])

@@ -280,6 +280,9 @@ class Tensor:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if self._dims is not None:  # packed: the element values, unpacked into a new array
+            if copy is False:
+                raise ValueError(f"a {self._type} tensor is packed: numpy sees its values only in a "
+                                 "new array (np.array(tensor)); tensor.data views its bytes")
             bits = packed.packed_bits(self._type)
             codes = packed.unpack(self._array, bits, self.get_size())
             values = packed.from_codes(codes, self._type.to_dtype(), self._dims)
