@@ -64,6 +64,7 @@ PUBLIC = [
 ERRORS = [
     "AffinityError", "CompileError", "DeviceError", "DeviceNameError", "InferenceError", "InferplexError",
     "InputError", "InputTypeError", "MemoryPlanError", "ModelError", "PluginError", "PropertyError",
+    "PropertyTypeError",
     "RequestBusyError", "UnsupportedOpError",
 ]
 

@@ -142,7 +142,7 @@ def test_property_normalisation(key: str, value: Any, canonical: str, parsed: An
 
 REFUSED = [
     ("ENABLE_PROFILING", "maybe", "'YES'/'NO'"),
-    ("ENABLE_PROFILING", 1, "'YES'/'NO'"),
+    ("ENABLE_PROFILING", 2, "'YES'/'NO'"),
     ("NUM_STREAMS", 0, "integer >= 1"),
     ("NUM_STREAMS", True, "integer >= 1"),
     ("NUM_STREAMS", 2.5, "integer >= 1"),

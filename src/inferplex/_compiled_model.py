@@ -182,6 +182,9 @@ class CompiledModel:
                                "cacheable); compile the model again where it is needed")
         data = pack_export(ExportedModel(record.device, fingerprint, record.config,
                                          model_bytes(self._model.ir), bytes(blob)))
+        callbacks = self._config.get("CACHE_ENCRYPTION_CALLBACKS")
+        if callbacks:  # OpenVINO's [encrypt, decrypt]: the blob leaves encrypted
+            data = bytes(callbacks[0](data))
         if model_stream is None:
             return data
         model_stream.write(data)

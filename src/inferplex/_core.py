@@ -20,7 +20,7 @@ from typing import Any
 
 from inferplex._compiled_model import CompiledModel
 from inferplex._import_model import import_compiled
-from inferplex._model import Model, load_model
+from inferplex._model import Model, is_model_source, load_model
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
@@ -33,6 +33,7 @@ from inferplex.config.schema import (
     canonical_key,
     normalize_config,
 )
+from inferplex.config.values import boolean
 from inferplex.devices.base import DevicePlugin
 from inferplex.devices.cpu import CpuPlugin
 from inferplex.devices.registry import DeviceRegistry
@@ -41,6 +42,7 @@ from inferplex.engine.runner import PoolRunner, Runner
 from inferplex.engine.trace import Timeline
 from inferplex.errors import (
     DeviceNameError,
+    InputTypeError,
     ModelError,
     PluginError,
     PropertyError,
@@ -220,6 +222,10 @@ class Core:
         if spec.virtual is None:
             device = self._registry.full_name(spec.names[0])
             settings = self._registry.config_for(device, config)
+            if engine.get("CACHE_ENCRYPTION_CALLBACKS") and settings.get("CACHE_DIR"):
+                raise PropertyError("CACHE_ENCRYPTION_CALLBACKS encrypts what export_model writes, but "
+                                    "inferplex's model cache (CACHE_DIR) does not encrypt its files: "
+                                    "set CACHE_DIR to '' for this compile, or leave the callbacks out")
             model = self._in_output_precision(model, engine, [(device, settings)])
             program = registry.compile(model.ir, device, settings)
             pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),
@@ -379,6 +385,7 @@ class Core:
             device_name = as_config(device_name) or {}
         properties = as_config(properties)
         if isinstance(device_name, Mapping):
+            device_name = self._set_core_options(device_name)
             # Every key must be taken by some device (OpenVINO's core-wide set_property); each
             # device gets those it takes.
             plugins = self._present_plugins()
@@ -400,6 +407,15 @@ class Core:
             self._virtual_config[device_name].update(self._parse_virtual(device_name, properties))
             return
         self._registry.set_config(device_name, properties)
+
+    def _set_core_options(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Store the Core's own options of a Core-wide config (ENABLE_MMAP, FORCE_TBB_TERMINATE:
+        booleans no device takes) and return the rest, for the devices."""
+        own = {canonical_key(k): v for k, v in config.items() if canonical_key(k) in _CORE_OPTIONS}
+        if own:
+            self._core_config.update(normalize_config(own, _CORE_OPTIONS, target="the Core",
+                                                      parsers=dict.fromkeys(_CORE_OPTIONS, boolean)))
+        return {k: v for k, v in config.items() if canonical_key(k) not in _CORE_OPTIONS}
 
     def _present_plugins(self) -> list[tuple[str, tuple[str, ...]]]:
         """(family, keys its plugin accepts) of each device family with a device on this machine."""
@@ -463,6 +479,10 @@ def _engine_settings(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], 
 
 _READ_OPTIONS = ("ENABLE_MMAP",)
 
+_CORE_OPTIONS = ("ENABLE_MMAP", "FORCE_TBB_TERMINATE")
+"""Booleans of the Core itself that ``set_property({...})`` takes beside the devices' keys, as
+OpenVINO's Core does; they are kept and read back with ``get_property(key)``."""
+
 _CORE_DEFAULTS = {"CACHE_DIR": "", "ENABLE_MMAP": True, "FORCE_TBB_TERMINATE": False}
 """Core-wide properties and their values before any ``set_property``, as OpenVINO's Core reads them."""
 
@@ -517,8 +537,13 @@ def compile_model(model: Any, device_name: str | None = "AUTO",
                   config: Mapping[str, Any] | None = None) -> CompiledModel:
     """Compile ``model`` (a Model, path, bytes, ModelProto, ...) with a new Core.
 
-    OpenVINO's ``ov.compile_model``: a shortcut for ``Core().compile_model(...)``.
+    OpenVINO's ``ov.compile_model``: a shortcut for ``Core().compile_model(...)``.  An object of
+    another type is refused as OpenVINO's is, as a path that does not exist (an InputTypeError).
     """
+    if not (is_model_source(model) or callable(getattr(model, "read", None))):
+        raise InputTypeError(f"Path: '{model}' does not exist. Please provide valid model's path either "
+                             "as a string, bytes or pathlib.Path; ov.compile_model also takes an ov.Model, "
+                             f"onnx.ModelProto, onnx_ir.Model or a binary file, not {type(model).__name__}")
     return Core().compile_model(model, device_name or "AUTO", config)
 
 

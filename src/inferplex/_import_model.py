@@ -30,6 +30,9 @@ def import_compiled(registry: DeviceRegistry, read_model: Callable[[Any], Model]
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise CompileError(f"import_model takes bytes or a binary stream (io.BytesIO, an open file), "
                            f"not {type(blob).__name__}")
+    callbacks = engine.get("CACHE_ENCRYPTION_CALLBACKS")
+    if callbacks:  # OpenVINO's [encrypt, decrypt]: export_model wrote encrypt(blob)
+        blob = bytes(callbacks[1](bytes(blob)))
     exported = unpack_export(bytes(blob))
     spec = parse_device_string(device_name)
     if spec.virtual is not None:

@@ -35,7 +35,7 @@ from inferplex._ports import Op, Port, find_port
 from inferplex._serialize import serialize_leaving_out
 from inferplex.errors import InputError, InputTypeError, ModelError
 
-__all__ = ["Model", "load_model", "save_model", "serialize"]
+__all__ = ["Model", "is_model_source", "load_model", "save_model", "serialize"]
 
 Dim = int | str | None
 
@@ -326,6 +326,12 @@ def _topological(graph: ir.Graph) -> list[ir.Node]:
 
 
 # --- reading and saving ------------------------------------------------------------
+
+
+def is_model_source(source: Any) -> bool:
+    """Whether :func:`load_model` takes ``source``'s type: a Model, path, bytes, ModelProto, onnx_ir.Model."""
+    return isinstance(source, (Model, ir.Model, str, os.PathLike, bytes, bytearray, memoryview,
+                               onnx.ModelProto))
 
 
 def load_model(source: Any, weights: Any = None) -> Model:

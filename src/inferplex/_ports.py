@@ -8,6 +8,7 @@ node's ``metadata_props``, so manual affinities survive a save/load round trip.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any
 
@@ -40,6 +41,16 @@ def _dims(value: ir.Value) -> tuple[Dim, ...] | None:
     if value.shape is None:
         return None
     return tuple(d if isinstance(d, int) else getattr(d, "value", None) for d in value.shape)
+
+
+_NAMED_TENSORS: weakref.WeakSet[ir.Value] = weakref.WeakSet()
+"""Values a program named with ``set_names``: a built model's outputs keep these names, as
+OpenVINO's outputs are their tensors' names (a Result's friendly name names only the op)."""
+
+
+def named_by_program(value: ir.Value) -> bool:
+    """Whether ``value``'s name was given with ``set_names`` (not chosen by inferplex)."""
+    return value in _NAMED_TENSORS
 
 
 class Port:
@@ -117,6 +128,7 @@ class Port:
             return
         primary = self._value.name if self._value.name in wanted else min(wanted)
         self._value.name = primary
+        _NAMED_TENSORS.add(self._value)
         extra = sorted(wanted - {primary})
         if extra:
             self._value.metadata_props[_NAMES_KEY] = "\n".join(extra)

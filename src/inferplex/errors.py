@@ -7,6 +7,7 @@
     ├── DeviceNameError               malformed or unknown device string          (ValueError)
     ├── DeviceError                   a device or cluster cannot be reached (names the address)
     ├── PropertyError                 unknown property key or bad value           (ValueError)
+    │   └── PropertyTypeError         a typed property given a value of the wrong Python type (TypeError)
     ├── InputError                    wrong input name, rank, shape, dtype, ...   (ValueError)
     │   └── InputTypeError            an argument of a Python type the call does not take (TypeError)
     ├── UnsupportedOpError            ops that no requested device can run
@@ -38,6 +39,7 @@ __all__ = [
     "ModelError",
     "PluginError",
     "PropertyError",
+    "PropertyTypeError",
     "RequestBusyError",
     "UnsupportedOpError",
 ]
@@ -61,6 +63,11 @@ class DeviceError(InferplexError):
 
 class PropertyError(InferplexError, ValueError):
     """A property key is unknown for the target, or its value is not accepted."""
+
+
+class PropertyTypeError(PropertyError, TypeError):
+    """A typed property key (``props.cache_dir(6)``) was called with a value of a Python type it does
+    not take; a TypeError, as OpenVINO's typed properties raise."""
 
 
 class InputError(InferplexError, ValueError):

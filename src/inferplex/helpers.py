@@ -1,9 +1,11 @@
-"""``pack_data`` / ``unpack_data``: sub-byte element types in OpenVINO's packed byte layout.
+"""``pack_data`` / ``unpack_data``: sub-byte element values to and from packed bytes, as OpenVINO's helpers.
 
-OpenVINO stores ``u1`` eight to a byte and ``u4``/``i4``/``nf4`` two to a byte, the first
-element in the highest bits.  Programs
-that exchange packed buffers with OpenVINO (``from openvino.helpers import
-pack_data``) use these; inferplex's own ``Tensor`` keeps one element per byte.
+OpenVINO's ``openvino.helpers.pack_data`` writes ``u1``, ``u2``, ``u4``, ``i4``,
+``nf4`` and ``f4e2m1`` values first element in the highest bits of each byte,
+and ``u3``/``u6`` in its transposed layout; ``unpack_data`` reads them back.
+These do the same, so programs that exchange packed buffers with OpenVINO run
+unchanged.  (A ``Tensor``'s own memory puts 2- and 4-bit elements first in the
+lowest bits, as OpenVINO's does: :mod:`inferplex.api.packed`.)
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.api import packed
 from inferplex.api.types import Type
 from inferplex.errors import InputError
 
 __all__ = ["pack_data", "unpack_data"]
 
-_PACKED = {"u1": 1, "u4": 4, "i4": 4, "nf4": 4}
+_PACKED = {"u1": 1, "u2": 2, "u3": 3, "u4": 4, "i4": 4, "u6": 6, "nf4": 4, "f4e2m1": 4}
 
 
 def _name(element_type: Any) -> str:
@@ -37,29 +40,22 @@ def _bits(element_type: Any) -> int:
 def pack_data(array: np.ndarray, element_type: Any) -> np.ndarray:
     """``array``'s values (each fitting ``element_type``) packed into a flat uint8 array."""
     bits = _bits(element_type)
-    values = np.asarray(array).reshape(-1).astype(np.int64)
+    values = np.asarray(array).reshape(-1)
     low, high = (-8, 7) if _name(element_type) == "i4" else (0, (1 << bits) - 1)
-    if values.size and (values.min() < low or values.max() > high):
-        raise InputError(f"pack_data: values must lie in [{low}, {high}] for {_name(element_type)}")
-    per_byte = 8 // bits
-    padded = np.zeros(-(-values.size // per_byte) * per_byte, dtype=np.uint8)
-    padded[: values.size] = (values & ((1 << bits) - 1)).astype(np.uint8)
-    groups = padded.reshape(-1, per_byte).astype(np.uint16)
-    shifts = np.arange(per_byte)[::-1] * bits
-    return (groups << shifts).sum(axis=1).astype(np.uint8)
+    if values.size and (values.min() < low or values.max() > high or not np.all(values == np.round(values))):
+        raise InputError(f"pack_data: values must be integers in [{low}, {high}] for {_name(element_type)}")
+    return packed.pack(packed.to_codes(values.astype(np.int64), bits), bits, first_high=True)
 
 
 def unpack_data(array: np.ndarray, element_type: Any, shape: Any) -> np.ndarray:
     """The values of a packed uint8 buffer, as an array of ``shape`` (int8 for i4, else uint8)."""
     bits = _bits(element_type)
-    per_byte = 8 // bits
-    packed = np.asarray(array).reshape(-1).view(np.uint8).astype(np.uint16)
-    shifts = np.arange(per_byte)[::-1] * bits
-    values = ((packed[:, None] >> shifts) & ((1 << bits) - 1)).reshape(-1)
     dims = tuple(int(d) for d in shape)
     count = int(np.prod(dims)) if dims else 1
-    out = values[:count].astype(np.int16)
+    codes = packed.unpack(np.asarray(array), bits, count, first_high=True)
+    if codes.size < count:
+        raise InputError(f"unpack_data: {np.asarray(array).nbytes} bytes hold {codes.size} "
+                         f"{_name(element_type)} values, shape {list(dims)} needs {count}")
     if _name(element_type) == "i4":
-        out = np.where(out > 7, out - 16, out).astype(np.int8)
-        return out.reshape(dims)
-    return out.astype(np.uint8).reshape(dims)
+        return np.where(codes > 7, codes.astype(np.int16) - 16, codes).astype(np.int8).reshape(dims)
+    return codes.reshape(dims)

@@ -157,7 +157,9 @@ def _name_values(inputs: Sequence[ir.Value], initializers: Sequence[ir.Value], n
             name, suffix = f"{base}_{suffix}", suffix + 1
         node.name = name
         node_names.add(name)
-    named_by_result = {id(v): name for v, name in outputs if name}
+    from inferplex._ports import named_by_program
+
+    named_by_result = {id(v): name for v, name in outputs if name and not named_by_program(v)}
     for node in nodes:
         for index, value in enumerate(node.outputs):
             base = (named_by_result.get(id(value)) or value.name

@@ -21,7 +21,7 @@ from typing import Any, SupportsIndex, overload
 
 import numpy as np
 
-from inferplex.errors import InputError
+from inferplex.errors import InputError, InputTypeError
 
 __all__ = ["Dimension", "PartialShape", "Shape", "Strides", "Symbol", "parse_dimension_text",
            "split_shape_text"]
@@ -449,6 +449,9 @@ class PartialShape:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, (PartialShape, Shape, list, tuple)):
             return NotImplemented
+        if self._dims is None and isinstance(other, (list, tuple)):
+            raise InputTypeError(f"Cannot compare dynamic shape with {type(other)}: a shape of unknown rank "
+                                 "compares with another PartialShape (PartialShape.dynamic())")
         try:
             other = PartialShape(other)
         except InputError:
@@ -477,4 +480,7 @@ def split_shape_text(text: str) -> list[str] | None:
 
 def _parse_shape(text: str) -> list[Dimension] | None:
     parts = split_shape_text(text)
+    if parts is not None and any(not part.strip() for part in parts):
+        raise InputError(f'Cannot get vector of dimensions! "{text}" is incorrect: a dimension is '
+                         "empty; write dims between single commas, e.g. '[?,3,224..]'")
     return None if parts is None else [Dimension(part) for part in parts]

@@ -14,8 +14,13 @@ elements of it in its shape.  As in OpenVINO:
 - String tensors hold Python strings: ``str_data``/``bytes_data`` read and
   write them; ``data`` gives the bytes, as OpenVINO does.
 
-Sub-byte types (``u4``, ``i4``) keep one element per byte (ml_dtypes' layout),
-while ``byte_size`` counts packed bits as OpenVINO does.
+Sub-byte types (``u1``, ``u2``, ``u3``, ``u4``, ``i4``, ``u6``, ``nf4``,
+``f4e2m1``) are packed as in OpenVINO (:mod:`inferplex.api.packed`): ``data``
+is the flat uint8 array (int8 for ``i4``) of the ``byte_size`` bytes, and
+``Tensor(buffer, shape, Type.u4)`` reads a packed buffer in place.  numpy (and
+a model's input) sees the element values: ``np.asarray(tensor)`` unpacks them
+into ml_dtypes' ``int4``/``uint4``/... (uint8 for ``u1``, ``u3``, ``u6``,
+``nf4``), and ``Tensor(int4_array)`` packs a copy.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.api import packed
 from inferplex.api.shapes import PartialShape, Shape, Strides
 from inferplex.api.types import Type
 from inferplex.errors import InputError
@@ -39,9 +45,11 @@ _ACCEPTED = ("Tensor(array, shared_memory=False), Tensor(array, shape, type), "
 class Tensor:
     """A host tensor (OpenVINO's ``ov.Tensor``); see the module docstring for the constructors."""
 
-    __slots__ = ("_array", "_buffer", "_owned", "_type")
+    __slots__ = ("_array", "_buffer", "_dims", "_owned", "_type")
     _array: np.ndarray
     _buffer: Any
+    _dims: tuple[int, ...] | None
+    """The shape of a packed (sub-byte) tensor, whose ``_array`` is its flat bytes; None otherwise."""
     _owned: bool
     _type: Type
 
@@ -82,7 +90,7 @@ class Tensor:
             return
         if not partial.is_static:
             shape = (0,)
-        needed = math.prod(shape) * element.get_size()
+        needed = _nbytes(element, math.prod(shape))
         if array.nbytes < needed:
             raise InputError("Shape of the port exceeds shape of the array. The port needs "
                              f"{needed} bytes, the array holds {array.nbytes}")
@@ -102,11 +110,17 @@ class Tensor:
                              f"shape {list(parent._array.shape)}")
         region = parent._array[tuple(slice(b, e) for b, e in zip(low, high, strict=True))]
         self._type, self._buffer, self._owned, self._array = parent._type, region, False, region
+        self._dims = None
 
     # --- construction ---------------------------------------------------------------
 
     def _from_array(self, array: np.ndarray, shared_memory: bool) -> None:
         element = Type(array.dtype)
+        bits = packed.packed_bits(element)
+        if bits:  # ml_dtypes' int4, uint4, ...: one element per byte, packed into a copy
+            codes = packed.pack(packed.to_codes(array, bits), bits)
+            self._set(element, codes, tuple(array.shape), owned=True)
+            return
         if element == Type.string:
             shared_memory = False
             array = np.vectorize(_as_str, otypes=[object])(array) if array.size else \
@@ -129,10 +143,13 @@ class Tensor:
             raise InputError("Tensor(array, shape, type) shares the array's memory and needs a "
                              "C-contiguous array; pass np.ascontiguousarray(array)")
         dtype = element.to_dtype()
-        needed = math.prod(shape) * dtype.itemsize
+        needed = _nbytes(element, math.prod(shape))
         if array.nbytes < needed:
             raise InputError(f"the array holds {array.nbytes} bytes but a {element} tensor of shape "
                              f"{list(shape)} needs {needed}")
+        if packed.packed_bits(element):
+            self._set(element, _bytes_of(array), shape, owned=False)
+            return
         flat = _bytes_of(array)[: array.nbytes - array.nbytes % dtype.itemsize]
         self._set(element, flat.view(dtype), shape, owned=False)
 
@@ -143,7 +160,14 @@ class Tensor:
         self._set(element, _zeros(element, math.prod(shape)), shape, owned=True)
 
     def _set(self, element: Type, buffer: np.ndarray, shape: tuple[int, ...], owned: bool) -> None:
+        """Show ``buffer`` (elements; for a packed type, its bytes) as a tensor of ``shape``."""
         self._type, self._buffer, self._owned = element, buffer, owned
+        if packed.packed_bits(element):
+            self._dims = tuple(int(d) for d in shape)
+            raw = buffer[: _nbytes(element, math.prod(shape))]
+            self._array = raw.view(np.int8 if element.get_type_name() == "i4" else np.uint8)
+            return
+        self._dims = None
         self._array = buffer[: math.prod(shape)].reshape(shape)
 
     # --- OpenVINO's API ----------------------------------------------------------------
@@ -159,14 +183,14 @@ class Tensor:
         return self._type
 
     def get_shape(self) -> Shape:
-        return Shape(self._array.shape)
+        return Shape(self._dims if self._dims is not None else self._array.shape)
 
     def set_shape(self, shape: Any) -> None:
         """Reshape in place when the capacity allows, else reallocate (owned tensors only)."""
         dims = _shape_of(shape)
         size = math.prod(dims)
-        if size <= self._buffer.size:
-            self._array = self._buffer[:size].reshape(dims)
+        if (_nbytes(self._type, size) if self._dims is not None else size) <= self._buffer.size:
+            self._set(self._type, self._buffer, dims, self._owned)
         elif self._owned:
             self._set(self._type, _zeros(self._type, size), dims, owned=True)
         else:
@@ -175,9 +199,11 @@ class Tensor:
                              f"memory of {self._buffer.size} elements; it would need {size}")
 
     def get_size(self) -> int:
-        return int(self._array.size)
+        return math.prod(self._dims) if self._dims is not None else int(self._array.size)
 
     def get_byte_size(self) -> int:
+        if self._dims is not None:  # packed: whole bytes (3-byte groups for u3 and u6)
+            return _nbytes(self._type, self.get_size())
         return (self.get_size() * self._type.get_bitwidth() + 7) // 8
 
     def get_strides(self) -> Strides:
@@ -216,7 +242,7 @@ class Tensor:
         if source.element_type != self._type:
             raise InputError(f"cannot copy a {source.element_type} tensor into a {self._type} "
                              "tensor; element types must be equal")
-        self.set_shape(source._array.shape)
+        self.set_shape(source.get_shape())
         self._array[...] = source._array
 
     @property
@@ -253,6 +279,14 @@ class Tensor:
             self._array[...] = np.vectorize(_as_str, otypes=[object])(array)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if self._dims is not None:  # packed: the element values, unpacked into a new array
+            if copy is False:
+                raise ValueError(f"a {self._type} tensor is packed: numpy sees its values only in a "
+                                 "new array (np.array(tensor)); tensor.data views its bytes")
+            bits = packed.packed_bits(self._type)
+            codes = packed.unpack(self._array, bits, self.get_size())
+            values = packed.from_codes(codes, self._type.to_dtype(), self._dims)
+            return values if dtype is None else values.astype(dtype)
         array = self._array if self._type != Type.string else self.str_data.astype(object)
         if dtype is not None and np.dtype(dtype) != array.dtype:
             return array.astype(dtype)
@@ -310,9 +344,18 @@ def _as_str(value: Any) -> str:
 
 
 def _zeros(element: Type, size: int) -> np.ndarray:
+    """A buffer for ``size`` elements (for a packed type, its bytes)."""
     if element == Type.string:
         return np.full(size, "", dtype=object)
+    if packed.packed_bits(element):
+        return np.zeros(_nbytes(element, size), dtype=np.uint8)
     return np.zeros(size, dtype=element.to_dtype())
+
+
+def _nbytes(element: Type, size: int) -> int:
+    """Bytes that ``size`` elements of ``element`` take (packed for sub-byte types)."""
+    bits = packed.packed_bits(element)
+    return packed.packed_size(bits, size) if bits else size * element.get_size()
 
 
 def _shape_of(shape: Any) -> tuple[int, ...]:

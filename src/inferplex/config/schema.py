@@ -58,6 +58,8 @@ def _device_priorities(value: Any) -> str:
         value = ",".join(str(v) for v in value)
     if not isinstance(value, str):
         raise values.Reject("a comma-separated device list such as 'GPU,CPU'")
+    if value.endswith(",") and not value.endswith(",,"):
+        value = value[:-1]  # OpenVINO's device.priorities("GPU", "CPU") ends its list with a comma
     try:
         parse_device_list(value, allow_counts=True)
     except DeviceNameError as e:
@@ -84,6 +86,7 @@ def _device_properties(value: Any) -> dict[str, dict[str, Any]]:
 
 def _distribution_policy(value: Any) -> str:
     """A set of policies (OpenVINO's form), one name, or empty; stored as their names comma-joined."""
+    value = values.as_text(value)
     names = [str(v) for v in value] if isinstance(value, (set, frozenset, list, tuple)) else [value]
     if any(isinstance(n, str) and n.strip().upper() == "TENSOR_PARALLEL" for n in names):
         raise values.Reject("PIPELINE_PARALLEL, or an empty set; TENSOR_PARALLEL (each op's weights "
@@ -97,6 +100,13 @@ def _precision(value: Any) -> str:
         value = value.get_type_name()
     return values.choice("f32", "f16", "bf16", aliases={
         "FP32": "f32", "FLOAT32": "f32", "FP16": "f16", "FLOAT16": "f16", "BFLOAT16": "bf16"})(value)
+
+
+def _encryption_callbacks(value: Any) -> tuple[Callable[[bytes], Any], Callable[[bytes], Any]]:
+    """OpenVINO's ``[encrypt, decrypt]``: two functions, each taking bytes and returning bytes."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(callable(f) for f in value):
+        return value[0], value[1]
+    raise values.Reject("[encrypt, decrypt]: two functions, each taking bytes and returning bytes")
 
 
 @dataclass(frozen=True)
@@ -148,6 +158,7 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("EXIT_TIMEOUT", values.seconds, frozenset({"engine"})),
     Property("ENABLE_TRACE", values.boolean, frozenset({"engine"})),
     Property(output_precision.KEY, output_precision.parse, frozenset({"engine"})),
+    Property("CACHE_ENCRYPTION_CALLBACKS", _encryption_callbacks, frozenset({"engine"})),
     Property("CACHE_DIR", values.directory, _VIRTUAL | {"registry"}),
     Property("LOG_LEVEL", values.choice(*LEVELS, aliases=_LOG_LEVEL_ALIASES), _VIRTUAL | {"registry"}),
 )}
@@ -163,7 +174,10 @@ ENGINE_PROPERTIES = _taken_by("engine")
 going before its request ends with an InferenceError; default 5) and ``ENABLE_TRACE`` (record
 each request's stages; read them as a Chrome trace with ``get_property("TRACE")``) and
 ``OUTPUT_PRECISION`` (MODEL, the default: floating outputs in the model's types; INFERENCE: in
-the f16/bf16 the devices are hinted at, see :mod:`.output_precision`)."""
+the f16/bf16 the devices are hinted at, see :mod:`.output_precision`) and
+``CACHE_ENCRYPTION_CALLBACKS`` (OpenVINO's ``[encrypt, decrypt]``: ``export_model`` returns
+``encrypt(blob)`` and ``import_model`` given the same key reads ``decrypt(blob)``; the model cache
+does not encrypt its files, so a compile that has both this key and ``CACHE_DIR`` is refused)."""
 COMMON_PROPERTIES = _taken_by("registry")
 """Keys every device takes, read by the device registry rather than by plugins: ``CACHE_DIR``
 (the model cache, see :mod:`inferplex.devices.cache`)."""
@@ -228,10 +242,10 @@ def normalize_property(key: str, value: Any, accepted_keys: tuple[str, ...] | No
         raise PropertyError(
             f"unknown property {key!r}{where}; accepted keys: {', '.join(sorted(allowed))}")
     parse = SCHEMA[name].parse if name in SCHEMA else own.get(name)
-    if parse is None:
-        return name, value  # a device's own key without a parser: its plugin checks the value
+    if parse is None:  # a device's own key without a parser: its plugin checks the value
+        return name, values.as_text(value)
     try:
-        return name, parse(value)
+        return name, parse(values.as_text(value))
     except values.Reject as reject:
         raise PropertyError(f"property {name}{where}: value {value!r} is not accepted; "
                             f"accepted: {reject}") from None

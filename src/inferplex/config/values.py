@@ -10,19 +10,98 @@ Device plugins build their own keys' parsers from these
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from inferplex.errors import PropertyError
 
-__all__ = ["Parser", "Reject", "boolean", "byte_size", "choice", "directory", "int_at_least", "parse_bytes",
-           "parse_seconds", "seconds", "streams", "yes_no_auto"]
+__all__ = ["OptionEnum", "Parser", "Reject", "as_text", "boolean", "byte_size", "choice", "directory",
+           "int_at_least", "parse_bytes", "parse_seconds", "seconds", "streams", "yes_no_auto"]
 
 
 class Reject(Exception):  # noqa: N818 - a parser's "no", not an error the user sees
     """Raised by a value parser; its text says what is accepted."""
+
+
+class OptionEnum(enum.Enum):
+    """A property value enum that behaves as OpenVINO's pybind11 enums do, and names its stored string.
+
+    Members are written ``NAME = (number, text)``: ``number`` is OpenVINO's
+    (``value``, ``int()``, ordering, ``Enum(number)``), ``text`` the string the
+    schema stores (``"THROUGHPUT"``).  ``str()`` is ``"Class.NAME"`` and the repr
+    ``<Class.NAME: number>``, as OpenVINO prints them.  A member equals its
+    text too, so a value read back compares with the string a config was
+    written with; it equals no number (OpenVINO's members equal no int either).
+    ``Enum("THROUGHPUT")`` (the text or the name, any case) finds a member.
+    """
+
+    _text: str
+
+    def __new__(cls, number: int, text: str) -> OptionEnum:
+        member = object.__new__(cls)
+        member._value_ = number
+        member._text = text
+        return member
+
+    @classmethod
+    def _missing_(cls, value: object) -> OptionEnum | None:
+        if isinstance(value, str):
+            wanted = value.strip().upper()
+            for name, member in cls.__members__.items():
+                if wanted in (name, member._text.upper()):
+                    return member
+        return None
+
+    @property
+    def text(self) -> str:
+        """The string inferplex's schema stores for this member (``"THROUGHPUT"``, ``"LOG_NONE"``)."""
+        return self._text
+
+    def __int__(self) -> int:
+        return int(self._value_)
+
+    def __index__(self) -> int:
+        return int(self._value_)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return other == self._text
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash(self._text)
+
+    def __lt__(self, other: object) -> bool:
+        return self._order(other) < 0
+
+    def __le__(self, other: object) -> bool:
+        return self._order(other) <= 0
+
+    def __gt__(self, other: object) -> bool:
+        return self._order(other) > 0
+
+    def __ge__(self, other: object) -> bool:
+        return self._order(other) >= 0
+
+    def _order(self, other: object) -> int:
+        if type(other) is not type(self):
+            raise TypeError(f"'<' is not supported between {type(self).__name__} and {type(other).__name__}")
+        return int(self._value_) - int(other._value_)
+
+
+def as_text(value: Any) -> Any:
+    """``value`` with :class:`OptionEnum` members (alone, or in a list, tuple or set) as their texts,
+    the form the parsers take."""
+    if isinstance(value, OptionEnum):
+        return value.text
+    if isinstance(value, (list, tuple, set, frozenset)) and any(isinstance(v, OptionEnum) for v in value):
+        return type(value)(v.text if isinstance(v, OptionEnum) else v for v in value)
+    return value
 
 
 _TRUE = {"YES", "TRUE", "1", "ON"}
@@ -35,11 +114,14 @@ _BYTE_UNITS = {
 _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 
 def boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
+    """True/False, 'YES'/'NO' (any case), or 1/0 (OpenVINO's typed keys take ints as bools)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
     if isinstance(value, str) and value.strip().upper() in _TRUE | _FALSE:
         return value.strip().upper() in _TRUE
-    raise Reject("True/False or 'YES'/'NO'")
+    raise Reject("True/False, 1/0 or 'YES'/'NO'")
 
 
 def int_at_least(minimum: int) -> Callable[[Any], int]:
@@ -62,6 +144,7 @@ def choice(*choices: str, aliases: Mapping[str, str] | None = None) -> Callable[
     table.update({k.upper(): v for k, v in (aliases or {}).items()})
 
     def parse(value: Any) -> str:
+        value = as_text(value)
         if isinstance(value, str) and value.strip().upper() in table:
             return table[value.strip().upper()]
         raise Reject("one of " + ", ".join(choices))

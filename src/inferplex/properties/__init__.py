@@ -20,6 +20,10 @@ Values read with ``get_property`` come back typed as OpenVINO returns them
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
+
 from inferplex.properties import device, hint, intel_auto, intel_cpu, log, streams
 from inferplex.properties._enums import CacheMode, WorkloadType
 from inferplex.properties._typed import Property
@@ -35,9 +39,9 @@ __all__ = ["CacheMode", "Property", "WorkloadType", "auto_batch_timeout", "avail
 
 enable_profiling = Property("PERF_COUNT")
 """Whether requests record per-op counters (``get_profiling_info``); inferplex's ``ENABLE_PROFILING``."""
-cache_dir = Property("CACHE_DIR")
+cache_dir = Property("CACHE_DIR", kind=(str, os.PathLike))
 """OpenVINO's compiled-model cache folder (see the schema for whether inferplex takes it)."""
-inference_num_threads = Property("INFERENCE_NUM_THREADS")
+inference_num_threads = Property("INFERENCE_NUM_THREADS", kind=(int, np.integer))
 """Threads the CPU computes with (0: all cores)."""
 num_streams = Property("NUM_STREAMS")
 """The same key as :data:`streams.num`."""
@@ -65,7 +69,7 @@ optimal_batch_size = Property("OPTIMAL_BATCH_SIZE", read_only=True)
 max_batch_size = Property("MAX_BATCH_SIZE", read_only=True)
 cache_mode = Property("CACHE_MODE")
 auto_batch_timeout = Property("AUTO_BATCH_TIMEOUT")
-compilation_num_threads = Property("COMPILATION_NUM_THREADS")
+compilation_num_threads = Property("COMPILATION_NUM_THREADS", kind=(int, np.integer))
 force_tbb_terminate = Property("FORCE_TBB_TERMINATE")
 enable_mmap = Property("ENABLE_MMAP")
 weights_path = Property("WEIGHTS_PATH")

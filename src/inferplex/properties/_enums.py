@@ -1,17 +1,21 @@
 """The value types of OpenVINO's typed properties, as inferplex stores them.
 
-Each enum is a ``StrEnum`` whose values are the strings inferplex's schema
-stores (:mod:`inferplex.config.schema`), so a member and its string are
-interchangeable: ``PerformanceMode.THROUGHPUT == "THROUGHPUT"`` holds, a config
-written with strings keeps working, and ``str(member)`` is the stored string.
-(OpenVINO's members are pybind11 enums that compare unequal to strings; this is
-the one place inferplex differs, on purpose.)
+Each enum behaves as OpenVINO's (pybind11) enum of the same name: its
+``value`` and ``int()`` are OpenVINO's numbers, ``str()`` is
+``"PerformanceMode.THROUGHPUT"``, ``repr`` ``<PerformanceMode.THROUGHPUT: 2>``,
+members order by number and ``PerformanceMode(2)`` is ``THROUGHPUT``.  One
+addition: a member also equals the string inferplex's schema stores for it
+(``PerformanceMode.THROUGHPUT == "THROUGHPUT"``, ``Level.NO == "LOG_NONE"``),
+so configs written with strings and values read back compare either way
+(:class:`inferplex.config.values.OptionEnum`).
 """
 
 from __future__ import annotations
 
 import enum
 from typing import Any, ClassVar
+
+from inferplex.config.values import OptionEnum
 
 __all__ = [
     "CacheMode",
@@ -29,93 +33,94 @@ __all__ = [
 ]
 
 
-class CacheMode(enum.StrEnum):
+class CacheMode(OptionEnum):
     """``CacheMode`` (``CACHE_MODE``): what OpenVINO's model cache keeps; named so programs import,
     inferplex's cache (``CACHE_DIR``) keeps the compiled program either way."""
 
-    OPTIMIZE_SIZE = "optimize_size"
-    OPTIMIZE_SPEED = "optimize_speed"
+    OPTIMIZE_SIZE = (0, "optimize_size")
+    OPTIMIZE_SPEED = (1, "optimize_speed")
 
 
-class WorkloadType(enum.StrEnum):
+class WorkloadType(OptionEnum):
     """``WorkloadType`` (``WORKLOAD_TYPE``): OpenVINO's NPU power hint; named so programs import."""
 
-    DEFAULT = "DEFAULT"
-    EFFICIENT = "EFFICIENT"
+    DEFAULT = (0, "DEFAULT")
+    EFFICIENT = (1, "EFFICIENT")
 
 
-class PerformanceMode(enum.StrEnum):
+class PerformanceMode(OptionEnum):
     """``hint.PerformanceMode``: what the device tunes for (``PERFORMANCE_HINT``)."""
 
-    LATENCY = "LATENCY"
-    THROUGHPUT = "THROUGHPUT"
-    CUMULATIVE_THROUGHPUT = "CUMULATIVE_THROUGHPUT"
+    LATENCY = (1, "LATENCY")
+    THROUGHPUT = (2, "THROUGHPUT")
+    CUMULATIVE_THROUGHPUT = (3, "CUMULATIVE_THROUGHPUT")
 
 
-class ExecutionMode(enum.StrEnum):
+class ExecutionMode(OptionEnum):
     """``hint.ExecutionMode`` (``EXECUTION_MODE_HINT``): ACCURACY is f32 unless a precision is set."""
 
-    PERFORMANCE = "PERFORMANCE"
-    ACCURACY = "ACCURACY"
+    PERFORMANCE = (1, "PERFORMANCE")
+    ACCURACY = (2, "ACCURACY")
 
 
-class SchedulingCoreType(enum.StrEnum):
+class SchedulingCoreType(OptionEnum):
     """``hint.SchedulingCoreType`` (``SCHEDULING_CORE_TYPE``): which cores of a hybrid CPU run inference."""
 
-    ANY_CORE = "ANY_CORE"
-    PCORE_ONLY = "PCORE_ONLY"
-    ECORE_ONLY = "ECORE_ONLY"
+    ANY_CORE = (0, "ANY_CORE")
+    PCORE_ONLY = (1, "PCORE_ONLY")
+    ECORE_ONLY = (2, "ECORE_ONLY")
 
 
-class Priority(enum.StrEnum):
+class Priority(OptionEnum):
     """``hint.Priority`` (``MODEL_PRIORITY``); ``DEFAULT`` is ``MEDIUM``, as in OpenVINO."""
 
-    LOW = "LOW"
-    MEDIUM = "MEDIUM"
-    HIGH = "HIGH"
-    DEFAULT = "MEDIUM"
+    LOW = (0, "LOW")
+    MEDIUM = (1, "MEDIUM")
+    HIGH = (2, "HIGH")
+    DEFAULT = (1, "MEDIUM")
 
 
-class ModelDistributionPolicy(enum.StrEnum):
+class ModelDistributionPolicy(OptionEnum):
     """``hint.ModelDistributionPolicy``: how HETERO spreads a model over its devices.
 
     ``PIPELINE_PARALLEL`` gives each device a contiguous stage of the model.
     ``TENSOR_PARALLEL`` (each op's weights split across devices) exists so that
-    OpenVINO programs import; inferplex refuses it with a PropertyError.
+    OpenVINO programs import; inferplex refuses it with a PropertyError where it
+    is set.
     """
 
-    TENSOR_PARALLEL = "TENSOR_PARALLEL"
-    PIPELINE_PARALLEL = "PIPELINE_PARALLEL"
+    TENSOR_PARALLEL = (0, "TENSOR_PARALLEL")
+    PIPELINE_PARALLEL = (1, "PIPELINE_PARALLEL")
 
 
-class SchedulePolicy(enum.StrEnum):
+class SchedulePolicy(OptionEnum):
     """``intel_auto.SchedulePolicy``: which device of MULTI/AUTO takes the next request.
 
-    ``EARLIEST_FINISH`` is inferplex's own: the device expected to finish the
+    ``EARLIEST_FINISH`` (2) is inferplex's own: the device expected to finish the
     request first, from its measured latencies and queue.
     """
 
-    ROUND_ROBIN = "ROUND_ROBIN"
-    DEVICE_PRIORITY = "DEVICE_PRIORITY"
-    EARLIEST_FINISH = "EARLIEST_FINISH"
-    DEFAULT = "DEVICE_PRIORITY"
+    ROUND_ROBIN = (0, "ROUND_ROBIN")
+    DEVICE_PRIORITY = (1, "DEVICE_PRIORITY")
+    EARLIEST_FINISH = (2, "EARLIEST_FINISH")
+    DEFAULT = (1, "DEVICE_PRIORITY")
 
 
-class DeviceType(enum.StrEnum):
+class DeviceType(OptionEnum):
     """``device.Type`` (``DEVICE_TYPE``): whether a device shares the host's memory.
 
     The CPU answers ``INTEGRATED``, as OpenVINO's CPU plugin does.
     """
 
-    INTEGRATED = "integrated"
-    DISCRETE = "discrete"
+    INTEGRATED = (0, "integrated")
+    DISCRETE = (1, "discrete")
 
 
 DeviceType.__name__ = DeviceType.__qualname__ = "Type"
 
 
 class Capability(enum.StrEnum):
-    """``device.Capability``: the names ``OPTIMIZATION_CAPABILITIES`` lists."""
+    """``device.Capability``: the names ``OPTIMIZATION_CAPABILITIES`` lists (strings, as in OpenVINO)."""
 
     FP32 = "FP32"
     BF16 = "BF16"
@@ -127,15 +132,15 @@ class Capability(enum.StrEnum):
     EXPORT_IMPORT = "EXPORT_IMPORT"
 
 
-class Level(enum.StrEnum):
+class Level(OptionEnum):
     """``log.Level`` (``LOG_LEVEL``): the level of inferplex's Python logger."""
 
-    NO = "LOG_NONE"
-    ERR = "LOG_ERROR"
-    WARNING = "LOG_WARNING"
-    INFO = "LOG_INFO"
-    DEBUG = "LOG_DEBUG"
-    TRACE = "LOG_TRACE"
+    NO = (-1, "LOG_NONE")
+    ERR = (0, "LOG_ERROR")
+    WARNING = (1, "LOG_WARNING")
+    INFO = (2, "LOG_INFO")
+    DEBUG = (3, "LOG_DEBUG")
+    TRACE = (4, "LOG_TRACE")
 
 
 class Num:

@@ -10,7 +10,12 @@ A :class:`Property` is a key string that can be called, as OpenVINO's
 A value is checked when the pair is made, by the schema's parser
 (:mod:`inferplex.config.schema`): a bad one raises
 :class:`~inferplex.errors.PropertyError` naming the key, the value and what is
-accepted.  Read-only keys take no value.
+accepted.  Read-only keys take no value.  A key made with ``kind`` (the Python
+types OpenVINO's function for it takes, e.g. ``str`` for ``cache_dir``) checks
+only the type, as OpenVINO does: another type raises
+:class:`~inferplex.errors.PropertyTypeError` (a ``TypeError``), while a value of
+the right type that inferplex would refuse (``inference_num_threads(-8)``,
+``{TENSOR_PARALLEL}``) makes a pair, and is refused where the pair is set.
 
 :func:`typed_value` turns what inferplex stores (strings, ints, lists) into what
 OpenVINO's ``get_property`` returns (``PerformanceMode.THROUGHPUT``,
@@ -23,9 +28,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+import numpy as np
+
 from inferplex.config.any_value import OVAny
 from inferplex.config.schema import READ_ONLY_PROPERTIES, SCHEMA, canonical_key, normalize_property
-from inferplex.errors import PropertyError
+from inferplex.errors import PropertyError, PropertyTypeError
 from inferplex.properties import _enums
 
 __all__ = ["Property", "typed_value"]
@@ -38,14 +45,21 @@ class Property(str):
     """Whether the key only reads (calling it with a value is an error)."""
     _collect: Callable[[tuple[Any, ...]], Any] | None
     _parser: Callable[[Any], Any] | None
+    _kind: tuple[type, ...] | None
+    _as_collected: bool
 
     def __new__(cls, key: str, *, read_only: bool = False,
                 collect: Callable[[tuple[Any, ...]], Any] | None = None,
-                parser: Callable[[Any], Any] | None = None) -> Property:
+                parser: Callable[[Any], Any] | None = None,
+                kind: tuple[type, ...] | None = None, as_collected: bool = False) -> Property:
+        """``collect`` makes one value of several arguments; ``as_collected``: the pair holds that
+        value once it parses, rather than the parsed one (OpenVINO's ``"GPU,CPU,"``)."""
         instance = super().__new__(cls, key)
         instance.read_only = read_only
         instance._collect = collect
         instance._parser = parser
+        instance._kind = kind
+        instance._as_collected = as_collected
         return instance
 
     def __call__(self, *values: Any) -> Any:
@@ -62,14 +76,34 @@ class Property(str):
             value = values[0]
         else:
             raise PropertyError(f"property {key} takes one value, got {len(values)}: {values!r}")
+        self._check_kind(value)
         name = canonical_key(key)
         # A device's own key (SCHEDULING_CORE_TYPE...) has no schema entry: the device checks it
         # where the pair is set, as OpenVINO's plugins do.
         parser = self._parser or (None if name in SCHEMA else _as_given)
-        name, parsed = normalize_property(key, value, parsers={name: parser} if parser else None)
-        if name == "NUM_STREAMS":  # the pair keeps OpenVINO's streams.Num; reads give an int
-            return key, OVAny(_enums.Num(parsed))
+        try:
+            name, parsed = normalize_property(key, value, parsers={name: parser} if parser else None)
+        except PropertyError:
+            if self._kind is None:
+                raise
+            parsed = value  # the right type: checked where the pair is set, as OpenVINO
+        if self._as_collected:
+            return key, OVAny(value)
+        if name == "NUM_STREAMS":  # an int, as OpenVINO's pair holds: -1 for Num.AUTO
+            return key, OVAny(_streams(parsed))
         return key, OVAny(typed_value(name, parsed))
+
+    def _check_kind(self, value: Any) -> None:
+        if self._kind is None or isinstance(value, self._kind):
+            return
+        accepted = " or ".join(k.__name__ for k in self._kind if k is not np.integer)
+        raise PropertyTypeError(f"{_function_name(self)}(): incompatible function arguments: property "
+                                f"{self!s} takes {accepted}; got {type(value).__name__} {value!r}")
+
+
+def _function_name(key: Property) -> str:
+    """The name of OpenVINO's function for ``key`` (``cache_dir`` for ``CACHE_DIR``), for messages."""
+    return str(key).lower()
 
 
 def _as_given(value: Any) -> Any:
@@ -129,6 +163,8 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {
     "SCHEDULING_CORE_TYPE": _enum(_enums.SchedulingCoreType),
     "LOG_LEVEL": _enum(_enums.Level),
     "SCHEDULE_POLICY": _enum(_enums.SchedulePolicy),
+    "CACHE_MODE": _enum(_enums.CacheMode),
+    "WORKLOAD_TYPE": _enum(_enums.WorkloadType),
     "INFERENCE_PRECISION_HINT": _precision,
     "NUM_STREAMS": _streams,
     "MODEL_DISTRIBUTION_POLICY": _distribution,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from inferplex.errors import PropertyTypeError
 from inferplex.properties._enums import Capability, DeviceType
 from inferplex.properties._typed import Property
 
@@ -19,19 +20,25 @@ __all__ = ["Capability", "Type", "architecture", "capabilities", "full_name", "g
            "priorities", "properties", "thermal", "type", "uuid"]
 
 
-def _device_list(values: tuple[Any, ...]) -> Any:
-    """``priorities("GPU", "CPU")`` and ``priorities("GPU,CPU")`` both mean ``"GPU,CPU"``."""
-    return values[0] if len(values) == 1 else ",".join(str(v) for v in values)
+def _device_list(values: tuple[Any, ...]) -> str:
+    """``priorities("GPU", "CPU")`` and ``priorities("GPU,CPU")`` both make ``"GPU,CPU,"``: OpenVINO's
+    pair ends the list with a comma, which the MULTI_DEVICE_PRIORITIES parser takes."""
+    for value in values:
+        if not isinstance(value, str):
+            raise PropertyTypeError(f"Incorrect passed value: {value} , expected string values. "
+                                    "device.priorities takes device names: priorities('GPU', 'CPU')")
+    return "".join(f"{value}," for value in values if value)
 
 
-priorities = Property("MULTI_DEVICE_PRIORITIES", collect=_device_list)
+priorities = Property("MULTI_DEVICE_PRIORITIES", collect=_device_list, as_collected=True)
 """The devices of a virtual device, highest priority first: ``priorities("GPU", "CPU")``."""
 properties = Property("DEVICE_PROPERTIES")
 """Per-device settings for a virtual device's members: ``properties({"CPU": {...}, "GPU": {...}})``."""
 full_name = Property("FULL_DEVICE_NAME", read_only=True)
 """The device's name as its vendor gives it (read-only)."""
-id = Property("DEVICE_ID", read_only=True)
-"""The device's index within its family (``"1"`` for ``GPU.1``; ``""`` for the CPU) (read-only)."""
+id = Property("DEVICE_ID", kind=(str,))
+"""The device's index within its family (``"1"`` for ``GPU.1``; ``""`` for the CPU).  ``id("1")``
+makes a pair, as OpenVINO's; a device refuses it where it is set (name the device, ``GPU.1``)."""
 type = Property("DEVICE_TYPE", read_only=True)
 """:class:`Type` INTEGRATED or DISCRETE (read-only)."""
 capabilities = Property("OPTIMIZATION_CAPABILITIES", read_only=True)

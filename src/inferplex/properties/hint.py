@@ -5,10 +5,12 @@
     >>> hint.performance_mode()
     'PERFORMANCE_HINT'
     >>> hint.performance_mode(hint.PerformanceMode.THROUGHPUT)
-    ('PERFORMANCE_HINT', <PerformanceMode.THROUGHPUT: 'THROUGHPUT'>)
+    ('PERFORMANCE_HINT', OVAny(<PerformanceMode.THROUGHPUT: 2>))
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from inferplex.properties._enums import (
     ExecutionMode,
@@ -28,7 +30,7 @@ __all__ = ["ExecutionMode", "ModelDistributionPolicy", "PerformanceMode", "Prior
 
 performance_mode = Property("PERFORMANCE_HINT")
 """LATENCY, THROUGHPUT or CUMULATIVE_THROUGHPUT (:class:`PerformanceMode`)."""
-num_requests = Property("PERFORMANCE_HINT_NUM_REQUESTS")
+num_requests = Property("PERFORMANCE_HINT_NUM_REQUESTS", kind=(int, np.integer))
 """Requests the application keeps in flight (0: the device decides); caps the throughput hint."""
 inference_precision = Property("INFERENCE_PRECISION_HINT")
 """The precision to compute in: ``ov.Type.f32``, ``f16``, ``bf16`` (or their names); read as ``ov.Type``."""
@@ -38,7 +40,8 @@ execution_mode = Property("EXECUTION_MODE_HINT")
 model_priority = Property("MODEL_PRIORITY")
 """LOW, MEDIUM or HIGH (:class:`Priority`); accepted and read back, see the schema for its effect."""
 model_distribution_policy = Property("MODEL_DISTRIBUTION_POLICY",
-                                     collect=lambda v: v[0] if len(v) == 1 else set(v))
+                                     collect=lambda v: v[0] if len(v) == 1 else set(v),
+                                     kind=(set, frozenset, list, tuple, str, ModelDistributionPolicy))
 """A set of :class:`ModelDistributionPolicy`: ``{PIPELINE_PARALLEL}`` on HETERO, or an empty set."""
 enable_cpu_pinning = Property("ENABLE_CPU_PINNING")
 """Whether the CPU's inference threads are pinned to cores (OpenVINO's CPU engine)."""

@@ -1,0 +1,272 @@
+"""inferplex's OpenVINO API beside openvino itself: typed property values, pairs, packed tensors.
+
+Each test asks the installed openvino for its answer and checks that inferplex
+gives the same one (skipped where openvino is not installed).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+import inferplex as ov
+from inferplex.properties import device, hint, intel_auto, log, streams
+
+real = pytest.importorskip("openvino")
+real_props = pytest.importorskip("openvino.properties")
+
+# --- property enums ---------------------------------------------------------------------------
+
+ENUMS = [
+    (ov.properties.CacheMode, "CacheMode"),
+    (ov.properties.WorkloadType, "WorkloadType"),
+    (hint.Priority, "hint.Priority"),
+    (hint.PerformanceMode, "hint.PerformanceMode"),
+    (hint.SchedulingCoreType, "hint.SchedulingCoreType"),
+    (hint.ModelDistributionPolicy, "hint.ModelDistributionPolicy"),
+    (hint.ExecutionMode, "hint.ExecutionMode"),
+    (device.Type, "device.Type"),
+    (log.Level, "log.Level"),
+    (intel_auto.SchedulePolicy, "intel_auto.SchedulePolicy"),
+]
+
+
+def _theirs(path: str) -> Any:
+    value: Any = real_props
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+@pytest.mark.parametrize("ours, path", ENUMS, ids=[p for _, p in ENUMS])
+def test_enum_members_print_number_and_order_as_openvinos(ours: Any, path: str) -> None:
+    theirs = _theirs(path)
+    for name, member in theirs.__members__.items():
+        mine = getattr(ours, name)
+        assert (str(mine), repr(mine), int(mine), mine.value, mine.name) == \
+            (str(member), repr(member), int(member), member.value, member.name)
+        assert f"{mine}" == f"{member}" and ours(int(member)) is mine
+    members = list(theirs.__members__)
+    for first, second in itertools.pairwise(members):
+        expected = theirs.__members__[first] < theirs.__members__[second]
+        assert (getattr(ours, first) < getattr(ours, second)) == expected
+
+
+def test_enum_members_equal_their_member_and_stored_string_but_no_number() -> None:
+    latency = hint.PerformanceMode.LATENCY
+    assert latency == hint.PerformanceMode(1) and latency != hint.PerformanceMode.THROUGHPUT
+    assert latency != 1 and real_props.hint.PerformanceMode.LATENCY != 1  # neither equals its number
+    assert latency == "LATENCY" and log.Level.NO == "LOG_NONE"  # inferplex: the stored string too
+    assert {latency: "a", hint.PerformanceMode.THROUGHPUT: "b"}[hint.PerformanceMode(1)] == "a"
+
+
+def test_enum_values_set_and_read_back_through_a_core() -> None:
+    core = ov.Core()
+    core.set_property("CPU", {hint.performance_mode: hint.PerformanceMode.THROUGHPUT,
+                              log.level: log.Level.WARNING})
+    try:
+        mode = core.get_property("CPU", hint.performance_mode)
+        assert mode is hint.PerformanceMode.THROUGHPUT and str(mode) == "PerformanceMode.THROUGHPUT"
+        assert int(core.get_property("CPU", log.level)) == int(real_props.log.Level.WARNING)
+    finally:
+        core.set_property("CPU", {log.level: log.Level.NO})
+
+
+# --- pairs: what a typed key takes ----------------------------------------------------------------
+
+PAIRS = [
+    ("enable_profiling", 1), ("enable_profiling", 0), ("inference_num_threads", -8),
+    ("hint.enable_cpu_pinning", 1), ("intel_auto.enable_startup_fallback", 0),
+    ("intel_auto.enable_runtime_fallback", 1), ("device.id", "0"), ("device.priorities", "CPU,GPU"),
+]
+
+
+@pytest.mark.parametrize("path, value", PAIRS, ids=[f"{p}={v!r}" for p, v in PAIRS])
+def test_pairs_hold_what_openvinos_hold(path: str, value: Any) -> None:
+    mine: Any = ov.properties
+    for part in path.split("."):
+        mine = getattr(mine, part)
+    theirs = _theirs(path)(value)
+    key, held = mine(value)
+    assert key == theirs[0] and held.value == theirs[1].value and type(held.value) is type(theirs[1].value)
+
+
+def test_streams_pair_holds_the_integer_and_priorities_take_several_names() -> None:
+    for num in (streams.Num.AUTO, streams.Num(3)):
+        theirs = real_props.streams.num(getattr(real_props.streams.Num, num.name, None)
+                                        or real_props.streams.Num(num.to_integer()))
+        assert streams.num(num)[1].value == theirs[1].value
+    assert device.priorities("CPU", "GPU")[1].value == real_props.device.priorities("CPU", "GPU")[1].value
+
+
+@pytest.mark.parametrize("make", [lambda p: p.cache_dir(6), lambda p: p.device.priorities("CPU", 6),
+                                  lambda p: p.inference_num_threads("8")])
+def test_a_value_of_the_wrong_type_is_a_type_error_as_in_openvino(make: Any) -> None:
+    with pytest.raises(TypeError):
+        make(real_props)
+    with pytest.raises(TypeError) as info:
+        make(ov.properties)
+    assert isinstance(info.value, ov.errors.PropertyError)
+
+
+def test_a_pair_of_the_right_type_is_refused_where_it_is_set() -> None:
+    pair = ov.properties.inference_num_threads(-8)  # made, as OpenVINO makes it
+    with pytest.raises(ov.errors.PropertyError, match=r"INFERENCE_NUM_THREADS.*-8.*integer >= 0"):
+        ov.Core().set_property("CPU", pair)
+
+
+def test_a_trailing_comma_of_openvinos_device_list_is_taken() -> None:
+    core = ov.Core()
+    core.set_property("MULTI", device.priorities("CPU"))
+    assert core.get_property("MULTI", device.priorities) == "CPU"
+
+
+def test_core_wide_options_are_set_with_device_keys() -> None:
+    core = ov.Core()
+    core.set_property({"ENABLE_MMAP": False, hint.performance_mode: hint.PerformanceMode.LATENCY})
+    theirs = real.Core()
+    theirs.set_property({"ENABLE_MMAP": False})
+    assert core.get_property("ENABLE_MMAP") is theirs.get_property("ENABLE_MMAP") is False
+    assert core.get_property("CPU", hint.performance_mode) is hint.PerformanceMode.LATENCY
+    with pytest.raises(ov.errors.PropertyError, match="ENABLE_MMAP"):
+        core.set_property({"ENABLE_MMAP": "sometimes"})
+
+
+# --- sub-byte tensors are packed ------------------------------------------------------------------
+
+SUB_BYTE = ["u1", "u2", "u3", "u4", "i4", "u6", "nf4", "f4e2m1"]
+
+
+@pytest.mark.parametrize("name", SUB_BYTE)
+@pytest.mark.parametrize("shape", [[1, 3, 27, 27], [5], [2, 8]])
+def test_sub_byte_tensors_hold_packed_bytes_as_openvinos(name: str, shape: list[int]) -> None:
+    mine, theirs = ov.Tensor(getattr(ov.Type, name), shape), real.Tensor(getattr(real.Type, name), shape)
+    assert (mine.data.shape, mine.data.dtype, mine.byte_size, mine.size, list(mine.shape)) == \
+        (theirs.data.shape, theirs.data.dtype, theirs.byte_size, theirs.size, list(theirs.shape))
+
+
+@pytest.mark.parametrize("name", ["u1", "u4", "i4", "u6"])
+def test_a_packed_buffer_is_read_in_place(name: str) -> None:
+    shape = [2, 3, 8, 8]
+    size = real.Tensor(getattr(real.Type, name), shape).byte_size
+    buffer = np.arange(size, dtype=np.uint8)
+    tensor = ov.Tensor(buffer, shape, getattr(ov.Type, name))
+    np.testing.assert_array_equal(tensor.data.view(np.uint8), buffer)
+    tensor.data[0] = 77
+    assert buffer[0] == 77  # shared, as OpenVINO's
+    with pytest.raises(RuntimeError, match="bytes"):
+        ov.Tensor(buffer[:-3], shape, getattr(ov.Type, name))
+
+
+@pytest.mark.parametrize("name", ["u2", "u4", "i4", "f4e2m1"])
+def test_packed_bytes_unpack_to_the_values_openvino_computes_with(name: str) -> None:
+    """The values numpy sees in a packed tensor are those OpenVINO's CPU converts the same bytes to."""
+    from openvino import opset13
+
+    rng = np.random.default_rng(3)
+    shape = [3, 6]
+    theirs = real.Tensor(getattr(real.Type, name), shape)
+    theirs.data[:] = rng.integers(0, 256, theirs.data.size).astype(np.uint8).view(theirs.data.dtype)
+    param = opset13.parameter(shape, getattr(real.Type, name))
+    converted = real.Core().compile_model(real.Model(opset13.convert(param, real.Type.f32), [param]), "CPU")
+    expected = converted(theirs)[0]
+    mine = ov.Tensor(theirs.data.copy(), shape, getattr(ov.Type, name))
+    np.testing.assert_array_equal(np.asarray(mine).astype(np.float32), expected)
+
+
+def test_values_of_an_ml_dtypes_array_are_packed_and_read_back() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.array([[-8, -1, 0], [3, 7, 5]], dtype=ml_dtypes.int4)
+    tensor = ov.Tensor(values)
+    assert tensor.element_type == ov.Type.i4 and list(tensor.shape) == [2, 3] and tensor.byte_size == 3
+    np.testing.assert_array_equal(np.asarray(tensor), values)
+    tensor.shape = [4]  # fits the capacity: the same bytes, fewer elements
+    np.testing.assert_array_equal(np.asarray(tensor), values.reshape(-1)[:4])
+    copy = ov.Tensor(ov.Type.i4, [1])
+    copy.copy_from(tensor)
+    assert list(copy.shape) == [4] and np.array_equal(np.asarray(copy), values.reshape(-1)[:4])
+    with pytest.raises(ValueError, match="packed"):
+        np.asarray(tensor, copy=False)  # its values exist only unpacked, in a new array
+
+
+@pytest.mark.parametrize("name", ["u2", "u3", "u6", "f4e2m1"])
+def test_pack_data_takes_openvinos_other_sub_byte_types(name: str) -> None:
+    from openvino.helpers import pack_data as real_pack
+
+    bits = getattr(real.Type, name).bitwidth
+    data = np.random.default_rng(4).integers(0, 1 << bits, size=(3, 7)).astype(np.uint8)
+    packed = ov.helpers.pack_data(data, name)
+    np.testing.assert_array_equal(packed, real_pack(data, getattr(real.Type, name)))
+    np.testing.assert_array_equal(ov.helpers.unpack_data(packed, name, [3, 7]), data)
+
+
+# --- shapes and output names -------------------------------------------------------------------------
+
+
+def test_partial_shapes_refuse_empty_dims_and_comparing_an_unknown_rank_with_a_sequence() -> None:
+    for module in (real, ov):
+        with pytest.raises(RuntimeError, match="Cannot get vector of dimensions"):
+            module.PartialShape("[?,,3]")
+        with pytest.raises(TypeError, match="Cannot compare dynamic shape"):
+            _ = module.PartialShape.dynamic() == (1, 2)
+        assert module.PartialShape.dynamic() == module.PartialShape.dynamic()
+
+
+def _named_result_model(module: Any, opset: Any) -> Any:
+    data = opset.parameter([2, 2], np.float32, name="x")
+    added = opset.add(data, opset.constant(np.ones([1], np.float32)))
+    result = opset.result(added)
+    result.set_friendly_name("Result0")
+    result.get_output_tensor(0).set_names({"sum"})
+    return module.Model([result], [data])
+
+
+def test_names_set_on_a_results_tensor_name_the_output() -> None:
+    from openvino import opset13
+
+    theirs, mine = _named_result_model(real, opset13), _named_result_model(ov, ov.opset8)
+    assert mine.outputs[0].get_names() == theirs.outputs[0].get_names() == {"sum"}
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    request = ov.Core().compile_model(mine, "CPU").create_infer_request()
+    request.infer({"x": x})
+    np.testing.assert_array_equal(request.get_tensor("sum").data, x + 1)
+
+
+# --- export and import with OpenVINO's encryption callbacks -------------------------------------------
+
+
+def _relu_model() -> Any:
+    data = ov.opset8.parameter([2, 3], np.float32, name="data")
+    return ov.Model(ov.opset8.relu(data), [data], "relu")
+
+
+def test_export_import_with_encryption_callbacks(tmp_path: Any) -> None:
+    import base64
+
+    config = {"CACHE_ENCRYPTION_CALLBACKS": [base64.b64encode, base64.b64decode]}
+    core = ov.Core()
+    blob = core.compile_model(_relu_model(), "CPU", config).export_model()
+    x = np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], np.float32)
+    imported = core.import_model(blob, "CPU", config)
+    np.testing.assert_array_equal(imported({"data": x})[0], np.maximum(x, 0))
+    decrypted = core.import_model(base64.b64decode(blob), "CPU")  # the blob is encrypt(plain blob)
+    np.testing.assert_array_equal(decrypted({"data": x})[0], np.maximum(x, 0))
+    with pytest.raises(RuntimeError):
+        core.import_model(blob, "CPU")  # not decrypted: not a blob
+    with pytest.raises(ov.errors.PropertyError, match="CACHE_DIR"):
+        core.compile_model(_relu_model(), "CPU", {**config, "CACHE_DIR": str(tmp_path)})
+    with pytest.raises(ov.errors.PropertyError, match=r"\[encrypt, decrypt\]"):
+        core.compile_model(_relu_model(), "CPU", {"CACHE_ENCRYPTION_CALLBACKS": base64.b64encode})
+
+
+def test_compile_model_refuses_an_object_that_is_no_model_as_a_missing_path() -> None:
+    class Named:
+        def __str__(self) -> str:
+            return "named object"
+
+    for module in (real, ov):
+        with pytest.raises(RuntimeError, match="Path: 'named object' does not exist"):
+            module.compile_model(Named())
