@@ -108,6 +108,8 @@ def test_benchmark_async_uses_the_requests_asked_for(capsys: pytest.CaptureFixtu
     _check_report(data, 6)
     assert data["api"] == "async" and data["requests"] == 3
     assert data["config"]["PERFORMANCE_HINT"] == "THROUGHPUT"
+    assert data["compiled_properties"]["PERFORMANCE_HINT"] == "THROUGHPUT"  # the text, not the enum's str()
+    assert "PERFORMANCE_HINT=THROUGHPUT" in out
     assert "3 request(s)" in out
 
 
@@ -253,6 +255,7 @@ def test_benchmark_config_files_and_cache_dir(capsys: pytest.CaptureFixture[str]
     assert any(cache.iterdir())  # the model cache was written
     written = json.loads(dumped.read_text())["CPU"]
     assert written["NUM_STREAMS"] == "2" and written["CACHE_DIR"] == str(cache)
+    assert written["PERFORMANCE_HINT"] == "THROUGHPUT"
     code, _, err = run(capsys, "benchmark", "-m", small_model, "-shape", "[1,4]", "-load_config", str(dumped),
                        "-niter", "2", "--report", str(report))
     assert code == 0, err

@@ -270,3 +270,20 @@ def test_compile_model_refuses_an_object_that_is_no_model_as_a_missing_path() ->
     for module in (real, ov):
         with pytest.raises(RuntimeError, match="Path: 'named object' does not exist"):
             module.compile_model(Named())
+
+
+def test_results_are_an_ovdict_that_refuses_item_assignment_as_openvino_s_does() -> None:
+    from onnx import TensorProto, helper
+
+    from inferplex.utils.data_helpers import OVDict
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = ov.Core().compile_model(model.SerializeToString(), "CPU")
+    results = compiled({"x": np.array([-1.0, 2.0], np.float32)})
+    assert isinstance(results, OVDict)
+    np.testing.assert_array_equal(results["y"], [0.0, 2.0])
+    with pytest.raises(TypeError, match="'OVDict' object does not support item assignment"):
+        results["y"] = np.zeros(2, np.float32)  # type: ignore[index]

@@ -29,7 +29,7 @@ from inferplex.api.types import Type
 from inferplex.errors import InputError, InputTypeError
 
 __all__ = [
-    "InferResults", "as_array", "check_inputs", "convert_input", "copy_value", "is_ov_tensor",
+    "InferResults", "OVDict", "as_array", "check_inputs", "convert_input", "copy_value", "is_ov_tensor",
     "keyed_inputs", "note_caller_streams", "port_dims", "port_dtype", "tensor_dtype",
 ]
 
@@ -270,8 +270,9 @@ def _show(dims: tuple[Any, ...]) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-class InferResults(Mapping[Port, Any]):
-    """Results of one inference (OpenVINO's ``OVDict``), indexable by output port, index or name.
+class OVDict(Mapping[Port, Any]):
+    """Results of one inference, as OpenVINO's ``OVDict``: indexable by output port, index or name,
+    and read-only (assigning an item is a TypeError naming ``OVDict``, as in OpenVINO).
 
     As in OpenVINO, its keys are the output ports: iterating, ``keys()``,
     ``items()`` and ``to_dict()`` give ports; ``names()`` gives each output's
@@ -283,7 +284,7 @@ class InferResults(Mapping[Port, Any]):
         self._outputs = dict(outputs)
 
     @classmethod
-    def _owning(cls, ports: list[Port], outputs: dict[str, Any]) -> InferResults:
+    def _owning(cls, ports: list[Port], outputs: dict[str, Any]) -> OVDict:
         """Results over ``outputs`` itself (a dict nobody else holds): no copy of the dict."""
         results = cls.__new__(cls)
         results._ports = ports
@@ -323,4 +324,8 @@ class InferResults(Mapping[Port, Any]):
 
     def __repr__(self) -> str:
         shapes = {n: list(getattr(v, "shape", ())) for n, v in self._outputs.items()}
-        return f"InferResults({shapes})"
+        return f"OVDict({shapes})"
+
+
+InferResults = OVDict
+"""inferplex's earlier name of :class:`OVDict`, kept for programs that use it."""

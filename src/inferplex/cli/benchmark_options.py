@@ -23,6 +23,7 @@ from inferplex._model import Model
 from inferplex._ports import Port
 from inferplex.api.types import Type
 from inferplex.cli.inputs import Dims, parse_shapes
+from inferplex.config.values import OptionEnum
 from inferplex.errors import InputError, PropertyError
 
 __all__ = ["apply_precisions", "data_shapes", "dump_config", "load_config", "read_inputs"]
@@ -111,6 +112,8 @@ def _text(value: Any) -> Any:
         return value
     if isinstance(value, (list, tuple)):
         return [_text(v) for v in value]
+    if isinstance(value, OptionEnum):
+        return value.text  # the text a config takes back ("THROUGHPUT"), not OpenVINO's number
     return str(getattr(value, "value", value))
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from inferplex._compiled_model import CompiledModel
 from inferplex._ports import Port
+from inferplex.config.values import as_text
 from inferplex.errors import InferplexError
 
 __all__ = ["consoles", "describe_ports", "format_bytes", "print_compiled", "print_hetero_plan",
@@ -56,7 +57,7 @@ def read_optional(compiled: CompiledModel, key: str) -> Any:
 def print_compiled(out: Console, compiled: CompiledModel, keys: Sequence[str]) -> dict[str, Any]:
     """Print the compiled model's properties among ``keys`` that it has; return them."""
     found = {key: value for key in keys if (value := read_optional(compiled, key)) is not None}
-    out.print("Compiled model: " + ", ".join(f"{k}={v}" for k, v in found.items()), soft_wrap=True)
+    out.print("Compiled model: " + ", ".join(f"{k}={as_text(v)}" for k, v in found.items()), soft_wrap=True)
     return found
 
 

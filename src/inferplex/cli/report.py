@@ -16,6 +16,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from inferplex.config.values import OptionEnum
 from inferplex.devices.base import ProfilingRecord
 
 __all__ = ["BenchmarkResult", "latency_summary", "print_counters", "print_devices",
@@ -142,6 +143,8 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, OptionEnum):
+        return value.text  # "THROUGHPUT", as the property was written, not "PerformanceMode.THROUGHPUT"
     return str(value)
 
 

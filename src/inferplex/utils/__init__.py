@@ -1,1 +1,1 @@
-"""Helpers OpenVINO programs import from ``openvino.utils`` (``types.get_dtype``)."""
+"""Helpers OpenVINO programs import from ``openvino.utils`` (``types.get_dtype``, ``data_helpers.OVDict``)."""
