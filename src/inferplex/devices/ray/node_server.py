@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.config.values import OptionEnum
+
 __all__ = ["MAX_CONCURRENCY", "NodeServer", "actor_class"]
 
 MAX_CONCURRENCY = 32
@@ -61,6 +63,8 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, OptionEnum):
+        return value.text  # "CUMULATIVE_THROUGHPUT", which the driver's enum member equals
     return str(value)
 
 
