@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
+from time import perf_counter
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -64,6 +64,7 @@ class InferRequest(TensorAccess):
         self._completing: int | None = None  # the thread running this request's completion
         self._lock = threading.Lock()
         self._latency_ms = 0.0
+        self._output_names = [port.any_name for port in compiled._outputs]
         self.userdata: Any = None
 
     def get_compiled_model(self) -> CompiledModel:
@@ -79,7 +80,15 @@ class InferRequest(TensorAccess):
         """Place ``inputs`` in the request's tensors; ``{input name: array}`` to run."""
         self._check_idle()
         tensors = self._tensors
-        return tensors.bind(keyed_inputs(tensors.inputs, inputs, tensors.input_index), share_inputs)
+        if type(inputs) is dict:
+            by_name = tensors.input_index
+            try:  # the common case, at once: every key an input's name
+                keyed = {by_name[key]: value for key, value in inputs.items()}
+            except (KeyError, TypeError):  # indices, ports, unknown names: sorted out (and named) below
+                keyed = keyed_inputs(tensors.inputs, inputs, by_name)
+        else:
+            keyed = keyed_inputs(tensors.inputs, inputs, by_name=tensors.input_index)
+        return tensors.bind(keyed, share_inputs)
 
     # --- running ---------------------------------------------------------------------
 
@@ -106,18 +115,20 @@ class InferRequest(TensorAccess):
         (True) or ``bytes`` (False).
         """
         request = self._begin(self._bind(inputs, share_inputs))
+        result: RunResult | None = None
         try:
-            result = self._compiled._runner.run(request)
+            result = self._compiled._runner.run(request)  # returns only the result the request ended with
             self._tensors.ran(result.outputs)
         except Exception as error:  # noqa: BLE001 - the request ends with it; results raises it
             request.fail(as_inference_error(error, self._compiled._device_name))
+            result = None
         except BaseException as error:  # KeyboardInterrupt: end the request, let it through
             request.fail(InferenceError(f"the run was interrupted: {type(error).__name__}"))
             raise
         finally:
-            self._latency_ms = (time.perf_counter() - request.started) * 1e3
+            self._latency_ms = (perf_counter() - request.started) * 1e3
             self._ended.set()
-        return self._results(share_outputs, decode_strings)
+        return self._results(share_outputs, decode_strings, result)
 
     def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = False) -> None:
         """Start without waiting; the callback runs when the request ends.
@@ -152,7 +163,7 @@ class InferRequest(TensorAccess):
 
     def _complete(self, request: Request) -> None:
         """The request ended on its device: run the callback, mark it ended, hand it on."""
-        begin = time.perf_counter()
+        begin = perf_counter()
         self._latency_ms = (begin - request.started) * 1e3
         self._completing = threading.get_ident()
         try:
@@ -228,15 +239,15 @@ class InferRequest(TensorAccess):
             raise InputError("this request has not run yet; call infer() or start_async()")
         return InferResults(self._compiled._outputs, result.outputs)
 
-    def _results(self, share_outputs: bool, decode_strings: bool) -> InferResults:
+    def _results(self, share_outputs: bool, decode_strings: bool, ran: RunResult | None = None) -> InferResults:
+        """What ``infer`` returns; ``ran``: the result the request just ended with, if it succeeded."""
         if not share_outputs:  # the common case: copies, built in one pass
-            result = self._result()
+            result = ran if ran is not None else self._result()
             if result is None:
                 raise InputError("this request has not run yet; call infer() or start_async()")
             outputs = result.outputs
             copies: dict[str, Any] = {}
-            for port in self._compiled._outputs:
-                name = port.any_name
+            for name in self._output_names:
                 value = outputs[name]
                 copies[name] = value.copy() if type(value) is np.ndarray and value.dtype.kind not in "OSU" \
                     else _output_copy(value, False, decode_strings)

@@ -205,10 +205,7 @@ class RequestTensors:
         so a refused call leaves the request's tensors as they were.
         """
         if self._fast is not None and len(keyed) == len(self._fast) and self._fits(keyed):
-            held = self._held
-            for index, value in keyed.items():
-                self._place_exact(index, value, share)
-            return {name: held[index] for index, name in enumerate(self._input_names)}
+            return self._bind_exact(keyed, share)
         converted: dict[int, Any] = {}
         refused: dict[int, str] = {}
         for index, value in keyed.items():
@@ -239,19 +236,24 @@ class RequestTensors:
                 return False
         return True
 
-    def _place_exact(self, index: int, value: np.ndarray, share: bool) -> None:
-        """``_place`` for an array :meth:`_fits` accepted (the caller's own array, never converted)."""
-        if share and value.flags.c_contiguous and value.flags.writeable:
-            self._hold_given(index, value)
-            return
-        held = self._held.get(index)
-        if not share and index in self._owned and type(held) is np.ndarray and held.shape == value.shape \
-                and held.dtype == value.dtype:
-            np.copyto(held, value)
-            if self._pin is not None:
-                self._lock_pages(index, held)
-            return
-        self._hold_owned(index, np.array(value, order="C", copy=True))
+    def _bind_exact(self, keyed: Mapping[int, Any], share: bool) -> dict[str, Any]:
+        """``bind`` for arrays :meth:`_fits` accepted (the caller's own arrays, never converted):
+        held as they are (``share``, where C-contiguous and writable), else copied into the
+        request's own array of that input."""
+        held, owned = self._held, self._owned
+        for index, value in keyed.items():
+            if share and value.flags.c_contiguous and value.flags.writeable:
+                self._hold_given(index, value)
+                continue
+            mine = held.get(index)
+            if not share and type(mine) is np.ndarray and index in owned and mine.shape == value.shape \
+                    and mine.dtype == value.dtype:
+                mine[...] = value
+                if self._pin is not None and index not in self._pins and mine.nbytes >= PIN_MIN_BYTES:
+                    self._lock_pages(index, mine)
+                continue
+            self._hold_owned(index, np.array(value, order="C", copy=True))
+        return {name: held[index] for index, name in enumerate(self._input_names)}
 
     def _place(self, index: int, given: Any, value: Any, share: bool) -> None:
         port = self.inputs[index]

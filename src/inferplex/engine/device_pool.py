@@ -20,6 +20,7 @@ import logging
 import queue
 import threading
 import time
+from time import perf_counter
 from collections.abc import Collection, Mapping
 from concurrent.futures import InvalidStateError
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,7 @@ class _Job:
         self.request = request
         self.exclusive = exclusive
         self.future: Outcome[RunResult] = Outcome() if future is None else future
-        self.queued = time.perf_counter()
+        self.queued = perf_counter()
         self.started = 0.0
 
 
@@ -100,25 +101,41 @@ class DevicePool:
         """Run one request in the calling thread on the first free worker."""
         if self._closed:
             raise InferenceError(f"the compiled model on {self.device} was released")
+        if request is not None and request.timeline is not None:
+            return self._run_traced(inputs, request)
         worker = self._free.get()
-        traced = request is not None and request.timeline is not None
-        if traced and not self.program.trace_stages:
-            self.program.trace_stages = True  # the model records a timeline: so do its runs
-        begin = time.perf_counter()
+        begin = perf_counter()
         try:
             outputs = self.program.run(inputs, worker, self.keep_on_device)
-            stages = self.program.stage_times(worker) if traced else ()
         finally:
             self._free.put(worker)
-        end = time.perf_counter()
-        self.slowest = max(self.slowest, end - begin)
-        if request is not None:
-            request.mark(self.label, self.device, begin, end, worker)
-            for stage, stage_begin, stage_end in stages:
-                request.mark(stage, self.device, stage_begin, stage_end, worker)
+        elapsed = perf_counter() - begin
+        if elapsed > self.slowest:
+            self.slowest = elapsed
         if not self.profiling:
             return RunResult(outputs, None, self.device)
         program = self.program  # read lazily: the counters are those of the last run on this worker
+        return RunResult(outputs, lambda: program.profiling_info(worker), self.device)
+
+    def _run_traced(self, inputs: Mapping[str, Any], request: Request) -> RunResult:
+        """:meth:`run` for a request whose stages go on the timeline (ENABLE_TRACE)."""
+        worker = self._free.get()
+        if not self.program.trace_stages:
+            self.program.trace_stages = True  # the model records a timeline: so do its runs
+        begin = perf_counter()
+        try:
+            outputs = self.program.run(inputs, worker, self.keep_on_device)
+            stages = self.program.stage_times(worker)
+        finally:
+            self._free.put(worker)
+        end = perf_counter()
+        self.slowest = max(self.slowest, end - begin)
+        request.mark(self.label, self.device, begin, end, worker)
+        for stage, stage_begin, stage_end in stages:
+            request.mark(stage, self.device, stage_begin, stage_end, worker)
+        if not self.profiling:
+            return RunResult(outputs, None, self.device)
+        program = self.program
         return RunResult(outputs, lambda: program.profiling_info(worker), self.device)
 
     def submit(self, inputs: Mapping[str, Any], request: Request | None = None,
@@ -151,29 +168,35 @@ class DevicePool:
     def _serve(self) -> None:
         me = threading.get_ident()
         running = self._running  # set and popped without the lock: one key per thread, GIL-atomic
-        while (job := self._jobs.get()) is not None:
-            job.started = time.perf_counter()
+        take, run, device = self._jobs.get, self.run, self.device
+        while (job := take()) is not None:
+            job.started = perf_counter()
             running[me] = job
-            lifecycle.progress()
+            if lifecycle.exiting:  # exit's wait looks again (nothing to tell before exit)
+                lifecycle.progress()
             request = job.request
             if request is not None and request.timeline is not None:
-                request.mark("queued", self.device, job.queued, job.started)
+                request.mark("queued", device, job.queued, job.started)
             outcome: RunResult | BaseException
             try:
                 if job.exclusive is None:
-                    outcome = self.run(job.inputs, request)
+                    outcome = run(job.inputs, request)
                 else:
                     with job.exclusive:
-                        outcome = self.run(job.inputs, request)
+                        outcome = run(job.inputs, request)
             except BaseException as error:  # noqa: BLE001 - handed to the future, never lost
-                outcome = as_inference_error(error, self.device)
-            running.pop(me, None)
-            if request is not None and job.future is request.future:
-                request.end(outcome)  # the whole request: ending it checks its result
+                outcome = as_inference_error(error, device)
+            del running[me]
+            if request is not None and job.future is request.future:  # the whole request:
+                if isinstance(outcome, BaseException):
+                    request.fail(outcome)
+                else:
+                    request.succeed(outcome)  # ending it checks its result
             else:
                 _settle(job.future, outcome)
             del job, outcome, request  # an idle thread must not keep the last request (and its model) alive
-            lifecycle.progress()
+            if lifecycle.exiting:
+                lifecycle.progress()
 
     # --- lifecycle -------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import time
 import weakref
 from typing import Protocol
 
-__all__ = ["Watched", "ended", "live_requests", "progress", "run_first_at_exit", "started", "watch"]
+__all__ = ["Watched", "ended", "exiting", "live_requests", "progress", "run_first_at_exit", "started", "watch"]
 
 _log = logging.getLogger("inferplex")
 
@@ -49,7 +49,8 @@ def _holds_exit(item: Watched) -> bool:
 
 _lock = threading.Lock()  # taken directly on the hot path (a Condition's own methods are Python code)
 _cond = threading.Condition(_lock)
-_exiting = False
+exiting = False
+"""True once exit's wait has begun: hot paths read it before calling :func:`progress`."""
 _live = 0
 _last_progress = time.monotonic()
 _watched: weakref.WeakSet[Watched] = weakref.WeakSet()
@@ -67,7 +68,7 @@ def ended() -> None:
     global _live, _last_progress
     with _lock:
         _live -= 1
-        if _exiting:  # only exit's wait looks at these
+        if exiting:  # only exit's wait looks at these
             _last_progress = time.monotonic()
             _cond.notify_all()
 
@@ -75,7 +76,7 @@ def ended() -> None:
 def progress() -> None:
     """A run started or ended on some device: exit's wait looks again (a no-op before exit)."""
     global _last_progress
-    if not _exiting:
+    if not exiting:
         return
     with _cond:
         _last_progress = time.monotonic()
@@ -108,9 +109,9 @@ def live_requests() -> int:
 
 def _finish_at_exit() -> None:
     """Wait until every request in flight has ended; abandon devices that hang."""
-    global _exiting, _last_progress
+    global _last_progress, exiting
     with _cond:
-        _exiting = True
+        exiting = True
         _last_progress = time.monotonic()  # ended() and progress() keep it from here on
     while True:
         with _cond:

@@ -95,14 +95,16 @@ class Outcome(Generic[_T]):
 
     def result(self, timeout: float | None = None) -> _T:
         """The result, waiting up to ``timeout`` seconds; raises the error it ended with."""
-        self._wait(timeout)
+        if self._state == _PENDING:
+            self._wait(timeout)
         if self._error is not None:
             raise self._error
         return self._result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The error it ended with (None after a result), waiting up to ``timeout`` seconds."""
-        self._wait(timeout)
+        if self._state == _PENDING:
+            self._wait(timeout)
         return self._error
 
     def add_done_callback(self, callback: Callable[[Outcome[_T]], Any]) -> None:
@@ -195,6 +197,8 @@ def broken_result(result: RunResult, expected: OutputSpec, arrays: bool = True) 
     subgraph hands to the next one may be a device's native tensors of any type.
     """
     outputs = result.outputs
+    if type(outputs) is dict and arrays and _conforms(outputs, expected):
+        return None  # the common case, in one pass: each output an array of its dtype
     device = result.device or "the device"
     if not isinstance(outputs, Mapping):
         return PluginError(f"{device} broke the device program contract: its run returned "
@@ -218,6 +222,19 @@ def broken_result(result: RunResult, expected: OutputSpec, arrays: bool = True) 
 
 
 _MISSING = object()
+
+
+def _conforms(outputs: dict[str, Any], expected: OutputSpec) -> bool:
+    """Whether every expected output is there, each tensor output a numpy array of its dtype
+    (strings of any string kind); False sends :func:`broken_result` the long way, which names
+    what is wrong."""
+    for name, tensor, dtype in expected:
+        value = outputs.get(name, _MISSING)
+        if value is _MISSING:
+            return False
+        if tensor and not (type(value) is np.ndarray and (dtype is None or value.dtype == dtype)):
+            return False
+    return True
 
 
 class Request:
@@ -254,11 +271,14 @@ class Request:
     def succeed(self, result: RunResult) -> bool:
         """End with ``result``; False if the request had already ended, or if ``result`` breaks
         the device program contract (the request then ends with a PluginError naming the device)."""
-        if self.expected is not None:
-            error = broken_result(result, self.expected)
-            if error is not None:
-                self.fail(error)
-                return False
+        expected = self.expected
+        if expected is not None:
+            outputs = result.outputs
+            if not (type(outputs) is dict and _conforms(outputs, expected)):
+                error = broken_result(result, expected)
+                if error is not None:
+                    self.fail(error)
+                    return False
         try:
             self.future._end(_SUCCEEDED, result, None)
         except InvalidStateError:
