@@ -28,7 +28,7 @@ from inferplex.engine import lifecycle
 from inferplex.engine.completions import blocking, on_completion_thread
 from inferplex.engine.device_pool import as_inference_error
 from inferplex.engine.latch import Latch
-from inferplex.engine.request import Request, RunResult
+from inferplex.engine.request import Outcome, Request, RunResult
 from inferplex.errors import InferenceError, InputError, RequestBusyError
 
 if TYPE_CHECKING:
@@ -78,12 +78,15 @@ class InferRequest(TensorAccess):
 
     def _bind(self, inputs: Any, share_inputs: bool = False) -> dict[str, Any]:
         """Place ``inputs`` in the request's tensors; ``{input name: array}`` to run."""
-        self._check_idle()
+        if not self._ended.is_set():
+            self._check_idle()
         tensors = self._tensors
         if type(inputs) is dict:
             by_name = tensors.input_index
-            try:  # the common case, at once: every key an input's name
-                keyed = {by_name[key]: value for key, value in inputs.items()}
+            keyed: dict[int, Any] = {}
+            try:  # the common case, at once: every key an input's name (a loop: no comprehension frame)
+                for key, value in inputs.items():
+                    keyed[by_name[key]] = value
             except (KeyError, TypeError):  # indices, ports, unknown names: sorted out (and named) below
                 keyed = keyed_inputs(tensors.inputs, inputs, by_name)
         else:
@@ -92,13 +95,15 @@ class InferRequest(TensorAccess):
 
     # --- running ---------------------------------------------------------------------
 
-    def _begin(self, bound: Mapping[str, Any]) -> Request:
+    def _begin(self, bound: Mapping[str, Any],
+               on_end: Callable[[Outcome[RunResult]], None] | None = None) -> Request:
+        """A new request over ``bound``; ``on_end``: its future's done-callback."""
         with self._lock:
             if not self._ended.is_set():
                 raise RequestBusyError("this InferRequest is still running; call wait() before "
                                        "starting it again, or use more requests (AsyncInferQueue)")
             self._ended.clear()
-            request = Request(bound, self._compiled._timeline, self._compiled._expected)
+            request = Request(bound, self._compiled._timeline, self._compiled._expected, on_end)
             self._request = request
             return request
 
@@ -140,10 +145,8 @@ class InferRequest(TensorAccess):
         self._start_bound(self._bind(inputs, share_inputs), userdata)
 
     def _start_bound(self, bound: dict[str, Any], userdata: Any) -> None:
-        note_caller_streams(bound)  # the run starts on another thread: see note_caller_streams
-        request = self._begin(bound)
-        self.userdata = userdata
-        lifecycle.started()
+        if not self._tensors.numpy_bound:  # numpy arrays alone have no CUDA stream to note
+            note_caller_streams(bound)  # the run starts on another thread: see note_caller_streams
         completions = self._compiled._completions
 
         def ended(_: object) -> None:
@@ -154,7 +157,9 @@ class InferRequest(TensorAccess):
             else:
                 completions.submit(partial(self._complete, request))
 
-        request.future.add_done_callback(ended)
+        request = self._begin(bound, ended)
+        self.userdata = userdata
+        lifecycle.started()
         try:
             self._compiled._runner.submit(request)
         except BaseException as error:  # a runner that raises still ends the request once
@@ -168,7 +173,7 @@ class InferRequest(TensorAccess):
         self._completing = threading.get_ident()
         try:
             future = request.future
-            if future.exception() is None:
+            if future.exception() is None:  # done: neither waits
                 try:
                     self._tensors.ran(future.result().outputs)
                 except Exception:  # noqa: BLE001 - the results stay readable; only the copy failed

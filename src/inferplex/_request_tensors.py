@@ -137,6 +137,8 @@ class RequestTensors:
         self._out: dict[int, Any] = {}
         """Output index -> the tensor that receives its results (handed out or set by the caller)."""
         self._last: dict[str, Any] | None = None
+        self.numpy_bound = False
+        """Whether the last :meth:`bind` gave numpy arrays alone (it took the fast path)."""
         self._pin = pin
         self._static = {p.index for p in inputs
                         if (dims := port_dims(p)) is not None and all(isinstance(d, int) for d in dims)}
@@ -205,7 +207,9 @@ class RequestTensors:
         so a refused call leaves the request's tensors as they were.
         """
         if self._fast is not None and len(keyed) == len(self._fast) and self._fits(keyed):
+            self.numpy_bound = True
             return self._bind_exact(keyed, share)
+        self.numpy_bound = False
         converted: dict[int, Any] = {}
         refused: dict[int, str] = {}
         for index, value in keyed.items():
@@ -243,7 +247,10 @@ class RequestTensors:
         held, owned = self._held, self._owned
         for index, value in keyed.items():
             if share and value.flags.c_contiguous and value.flags.writeable:
-                self._hold_given(index, value)
+                if self._pins:
+                    self._unpin(index)
+                held[index] = value  # held as given (see _hold_given)
+                owned.discard(index)
                 continue
             mine = held.get(index)
             if not share and type(mine) is np.ndarray and index in owned and mine.shape == value.shape \
@@ -253,7 +260,10 @@ class RequestTensors:
                     self._lock_pages(index, mine)
                 continue
             self._hold_owned(index, np.array(value, order="C", copy=True))
-        return {name: held[index] for index, name in enumerate(self._input_names)}
+        bound = {}
+        for index, name in enumerate(self._input_names):  # a loop: no comprehension frame
+            bound[name] = held[index]
+        return bound
 
     def _place(self, index: int, given: Any, value: Any, share: bool) -> None:
         port = self.inputs[index]

@@ -47,17 +47,10 @@ def as_inference_error(error: BaseException, device: str) -> BaseException:
     return wrapped
 
 
-class _Job:
-    __slots__ = ("exclusive", "future", "inputs", "queued", "request", "started")
-
-    def __init__(self, inputs: Mapping[str, Any], request: Request | None,
-                 exclusive: threading.Lock | None, future: Outcome[RunResult] | None) -> None:
-        self.inputs = inputs
-        self.request = request
-        self.exclusive = exclusive
-        self.future: Outcome[RunResult] = Outcome() if future is None else future
-        self.queued = perf_counter()
-        self.started = 0.0
+_Job = tuple[Mapping[str, Any], "Request | None", "threading.Lock | None", Outcome[RunResult], float]
+"""A queued run: ``(inputs, request, exclusive lock, future, perf_counter when queued)``.  A plain
+tuple: one is made per request, and a class's ``__init__`` would be a Python call on that path."""
+_FUTURE = 3
 
 
 class DevicePool:
@@ -91,7 +84,8 @@ class DevicePool:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._running: dict[int, _Job] = {}
+        self._running: dict[int, tuple[float, _Job]] = {}
+        """Thread id -> (perf_counter when its run started, the job it runs)."""
         self._closed = False
         self._abandoned = False
 
@@ -146,16 +140,29 @@ class DevicePool:
         ``future``: the outcome to end (a whole request's, when this run is all of
         it: the device thread then ends the request itself); default a new one.
         """
-        job = _Job(inputs, request, exclusive, future)
+        if future is None:
+            future = Outcome()
         with self._lock:
             if self._closed:
                 reason = "hung at exit" if self._abandoned else "was released"
-                job.future.set_exception(InferenceError(f"the compiled model on {self.device} {reason}"))
-                return job.future
+                future.set_exception(InferenceError(f"the compiled model on {self.device} {reason}"))
+                return future
             if len(self._threads) < self.threads:
                 self._start_thread()
-            self._jobs.put(job)
-        return job.future
+            self._jobs.put((inputs, request, exclusive, future, perf_counter()))
+        return future
+
+    def submit_request(self, request: Request) -> None:
+        """Queue a whole request: the device thread ends it (:meth:`submit` with its future,
+        spelled out: it is every single-device request's path)."""
+        with self._lock:
+            if self._closed:
+                reason = "hung at exit" if self._abandoned else "was released"
+                request.fail(InferenceError(f"the compiled model on {self.device} {reason}"))
+                return
+            if len(self._threads) < self.threads:
+                self._start_thread()
+            self._jobs.put((request.inputs, request, None, request.future, perf_counter()))
 
     def _start_thread(self) -> None:
         if not self._threads:
@@ -170,31 +177,32 @@ class DevicePool:
         running = self._running  # set and popped without the lock: one key per thread, GIL-atomic
         take, run, device = self._jobs.get, self.run, self.device
         while (job := take()) is not None:
-            job.started = perf_counter()
-            running[me] = job
+            started = perf_counter()
+            running[me] = (started, job)
             if lifecycle.exiting:  # exit's wait looks again (nothing to tell before exit)
                 lifecycle.progress()
-            request = job.request
+            inputs, request, exclusive, future, queued = job
             if request is not None and request.timeline is not None:
-                request.mark("queued", device, job.queued, job.started)
+                request.mark("queued", device, queued, started)
             outcome: RunResult | BaseException
             try:
-                if job.exclusive is None:
-                    outcome = run(job.inputs, request)
+                if exclusive is None:
+                    outcome = run(inputs, request)
                 else:
-                    with job.exclusive:
-                        outcome = run(job.inputs, request)
+                    with exclusive:
+                        outcome = run(inputs, request)
             except BaseException as error:  # noqa: BLE001 - handed to the future, never lost
                 outcome = as_inference_error(error, device)
             del running[me]
-            if request is not None and job.future is request.future:  # the whole request:
+            if request is not None and future is request.future:  # the whole request:
                 if isinstance(outcome, BaseException):
                     request.fail(outcome)
                 else:
                     request.succeed(outcome)  # ending it checks its result
             else:
-                _settle(job.future, outcome)
-            del job, outcome, request  # an idle thread must not keep the last request (and its model) alive
+                _settle(future, outcome)
+            # An idle thread must not keep the last request (and its model) alive.
+            del job, outcome, request, inputs, future
             if lifecycle.exiting:
                 lifecycle.progress()
 
@@ -204,7 +212,7 @@ class DevicePool:
         running = list(self._running.values())  # one C-level copy: safe while threads add and pop
         if not running or self._abandoned:
             return None
-        oldest = min(job.started for job in running)
+        oldest = min(started for started, _job in running)
         # perf_counter and monotonic share no origin: convert through the time elapsed
         running_for = time.perf_counter() - oldest
         return time.monotonic() - running_for + self.slowest + self.exit_timeout
@@ -219,15 +227,15 @@ class DevicePool:
                                f"(the slowest run seen took {self.slowest:.2f} s; EXIT_TIMEOUT adds "
                                f"{self.exit_timeout:g} s); the device is left running")
         _log.warning("inferplex: %s", error)
-        for job in running:
-            _settle(job.future, error)
+        for _started, job in running:
+            _settle(job[_FUTURE], error)
         while True:
             try:
                 job_or_stop = self._jobs.get_nowait()
             except queue.Empty:
                 break
             if job_or_stop is not None:
-                _settle(job_or_stop.future, error)
+                _settle(job_or_stop[_FUTURE], error)
 
     def close(self) -> None:
         """Let queued jobs run, stop the threads, then close the program.  Idempotent.

@@ -17,10 +17,12 @@ on daemon threads of their own.)
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
 __all__ = ["Watched", "ended", "exiting", "live_requests", "progress", "run_first_at_exit", "started", "watch"]
@@ -51,26 +53,34 @@ _lock = threading.Lock()  # taken directly on the hot path (a Condition's own me
 _cond = threading.Condition(_lock)
 exiting = False
 """True once exit's wait has begun: hot paths read it before calling :func:`progress`."""
-_live = 0
+_starts = itertools.count()
+_ends = itertools.count()
+# Live requests are _starts' count less _ends': both counters advance in C (atomic under the GIL,
+# no lock and no Python frame per request); reading them (_live) advances both, which keeps the
+# difference.
 _last_progress = time.monotonic()
 _watched: weakref.WeakSet[Watched] = weakref.WeakSet()
 
 
-def started() -> None:
-    """A user request started (it counts until :func:`ended`)."""
-    global _live
-    with _lock:
-        _live += 1
+started: Callable[[], object] = _starts.__next__
+"""``started()``: a user request started (it counts until :func:`ended`); a C call."""
 
 
 def ended() -> None:
     """A user request ended and its callback returned."""
-    global _live, _last_progress
-    with _lock:
-        _live -= 1
-        if exiting:  # only exit's wait looks at these
+    global _last_progress
+    next(_ends)
+    if exiting:  # only exit's wait looks at these
+        with _cond:
             _last_progress = time.monotonic()
             _cond.notify_all()
+
+
+def _live() -> int:
+    """User requests started and not yet ended.  Ends are read first: a request that starts
+    between the two reads counts as live, one that ends between them too (never too few)."""
+    ends = next(_ends)
+    return next(_starts) - ends
 
 
 def progress() -> None:
@@ -103,8 +113,7 @@ def run_first_at_exit() -> None:
 
 def live_requests() -> int:
     """User requests started and not yet ended."""
-    with _cond:
-        return _live
+    return _live()
 
 
 def _finish_at_exit() -> None:
@@ -118,7 +127,8 @@ def _finish_at_exit() -> None:
             now = time.monotonic()
             deadlines = [(deadline, item) for item in list(_watched)
                          if (deadline := item.exit_deadline()) is not None]
-            if _live <= 0:  # runs left over (an attempt already re-run elsewhere) are abandoned
+            live = _live()
+            if live <= 0:  # runs left over (an attempt already re-run elsewhere) are abandoned
                 deadlines = [(deadline, item) for deadline, item in deadlines if _holds_exit(item)]
                 if not deadlines:
                     return
@@ -130,7 +140,7 @@ def _finish_at_exit() -> None:
                     wake = _last_progress + DEFAULT_EXIT_TIMEOUT
                     if wake <= now:
                         _log.warning("inferplex: %d requests had not ended %.0f s into exit; leaving them",
-                                     _live, DEFAULT_EXIT_TIMEOUT)
+                                     live, DEFAULT_EXIT_TIMEOUT)
                         return
                 _cond.wait(wake - now)
                 continue

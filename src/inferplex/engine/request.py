@@ -54,12 +54,13 @@ class Outcome(Generic[_T]):
 
     __slots__ = ("_callbacks", "_error", "_lock", "_result", "_state", "_waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, callback: Callable[[Outcome[_T]], Any] | None = None) -> None:
+        """``callback``: a first done-callback, as :meth:`add_done_callback` adds one."""
         self._state = _PENDING
         self._result: Any = None
         self._error: BaseException | None = None
         self._lock = threading.Lock()
-        self._callbacks: list[Callable[[Outcome[_T]], Any]] | None = None
+        self._callbacks: list[Callable[[Outcome[_T]], Any]] | None = None if callback is None else [callback]
         self._waiters: list[threading.Lock] | None = None
 
     def done(self) -> bool:
@@ -139,7 +140,10 @@ class Outcome(Generic[_T]):
                 waiter.release()
         if callbacks:
             for callback in callbacks:
-                _call(callback, self)
+                try:
+                    callback(self)
+                except Exception:  # noqa: BLE001 - as Future does: one callback must not stop the others
+                    _log.exception("inferplex: a done-callback raised")
 
     def __repr__(self) -> str:
         state = ("pending", "succeeded", "failed")[self._state]
@@ -243,11 +247,13 @@ class Request:
     __slots__ = ("attempt", "expected", "failures", "future", "inputs", "started", "timeline", "trace_number")
 
     def __init__(self, inputs: Mapping[str, Any], timeline: Timeline | None = None,
-                 expected: OutputSpec | None = None) -> None:
+                 expected: OutputSpec | None = None,
+                 on_end: Callable[[Outcome[RunResult]], Any] | None = None) -> None:
         self.inputs = inputs
         """Model inputs by name, already checked against the model's ports."""
-        self.future: Outcome[RunResult] = Outcome()
-        """Completes exactly once: with a :class:`RunResult` or the error the request ended with."""
+        self.future: Outcome[RunResult] = Outcome(on_end)
+        """Completes exactly once: with a :class:`RunResult` or the error the request ended with
+        (``on_end``: its first done-callback)."""
         self.attempt = 0
         """Runs started so far (MULTI re-runs a failed request on another device)."""
         self.failures: list[tuple[str, BaseException]] = []

@@ -183,8 +183,11 @@ class OnnxRuntimeProgram(CpuProgram):
         if self._stale[worker]:
             self._sessions[worker] = self._new_session(worker)
             self._stale[worker] = False
-        feed = inputs if all(type(v) is np.ndarray for v in inputs.values()) \
-            else {name: to_numpy(value) for name, value in inputs.items()}
+        feed = inputs
+        for value in inputs.values():  # a loop, not all(generator): this runs per request
+            if type(value) is not np.ndarray:
+                feed = {name: to_numpy(value) for name, value in inputs.items()}
+                break
         try:
             outputs = self._sessions[worker].run(None, feed)
         except Exception as e:  # ONNX Runtime's own classes: the caller gets one of ours, as from a GPU
