@@ -99,10 +99,9 @@ class InferRequest(TensorAccess):
                on_end: Callable[[Outcome[RunResult]], None] | None = None) -> Request:
         """A new request over ``bound``; ``on_end``: its future's done-callback."""
         with self._lock:
-            if not self._ended.is_set():
+            if not self._ended.clear_if_set():
                 raise RequestBusyError("this InferRequest is still running; call wait() before "
                                        "starting it again, or use more requests (AsyncInferQueue)")
-            self._ended.clear()
             request = Request(bound, self._compiled._timeline, self._compiled._expected, on_end)
             self._request = request
             return request
@@ -172,10 +171,10 @@ class InferRequest(TensorAccess):
         self._latency_ms = (begin - request.started) * 1e3
         self._completing = threading.get_ident()
         try:
-            future = request.future
-            if future.exception() is None:  # done: neither waits
+            result, error = request.future.settled()
+            if error is None:
                 try:
-                    self._tensors.ran(future.result().outputs)
+                    self._tensors.ran(result.outputs)
                 except Exception:  # noqa: BLE001 - the results stay readable; only the copy failed
                     _log.exception("inferplex: writing results into the output tensors failed")
             if self._callback is not None:

@@ -206,9 +206,10 @@ class RequestTensors:
         Values are converted and every input checked before anything is placed,
         so a refused call leaves the request's tensors as they were.
         """
-        if self._fast is not None and len(keyed) == len(self._fast) and self._fits(keyed):
-            self.numpy_bound = True
-            return self._bind_exact(keyed, share)
+        if self._fast is not None and len(keyed) == len(self._fast):
+            bound = self._bind_exact(keyed, share)
+            if bound is not None:
+                return bound
         self.numpy_bound = False
         converted: dict[int, Any] = {}
         refused: dict[int, str] = {}
@@ -227,24 +228,20 @@ class RequestTensors:
             self._place(index, keyed[index], value, share)
         return {p.any_name: self._run_value(self._held[p.index]) for p in self.inputs}
 
-    def _fits(self, keyed: Mapping[int, Any]) -> bool:
-        """Whether every value is a numpy array of its input's exact dtype and static shape,
-        going where no ov.Tensor is held: the common case, placed without conversion or check."""
-        fast, held = self._fast, self._held
+    def _bind_exact(self, keyed: Mapping[int, Any], share: bool) -> dict[str, Any] | None:
+        """``bind`` for the common case, or None (and nothing placed) elsewhere: every value a
+        numpy array of its input's exact dtype and static shape, going where no ov.Tensor is held.
+        Such arrays need no conversion or check: they are held as they are (``share``, where
+        C-contiguous and writable), else copied into the request's own array of that input."""
+        fast, held, owned = self._fast, self._held, self._owned
         assert fast is not None
         for index, value in keyed.items():
             if type(value) is not np.ndarray:
-                return False
+                return None
             dtype, shape = fast[index]
             if value.dtype != dtype or value.shape != shape or isinstance(held.get(index), Tensor):
-                return False
-        return True
-
-    def _bind_exact(self, keyed: Mapping[int, Any], share: bool) -> dict[str, Any]:
-        """``bind`` for arrays :meth:`_fits` accepted (the caller's own arrays, never converted):
-        held as they are (``share``, where C-contiguous and writable), else copied into the
-        request's own array of that input."""
-        held, owned = self._held, self._owned
+                return None
+        self.numpy_bound = True
         for index, value in keyed.items():
             if share and value.flags.c_contiguous and value.flags.writeable:
                 if self._pins:

@@ -108,6 +108,11 @@ class Outcome(Generic[_T]):
             self._wait(timeout)
         return self._error
 
+    def settled(self) -> tuple[Any, BaseException | None]:
+        """``(result, error)`` as it ended, without waiting (``(None, None)`` while pending): for a
+        done-callback, which knows it has ended, one call instead of ``exception`` and ``result``."""
+        return self._result, self._error
+
     def add_done_callback(self, callback: Callable[[Outcome[_T]], Any]) -> None:
         """``callback(self)`` once it is done: now if it already is."""
         if self._state == _PENDING:
@@ -280,7 +285,15 @@ class Request:
         expected = self.expected
         if expected is not None:
             outputs = result.outputs
-            if not (type(outputs) is dict and _conforms(outputs, expected)):
+            conforms = type(outputs) is dict
+            if conforms:  # _conforms spelled out: this runs per request
+                for name, tensor, dtype in expected:
+                    value = outputs.get(name, _MISSING)
+                    if value is _MISSING or (tensor and not (
+                            type(value) is np.ndarray and (dtype is None or value.dtype == dtype))):
+                        conforms = False
+                        break
+            if not conforms:
                 error = broken_result(result, expected)
                 if error is not None:
                     self.fail(error)
