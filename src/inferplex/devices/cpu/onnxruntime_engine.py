@@ -189,7 +189,7 @@ class OnnxRuntimeProgram(CpuProgram):
                 feed = {name: to_numpy(value) for name, value in inputs.items()}
                 break
         try:
-            outputs = self._sessions[worker].run(None, feed)
+            outputs = self._sessions[worker].run(self.output_names, feed)  # named: ORT skips looking them up
         except Exception as e:  # ONNX Runtime's own classes: the caller gets one of ours, as from a GPU
             raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {e}") from e
         return dict(zip(self.output_names, outputs, strict=True))
