@@ -80,7 +80,7 @@ def test_an_array_reshaped_or_retyped_in_place_runs_as_it_now_is(engine: str) ->
                                _reference(model, {"a": a2, "b": wide}))
     np.testing.assert_allclose(request.infer({"a": a, "b": b}, share_inputs=True)[0],
                                _reference(model, {"a": a, "b": b}))
-    a.dtype = np.int32  # the same memory read as another type: converted as that type, not misread
+    a.dtype = np.int32  # type: ignore[misc,assignment]  # the same memory read as another type: converted as that type, not misread
     np.testing.assert_allclose(request.infer({"a": a, "b": b}, share_inputs=True)[0],
                                _reference(model, {"a": a.astype(np.float32), "b": b}))
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from time import perf_counter
 from collections.abc import Callable, Mapping
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -243,7 +243,8 @@ class InferRequest(TensorAccess):
             raise InputError("this request has not run yet; call infer() or start_async()")
         return InferResults(self._compiled._outputs, result.outputs)
 
-    def _results(self, share_outputs: bool, decode_strings: bool, ran: RunResult | None = None) -> InferResults:
+    def _results(self, share_outputs: bool, decode_strings: bool,
+                 ran: RunResult | None = None) -> InferResults:
         """What ``infer`` returns; ``ran``: the result the request just ended with, if it succeeded."""
         if not share_outputs:  # the common case: copies, built in one pass
             result = ran if ran is not None else self._result()

@@ -20,9 +20,9 @@ import logging
 import queue
 import threading
 import time
-from time import perf_counter
 from collections.abc import Collection, Mapping
 from concurrent.futures import InvalidStateError
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from inferplex.engine import lifecycle
@@ -228,14 +228,14 @@ class DevicePool:
                                f"{self.exit_timeout:g} s); the device is left running")
         _log.warning("inferplex: %s", error)
         for _started, job in running:
-            _settle(job[_FUTURE], error)
+            _settle(job[_FUTURE], error)  # type: ignore[arg-type]  # the tuple's future
         while True:
             try:
                 job_or_stop = self._jobs.get_nowait()
             except queue.Empty:
                 break
             if job_or_stop is not None:
-                _settle(job_or_stop[_FUTURE], error)
+                _settle(job_or_stop[_FUTURE], error)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Let queued jobs run, stop the threads, then close the program.  Idempotent.

@@ -25,7 +25,8 @@ import weakref
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["Watched", "ended", "exiting", "live_requests", "progress", "run_first_at_exit", "started", "watch"]
+__all__ = ["Watched", "ended", "exiting", "live_requests", "progress", "run_first_at_exit", "started",
+           "watch"]
 
 _log = logging.getLogger("inferplex")
 
