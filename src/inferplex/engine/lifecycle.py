@@ -77,11 +77,15 @@ def ended() -> None:
             _cond.notify_all()
 
 
+_reading = threading.Lock()  # one reader at a time: two interleaved reads would skew each other
+
+
 def _live() -> int:
     """User requests started and not yet ended.  Ends are read first: a request that starts
     between the two reads counts as live, one that ends between them too (never too few)."""
-    ends = next(_ends)
-    return next(_starts) - ends
+    with _reading:
+        ends = next(_ends)
+        return next(_starts) - ends
 
 
 def progress() -> None:
