@@ -327,9 +327,7 @@ class OpenVinoProgram(CpuProgram):
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
         self._holding: list[dict[int, tuple[np.ndarray, tuple[int, ...], np.dtype[Any]]]] = [
-            {} for _ in self._requests]
-        """Per worker: OpenVINO input index -> the array (with its shape and dtype) whose tensor the
-        worker's request holds, set by the last run (see :meth:`_shared_inputs`)."""
+            {} for _ in self._requests]  # per worker: input index -> (array, shape, dtype) its tensor holds
         _first_uses(self._requests)
         self._inputs = _input_index(compiled.inputs, input_names, self._kept)
         by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
@@ -374,14 +372,11 @@ class OpenVinoProgram(CpuProgram):
         """OpenVINO tensors over the inputs' own memory, by OpenVINO input index; None where this
         openvino has no direct call or an input is not a numeric numpy array (see :func:`_direct_call`).
 
-        An input given as the very array the worker's request already holds a tensor over (the
-        caller's array run again with ``share_inputs``, or an InferRequest's own input array) is
-        left out: the request reads it where it is, and OpenVINO skips re-binding a tensor, a
-        visible share of a small model's run.  Same object, shape and dtype means same memory:
-        numpy moves an array's data only on ``resize``, which refuses while this holds a reference.
-
-        Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
-        their type: CastLike's target) are not fed; the caller checked the names.
+        The very array the worker's request holds a tensor over (the caller's array run again, an
+        InferRequest's own input array) is left out: binding a new tensor is a visible share of a
+        small model's run.  Same object, shape and dtype is same memory (numpy moves an array's
+        data only on ``resize``, which refuses while this holds a reference).  Inputs OpenVINO
+        left out of the compiled model (nothing reads them, or only their type) are not fed.
         """
         if self._direct is None:
             return None
