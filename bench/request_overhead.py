@@ -21,8 +21,14 @@ MLP (``--model small``: a run of a few hundred microseconds).
 the inferplex found in ``SRC`` (another checkout's ``src``) and on this one, and
 prints the medians side by side.
 
+``--calls`` counts instead the function calls one request makes (Python functions
+and C functions called from Python, from a profile hook on every thread), per
+thread (caller, device worker, completion thread), for ``infer()`` and for an
+AsyncInferQueue of 2 jobs with a callback, and lists each call with its count
+per request.
+
     python bench/request_overhead.py [--engine ONNXRUNTIME|OPENVINO] [--model tiny|small]
-                                     [--seconds 2] [--rounds 3] [--compare OLD_SRC]
+                                     [--seconds 2] [--rounds 3] [--compare OLD_SRC] [--calls]
 """
 
 from __future__ import annotations
@@ -167,6 +173,61 @@ def measure(engine: str, kind: str, seconds: float) -> dict[str, float]:
     return rates
 
 
+def count_calls(engine: str, kind: str, requests: int = 200) -> None:
+    """Print the calls per request of ``infer()`` and of an AsyncInferQueue (see the module docstring)."""
+    import collections
+    import threading
+
+    import inferplex as ov
+
+    model, feed = _model(kind)
+    counts: collections.Counter[str] = collections.Counter()
+    threads: collections.Counter[str] = collections.Counter()
+    active = [False]
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if not active[0] or event not in ("call", "c_call"):
+            return
+        code = frame.f_code
+        where = f"{code.co_filename.split('/src/')[-1]}:{code.co_name}" if event == "call" \
+            else f"C {getattr(arg, '__qualname__', arg)}"
+        counts[where] += 1
+        name = threading.current_thread().name
+        threads["device worker" if name.startswith("inferplex-CPU") else
+                "completions" if name.startswith("inferplex-callbacks") else name] += 1
+
+    threading.setprofile(hook)  # threads the engine starts later (the first request starts them)
+    sys.setprofile(hook)
+    compiled = ov.Core().compile_model(model, "CPU", {"PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": 2,
+                                                      "ENGINE": engine})
+    request = compiled.create_infer_request()
+    queue = ov.AsyncInferQueue(compiled, 2)
+    queue.set_callback(lambda *_: None)
+    for _ in range(50):  # warm up: threads started, tensors made
+        request.infer(feed)
+        queue.start_async(feed, share_inputs=True)
+    queue.wait_all()
+    for label, step in (("infer()", lambda: request.infer(feed)),
+                        ("AsyncInferQueue", lambda: queue.start_async(feed, share_inputs=True))):
+        counts.clear()
+        threads.clear()
+        active[0] = True
+        for _ in range(requests):
+            step()
+        queue.wait_all()
+        time.sleep(0.2)  # the last completions
+        active[0] = False
+        python = sum(n for name, n in counts.items() if not name.startswith("C "))
+        print(f"{label}: {sum(counts.values()) / requests:.1f} calls per request "
+              f"({python / requests:.1f} Python, {(sum(counts.values()) - python) / requests:.1f} C); "
+              + ", ".join(f"{name} {n / requests:.1f}" for name, n in threads.items()))
+        for name, n in sorted(counts.items(), key=lambda item: -item[1]):
+            if n >= requests // 2:
+                print(f"  {n / requests:5.2f} {name}")
+    sys.setprofile(None)
+    threading.setprofile(None)  # type: ignore[arg-type]
+
+
 def _child(src: str, args: argparse.Namespace) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
     command = [sys.executable, __file__, "--json", "--engine", args.engine, "--model", args.model,
@@ -201,8 +262,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compare", default="", help="another checkout's src to run beside this one")
+    parser.add_argument("--calls", action="store_true", help="count the calls per request instead")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.calls:
+        count_calls(args.engine, args.model)
+        return
     if args.json:
         print(json.dumps(measure(args.engine, args.model, args.seconds)))
         return

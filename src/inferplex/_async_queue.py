@@ -31,7 +31,7 @@ from typing import Any
 
 from inferplex._binding import check_inputs, convert_input, copy_value, keyed_inputs, port_dims
 from inferplex._compiled_model import CompiledModel
-from inferplex._infer_request import InferRequest, in_completion_callback
+from inferplex._infer_request import InferRequest
 from inferplex.engine.completions import blocking, on_completion_thread
 from inferplex.errors import PropertyError, RequestBusyError
 
@@ -121,7 +121,7 @@ class AsyncInferQueue:
         with self._lock:
             if self._idle:
                 index: int | None = self._idle.pop(0)
-            elif in_completion_callback():
+            elif on_completion_thread():
                 index = None
             else:
                 while not self._idle:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from inferplex.engine import lifecycle
 from inferplex.engine.completions import blocking, on_completion_thread
 from inferplex.engine.device_pool import as_inference_error
 from inferplex.engine.latch import Latch
-from inferplex.engine.request import Request, RunResult
+from inferplex.engine.request import Outcome, Request, RunResult
 from inferplex.errors import InferenceError, InputError, RequestBusyError
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ class InferRequest(TensorAccess):
         self._completing: int | None = None  # the thread running this request's completion
         self._lock = threading.Lock()
         self._latency_ms = 0.0
+        self._output_names = [port.any_name for port in compiled._outputs]
         self.userdata: Any = None
 
     def get_compiled_model(self) -> CompiledModel:
@@ -77,19 +78,31 @@ class InferRequest(TensorAccess):
 
     def _bind(self, inputs: Any, share_inputs: bool = False) -> dict[str, Any]:
         """Place ``inputs`` in the request's tensors; ``{input name: array}`` to run."""
-        self._check_idle()
+        if not self._ended.is_set():
+            self._check_idle()
         tensors = self._tensors
-        return tensors.bind(keyed_inputs(tensors.inputs, inputs, tensors.input_index), share_inputs)
+        if type(inputs) is dict:
+            by_name = tensors.input_index
+            keyed: dict[int, Any] = {}
+            try:  # the common case, at once: every key an input's name (a loop: no comprehension frame)
+                for key, value in inputs.items():
+                    keyed[by_name[key]] = value
+            except (KeyError, TypeError):  # indices, ports, unknown names: sorted out (and named) below
+                keyed = keyed_inputs(tensors.inputs, inputs, by_name)
+        else:
+            keyed = keyed_inputs(tensors.inputs, inputs, by_name=tensors.input_index)
+        return tensors.bind(keyed, share_inputs)
 
     # --- running ---------------------------------------------------------------------
 
-    def _begin(self, bound: Mapping[str, Any]) -> Request:
+    def _begin(self, bound: Mapping[str, Any],
+               on_end: Callable[[Outcome[RunResult]], None] | None = None) -> Request:
+        """A new request over ``bound``; ``on_end``: its future's done-callback."""
         with self._lock:
-            if not self._ended.is_set():
+            if not self._ended.clear_if_set():
                 raise RequestBusyError("this InferRequest is still running; call wait() before "
                                        "starting it again, or use more requests (AsyncInferQueue)")
-            self._ended.clear()
-            request = Request(bound, self._compiled._timeline, self._compiled._expected)
+            request = Request(bound, self._compiled._timeline, self._compiled._expected, on_end)
             self._request = request
             return request
 
@@ -106,18 +119,20 @@ class InferRequest(TensorAccess):
         (True) or ``bytes`` (False).
         """
         request = self._begin(self._bind(inputs, share_inputs))
+        result: RunResult | None = None
         try:
-            result = self._compiled._runner.run(request)
+            result = self._compiled._runner.run(request)  # returns only the result the request ended with
             self._tensors.ran(result.outputs)
         except Exception as error:  # noqa: BLE001 - the request ends with it; results raises it
             request.fail(as_inference_error(error, self._compiled._device_name))
+            result = None
         except BaseException as error:  # KeyboardInterrupt: end the request, let it through
             request.fail(InferenceError(f"the run was interrupted: {type(error).__name__}"))
             raise
         finally:
-            self._latency_ms = (time.perf_counter() - request.started) * 1e3
+            self._latency_ms = (perf_counter() - request.started) * 1e3
             self._ended.set()
-        return self._results(share_outputs, decode_strings)
+        return self._results(share_outputs, decode_strings, result)
 
     def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = False) -> None:
         """Start without waiting; the callback runs when the request ends.
@@ -129,10 +144,8 @@ class InferRequest(TensorAccess):
         self._start_bound(self._bind(inputs, share_inputs), userdata)
 
     def _start_bound(self, bound: dict[str, Any], userdata: Any) -> None:
-        note_caller_streams(bound)  # the run starts on another thread: see note_caller_streams
-        request = self._begin(bound)
-        self.userdata = userdata
-        lifecycle.started()
+        if not self._tensors.numpy_bound:  # numpy arrays alone have no CUDA stream to note
+            note_caller_streams(bound)  # the run starts on another thread: see note_caller_streams
         completions = self._compiled._completions
 
         def ended(_: object) -> None:
@@ -143,7 +156,9 @@ class InferRequest(TensorAccess):
             else:
                 completions.submit(partial(self._complete, request))
 
-        request.future.add_done_callback(ended)
+        request = self._begin(bound, ended)
+        self.userdata = userdata
+        lifecycle.started()
         try:
             self._compiled._runner.submit(request)
         except BaseException as error:  # a runner that raises still ends the request once
@@ -152,14 +167,14 @@ class InferRequest(TensorAccess):
 
     def _complete(self, request: Request) -> None:
         """The request ended on its device: run the callback, mark it ended, hand it on."""
-        begin = time.perf_counter()
+        begin = perf_counter()
         self._latency_ms = (begin - request.started) * 1e3
         self._completing = threading.get_ident()
         try:
-            future = request.future
-            if future.exception() is None:
+            result, error = request.future.settled()
+            if error is None:
                 try:
-                    self._tensors.ran(future.result().outputs)
+                    self._tensors.ran(result.outputs)
                 except Exception:  # noqa: BLE001 - the results stay readable; only the copy failed
                     _log.exception("inferplex: writing results into the output tensors failed")
             if self._callback is not None:
@@ -228,15 +243,16 @@ class InferRequest(TensorAccess):
             raise InputError("this request has not run yet; call infer() or start_async()")
         return InferResults(self._compiled._outputs, result.outputs)
 
-    def _results(self, share_outputs: bool, decode_strings: bool) -> InferResults:
+    def _results(self, share_outputs: bool, decode_strings: bool,
+                 ran: RunResult | None = None) -> InferResults:
+        """What ``infer`` returns; ``ran``: the result the request just ended with, if it succeeded."""
         if not share_outputs:  # the common case: copies, built in one pass
-            result = self._result()
+            result = ran if ran is not None else self._result()
             if result is None:
                 raise InputError("this request has not run yet; call infer() or start_async()")
             outputs = result.outputs
             copies: dict[str, Any] = {}
-            for port in self._compiled._outputs:
-                name = port.any_name
+            for name in self._output_names:
                 value = outputs[name]
                 copies[name] = value.copy() if type(value) is np.ndarray and value.dtype.kind not in "OSU" \
                     else _output_copy(value, False, decode_strings)

@@ -137,6 +137,8 @@ class RequestTensors:
         self._out: dict[int, Any] = {}
         """Output index -> the tensor that receives its results (handed out or set by the caller)."""
         self._last: dict[str, Any] | None = None
+        self.numpy_bound = False
+        """Whether the last :meth:`bind` gave numpy arrays alone (it took the fast path)."""
         self._pin = pin
         self._static = {p.index for p in inputs
                         if (dims := port_dims(p)) is not None and all(isinstance(d, int) for d in dims)}
@@ -204,11 +206,11 @@ class RequestTensors:
         Values are converted and every input checked before anything is placed,
         so a refused call leaves the request's tensors as they were.
         """
-        if self._fast is not None and len(keyed) == len(self._fast) and self._fits(keyed):
-            held = self._held
-            for index, value in keyed.items():
-                self._place_exact(index, value, share)
-            return {name: held[index] for index, name in enumerate(self._input_names)}
+        if self._fast is not None and len(keyed) == len(self._fast):
+            bound = self._bind_exact(keyed, share)
+            if bound is not None:
+                return bound
+        self.numpy_bound = False
         converted: dict[int, Any] = {}
         refused: dict[int, str] = {}
         for index, value in keyed.items():
@@ -226,32 +228,39 @@ class RequestTensors:
             self._place(index, keyed[index], value, share)
         return {p.any_name: self._run_value(self._held[p.index]) for p in self.inputs}
 
-    def _fits(self, keyed: Mapping[int, Any]) -> bool:
-        """Whether every value is a numpy array of its input's exact dtype and static shape,
-        going where no ov.Tensor is held: the common case, placed without conversion or check."""
-        fast, held = self._fast, self._held
+    def _bind_exact(self, keyed: Mapping[int, Any], share: bool) -> dict[str, Any] | None:
+        """``bind`` for the common case, or None (and nothing placed) elsewhere: every value a
+        numpy array of its input's exact dtype and static shape, going where no ov.Tensor is held.
+        Such arrays need no conversion or check: they are held as they are (``share``, where
+        C-contiguous and writable), else copied into the request's own array of that input."""
+        fast, held, owned = self._fast, self._held, self._owned
         assert fast is not None
         for index, value in keyed.items():
             if type(value) is not np.ndarray:
-                return False
+                return None
             dtype, shape = fast[index]
             if value.dtype != dtype or value.shape != shape or isinstance(held.get(index), Tensor):
-                return False
-        return True
-
-    def _place_exact(self, index: int, value: np.ndarray, share: bool) -> None:
-        """``_place`` for an array :meth:`_fits` accepted (the caller's own array, never converted)."""
-        if share and value.flags.c_contiguous and value.flags.writeable:
-            self._hold_given(index, value)
-            return
-        held = self._held.get(index)
-        if not share and index in self._owned and type(held) is np.ndarray and held.shape == value.shape \
-                and held.dtype == value.dtype:
-            np.copyto(held, value)
-            if self._pin is not None:
-                self._lock_pages(index, held)
-            return
-        self._hold_owned(index, np.array(value, order="C", copy=True))
+                return None
+        self.numpy_bound = True
+        for index, value in keyed.items():
+            if share and value.flags.c_contiguous and value.flags.writeable:
+                if self._pins:
+                    self._unpin(index)
+                held[index] = value  # held as given (see _hold_given)
+                owned.discard(index)
+                continue
+            mine = held.get(index)
+            if not share and type(mine) is np.ndarray and index in owned and mine.shape == value.shape \
+                    and mine.dtype == value.dtype:
+                mine[...] = value
+                if self._pin is not None and index not in self._pins and mine.nbytes >= PIN_MIN_BYTES:
+                    self._lock_pages(index, mine)
+                continue
+            self._hold_owned(index, np.array(value, order="C", copy=True))
+        bound = {}
+        for index, name in enumerate(self._input_names):  # a loop: no comprehension frame
+            bound[name] = held[index]
+        return bound
 
     def _place(self, index: int, given: Any, value: Any, share: bool) -> None:
         port = self.inputs[index]

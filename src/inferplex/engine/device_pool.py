@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import InvalidStateError
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from inferplex.engine import lifecycle
@@ -46,17 +47,10 @@ def as_inference_error(error: BaseException, device: str) -> BaseException:
     return wrapped
 
 
-class _Job:
-    __slots__ = ("exclusive", "future", "inputs", "queued", "request", "started")
-
-    def __init__(self, inputs: Mapping[str, Any], request: Request | None,
-                 exclusive: threading.Lock | None, future: Outcome[RunResult] | None) -> None:
-        self.inputs = inputs
-        self.request = request
-        self.exclusive = exclusive
-        self.future: Outcome[RunResult] = Outcome() if future is None else future
-        self.queued = time.perf_counter()
-        self.started = 0.0
+_Job = tuple[Mapping[str, Any], "Request | None", "threading.Lock | None", Outcome[RunResult], float]
+"""A queued run: ``(inputs, request, exclusive lock, future, perf_counter when queued)``.  A plain
+tuple: one is made per request, and a class's ``__init__`` would be a Python call on that path."""
+_FUTURE = 3
 
 
 class DevicePool:
@@ -90,7 +84,8 @@ class DevicePool:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._running: dict[int, _Job] = {}
+        self._running: dict[int, tuple[float, _Job]] = {}
+        """Thread id -> (perf_counter when its run started, the job it runs)."""
         self._closed = False
         self._abandoned = False
 
@@ -100,25 +95,41 @@ class DevicePool:
         """Run one request in the calling thread on the first free worker."""
         if self._closed:
             raise InferenceError(f"the compiled model on {self.device} was released")
+        if request is not None and request.timeline is not None:
+            return self._run_traced(inputs, request)
         worker = self._free.get()
-        traced = request is not None and request.timeline is not None
-        if traced and not self.program.trace_stages:
-            self.program.trace_stages = True  # the model records a timeline: so do its runs
-        begin = time.perf_counter()
+        begin = perf_counter()
         try:
             outputs = self.program.run(inputs, worker, self.keep_on_device)
-            stages = self.program.stage_times(worker) if traced else ()
         finally:
             self._free.put(worker)
-        end = time.perf_counter()
-        self.slowest = max(self.slowest, end - begin)
-        if request is not None:
-            request.mark(self.label, self.device, begin, end, worker)
-            for stage, stage_begin, stage_end in stages:
-                request.mark(stage, self.device, stage_begin, stage_end, worker)
+        elapsed = perf_counter() - begin
+        if elapsed > self.slowest:
+            self.slowest = elapsed
         if not self.profiling:
             return RunResult(outputs, None, self.device)
         program = self.program  # read lazily: the counters are those of the last run on this worker
+        return RunResult(outputs, lambda: program.profiling_info(worker), self.device)
+
+    def _run_traced(self, inputs: Mapping[str, Any], request: Request) -> RunResult:
+        """:meth:`run` for a request whose stages go on the timeline (ENABLE_TRACE)."""
+        worker = self._free.get()
+        if not self.program.trace_stages:
+            self.program.trace_stages = True  # the model records a timeline: so do its runs
+        begin = perf_counter()
+        try:
+            outputs = self.program.run(inputs, worker, self.keep_on_device)
+            stages = self.program.stage_times(worker)
+        finally:
+            self._free.put(worker)
+        end = perf_counter()
+        self.slowest = max(self.slowest, end - begin)
+        request.mark(self.label, self.device, begin, end, worker)
+        for stage, stage_begin, stage_end in stages:
+            request.mark(stage, self.device, stage_begin, stage_end, worker)
+        if not self.profiling:
+            return RunResult(outputs, None, self.device)
+        program = self.program
         return RunResult(outputs, lambda: program.profiling_info(worker), self.device)
 
     def submit(self, inputs: Mapping[str, Any], request: Request | None = None,
@@ -129,16 +140,29 @@ class DevicePool:
         ``future``: the outcome to end (a whole request's, when this run is all of
         it: the device thread then ends the request itself); default a new one.
         """
-        job = _Job(inputs, request, exclusive, future)
+        if future is None:
+            future = Outcome()
         with self._lock:
             if self._closed:
                 reason = "hung at exit" if self._abandoned else "was released"
-                job.future.set_exception(InferenceError(f"the compiled model on {self.device} {reason}"))
-                return job.future
+                future.set_exception(InferenceError(f"the compiled model on {self.device} {reason}"))
+                return future
             if len(self._threads) < self.threads:
                 self._start_thread()
-            self._jobs.put(job)
-        return job.future
+            self._jobs.put((inputs, request, exclusive, future, perf_counter()))
+        return future
+
+    def submit_request(self, request: Request) -> None:
+        """Queue a whole request: the device thread ends it (:meth:`submit` with its future,
+        spelled out: it is every single-device request's path)."""
+        with self._lock:
+            if self._closed:
+                reason = "hung at exit" if self._abandoned else "was released"
+                request.fail(InferenceError(f"the compiled model on {self.device} {reason}"))
+                return
+            if len(self._threads) < self.threads:
+                self._start_thread()
+            self._jobs.put((request.inputs, request, None, request.future, perf_counter()))
 
     def _start_thread(self) -> None:
         if not self._threads:
@@ -151,29 +175,36 @@ class DevicePool:
     def _serve(self) -> None:
         me = threading.get_ident()
         running = self._running  # set and popped without the lock: one key per thread, GIL-atomic
-        while (job := self._jobs.get()) is not None:
-            job.started = time.perf_counter()
-            running[me] = job
-            lifecycle.progress()
-            request = job.request
+        take, run, device = self._jobs.get, self.run, self.device
+        while (job := take()) is not None:
+            started = perf_counter()
+            running[me] = (started, job)
+            if lifecycle.exiting:  # exit's wait looks again (nothing to tell before exit)
+                lifecycle.progress()
+            inputs, request, exclusive, future, queued = job
             if request is not None and request.timeline is not None:
-                request.mark("queued", self.device, job.queued, job.started)
+                request.mark("queued", device, queued, started)
             outcome: RunResult | BaseException
             try:
-                if job.exclusive is None:
-                    outcome = self.run(job.inputs, request)
+                if exclusive is None:
+                    outcome = run(inputs, request)
                 else:
-                    with job.exclusive:
-                        outcome = self.run(job.inputs, request)
+                    with exclusive:
+                        outcome = run(inputs, request)
             except BaseException as error:  # noqa: BLE001 - handed to the future, never lost
-                outcome = as_inference_error(error, self.device)
-            running.pop(me, None)
-            if request is not None and job.future is request.future:
-                request.end(outcome)  # the whole request: ending it checks its result
+                outcome = as_inference_error(error, device)
+            del running[me]
+            if request is not None and future is request.future:  # the whole request:
+                if isinstance(outcome, BaseException):
+                    request.fail(outcome)
+                else:
+                    request.succeed(outcome)  # ending it checks its result
             else:
-                _settle(job.future, outcome)
-            del job, outcome, request  # an idle thread must not keep the last request (and its model) alive
-            lifecycle.progress()
+                _settle(future, outcome)
+            # An idle thread must not keep the last request (and its model) alive.
+            del job, outcome, request, inputs, future
+            if lifecycle.exiting:
+                lifecycle.progress()
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -181,7 +212,7 @@ class DevicePool:
         running = list(self._running.values())  # one C-level copy: safe while threads add and pop
         if not running or self._abandoned:
             return None
-        oldest = min(job.started for job in running)
+        oldest = min(started for started, _job in running)
         # perf_counter and monotonic share no origin: convert through the time elapsed
         running_for = time.perf_counter() - oldest
         return time.monotonic() - running_for + self.slowest + self.exit_timeout
@@ -196,15 +227,15 @@ class DevicePool:
                                f"(the slowest run seen took {self.slowest:.2f} s; EXIT_TIMEOUT adds "
                                f"{self.exit_timeout:g} s); the device is left running")
         _log.warning("inferplex: %s", error)
-        for job in running:
-            _settle(job.future, error)
+        for _started, job in running:
+            _settle(job[_FUTURE], error)  # type: ignore[arg-type]  # the tuple's future
         while True:
             try:
                 job_or_stop = self._jobs.get_nowait()
             except queue.Empty:
                 break
             if job_or_stop is not None:
-                _settle(job_or_stop.future, error)
+                _settle(job_or_stop[_FUTURE], error)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Let queued jobs run, stop the threads, then close the program.  Idempotent.

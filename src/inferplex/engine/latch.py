@@ -30,6 +30,14 @@ class Latch:
     def clear(self) -> None:
         self._set = False
 
+    def clear_if_set(self) -> bool:
+        """Clear it if it is set; whether it was (``is_set`` and ``clear`` in one call: callers
+        that must not race another clearer hold a lock of their own around it)."""
+        if not self._set:
+            return False
+        self._set = False
+        return True
+
     def set(self) -> None:
         """Set it and wake every waiter."""
         with self._guard:

@@ -17,13 +17,16 @@ on daemon threads of their own.)
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["Watched", "ended", "live_requests", "progress", "run_first_at_exit", "started", "watch"]
+__all__ = ["Watched", "ended", "exiting", "live_requests", "progress", "run_first_at_exit", "started",
+           "watch"]
 
 _log = logging.getLogger("inferplex")
 
@@ -49,33 +52,46 @@ def _holds_exit(item: Watched) -> bool:
 
 _lock = threading.Lock()  # taken directly on the hot path (a Condition's own methods are Python code)
 _cond = threading.Condition(_lock)
-_exiting = False
-_live = 0
+exiting = False
+"""True once exit's wait has begun: hot paths read it before calling :func:`progress`."""
+_starts = itertools.count()
+_ends = itertools.count()
+# Live requests are _starts' count less _ends': both counters advance in C (atomic under the GIL,
+# no lock and no Python frame per request); reading them (_live) advances both, which keeps the
+# difference.
 _last_progress = time.monotonic()
 _watched: weakref.WeakSet[Watched] = weakref.WeakSet()
 
 
-def started() -> None:
-    """A user request started (it counts until :func:`ended`)."""
-    global _live
-    with _lock:
-        _live += 1
+started: Callable[[], object] = _starts.__next__
+"""``started()``: a user request started (it counts until :func:`ended`); a C call."""
 
 
 def ended() -> None:
     """A user request ended and its callback returned."""
-    global _live, _last_progress
-    with _lock:
-        _live -= 1
-        if _exiting:  # only exit's wait looks at these
+    global _last_progress
+    next(_ends)
+    if exiting:  # only exit's wait looks at these
+        with _cond:
             _last_progress = time.monotonic()
             _cond.notify_all()
+
+
+_reading = threading.Lock()  # one reader at a time: two interleaved reads would skew each other
+
+
+def _live() -> int:
+    """User requests started and not yet ended.  Ends are read first: a request that starts
+    between the two reads counts as live, one that ends between them too (never too few)."""
+    with _reading:
+        ends = next(_ends)
+        return next(_starts) - ends
 
 
 def progress() -> None:
     """A run started or ended on some device: exit's wait looks again (a no-op before exit)."""
     global _last_progress
-    if not _exiting:
+    if not exiting:
         return
     with _cond:
         _last_progress = time.monotonic()
@@ -102,22 +118,22 @@ def run_first_at_exit() -> None:
 
 def live_requests() -> int:
     """User requests started and not yet ended."""
-    with _cond:
-        return _live
+    return _live()
 
 
 def _finish_at_exit() -> None:
     """Wait until every request in flight has ended; abandon devices that hang."""
-    global _exiting, _last_progress
+    global _last_progress, exiting
     with _cond:
-        _exiting = True
+        exiting = True
         _last_progress = time.monotonic()  # ended() and progress() keep it from here on
     while True:
         with _cond:
             now = time.monotonic()
             deadlines = [(deadline, item) for item in list(_watched)
                          if (deadline := item.exit_deadline()) is not None]
-            if _live <= 0:  # runs left over (an attempt already re-run elsewhere) are abandoned
+            live = _live()
+            if live <= 0:  # runs left over (an attempt already re-run elsewhere) are abandoned
                 deadlines = [(deadline, item) for deadline, item in deadlines if _holds_exit(item)]
                 if not deadlines:
                     return
@@ -129,7 +145,7 @@ def _finish_at_exit() -> None:
                     wake = _last_progress + DEFAULT_EXIT_TIMEOUT
                     if wake <= now:
                         _log.warning("inferplex: %d requests had not ended %.0f s into exit; leaving them",
-                                     _live, DEFAULT_EXIT_TIMEOUT)
+                                     live, DEFAULT_EXIT_TIMEOUT)
                         return
                 _cond.wait(wake - now)
                 continue

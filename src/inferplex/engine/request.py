@@ -54,12 +54,13 @@ class Outcome(Generic[_T]):
 
     __slots__ = ("_callbacks", "_error", "_lock", "_result", "_state", "_waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, callback: Callable[[Outcome[_T]], Any] | None = None) -> None:
+        """``callback``: a first done-callback, as :meth:`add_done_callback` adds one."""
         self._state = _PENDING
         self._result: Any = None
         self._error: BaseException | None = None
         self._lock = threading.Lock()
-        self._callbacks: list[Callable[[Outcome[_T]], Any]] | None = None
+        self._callbacks: list[Callable[[Outcome[_T]], Any]] | None = None if callback is None else [callback]
         self._waiters: list[threading.Lock] | None = None
 
     def done(self) -> bool:
@@ -95,15 +96,22 @@ class Outcome(Generic[_T]):
 
     def result(self, timeout: float | None = None) -> _T:
         """The result, waiting up to ``timeout`` seconds; raises the error it ended with."""
-        self._wait(timeout)
+        if self._state == _PENDING:
+            self._wait(timeout)
         if self._error is not None:
             raise self._error
         return self._result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The error it ended with (None after a result), waiting up to ``timeout`` seconds."""
-        self._wait(timeout)
+        if self._state == _PENDING:
+            self._wait(timeout)
         return self._error
+
+    def settled(self) -> tuple[Any, BaseException | None]:
+        """``(result, error)`` as it ended, without waiting (``(None, None)`` while pending): for a
+        done-callback, which knows it has ended, one call instead of ``exception`` and ``result``."""
+        return self._result, self._error
 
     def add_done_callback(self, callback: Callable[[Outcome[_T]], Any]) -> None:
         """``callback(self)`` once it is done: now if it already is."""
@@ -137,7 +145,10 @@ class Outcome(Generic[_T]):
                 waiter.release()
         if callbacks:
             for callback in callbacks:
-                _call(callback, self)
+                try:
+                    callback(self)
+                except Exception:  # noqa: BLE001 - as Future does: one callback must not stop the others
+                    _log.exception("inferplex: a done-callback raised")
 
     def __repr__(self) -> str:
         state = ("pending", "succeeded", "failed")[self._state]
@@ -195,6 +206,8 @@ def broken_result(result: RunResult, expected: OutputSpec, arrays: bool = True) 
     subgraph hands to the next one may be a device's native tensors of any type.
     """
     outputs = result.outputs
+    if type(outputs) is dict and arrays and _conforms(outputs, expected):
+        return None  # the common case, in one pass: each output an array of its dtype
     device = result.device or "the device"
     if not isinstance(outputs, Mapping):
         return PluginError(f"{device} broke the device program contract: its run returned "
@@ -220,17 +233,32 @@ def broken_result(result: RunResult, expected: OutputSpec, arrays: bool = True) 
 _MISSING = object()
 
 
+def _conforms(outputs: dict[str, Any], expected: OutputSpec) -> bool:
+    """Whether every expected output is there, each tensor output a numpy array of its dtype
+    (strings of any string kind); False sends :func:`broken_result` the long way, which names
+    what is wrong."""
+    for name, tensor, dtype in expected:
+        value = outputs.get(name, _MISSING)
+        if value is _MISSING:
+            return False
+        if tensor and not (type(value) is np.ndarray and (dtype is None or value.dtype == dtype)):
+            return False
+    return True
+
+
 class Request:
     """One request of a compiled model: its inputs and the future it ends through."""
 
     __slots__ = ("attempt", "expected", "failures", "future", "inputs", "started", "timeline", "trace_number")
 
     def __init__(self, inputs: Mapping[str, Any], timeline: Timeline | None = None,
-                 expected: OutputSpec | None = None) -> None:
+                 expected: OutputSpec | None = None,
+                 on_end: Callable[[Outcome[RunResult]], Any] | None = None) -> None:
         self.inputs = inputs
         """Model inputs by name, already checked against the model's ports."""
-        self.future: Outcome[RunResult] = Outcome()
-        """Completes exactly once: with a :class:`RunResult` or the error the request ended with."""
+        self.future: Outcome[RunResult] = Outcome(on_end)
+        """Completes exactly once: with a :class:`RunResult` or the error the request ended with
+        (``on_end``: its first done-callback)."""
         self.attempt = 0
         """Runs started so far (MULTI re-runs a failed request on another device)."""
         self.failures: list[tuple[str, BaseException]] = []
@@ -254,11 +282,22 @@ class Request:
     def succeed(self, result: RunResult) -> bool:
         """End with ``result``; False if the request had already ended, or if ``result`` breaks
         the device program contract (the request then ends with a PluginError naming the device)."""
-        if self.expected is not None:
-            error = broken_result(result, self.expected)
-            if error is not None:
-                self.fail(error)
-                return False
+        expected = self.expected
+        if expected is not None:
+            outputs = result.outputs
+            conforms = type(outputs) is dict
+            if conforms:  # _conforms spelled out: this runs per request
+                for name, tensor, dtype in expected:
+                    value = outputs.get(name, _MISSING)
+                    if value is _MISSING or (tensor and not (
+                            type(value) is np.ndarray and (dtype is None or value.dtype == dtype))):
+                        conforms = False
+                        break
+            if not conforms:
+                error = broken_result(result, expected)
+                if error is not None:
+                    self.fail(error)
+                    return False
         try:
             self.future._end(_SUCCEEDED, result, None)
         except InvalidStateError:

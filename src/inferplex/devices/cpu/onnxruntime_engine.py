@@ -183,10 +183,13 @@ class OnnxRuntimeProgram(CpuProgram):
         if self._stale[worker]:
             self._sessions[worker] = self._new_session(worker)
             self._stale[worker] = False
-        feed = inputs if all(type(v) is np.ndarray for v in inputs.values()) \
-            else {name: to_numpy(value) for name, value in inputs.items()}
+        feed = inputs
+        for value in inputs.values():  # a loop, not all(generator): this runs per request
+            if type(value) is not np.ndarray:
+                feed = {name: to_numpy(value) for name, value in inputs.items()}
+                break
         try:
-            outputs = self._sessions[worker].run(None, feed)
+            outputs = self._sessions[worker].run(self.output_names, feed)  # named: ORT skips looking them up
         except Exception as e:  # ONNX Runtime's own classes: the caller gets one of ours, as from a GPU
             raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {e}") from e
         return dict(zip(self.output_names, outputs, strict=True))

@@ -326,6 +326,8 @@ class OpenVinoProgram(CpuProgram):
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
+        self._holding: list[dict[int, tuple[np.ndarray, tuple[int, ...], np.dtype[Any]]]] = [
+            {} for _ in self._requests]  # per worker: input index -> (array, shape, dtype) its tensor holds
         _first_uses(self._requests)
         self._inputs = _input_index(compiled.inputs, input_names, self._kept)
         by_name = {name: i for i, port in enumerate(compiled.outputs) for name in port.get_names()}
@@ -346,12 +348,14 @@ class OpenVinoProgram(CpuProgram):
             self.check_runnable(worker, self._closed)
         request = self._requests[worker]
         try:
-            direct, shared = self._direct, self._shared_inputs(inputs)
+            direct, shared = self._direct, self._shared_inputs(inputs, worker)
             if direct is not None and shared is not None:
                 results = direct[0](request, shared, False, True).values()
             else:
+                self._holding[worker].clear()  # infer() sets tensors of its own
                 results = request.infer(self._converted_inputs(inputs), share_inputs=True).to_tuple()
         except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU
+            self._holding[worker].clear()  # what the request holds is unknown after a failure
             raise InferenceError(
                 f"inference failed on {self.device}: {type(e).__name__}: {_reason(e)}") from e
         if self._outputs_in_order:
@@ -364,16 +368,19 @@ class OpenVinoProgram(CpuProgram):
             outputs[name] = outputs[name].view(_BFLOAT16)
         return outputs
 
-    def _shared_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any] | None:
+    def _shared_inputs(self, inputs: Mapping[str, Any], worker: int) -> dict[int, Any] | None:
         """OpenVINO tensors over the inputs' own memory, by OpenVINO input index; None where this
         openvino has no direct call or an input is not a numeric numpy array (see :func:`_direct_call`).
 
-        Inputs that OpenVINO left out of the compiled model (nothing reads them, or only
-        their type: CastLike's target) are not fed; the caller checked the names.
+        The very array the worker's request holds a tensor over (the caller's array run again, an
+        InferRequest's own input array) is left out: binding a new tensor is a visible share of a
+        small model's run.  Same object, shape and dtype is same memory (numpy moves an array's
+        data only on ``resize``, which refuses while this holds a reference).  Inputs OpenVINO
+        left out of the compiled model (nothing reads them, or only their type) are not fed.
         """
         if self._direct is None:
             return None
-        index, tensor, shared = self._inputs, self._direct[1], {}
+        index, tensor, holding, shared = self._inputs, self._direct[1], self._holding[worker], {}
         for name, value in inputs.items():
             at = index.get(name)
             if at is None:
@@ -381,8 +388,15 @@ class OpenVinoProgram(CpuProgram):
             if type(value) is not np.ndarray or value.dtype.kind not in "biuf" or name in self._bf16_inputs:
                 return None  # bfloat16 goes through infer(), which copies float16-typed bits into it
             flags = value.flags  # OpenVINO shares only C-ordered memory it may write
-            shared[at] = tensor(value if flags.c_contiguous and flags.writeable
-                                else np.array(value, order="C"), True)
+            if not (flags.c_contiguous and flags.writeable):
+                holding.pop(at, None)
+                shared[at] = tensor(np.array(value, order="C"), True)
+                continue
+            held = holding.get(at)
+            if held is not None and held[0] is value and held[1] == value.shape and held[2] is value.dtype:
+                continue
+            shared[at] = tensor(value, True)
+            holding[at] = (value, value.shape, value.dtype)
         return shared
 
     def _converted_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any]:
@@ -403,6 +417,7 @@ class OpenVinoProgram(CpuProgram):
 
     def _release(self) -> None:
         self._requests = []
+        self._holding = []
         self._compiled = None
 
 
