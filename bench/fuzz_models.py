@@ -40,7 +40,7 @@ def _compile_and_run(core: ov.Core, model: ov.Model) -> None:
     ports = model.inputs
     if all(p.is_tensor and not p.is_dynamic and p.element_type is not None for p in ports) and all(
             np.prod(p.shape, dtype=np.float64) <= 1 << 22 for p in ports):
-        compiled({p.any_name: np.zeros(p.shape, p.element_type.dtype) for p in ports})  # type: ignore[union-attr]
+        compiled({p.any_name: np.zeros(p.shape, p.element_type.to_dtype()) for p in ports})  # type: ignore[union-attr]
 
 
 def _print(title: str, counts: Counter[str]) -> None:
