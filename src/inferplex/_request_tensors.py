@@ -52,6 +52,7 @@ from inferplex._binding import (
     port_dtype,
 )
 from inferplex._ports import Port, find_port
+from inferplex.api import packed
 from inferplex.api.tensor import Tensor
 from inferplex.errors import InputError
 
@@ -370,12 +371,18 @@ class RequestTensors:
 
 
 def _copy_into(tensor: Any, value: Any) -> bool:
-    """Copy ``value`` into ``tensor`` (an ov.Tensor or array), taking its shape; False if it cannot."""
+    """Copy ``value`` into ``tensor`` (an ov.Tensor or array), taking its shape; False if it cannot.
+
+    A tensor of a sub-byte type (u4, i4, u1, ...) keeps its elements packed, as OpenVINO's does:
+    its ``data`` is the packed bytes, so the values are packed into them."""
     try:
         array = np.asarray(value)
         if is_ov_tensor(tensor):
             if tuple(tensor.shape) != array.shape:
                 tensor.shape = list(array.shape)
+            bits = packed.packed_bits(tensor.element_type)
+            if bits:
+                return _pack_into(tensor, array, bits)
             target = tensor.data
         else:
             target = tensor
@@ -384,6 +391,17 @@ def _copy_into(tensor: Any, value: Any) -> bool:
         target[...] = array
     except (InputError, ValueError, TypeError, RuntimeError):
         return False
+    return True
+
+
+def _pack_into(tensor: Any, array: np.ndarray, bits: int) -> bool:
+    """Write ``array``'s values, as ``tensor``'s element type, into its packed bytes."""
+    values = array.astype(tensor.element_type.to_dtype(), copy=False)
+    data = tensor.data
+    codes = packed.pack(packed.to_codes(values, bits), bits)
+    if data.size != codes.size:
+        return False
+    data[...] = codes.view(data.dtype)
     return True
 
 
