@@ -372,18 +372,17 @@ class RequestTensors:
 
 def _copy_into(tensor: Any, value: Any) -> bool:
     """Copy ``value`` into ``tensor`` (an ov.Tensor or array), taking its shape; False if it cannot.
-
-    A tensor of a sub-byte type (u4, i4, u1, ...) keeps its elements packed, as OpenVINO's does:
-    its ``data`` is the packed bytes, so the values are packed into them."""
+    An ov.Tensor of a sub-byte type (u4, i4, ...) gets the values packed: as OpenVINO's, its
+    ``data`` is the packed bytes."""
     try:
         array = np.asarray(value)
         if is_ov_tensor(tensor):
             if tuple(tensor.shape) != array.shape:
                 tensor.shape = list(array.shape)
-            bits = packed.packed_bits(tensor.element_type)
-            if bits:
-                return _pack_into(tensor, array, bits)
             target = tensor.data
+            if bits := packed.packed_bits(tensor.element_type):
+                values = array.astype(tensor.element_type.to_dtype(), copy=False)
+                array = packed.pack(packed.to_codes(values, bits), bits).view(target.dtype)
         else:
             target = tensor
         if target.shape != array.shape:
@@ -391,17 +390,6 @@ def _copy_into(tensor: Any, value: Any) -> bool:
         target[...] = array
     except (InputError, ValueError, TypeError, RuntimeError):
         return False
-    return True
-
-
-def _pack_into(tensor: Any, array: np.ndarray, bits: int) -> bool:
-    """Write ``array``'s values, as ``tensor``'s element type, into its packed bytes."""
-    values = array.astype(tensor.element_type.to_dtype(), copy=False)
-    data = tensor.data
-    codes = packed.pack(packed.to_codes(values, bits), bits)
-    if data.size != codes.size:
-        return False
-    data[...] = codes.view(data.dtype)
     return True
 
 
