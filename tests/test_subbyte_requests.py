@@ -201,3 +201,18 @@ def test_sub_byte_output_tensor_of_another_shape_takes_the_result_shape() -> Non
     assert list(tensor.shape) == SHAPE
     assert tensor.byte_size == 5
     np.testing.assert_array_equal(np.asarray(tensor).astype(np.float32), _reference(model, {"x": x}))
+
+
+def test_program_imported_from_the_model_cache_packs_too(tmp_path: object) -> None:
+    model = _cast_to(TensorProto.INT4)
+    x = _float_input(TensorProto.INT4, 10)
+    for loaded in (False, True):  # compiled, then OpenVINO's blob imported from the cache
+        core = ov.Core()
+        core.set_property({"CACHE_DIR": str(tmp_path)})
+        compiled = core.compile_model(model, "CPU")
+        assert compiled.get_property("LOADED_FROM_CACHE") is loaded
+        request = compiled.create_infer_request()
+        tensor = ov.Tensor(ov.Type.i4, SHAPE)
+        request.set_output_tensor(tensor)
+        request.infer({0: x})
+        np.testing.assert_array_equal(np.asarray(tensor).astype(np.float32), _reference(model, {"x": x}))
