@@ -25,7 +25,7 @@ from inferplex._binding import InferResults, keyed_inputs, note_caller_streams
 from inferplex._request_tensors import RequestTensors, TensorAccess
 from inferplex.devices.base import ProfilingInfo
 from inferplex.engine import lifecycle
-from inferplex.engine.completions import blocking, on_completion_thread
+from inferplex.engine.completions import blocking
 from inferplex.engine.device_pool import as_inference_error
 from inferplex.engine.latch import Latch
 from inferplex.engine.request import Outcome, Request, RunResult
@@ -34,14 +34,9 @@ from inferplex.errors import InferenceError, InputError, RequestBusyError
 if TYPE_CHECKING:
     from inferplex._compiled_model import CompiledModel
 
-__all__ = ["InferRequest", "in_completion_callback"]
+__all__ = ["InferRequest"]
 
 _log = logging.getLogger("inferplex")
-
-
-def in_completion_callback() -> bool:
-    """True on a thread that is running a request's completion callback."""
-    return on_completion_thread()
 
 
 class InferRequest(TensorAccess):

@@ -52,6 +52,7 @@ from inferplex._binding import (
     port_dtype,
 )
 from inferplex._ports import Port, find_port
+from inferplex.api import packed
 from inferplex.api.tensor import Tensor
 from inferplex.errors import InputError
 
@@ -370,13 +371,18 @@ class RequestTensors:
 
 
 def _copy_into(tensor: Any, value: Any) -> bool:
-    """Copy ``value`` into ``tensor`` (an ov.Tensor or array), taking its shape; False if it cannot."""
+    """Copy ``value`` into ``tensor`` (an ov.Tensor or array), taking its shape; False if it cannot.
+    An ov.Tensor of a sub-byte type (u4, i4, ...) gets the values packed: as OpenVINO's, its
+    ``data`` is the packed bytes."""
     try:
         array = np.asarray(value)
         if is_ov_tensor(tensor):
             if tuple(tensor.shape) != array.shape:
                 tensor.shape = list(array.shape)
             target = tensor.data
+            if bits := packed.packed_bits(tensor.element_type):
+                values = array.astype(tensor.element_type.to_dtype(), copy=False)
+                array = packed.pack(packed.to_codes(values, bits), bits).view(target.dtype)
         else:
             target = tensor
         if target.shape != array.shape:

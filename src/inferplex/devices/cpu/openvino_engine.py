@@ -40,7 +40,8 @@ ONNX Runtime (``ENGINE=ONNXRUNTIME``) keeps them.
 
 Tensors: numpy inputs are shared with OpenVINO (``share_inputs``: no copy when
 C-contiguous and of the input's type); outputs are copied out of the request's
-buffers, which the worker's next run overwrites.
+buffers, which the worker's next run overwrites.  bfloat16, sub-byte (int4,
+uint4, ...) and string tensors are converted on the way (:mod:`.openvino_dtypes`).
 """
 
 from __future__ import annotations
@@ -48,17 +49,26 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
 import onnx_ir as ir
-from onnx_ir import DataType
 
 from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
+from inferplex.devices.cpu.openvino_dtypes import (
+    BFLOAT16,
+    PackedPort,
+    as_openvino_strings,
+    bf16_as_raw_data,
+    bf16_bits,
+    is_bf16,
+    pack_input,
+    packed_port,
+    unpack_output,
+)
 from inferplex.devices.cpu.profile import openvino_records
 from inferplex.devices.cpu.program import CpuProgram, to_numpy
 from inferplex.devices.cpu.threads import in_low_priority_thread, per_thread_priority
@@ -165,44 +175,11 @@ def read(model: ir.Model) -> openvino.Model:
         assert tensor is not None  # serialize_leaving_out leaves out constants only
         inline = ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=value.name)
         proto.graph.initializer.append(ir.serde.serialize_tensor(inline))
-    _bf16_as_raw_data(proto.graph)
-    for function in proto.functions:
-        _bf16_nodes_as_raw_data(function.node)
+    bf16_as_raw_data(proto)
     try:
         return _core().read_model(proto.SerializeToString(), b"")
     except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
         raise OpenVinoCannotRun(_reason(error)) from error
-
-
-def _bf16_as_raw_data(graph: onnx.GraphProto) -> None:
-    """Move bfloat16 tensor data from ``int32_data`` to ``raw_data``, in place.
-
-    OpenVINO's ONNX frontend reads a bfloat16 tensor's ``int32_data`` as the
-    integers themselves (1.0, stored as 16256, reads 16256.0); its ``raw_data``
-    reads right.  ``onnx.helper.make_tensor`` writes bfloat16 as ``int32_data``.
-    """
-    for tensor in graph.initializer:
-        _tensor_as_raw_data(tensor)
-    _bf16_nodes_as_raw_data(graph.node)
-
-
-def _bf16_nodes_as_raw_data(nodes: Iterable[onnx.NodeProto]) -> None:
-    for node in nodes:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                _tensor_as_raw_data(attribute.t)
-            for tensor in attribute.tensors:
-                _tensor_as_raw_data(tensor)
-            if attribute.HasField("g"):
-                _bf16_as_raw_data(attribute.g)
-            for graph in attribute.graphs:
-                _bf16_as_raw_data(graph)
-
-
-def _tensor_as_raw_data(tensor: onnx.TensorProto) -> None:
-    if tensor.data_type == onnx.TensorProto.BFLOAT16 and len(tensor.int32_data):
-        tensor.raw_data = np.asarray(tensor.int32_data, dtype=np.uint16).tobytes()
-        del tensor.int32_data[:]
 
 
 _FAILED_CHECK = re.compile(r"Check '.*?' failed at \S+?:\d+:\s*")
@@ -336,11 +313,15 @@ class OpenVinoProgram(CpuProgram):
         self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
         self._outputs_in_order = self._output_index == list(range(len(compiled.outputs)))
         self._direct = _direct_call()
-        # OpenVINO's Python API carries bfloat16 data as float16-typed bits, both ways.
-        self._bf16_outputs = [name for name, at in zip(self.output_names, self._output_index, strict=True)
-                              if _is_bf16(compiled.outputs[at])]
-        self._bf16_inputs = {name for name, at in self._inputs.items()
-                             if _is_bf16(compiled.inputs[at])}
+        # bfloat16 and sub-byte types cross OpenVINO's Python API in forms of their own (openvino_dtypes).
+        outputs = list(zip(self.output_names, self._output_index, strict=True))
+        self._bf16_outputs = [name for name, at in outputs if is_bf16(compiled.outputs[at])]
+        self._packed_outputs = [(name, at, port) for name, at in outputs
+                                if (port := packed_port(compiled.outputs[at])) is not None]
+        self._packed_inputs: dict[str, PackedPort] = {
+            name: port for name, at in self._inputs.items() if (port := packed_port(compiled.inputs[at]))}
+        self._converted = {name for name, at in self._inputs.items() if is_bf16(compiled.inputs[at])}
+        self._converted.update(self._packed_inputs)
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
             keep_on_device: Collection[str] = ()) -> dict[str, Any]:
@@ -365,7 +346,9 @@ class OpenVinoProgram(CpuProgram):
             outputs = {name: by_index[at]
                        for name, at in zip(self.output_names, self._output_index, strict=True)}
         for name in self._bf16_outputs:
-            outputs[name] = outputs[name].view(_BFLOAT16)
+            outputs[name] = outputs[name].view(BFLOAT16)
+        for name, at, port in self._packed_outputs:  # OpenVINO gives the packed bytes, flat
+            outputs[name] = unpack_output(outputs[name], port, tuple(request.get_output_tensor(at).shape))
         return outputs
 
     def _shared_inputs(self, inputs: Mapping[str, Any], worker: int) -> dict[int, Any] | None:
@@ -385,8 +368,8 @@ class OpenVinoProgram(CpuProgram):
             at = index.get(name)
             if at is None:
                 continue
-            if type(value) is not np.ndarray or value.dtype.kind not in "biuf" or name in self._bf16_inputs:
-                return None  # bfloat16 goes through infer(), which copies float16-typed bits into it
+            if type(value) is not np.ndarray or value.dtype.kind not in "biuf" or name in self._converted:
+                return None  # bfloat16 and sub-byte types go through infer(), converted
             flags = value.flags  # OpenVINO shares only C-ordered memory it may write
             if not (flags.c_contiguous and flags.writeable):
                 holding.pop(at, None)
@@ -401,7 +384,9 @@ class OpenVinoProgram(CpuProgram):
 
     def _converted_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any]:
         """The inputs as arrays OpenVINO's ``InferRequest.infer`` takes, by OpenVINO input index."""
-        return {self._inputs[name]: _as_openvino_strings(_bf16_bits(to_numpy(value)))
+        packed = self._packed_inputs
+        return {self._inputs[name]: pack_input(to_numpy(value), packed[name]) if name in packed
+                else as_openvino_strings(bf16_bits(to_numpy(value)))
                 for name, value in inputs.items() if name in self._inputs}
 
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:
@@ -470,28 +455,6 @@ def _direct_call() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     if infer is None or signature not in (infer.__doc__ or ""):
         return None  # another openvino: its wrapper is the one way in
     return infer, Tensor
-
-
-_BFLOAT16 = DataType.BFLOAT16.numpy()
-
-
-def _is_bf16(port: Any) -> bool:
-    return bool(port.get_element_type().get_type_name() == "bf16")
-
-
-def _bf16_bits(value: Any) -> Any:
-    """A bfloat16 array as the float16-typed bits OpenVINO's Python API takes for bf16 inputs."""
-    if isinstance(value, np.ndarray) and value.dtype == _BFLOAT16:
-        return value.view(np.float16)
-    return value
-
-
-def _as_openvino_strings(value: Any) -> Any:
-    """An object array of strings (as inferplex hands string inputs over) as a numpy ``str`` or
-    ``bytes`` array, which OpenVINO takes as a string tensor (it refuses object arrays)."""
-    if isinstance(value, np.ndarray) and value.dtype == object:
-        return np.array(value.tolist())
-    return value
 
 
 _FIRST_USES = threading.Lock()
