@@ -487,3 +487,53 @@ def test_outputs_go_from_the_gpu_straight_into_pinned_host_memory(pinned) -> Non
         out = program.run_into(feeds, 0, host_outputs)["y"]
         assert out is given[0] and torch.from_numpy(out).is_pinned()
         np.testing.assert_allclose(out, _reference(feeds), rtol=1e-4, atol=1e-5)
+
+
+class _ResidualBlocks(torch.nn.Module):
+    """Conv-BN-Relu, then a block whose shortcut Conv comes after its main branch (the Add's other
+    input is made after the Conv it ends), then Conv + bias + Relu without a BatchNormalization."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1, bias=False),
+                                        torch.nn.BatchNorm2d(16), torch.nn.ReLU())
+        self.main = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False),
+                                        torch.nn.BatchNorm2d(32))
+        self.shortcut = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 1, stride=2, bias=False),
+                                            torch.nn.BatchNorm2d(32))
+        self.head = torch.nn.Conv2d(32, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        x = torch.relu(self.main(x) + self.shortcut(x))
+        return torch.relu(self.head(x))
+
+
+@pytest.mark.parametrize(("precision", "bound"), [("f32", 1e-4), ("f16", 2e-2), ("bf16", 1e-1)])
+@pytest.mark.parametrize("profiling", [False, True])
+def test_conv_bias_add_relu_run_fused_and_equal_onnx_runtime(precision: str, bound: float,
+                                                             profiling: bool) -> None:
+    import onnxruntime as ort
+
+    import inferplex as ov
+
+    torch.manual_seed(0)
+    net = _ResidualBlocks().eval()
+    for module in net.modules():  # BatchNormalization statistics other than the identity
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 1.5)
+    model = _export(net, torch.randn(2, 3, 16, 16))
+    compiled = ov.Core().compile_model(model.SerializeToString(), "GPU.0", {
+        "INFERENCE_PRECISION_HINT": precision, "ENABLE_PROFILING": profiling})
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    request = compiled.create_infer_request()
+    for seed in range(3):  # warm-up, capture, replay
+        feeds = {"x": np.random.default_rng(seed).standard_normal((2, 3, 16, 16)).astype(np.float32)}
+        want = session.run(None, feeds)[0]
+        got = request.infer(feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=bound, atol=bound)
+    if profiling:  # the Relus ran inside their Convs' calls: the Convs are timed, nothing else is lost
+        types = {r.node_type for r in request.get_profiling_info()}
+        assert "Conv" in types
+    compiled.release()

@@ -19,6 +19,7 @@ from inferplex.devices.gpu._quantized_fusions import (
 )
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops.control_flow import outer_values
+from inferplex.devices.gpu.ops.nn import conv_relu
 from inferplex.devices.gpu.ops.quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
     dynamic_quantize_centered,
@@ -29,6 +30,7 @@ from inferplex.devices.gpu.ops.quantized import (
     quantized_linear_arrays,
 )
 from inferplex.devices.gpu.optimize import (
+    ConvRelu,
     Fusions,
     WeightCache,
     fold_conv_bn,
@@ -156,6 +158,9 @@ class Builder:
         return call
 
     def emit(self, name: str, node: ir.Node) -> None:
+        if name in self.fusions.conv_relu:
+            self._emit_conv_relu(node, self.fusions.conv_relu[name])
+            return
         if name in self.fusions.conv_bn:
             self._emit_conv_bn(name, node, self.fusions.conv_bn[name])
             return
@@ -201,6 +206,31 @@ class Builder:
             self.env[value] = out
 
     def _emit_conv_bn(self, name: str, conv: ir.Node, bn: ir.Node) -> None:
+        weight, bias = self._folded_conv_bn(name, conv, bn)
+        self.env[bn.outputs[0]] = self.call(name, conv, self.analysis.functions[name],
+                                            (self._conv_input(name, conv), weight, bias))
+
+    def _emit_conv_relu(self, relu: ir.Node, found: ConvRelu) -> None:
+        """The Conv (its BatchNormalization folded), the Add and the Relu: one call named after the Conv."""
+        name, conv = found.conv_name, found.conv
+        bn = self.fusions.conv_bn.get(name)
+        if bn is not None:
+            weight, bias = self._folded_conv_bn(name, conv, bn)
+        else:
+            weight = self.arg(conv.inputs[1])
+            bias = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 else None
+        other = self.arg(found.other) if found.add is not None else None
+        self.env[relu.outputs[0]] = self.call(name, conv, conv_relu(self.analysis.infos[name]),
+                                              (self._conv_input(name, conv), weight, bias, other))
+
+    def _conv_input(self, name: str, conv: ir.Node) -> Any:
+        x = self.arg(conv.inputs[0])
+        if name in self.fusions.channels_last_convs:
+            return self.graph.call_function(to_channels_last, (x,))
+        return x
+
+    def _folded_conv_bn(self, name: str, conv: ir.Node, bn: ir.Node) -> tuple[Any, Any]:
+        """The device tensors of the Conv's weight and bias with ``bn`` folded in."""
         constants = self.analysis.constants
         weight_value = conv.inputs[1]
         bias_value = conv.inputs[2] if len(conv.inputs) > 2 else None
@@ -221,10 +251,7 @@ class Builder:
         weight = self.buffer(("conv_bn", name, "weight"), sources, lambda: arrays()[0],
                              name in self.fusions.channels_last_convs)
         bias = self.buffer(("conv_bn", name, "bias"), sources, lambda: arrays()[1])
-        x = self.arg(conv.inputs[0])
-        if name in self.fusions.channels_last_convs:
-            x = self.graph.call_function(to_channels_last, (x,))
-        self.env[bn.outputs[0]] = self.call(name, conv, self.analysis.functions[name], (x, weight, bias))
+        return weight, bias
 
     def _emit_linear(self, name: str, matmul: ir.Node, add: ir.Node, bias_index: int) -> None:
         args = (self.arg(matmul.inputs[0]), self.arg(matmul.inputs[1]), self.arg(add.inputs[bias_index]))

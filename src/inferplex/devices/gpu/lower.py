@@ -472,7 +472,7 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     cache = cache or WeightCache()
     cache.adopt(analysis)
     compute = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[precision]
-    fusions = plan_fusions(analysis, channels_last)
+    fusions = plan_fusions(analysis, channels_last, cuda=torch.device(device).type == "cuda")
     builder = Builder(analysis, torch.device(device), compute, cache, fusions)
     inputs, input_dtypes, input_shapes = _add_inputs(builder, model)
     for name, node in analysis.nodes:

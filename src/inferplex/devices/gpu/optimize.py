@@ -6,6 +6,12 @@
   weight's type, so f32 results stay within rounding of the unfused pair.  It
   applies when the Conv's output feeds only that BatchNormalization and every
   parameter is a constant.
+* On CUDA, a 2-D Conv (its BatchNormalization folded or not) whose output feeds only a
+  Relu, or only an Add of a tensor of the same shape whose output feeds only a
+  Relu (a residual block's end), becomes one call
+  (:func:`~inferplex.devices.gpu.ops.nn.conv_relu`): one cuDNN kernel
+  with the bias, the addition and the Relu in its epilogue, where torch's
+  ``conv2d`` runs the bias and each elementwise op as a kernel of its own.
 * MatMul by a constant matrix followed by Add of a constant bias vector becomes
   one ``F.linear``, which runs as a single GEMM with the bias in its epilogue.
 * Attention written out, ``MatMul(Q, K^T)``, then an optional ``Div``/``Mul`` by a
@@ -149,12 +155,27 @@ class Attention:
     input (a mask made after the scores, say) is ready."""
 
 
+@dataclass(frozen=True)
+class ConvRelu:
+    """A Conv and the Relu that ends it, which :func:`~inferplex.devices.gpu.ops.nn.conv_relu` runs as
+    one call, emitted where the Relu is (a residual Add's other input may come after the Conv)."""
+
+    conv_name: str
+    conv: ir.Node
+    add: ir.Node | None
+    """The Add of a same-shaped tensor between the Conv and the Relu, if any."""
+    other: ir.Value | None
+    """That Add's other input."""
+
+
 @dataclass
 class Fusions:
     """What :func:`plan_fusions` found, by friendly name of the node that is emitted."""
 
     conv_bn: dict[str, ir.Node] = field(default_factory=dict)
     """Conv -> the BatchNormalization it absorbs."""
+    conv_relu: dict[str, ConvRelu] = field(default_factory=dict)
+    """Relu -> the 2-D Conv (and Add) it runs with in one call."""
     linear: dict[str, tuple[ir.Node, int]] = field(default_factory=dict)
     """MatMul -> (the Add it absorbs, index of the bias among the Add's inputs)."""
     attention: dict[str, Attention] = field(default_factory=dict)
@@ -199,6 +220,26 @@ def _bn_after(analysis: Analysis, names: dict[ir.Node, str], conv: ir.Node) -> i
         return None
     channels = weight.shape[0]
     return bn if all(p.size == channels for p in params) else None  # type: ignore[union-attr]
+
+
+def _relu_after(analysis: Analysis, names: dict[ir.Node, str], conv: ir.Node,
+                bn: ir.Node | None) -> tuple[ir.Node, ConvRelu] | None:
+    """The Relu (after an optional residual Add) that ends a 2-D Conv, each step read by nothing else."""
+    if analysis.infos[names[conv]].rank(0) != 4 or len(conv.inputs) < 2 or conv.inputs[1] is None:
+        return None
+    step = _sole_consumer((bn or conv).outputs[0])
+    add = other = None
+    if step is not None and step[0].op_type == "Add" and step[0].domain in _ONNX_DOMAINS \
+            and _runs(analysis, names, step[0]):
+        shapes = analysis.infos[names[step[0]]].input_shapes
+        if len(shapes) != 2 or shapes[0] is None or None in shapes[0] or shapes[0] != shapes[1]:
+            return None  # an Add that broadcasts is not the fused call's
+        add, other = step[0], step[0].inputs[1 - step[1]]
+        step = _sole_consumer(add.outputs[0])
+    if step is None or step[0].op_type != "Relu" or step[0].domain not in _ONNX_DOMAINS \
+            or not _runs(analysis, names, step[0]):
+        return None
+    return step[0], ConvRelu(names[conv], conv, add, other)
 
 
 def _bias_add_after(analysis: Analysis, names: dict[ir.Node, str],
@@ -273,8 +314,9 @@ def _attention_from(analysis: Analysis, names: dict[ir.Node, str], matmul: ir.No
     return Attention(matmul.inputs[0], matmul.inputs[1], last[0].inputs[1], mask, scale,  # type: ignore[arg-type]
                      last[0].outputs[0], (matmul, *chain, softmax))
 
-def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
-    """Find the rewrites of the module docstring in an analysis (which is not changed)."""
+def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) -> Fusions:
+    """Find the rewrites of the module docstring in an analysis (which is not changed); ``cuda``: the
+    program runs on a CUDA GPU (Conv + Relu is fused there only: elsewhere it gains nothing)."""
     names = {node: name for name, node in analysis.nodes}
     fusions = Fusions()
     for name, node in analysis.nodes:
@@ -291,6 +333,11 @@ def plan_fusions(analysis: Analysis, channels_last: bool) -> Fusions:
             if bn is not None:
                 fusions.conv_bn[name] = bn
                 fusions.absorbed.add(bn)
+            end = _relu_after(analysis, names, node, bn) if cuda else None
+            if end is not None and names[end[0]] not in fusions.conv_relu:  # an Add of two Convs: the first
+                relu, conv_end = end
+                fusions.conv_relu[names[relu]] = conv_end
+                fusions.absorbed.update(n for n in (node, conv_end.add) if n is not None)
         elif node.op_type == "MatMul" and name in fusions.attention:
             continue  # the end of an attention chain: it emits the chain
         elif node.op_type == "MatMul" and (attention := _attention_from(analysis, names, node)) is not None:

@@ -129,6 +129,42 @@ def conv(info: NodeInfo) -> Callable[..., Any]:
     return run
 
 
+class _CudnnFusion:
+    """Whether cuDNN has taken a fused convolution of one node so far (it may refuse a configuration
+    when it builds the plan, on the first eager run, before any CUDA graph is captured)."""
+
+    usable = True
+
+
+def conv_relu(info: NodeInfo) -> Callable[..., Any]:
+    """``Relu(Conv(x, w, b) [+ z])`` of a Conv node: on CUDA for a 2-D convolution with symmetric
+    padding, one cuDNN call with the bias, the addition and the Relu in the convolution's epilogue
+    (``torch.cudnn_convolution_relu`` / ``cudnn_convolution_add_relu``: one pass over the output where
+    torch's ``conv2d`` adds the bias and the Relu in two more); elsewhere, under torch.compile (whose
+    own kernels fuse the same) and where cuDNN refuses the fused plan, the ops one after the other."""
+    window = _Window(info)
+    group = int(info.attr("group", 1))
+    plain = conv(info)
+    fusion = _CudnnFusion()
+
+    def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
+            z: torch.Tensor | None = None) -> torch.Tensor:
+        if x.is_cuda and window.spatial == 2 and fusion.usable and not torch.compiler.is_compiling():
+            padding = _symmetric(window.resolve(x.shape[2:], w.shape[2:]))
+            if padding is not None:
+                try:
+                    steps = (window.strides, padding, window.dilations, group)
+                    if z is None:
+                        return torch.cudnn_convolution_relu(x, w, b, *steps)
+                    return torch.cudnn_convolution_add_relu(x, w, z, 1.0, b, *steps)
+                except RuntimeError:
+                    fusion.usable = False
+        y = plain(x, w, b)
+        return torch.relu(y if z is None else y + z)
+
+    return run
+
+
 def _conv_transpose_supports(info: NodeInfo) -> str | None:
     return _floats_only(info, (0, 1)) or _spatial_rank(info)
 
