@@ -19,6 +19,7 @@ The calls themselves are
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -188,8 +189,10 @@ def _int8_weight(analysis: Analysis, weight: ir.Value | None, zero: ir.Value | N
     return None if depth % 8 or columns % 8 or depth > _INT32_EXACT_DEPTH else array
 
 
-def dynamic_matmul(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicMatMul | None:
-    """The ``quantize_dynamic`` chain that ends at ``mul`` (see the module docstring), or None."""
+def _cast_integer_products(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node,
+                           op_type: str) -> Iterator[tuple[int, ir.Node, ir.Node]]:
+    """(input index, Cast, ``op_type`` node) for each input of ``mul`` that is a Cast to float32 of an
+    ``op_type`` node's output, the Cast read only by ``mul`` and the node only by the Cast."""
     for index in (0, 1):
         value = mul.inputs[index]
         cast = value.producer() if value is not None else None
@@ -197,10 +200,16 @@ def dynamic_matmul(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) 
                 or _next(analysis, names, cast, ("Mul",)) is None:
             continue
         to = cast.attributes.get("to")
-        matmul = cast.inputs[0].producer() if cast.inputs[0] is not None else None
-        if to is None or to.value != ir.DataType.FLOAT or matmul is None \
-                or matmul.op_type != "MatMulInteger" or _next(analysis, names, matmul, ("Cast",)) is None:
+        node = cast.inputs[0].producer() if cast.inputs[0] is not None else None
+        if to is None or to.value != ir.DataType.FLOAT or node is None or node.op_type != op_type \
+                or node.domain not in _ONNX_DOMAINS or _next(analysis, names, node, ("Cast",)) is None:
             continue
+        yield index, cast, node
+
+
+def dynamic_matmul(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicMatMul | None:
+    """The ``quantize_dynamic`` chain that ends at ``mul`` (see the module docstring), or None."""
+    for index, cast, matmul in _cast_integer_products(analysis, names, mul, "MatMulInteger"):
         info = analysis.infos[names[matmul]]
         weight_zero = matmul.inputs[3] if len(matmul.inputs) > 3 else None
         weight = _int8_weight(analysis, matmul.inputs[1], weight_zero)
@@ -348,17 +357,7 @@ def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) ->
     """The ``quantize_dynamic`` convolution chain that ends at ``mul``, or None: a ConvInteger of a
     constant 8-bit weight (zero point constant, per tensor or per output channel) whose output only
     a Cast to float reads, that only ``mul`` reads, by a float32 scale of one value."""
-    for index in (0, 1):
-        value = mul.inputs[index]
-        cast = value.producer() if value is not None else None
-        if cast is None or cast.op_type != "Cast" or cast.domain not in _ONNX_DOMAINS \
-                or _next(analysis, names, cast, ("Mul",)) is None:
-            continue
-        to = cast.attributes.get("to")
-        conv = cast.inputs[0].producer() if cast.inputs[0] is not None else None
-        if to is None or to.value != ir.DataType.FLOAT or conv is None or conv.op_type != "ConvInteger" \
-                or conv.domain not in _ONNX_DOMAINS or _next(analysis, names, conv, ("Cast",)) is None:
-            continue
+    for index, cast, conv in _cast_integer_products(analysis, names, mul, "ConvInteger"):
         weight = _constant(analysis, conv.inputs[1])
         zero_value = conv.inputs[3] if len(conv.inputs) > 3 else None
         zero = _constant(analysis, zero_value)
