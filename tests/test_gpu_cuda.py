@@ -537,3 +537,28 @@ def test_conv_bias_add_relu_run_fused_and_equal_onnx_runtime(precision: str, bou
         types = {r.node_type for r in request.get_profiling_info()}
         assert "Conv" in types
     compiled.release()
+
+
+def test_fused_convolutions_on_every_worker_under_async_load_equal_onnx_runtime() -> None:
+    import onnxruntime as ort
+
+    import inferplex as ov
+
+    torch.manual_seed(1)
+    model = _export(_ResidualBlocks().eval(), torch.randn(4, 3, 16, 16))
+    compiled = ov.Core().compile_model(model.SerializeToString(), "GPU.0", {
+        "INFERENCE_PRECISION_HINT": "f16", "PERFORMANCE_HINT": "THROUGHPUT", "TORCH_COMPILE": "NO"})
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rngs = [np.random.default_rng(seed) for seed in range(8)]
+    feeds = [rng.standard_normal((4, 3, 16, 16)).astype(np.float32) for rng in rngs]
+    wants = [session.run(None, {"x": x})[0] for x in feeds]
+    got: dict[int, np.ndarray] = {}
+    queue = ov.AsyncInferQueue(compiled, 2 * compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+    queue.set_callback(lambda request, job: got.__setitem__(job, request.get_output_tensor(0).data.copy()))
+    for job in range(400):
+        queue.start_async({"x": feeds[job % 8]}, job)
+    queue.wait_all()
+    assert sorted(got) == list(range(400))
+    for job, result in got.items():
+        np.testing.assert_allclose(result, wants[job % 8], rtol=2e-2, atol=2e-2)
+    compiled.release()
