@@ -285,16 +285,8 @@ class Request:
         expected = self.expected
         if expected is not None:
             outputs = result.outputs
-            conforms = type(outputs) is dict
-            if conforms:  # _conforms spelled out: this runs per request
-                for name, tensor, dtype in expected:
-                    value = outputs.get(name, _MISSING)
-                    if value is _MISSING or (tensor and not (
-                            type(value) is np.ndarray and (dtype is None or value.dtype == dtype))):
-                        conforms = False
-                        break
-            if not conforms:
-                error = broken_result(result, expected)
+            if type(outputs) is not dict or not _conforms(outputs, expected):
+                error = broken_result(result, expected)  # names what is wrong
                 if error is not None:
                     self.fail(error)
                     return False
