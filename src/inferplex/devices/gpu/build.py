@@ -19,7 +19,6 @@ from inferplex.devices.gpu._quantized_fusions import (
 )
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops.control_flow import outer_values
-from inferplex.devices.gpu.ops.nn import conv_relu
 from inferplex.devices.gpu.ops.quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
     dynamic_quantize_centered,
@@ -220,7 +219,7 @@ class Builder:
             weight = self.arg(conv.inputs[1])
             bias = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 else None
         other = self.arg(found.other) if found.add is not None else None
-        self.env[relu.outputs[0]] = self.call(name, conv, conv_relu(self.analysis.infos[name]),
+        self.env[relu.outputs[0]] = self.call(name, conv, nn.conv_relu(self.analysis.infos[name]),
                                               (self._conv_input(name, conv), weight, bias, other))
 
     def _conv_input(self, name: str, conv: ir.Node) -> Any:
