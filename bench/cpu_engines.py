@@ -18,8 +18,10 @@ are paired round by round.
 
 ``--throughput`` measures requests per second under the THROUGHPUT hint instead:
 raw OpenVINO's ``AsyncInferQueue`` and inferplex's, each with the compiled
-model's OPTIMAL_NUMBER_OF_INFER_REQUESTS jobs kept full (a callback per job),
-and raw ONNX Runtime as OpenVINO's streams would run it (one session and one
+model's OPTIMAL_NUMBER_OF_INFER_REQUESTS jobs kept full (a callback per job;
+inferplex keeps two requests per stream where OpenVINO keeps one), raw OpenVINO
+again with as many jobs as inferplex (``same requests``: the framework's own
+overhead at equal load), and raw ONNX Runtime as OpenVINO's streams would run it (one session and one
 Python thread per stream, the stream's share of the threads each).
 
 Besides the ``light_*`` models, ``resnet50`` (torchvision, random weights) and
@@ -147,6 +149,8 @@ def measure(name: str, seconds: float, rounds: int) -> dict[str, Any]:
     return {"model": name, "median_ms": medians, "precision": precisions,
             "ratio_default": paired("raw OpenVINO default", "inferplex default"),
             "ratio_f32": paired("raw OpenVINO f32", "inferplex f32"),
+            "ratio_default_same_requests": paired("raw OpenVINO default, same requests", "inferplex default"),
+            "ratio_f32_same_requests": paired("raw OpenVINO f32, same requests", "inferplex f32"),
             "ort_over_inferplex_default": paired("raw ORT", "inferplex default")}
 
 
@@ -210,7 +214,11 @@ def throughput_runners(name: str) -> tuple[dict[str, Callable[[float], float]], 
         table[f"raw OpenVINO {label}"] = lambda seconds, q=raw_queue: _keep_full(
             q, lambda: q.start_async(by_index, share_inputs=True), seconds)
         ours = core.compile_model(model, "CPU", hinted)
-        our_queue = ov.AsyncInferQueue(ours, int(ours.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
+        our_requests = int(ours.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        our_queue = ov.AsyncInferQueue(ours, our_requests)
+        raw_same = openvino.AsyncInferQueue(raw, our_requests)
+        table[f"raw OpenVINO {label}, same requests"] = lambda seconds, q=raw_same: _keep_full(
+            q, lambda: q.start_async(by_index, share_inputs=True), seconds)
         table[f"inferplex {label}"] = lambda seconds, q=our_queue: _keep_full(
             q, lambda: q.start_async(feeds, share_inputs=True), seconds)
         if label == "default":
@@ -243,6 +251,8 @@ def measure_throughput(name: str, seconds: float, rounds: int) -> dict[str, Any]
     return {"model": name, "median_per_s": rates, "precision": precisions,
             "ratio_default": paired("raw OpenVINO default", "inferplex default"),
             "ratio_f32": paired("raw OpenVINO f32", "inferplex f32"),
+            "ratio_default_same_requests": paired("raw OpenVINO default, same requests", "inferplex default"),
+            "ratio_f32_same_requests": paired("raw OpenVINO f32, same requests", "inferplex f32"),
             "ort_over_inferplex_default": paired("inferplex default", "raw ORT")}
 
 
@@ -289,15 +299,16 @@ def _print_throughput(rows: list[dict[str, Any]]) -> None:
     table = Table(title=title, title_justify="left")
     for column in ("model", "precision", "streams", "raw OV default", "raw OV f32", "raw ORT",
                    "inferplex default", "inferplex f32", "inferplex / raw OV default",
-                   "inferplex / raw OV f32"):
+                   "inferplex / raw OV f32", "same requests: default", "same requests: f32"):
         table.add_column(column, justify="right")
     for row in rows:
         r = row["median_per_s"]
         table.add_row(row["model"], str(row["precision"]["inferplex default"]), row["precision"]["streams"],
                       *(f"{r[k]:.1f}" for k in ("raw OpenVINO default", "raw OpenVINO f32", "raw ORT",
                                                  "inferplex default", "inferplex f32")),
-                      f"{row['ratio_default']:.3f}", f"{row['ratio_f32']:.3f}")
-    Console(width=220).print(table)
+                      f"{row['ratio_default']:.3f}", f"{row['ratio_f32']:.3f}",
+                      f"{row['ratio_default_same_requests']:.3f}", f"{row['ratio_f32_same_requests']:.3f}")
+    Console(width=240).print(table)
     out = os.environ.get("OUT")
     if out:
         report = json.dumps({"title": title, "rows": rows}, indent=1)

@@ -35,8 +35,7 @@ def _name(value: Any) -> str:
     return str(getattr(value, "name", value)).rsplit(".", 1)[-1]
 
 
-_STREAM_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
-                "PERFORMANCE_HINT_NUM_REQUESTS")
+_STREAM_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "PERFORMANCE_HINT_NUM_REQUESTS")
 
 
 @pytest.mark.parametrize("config", [
@@ -51,7 +50,9 @@ _STREAM_KEYS = ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER
 ])
 def test_hint_and_streams_read_back_as_openvinos_compiled_model(config: dict[str, Any]) -> None:
     """NUM_STREAMS=AUTO is OpenVINO's THROUGHPUT streams whatever the hint, and the hint then reads
-    THROUGHPUT; every threading property of the compiled model is raw OpenVINO's for the same config."""
+    THROUGHPUT; every threading property of the compiled model is raw OpenVINO's for the same config,
+    and the requests are OpenVINO's one per stream, two per stream under THROUGHPUT when
+    PERFORMANCE_HINT_NUM_REQUESTS does not cap them."""
     compiled = ov.Core().compile_model(_mlp(), "CPU", config)
     raw = _raw(config)
     for key in _STREAM_KEYS:
@@ -60,8 +61,11 @@ def test_hint_and_streams_read_back_as_openvinos_compiled_model(config: dict[str
         assert _name(compiled.get_property(key)) == _name(raw.get_property(key)), key
     for key in ("ENABLE_HYPER_THREADING", "ENABLE_CPU_PINNING"):
         assert compiled.get_property(key) == raw.get_property(key), key
+    per_stream = 2 if _name(raw.get_property("PERFORMANCE_HINT")) == "THROUGHPUT" and not config.get(
+        "PERFORMANCE_HINT_NUM_REQUESTS") else 1
     queue = ov.AsyncInferQueue(compiled)
-    assert len(queue) == raw.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+    assert len(queue) == compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == (
+        per_stream * raw.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
     session = ort.InferenceSession(_mlp().SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": X})[0]
     # f32 exactly as ONNX Runtime; bf16/f16 (OpenVINO's default on AMX CPUs) within their mantissa
@@ -79,7 +83,8 @@ def test_hint_and_streams_read_back_as_openvinos_compiled_model(config: dict[str
 
 def test_typed_num_streams_auto_and_the_core_level_setting_act_alike() -> None:
     """``streams.Num.AUTO`` and ``NUM_STREAMS=AUTO`` set on the Core give the streams that
-    ``"AUTO"`` in the compile config gives, and the Core's OPTIMAL_NUMBER_OF_INFER_REQUESTS says so."""
+    ``"AUTO"`` in the compile config gives, and the Core's OPTIMAL_NUMBER_OF_INFER_REQUESTS says so
+    (two requests per stream: NUM_STREAMS=AUTO is the THROUGHPUT hint's)."""
     raw = _raw({"NUM_STREAMS": "AUTO"})
     auto = ov.properties.streams.Num.AUTO
     typed = ov.Core().compile_model(_mlp(), "CPU", {ov.properties.num_streams: auto})
@@ -88,8 +93,10 @@ def test_typed_num_streams_auto_and_the_core_level_setting_act_alike() -> None:
     on_core = core.compile_model(_mlp(), "CPU")
     for compiled in (typed, on_core):
         assert compiled.get_property("NUM_STREAMS") == raw.get_property("NUM_STREAMS")
+        assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == \
+            2 * raw.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
     assert core.get_property("CPU", "OPTIMAL_NUMBER_OF_INFER_REQUESTS") == \
-        raw.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+        on_core.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
 
 
 def test_onnx_runtime_engine_takes_num_streams_auto_as_openvino_does() -> None:

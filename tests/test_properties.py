@@ -225,7 +225,7 @@ def test_device_settings_reach_compiled_models_and_config_wins() -> None:
     assert compiled.get_property("PERFORMANCE_HINT") == "THROUGHPUT"
     overridden = core.compile_model(MODEL, "CPU", {"NUM_STREAMS": 1})
     assert overridden.get_property("NUM_STREAMS") == 1
-    assert overridden.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 1
+    assert overridden.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == 2  # two per stream under THROUGHPUT
     x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)  # and both still compute
     np.testing.assert_array_equal(compiled(x)[0], overridden(x)[0])
     np.testing.assert_array_equal(compiled(x)[0], np.maximum(x, 0))

@@ -586,10 +586,11 @@ def test_throughput_hint_runs_requests_concurrently(core: ov.Core,
     compiled = hooked_compile(MODEL, {"PERFORMANCE_HINT": "THROUGHPUT"}, meet)
     streams = compiled.get_property("NUM_STREAMS")
     assert streams > 1
-    assert compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == streams
+    optimal = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+    assert optimal >= streams and optimal % streams == 0  # whole requests per stream
     queue = ov.AsyncInferQueue(compiled, jobs=0)
-    assert len(queue) == streams
-    feeds = [_inputs(seed) for seed in range(2 * streams)]
+    assert len(queue) == optimal
+    feeds = [_inputs(seed) for seed in range(2 * optimal)]
     for index, given in enumerate(feeds):
         queue.start_async(given, userdata=index)
     queue.wait_all()

@@ -9,8 +9,10 @@ Properties map onto OpenVINO's CPU plugin:
 
 - ``PERFORMANCE_HINT`` (LATENCY / THROUGHPUT / CUMULATIVE_THROUGHPUT, which
   OpenVINO's CPU plugin runs as THROUGHPUT), ``PERFORMANCE_HINT_NUM_REQUESTS``,
-  ``NUM_STREAMS`` and ``INFERENCE_NUM_THREADS`` go to OpenVINO as they are;
-  the workers are its ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``.  ``NUM_STREAMS=AUTO``
+  ``NUM_STREAMS`` and ``INFERENCE_NUM_THREADS`` go to OpenVINO as they are.
+  The workers are OpenVINO's ``OPTIMAL_NUMBER_OF_INFER_REQUESTS`` (one per
+  stream), twice that under the THROUGHPUT hint when no
+  ``PERFORMANCE_HINT_NUM_REQUESTS`` caps them (see :func:`requests_per_stream`).  ``NUM_STREAMS=AUTO``
   is OpenVINO's too: the THROUGHPUT hint's streams, whatever the hint (the hint
   then reads back THROUGHPUT, as OpenVINO's compiled model reads it).
 - ``INFERENCE_PRECISION_HINT`` f32 / bf16 / f16 goes to OpenVINO; unset, OpenVINO
@@ -88,6 +90,7 @@ __all__ = [
     "openvino_version",
     "optimal_requests",
     "read",
+    "requests_per_stream",
 ]
 
 _PASSED_ON = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
@@ -224,6 +227,23 @@ def _qualified(node: ir.Node) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
 
+def requests_per_stream(hint: str, config: Mapping[str, Any]) -> int:
+    """How many requests this engine keeps per OpenVINO stream: 2 under the THROUGHPUT hint
+    (``hint`` as OpenVINO's compiled model reads it) unless ``PERFORMANCE_HINT_NUM_REQUESTS``
+    caps the requests, else 1.
+
+    OpenVINO's own number is one request per stream.  A request through this runtime ends on the
+    device's worker thread and its callback runs on the completion thread (never on a device's
+    thread), so between one run's end and the next run's start of a closed loop lie two more
+    thread hand-offs than in OpenVINO's AsyncInferQueue.  With one request per stream a small
+    model's stream idles through them; a second request per stream, queued in OpenVINO behind
+    the first, keeps it busy (bench/cpu_engines.py --throughput measures both).
+    """
+    if hint != "THROUGHPUT" or config.get("PERFORMANCE_HINT_NUM_REQUESTS"):
+        return 1
+    return 2
+
+
 _optimal_lock = threading.Lock()
 _optimal: dict[tuple[tuple[str, str], ...], int] = {}
 
@@ -244,7 +264,8 @@ def optimal_requests(config: Mapping[str, Any]) -> int:
             parameter = openvino.opset13.parameter([1, 64], openvino.Type.f32)
             probe = openvino.Model([openvino.opset13.relu(parameter)], [parameter], "probe")
             compiled = _core().compile_model(probe, "CPU", ov_config)
-            _optimal[key] = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            per_stream = requests_per_stream(_threading_facts(compiled)["PERFORMANCE_HINT"], config)
+            _optimal[key] = per_stream * int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         return _optimal[key]
 
 
@@ -301,7 +322,9 @@ class OpenVinoProgram(CpuProgram):
             compiled.get_property("INFERENCE_PRECISION_HINT"))
         self._facts.update(_threading_facts(compiled))
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
-        self.num_workers = max(1, int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
+        per_stream = requests_per_stream(self._facts["PERFORMANCE_HINT"], config)
+        self.num_workers = max(1, per_stream * int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
+        self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"] = self.num_workers
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
         self._holding: list[dict[int, tuple[np.ndarray, tuple[int, ...], np.dtype[Any]]]] = [
             {} for _ in self._requests]  # per worker: input index -> (array, shape, dtype) its tensor holds
