@@ -175,10 +175,62 @@ def quantize_dequantize(x: torch.Tensor, scale: torch.Tensor, scale_value: float
     program at the model's own precision) is therefore divided first, exactly as ONNX does, and
     goes through the kernel with scale 1 (three kernels); f16/bf16 data, already rounded far
     more coarsely than that, goes through it in one kernel.
+
+    Under ``torch.compile`` the same numbers are written as elementwise ops
+    (:func:`_quantize_dequantize_elementwise`): Inductor has no lowering of the fake-quantize
+    kernel and calls it as an opaque ATen op (one more pass over the activation, and a copy),
+    where elementwise ops join the kernel that finishes the convolution's bias or Relu.
     """
+    if torch.compiler.is_compiling() and x.dtype in _ELEMENTWISE_FAKE_QUANTIZE:
+        return _quantize_dequantize_elementwise(x, scale, scale_value, zero_point, low, high)
     if x.dtype == torch.float32:
         return torch.fake_quantize_per_tensor_affine(x / scale, 1.0, zero_point, low, high).mul_(scale)
     return torch.fake_quantize_per_tensor_affine(x, scale_value, zero_point, low, high)
+
+
+_ELEMENTWISE_FAKE_QUANTIZE = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _quantize_dequantize_elementwise(x: torch.Tensor, scale: torch.Tensor, scale_value: float,
+                                     zero_point: int, low: int, high: int) -> torch.Tensor:
+    """:func:`quantize_dequantize`'s results, bit for bit, as elementwise ops.
+
+    float32: ``x / scale`` as the eager form divides it, then what the kernel does with scale 1
+    (its products by 1 are exact).  f16/bf16: the kernel's own steps, all in float32: ``x``
+    times the float32 reciprocal ``1.0f / s`` (the kernel's ``inv_scale``), rounded half to
+    even, the zero point added and clamped, the zero point taken off and times ``s``, rounded
+    once to ``x``'s type.  The clamped value goes through int32 as the kernel's goes through
+    int64: a ratio that rounds to ``-0`` then gives ``+0`` as the kernel does, where float
+    arithmetic would keep the sign (NaN, which the kernel saturates to ``low``, is not mirrored).
+    """
+    if x.dtype == torch.float32:
+        values = torch.clamp(torch.round(x / scale) + zero_point, low, high)
+        return (values.to(torch.int32) - zero_point).to(torch.float32) * scale
+    step = np.float32(scale_value)
+    inverse = float(np.float32(1.0) / step)
+    values = torch.clamp(torch.round(x.to(torch.float32) * inverse) + zero_point, low, high)
+    return ((values.to(torch.int32) - zero_point).to(torch.float32) * float(step)).to(x.dtype)
+
+
+def conv_fake_quantize(conv_relu: Callable[..., Any]) -> Callable[..., Any]:
+    """``quantize_dequantize(conv_relu(x, w, b, z))``: a QDQ model's Conv (and residual Add) whose
+    QuantizeLinear has the quantized type's minimum as zero point, as one call.
+
+    ``conv_relu`` is :func:`~inferplex.devices.gpu.ops.nn.conv_relu` of the Conv (one cuDNN call
+    on CUDA).  The Relu changes nothing: with ``z == low``, ``clamp(round(y / s) + z, low, high)``
+    is ``low`` for every ``y <= 0`` (``round`` of a small negative ratio is ``-0``, and
+    ``-0 + z == z``), and so is it for ``relu(y) = 0``; positive values pass the Relu unchanged.
+    ``quantize_static`` writes such a QuantizeLinear where the float model had a Relu after the
+    Conv (it folds the Relu into the range), so the Relu it took out comes back in the
+    convolution's epilogue, at no cost, and the fake-quantize is all that follows.
+    """
+
+    def conv_quantize(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, z: torch.Tensor | None,
+                      scale: torch.Tensor, scale_value: float, zero_point: int, low: int,
+                      high: int) -> torch.Tensor:
+        return quantize_dequantize(conv_relu(x, w, b, z), scale, scale_value, zero_point, low, high)
+
+    return conv_quantize
 
 
 def nn_dtype(dtype: ir.DataType) -> torch.dtype:
