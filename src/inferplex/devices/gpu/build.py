@@ -223,7 +223,8 @@ class Builder:
             weight = self.arg(conv.inputs[1])
             bias = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 else None
         other = self.arg(found.other) if found.add is not None else None
-        run, args = nn.conv_relu(self.analysis.infos[name]), (self._conv_input(name, conv), weight, bias, other)
+        run = nn.conv_relu(self.analysis.infos[name])
+        args: tuple[Any, ...] = (self._conv_input(name, conv), weight, bias, other)
         if found.quantize is not None:
             run, args = conv_fake_quantize(run), (*args, *self._fake_quantize_args(found.quantize))
         self.env[end.outputs[0]] = self.call(name, conv, run, args)

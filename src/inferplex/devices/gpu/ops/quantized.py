@@ -200,8 +200,9 @@ def _quantize_dequantize_elementwise(x: torch.Tensor, scale: torch.Tensor, scale
     times the float32 reciprocal ``1.0f / s`` (the kernel's ``inv_scale``), rounded half to
     even, the zero point added and clamped, the zero point taken off and times ``s``, rounded
     once to ``x``'s type.  The clamped value goes through int32 as the kernel's goes through
-    int64: a ratio that rounds to ``-0`` then gives ``+0`` as the kernel does, where float
-    arithmetic would keep the sign (NaN, which the kernel saturates to ``low``, is not mirrored).
+    int64, so a ratio that rounds to ``-0`` gives ``+0`` as in the kernel even where a compiler
+    drops the ``+ 0`` of a zero point 0 (float arithmetic would keep the sign).  NaN, which the
+    kernel saturates to ``low``, is not mirrored.
     """
     if x.dtype == torch.float32:
         values = torch.clamp(torch.round(x / scale) + zero_point, low, high)
