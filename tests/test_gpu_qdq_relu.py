@@ -192,7 +192,7 @@ def _fake_quantize_inputs(dtype: Any) -> Any:
 def test_fake_quantize_under_torch_compile_equals_the_kernel_bit_for_bit(dtype: str) -> None:
     from torch._inductor.utils import run_and_get_code
 
-    from inferplex.devices.gpu.ops.quantized import quantize_dequantize
+    from inferplex.devices.gpu.ops._fake_quantize import quantize_dequantize
 
     x = _fake_quantize_inputs(getattr(torch, dtype))
     scales = [torch.tensor(scale, dtype=torch.float32) for scale, *_ in _PARAMETERS]

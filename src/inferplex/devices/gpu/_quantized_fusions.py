@@ -15,7 +15,7 @@ The calls themselves are
 :func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`,
 :func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`,
 :func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_conv` and
-:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`.
+:func:`~inferplex.devices.gpu.ops._fake_quantize.quantize_dequantize`.
 """
 
 from __future__ import annotations

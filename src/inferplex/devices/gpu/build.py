@@ -18,14 +18,13 @@ from inferplex.devices.gpu._quantized_fusions import (
     QuantizedMatMul,
 )
 from inferplex.devices.gpu.ops import nn
+from inferplex.devices.gpu.ops._fake_quantize import conv_fake_quantize, quantize_dequantize
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.ops.quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
-    conv_fake_quantize,
     dynamic_quantize_centered,
     dynamic_quantized_conv,
     dynamic_quantized_linear,
-    quantize_dequantize,
     quantized_linear,
     quantized_linear_arrays,
 )
@@ -213,7 +212,7 @@ class Builder:
     def _emit_conv_relu(self, end: ir.Node, found: ConvRelu) -> None:
         """The Conv (its BatchNormalization folded), the Add and the Relu (or the pair whose range
         holds it, the Relu then run in the convolution's epilogue, see
-        :func:`~inferplex.devices.gpu.ops.quantized.conv_fake_quantize`) up to ``end``: one call
+        :func:`~inferplex.devices.gpu.ops._fake_quantize.conv_fake_quantize`) up to ``end``: one call
         named after the Conv."""
         name, conv = found.conv_name, found.conv
         bn = self.fusions.conv_bn.get(name)

@@ -15,7 +15,7 @@
 * A 2-D Conv (and such an Add) whose output feeds only a QuantizeLinear ->
   DequantizeLinear pair (see the last item) whose zero point is the quantized
   type's minimum becomes the same call and the pair's fake-quantize, one call
-  (:func:`~inferplex.devices.gpu.ops.quantized.conv_fake_quantize`), on every
+  (:func:`~inferplex.devices.gpu.ops._fake_quantize.conv_fake_quantize`), on every
   device: ``quantize_static`` writes that pair where the float model had a Relu
   after the Conv (the Relu is folded into the range, which saturates every value
   <= 0 to 0), so the Relu put back into the convolution's epilogue changes no
@@ -64,7 +64,7 @@
 * Every other QuantizeLinear -> DequantizeLinear pair of float32 data on one
   constant per-tensor scale and zero point, 8-bit, the quantized data read by
   nothing else (what a QDQ model puts before each Conv, Add or pool), becomes one
-  fake-quantize call (:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`)
+  fake-quantize call (:func:`~inferplex.devices.gpu.ops._fake_quantize.quantize_dequantize`)
   in the program's precision: one pass over the activation instead of a chain of
   casts and integer arithmetic.  The weights' DequantizeLinear of constants is
   folded at lowering time like any node of constant inputs (or, too large for
