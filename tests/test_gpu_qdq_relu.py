@@ -166,6 +166,45 @@ def test_conv_pair_whose_values_are_read_elsewhere_stays_as_written(core: ov.Cor
     assert {name: records.get(name) for name in want_records} == want_records
 
 
+def test_conv_with_batch_norm_before_the_relu_range_pair_folds_both(core: ov.Core) -> None:
+    model = _conv_model(TensorProto.UINT8, 0, False)
+    channels = np.arange(_OUT, dtype=np.float32)
+    params = {"g": 1 + channels / 8, "bb": channels / 16 - 0.1, "m": channels / 32, "v": 1 + channels / 4}
+    model.graph.initializer.extend(numpy_helper.from_array(value, name) for name, value in params.items())
+    model.graph.node[0].output[0] = "raw"
+    model.graph.node.insert(1, helper.make_node("BatchNormalization", ["raw", *params], ["c"], name="bn"))
+    feeds = _feeds(12, False)
+    got, records = profiled(core, model, feeds)
+    (want,) = ort_unfused(model, feeds)
+    # the folded weights sum in another order than the Conv and the normalization: a value on a
+    # rounding boundary may move by one step
+    np.testing.assert_allclose(got, want, rtol=0, atol=_SCALE * 1.01)
+    assert np.mean(got != want) < 0.02 and not np.signbit(got).any()
+    assert records["conv"] == "Conv" and not {"bn", "q", "dq"} & set(records)
+
+
+def test_relu_range_pair_whose_data_an_int8_matmul_reads_stays_as_written(core: ov.Core) -> None:
+    # the DequantizeLinear is read by a MatMul that runs as an int8 matmul on its 8-bit data, and
+    # by the graph's output: the QuantizeLinear must run for the matmul, the pair as written
+    model = _conv_model(TensorProto.UINT8, 0, False)
+    weight = np.random.default_rng(13).integers(-128, 128, (_SIDE, _SIDE), dtype=np.int8)
+    model.graph.initializer.extend([numpy_helper.from_array(weight, "mw"),
+                                    numpy_helper.from_array(np.array(0.01, np.float32), "ms")])
+    model.graph.node.extend([helper.make_node("DequantizeLinear", ["mw", "ms"], ["mwf"], name="dqw"),
+                             helper.make_node("MatMul", ["y", "mwf"], ["mm"], name="mm")])
+    shape = ["N", _OUT, _SIDE, _SIDE]
+    model.graph.output.append(helper.make_tensor_value_info("mm", TensorProto.FLOAT, shape))
+    feeds = _feeds(14, False)
+    compiled = core.compile_model(model, "GPU.0", {"ENABLE_PROFILING": True})
+    request = compiled.create_infer_request()
+    results = request.infer(feeds)
+    want = ort_unfused(model, feeds)
+    np.testing.assert_array_equal(np.asarray(results[0]), want[0])
+    np.testing.assert_allclose(np.asarray(results[1]), want[1], rtol=1e-5, atol=1e-5)
+    records = {r.node_name: r.node_type for r in request.get_profiling_info()}
+    assert records["q"] == "QuantizeLinear" and records["dq"] == "DequantizeLinear" and "mm" in records
+
+
 # --- the fake-quantize under torch.compile ----------------------------------------------------
 
 
