@@ -86,16 +86,24 @@ def _conv_parameters(kernel: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _feeds(seed: int, residual: bool, kernel: int = 3) -> dict[str, np.ndarray]:
-    """Multiples of 1/64; one window of the first item equals the first channel's weights (its
-    output is about 27, far beyond the 8-bit range at scale 1/16) and another their negation."""
-    weight, _ = _conv_parameters(kernel)
+    """Multiples of 1/64.  In the first item one window equals the first channel's weights (its
+    output is about 27, far beyond the 8-bit range at scale 1/16) and another their negation;
+    the second item is zero but for four pixels, 3 apart, that make the first channel's output
+    there (the window's centre tap times the pixel, plus the bias) -0.25, -0.5, 0.5 and 2.5
+    times the scale: a ratio that rounds to -0, and ties."""
+    weight, bias = _conv_parameters(kernel)
     rng = np.random.default_rng(seed)
     x = (rng.integers(-64, 65, (2, weight.shape[1], _SIDE, _SIDE)) / 64).astype(np.float32)
     x[0, :, 1:1 + kernel, 1:1 + kernel] = weight[0]
     x[0, :, 4:4 + kernel, 4:4 + kernel] = -weight[0]
+    x[1] = 0
+    tap = weight[0, 0, kernel // 2, kernel // 2]
+    for index, ratio in enumerate((-0.25, -0.5, 0.5, 2.5)):
+        x[1, 0, 1 + 3 * (index // 2), 1 + 3 * (index % 2)] = (ratio * _SCALE - bias[0]) / tap
     feeds = {"x": x}
     if residual:
         feeds["r"] = (rng.integers(-256, 257, (2, _OUT, _SIDE, _SIDE)) / 64).astype(np.float32)
+        feeds["r"][1] = 0
     return feeds
 
 
