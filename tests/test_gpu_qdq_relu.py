@@ -14,10 +14,11 @@ most 1, a residual at most 4), 27 weights per output -1, 0 or 1, biases multiple
 exact in float32 and float16 whatever order a kernel adds in, and ``y / scale`` is a
 multiple of 1/4: ties (.5), ratios in (-0.5, 0) (which round to -0) and values beyond
 the 8-bit range (a patch of the input matching the first output channel's weights)
-all occur.  Results then equal ONNX Runtime's to the bit under
-both precisions.  Under ``torch.compile`` the fake-quantize is written as elementwise
-ops, which must give the kernel's numbers bit for bit.  The emulated tests run on
-``GPU.0`` on torch's CPU; the ``gpu`` ones need CUDA.
+all occur.  Results then equal ONNX Runtime's to the bit under both precisions.  Under
+``torch.compile`` the fake-quantize is written as elementwise ops, which must give the
+kernel's numbers bit for bit.  ``quantize_static``'s own CNNs, whose stem and strided
+Convs take this form, are checked in ``test_gpu_qdq_conv.py``.  The emulated tests run
+on ``GPU.0`` on torch's CPU; the ``gpu`` ones need CUDA.
 """
 
 from __future__ import annotations
