@@ -56,7 +56,11 @@ def _quantize_dequantize_elementwise(x: torch.Tensor, scale: torch.Tensor, scale
     once to ``x``'s type.  The clamped value goes through int32 as the kernel's goes through
     int64, so a ratio that rounds to ``-0`` gives ``+0`` as in the kernel even where a compiler
     drops the ``+ 0`` of a zero point 0 (float arithmetic would keep the sign).  NaN, which the
-    kernel saturates to ``low``, is not mirrored.
+    kernel saturates to ``low``, is not mirrored.  On CUDA, Inductor's Triton kernels divide
+    float32 approximately (``div.full``, within 2 ulp) unless its
+    ``eager_numerics.division_rounding`` is set: there a float32 ``x / scale`` within that of a
+    half may round the other way, as the division before the kernel in the eager form did
+    under torch.compile already; f16/bf16 data is only multiplied, exactly.
     """
     if x.dtype == torch.float32:
         values = torch.clamp(torch.round(x / scale) + zero_point, low, high)
