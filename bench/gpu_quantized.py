@@ -10,10 +10,12 @@ Variants, each compiled on ``GPU.0`` through the public API:
 
 * ``float-f16``: the float model with ``INFERENCE_PRECISION_HINT`` f16 (the baseline);
 * ``float-f32``: the float model at the default f32;
-* ``qdq-static``: ``quantize_static(quant_format=QDQ)``, per-channel int8 weights, uint8
+* ``qdq-static``: ``quantize_static(quant_format=QDQ)``, per-channel int8 weights, int8
   activations (MatMul/Gemm of DequantizeLinear outputs run as int8 matmuls; Convs run in
   float on weights dequantized at compile time, each activation's QuantizeLinear ->
-  DequantizeLinear pair one fake-quantize call);
+  DequantizeLinear pair one fake-quantize call; a Conv whose pair holds the float model's
+  Relu in its range runs as Conv + bias + Relu, one cuDNN call, and the fake-quantize, one
+  call; under torch.compile the fake-quantize is elementwise ops Inductor fuses);
 * ``qdq-static-f16``: the same under the f16 hint (float values between layers, the Convs
   and their weights in f16);
 * ``dynamic``: ``quantize_dynamic`` (DynamicQuantizeLinear + MatMulInteger; the CNN's Convs
@@ -27,12 +29,15 @@ of ``--jobs`` requests over ``--iters`` inferences (``items/s``); ``vs f16`` is
 that throughput over ``float-f16``'s under the same hint.  Under THROUGHPUT the
 compiled tier (torch.compile, batch >= 8) is awaited before timing; ``tier`` says
 which served.  On CUDA the inputs are torch tensors already on the GPU (no host
-copy in); outputs come back to the host as ``infer`` returns them.  JSON goes to
+copy in); outputs come back to the host as ``infer`` returns them.  ``--calls`` adds,
+per row, the calls one profiled run makes (one per fused call or unfused node; the
+profiled program is compiled apart and not timed), the most frequent op types first.  JSON goes to
 ``$OUT/gpu_quantized.json`` when ``OUT`` is set.
 
     python bench/gpu_quantized.py                    # both models on CUDA
     python bench/gpu_quantized.py --models mlp --hints LATENCY,THROUGHPUT
     python bench/gpu_quantized.py --quick            # tiny shapes on the emulated GPU, to check the script
+    python bench/gpu_quantized.py --models resnet18 --variants float-f16,qdq-static-f16 --calls
 
 Without CUDA the script runs ``--quick`` on an emulated ``GPU.0`` (torch on the CPU).
 """
@@ -200,7 +205,21 @@ def _measure(ov: Any, core: Any, variant: str, hint: str, paths: dict[str, str],
     compile_s = time.perf_counter() - start
     sync_ms = _sync_ms(request, feeds, args.warmup, args.iters)
     items = _queue_items_per_s(ov, compiled, feeds, shape[0], args.jobs, args.iters)
-    return {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s, "tier": tier}
+    row = {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s, "tier": tier}
+    if args.calls:
+        row["calls"] = _calls(core, path, {**config, "ENABLE_PROFILING": True}, feeds)
+    return row
+
+
+def _calls(core: Any, path: str, config: dict[str, Any], feeds: dict[str, Any]) -> dict[str, int]:
+    """{op type: calls} of one profiled run, most frequent first (transfers and folded nodes left out)."""
+    request = core.compile_model(path, "GPU.0", config).create_infer_request()
+    request.infer(feeds)
+    counts: dict[str, int] = {}
+    for record in request.get_profiling_info():
+        if record.node_type != "Transfer" and str(record.status).upper().endswith("EXECUTED"):
+            counts[record.node_type] = counts.get(record.node_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 # --- main --------------------------------------------------------------------------------
@@ -219,6 +238,9 @@ def _print(rows: list[dict[str, Any]]) -> None:
         ratio = f"{r['items_per_s'] / base:.2f}x" if base else "-"
         print(f"{lead}{r['sync_ms']:>10.3f}{r['items_per_s']:>12.1f}{ratio:>8}{r['compile_s']:>11.2f}"
               f"  {r['tier']}")
+        if "calls" in r:
+            print(f"{'':<10}calls: {sum(r['calls'].values())} "
+                  + ", ".join(f"{op} {count}" for op, count in r["calls"].items()))
 
 
 def main() -> None:
@@ -235,6 +257,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--iters", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="tiny shapes on an emulated GPU.0")
+    parser.add_argument("--calls", action="store_true",
+                        help="per row, the calls of one profiled run by op type (fusions show there)")
     args = parser.parse_args()
     import torch
 

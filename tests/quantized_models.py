@@ -80,3 +80,28 @@ def output_scale(model: onnx.ModelProto) -> float:
     last = next(n for n in model.graph.node if n.output[0] == model.graph.output[0].name)
     scale = next(i for i in model.graph.initializer if i.name == last.input[1])
     return float(numpy_helper.to_array(scale).reshape(-1)[0])
+
+
+def relu_range_dequantizers(model: onnx.ModelProto) -> set[str]:
+    """The DequantizeLinear nodes of the pairs that alone read a Conv's output (or a residual Add's
+    right after a Conv) with a zero point at the quantized type's minimum: where
+    ``quantize_static`` folded the float model's Relu into the range."""
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    found = set()
+    for q in model.graph.node:
+        source = producers.get(q.input[0]) if q.op_type == "QuantizeLinear" else None
+        if source is not None and source.op_type == "Add":
+            source = next((producers[i] for i in source.input if i in producers
+                           and producers[i].op_type == "Conv" and len(readers[i]) == 1), None)
+        if source is None or source.op_type != "Conv" or len(readers[q.input[0]]) != 1:
+            continue
+        zero = inits[q.input[2]] if len(q.input) > 2 else np.zeros((), np.uint8)
+        (dq,) = readers[q.output[0]]
+        if int(zero.reshape(-1)[0]) == np.iinfo(zero.dtype).min:
+            found.add(dq.name)
+    return found

@@ -5,15 +5,17 @@
 (``quantize_static``'s QDQ format), :func:`dynamic_matmul` and :func:`dynamic_conv` the
 ``Mul(Cast(MatMulInteger))`` and ``Mul(Cast(ConvInteger))`` chains of ``quantize_dynamic``, and
 :func:`absorb_quantizers` which DequantizeLinear and QuantizeLinear nodes the
-fused calls make redundant.  :func:`quantize_dequantize_pairs` then finds the
-remaining QuantizeLinear -> DequantizeLinear pairs (the activations before a QDQ
-model's convolutions, adds and pools), and :func:`centered_quantizers` the
+fused calls make redundant.  :func:`relu_range_pair` finds the pair after a Conv
+whose zero point holds a Relu (which the convolution's call then runs with it),
+:func:`quantize_dequantize_pairs` the remaining QuantizeLinear -> DequantizeLinear
+pairs (the activations before a QDQ model's convolutions, adds and pools), and
+:func:`centered_quantizers` the
 DynamicQuantizeLinear nodes that hand dynamic convolutions centered float data.
 The calls themselves are
 :func:`~inferplex.devices.gpu.ops.quantized.quantized_linear`,
 :func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_linear`,
 :func:`~inferplex.devices.gpu.ops.quantized.dynamic_quantized_conv` and
-:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`.
+:func:`~inferplex.devices.gpu.ops._fake_quantize.quantize_dequantize`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DynamicConv", "DynamicMatMul", "QuantizeDequantize", "QuantizedMatMul", "absorb_quantizers",
            "centered_quantizers", "dynamic_conv", "dynamic_matmul", "quantize_dequantize_pairs",
-           "quantized_matmul"]
+           "quantized_matmul", "relu_range_pair"]
 
 
 @dataclass(frozen=True)
@@ -351,6 +353,26 @@ def _pair(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> Quantiz
     zero_point = 0 if zero is None else int(zero.reshape(-1)[0])
     return QuantizeDequantize(quantizer.inputs[0], dq.inputs[1], zero_point, *limits,  # type: ignore[arg-type]
                               quantizer, dq.outputs[0])
+
+
+def relu_range_pair(analysis: Analysis, names: dict[ir.Node, str], value: ir.Value,
+                    taken: set[ir.Node]) -> QuantizeDequantize | None:
+    """The QuantizeLinear -> DequantizeLinear pair that alone reads ``value`` (see
+    :func:`quantize_dequantize_pairs`) when its zero point is the quantized type's minimum (uint8
+    0, int8 -128), or None: such a pair maps every value <= 0 to 0, so a Relu before it changes
+    nothing, which is how ``quantize_static`` folds the Relu after a Conv into the range.
+    Neither node may be in ``taken`` (emitted as part of another call already)."""
+    step = _sole_consumer(value)
+    quantizer = step[0] if step is not None and step[1] == 0 else None
+    if quantizer is None or quantizer.op_type != "QuantizeLinear" or quantizer.domain not in _ONNX_DOMAINS:
+        return None
+    use = _sole_consumer(quantizer.outputs[0])
+    dq = use[0] if use is not None and use[1] == 0 else None
+    if dq is None or dq.op_type != "DequantizeLinear" or dq in taken or quantizer in taken \
+            or _dequantizer(dq.outputs[0]) is None or not _runs(analysis, names, dq):
+        return None
+    found = _pair(analysis, names, dq)
+    return found if found is not None and found.zero_point == found.low else None
 
 
 def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicConv | None:

@@ -18,13 +18,13 @@ from inferplex.devices.gpu._quantized_fusions import (
     QuantizedMatMul,
 )
 from inferplex.devices.gpu.ops import nn
+from inferplex.devices.gpu.ops._fake_quantize import conv_fake_quantize, quantize_dequantize
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.ops.quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
     dynamic_quantize_centered,
     dynamic_quantized_conv,
     dynamic_quantized_linear,
-    quantize_dequantize,
     quantized_linear,
     quantized_linear_arrays,
 )
@@ -209,8 +209,11 @@ class Builder:
         self.env[bn.outputs[0]] = self.call(name, conv, self.analysis.functions[name],
                                             (self._conv_input(name, conv), weight, bias))
 
-    def _emit_conv_relu(self, relu: ir.Node, found: ConvRelu) -> None:
-        """The Conv (its BatchNormalization folded), the Add and the Relu: one call named after the Conv."""
+    def _emit_conv_relu(self, end: ir.Node, found: ConvRelu) -> None:
+        """The Conv (its BatchNormalization folded), the Add and the Relu (or the pair whose range
+        holds it, the Relu then run in the convolution's epilogue, see
+        :func:`~inferplex.devices.gpu.ops._fake_quantize.conv_fake_quantize`) up to ``end``: one call
+        named after the Conv."""
         name, conv = found.conv_name, found.conv
         bn = self.fusions.conv_bn.get(name)
         if bn is not None:
@@ -219,8 +222,11 @@ class Builder:
             weight = self.arg(conv.inputs[1])
             bias = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 else None
         other = self.arg(found.other) if found.add is not None else None
-        self.env[relu.outputs[0]] = self.call(name, conv, nn.conv_relu(self.analysis.infos[name]),
-                                              (self._conv_input(name, conv), weight, bias, other))
+        run = nn.conv_relu(self.analysis.infos[name])
+        args: tuple[Any, ...] = (self._conv_input(name, conv), weight, bias, other)
+        if found.quantize is not None:
+            run, args = conv_fake_quantize(run), (*args, *self._fake_quantize_args(found.quantize))
+        self.env[end.outputs[0]] = self.call(name, conv, run, args)
 
     def _conv_input(self, name: str, conv: ir.Node) -> Any:
         x = self.arg(conv.inputs[0])
@@ -304,13 +310,18 @@ class Builder:
     def _emit_quantize_dequantize(self, name: str, found: QuantizeDequantize) -> None:
         """One fake-quantize call for the pair; its profiling record is the DequantizeLinear's,
         of type FakeQuantize (OpenVINO's name for the same operation)."""
-        scale_value = found.scale
-        array = self.analysis.constants[scale_value].reshape(())
-        scale = self.buffer(("value", scale_value, "float32"), (scale_value,), lambda: array, keep_type=True)
-        args = (self.arg(found.source), scale, float(array), found.zero_point, found.low, found.high)
+        args = (self.arg(found.source), *self._fake_quantize_args(found))
         call = self.graph.call_function(quantize_dequantize, args)
         call.meta.update(onnx_name=name, onnx_op="FakeQuantize")
         self.env[found.output] = call
+
+    def _fake_quantize_args(self, found: QuantizeDequantize) -> tuple[Any, ...]:
+        """The arguments of :func:`quantize_dequantize` after the data: the scale as a float32
+        buffer and a number, the zero point and the range."""
+        scale_value = found.scale
+        array = self.analysis.constants[scale_value].reshape(())
+        scale = self.buffer(("value", scale_value, "float32"), (scale_value,), lambda: array, keep_type=True)
+        return scale, float(array), found.zero_point, found.low, found.high
 
     def _emit_centered_quantizer(self, name: str, node: ir.Node) -> None:
         """DynamicQuantizeLinear handing centered float data to the dynamic convolutions (which

@@ -12,6 +12,15 @@
   (:func:`~inferplex.devices.gpu.ops.nn.conv_relu`): one cuDNN kernel
   with the bias, the addition and the Relu in its epilogue, where torch's
   ``conv2d`` runs the bias and each elementwise op as a kernel of its own.
+* A 2-D Conv (and such an Add) whose output feeds only a QuantizeLinear ->
+  DequantizeLinear pair (see the last item) whose zero point is the quantized
+  type's minimum becomes the same call and the pair's fake-quantize, one call
+  (:func:`~inferplex.devices.gpu.ops._fake_quantize.conv_fake_quantize`), on every
+  device: ``quantize_static`` writes that pair where the float model had a Relu
+  after the Conv (the Relu is folded into the range, which saturates every value
+  <= 0 to 0), so the Relu put back into the convolution's epilogue changes no
+  value.  Off CUDA the Relu is one more elementwise op; planning it there too
+  lets the emulated GPU run, and test, the program CUDA runs.
 * MatMul by a constant matrix followed by Add of a constant bias vector becomes
   one ``F.linear``, which runs as a single GEMM with the bias in its epilogue.
 * Attention written out, ``MatMul(Q, K^T)``, then an optional ``Div``/``Mul`` by a
@@ -55,7 +64,7 @@
 * Every other QuantizeLinear -> DequantizeLinear pair of float32 data on one
   constant per-tensor scale and zero point, 8-bit, the quantized data read by
   nothing else (what a QDQ model puts before each Conv, Add or pool), becomes one
-  fake-quantize call (:func:`~inferplex.devices.gpu.ops.quantized.quantize_dequantize`)
+  fake-quantize call (:func:`~inferplex.devices.gpu.ops._fake_quantize.quantize_dequantize`)
   in the program's precision: one pass over the activation instead of a chain of
   casts and integer arithmetic.  The weights' DequantizeLinear of constants is
   folded at lowering time like any node of constant inputs (or, too large for
@@ -97,6 +106,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     dynamic_matmul,
     quantize_dequantize_pairs,
     quantized_matmul,
+    relu_range_pair,
 )
 
 if TYPE_CHECKING:
@@ -158,7 +168,8 @@ class Attention:
 @dataclass(frozen=True)
 class ConvRelu:
     """A Conv and the Relu that ends it, which :func:`~inferplex.devices.gpu.ops.nn.conv_relu` runs as
-    one call, emitted where the Relu is (a residual Add's other input may come after the Conv)."""
+    one call, emitted where the chain's last node is (a residual Add's other input may come after
+    the Conv): the Relu, or the DequantizeLinear of a ``quantize`` pair."""
 
     conv_name: str
     conv: ir.Node
@@ -166,6 +177,9 @@ class ConvRelu:
     """The Add of a same-shaped tensor between the Conv and the Relu, if any."""
     other: ir.Value | None
     """That Add's other input."""
+    quantize: QuantizeDequantize | None = None
+    """The QuantizeLinear -> DequantizeLinear pair whose range holds the Relu (zero point at the
+    quantized type's minimum), in place of a Relu node: the call runs its fake-quantize too."""
 
 
 @dataclass
@@ -175,7 +189,8 @@ class Fusions:
     conv_bn: dict[str, ir.Node] = field(default_factory=dict)
     """Conv -> the BatchNormalization it absorbs."""
     conv_relu: dict[str, ConvRelu] = field(default_factory=dict)
-    """Relu -> the 2-D Conv (and Add) it runs with in one call."""
+    """Relu, or the DequantizeLinear of a pair whose range holds the Relu -> the 2-D Conv (and Add)
+    it runs with in one call."""
     linear: dict[str, tuple[ir.Node, int]] = field(default_factory=dict)
     """MatMul -> (the Add it absorbs, index of the bias among the Add's inputs)."""
     attention: dict[str, Attention] = field(default_factory=dict)
@@ -222,24 +237,53 @@ def _bn_after(analysis: Analysis, names: dict[ir.Node, str], conv: ir.Node) -> i
     return bn if all(p.size == channels for p in params) else None  # type: ignore[union-attr]
 
 
+def _residual_add(analysis: Analysis, names: dict[ir.Node, str], conv: ir.Node,
+                  bn: ir.Node | None) -> tuple[ir.Node | None, ir.Value | None, ir.Value] | None:
+    """(the Add of a same-shaped tensor that alone reads a 2-D Conv's output, that Add's other
+    input, the value the two end with) or (None, None, the Conv's output: its BatchNormalization's
+    where folded); None where the Conv is no 2-D one with a weight or the Add broadcasts."""
+    if analysis.infos[names[conv]].rank(0) != 4 or len(conv.inputs) < 2 or conv.inputs[1] is None:
+        return None
+    value = (bn or conv).outputs[0]
+    step = _sole_consumer(value)
+    if step is None or step[0].op_type != "Add" or step[0].domain not in _ONNX_DOMAINS \
+            or not _runs(analysis, names, step[0]):
+        return None, None, value
+    shapes = analysis.infos[names[step[0]]].input_shapes
+    if len(shapes) != 2 or shapes[0] is None or None in shapes[0] or shapes[0] != shapes[1]:
+        return None  # an Add that broadcasts is not the fused call's
+    return step[0], step[0].inputs[1 - step[1]], step[0].outputs[0]
+
+
 def _relu_after(analysis: Analysis, names: dict[ir.Node, str], conv: ir.Node,
                 bn: ir.Node | None) -> tuple[ir.Node, ConvRelu] | None:
     """The Relu (after an optional residual Add) that ends a 2-D Conv, each step read by nothing else."""
-    if analysis.infos[names[conv]].rank(0) != 4 or len(conv.inputs) < 2 or conv.inputs[1] is None:
-        return None
-    step = _sole_consumer((bn or conv).outputs[0])
-    add = other = None
-    if step is not None and step[0].op_type == "Add" and step[0].domain in _ONNX_DOMAINS \
-            and _runs(analysis, names, step[0]):
-        shapes = analysis.infos[names[step[0]]].input_shapes
-        if len(shapes) != 2 or shapes[0] is None or None in shapes[0] or shapes[0] != shapes[1]:
-            return None  # an Add that broadcasts is not the fused call's
-        add, other = step[0], step[0].inputs[1 - step[1]]
-        step = _sole_consumer(add.outputs[0])
-    if step is None or step[0].op_type != "Relu" or step[0].domain not in _ONNX_DOMAINS \
+    found = _residual_add(analysis, names, conv, bn)
+    step = None if found is None else _sole_consumer(found[2])
+    if found is None or step is None or step[0].op_type != "Relu" or step[0].domain not in _ONNX_DOMAINS \
             or not _runs(analysis, names, step[0]):
         return None
-    return step[0], ConvRelu(names[conv], conv, add, other)
+    return step[0], ConvRelu(names[conv], conv, found[0], found[1])
+
+
+def _plan_relu_range_convs(analysis: Analysis, names: dict[ir.Node, str], fusions: Fusions) -> None:
+    """Add to ``fusions.conv_relu`` each 2-D Conv (its BatchNormalization folded, a residual Add
+    after it or not) that ends in a QuantizeLinear -> DequantizeLinear pair whose range holds a
+    Relu (:func:`relu_range_pair`), keyed by the DequantizeLinear.  Runs after the int8 matmuls
+    took their quantizers: a pair one of them absorbed, or whose 8-bit data one reads, stays."""
+    read = {found.activation for found in fusions.quantized_matmul.values() if found.source is None}
+    for name, conv in analysis.nodes:
+        if conv.op_type != "Conv" or conv.domain not in _ONNX_DOMAINS or conv in fusions.absorbed \
+                or not _runs(analysis, names, conv):
+            continue
+        found = _residual_add(analysis, names, conv, fusions.conv_bn.get(name))
+        if found is None or (found[0] is not None and found[0] in fusions.absorbed):
+            continue  # an Add of two Convs goes with the first
+        pair = relu_range_pair(analysis, names, found[2], fusions.absorbed)
+        if pair is None or pair.quantizer.outputs[0] in read:
+            continue
+        fusions.conv_relu[names[pair.output.producer()]] = ConvRelu(name, conv, *found[:2], pair)  # type: ignore[index]
+        fusions.absorbed.update(n for n in (conv, found[0], pair.quantizer) if n is not None)
 
 
 def _bias_add_after(analysis: Analysis, names: dict[ir.Node, str],
@@ -362,6 +406,7 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
                 fusions.linear[name] = found
                 fusions.absorbed.add(found[0])
     absorb_quantizers(analysis, names, fusions.quantized_matmul, fusions.absorbed)
+    _plan_relu_range_convs(analysis, names, fusions)
     fusions.quantize_dequantize = quantize_dequantize_pairs(analysis, names, fusions.quantized_matmul,
                                                             fusions.absorbed)
     fusions.absorbed.update(pair.quantizer for pair in fusions.quantize_dequantize.values())

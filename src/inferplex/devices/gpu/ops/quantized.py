@@ -161,26 +161,6 @@ def _dequantize_linear(info: NodeInfo) -> Callable[..., Any]:
     return dequantize
 
 
-def quantize_dequantize(x: torch.Tensor, scale: torch.Tensor, scale_value: float, zero_point: int,
-                        low: int, high: int) -> torch.Tensor:
-    """``DequantizeLinear(QuantizeLinear(x))`` on one per-tensor scale and zero point, as a QDQ
-    model writes it before each convolution or matmul: ``(clamp(round(x / s) + z, low, high) - z) * s``
-    with ``round`` half to even, in ``x``'s floating type.
-
-    ``scale``: the scale as a float32 tensor on ``x``'s device, ``scale_value`` the same number as a
-    Python float; ``[low, high]``: the 8-bit type's range.  ``torch.fake_quantize_per_tensor_affine``
-    rounds half to even, adds the zero point after rounding and saturates as ONNX does, but
-    multiplies by ``1 / s`` where ONNX divides by ``s``, which moves about one value in a million
-    (those whose ``x / s`` lies within float32 rounding of a half) by one step.  float32 data (a
-    program at the model's own precision) is therefore divided first, exactly as ONNX does, and
-    goes through the kernel with scale 1 (three kernels); f16/bf16 data, already rounded far
-    more coarsely than that, goes through it in one kernel.
-    """
-    if x.dtype == torch.float32:
-        return torch.fake_quantize_per_tensor_affine(x / scale, 1.0, zero_point, low, high).mul_(scale)
-    return torch.fake_quantize_per_tensor_affine(x, scale_value, zero_point, low, high)
-
-
 def nn_dtype(dtype: ir.DataType) -> torch.dtype:
     """The torch type of a floating ONNX type."""
     return {ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64,
