@@ -149,8 +149,6 @@ def measure(name: str, seconds: float, rounds: int) -> dict[str, Any]:
     return {"model": name, "median_ms": medians, "precision": precisions,
             "ratio_default": paired("raw OpenVINO default", "inferplex default"),
             "ratio_f32": paired("raw OpenVINO f32", "inferplex f32"),
-            "ratio_default_same_requests": paired("raw OpenVINO default, same requests", "inferplex default"),
-            "ratio_f32_same_requests": paired("raw OpenVINO f32, same requests", "inferplex f32"),
             "ort_over_inferplex_default": paired("raw ORT", "inferplex default")}
 
 
