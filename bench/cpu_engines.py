@@ -11,7 +11,7 @@ request:
 - inferplex's CPU device (OpenVINO engine) at its default precision and at
   f32: ``InferRequest.infer(feeds)`` through the public API.
 
-Runners alternate round by round so that drift in machine load hits them
+Runners take turns in a shuffled order each round so that drift in machine load hits them
 alike; medians are of per-round medians, and the ratios (raw OpenVINO's time
 over inferplex's at the same precision: 1.0 means no overhead, target >= 0.97)
 are paired round by round.
@@ -38,6 +38,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import statistics
 import sys
 import threading
@@ -132,14 +133,20 @@ def _time_calls(run: Runner, seconds: float) -> list[float]:
     return samples
 
 
+def _orders(labels: list[str], rounds: int) -> list[list[str]]:
+    """The runners' order in each round: shuffled (a fixed seed), so that no runner always follows
+    the same one (ONNX Runtime's threads spin on for a while after its runs, for one)."""
+    generator = random.Random(7)
+    return [generator.sample(labels, len(labels)) for _ in range(rounds)]
+
+
 def measure(name: str, seconds: float, rounds: int) -> dict[str, Any]:
     table, precisions = runners(name)
     for run in table.values():  # warm-up: first runs allocate and tune
         _time_calls(run, 0.0)
     per_round: dict[str, list[float]] = {label: [] for label in table}
-    labels = list(table)
-    for index in range(rounds):
-        for label in labels[index % len(labels):] + labels[:index % len(labels)]:
+    for order in _orders(list(table), rounds):
+        for label in order:
             per_round[label].append(statistics.median(_time_calls(table[label], seconds)))
     medians = {label: statistics.median(values) for label, values in per_round.items()}
 
@@ -237,9 +244,8 @@ def measure_throughput(name: str, seconds: float, rounds: int) -> dict[str, Any]
     for run in table.values():
         run(min(seconds, 0.5))
     per_round: dict[str, list[float]] = {label: [] for label in table}
-    labels = list(table)
-    for index in range(rounds):
-        for label in labels[index % len(labels):] + labels[:index % len(labels)]:
+    for order in _orders(list(table), rounds):
+        for label in order:
             per_round[label].append(table[label](seconds))
     rates = {label: statistics.median(values) for label, values in per_round.items()}
 
