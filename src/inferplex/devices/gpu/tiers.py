@@ -203,12 +203,33 @@ def inline_forward(module: torch.nn.Module, plan: CompilePlan) -> Any:
 
 
 def compiled_forward(module: torch.nn.Module, plan: CompilePlan, inputs: Sequence[Any],
-                     torch_device: torch.device) -> Any:
+                     torch_device: torch.device, device: str = "") -> Any:
     """``module`` compiled and run once on ``inputs`` (on a stream of its own on CUDA), so that
-    what torch.compile builds on the first call is built here and not on a request."""
+    what torch.compile builds on the first call is built here and not on a request.
+
+    The lowered forward is compiled as one graph (``fullgraph=True``) first.  A graph break
+    (a data-dependent branch, an op dynamo cannot trace) splits it into pieces run between
+    Python frames, and every function of the lowering a break lands in becomes a frame of its
+    own, compiled again per call site and per shape until dynamo's recompile limit sends it to
+    eager: where that happens, a warning names the break (the first one dynamo met) and the
+    forward is compiled again with the breaks, so that the measured switch can still weigh it
+    against the eager tier.  Without a break this costs nothing: the one compile is the only one.
+    """
+    try:
+        return _run_once(torch.compile(module, mode=plan.mode, dynamic=False, fullgraph=True), inputs,
+                         torch_device)
+    except _graph_break_errors() as error:
+        _log.warning("inferplex: %s: the lowered forward does not compile as one graph, compiling it "
+                     "with graph breaks (each piece between them a graph of its own): %s",
+                     device or torch_device, _first_line(error))
+    return _run_once(torch.compile(module, mode=plan.mode, dynamic=False), inputs, torch_device)
+
+
+def _run_once(forward: Any, inputs: Sequence[Any], torch_device: torch.device) -> Any:
+    """``forward`` run once on ``inputs`` under inferplex's torch settings (on CUDA on a stream of
+    its own, waited for): torch.compile compiles on that call."""
     from inferplex.devices.gpu.settings import TORCH_SETTINGS
 
-    forward = torch.compile(module, mode=plan.mode, dynamic=False)
     with TORCH_SETTINGS.scope(), torch.inference_mode():
         if torch_device.type != "cuda":
             forward(*inputs)
@@ -220,15 +241,34 @@ def compiled_forward(module: torch.nn.Module, plan: CompilePlan, inputs: Sequenc
     return forward
 
 
+def _first_line(error: BaseException) -> str:
+    """The break's reason in one line, and where in the lowering's code dynamo met it."""
+    text = str(error).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    reason = next((line for line in lines if line.startswith("Explanation:")), lines[0] if lines else "")
+    stack = getattr(error, "real_stack", None) or []
+    where = f" (at {stack[-1].name}, {stack[-1].filename}:{stack[-1].lineno})" if stack else ""
+    return f"{type(error).__name__}: {reason}{where}"
+
+
+def _graph_break_errors() -> tuple[type[BaseException], ...]:
+    """What ``torch.compile(fullgraph=True)`` raises where the traced code has a graph break (dynamo
+    is imported here, not with this module)."""
+    from torch._dynamo import exc
+
+    return exc.Unsupported, exc.UserError
+
+
 def example_inputs(lowered: LoweredGraph, torch_device: torch.device) -> list[torch.Tensor]:
     """Zeros of the static input shapes, made as a run makes its inputs (torch.compile guards on
-    how): device tensors made in inference mode on CUDA, tensors over numpy arrays on the host."""
+    how, and would compile again on the first request otherwise): in inference mode, device
+    tensors on CUDA, tensors over numpy arrays on the host."""
     shapes = [([d for d in shape or () if isinstance(d, int)], dtype)
               for shape, dtype in zip(lowered.input_shapes, lowered.input_dtypes, strict=True)]
-    if torch_device.type == "cuda":
-        with torch.inference_mode():
+    with torch.inference_mode():  # runs move their inputs in inference mode too
+        if torch_device.type == "cuda":
             return [torch.zeros(shape, dtype=dtype, device=torch_device) for shape, dtype in shapes]
-    return [numpy_to_torch(torch_to_numpy(torch.zeros(shape, dtype=dtype))) for shape, dtype in shapes]
+        return [numpy_to_torch(torch_to_numpy(torch.zeros(shape, dtype=dtype))) for shape, dtype in shapes]
 
 
 def capture_on_workers(variant: Variant, inputs: list[torch.Tensor], workers: Sequence[WorkerState],
@@ -344,7 +384,7 @@ class CompiledTier:
                 from inferplex.devices.gpu.cache_form import load_torch_artifacts
 
                 load_torch_artifacts(plan.artifacts)
-            return compiled_forward(lowered.module, plan, inputs, torch_device)
+            return compiled_forward(lowered.module, plan, inputs, torch_device, device)
 
         def switch(forward: Any) -> str:
             method = install()
