@@ -81,7 +81,8 @@ from inferplex.errors import InferenceError, PropertyError
 __all__ = ["COMPILE_LOCK", "COMPILE_MODES", "HOT_RUNS", "HOT_SECONDS", "MODE_PROPERTY", "SWITCH_GAIN",
            "TIERED_MIN_BATCH", "TIER_EXIT_WAIT", "TIER_PROPERTY", "CompilePlan", "CompiledTier",
            "capture_on_workers", "compile_mode", "compiled_forward", "example_inputs", "inline_forward",
-           "install_graphs", "measured_faster", "plan_compile", "plan_of_flag"]
+           "install_graphs", "measured_faster", "no_wait", "plan_compile", "plan_of_flag",
+           "replay_on_workers"]
 
 _log = logging.getLogger("inferplex")
 
@@ -289,6 +290,23 @@ def install_graphs(workers: Sequence[WorkerState], signature: tuple[Any, ...],
     for state, graph in zip(workers, graphs, strict=True):
         state.stream.synchronize()  # no replay of the graph replaced here still runs
         state.graphs[signature] = graph
+
+
+def replay_on_workers(workers: Sequence[WorkerState], graphs: Sequence[Any]) -> Callable[[], None]:
+    """One replay of each worker's graph, queued on that worker's stream (they run side by side,
+    as the workers of a THROUGHPUT program serve)."""
+    pairs = list(zip(workers, graphs, strict=True))
+
+    def replay() -> None:
+        for state, graph in pairs:
+            with torch.cuda.stream(state.stream):
+                graph.replay()
+
+    return replay
+
+
+def no_wait() -> None:
+    """Nothing to wait for: an emulated GPU runs synchronously."""
 
 
 def seconds_per_run(run: Callable[[], Any], synchronize: Callable[[], Any], runs: int = 10) -> float:
