@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.fx
 
 from inferplex.devices.gpu.graphs import Captured, capture_graph
 from inferplex.devices.gpu.lower import LoweredGraph
@@ -208,22 +209,17 @@ def compiled_forward(module: torch.nn.Module, plan: CompilePlan, inputs: Sequenc
     """``module`` compiled and run once on ``inputs`` (on a stream of its own on CUDA), so that
     what torch.compile builds on the first call is built here and not on a request.
 
-    The lowered forward is compiled as one graph (``fullgraph=True``) first.  A graph break
-    (a data-dependent branch, an op dynamo cannot trace) splits it into pieces run between
-    Python frames, and every function of the lowering a break lands in becomes a frame of its
-    own, compiled again per call site and per shape until dynamo's recompile limit sends it to
-    eager: where that happens, a warning names the break (the first one dynamo met) and the
-    forward is compiled again with the breaks, so that the measured switch can still weigh it
-    against the eager tier.  Without a break this costs nothing: the one compile is the only one.
+    As one graph (``fullgraph=True``) where it can be; where a graph break stops that, a
+    warning names it and the functions breaks fall in run outside torch.compile (see
+    :mod:`._compile_breaks`): no piece of the lowering is compiled again per call site and per
+    shape until dynamo's recompile limit.  Without a break the one compile is the only one.
     """
-    try:
-        return _run_once(torch.compile(module, mode=plan.mode, dynamic=False, fullgraph=True), inputs,
-                         torch_device)
-    except _graph_break_errors() as error:
-        _log.warning("inferplex: %s: the lowered forward does not compile as one graph, compiling it "
-                     "with graph breaks (each piece between them a graph of its own): %s",
-                     device or torch_device, _first_line(error))
-    return _run_once(torch.compile(module, mode=plan.mode, dynamic=False), inputs, torch_device)
+    from inferplex.devices.gpu._compile_breaks import compile_forward
+
+    if not isinstance(module, torch.fx.GraphModule):  # not a lowering: no breaks looked for
+        return _run_once(torch.compile(module, mode=plan.mode, dynamic=False), inputs, torch_device)
+    return compile_forward(module, plan.mode, lambda forward: _run_once(forward, inputs, torch_device),
+                           device or str(torch_device))
 
 
 def _run_once(forward: Any, inputs: Sequence[Any], torch_device: torch.device) -> Any:
@@ -240,24 +236,6 @@ def _run_once(forward: Any, inputs: Sequence[Any], torch_device: torch.device) -
             forward(*inputs)
         stream.synchronize()
     return forward
-
-
-def _first_line(error: BaseException) -> str:
-    """The break's reason in one line, and where in the lowering's code dynamo met it."""
-    text = str(error).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    reason = next((line for line in lines if line.startswith("Explanation:")), lines[0] if lines else "")
-    stack = getattr(error, "real_stack", None) or []
-    where = f" (at {stack[-1].name}, {stack[-1].filename}:{stack[-1].lineno})" if stack else ""
-    return f"{type(error).__name__}: {reason}{where}"
-
-
-def _graph_break_errors() -> tuple[type[BaseException], ...]:
-    """What ``torch.compile(fullgraph=True)`` raises where the traced code has a graph break (dynamo
-    is imported here, not with this module)."""
-    from torch._dynamo import exc
-
-    return exc.Unsupported, exc.UserError
 
 
 def example_inputs(lowered: LoweredGraph, torch_device: torch.device) -> list[torch.Tensor]:
