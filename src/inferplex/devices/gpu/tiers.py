@@ -3,16 +3,18 @@
 Like a JIT's tiers: the program serves its first request with the lowered
 GraphModule as it is (and, on CUDA, its CUDA graphs), while a daemon thread
 compiles that module with ``torch.compile`` (``dynamic=False``: the input
-shapes are static) and runs it once on zeros so that the compile really
-happens.  The program then captures the compiled forward's CUDA graphs on
-every worker (inferplex captures its own graphs, so the modes are the ones
-without CUDA graphs) and makes it the forward new runs take, in one step;
-runs in flight finish on the forward they began with.
+shapes are static; as one graph where it can be, see :func:`compiled_forward`)
+and runs it once on zeros so that the compile really happens.  The program
+then captures the compiled forward's CUDA graphs on every worker (inferplex
+captures its own graphs, so the modes are the ones without CUDA graphs) and
+makes it the forward new runs take, in one step; runs in flight finish on the
+forward they began with.
 
 ``TORCH_COMPILE`` decides (:func:`plan_compile`):
 
 * ``NO`` (or False): no torch.compile.
-* ``YES`` (or True): torch.compile on any GPU, emulated ones included.
+* ``YES`` (or True): torch.compile on any GPU, emulated ones included; the
+  compiled forward serves whatever its speed (a benchmark's "compiled" row).
 * ``AUTO`` (the default): on CUDA, for every input static, a measured
   compile.  Under the THROUGHPUT/CUMULATIVE_THROUGHPUT hint with a leading
   (batch) dim of at least :data:`TIERED_MIN_BATCH` the compile starts once the
@@ -20,9 +22,12 @@ runs in flight finish on the forward they began with.
   program is hot, as a JIT compiles only hot code: :data:`HOT_RUNS` runs served
   and :data:`HOT_SECONDS` since it was compiled.  A short script or a
   benchmark of seconds then never pays for a compile, nor waits for one at exit.
-  Measured: the compiled forward replaces the eager one only where it runs at
-  least :data:`SWITCH_GAIN` faster, timed replay against replay on one worker
-  while runs pause; otherwise the eager tier serves on (``KEPT_EAGER``).  NO
+  Measured, under every hint: the compiled forward replaces the eager one only
+  where it runs at least :data:`SWITCH_GAIN` faster on the same inputs while
+  runs pause, timed as the program serves (where every worker holds both
+  tiers' CUDA graphs, one replay per worker at once, side by side as a
+  THROUGHPUT program's workers run); otherwise the eager tier serves on
+  (``KEPT_EAGER``, and an INFO log line gives both times).  NO
   on emulated GPUs and for dynamic shapes, where compiling costs CPU time the
   host's work needs.
 
