@@ -52,8 +52,8 @@ def compile_forward(module: torch.fx.GraphModule, mode: str, run_once: RunOnce, 
         _log.info("inferplex: %s: run outside torch.compile, for their graph breaks: %s", device,
                   ", ".join(sorted(f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
                                    for code in broken)))
-    forward_module = _running_outside_dynamo(module, broken) if broken else module
-    return run_once(torch.compile(forward_module, mode=mode, dynamic=False))
+    # a copy in any case: the failed one-graph trace leaves no state on its code to meet again
+    return run_once(torch.compile(_running_outside_dynamo(module, broken), mode=mode, dynamic=False))
 
 
 def _graph_break_errors() -> tuple[type[BaseException], ...]:
