@@ -10,7 +10,9 @@ compiled, the one function the breaks fall in (the If's lowering) run outside
 torch.compile rather than compiled per If and per shape.  Under
 ``TORCH_COMPILE=AUTO`` on CUDA the compiled tier replaces the eager one only where
 it measures faster: one made slower on purpose leaves the eager tier serving
-(``KEPT_EAGER``).
+(``KEPT_EAGER``).  AUTO leaves emulated GPUs eager, so the emulated check of that
+switch makes its program with the plan AUTO gives on CUDA, through the GPU
+device's own modules (``GpuProgram``; no private attribute).
 
 The emulated tests run on ``GPU.0`` on torch's CPU (inductor compiles C++: a few
 seconds per model); the ``gpu`` ones need CUDA.
@@ -169,6 +171,43 @@ def test_a_graph_break_is_named_and_its_function_runs_outside_the_compile(
     outside = [r.getMessage() for r in caplog.records if "for their graph breaks" in r.getMessage()]
     assert len(outside) == 1 and "run_if" in outside[0]
     compiled.release()
+
+
+def test_measured_switch_keeps_the_eager_tier_where_the_compiled_one_is_slower(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # TORCH_COMPILE=AUTO (the measured switch) leaves emulated GPUs eager, so the program is made
+    # here with the plan AUTO gives on CUDA; torch.compile is stood in for by a slower forward.
+    import onnx_ir as ir
+
+    from inferplex.devices.gpu.lower import lower_model
+    from inferplex.devices.gpu.program import GpuProgram
+    from inferplex.devices.gpu.tiers import CompilePlan
+
+    def slow_compile(module: Any, **options: Any) -> Any:
+        def slowed(*args: Any) -> Any:
+            time.sleep(0.005)
+            return module(*args)
+
+        return slowed
+
+    monkeypatch.setattr(torch, "compile", slow_compile)
+    model = quantized(tmp_path, _cnn(2), False, reduce_range=True)
+    lowered = lower_model(ir.serde.deserialize_model(model), "cpu", "f32")
+    plan = CompilePlan("tiered", "default", measured=True)
+    program = GpuProgram(lowered, "GPU.0", torch.device("cpu"), 2, {}, {}, plan=plan)
+    try:
+        program.start_compiled_tier()
+        end = time.monotonic() + _SWITCH_DEADLINE
+        while program.compiled_tier == "COMPILING" and time.monotonic() < end:
+            time.sleep(0.05)
+        assert program.compiled_tier == "KEPT_EAGER"
+        for seed in range(3):
+            feeds = _feeds((2, 3, 8, 8), seed)
+            want = ort_unfused(model, feeds)[0]
+            got = np.asarray(program.run(feeds)[lowered.output_names[0]])
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    finally:
+        program.close()
 
 
 # --- on CUDA -------------------------------------------------------------------------
