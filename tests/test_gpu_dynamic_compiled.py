@@ -131,6 +131,24 @@ def test_dynamic_quantized_mlp_compiles_as_one_graph_and_equals_onnx_runtime(
     _check_compiled_equals_onnx_runtime(core, model, (24, 64), {"TORCH_COMPILE": "YES"}, caplog)
 
 
+@pytest.mark.parametrize("values", ["mixed", "positive", "negative", "narrow", "wide"])
+def test_dynamic_quantize_linear_equals_onnx_runtime_bit_for_bit(core: ov.Core, values: str) -> None:
+    """Scale, zero point and data of DynamicQuantizeLinear, one side of zero or both, a range
+    that rounds the zero point at the top, one far wider than the data's spacing."""
+    rng = np.random.default_rng(23)
+    data = {"mixed": rng.standard_normal((6, 7)), "positive": rng.uniform(0.5, 3.0, (6, 7)),
+            "negative": -rng.uniform(0.5, 3.0, (6, 7)), "narrow": rng.uniform(-1e-3, 1e-6, (6, 7)),
+            "wide": rng.standard_normal((6, 7)) * 1e4}[values].astype(np.float32)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dql")
+    model = make_model([node], [("x", TensorProto.FLOAT, [6, 7])],
+                       [("y", TensorProto.UINT8, [6, 7]), ("s", TensorProto.FLOAT, []),
+                        ("z", TensorProto.UINT8, [])], opset=11)
+    got = [np.asarray(value) for value in core.compile_model(model, "GPU.0")({"x": data}).values()]
+    for mine, want in zip(got, ort_run(model, {"x": data}), strict=True):
+        assert mine.dtype == want.dtype
+        np.testing.assert_array_equal(mine, want)
+
+
 def _data_dependent_ifs(count: int = 3) -> onnx.ModelProto:
     """``count`` times: Relu or Neg of the running value, chosen by the sign of its sum (a branch
     torch.compile cannot trace), then a Pad by one column that changes the next If's shape."""
