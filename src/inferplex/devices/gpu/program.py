@@ -503,4 +503,3 @@ class GpuProgram(DeviceProgram):
         self._inputs_checker.forget()
         if self._release_captures is not None:
             self._release_captures()
-
