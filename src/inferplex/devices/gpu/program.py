@@ -197,14 +197,12 @@ class GpuProgram(DeviceProgram):
     def _measured_faster(self, eager: Variant, forward: Any, inputs: list[torch.Tensor],
                          signature: tuple[Any, ...], graphs: list[Any] | None) -> bool:
         """Whether the compiled ``forward`` runs faster than the eager tier (no other run goes on
-        meanwhile), measured as the program serves: where every worker holds both tiers' graphs,
-        one replay on each worker's stream at once (the THROUGHPUT hint's workers run side by
-        side, and a forward can be faster alone yet slower beside itself); otherwise the two
-        forwards one after the other on worker 0, on the same inputs."""
+        meanwhile) as the program serves: where every worker holds both tiers' graphs, one replay
+        per worker at once (a forward can be faster alone yet slower beside itself); otherwise
+        the two forwards on worker 0, on the same inputs."""
         olds = [state.graphs.get(signature) for state in self._workers]
         compiled: Callable[[], Any]
         current: Callable[[], Any]
-        synchronize: Callable[[], Any]
         if graphs is not None and all(old is not None for old in olds):
             workers = len(self._workers)
             compiled = tiers.replay_on_workers(self._workers, [graph.graph for graph in graphs])
