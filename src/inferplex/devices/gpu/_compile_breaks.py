@@ -72,14 +72,24 @@ def _break_reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {reason}{where}"
 
 
-def _targets(module: torch.fx.GraphModule) -> dict[tuple[str, str], Any]:
-    """The module's called functions by (file, name) of their code."""
-    found: dict[tuple[str, str], Any] = {}
+def _targets(module: torch.fx.GraphModule) -> dict[tuple[str, str], list[Any]]:
+    """The code objects of the module's called functions, by file and name (several functions of
+    one file may share a name: each lowering's ``run``)."""
+    found: dict[tuple[str, str], list[Any]] = {}
     for node in module.graph.nodes:
         code = getattr(node.target, "__code__", None) if node.op == "call_function" else None
-        if code is not None:
-            found[(code.co_filename, code.co_name)] = code
+        if code is not None and code not in found.setdefault((code.co_filename, code.co_name), []):
+            found[(code.co_filename, code.co_name)].append(code)
     return found
+
+
+def _code_at(targets: dict[tuple[str, str], list[Any]], frame: Any) -> Any:
+    """The called function's code that ``frame`` (a stack entry) runs in, or None."""
+    for code in targets.get((frame.filename, frame.name), ()):
+        lines = [line for _, _, line in code.co_lines() if line is not None]
+        if lines and min(lines) <= (frame.lineno or 0) <= max(lines):
+            return code
+    return None
 
 
 def _breaking_functions(module: torch.fx.GraphModule, run_once: RunOnce) -> set[Any]:
@@ -94,7 +104,7 @@ def _breaking_functions(module: torch.fx.GraphModule, run_once: RunOnce) -> set[
     broken = set()
     for reason in probe.break_reasons:
         for frame in getattr(reason, "user_stack", None) or ():
-            code = targets.get((frame.filename, frame.name))
+            code = _code_at(targets, frame)
             if code is not None:
                 broken.add(code)
                 break  # the outermost called function: the node's own call breaks
@@ -116,6 +126,7 @@ def _nested_graph_breaks() -> Any:
 
 
 def _disable(function: Any) -> Any:
+    """``function`` run outside dynamo (dynamo imported here, not with this module)."""
     import torch._dynamo
 
     return torch._dynamo.disable(function)
