@@ -434,6 +434,9 @@ DYNAMIC_CONV_WEIGHT_FACTOR = 2.0 ** -16
 in f16 and bf16, and sums of up to 65000 products of 255 x 255 stay within f16's range."""
 
 
+_WEIGHT_FACTOR_INVERSE = 1.0 / DYNAMIC_CONV_WEIGHT_FACTOR
+
+
 def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Callable[..., Any]:
     """``Mul(Cast(ConvInteger(x, w, zero), float), scale) (+ bias)``, as ``quantize_dynamic`` writes a
     Conv, on the float convolution kernels; ``conv`` runs the ConvInteger's window, and with
@@ -463,7 +466,13 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Cal
         if dtype == torch.float32:  # the Mul, then the Add, each rounded as ONNX Runtime rounds them
             acc = acc.mul_(scale.reshape(()))
             return acc if bias is None else acc.add_(bias)
-        factor = (scale.reshape(()).to(torch.float32) / DYNAMIC_CONV_WEIGHT_FACTOR).to(dtype)
+        # scale / 2**-16 as one product in the scale's type where that is float32 or the compute
+        # type: times a power of two is exact, and rounded once to the compute type it is the
+        # value the float32 division and cast gave, in one kernel where there were three
+        scale = scale.reshape(())
+        if scale.dtype not in (dtype, torch.float32):
+            scale = scale.to(torch.float32)
+        factor = (scale * _WEIGHT_FACTOR_INVERSE).to(dtype)
         return acc.mul_(factor) if bias is None else torch.addcmul(bias, acc, factor)
 
     return dynamic_conv
