@@ -23,21 +23,26 @@ Variants, each compiled on ``GPU.0`` through the public API:
   as one float32 convolution: torch has no int8 convolution kernel);
 * ``dynamic-f16``: the same under the f16 hint (those convolutions in f16).
 
-Per row (model, ``PERFORMANCE_HINT``, variant): the median wall time of one
-synchronous ``infer`` (``sync ms``) and the throughput of an ``AsyncInferQueue``
-of ``--jobs`` requests over ``--iters`` inferences (``items/s``); ``vs f16`` is
-that throughput over ``float-f16``'s under the same hint.  Under THROUGHPUT the
-compiled tier (torch.compile, batch >= 8) is awaited before timing; ``tier`` says
-which served.  On CUDA the inputs are torch tensors already on the GPU (no host
-copy in); outputs come back to the host as ``infer`` returns them.  ``--calls`` adds,
-per row, the calls one profiled run makes (one per fused call or unfused node; the
-profiled program is compiled apart and not timed), the most frequent op types first.  JSON goes to
+Per row (model, ``PERFORMANCE_HINT``, ``TORCH_COMPILE``, variant): the median wall time of
+one synchronous ``infer`` (``sync ms``) and the throughput of an ``AsyncInferQueue`` of
+``--jobs`` requests over ``--iters`` inferences (``items/s``); ``vs f16`` is that throughput
+over ``float-f16``'s under the same hint and ``TORCH_COMPILE``.  Under THROUGHPUT the
+compiled tier (torch.compile, batch >= 8) is awaited before timing; ``tier`` says which
+served.  ``--torch-compile NO,YES,AUTO`` runs each row under each setting: NO is the eager
+tier alone, YES the compiled tier whatever its speed, AUTO (the default) what the measured
+switch keeps, which should be the faster of the two.  On CUDA the inputs are torch tensors
+already on the GPU (no host copy in); outputs come back to the host as ``infer`` returns
+them.  ``--calls`` adds, per row, the calls one profiled run of the eager lowering makes (one
+per fused call or unfused node; the profiled program is compiled apart, with no compiled
+tier, and not timed), the most frequent op types first.  JSON goes to
 ``$OUT/gpu_quantized.json`` when ``OUT`` is set.
 
     python bench/gpu_quantized.py                    # both models on CUDA
     python bench/gpu_quantized.py --models mlp --hints LATENCY,THROUGHPUT
     python bench/gpu_quantized.py --quick            # tiny shapes on the emulated GPU, to check the script
     python bench/gpu_quantized.py --models resnet18 --variants float-f16,qdq-static-f16 --calls
+    python bench/gpu_quantized.py --models resnet18 --variants float-f16,dynamic-f16 --hints THROUGHPUT \
+        --torch-compile NO,YES,AUTO
 
 Without CUDA the script runs ``--quick`` on an emulated ``GPU.0`` (torch on the CPU).
 """
@@ -188,11 +193,13 @@ def _variant(variant: str, paths: dict[str, str]) -> tuple[str, dict[str, Any]]:
     return paths[source], {"INFERENCE_PRECISION_HINT": precision}
 
 
-def _measure(ov: Any, core: Any, variant: str, hint: str, paths: dict[str, str], shape: tuple[int, ...],
-             args: argparse.Namespace, feed: Callable[[np.ndarray], Any]) -> dict[str, Any]:
+def _measure(ov: Any, core: Any, variant: str, hint: str, setting: str, paths: dict[str, str],
+             shape: tuple[int, ...], args: argparse.Namespace, feed: Callable[[np.ndarray], Any]
+             ) -> dict[str, Any]:
     """One row; under THROUGHPUT the compiled tier is awaited (``--switch-timeout``) before timing."""
     path, config = _variant(variant, paths)
     config["PERFORMANCE_HINT"] = hint
+    config["TORCH_COMPILE"] = setting
     start = time.perf_counter()
     compiled = core.compile_model(path, "GPU.0", config)
     feeds = {"x": feed(np.random.default_rng(2).standard_normal(shape).astype(np.float32))}
@@ -207,7 +214,8 @@ def _measure(ov: Any, core: Any, variant: str, hint: str, paths: dict[str, str],
     items = _queue_items_per_s(ov, compiled, feeds, shape[0], args.jobs, args.iters)
     row = {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s, "tier": tier}
     if args.calls:
-        row["calls"] = _calls(core, path, {**config, "ENABLE_PROFILING": True}, feeds)
+        # the eager lowering's calls; no background compile of this program outlives the row
+        row["calls"] = _calls(core, path, {**config, "ENABLE_PROFILING": True, "TORCH_COMPILE": "NO"}, feeds)
     return row
 
 
@@ -226,15 +234,16 @@ def _calls(core: Any, path: str, config: dict[str, Any], feeds: dict[str, Any]) 
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
-    print(f"{'model':<10}{'hint':<12}{'variant':<16}{'sync ms':>10}{'items/s':>12}{'vs f16':>8}"
+    print(f"{'model':<10}{'hint':<12}{'compile':<9}{'variant':<16}{'sync ms':>10}{'items/s':>12}{'vs f16':>8}"
           f"{'compile s':>11}  tier")
-    baseline = {(r["model"], r["hint"]): r.get("items_per_s") for r in rows if r["variant"] == "float-f16"}
+    baseline = {(r["model"], r["hint"], r["torch_compile"]): r.get("items_per_s") for r in rows
+                if r["variant"] == "float-f16"}
     for r in rows:
-        lead = f"{r['model']:<10}{r['hint']:<12}{r['variant']:<16}"
+        lead = f"{r['model']:<10}{r['hint']:<12}{r['torch_compile']:<9}{r['variant']:<16}"
         if "error" in r:
             print(f"{lead}  failed: {r['error']}")
             continue
-        base = baseline.get((r["model"], r["hint"]))
+        base = baseline.get((r["model"], r["hint"], r["torch_compile"]))
         ratio = f"{r['items_per_s'] / base:.2f}x" if base else "-"
         print(f"{lead}{r['sync_ms']:>10.3f}{r['items_per_s']:>12.1f}{ratio:>8}{r['compile_s']:>11.2f}"
               f"  {r['tier']}")
@@ -251,6 +260,8 @@ def main() -> None:
     parser.add_argument("--hints", default="LATENCY",
                         help="PERFORMANCE_HINT values, comma-separated: LATENCY (CUDA graphs of the eager "
                              "lowering), THROUGHPUT (the torch.compile tier at batch >= 8, awaited)")
+    parser.add_argument("--torch-compile", default="AUTO",
+                        help="TORCH_COMPILE values, comma-separated: NO, YES, AUTO (each row under each)")
     parser.add_argument("--switch-timeout", type=float, default=300.0,
                         help="seconds to wait for the compiled tier under THROUGHPUT")
     parser.add_argument("--jobs", type=int, default=4, help="requests in flight in the AsyncInferQueue")
@@ -266,6 +277,7 @@ def main() -> None:
         args.quick, args.warmup, args.iters = True, 2, 6
         os.environ["INFERPLEX_EMULATED_GPUS"] = "1"
     logging.getLogger().setLevel(logging.ERROR)  # quantize_* advise pre-processing on every call
+    logging.getLogger("inferplex").setLevel(logging.WARNING)  # a graph break's warning stays shown
     import inferplex as ov
 
     core = ov.Core()
@@ -279,14 +291,15 @@ def main() -> None:
         for model in args.models.split(","):
             paths, shape = _prepare(model, args.quick, Path(folder))
             for hint in args.hints.split(","):
-                for variant in args.variants.split(","):
-                    row: dict[str, Any] = {"model": model, "hint": hint, "variant": variant,
-                                           "batch": shape[0]}
-                    try:
-                        row.update(_measure(ov, core, variant, hint, paths, shape, args, feed))
-                    except Exception as e:  # noqa: BLE001 - one failing variant costs its row only
-                        row["error"] = f"{type(e).__name__}: {e}"[:300]
-                    rows.append(row)
+                for setting in args.torch_compile.split(","):
+                    for variant in args.variants.split(","):
+                        row: dict[str, Any] = {"model": model, "hint": hint, "torch_compile": setting,
+                                               "variant": variant, "batch": shape[0]}
+                        try:
+                            row.update(_measure(ov, core, variant, hint, setting, paths, shape, args, feed))
+                        except Exception as e:  # noqa: BLE001 - one failing variant costs its row only
+                            row["error"] = f"{type(e).__name__}: {e}"[:300]
+                        rows.append(row)
     _print(rows)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_quantized.json").write_text(json.dumps(

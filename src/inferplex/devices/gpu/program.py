@@ -196,24 +196,30 @@ class GpuProgram(DeviceProgram):
 
     def _measured_faster(self, eager: Variant, forward: Any, inputs: list[torch.Tensor],
                          signature: tuple[Any, ...], graphs: list[Any] | None) -> bool:
-        """Whether the compiled ``forward`` runs faster than the eager tier on worker 0 (no other
-        run goes on meanwhile): replay against replay where both are captured."""
-        state = self._workers[0]
-        old = state.graphs.get(signature)
-        if graphs is not None and old is not None:
-            new_graph, old_graph = graphs[0].graph, old.graph
-            compiled, current = new_graph.replay, old_graph.replay
-        else:
-            def compiled() -> Any:
-                return forward(*inputs)
+        """Whether the compiled ``forward`` runs faster than the eager tier (no other run goes on
+        meanwhile) as the program serves: where every worker holds both tiers' graphs, one replay
+        per worker at once (a forward can be faster alone yet slower beside itself); otherwise
+        the two forwards on worker 0, on the same inputs."""
+        olds = [state.graphs.get(signature) for state in self._workers]
+        compiled: Callable[[], Any]
+        current: Callable[[], Any]
+        if graphs is not None and all(old is not None for old in olds):
+            workers = len(self._workers)
+            compiled = tiers.replay_on_workers(self._workers, [graph.graph for graph in graphs])
+            current = tiers.replay_on_workers(self._workers, [old.graph for old in olds if old is not None])
 
-            def current() -> Any:
-                return eager.forward(*inputs)
-        with torch.cuda.stream(state.stream) if self._cuda else nullcontext(), torch.inference_mode():
-            faster, compiled_s, eager_s = tiers.measured_faster(compiled, current, state.stream.synchronize
-                                                                if self._cuda else (lambda: None))
-        _log.info("inferplex: %s: torch.compile's forward runs in %.3f ms, the eager tier's in %.3f ms: %s",
-                  self.device, compiled_s * 1e3, eager_s * 1e3,
+            def synchronize() -> None:
+                for state in self._workers:
+                    state.stream.synchronize()
+        else:
+            workers = 1
+            compiled, current = (lambda: forward(*inputs)), (lambda: eager.forward(*inputs))
+            synchronize = self._workers[0].stream.synchronize if self._cuda else tiers.no_wait
+        stream = torch.cuda.stream(self._workers[0].stream) if self._cuda else nullcontext()
+        with stream, torch.inference_mode():
+            faster, compiled_s, eager_s = tiers.measured_faster(compiled, current, synchronize)
+        _log.info("inferplex: %s: torch.compile's forward runs in %.3f ms, the eager tier's in %.3f ms "
+                  "(%d worker(s) at once): %s", self.device, compiled_s * 1e3, eager_s * 1e3, workers,
                   "switching" if faster else "the eager tier serves on")
         return faster
 

@@ -3,16 +3,18 @@
 Like a JIT's tiers: the program serves its first request with the lowered
 GraphModule as it is (and, on CUDA, its CUDA graphs), while a daemon thread
 compiles that module with ``torch.compile`` (``dynamic=False``: the input
-shapes are static) and runs it once on zeros so that the compile really
-happens.  The program then captures the compiled forward's CUDA graphs on
-every worker (inferplex captures its own graphs, so the modes are the ones
-without CUDA graphs) and makes it the forward new runs take, in one step;
-runs in flight finish on the forward they began with.
+shapes are static; as one graph where it can be, see :func:`compiled_forward`)
+and runs it once on zeros so that the compile really happens.  The program
+then captures the compiled forward's CUDA graphs on every worker (inferplex
+captures its own graphs, so the modes are the ones without CUDA graphs) and
+makes it the forward new runs take, in one step; runs in flight finish on the
+forward they began with.
 
 ``TORCH_COMPILE`` decides (:func:`plan_compile`):
 
 * ``NO`` (or False): no torch.compile.
-* ``YES`` (or True): torch.compile on any GPU, emulated ones included.
+* ``YES`` (or True): torch.compile on any GPU, emulated ones included; the
+  compiled forward serves whatever its speed (a benchmark's "compiled" row).
 * ``AUTO`` (the default): on CUDA, for every input static, a measured
   compile.  Under the THROUGHPUT/CUMULATIVE_THROUGHPUT hint with a leading
   (batch) dim of at least :data:`TIERED_MIN_BATCH` the compile starts once the
@@ -20,9 +22,12 @@ runs in flight finish on the forward they began with.
   program is hot, as a JIT compiles only hot code: :data:`HOT_RUNS` runs served
   and :data:`HOT_SECONDS` since it was compiled.  A short script or a
   benchmark of seconds then never pays for a compile, nor waits for one at exit.
-  Measured: the compiled forward replaces the eager one only where it runs at
-  least :data:`SWITCH_GAIN` faster, timed replay against replay on one worker
-  while runs pause; otherwise the eager tier serves on (``KEPT_EAGER``).  NO
+  Measured, under every hint: the compiled forward replaces the eager one only
+  where it runs at least :data:`SWITCH_GAIN` faster on the same inputs while
+  runs pause, timed as the program serves (where every worker holds both
+  tiers' CUDA graphs, one replay per worker at once, side by side as a
+  THROUGHPUT program's workers run); otherwise the eager tier serves on
+  (``KEPT_EAGER``, and an INFO log line gives both times).  NO
   on emulated GPUs and for dynamic shapes, where compiling costs CPU time the
   host's work needs.
 
@@ -70,6 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.fx
 
 from inferplex.devices.gpu.graphs import Captured, capture_graph
 from inferplex.devices.gpu.lower import LoweredGraph
@@ -81,7 +87,8 @@ from inferplex.errors import InferenceError, PropertyError
 __all__ = ["COMPILE_LOCK", "COMPILE_MODES", "HOT_RUNS", "HOT_SECONDS", "MODE_PROPERTY", "SWITCH_GAIN",
            "TIERED_MIN_BATCH", "TIER_EXIT_WAIT", "TIER_PROPERTY", "CompilePlan", "CompiledTier",
            "capture_on_workers", "compile_mode", "compiled_forward", "example_inputs", "inline_forward",
-           "install_graphs", "measured_faster", "plan_compile", "plan_of_flag"]
+           "install_graphs", "measured_faster", "no_wait", "plan_compile", "plan_of_flag",
+           "replay_on_workers"]
 
 _log = logging.getLogger("inferplex")
 
@@ -203,12 +210,28 @@ def inline_forward(module: torch.nn.Module, plan: CompilePlan) -> Any:
 
 
 def compiled_forward(module: torch.nn.Module, plan: CompilePlan, inputs: Sequence[Any],
-                     torch_device: torch.device) -> Any:
+                     torch_device: torch.device, device: str = "") -> Any:
     """``module`` compiled and run once on ``inputs`` (on a stream of its own on CUDA), so that
-    what torch.compile builds on the first call is built here and not on a request."""
+    what torch.compile builds on the first call is built here and not on a request.
+
+    As one graph (``fullgraph=True``) where it can be; where a graph break stops that, a
+    warning names it and the functions breaks fall in run outside torch.compile (see
+    :mod:`._compile_breaks`): no piece of the lowering is compiled again per call site and per
+    shape until dynamo's recompile limit.  Without a break the one compile is the only one.
+    """
+    from inferplex.devices.gpu._compile_breaks import compile_forward
+
+    if not isinstance(module, torch.fx.GraphModule):  # not a lowering: no breaks looked for
+        return _run_once(torch.compile(module, mode=plan.mode, dynamic=False), inputs, torch_device)
+    return compile_forward(module, plan.mode, lambda forward: _run_once(forward, inputs, torch_device),
+                           device or str(torch_device))
+
+
+def _run_once(forward: Any, inputs: Sequence[Any], torch_device: torch.device) -> Any:
+    """``forward`` run once on ``inputs`` under inferplex's torch settings (on CUDA on a stream of
+    its own, waited for): torch.compile compiles on that call."""
     from inferplex.devices.gpu.settings import TORCH_SETTINGS
 
-    forward = torch.compile(module, mode=plan.mode, dynamic=False)
     with TORCH_SETTINGS.scope(), torch.inference_mode():
         if torch_device.type != "cuda":
             forward(*inputs)
@@ -222,13 +245,14 @@ def compiled_forward(module: torch.nn.Module, plan: CompilePlan, inputs: Sequenc
 
 def example_inputs(lowered: LoweredGraph, torch_device: torch.device) -> list[torch.Tensor]:
     """Zeros of the static input shapes, made as a run makes its inputs (torch.compile guards on
-    how): device tensors made in inference mode on CUDA, tensors over numpy arrays on the host."""
+    how, and would compile again on the first request otherwise): in inference mode, device
+    tensors on CUDA, tensors over numpy arrays on the host."""
     shapes = [([d for d in shape or () if isinstance(d, int)], dtype)
               for shape, dtype in zip(lowered.input_shapes, lowered.input_dtypes, strict=True)]
-    if torch_device.type == "cuda":
-        with torch.inference_mode():
+    with torch.inference_mode():  # runs move their inputs in inference mode too
+        if torch_device.type == "cuda":
             return [torch.zeros(shape, dtype=dtype, device=torch_device) for shape, dtype in shapes]
-    return [numpy_to_torch(torch_to_numpy(torch.zeros(shape, dtype=dtype))) for shape, dtype in shapes]
+        return [numpy_to_torch(torch_to_numpy(torch.zeros(shape, dtype=dtype))) for shape, dtype in shapes]
 
 
 def capture_on_workers(variant: Variant, inputs: list[torch.Tensor], workers: Sequence[WorkerState],
@@ -249,6 +273,23 @@ def install_graphs(workers: Sequence[WorkerState], signature: tuple[Any, ...],
     for state, graph in zip(workers, graphs, strict=True):
         state.stream.synchronize()  # no replay of the graph replaced here still runs
         state.graphs[signature] = graph
+
+
+def replay_on_workers(workers: Sequence[WorkerState], graphs: Sequence[Any]) -> Callable[[], None]:
+    """One replay of each worker's graph, queued on that worker's stream (they run side by side,
+    as the workers of a THROUGHPUT program serve)."""
+    pairs = list(zip(workers, graphs, strict=True))
+
+    def replay() -> None:
+        for state, graph in pairs:
+            with torch.cuda.stream(state.stream):
+                graph.replay()
+
+    return replay
+
+
+def no_wait() -> None:
+    """Nothing to wait for: an emulated GPU runs synchronously."""
 
 
 def seconds_per_run(run: Callable[[], Any], synchronize: Callable[[], Any], runs: int = 10) -> float:
@@ -344,7 +385,7 @@ class CompiledTier:
                 from inferplex.devices.gpu.cache_form import load_torch_artifacts
 
                 load_torch_artifacts(plan.artifacts)
-            return compiled_forward(lowered.module, plan, inputs, torch_device)
+            return compiled_forward(lowered.module, plan, inputs, torch_device, device)
 
         def switch(forward: Any) -> str:
             method = install()

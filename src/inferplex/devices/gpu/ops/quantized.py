@@ -180,25 +180,41 @@ def _dynamic_quantize_linear(info: NodeInfo) -> Callable[..., Any]:
 
 
 def _dynamic_parameters(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """DynamicQuantizeLinear's scale and (rounded, float) zero point of ``x``."""
-    # ONNX: the range always holds 0; scale = range / 255.  An all-zero input has scale 1, as
-    # ONNX Runtime gives it (any scale quantizes it to zeros).
+    """DynamicQuantizeLinear's scale and (rounded, float) zero point of ``x``.
+
+    ONNX: the range always holds 0; ``scale = (max(high, 0) - min(low, 0)) / 255`` and
+    ``zero = saturate(round(-min(low, 0) / scale))``, written here with ``-min(low, 0)`` as
+    ``max(-low, 0)`` (``high - lo`` is ``high + (-lo)`` exactly).  An all-zero input has scale
+    1, as ONNX Runtime gives it (any scale quantizes it to zeros): the clamped bounds are equal
+    exactly where their difference is 0 (IEEE subtraction of two different finite numbers is
+    never 0), so the test reads the difference.  ``-lo / scale`` is never below 0: only the
+    upper clamp, which float rounding may need, is kept.  On a 0-d tensor each step is a
+    kernel of its own in eager mode: ten here (twelve before these rewrites).
+    """
     low, high = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
-    low, high = torch.clamp(low, max=0), torch.clamp(high, min=0)
-    scale = torch.where(high == low, torch.ones_like(high), (high - low) / 255)
-    return scale, torch.round(torch.clamp(-low / scale, 0, 255))
+    negated_low = torch.clamp(low.neg(), min=0)
+    span = torch.clamp(high, min=0) + negated_low
+    scale = torch.where(span == 0, 1.0, span / 255)
+    return scale, torch.round(torch.clamp(negated_low / scale, max=255))
 
 
-def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """DynamicQuantizeLinear's outputs with the data centered, ``y - zero`` in ``x``'s floating
-    type (exact: at most 255 in magnitude), for convolutions that read nothing else of it
-    (see :func:`dynamic_quantized_conv`).  ``clamp(round(x / scale) + zero, 0, 255) - zero`` runs
-    as the division and one fake-quantize kernel (scale 1, which rounds half to even and adds the
-    zero point after rounding, as ONNX does) instead of a chain of passes and a uint8 tensor."""
+def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear's data, centered, and scale: ``y - zero`` in ``x``'s floating type
+    (exact: at most 255 in magnitude), for convolutions that read nothing else of it (see
+    :func:`dynamic_quantized_conv`; the zero point, which they do not read, is not made: the
+    lowering's third output is None).
+
+    ``clamp(round(x / scale) + zero, 0, 255) - zero`` runs as the division and one fake-quantize
+    kernel (scale 1, which rounds half to even and adds the zero point after rounding, as ONNX
+    does) instead of a chain of passes and a uint8 tensor.  Under ``torch.compile`` it is written
+    out as those elementwise ops, which Inductor fuses into one pass (it has no lowering of the
+    fake-quantize kernel and would call it as an opaque op, with the mask it writes besides).
+    """
     scale, zero = _dynamic_parameters(x)
+    if torch.compiler.is_compiling():
+        return torch.clamp(torch.round(x / scale) + zero, 0, 255) - zero, scale
     one = torch.ones((), dtype=torch.float32, device=x.device)
-    centered = torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255)
-    return centered, scale, zero.to(torch.uint8)
+    return torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255), scale
 
 
 # --- integer matmul and convolution ------------------------------------------------------
@@ -418,6 +434,9 @@ DYNAMIC_CONV_WEIGHT_FACTOR = 2.0 ** -16
 in f16 and bf16, and sums of up to 65000 products of 255 x 255 stay within f16's range."""
 
 
+_WEIGHT_FACTOR_INVERSE = 1.0 / DYNAMIC_CONV_WEIGHT_FACTOR
+
+
 def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Callable[..., Any]:
     """``Mul(Cast(ConvInteger(x, w, zero), float), scale) (+ bias)``, as ``quantize_dynamic`` writes a
     Conv, on the float convolution kernels; ``conv`` runs the ConvInteger's window, and with
@@ -447,7 +466,13 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Cal
         if dtype == torch.float32:  # the Mul, then the Add, each rounded as ONNX Runtime rounds them
             acc = acc.mul_(scale.reshape(()))
             return acc if bias is None else acc.add_(bias)
-        factor = (scale.reshape(()).to(torch.float32) / DYNAMIC_CONV_WEIGHT_FACTOR).to(dtype)
+        # scale / 2**-16 as one product in the scale's type where that is float32 or the compute
+        # type: times a power of two is exact, and rounded once to the compute type it is the
+        # value the float32 division and cast gave, in one kernel where there were three
+        scale = scale.reshape(())
+        if scale.dtype not in (dtype, torch.float32):
+            scale = scale.to(torch.float32)
+        factor = (scale * _WEIGHT_FACTOR_INVERSE).to(dtype)
         return acc.mul_(factor) if bias is None else torch.addcmul(bias, acc, factor)
 
     return dynamic_conv
