@@ -12,8 +12,9 @@ Properties map onto OpenVINO's CPU plugin:
   ``NUM_STREAMS`` and ``INFERENCE_NUM_THREADS`` go to OpenVINO as they are.
   The workers are OpenVINO's ``OPTIMAL_NUMBER_OF_INFER_REQUESTS`` (one per
   stream), twice that under the THROUGHPUT hint when no
-  ``PERFORMANCE_HINT_NUM_REQUESTS`` caps them (see :func:`requests_per_stream`).  ``NUM_STREAMS=AUTO``
-  is OpenVINO's too: the THROUGHPUT hint's streams, whatever the hint (the hint
+  ``PERFORMANCE_HINT_NUM_REQUESTS`` caps them (see
+  :func:`.openvino_core.requests_per_stream`).  ``NUM_STREAMS=AUTO`` is
+  OpenVINO's too: the THROUGHPUT hint's streams, whatever the hint (the hint
   then reads back THROUGHPUT, as OpenVINO's compiled model reads it).
 - ``INFERENCE_PRECISION_HINT`` f32 / bf16 / f16 goes to OpenVINO; unset, OpenVINO
   picks bf16 where the CPU has AMX or AVX512_BF16 and f32 elsewhere.  The
@@ -60,6 +61,13 @@ import onnx_ir as ir
 
 from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
+from inferplex.devices.cpu.openvino_core import (
+    core,
+    openvino_config,
+    precision_name,
+    requests_per_stream,
+    threading_facts,
+)
 from inferplex.devices.cpu.openvino_dtypes import (
     BFLOAT16,
     PackedPort,
@@ -82,91 +90,12 @@ if TYPE_CHECKING:
 __all__ = [
     "OpenVinoCannotRun",
     "OpenVinoProgram",
-    "available",
-    "cpu_fact",
-    "default_precision",
-    "openvino_config",
     "openvino_supported_nodes",
-    "openvino_version",
-    "optimal_requests",
     "read",
-    "requests_per_stream",
 ]
-
-_PASSED_ON = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
-              "CACHE_DIR", "EXECUTION_MODE_HINT")
-"""inferplex keys OpenVINO's CPU plugin takes with the same name and meaning."""
-
 
 class OpenVinoCannotRun(Exception):
     """OpenVINO could not read or compile a model; the message is OpenVINO's reason."""
-
-
-@lru_cache(maxsize=1)
-def available() -> bool:
-    """Whether the ``openvino`` package imports here."""
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-_core_lock = threading.Lock()
-_cores: list[openvino.Core] = []
-
-
-def _core() -> openvino.Core:
-    """The process's one OpenVINO Core (its CPU plugin keeps one thread pool for every model)."""
-    with _core_lock:
-        if not _cores:
-            import openvino
-
-            _cores.append(openvino.Core())
-        return _cores[0]
-
-
-def openvino_version() -> str:
-    import openvino
-
-    return f"openvino {openvino.__version__.split('-')[0]}"
-
-
-def _precision_name(value: Any) -> str:
-    """``"f32"``, ``"bf16"``, ``"f16"`` for an ``openvino.Type`` (or its text)."""
-    name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
-    return str(name)
-
-
-def cpu_fact(key: str) -> Any:
-    """A fact OpenVINO's CPU plugin gives about this CPU (``OPTIMIZATION_CAPABILITIES``, ...)."""
-    return _core().get_property("CPU", key)
-
-
-def default_precision() -> str:
-    """The precision OpenVINO's CPU plugin computes in when none is asked (bf16 on AMX/AVX512_BF16 CPUs)."""
-    return _precision_name(_core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
-
-
-def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """OpenVINO CPU-plugin properties for an inferplex CPU config (see the module docstring)."""
-    ov_config: dict[str, Any] = {"PERFORMANCE_HINT": str(config.get("PERFORMANCE_HINT", "LATENCY"))}
-    for key in _PASSED_ON:
-        if config.get(key):  # 0 threads / 0 requests mean "OpenVINO decides"
-            ov_config[key] = config[key]
-    if "NUM_STREAMS" in config:  # AUTO included: OpenVINO's THROUGHPUT streams, whatever the hint
-        streams = config["NUM_STREAMS"]
-        ov_config["NUM_STREAMS"] = "AUTO" if streams == "AUTO" else int(streams)
-    if config.get("ENABLE_PROFILING"):
-        ov_config["PERF_COUNT"] = True
-    if config.get("THREAD_SPINNING") is False:
-        ov_config["ENABLE_CPU_PINNING"] = False
-    for key in ("ENABLE_CPU_PINNING", "CPU_DENORMALS_OPTIMIZATION", "ENABLE_HYPER_THREADING"):
-        if key in config:
-            ov_config[key] = bool(config[key])
-    if "SCHEDULING_CORE_TYPE" in config:
-        ov_config["SCHEDULING_CORE_TYPE"] = str(config["SCHEDULING_CORE_TYPE"])
-    return ov_config
 
 
 def read(model: ir.Model) -> openvino.Model:
@@ -180,7 +109,7 @@ def read(model: ir.Model) -> openvino.Model:
         proto.graph.initializer.append(ir.serde.serialize_tensor(inline))
     bf16_as_raw_data(proto)
     try:
-        return _core().read_model(proto.SerializeToString(), b"")
+        return core().read_model(proto.SerializeToString(), b"")
     except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
         raise OpenVinoCannotRun(_reason(error)) from error
 
@@ -214,7 +143,7 @@ def openvino_supported_nodes(model: ir.Model) -> tuple[set[str], bool]:
             return set(), False
         lacking = {op.strip() for op in match.group(1).split(",")}
         return {node.name for node in model.graph if node.name and _qualified(node) not in lacking}, False
-    answered = _core().query_model(ov_model, "CPU")
+    answered = core().query_model(ov_model, "CPU")
     refused = {op.get_friendly_name() for op in ov_model.get_ops() if op.get_friendly_name() not in answered}
     if not refused:
         return names, True
@@ -227,48 +156,6 @@ def _qualified(node: ir.Node) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
 
-def requests_per_stream(hint: str, config: Mapping[str, Any]) -> int:
-    """How many requests this engine keeps per OpenVINO stream: 2 under the THROUGHPUT hint
-    (``hint`` as OpenVINO's compiled model reads it) unless ``PERFORMANCE_HINT_NUM_REQUESTS``
-    caps the requests, else 1.
-
-    OpenVINO's own number is one request per stream.  A request through this runtime ends on the
-    device's worker thread and its callback runs on the completion thread (never on a device's
-    thread), so between one run's end and the next run's start of a closed loop lie two more
-    thread hand-offs than in OpenVINO's AsyncInferQueue.  With one request per stream a small
-    model's stream idles through them; a second request per stream, queued in OpenVINO behind
-    the first, keeps it busy (bench/cpu_engines.py --throughput measures both).
-    """
-    if hint != "THROUGHPUT" or config.get("PERFORMANCE_HINT_NUM_REQUESTS"):
-        return 1
-    return 2
-
-
-_optimal_lock = threading.Lock()
-_optimal: dict[tuple[tuple[str, str], ...], int] = {}
-
-
-def optimal_requests(config: Mapping[str, Any]) -> int:
-    """OPTIMAL_NUMBER_OF_INFER_REQUESTS that OpenVINO gives a small model under ``config``.
-
-    OpenVINO says it only for a compiled model; a one-op model compiled once per
-    distinct config answers before the real model is compiled.
-    """
-    ov_config = openvino_config(config)
-    ov_config.pop("CACHE_DIR", None)
-    key = tuple(sorted((k, str(v)) for k, v in ov_config.items()))
-    with _optimal_lock:
-        if key not in _optimal:
-            import openvino
-
-            parameter = openvino.opset13.parameter([1, 64], openvino.Type.f32)
-            probe = openvino.Model([openvino.opset13.relu(parameter)], [parameter], "probe")
-            compiled = _core().compile_model(probe, "CPU", ov_config)
-            per_stream = requests_per_stream(_threading_facts(compiled)["PERFORMANCE_HINT"], config)
-            _optimal[key] = per_stream * int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
-        return _optimal[key]
-
-
 class OpenVinoProgram(CpuProgram):
     """A model compiled by OpenVINO's CPU plugin; worker ``i`` owns infer request ``i``."""
 
@@ -278,7 +165,7 @@ class OpenVinoProgram(CpuProgram):
         ov_model = read(model)
         self._kept = [value.name or "" for value in model.graph.inputs
                       if value.uses() or value.is_graph_output()]
-        self._setup(lambda ov_config: _core().compile_model(ov_model, "CPU", ov_config), config,
+        self._setup(lambda ov_config: core().compile_model(ov_model, "CPU", ov_config), config,
                     [value.name or "" for value in model.graph.inputs],
                     [value.name or "" for value in model.graph.outputs])
 
@@ -289,7 +176,7 @@ class OpenVinoProgram(CpuProgram):
         names = json.loads(head)
         program = cls.__new__(cls)
         program._kept = list(names.get("kept", names["inputs"]))
-        program._setup(lambda ov_config: _core().import_model(ov_blob, "CPU", ov_config), config,
+        program._setup(lambda ov_config: core().import_model(ov_blob, "CPU", ov_config), config,
                        list(names["inputs"]), list(names["outputs"]))
         return program
 
@@ -318,9 +205,9 @@ class OpenVinoProgram(CpuProgram):
         self._compiled: openvino.CompiledModel | None = compiled
         self._facts: dict[str, Any] = {key: int(compiled.get_property(key)) for key in
                        ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
-        self._facts["INFERENCE_PRECISION_HINT"] = _precision_name(
+        self._facts["INFERENCE_PRECISION_HINT"] = precision_name(
             compiled.get_property("INFERENCE_PRECISION_HINT"))
-        self._facts.update(_threading_facts(compiled))
+        self._facts.update(threading_facts(compiled))
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         per_stream = requests_per_stream(self._facts["PERFORMANCE_HINT"], config)
         self.num_workers = max(1, per_stream * int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
@@ -427,18 +314,6 @@ class OpenVinoProgram(CpuProgram):
         self._requests = []
         self._holding = []
         self._compiled = None
-
-
-def _threading_facts(compiled: openvino.CompiledModel) -> dict[str, Any]:
-    """What OpenVINO's compiled model says of its hint and threads, as a CPU program reads it back
-    (the hint is OpenVINO's: ``NUM_STREAMS=AUTO`` makes it THROUGHPUT)."""
-    return {
-        "PERFORMANCE_HINT": str(compiled.get_property("PERFORMANCE_HINT")).rsplit(".", 1)[-1],
-        "PERFORMANCE_HINT_NUM_REQUESTS": int(compiled.get_property("PERFORMANCE_HINT_NUM_REQUESTS")),
-        "ENABLE_CPU_PINNING": bool(compiled.get_property("ENABLE_CPU_PINNING")),
-        "ENABLE_HYPER_THREADING": bool(compiled.get_property("ENABLE_HYPER_THREADING")),
-        "SCHEDULING_CORE_TYPE": str(compiled.get_property("SCHEDULING_CORE_TYPE")).rsplit(".", 1)[-1],
-    }
 
 
 def _input_index(ports: Any, input_names: list[str], kept: list[str]) -> dict[str, int]:

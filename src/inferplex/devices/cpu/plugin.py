@@ -28,7 +28,7 @@ import onnx_ir as ir
 from inferplex.config import values
 from inferplex.config.values import Parser
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
-from inferplex.devices.cpu import cpu_info, onnxruntime_engine, openvino_engine
+from inferplex.devices.cpu import cpu_info, onnxruntime_engine, openvino_core, openvino_engine
 from inferplex.devices.cpu.onnxruntime_support import ort_supported_nodes
 from inferplex.devices.cpu.program import CpuProgram
 from inferplex.errors import CompileError
@@ -69,7 +69,7 @@ stream of the LATENCY hint."""
 
 def default_engine() -> str:
     """``"OPENVINO"`` where the openvino package is installed, else ``"ONNXRUNTIME"``."""
-    return "OPENVINO" if openvino_engine.available() else "ONNXRUNTIME"
+    return "OPENVINO" if openvino_core.available() else "ONNXRUNTIME"
 
 
 class CpuPlugin(DevicePlugin):
@@ -100,21 +100,21 @@ class CpuPlugin(DevicePlugin):
             "ENGINE_VERSION": lambda: _engine_version(engine),
             "INSTRUCTION_SETS": lambda: list(cpu_info.instruction_sets()),
             "INFERENCE_PRECISION_HINT": lambda: (
-                openvino_engine.default_precision() if engine == "OPENVINO" else "f32"),
+                openvino_core.default_precision() if engine == "OPENVINO" else "f32"),
             "ENABLE_CPU_PINNING": lambda: (
-                bool(openvino_engine.cpu_fact("ENABLE_CPU_PINNING")) if engine == "OPENVINO" else False),
+                bool(openvino_core.cpu_fact("ENABLE_CPU_PINNING")) if engine == "OPENVINO" else False),
             "ENABLE_HYPER_THREADING": lambda: (
-                bool(openvino_engine.cpu_fact("ENABLE_HYPER_THREADING")) if engine == "OPENVINO" else True),
+                bool(openvino_core.cpu_fact("ENABLE_HYPER_THREADING")) if engine == "OPENVINO" else True),
             "SCHEDULING_CORE_TYPE": lambda: "ANY_CORE",
             "DEVICE_ID": lambda: "",
             "RANGE_FOR_STREAMS": lambda: (
-                tuple(openvino_engine.cpu_fact("RANGE_FOR_STREAMS")) if engine == "OPENVINO"
+                tuple(openvino_core.cpu_fact("RANGE_FOR_STREAMS")) if engine == "OPENVINO"
                 else (1, cpu_info.cores())),
             "RANGE_FOR_ASYNC_INFER_REQUESTS": lambda: (
-                tuple(openvino_engine.cpu_fact("RANGE_FOR_ASYNC_INFER_REQUESTS")) if engine == "OPENVINO"
+                tuple(openvino_core.cpu_fact("RANGE_FOR_ASYNC_INFER_REQUESTS")) if engine == "OPENVINO"
                 else (1, cpu_info.cores(), 1)),
             "DEVICE_ARCHITECTURE": lambda: (
-                str(openvino_engine.cpu_fact("DEVICE_ARCHITECTURE")) if engine == "OPENVINO"
+                str(openvino_core.cpu_fact("DEVICE_ARCHITECTURE")) if engine == "OPENVINO"
                 else platform.machine().lower()),
             "OPTIMIZATION_CAPABILITIES": lambda: _capabilities(engine),
         }
@@ -125,7 +125,7 @@ class CpuPlugin(DevicePlugin):
     def optimal_number_of_infer_requests(self, device: str, config: Mapping[str, Any]) -> int:
         if _engine_asked(config) == "ONNXRUNTIME":
             return onnxruntime_engine.stream_layout(config)[0]
-        return openvino_engine.optimal_requests(config)
+        return openvino_core.optimal_requests(config)
 
     def memory(self, device: str) -> MemoryInfo:
         return cpu_info.memory()
@@ -165,8 +165,8 @@ class CpuPlugin(DevicePlugin):
         """Both engines' versions (the default engine falls back to ONNX Runtime) and the CPU itself:
         OpenVINO's blobs and ONNX Runtime's optimized models are made for the instruction sets here."""
         versions = [onnxruntime_engine.ort_version()]
-        if openvino_engine.available():
-            versions.insert(0, openvino_engine.openvino_version())
+        if openvino_core.available():
+            versions.insert(0, openvino_core.openvino_version())
         return "; ".join([*versions, cpu_info.cpu_name(), ",".join(sorted(cpu_info.instruction_sets()))])
 
     def export_program(self, program: DeviceProgram) -> bytes | None:
@@ -195,7 +195,7 @@ def _engine_asked(config: Mapping[str, Any]) -> str:
     Raise CompileError for ENGINE=OPENVINO where the openvino package is missing.
     """
     asked = config.get("ENGINE")
-    if asked == "OPENVINO" and not openvino_engine.available():
+    if asked == "OPENVINO" and not openvino_core.available():
         raise CompileError("ENGINE=OPENVINO needs the openvino package (pip install openvino); "
                            "ENGINE=ONNXRUNTIME, or leaving ENGINE unset, runs on ONNX Runtime")
     return str(asked or default_engine())
@@ -247,10 +247,10 @@ def _capabilities(engine: str) -> list[str]:
     (``export_model`` / ``Core.import_model``) on both."""
     names = ["FP32", "INT8", "EXPORT_IMPORT"]
     if engine == "OPENVINO":
-        own = set(openvino_engine.cpu_fact("OPTIMIZATION_CAPABILITIES"))
+        own = set(openvino_core.cpu_fact("OPTIMIZATION_CAPABILITIES"))
         names[1:1] = [name for name in ("BF16", "FP16") if name in own]
     return names
 
 
 def _engine_version(engine: str) -> str:
-    return openvino_engine.openvino_version() if engine == "OPENVINO" else onnxruntime_engine.ort_version()
+    return openvino_core.openvino_version() if engine == "OPENVINO" else onnxruntime_engine.ort_version()

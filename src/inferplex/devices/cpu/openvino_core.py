@@ -1,0 +1,156 @@
+"""The process's OpenVINO Core, and how an inferplex CPU config maps onto OpenVINO's CPU plugin.
+
+The CPU device's OpenVINO engine (:mod:`.openvino_engine`) compiles through the one Core made
+here (OpenVINO's CPU plugin keeps one thread pool for every model of a Core); the CPU plugin
+reads facts about the CPU (instruction sets, default precision) through it too.  Which
+inferplex keys reach OpenVINO, and as what, is :func:`openvino_config`; how many requests a
+compiled model keeps per OpenVINO stream is :func:`requests_per_stream`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import openvino
+
+__all__ = [
+    "available",
+    "core",
+    "cpu_fact",
+    "default_precision",
+    "openvino_config",
+    "openvino_version",
+    "optimal_requests",
+    "precision_name",
+    "requests_per_stream",
+    "threading_facts",
+]
+
+_PASSED_ON = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
+              "CACHE_DIR", "EXECUTION_MODE_HINT")
+"""inferplex keys OpenVINO's CPU plugin takes with the same name and meaning."""
+
+
+@lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether the ``openvino`` package imports here."""
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_core_lock = threading.Lock()
+_cores: list[openvino.Core] = []
+
+
+def core() -> openvino.Core:
+    """The process's one OpenVINO Core (its CPU plugin keeps one thread pool for every model)."""
+    with _core_lock:
+        if not _cores:
+            import openvino
+
+            _cores.append(openvino.Core())
+        return _cores[0]
+
+
+def openvino_version() -> str:
+    import openvino
+
+    return f"openvino {openvino.__version__.split('-')[0]}"
+
+
+def precision_name(value: Any) -> str:
+    """``"f32"``, ``"bf16"``, ``"f16"`` for an ``openvino.Type`` (or its text)."""
+    name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    return str(name)
+
+
+def cpu_fact(key: str) -> Any:
+    """A fact OpenVINO's CPU plugin gives about this CPU (``OPTIMIZATION_CAPABILITIES``, ...)."""
+    return core().get_property("CPU", key)
+
+
+def default_precision() -> str:
+    """The precision OpenVINO's CPU plugin computes in when none is asked (bf16 on AMX/AVX512_BF16 CPUs)."""
+    return precision_name(core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+
+
+def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """OpenVINO CPU-plugin properties for an inferplex CPU config (see the module docstring)."""
+    ov_config: dict[str, Any] = {"PERFORMANCE_HINT": str(config.get("PERFORMANCE_HINT", "LATENCY"))}
+    for key in _PASSED_ON:
+        if config.get(key):  # 0 threads / 0 requests mean "OpenVINO decides"
+            ov_config[key] = config[key]
+    if "NUM_STREAMS" in config:  # AUTO included: OpenVINO's THROUGHPUT streams, whatever the hint
+        streams = config["NUM_STREAMS"]
+        ov_config["NUM_STREAMS"] = "AUTO" if streams == "AUTO" else int(streams)
+    if config.get("ENABLE_PROFILING"):
+        ov_config["PERF_COUNT"] = True
+    if config.get("THREAD_SPINNING") is False:
+        ov_config["ENABLE_CPU_PINNING"] = False
+    for key in ("ENABLE_CPU_PINNING", "CPU_DENORMALS_OPTIMIZATION", "ENABLE_HYPER_THREADING"):
+        if key in config:
+            ov_config[key] = bool(config[key])
+    if "SCHEDULING_CORE_TYPE" in config:
+        ov_config["SCHEDULING_CORE_TYPE"] = str(config["SCHEDULING_CORE_TYPE"])
+    return ov_config
+
+
+def requests_per_stream(hint: str, config: Mapping[str, Any]) -> int:
+    """How many requests this engine keeps per OpenVINO stream: 2 under the THROUGHPUT hint
+    (``hint`` as OpenVINO's compiled model reads it) unless ``PERFORMANCE_HINT_NUM_REQUESTS``
+    caps the requests, else 1.
+
+    OpenVINO's own number is one request per stream.  A request through this runtime ends on the
+    device's worker thread and its callback runs on the completion thread (never on a device's
+    thread), so between one run's end and the next run's start of a closed loop lie two more
+    thread hand-offs than in OpenVINO's AsyncInferQueue.  With one request per stream a small
+    model's stream idles through them; a second request per stream, queued in OpenVINO behind
+    the first, keeps it busy (bench/cpu_engines.py --throughput measures both).
+    """
+    if hint != "THROUGHPUT" or config.get("PERFORMANCE_HINT_NUM_REQUESTS"):
+        return 1
+    return 2
+
+
+_optimal_lock = threading.Lock()
+_optimal: dict[tuple[tuple[str, str], ...], int] = {}
+
+
+def optimal_requests(config: Mapping[str, Any]) -> int:
+    """OPTIMAL_NUMBER_OF_INFER_REQUESTS that OpenVINO gives a small model under ``config``.
+
+    OpenVINO says it only for a compiled model; a one-op model compiled once per
+    distinct config answers before the real model is compiled.
+    """
+    ov_config = openvino_config(config)
+    ov_config.pop("CACHE_DIR", None)
+    key = tuple(sorted((k, str(v)) for k, v in ov_config.items()))
+    with _optimal_lock:
+        if key not in _optimal:
+            import openvino
+
+            parameter = openvino.opset13.parameter([1, 64], openvino.Type.f32)
+            probe = openvino.Model([openvino.opset13.relu(parameter)], [parameter], "probe")
+            compiled = core().compile_model(probe, "CPU", ov_config)
+            per_stream = requests_per_stream(threading_facts(compiled)["PERFORMANCE_HINT"], config)
+            _optimal[key] = per_stream * int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        return _optimal[key]
+
+
+def threading_facts(compiled: openvino.CompiledModel) -> dict[str, Any]:
+    """What OpenVINO's compiled model says of its hint and threads, as a CPU program reads it back
+    (the hint is OpenVINO's: ``NUM_STREAMS=AUTO`` makes it THROUGHPUT)."""
+    return {
+        "PERFORMANCE_HINT": str(compiled.get_property("PERFORMANCE_HINT")).rsplit(".", 1)[-1],
+        "PERFORMANCE_HINT_NUM_REQUESTS": int(compiled.get_property("PERFORMANCE_HINT_NUM_REQUESTS")),
+        "ENABLE_CPU_PINNING": bool(compiled.get_property("ENABLE_CPU_PINNING")),
+        "ENABLE_HYPER_THREADING": bool(compiled.get_property("ENABLE_HYPER_THREADING")),
+        "SCHEDULING_CORE_TYPE": str(compiled.get_property("SCHEDULING_CORE_TYPE")).rsplit(".", 1)[-1],
+    }
