@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from inferplex._binding import InferResults, keyed_inputs, note_caller_streams
-from inferplex._request_tensors import RequestTensors, TensorAccess
+from inferplex._request_tensors import RequestTensors
+from inferplex._tensor_access import TensorAccess
 from inferplex.devices.base import ProfilingInfo
 from inferplex.engine import lifecycle
 from inferplex.engine.completions import blocking
