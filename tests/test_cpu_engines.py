@@ -207,6 +207,34 @@ def test_streams_threads_and_requests_are_openvinos_own(config: dict[str, object
     assert sorted(results) == list(range(6))
 
 
+def test_performance_hint_num_requests_caps_the_requests_kept() -> None:
+    """Under THROUGHPUT the engine keeps up to two requests per OpenVINO stream, never more than
+    PERFORMANCE_HINT_NUM_REQUESTS, never fewer than OpenVINO's own number; a queue of that many
+    jobs ends every request right."""
+    base = {"PERFORMANCE_HINT": "THROUGHPUT"}
+    streams = _raw_openvino(_mlp(), base).get_property("NUM_STREAMS")
+    for cap in range(1, 2 * streams + 2):
+        config = {**base, "PERFORMANCE_HINT_NUM_REQUESTS": cap}
+        raw = _raw_openvino(_mlp(), config).get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+        compiled = ov.Core().compile_model(_mlp(), "CPU", config)
+        kept = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+        assert raw <= kept <= max(raw, cap), (cap, raw, kept)
+        assert kept <= 2 * raw
+        if cap >= 2 * raw:
+            assert kept == 2 * raw, (cap, raw, kept)
+    queue = ov.AsyncInferQueue(compiled, 0)
+    assert len(queue) == kept
+    results: dict[int, np.ndarray] = {}
+    queue.set_callback(lambda request, index: results.__setitem__(index, request.results["y"].copy()))
+    for index in range(3 * kept):
+        queue.start_async({"x": X[index % 4:index % 4 + 1]}, index)
+    queue.wait_all()
+    assert sorted(results) == list(range(3 * kept))
+    want = _ort(_mlp(), {"x": X})
+    for index, got in results.items():
+        np.testing.assert_allclose(got[0], want[index % 4], rtol=1e-5, atol=1e-6)
+
+
 def test_counters_are_openvinos_per_op_with_the_kernel_that_ran_it() -> None:
     compiled = ov.Core().compile_model(_mlp(), "CPU", {"ENABLE_PROFILING": True})
     request = compiled.create_infer_request()

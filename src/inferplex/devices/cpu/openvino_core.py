@@ -4,7 +4,7 @@ The CPU device's OpenVINO engine (:mod:`.openvino_engine`) compiles through the 
 here (OpenVINO's CPU plugin keeps one thread pool for every model of a Core); the CPU plugin
 reads facts about the CPU (instruction sets, default precision) through it too.  Which
 inferplex keys reach OpenVINO, and as what, is :func:`openvino_config`; how many requests a
-compiled model keeps per OpenVINO stream is :func:`requests_per_stream`.
+compiled model keeps is :func:`engine_requests`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ __all__ = [
     "core",
     "cpu_fact",
     "default_precision",
+    "engine_requests",
     "openvino_config",
     "openvino_version",
     "optimal_requests",
     "precision_name",
-    "requests_per_stream",
     "threading_facts",
 ]
 
@@ -102,21 +102,24 @@ def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return ov_config
 
 
-def requests_per_stream(hint: str, config: Mapping[str, Any]) -> int:
-    """How many requests this engine keeps per OpenVINO stream: 2 under the THROUGHPUT hint
-    (``hint`` as OpenVINO's compiled model reads it) unless ``PERFORMANCE_HINT_NUM_REQUESTS``
-    caps the requests, else 1.
+def engine_requests(hint: str, config: Mapping[str, Any], openvino_requests: int) -> int:
+    """The requests this engine keeps for a compiled model whose OpenVINO
+    OPTIMAL_NUMBER_OF_INFER_REQUESTS is ``openvino_requests`` (one per stream): twice that under
+    the THROUGHPUT hint (``hint`` as OpenVINO's compiled model reads it), at most
+    ``PERFORMANCE_HINT_NUM_REQUESTS`` where that is set; OpenVINO's number otherwise.
 
-    OpenVINO's own number is one request per stream.  A request through this runtime ends on the
-    device's worker thread and its callback runs on the completion thread (never on a device's
-    thread), so between one run's end and the next run's start of a closed loop lie two more
-    thread hand-offs than in OpenVINO's AsyncInferQueue.  With one request per stream a small
-    model's stream idles through them; a second request per stream, queued in OpenVINO behind
-    the first, keeps it busy (bench/cpu_engines.py --throughput measures both).
+    A request through this runtime ends on the device's worker thread and its callback runs on
+    the completion thread (never on a device's thread), so between one run's end and the next
+    run's start of a closed loop lie two more thread hand-offs than in OpenVINO's AsyncInferQueue.
+    With one request per stream a small model's stream idles through them; a second request per
+    stream, queued in OpenVINO behind the first, keeps it busy (bench/cpu_engines.py --throughput
+    measures both).
     """
-    if hint != "THROUGHPUT" or config.get("PERFORMANCE_HINT_NUM_REQUESTS"):
-        return 1
-    return 2
+    if hint != "THROUGHPUT":
+        return openvino_requests
+    cap = int(config.get("PERFORMANCE_HINT_NUM_REQUESTS") or 0)  # 0: no cap
+    doubled = 2 * openvino_requests
+    return max(openvino_requests, min(doubled, cap)) if cap else doubled
 
 
 _optimal_lock = threading.Lock()
@@ -139,8 +142,8 @@ def optimal_requests(config: Mapping[str, Any]) -> int:
             parameter = openvino.opset13.parameter([1, 64], openvino.Type.f32)
             probe = openvino.Model([openvino.opset13.relu(parameter)], [parameter], "probe")
             compiled = core().compile_model(probe, "CPU", ov_config)
-            per_stream = requests_per_stream(threading_facts(compiled)["PERFORMANCE_HINT"], config)
-            _optimal[key] = per_stream * int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            _optimal[key] = engine_requests(threading_facts(compiled)["PERFORMANCE_HINT"], config,
+                                            int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
         return _optimal[key]
 
 

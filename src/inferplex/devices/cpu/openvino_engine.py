@@ -11,9 +11,9 @@ Properties map onto OpenVINO's CPU plugin:
   OpenVINO's CPU plugin runs as THROUGHPUT), ``PERFORMANCE_HINT_NUM_REQUESTS``,
   ``NUM_STREAMS`` and ``INFERENCE_NUM_THREADS`` go to OpenVINO as they are.
   The workers are OpenVINO's ``OPTIMAL_NUMBER_OF_INFER_REQUESTS`` (one per
-  stream), twice that under the THROUGHPUT hint when no
-  ``PERFORMANCE_HINT_NUM_REQUESTS`` caps them (see
-  :func:`.openvino_core.requests_per_stream`).  ``NUM_STREAMS=AUTO`` is
+  stream), twice that under the THROUGHPUT hint, at most
+  ``PERFORMANCE_HINT_NUM_REQUESTS`` where set (see
+  :func:`.openvino_core.engine_requests`).  ``NUM_STREAMS=AUTO`` is
   OpenVINO's too: the THROUGHPUT hint's streams, whatever the hint (the hint
   then reads back THROUGHPUT, as OpenVINO's compiled model reads it).
 - ``INFERENCE_PRECISION_HINT`` f32 / bf16 / f16 goes to OpenVINO; unset, OpenVINO
@@ -63,9 +63,9 @@ from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
 from inferplex.devices.cpu.openvino_core import (
     core,
+    engine_requests,
     openvino_config,
     precision_name,
-    requests_per_stream,
     threading_facts,
 )
 from inferplex.devices.cpu.openvino_dtypes import (
@@ -209,8 +209,8 @@ class OpenVinoProgram(CpuProgram):
             compiled.get_property("INFERENCE_PRECISION_HINT"))
         self._facts.update(threading_facts(compiled))
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
-        per_stream = requests_per_stream(self._facts["PERFORMANCE_HINT"], config)
-        self.num_workers = max(1, per_stream * int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]))
+        self.num_workers = max(1, engine_requests(self._facts["PERFORMANCE_HINT"], config,
+                                                  int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"])))
         self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"] = self.num_workers
         self._requests = [compiled.create_infer_request() for _ in range(self.num_workers)]
         self._holding: list[dict[int, tuple[np.ndarray, tuple[int, ...], np.dtype[Any]]]] = [
