@@ -6,6 +6,9 @@ on first use so that ``import inferplex`` does not import torch) and ``RAY``
 devices register with :meth:`Core.register_plugin` or through the
 ``inferplex.devices`` entry-point group (name: the family, e.g. ``NPU``; value:
 a DevicePlugin subclass or factory).
+
+The virtual devices' settings (HETERO, MULTI, AUTO: their configs, member devices and the
+keys those take) are the Core's base class :class:`~inferplex._virtual_settings.VirtualSettings`.
 """
 
 from __future__ import annotations
@@ -21,14 +24,13 @@ from typing import Any
 from inferplex._compiled_model import CompiledModel
 from inferplex._import_model import import_compiled
 from inferplex._model import Model, is_model_source, load_model
+from inferplex._virtual_settings import VirtualSettings, auto_spec
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
 from inferplex.config.output_precision import lowered_precision, with_output_precision
 from inferplex.config.schema import (
     ENGINE_PROPERTIES,
-    HETERO_PROPERTIES,
-    MULTI_PROPERTIES,
     as_config,
     canonical_key,
     normalize_config,
@@ -69,7 +71,7 @@ class Extension:
     """Base class of OpenVINO's Python extensions (``class MyExt(ov.Extension)``); Core keeps them."""
 
 
-class Core:
+class Core(VirtualSettings):
     """Entry point of the runtime (OpenVINO's ``ov.Core``)."""
 
     def __init__(self) -> None:
@@ -251,7 +253,7 @@ class Core:
             return compile_multi(registry, model.ir, targets, settings)
         from inferplex.multi import compile_auto
 
-        return compile_auto(registry, model.ir, _auto_spec(spec, settings), settings)
+        return compile_auto(registry, model.ir, auto_spec(spec, settings), settings)
 
     @staticmethod
     def _in_output_precision(model: Model, engine: Mapping[str, Any],
@@ -259,17 +261,6 @@ class Core:
         """``model`` with the output types OUTPUT_PRECISION asks for (see :mod:`.config.output_precision`)."""
         hints = [(device, config.get("INFERENCE_PRECISION_HINT")) for device, config in settings]
         return with_output_precision(model, lowered_precision(engine.get(OUTPUT_PRECISION), hints))
-
-    def _member_hints(self, spec: DeviceSpec,
-                      settings: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-        """Each member's compile settings (where no device list is known yet: the virtual
-        device's own and DEVICE_PROPERTIES')."""
-        if settings.get(OUTPUT_PRECISION) != "INFERENCE":
-            return []
-        members = self._member_names(spec, settings)
-        if members:
-            return [(name, self._registry.member_config(name, settings)) for name in members]
-        return [(str(spec.virtual), settings), *settings.get("DEVICE_PROPERTIES", {}).items()]
 
     def import_model(self, model_stream: Any, device_name: str,
                      config: Mapping[str, Any] | None = None) -> CompiledModel:
@@ -284,94 +275,6 @@ class Core:
         """
         return import_compiled(self._registry, self.read_model, model_stream, device_name,
                                _engine_settings(config))
-
-    def _virtual(self, spec: DeviceSpec, config: Mapping[str, Any] | None) -> dict[str, Any]:
-        settings = dict(self._virtual_config[str(spec.virtual)])
-        given = self._parse_virtual(str(spec.virtual), config or {})
-        settings.update(given)
-        for device in spec.names:  # unknown members are refused before anything compiles
-            self._registry.resolve(device)
-        self._check_members_take(spec, given, settings)
-        return settings
-
-    def _check_members_take(self, spec: DeviceSpec, given: Mapping[str, Any],
-                            settings: Mapping[str, Any]) -> None:
-        """Refuse a device key given to this compile that no member of the virtual device takes
-        (``CUDA_GRAPHS`` for ``MULTI:CPU``).  Keys set with ``set_property`` are left alone:
-        they serve every later device list."""
-        own = self._own_keys(str(spec.virtual))
-        keys = [key for key in given if key not in own]
-        members = self._member_names(spec, settings) if keys else None
-        if not members:
-            return  # nothing to check, or no device list yet (the compile reports that)
-        plugins = {name: self._registry.resolve(name)[0] for name in members}
-        taken = {key for plugin in plugins.values() for key in self._registry.accepted_keys(plugin)}
-        missing = [key for key in keys if key not in taken]
-        if missing:
-            raise PropertyError(
-                f"{', '.join(missing)} given to {spec.text}: no device in it ({', '.join(members)}) takes "
-                f"{'them' if len(missing) > 1 else 'it'}; a device's key reaches the members that take it")
-
-    def _member_names(self, spec: DeviceSpec, settings: Mapping[str, Any]) -> list[str] | None:
-        """The devices a virtual device would compile on (AUTO: its candidates); None without a list."""
-        if spec.virtual == "AUTO":
-            from inferplex.multi import auto_candidates
-
-            return [target.name for target in auto_candidates(self._registry, _auto_spec(spec, settings))]
-        if spec.names:
-            return list(spec.names)
-        priorities = settings.get("MULTI_DEVICE_PRIORITIES")
-        return [t.name for t in parse_device_list(str(priorities), allow_counts=True)] if priorities else None
-
-    @staticmethod
-    def _own_keys(virtual: str) -> tuple[str, ...]:
-        return HETERO_PROPERTIES if virtual == "HETERO" else MULTI_PROPERTIES
-
-    def _virtual_keys(self, virtual: str) -> tuple[str, ...]:
-        """The keys ``virtual`` takes: its own, and every device family's (each member gets
-        those it takes, see DeviceRegistry.member_config)."""
-        keys = list(self._own_keys(virtual))
-        for family in self._registry.families():
-            try:
-                keys.extend(self._registry.accepted_keys(self._registry.plugin(family)))
-            except Exception as error:  # noqa: BLE001 - like available_devices: skip it
-                _log.warning("inferplex: device family %s is unavailable: %s", family, error)
-        return tuple(dict.fromkeys(keys))
-
-    def _device_parsers(self) -> dict[str, Callable[[Any], Any]]:
-        """Every available device family's parsers of its own keys (for virtual devices' configs)."""
-        parsers: dict[str, Callable[[Any], Any]] = {}
-        for family in self._registry.families():
-            try:
-                for key, parse in self._registry.plugin(family).property_parsers().items():
-                    parsers.setdefault(key, parse)
-            except Exception:  # noqa: BLE001 - an unavailable family was reported by _virtual_keys
-                continue
-        return parsers
-
-    def _parse_virtual(self, virtual: str, properties: Mapping[str, Any],
-                       subset: bool = False) -> dict[str, Any]:
-        """``properties`` checked for ``virtual`` (only the keys it takes with ``subset``)."""
-        keys = self._virtual_keys(virtual)
-        if subset:
-            properties = {k: v for k, v in properties.items() if canonical_key(k) in keys}
-        parsed = normalize_config(properties, keys, target=virtual, parsers=self._device_parsers())
-        self._registry.check_device_properties(parsed.get("DEVICE_PROPERTIES", {}))
-        return parsed
-
-    def _priorities(self, spec: DeviceSpec, settings: Mapping[str, Any]) -> str:
-        priorities = settings.get("MULTI_DEVICE_PRIORITIES")
-        if not priorities:
-            raise DeviceNameError(
-                f"{spec.virtual} needs devices: write '{spec.virtual}:GPU,CPU' or set "
-                f"MULTI_DEVICE_PRIORITIES (core.set_property('{spec.virtual}', "
-                "{'MULTI_DEVICE_PRIORITIES': 'GPU,CPU'}) or in the compile config)")
-        return str(priorities)
-
-    def _device_list(self, spec: DeviceSpec, settings: Mapping[str, Any]) -> tuple[str, ...]:
-        if spec.names:
-            return spec.names
-        return tuple(t.name for t in parse_device_list(self._priorities(spec, settings)))
 
     # --- properties ----------------------------------------------------------------------
 
@@ -552,13 +455,6 @@ def get_version() -> str:
     from inferplex import __version__
 
     return __version__
-
-
-def _auto_spec(spec: DeviceSpec, settings: Mapping[str, Any]) -> DeviceSpec:
-    """``AUTO`` with neither a list nor exclusions takes MULTI_DEVICE_PRIORITIES as its list."""
-    if not spec.targets and not spec.exclusions and settings.get("MULTI_DEVICE_PRIORITIES"):
-        return parse_device_string("AUTO:" + str(settings["MULTI_DEVICE_PRIORITIES"]))
-    return spec
 
 
 def _import_object(path: str) -> Any:
