@@ -26,7 +26,8 @@ from inferplex._binding import InferResults
 from inferplex._compiled_model import CompiledModel
 from inferplex._core import Core, Extension, compile_model, get_version
 from inferplex._infer_request import InferRequest
-from inferplex._model import Model, save_model, serialize
+from inferplex._model import Model
+from inferplex._model_io import save_model, serialize
 from inferplex._ports import ElementType, Input, Op, Port, RTMap
 from inferplex.api import layout_helpers
 from inferplex.api.batch import get_batch, set_batch

@@ -23,7 +23,8 @@ from typing import Any
 
 from inferplex._compiled_model import CompiledModel
 from inferplex._import_model import import_compiled
-from inferplex._model import Model, is_model_source, load_model
+from inferplex._model import Model
+from inferplex._model_io import is_model_source, load_model
 from inferplex._virtual_settings import VirtualSettings, auto_spec
 from inferplex.api.version import Version
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string

@@ -1,41 +1,23 @@
 """Model: OpenVINO's model API over an onnx-ir graph (its ports and ops in ``_ports``).
 
-``read_model`` accepts a path, bytes, an ``onnx.ModelProto`` or an
-``onnx_ir.Model``.  On reading, inferplex
-
-- checks the model with ``onnx.checker`` and names what is malformed, and
-  refuses external data whose location leaves the model's folder
-  (:mod:`inferplex._model_check`);
-- treats initializers that are also listed as graph inputs (IR version < 4,
-  e.g. the ``light`` models in the onnx wheel) as constants, so engines can fold
-  them — ONNX Runtime runs such models 2-3x slower otherwise;
-- gives every node a stable, unique friendly name: its ONNX name, or
-  ``<op_type>_<index>`` when it has none.
+A Model wraps an ``onnx_ir.Model``: its inputs and outputs as ports, its ops with
+stable friendly names, ``reshape``, and the editing calls of :mod:`inferplex.api.model_edit`.
+Reading one from a path, bytes or a ModelProto, and saving it, are in
+:mod:`inferplex._model_io`.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import onnx
 import onnx_ir as ir
 
-from inferplex._model_check import (
-    LARGE_TENSOR_BYTES,
-    check_external_data,
-    check_fields,
-    check_model,
-    external_data_problem,
-    refuse,
-)
 from inferplex._ports import Op, Port, find_port
-from inferplex._serialize import serialize_leaving_out
 from inferplex.errors import InputError, InputTypeError, ModelError
 
-__all__ = ["Model", "is_model_source", "load_model", "save_model", "serialize"]
+__all__ = ["Model"]
 
 Dim = int | str | None
 
@@ -323,195 +305,3 @@ def _topological(graph: ir.Graph) -> list[ir.Node]:
             order.append(current)
             pending.pop()
     return order
-
-
-# --- reading and saving ------------------------------------------------------------
-
-
-def is_model_source(source: Any) -> bool:
-    """Whether :func:`load_model` takes ``source``'s type: a Model, path, bytes, ModelProto, onnx_ir.Model."""
-    return isinstance(source, (Model, ir.Model, str, os.PathLike, bytes, bytearray, memoryview,
-                               onnx.ModelProto))
-
-
-def load_model(source: Any, weights: Any = None) -> Model:
-    """Read a model from a path, bytes, ``onnx.ModelProto`` or ``onnx_ir.Model``.
-
-    Whatever is wrong with the source ends as a :class:`ModelError` naming it:
-    a file that is missing or not a protobuf, text that is not UTF-8, unknown
-    element types, external data that is malformed or leaves the model's
-    folder, what ``onnx.checker`` finds (:mod:`inferplex._model_check`).
-    """
-    del weights  # OpenVINO's read_model(model, weights): ONNX keeps weights inside or beside
-    base_dir: Path | None = None
-    name: str | None = None
-    if isinstance(source, Model):
-        return source
-    if isinstance(source, ir.Model):
-        _check_ir_model(source)
-        return Model(_read_ir(lambda: _prepare(source)), None)
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.is_file():
-            raise ModelError(f"model file {str(path)!r} does not exist or is not a file; "
-                             "read_model accepts a path to an .onnx file, bytes, an "
-                             "onnx.ModelProto or an onnx_ir.Model")
-        proto = _parse(lambda: onnx.load(str(path), load_external_data=False), str(path), path)
-        base_dir, name = path.resolve().parent, path.stem
-    elif isinstance(source, (bytes, bytearray, memoryview)):
-        proto = _parse(lambda: onnx.load_from_string(bytes(source)), "the given bytes", bytes(source[:64]))
-    elif isinstance(source, onnx.ModelProto):
-        proto = source
-    else:
-        raise InputTypeError(f"Provided python object type {type(source)} isn't supported as 'model' "
-                             "argument. read_model accepts a path (str or os.PathLike), bytes, "
-                             "onnx.ModelProto or onnx_ir.Model")
-    check_fields(proto)
-    check_external_data(proto, base_dir)
-    check_model(proto, source if base_dir is not None else None)
-
-    def read() -> ir.Model:
-        model = ir.serde.deserialize_model(proto)
-        if base_dir is not None:
-            ir.external_data.set_base_dir(model.graph, str(base_dir))
-        return _prepare(model)
-
-    return Model(_read_ir(read), name or proto.graph.name or None)
-
-
-def save_model(model: Model, output_model: str | os.PathLike[str], compress_to_fp16: bool = True) -> None:
-    """Write ``model`` (with rt_info such as affinities and layouts) to an .onnx file.
-
-    ``compress_to_fp16`` (default True, as in OpenVINO) stores float32 weights
-    as float16 followed by a Cast back to float32, halving the file; inputs,
-    outputs and the arithmetic stay float32.  Weights out of float16's range
-    stay float32.  The model in memory is not changed.
-    """
-    to_save = model.ir
-    if compress_to_fp16:
-        from inferplex.api.fp16 import compressed_weights_copy
-
-        to_save = compressed_weights_copy(model.ir)
-    ir.save(to_save, os.fspath(output_model))
-
-
-def serialize(model: Model, xml_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None,
-              version: Any = None) -> None:
-    """OpenVINO's ``serialize(model, xml_path, bin_path)``, writing inferplex's model format.
-
-    inferplex models are ONNX, so ``xml_path`` receives an ONNX file with its
-    weights inside (not OpenVINO IR, whatever its extension), and ``bin_path``,
-    when given, an empty file, so code that writes both and reads them back with
-    ``read_model(xml_path, bin_path)`` runs unchanged.  ``version`` (IR version)
-    is accepted and ignored.  Use :func:`save_model` to choose a path and fp16 weights.
-    """
-    del version
-    save_model(model, xml_path, compress_to_fp16=False)
-    if bin_path is not None:
-        Path(bin_path).write_bytes(b"")
-
-
-def _parse(load: Any, what: str, source: Path | bytes) -> onnx.ModelProto:
-    try:
-        return load()
-    except Exception as error:  # noqa: BLE001 - protobuf raises several unrelated types
-        raise ModelError(f"{what} is not a readable ONNX model: {_cause(error)}{_other_format(source)}") \
-            from error
-
-
-def _other_format(source: Path | bytes) -> str:
-    """A hint where the unreadable model is another framework's format that OpenVINO reads."""
-    if isinstance(source, Path):
-        try:
-            with source.open("rb") as file:
-                head = file.read(64)
-        except OSError:
-            return ""
-    else:
-        head = source
-    text = head.lstrip()
-    if text.startswith((b"<?xml", b"<net")):
-        return ("; it is an OpenVINO IR (.xml) file: inferplex reads ONNX models (accepted: .onnx files, "
-                "bytes, onnx.ModelProto, onnx_ir.Model); export the model to ONNX instead")
-    if head[4:8] == b"TFL3":
-        return ("; it is a TensorFlow Lite model: inferplex reads ONNX models (accepted: .onnx files, "
-                "bytes, onnx.ModelProto, onnx_ir.Model); convert it to ONNX (tf2onnx) instead")
-    return ""
-
-
-def _read_ir(read: Callable[[], ir.Model]) -> ir.Model:
-    """``read()``, its failures (onnx-ir's SerdeError and what it wraps) as a ModelError."""
-    try:
-        return read()
-    except ModelError:
-        raise
-    except Exception as error:  # noqa: BLE001 - whatever a checked model still trips in onnx-ir
-        raise ModelError(f"malformed ONNX model: onnx_ir cannot read it: {_cause(error)}") from error
-
-
-def _cause(error: BaseException) -> str:
-    """The innermost error of a chain as ``Type: message`` (onnx-ir's SerdeError names only the call)."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return f"{type(error).__name__}: {error}"
-
-
-def _check_ir_model(model: ir.Model) -> None:
-    """An ``onnx_ir.Model`` gets the checks a file gets, on its proto without large weights.
-
-    Main-graph initializers stored outside (``ir.ExternalTensor``) must stay
-    in their folder; they and the large in-memory ones are left out of the
-    proto (:func:`inferplex._serialize.serialize_leaving_out`), so no weight is
-    copied, and stand in it as empty placeholders of their name and type.
-    """
-    refused = []
-    for value in model.graph.initializers.values():
-        tensor = value.const_value
-        if isinstance(tensor, ir.ExternalTensor):
-            problem = external_data_problem(os.fspath(tensor.location), tensor.offset, tensor.length,
-                                            Path(tensor.base_dir or ".").resolve(), tensor.nbytes)
-            if problem:
-                refused.append(f"{value.name!r} -> {problem}")
-    if refused:
-        refuse("external data refused", refused, "keep external data files next to the model, with "
-               "non-negative offset and length within the file")
-
-    def left_out(value: ir.Value) -> bool:
-        tensor = value.const_value
-        return isinstance(tensor, ir.ExternalTensor) or (
-            tensor is not None and tensor.nbytes > LARGE_TENSOR_BYTES)
-
-    try:
-        proto, left = serialize_leaving_out(model, left_out)
-    except Exception as error:  # noqa: BLE001 - onnx-ir's SerdeError wraps what the proto refused
-        raise ModelError(f"malformed onnx_ir.Model: it cannot be written as ONNX: {_cause(error)}") from error
-    for value in left:
-        placeholder = proto.graph.initializer.add()
-        placeholder.name, placeholder.data_type = value.name or "", int(value.dtype or 0)
-        placeholder.dims.append(0)
-    check_fields(proto)
-    check_model(proto)
-
-
-def _prepare(model: ir.Model) -> ir.Model:
-    """Initializers listed as inputs become constants; every node gets a unique name."""
-    graph = model.graph
-    initializer_inputs = [v for v in graph.inputs if v.name in graph.initializers]
-    for value in initializer_inputs:
-        graph.inputs.remove(value)
-    if initializer_inputs and model.ir_version < 4:
-        # IR < 4 requires every initializer to be a graph input; IR 4 is the first
-        # version where an initializer may be a plain constant (ONNX Runtime refuses
-        # an IR 3 model with an unused initializer that is not an input).
-        model.ir_version = 4
-    used: set[str] = set()
-    for index, node in enumerate(graph):
-        name = node.name or f"{node.op_type}_{index}"
-        if name in used:
-            suffix = 1
-            while f"{name}_{suffix}" in used:
-                suffix += 1
-            name = f"{name}_{suffix}"
-        node.name = name
-        used.add(name)
-    return model

@@ -14,7 +14,8 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from inferplex._model import Model, load_model
+from inferplex._model import Model
+from inferplex._model_io import load_model
 from inferplex.errors import InputError, ModelError
 
 __all__ = ["convert_model"]
