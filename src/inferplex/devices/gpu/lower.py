@@ -7,8 +7,9 @@ Two steps:
    never touched), resolves every value it can to numpy at lowering time
    (initializers, ``Constant`` outputs, ``Shape`` of a statically shaped tensor,
    and any deterministic node whose inputs are all constant, evaluated with its
-   own lowering on the host), and asks each node's lowering whether it runs the
-   node exactly.  The result tells HETERO which nodes the GPU device takes.
+   own lowering on the host; see :mod:`._folding`), and asks each node's lowering
+   whether it runs the node exactly.  The result tells HETERO which nodes the GPU
+   device takes.
 2. :func:`lower_model` turns the analysis into a GraphModule: graph inputs become
    placeholders, constants that feed run-time nodes become buffers on the target
    device, and every remaining node one ``call_function`` of the callable its
@@ -37,6 +38,14 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu import ops as _ops  # noqa: F401  (fills the registry)
+from inferplex.devices.gpu._folding import (
+    DATA_DEPENDENT,
+    constant_attribute,
+    fold_node,
+    propagate_shapes,
+    static_shape_value,
+    value_type,
+)
 from inferplex.devices.gpu.build import Builder, cast_to, cast_value, keeps_float32
 from inferplex.devices.gpu.ops._common import VALUE_KINDS, value_kind
 from inferplex.devices.gpu.optimize import WeightCache, contiguous, plan_fusions
@@ -66,16 +75,6 @@ __all__ = [
 
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
-# Ops whose output depends on random state: never folded to constants.
-_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                     "Bernoulli", "Multinomial"}
-# Ops whose output shape depends on input values: the forward pass must read the
-# device back, which CUDA graph capture forbids.
-_DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "Loop", "If", "Scan",
-                   "StringNormalizer", "TfIdfVectorizer"}
-# An If whose condition is constant takes one branch statically: its lowering then marks
-# itself data-dependent only when that branch is, so the program may still be captured.
-_FOLD_LIMIT_ELEMENTS = 1 << 24
 
 
 def node_friendly_name(node: ir.Node, index: int) -> str:
@@ -144,44 +143,9 @@ def _opset(model: ir.Model, domain: str) -> int:
     return int(version) if version is not None else 1
 
 
-def _value_type(analysis: Analysis, value: ir.Value | None) -> tuple[Any, Any]:
-    if value is None:
-        return None, None
-    if value in analysis.constants:
-        array = analysis.constants[value]
-        return _dtype_of_array(array), tuple(array.shape)
-    dtype, shape = analysis.types.get(value.name or "", (None, None))
-    if dtype is None:
-        dtype = value.dtype
-    if shape is None and value.shape is not None:
-        shape = tuple(d if isinstance(d, int) else (d.value if isinstance(d, ir.SymbolicDim) else None)
-                      for d in value.shape)
-    return dtype, shape
-
-
-def _dtype_of_array(array: np.ndarray) -> ir.DataType | None:
-    try:
-        return ir.DataType.from_numpy(array.dtype)
-    except (TypeError, ValueError):
-        return None
-
-
-def _constant_attribute(node: ir.Node) -> np.ndarray | None:
-    """The value of a ``Constant`` node, or None for forms the device does not hold (strings, sparse)."""
-    for name in ("value", "value_float", "value_floats", "value_int", "value_ints"):
-        attribute = node.attributes.get(name)
-        if attribute is None:
-            continue
-        raw = attribute.value
-        if isinstance(raw, ir.TensorProtocol):
-            return held_array(raw)
-        return np.asarray(raw, dtype=np.float32 if "float" in name else np.int64)
-    return None
-
-
 def _make_info(analysis: Analysis, node: ir.Node, opset: int) -> NodeInfo:
-    ins = [_value_type(analysis, v) for v in node.inputs]
-    outs = [_value_type(analysis, v) for v in node.outputs]
+    ins = [value_type(analysis, v) for v in node.inputs]
+    outs = [value_type(analysis, v) for v in node.outputs]
     return NodeInfo(
         node=node, opset=opset,
         input_dtypes=tuple(t[0] for t in ins), input_shapes=tuple(t[1] for t in ins),
@@ -197,59 +161,10 @@ def _dtype_problem(info: NodeInfo, held: frozenset[ir.DataType] = frozenset()) -
     return None
 
 
-def _static_shape_value(node: ir.Node, info: NodeInfo) -> np.ndarray | None:
-    """``Shape``/``Size`` of a tensor whose shape is fully static, as a constant."""
-    shape = info.input_shapes[0] if info.input_shapes else None
-    if shape is None:
-        return None
-    dims = [d for d in shape if isinstance(d, int)]
-    if len(dims) != len(shape):
-        return None
-    if node.op_type == "Size":
-        return np.asarray(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
-    rank = len(dims)
-    start, end = info.attr("start", 0), info.attr("end", rank)
-    start, end = (max(0, min(rank, s + rank if s < 0 else s)) for s in (start, end))
-    return np.asarray(dims[start:end], dtype=np.int64)
-
-
-def _fold(analysis: Analysis, node: ir.Node, info: NodeInfo, fn: Callable[..., Any]) -> bool:
-    """Evaluate a node with constant inputs on the host; record its outputs as constants."""
-    if node.op_type in _NONDETERMINISTIC or (
-            node.op_type in _DATA_DEPENDENT and node.op_type != "NonZero"):
-        return False
-    present = [c for i, c in enumerate(info.constants) if info.has_input(i)]
-    known = [c for c in present if c is not None]
-    if len(known) != len(present) or any(a.dtype.name not in _NP_OK for a in known):
-        return False
-    try:
-        with torch.no_grad():
-            args = [None if c is None else numpy_to_torch(c) for c in info.constants]
-            result = fn(*args)
-    except Exception:  # noqa: BLE001 - a node that fails to fold simply runs at run time
-        return False
-    # Several outputs come as a tuple; a list is one value (a sequence), never folded.
-    results = result if isinstance(result, tuple) else (result,)
-    arrays = []
-    for tensor in results:
-        if not isinstance(tensor, torch.Tensor) or tensor.numel() > _FOLD_LIMIT_ELEMENTS:
-            return False
-        arrays.append(torch_to_numpy(tensor).copy())
-    # A lowering may return fewer results than the node declares outputs.
-    for value, array in zip(node.outputs, arrays, strict=False):
-        if value is not None:
-            analysis.constants[value] = array
-    return True
-
-
-_NP_OK = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
-          "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"}
-
-
 def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> None:
     """Analyze one node: resolve constants, record support or the reason against it."""
     if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-        value = _constant_attribute(node)
+        value = constant_attribute(node)
         if value is None:
             analysis.unsupported[name] = "Constant holds a string, sparse or unsupported-type value"
         else:
@@ -262,7 +177,7 @@ def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> Non
     lowering = find_lowering(node.domain, node.op_type, opset)
     problem = _dtype_problem(info, lowering.held_dtypes if lowering is not None else frozenset())
     if problem is None and node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
-        value = _static_shape_value(node, info)
+        value = static_shape_value(node, info)
         if value is not None:
             analysis.constants[node.outputs[0]] = value
             analysis.folded.add(name)
@@ -281,66 +196,10 @@ def _check_node(analysis: Analysis, name: str, node: ir.Node, index: int) -> Non
         analysis.unsupported[name] = f"lowering failed: {e}"
         return
     analysis.functions[name] = _named(fn, node.op_type)
-    if _fold(analysis, node, info, fn):
+    if fold_node(analysis, node, info, fn):
         analysis.folded.add(name)
     elif analysis.specialized:
-        _propagate_shapes(analysis, node, fn, lambda: lowering.lower(info))
-
-
-_IR_DTYPES = {torch_dtype: ir_dtype for ir_dtype, torch_dtype in HELD_DTYPES.items()}
-
-
-def _meta_args(analysis: Analysis, node: ir.Node) -> list[torch.Tensor | None] | None:
-    """The node's inputs as meta tensors (shapes and types only); None when a shape is not static."""
-    args: list[torch.Tensor | None] = []
-    for value in node.inputs:
-        if value is None:
-            args.append(None)
-        elif value_kind(value.type) != "tensor":  # a sequence or optional: no meta tensor stands for it
-            return None
-        elif value in analysis.constants:
-            args.append(numpy_to_torch(analysis.constants[value]).to("meta"))
-        else:
-            dtype, shape = _value_type(analysis, value)
-            if dtype not in HELD_DTYPES or shape is None or not all(isinstance(d, int) for d in shape):
-                return None
-            args.append(torch.empty(shape, dtype=HELD_DTYPES[dtype], device="meta"))
-    return args
-
-
-def _propagate_shapes(analysis: Analysis, node: ir.Node, fn: Callable[..., Any],
-                      fresh: Callable[[], Callable[..., Any]]) -> None:
-    """Static output shapes of a run-time node, where ONNX shape inference left dims unknown.
-
-    Under fixed input shapes, the node's own lowering run on meta tensors gives
-    the shapes it will produce, so ``Shape`` of its outputs folds downstream.
-    Lowerings that read tensor values (data-dependent shapes) are skipped: their
-    output shapes may differ between runs of one signature.  The meta run uses a
-    fresh lowering (``fresh()``), so per-shape caches inside the one the module
-    runs never hold meta tensors.
-    """
-    if (node.op_type in _DATA_DEPENDENT or node.op_type in _NONDETERMINISTIC
-            or getattr(fn, "data_dependent", False)):
-        return
-    names = [v.name for v in node.outputs if v is not None and v.name]
-    known = [analysis.types.get(n, (None, None))[1] for n in names]
-    if all(shape is not None and all(isinstance(d, int) for d in shape) for shape in known):
-        return
-    args = _meta_args(analysis, node)
-    if args is None:
-        return
-    try:
-        with torch.no_grad():
-            result = fresh()(*args)
-    except Exception:  # noqa: BLE001 - an op meta tensors cannot run keeps what inference said
-        return
-    results = result if isinstance(result, tuple) else (result,)
-    # A lowering may return fewer results than the node declares outputs.
-    for value, tensor in zip(node.outputs, results, strict=False):
-        if value is None or not value.name or not isinstance(tensor, torch.Tensor):
-            continue
-        dtype = analysis.types.get(value.name, (None, None))[0] or _IR_DTYPES.get(tensor.dtype)
-        analysis.types[value.name] = (dtype, tuple(int(d) for d in tensor.shape))
+        propagate_shapes(analysis, node, fn, lambda: lowering.lower(info))
 
 
 def _named(fn: Callable[..., Any], op_type: str) -> Callable[..., Any]:
@@ -412,7 +271,7 @@ def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list
     inputs = _graph_inputs(model, analysis)
     input_dtypes, input_shapes = [], []
     for position, value in enumerate(inputs):
-        dtype, shape = _value_type(analysis, value)
+        dtype, shape = value_type(analysis, value)
         kind = value_kind(value.type)
         if kind not in VALUE_KINDS:
             raise UnsupportedOpError(f"model input {value.name!r} is a {kind}; the GPU device accepts "
@@ -436,7 +295,7 @@ def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list
 def _add_outputs(builder: Builder, model: ir.Model, channels_last: bool) -> list[torch.dtype | None]:
     outputs, output_dtypes = [], []
     for value in model.graph.outputs:
-        dtype = _value_type(builder.analysis, value)[0]
+        dtype = value_type(builder.analysis, value)[0]
         torch_dtype = HELD_DTYPES.get(dtype) if dtype is not None else None
         out = builder.arg(value)
         if value_kind(value.type) != "tensor":  # a list or None: each tensor cast, none reordered
@@ -490,7 +349,7 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     kinds = tuple(value_kind(v.type) for v in inputs)
     tensors_only = all(value_kind(v.type) == "tensor" for v in (*inputs, *model.graph.outputs))
     capturable = tensors_only and not any(
-        (n.op_type in _DATA_DEPENDENT and n.op_type != "If")
+        (n.op_type in DATA_DEPENDENT and n.op_type != "If")
         or getattr(analysis.functions.get(name), "data_dependent", False)
         for name, n in analysis.nodes if name not in analysis.folded)
     return LoweredGraph(module, tuple(v.name or f"input_{i}" for i, v in enumerate(inputs)),
