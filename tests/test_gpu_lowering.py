@@ -529,11 +529,13 @@ def _compiled_gpu_program(model: onnx.ModelProto) -> tuple[Any, Any]:
     """A GpuProgram on emulated GPU.0 with two workers, and its lowering."""
     import onnx_ir as ir
 
-    from inferplex.devices.gpu.plugin import GpuPlugin, _lower
+    from inferplex.devices.gpu._program_lowering import lower_generic
+    from inferplex.devices.gpu.plugin import GpuPlugin
 
     plugin = GpuPlugin()
     program = plugin.compile(ir.serde.deserialize_model(model), "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT"})
-    lowered, _ = _lower(ir.serde.deserialize_model(model), plugin.torch_device("GPU.0"), "f32", False, False)
+    lowered, _ = lower_generic(ir.serde.deserialize_model(model), plugin.torch_device("GPU.0"), "f32",
+                               False, False)
     return program, lowered
 
 

@@ -43,7 +43,8 @@ with ``TORCH_COMPILE``, torch's own artefacts.  A compile for the cache (and
 one from it) with ``TORCH_COMPILE`` and static input shapes makes its first
 run while compiling, so that torch.compile compiles (from the artefacts, on a
 warm start) before ``compile_model`` returns.  A program loaded from the cache
-keeps no copy of its form: it does not export again.
+keeps no copy of its form: it does not export again.  The lowerings a program is
+made from, and its cached form's optimised model, are in :mod:`._program_lowering`.
 
 Read-only ``GIL_BOUND``: True on CUDA, where each request runs Python in the
 calling process (MULTI and CUMULATIVE_THROUGHPUT then serve the device from a
@@ -63,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 from inferplex.config import values
 from inferplex.config.values import Parser
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
+from inferplex.devices.gpu._program_lowering import FoldedBefore, form_of, lower_with_form, with_folded
 from inferplex.errors import CompileError, DeviceNameError, InferplexError, PropertyError
 
 if TYPE_CHECKING:
@@ -270,7 +272,7 @@ class GpuPlugin(DevicePlugin):
         # and running, and the user's own settings put back after (see settings).
         with TORCH_SETTINGS.scope():
             try:
-                lowered, specializer, optimised = _lower_with_form(
+                lowered, specializer, optimised = lower_with_form(
                     model if form is None else form.model, torch_device, precision, channels_last,
                     bool(settings["SHAPE_SPECIALIZATION"]), keep_form)
             except InferplexError:
@@ -279,8 +281,8 @@ class GpuPlugin(DevicePlugin):
                 raise CompileError(f"{device}: lowering the model to torch failed: "
                                    f"{type(e).__name__}: {e}") from e
             if form is not None:  # profiling lists the nodes the cold compile folded, as it did then
-                lowered = _with_folded(lowered, form.folded_nodes)
-                specializer = specializer and _FoldedBefore(specializer, form.folded_nodes)
+                lowered = with_folded(lowered, form.folded_nodes)
+                specializer = specializer and FoldedBefore(specializer, form.folded_nodes)
             workers = self.optimal_number_of_infer_requests(device, settings)
             properties = {"INFERENCE_PRECISION_HINT": precision,
                           "PERFORMANCE_HINT": settings["PERFORMANCE_HINT"],
@@ -299,7 +301,7 @@ class GpuPlugin(DevicePlugin):
             program.cache_form = pack(optimised, lowered.folded_nodes, lowered.input_names,
                                       lowered.output_names, artifacts)
         if form is None:
-            program.rebuild_form = functools.partial(_form_of, model, precision, channels_last)
+            program.rebuild_form = functools.partial(form_of, model, precision, channels_last)
         return program
 
     # --- model caching (CACHE_DIR, export_model / import_model; see cache_form) -----------
@@ -358,77 +360,6 @@ def _channels_last(setting: Any, precision: str, kind: str, device: str) -> bool
     if value == "AUTO":
         return kind == "cuda" and precision in ("f16", "bf16")
     return value == "YES"
-
-
-def _lower(model: ir.Model, torch_device: Any, precision: str, channels_last: bool,
-           specialize: bool) -> tuple[Any, Any]:
-    """The generic lowering, and the specializer sharing its weights (None when turned off)."""
-    lowered, specializer, _ = _lower_with_form(model, torch_device, precision, channels_last, specialize)
-    return lowered, specializer
-
-
-def _lower_with_form(model: ir.Model, torch_device: Any, precision: str, channels_last: bool,
-                     specialize: bool, keep_form: bool = False) -> tuple[Any, Any, ir.Model | None]:
-    """:func:`_lower`, and with ``keep_form`` the optimised model of the cached form (None where
-    it has none)."""
-    from inferplex.devices.gpu.lower import analyze_model, lower_model
-    from inferplex.devices.gpu.optimize import WeightCache
-    from inferplex.devices.gpu.shapes import ShapeInference
-    from inferplex.devices.gpu.specialize import Specializer
-
-    inference, cache = ShapeInference(model), WeightCache()
-    analysis = analyze_model(model, inference=inference)
-    lowered = lower_model(model, torch_device, precision, analysis, cache, channels_last)
-    specializer = (Specializer(model, torch_device, precision, cache, inference, channels_last)
-                   if specialize else None)
-    return lowered, specializer, _optimised(model, analysis, channels_last, cache) if keep_form else None
-
-
-def _optimised(model: ir.Model, analysis: Any, channels_last: bool, cache: Any) -> ir.Model | None:
-    """The cached form's optimised model; None (logged) for a model that has none."""
-    from inferplex.devices.gpu.cache_form import NotCacheableError, optimised_model
-    from inferplex.devices.gpu.optimize import plan_fusions
-
-    try:
-        return optimised_model(model, analysis, plan_fusions(analysis, channels_last), cache)
-    except NotCacheableError as error:
-        _log.info("inferplex: the GPU program is not cached: %s", error)
-        return None
-
-
-def _form_of(model: ir.Model, precision: str, channels_last: bool) -> bytes | None:
-    """A cached form made again from the model (export_model of a program compiled without one)."""
-    from inferplex.devices.gpu.cache_form import pack
-    from inferplex.devices.gpu.lower import analyze_model
-    from inferplex.devices.gpu.optimize import WeightCache
-    from inferplex.devices.gpu.settings import TORCH_SETTINGS
-
-    with TORCH_SETTINGS.scope():
-        analysis = analyze_model(model)
-        optimised = _optimised(model, analysis, channels_last, WeightCache())
-    if optimised is None:
-        return None
-    folded = [(name, node.op_type) for name, node in analysis.nodes if name in analysis.folded]
-    inputs = [v.name or f"input_{i}" for i, v in enumerate(v for v in model.graph.inputs
-                                                            if v not in analysis.constants)]
-    outputs = [v.name or f"output_{i}" for i, v in enumerate(model.graph.outputs)]
-    return pack(optimised, folded, inputs, outputs, None)
-
-
-def _with_folded(lowered: LoweredGraph, folded: tuple[tuple[str, str], ...]) -> LoweredGraph:
-    """``lowered`` listing ``folded`` (the cold compile's folded nodes) before its own."""
-    return dataclasses.replace(lowered, folded_nodes=tuple(dict.fromkeys((*folded, *lowered.folded_nodes))))
-
-
-class _FoldedBefore:
-    """A specializer of a cached form's model: its lowerings list the cold compile's folded nodes too."""
-
-    def __init__(self, specializer: Specializer, folded: tuple[tuple[str, str], ...]):
-        self._specializer = specializer
-        self._folded = folded
-
-    def lower(self, input_names: Any, shapes: Any) -> LoweredGraph:
-        return _with_folded(self._specializer.lower(input_names, shapes), self._folded)
 
 
 def _compile_plan(settings: Mapping[str, Any], device: str, torch_device: Any, lowered: LoweredGraph,
