@@ -1,10 +1,12 @@
 """Quantized models on the GPU device: static QDQ and dynamic quantization against the f16 model.
 
-Two models, exported from torch with a static batch and quantized with
+Three models, exported from torch with a static batch and quantized with
 ``onnxruntime.quantization``:
 
 * ``mlp``: 4 x (Linear 1024 -> 1024, ReLU), batch 256;
-* ``resnet18``: a ResNet-18-shaped CNN (BasicBlocks 64-128-256-512, 224 x 224), batch 32.
+* ``resnet18``: a ResNet-18-shaped CNN (BasicBlocks 64-128-256-512, 224 x 224), batch 32;
+* ``encoder``: BERT-base's encoder (12 post-norm layers, hidden 768, 12 heads, GELU feed-forward
+  3072) on float hidden states, sequence 128, batch 32.
 
 Variants, each compiled on ``GPU.0`` through the public API:
 
@@ -109,6 +111,30 @@ def _resnet18(base: int, classes: int) -> Any:
                          nn.Linear(cin, classes))
 
 
+def _encoder(hidden: int, heads: int, layers: int) -> Any:
+    """BERT-base's encoder layout: post-norm layers of self-attention and a GELU feed-forward of 4x width."""
+    import torch
+
+    nn = torch.nn
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv, self.out = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+            self.up, self.down = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+            self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+
+        def forward(self, x: Any) -> Any:
+            batch, length, _ = x.shape
+            q, k, v = self.qkv(x).reshape(batch, length, 3, heads, -1).permute(2, 0, 3, 1, 4)
+            weights = torch.softmax(q @ k.transpose(-1, -2) / (hidden // heads) ** 0.5, dim=-1)
+            context = (weights @ v).transpose(1, 2).reshape(batch, length, hidden)
+            x = self.norm1(x + self.out(context))
+            return self.norm2(x + self.down(torch.nn.functional.gelu(self.up(x))))
+
+    return nn.Sequential(*[Layer() for _ in range(layers)])
+
+
 def _shapes(name: str, quick: bool) -> tuple[Any, tuple[int, ...]]:
     """(module with fixed random weights, input shape) of a model at full or quick size."""
     import torch
@@ -120,7 +146,10 @@ def _shapes(name: str, quick: bool) -> tuple[Any, tuple[int, ...]]:
     if name == "resnet18":
         base, side, batch = (8, 32, 2) if quick else (64, 224, 32)
         return _resnet18(base, 1000), (batch, 3, side, side)
-    raise SystemExit(f"unknown model {name!r}; accepted: mlp, resnet18")
+    if name == "encoder":
+        hidden, heads, layers, length, batch = (64, 4, 2, 16, 2) if quick else (768, 12, 12, 128, 32)
+        return _encoder(hidden, heads, layers), (batch, length, hidden)
+    raise SystemExit(f"unknown model {name!r}; accepted: mlp, resnet18, encoder")
 
 
 class _Calibration:

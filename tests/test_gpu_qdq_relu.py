@@ -158,7 +158,7 @@ def test_conv_pair_with_another_zero_point_keeps_negative_values(core: ov.Core, 
 
 
 @pytest.mark.parametrize("read_twice", ["c", "q8"])
-def test_conv_pair_whose_values_are_read_elsewhere_stays_as_written(core: ov.Core, read_twice: str) -> None:
+def test_conv_pair_whose_values_are_read_elsewhere_keeps_them(core: ov.Core, read_twice: str) -> None:
     model = _conv_model(TensorProto.UINT8, 0, False, extra_output=read_twice)
     feeds = _feeds(9, False)
     compiled = core.compile_model(model, "GPU.0", {"ENABLE_PROFILING": True})
@@ -169,9 +169,10 @@ def test_conv_pair_whose_values_are_read_elsewhere_stays_as_written(core: ov.Cor
     records = {r.node_name: r.node_type for r in request.get_profiling_info()}
     assert records["conv"] == "Conv"
     # the Conv's float output read twice: the pair is a fake-quantize call of its own; the 8-bit
-    # data read twice: QuantizeLinear and DequantizeLinear run as written
+    # data read twice: its QuantizeLinear runs for the other reader, and the DequantizeLinear is
+    # a fake-quantize call of the Conv's output
     want_records = {"dq": "FakeQuantize"} if read_twice == "c" else {"q": "QuantizeLinear",
-                                                                    "dq": "DequantizeLinear"}
+                                                                    "dq": "FakeQuantize"}
     assert {name: records.get(name) for name in want_records} == want_records
 
 
@@ -192,9 +193,10 @@ def test_conv_with_batch_norm_before_the_relu_range_pair_folds_both(core: ov.Cor
     assert records["conv"] == "Conv" and not {"bn", "q", "dq"} & set(records)
 
 
-def test_relu_range_pair_whose_data_an_int8_matmul_reads_stays_as_written(core: ov.Core) -> None:
-    # the DequantizeLinear is read by a MatMul that runs as an int8 matmul on its 8-bit data, and
-    # by the graph's output: the QuantizeLinear must run for the matmul, the pair as written
+def test_relu_range_pair_whose_values_an_int8_matmul_reads_keeps_the_conv_output(core: ov.Core) -> None:
+    # the DequantizeLinear is read by a MatMul that runs as an int8 matmul, and by the graph's
+    # output: the matmul quantizes the Conv's float output itself, so the Conv runs on its own
+    # (no Relu folded in), the pair is one fake-quantize call and the QuantizeLinear has no reader
     model = _conv_model(TensorProto.UINT8, 0, False)
     weight = np.random.default_rng(13).integers(-128, 128, (_SIDE, _SIDE), dtype=np.int8)
     model.graph.initializer.extend([numpy_helper.from_array(weight, "mw"),
@@ -211,7 +213,8 @@ def test_relu_range_pair_whose_data_an_int8_matmul_reads_stays_as_written(core: 
     np.testing.assert_array_equal(np.asarray(results[0]), want[0])
     np.testing.assert_allclose(np.asarray(results[1]), want[1], rtol=1e-5, atol=1e-5)
     records = {r.node_name: r.node_type for r in request.get_profiling_info()}
-    assert records["q"] == "QuantizeLinear" and records["dq"] == "DequantizeLinear" and "mm" in records
+    assert records["conv"] == "Conv" and records["dq"] == "FakeQuantize" and "mm" in records
+    assert "q" not in records
 
 
 # --- the fake-quantize under torch.compile ----------------------------------------------------

@@ -37,9 +37,21 @@ from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["DynamicConv", "DynamicMatMul", "QuantizeDequantize", "QuantizedMatMul", "absorb_quantizers",
-           "centered_quantizers", "dynamic_conv", "dynamic_matmul", "quantize_dequantize_pairs",
-           "quantized_matmul", "relu_range_pair"]
+__all__ = [
+    "DynamicConv",
+    "DynamicMatMul",
+    "QuantizeDequantize",
+    "QuantizedMatMul",
+    "absorb_quantizers",
+    "centered_quantizers",
+    "dynamic_conv",
+    "dynamic_matmul",
+    "identity_pairs",
+    "quantize_dequantize_pairs",
+    "quantized_matmul",
+    "relu_range_pair",
+    "settled_quantizers",
+]
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,9 @@ class QuantizeDequantize:
     quantizer: ir.Node
     output: ir.Value
     """The DequantizeLinear's output."""
+    identity: bool = False
+    """Whether the source already holds only values of this pair's grid (see
+    :func:`identity_pairs`): the output is then the source itself, and no call runs."""
 
 
 @dataclass(frozen=True)
@@ -279,9 +294,11 @@ def quantized_matmul(analysis: Analysis, names: dict[ir.Node, str], node: ir.Nod
 
 def absorb_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: dict[str, QuantizedMatMul],
                       absorbed: set[ir.Node]) -> None:
-    """Add to ``absorbed`` the DequantizeLinear nodes that only the ``planned`` int8 matmuls read,
-    and the QuantizeLinear before an activation's when it feeds only that one fused matmul (see
-    :func:`_quantizer`); such a matmul's plan then quantizes its float input itself."""
+    """Add to ``absorbed`` the DequantizeLinear nodes that only the ``planned`` int8 matmuls read.
+    Where the QuantizeLinear before an activation's has only DequantizeLinear readers with its own
+    numbers (see :func:`_quantizer`), the matmul's plan quantizes the float input itself, and
+    :func:`settled_quantizers` may leave that QuantizeLinear out (the activation's
+    DequantizeLinear, where another node reads it too, then runs as a pair from the float input)."""
     fused = {node for name, node in analysis.nodes if name in planned}
     for name, found in list(planned.items()):
         for dq in found.dequantizers:
@@ -289,39 +306,69 @@ def absorb_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: di
             if not value.is_graph_output() and all(use.node in fused for use in value.uses()):
                 absorbed.add(dq)
         activation = found.dequantizers[0]
-        if activation in absorbed and _sole_consumer(activation.outputs[0]) is not None \
-                and (quantizer := _quantizer(analysis, names, activation)) is not None:
-            absorbed.add(quantizer)
+        if (quantizer := _quantizer(analysis, names, activation)) is not None \
+                and _read_as_by_dequantizers(analysis, quantizer, activation):
             planned[name] = dataclasses.replace(found, source=quantizer.inputs[0])
 
 
 def _quantizer(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> ir.Node | None:
-    """The QuantizeLinear of float32 data whose output only ``dq`` reads, with dq's constant scale
-    and zero point: quantizing and dequantizing with the same numbers is what the fused call does."""
-    quantizer, data = dq.inputs[0].producer(), dq.inputs[0]  # type: ignore[union-attr]
+    """The QuantizeLinear of float32 data whose output ``dq`` reads, with dq's constant scale and
+    zero point: quantizing and dequantizing with the same numbers is what the fused calls do.
+    Other nodes may read its output too (see :func:`settled_quantizers`)."""
+    quantizer = dq.inputs[0].producer()  # type: ignore[union-attr]
     if quantizer is None or quantizer.op_type != "QuantizeLinear" or quantizer.domain not in _ONNX_DOMAINS \
-            or not _runs(analysis, names, quantizer) or _sole_consumer(data) is None \
+            or not _runs(analysis, names, quantizer) \
             or analysis.infos[names[quantizer]].input_dtypes[0] != ir.DataType.FLOAT:
         return None
     attributes = quantizer.attributes
     if any(attributes[a].value for a in ("block_size", "output_dtype") if a in attributes):
         return None
+    return quantizer if _same_numbers(analysis, quantizer, dq) else None
+
+
+def _same_numbers(analysis: Analysis, quantizer: ir.Node, dq: ir.Node) -> bool:
+    """Whether ``dq`` dequantizes with the constant scale and zero point ``quantizer`` quantized with."""
     pairs = [(_constant(analysis, q), _constant(analysis, d)) for q, d in
              zip(quantizer.inputs[1:3], dq.inputs[1:3], strict=False)]
-    if len(quantizer.inputs) != len(dq.inputs) or any(
-            q is None or d is None or q.dtype != d.dtype or not np.array_equal(q, d) for q, d in pairs):
-        return None
-    return quantizer
+    return len(quantizer.inputs) == len(dq.inputs) and all(
+        q is not None and d is not None and q.dtype == d.dtype and np.array_equal(q, d) for q, d in pairs)
+
+
+def _read_as_by_dequantizers(analysis: Analysis, quantizer: ir.Node, dq: ir.Node) -> bool:
+    """Whether every reader of ``quantizer``'s 8-bit output is a DequantizeLinear with its numbers
+    (``quantize_static`` writes one DequantizeLinear per consumer of a quantized tensor)."""
+    data = quantizer.outputs[0]
+    uses = list(data.uses())
+    return not data.is_graph_output() and any(use.node is dq for use in uses) and all(
+        use.idx == 0 and _dequantizer(use.node.outputs[0]) is use.node
+        and _same_numbers(analysis, quantizer, use.node) for use in uses)
+
+
+def settled_quantizers(planned: dict[str, QuantizedMatMul], pairs: dict[str, QuantizeDequantize],
+                       absorbed: set[ir.Node]) -> set[ir.Node]:
+    """The QuantizeLinear nodes no call needs any more: every reader of their 8-bit output is a
+    DequantizeLinear that an int8 matmul absorbed (and quantizes the float input itself) or that
+    ends a pair of ``pairs`` (whose call reads the float input), and no matmul reads that output."""
+    read = {found.activation for found in planned.values() if found.source is None}
+    paired = {pair.output.producer() for pair in pairs.values()}
+    quantizers: set[ir.Node | None] = {pair.quantizer for pair in pairs.values()}
+    quantizers.update(found.dequantizers[0].inputs[0].producer()  # type: ignore[union-attr]
+                      for found in planned.values() if found.source is not None)
+    return {q for q in quantizers if q is not None and q.outputs[0] not in read
+            and not q.outputs[0].is_graph_output()
+            and all(use.node in absorbed or use.node in paired for use in q.outputs[0].uses())}
 
 
 def quantize_dequantize_pairs(analysis: Analysis, names: dict[ir.Node, str],
                               planned: dict[str, QuantizedMatMul],
                               absorbed: set[ir.Node]) -> dict[str, QuantizeDequantize]:
     """The QuantizeLinear -> DequantizeLinear pairs to emit as one call, by the DequantizeLinear's
-    friendly name: float32 data quantized to 8 bits per tensor, the QuantizeLinear's output read
-    by that DequantizeLinear alone, both with the same constant scale and zero point (see
-    :func:`_quantizer`), neither absorbed already and the 8-bit data read by no ``planned`` int8
-    matmul (which reads it where its own DequantizeLinear is kept for another reader)."""
+    friendly name: float32 data quantized to 8 bits per tensor, both nodes with the same constant
+    scale and zero point (see :func:`_quantizer`), the DequantizeLinear not absorbed already and
+    its 8-bit data read by no ``planned`` int8 matmul (which reads it where its own
+    DequantizeLinear is kept for another reader).  Several pairs may share a QuantizeLinear (one
+    per consumer of the quantized tensor); :func:`settled_quantizers` says which QuantizeLinear
+    nodes then need not run."""
     read = {found.activation for found in planned.values() if found.source is None}
     pairs: dict[str, QuantizeDequantize] = {}
     for name, dq in analysis.nodes:
@@ -329,7 +376,7 @@ def quantize_dequantize_pairs(analysis: Analysis, names: dict[ir.Node, str],
                 or not _runs(analysis, names, dq) or dq.inputs[0] in read:
             continue
         found = _pair(analysis, names, dq)
-        if found is not None and found.quantizer not in absorbed:
+        if found is not None and found.quantizer not in absorbed:  # not a Conv's, see relu_range_pair
             pairs[name] = found
     return pairs
 
@@ -353,6 +400,34 @@ def _pair(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> Quantiz
     zero_point = 0 if zero is None else int(zero.reshape(-1)[0])
     return QuantizeDequantize(quantizer.inputs[0], dq.inputs[1], zero_point, *limits,  # type: ignore[arg-type]
                               quantizer, dq.outputs[0])
+
+
+_GRID_PRESERVING = frozenset({"Expand", "Flatten", "Gather", "Identity", "MaxPool", "Reshape", "Slice",
+                               "Split", "Squeeze", "Transpose", "Unsqueeze"})
+"""Ops whose outputs hold only values of their data input (input 0): moved, copied or picked."""
+
+
+def identity_pairs(analysis: Analysis, pairs: dict[str, QuantizeDequantize]) -> dict[str, QuantizeDequantize]:
+    """``pairs`` with those that change nothing marked ``identity``: the QuantizeLinear reads a
+    data-movement op (:data:`_GRID_PRESERVING`) of a DequantizeLinear's output with the same scale,
+    zero point and 8-bit type, as ``quantize_static`` writes around a Reshape, Transpose or Split.
+    Every such value is ``(q - z) * s`` for an integer ``q`` in range, which the fake-quantize maps
+    to itself exactly (``round`` of ``(q - z) * s / s``, or of its f16 rounding times ``1 / s``, is
+    ``q - z`` for the 8-bit ranges)."""
+    marked = dict(pairs)
+    for name, pair in pairs.items():
+        mover = pair.source.producer()
+        if mover is None or mover.op_type not in _GRID_PRESERVING or mover.domain not in _ONNX_DOMAINS \
+                or not mover.inputs or mover.inputs[0] is None:
+            continue
+        before = _dequantizer(mover.inputs[0])
+        dq = pair.output.producer()
+        if before is None or dq is None or not _same_numbers(analysis, before, dq) \
+                or before.inputs[0] is None or dq.inputs[0] is None \
+                or before.inputs[0].dtype != dq.inputs[0].dtype:
+            continue
+        marked[name] = dataclasses.replace(pair, identity=True)
+    return marked
 
 
 def relu_range_pair(analysis: Analysis, names: dict[ir.Node, str], value: ir.Value,

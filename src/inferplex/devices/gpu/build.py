@@ -103,6 +103,8 @@ class Builder:
         self.root = torch.nn.Module()
         self.env: dict[ir.Value, torch.fx.Node] = {}
         self.buffer_nodes: dict[Any, torch.fx.Node] = {}
+        self.fake_quantized: dict[tuple[Any, ...], torch.fx.Node] = {}
+        """One fake-quantize call per float value and numbers, whichever pairs end in it."""
 
     def buffer(self, key: Any, sources: Iterable[ir.Value | None], make_array: Callable[[], np.ndarray],
                channels_last: bool = False, keep_type: bool = False) -> torch.fx.Node:
@@ -309,10 +311,18 @@ class Builder:
 
     def _emit_quantize_dequantize(self, name: str, found: QuantizeDequantize) -> None:
         """One fake-quantize call for the pair; its profiling record is the DequantizeLinear's,
-        of type FakeQuantize (OpenVINO's name for the same operation)."""
-        args = (self.arg(found.source), *self._fake_quantize_args(found))
-        call = self.graph.call_function(quantize_dequantize, args)
-        call.meta.update(onnx_name=name, onnx_op="FakeQuantize")
+        of type FakeQuantize (OpenVINO's name for the same operation).  Pairs that share their
+        QuantizeLinear (one DequantizeLinear per consumer) share the call."""
+        source = self.arg(found.source)
+        if found.identity and source is not None:  # the source holds only values of the pair's grid
+            self.env[found.output] = source
+            return
+        key = (found.source, found.scale, found.zero_point, found.low, found.high)
+        call = self.fake_quantized.get(key)
+        if call is None:
+            args = (source, *self._fake_quantize_args(found))
+            call = self.fake_quantized[key] = self.graph.call_function(quantize_dequantize, args)
+            call.meta.update(onnx_name=name, onnx_op="FakeQuantize")
         self.env[found.output] = call
 
     def _fake_quantize_args(self, found: QuantizeDequantize) -> tuple[Any, ...]:

@@ -66,7 +66,9 @@
   nothing else (what a QDQ model puts before each Conv, Add or pool), becomes one
   fake-quantize call (:func:`~inferplex.devices.gpu.ops._fake_quantize.quantize_dequantize`)
   in the program's precision: one pass over the activation instead of a chain of
-  casts and integer arithmetic.  The weights' DequantizeLinear of constants is
+  casts and integer arithmetic.  A pair after a data-movement op (Reshape, Transpose,
+  Split ...) of a DequantizeLinear output with the same numbers changes nothing and
+  runs no call.  The weights' DequantizeLinear of constants is
   folded at lowering time like any node of constant inputs (or, too large for
   the analysis to fold, computed once when the buffers are made) and stored in
   the compute precision, so a QDQ Conv runs as a float (f16 under the f16 hint)
@@ -104,9 +106,11 @@ from inferplex.devices.gpu._quantized_fusions import (
     centered_quantizers,
     dynamic_conv,
     dynamic_matmul,
+    identity_pairs,
     quantize_dequantize_pairs,
     quantized_matmul,
     relu_range_pair,
+    settled_quantizers,
 )
 
 if TYPE_CHECKING:
@@ -205,7 +209,8 @@ class Fusions:
     """DynamicQuantizeLinear -> its data output, which it hands the ``dynamic_conv`` calls as
     centered float data."""
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
-    """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call."""
+    """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call (or as its
+    source, where the pair changes nothing)."""
     absorbed: set[ir.Node] = field(default_factory=set)
     """Nodes emitted as part of another: they are skipped."""
     channels_last_convs: set[str] = field(default_factory=set)
@@ -270,8 +275,11 @@ def _plan_relu_range_convs(analysis: Analysis, names: dict[ir.Node, str], fusion
     """Add to ``fusions.conv_relu`` each 2-D Conv (its BatchNormalization folded, a residual Add
     after it or not) that ends in a QuantizeLinear -> DequantizeLinear pair whose range holds a
     Relu (:func:`relu_range_pair`), keyed by the DequantizeLinear.  Runs after the int8 matmuls
-    took their quantizers: a pair one of them absorbed, or whose 8-bit data one reads, stays."""
+    took their quantizers: a pair one of them absorbed, whose 8-bit data one reads, or whose float
+    input one quantizes itself, stays."""
     read = {found.activation for found in fusions.quantized_matmul.values() if found.source is None}
+    # an int8 matmul that quantizes a Conv's float output itself needs that output as written
+    quantized = {found.source for found in fusions.quantized_matmul.values()}
     for name, conv in analysis.nodes:
         if conv.op_type != "Conv" or conv.domain not in _ONNX_DOMAINS or conv in fusions.absorbed \
                 or not _runs(analysis, names, conv):
@@ -280,7 +288,7 @@ def _plan_relu_range_convs(analysis: Analysis, names: dict[ir.Node, str], fusion
         if found is None or (found[0] is not None and found[0] in fusions.absorbed):
             continue  # an Add of two Convs goes with the first
         pair = relu_range_pair(analysis, names, found[2], fusions.absorbed)
-        if pair is None or pair.quantizer.outputs[0] in read:
+        if pair is None or pair.quantizer.outputs[0] in read or pair.source in quantized:
             continue
         fusions.conv_relu[names[pair.output.producer()]] = ConvRelu(name, conv, *found[:2], pair)  # type: ignore[index]
         fusions.absorbed.update(n for n in (conv, found[0], pair.quantizer) if n is not None)
@@ -407,9 +415,10 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
                 fusions.absorbed.add(found[0])
     absorb_quantizers(analysis, names, fusions.quantized_matmul, fusions.absorbed)
     _plan_relu_range_convs(analysis, names, fusions)
-    fusions.quantize_dequantize = quantize_dequantize_pairs(analysis, names, fusions.quantized_matmul,
-                                                            fusions.absorbed)
-    fusions.absorbed.update(pair.quantizer for pair in fusions.quantize_dequantize.values())
+    fusions.quantize_dequantize = identity_pairs(analysis, quantize_dequantize_pairs(
+        analysis, names, fusions.quantized_matmul, fusions.absorbed))
+    fusions.absorbed.update(settled_quantizers(fusions.quantized_matmul, fusions.quantize_dequantize,
+                                               fusions.absorbed))
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)
     return fusions
 

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
+
 __all__ = ["conv_fake_quantize", "quantize_dequantize"]
 
 
@@ -37,6 +39,9 @@ def quantize_dequantize(x: torch.Tensor, scale: torch.Tensor, scale_value: float
     """
     if torch.compiler.is_compiling() and x.dtype in _ELEMENTWISE_FAKE_QUANTIZE:
         return _quantize_dequantize_elementwise(x, scale, scale_value, zero_point, low, high)
+    if triton_kernels.usable(x) and x.dtype in _ELEMENTWISE_FAKE_QUANTIZE:  # one vectorised pass
+        inverse = float(np.float32(1.0) / np.float32(scale_value))
+        return triton_kernels.quantize_dequantize(x, scale_value, inverse, zero_point, low, high)
     if x.dtype == torch.float32:
         return torch.fake_quantize_per_tensor_affine(x / scale, 1.0, zero_point, low, high).mul_(scale)
     return torch.fake_quantize_per_tensor_affine(x, scale_value, zero_point, low, high)

@@ -36,6 +36,7 @@ import onnx_ir as ir
 import torch
 import torch.nn.functional as F
 
+from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops._common import (
     FLOAT_DTYPES,
@@ -68,6 +69,15 @@ def _per_axis(param: torch.Tensor, x: torch.Tensor, axis: int, block: int) -> to
     shape = [1] * x.dim()
     shape[axis] = param.numel()
     return param.reshape(shape)
+
+
+_EIGHT_BIT_TORCH = (torch.int8, torch.uint8)
+
+
+def _per_tensor(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None) -> bool:
+    """Whether one scale (and zero point) covers ``x``, which is floating point or 8-bit integer data."""
+    return scale.numel() == 1 and (zero is None or zero.numel() == 1) and x.dtype != torch.float64 \
+        and scale.dtype != torch.float64
 
 
 def _as_int(x: torch.Tensor) -> torch.Tensor:
@@ -115,6 +125,8 @@ def _quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     dtype = _TORCH[_quantized_type(info)]
 
     def quantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None = None) -> torch.Tensor:
+        if dtype in _EIGHT_BIT_TORCH and _per_tensor(x, scale, zero) and triton_kernels.usable(x):
+            return triton_kernels.quantize(x, scale, zero, dtype)  # the same numbers in one pass
         compute = torch.float64 if x.dtype == torch.float64 else torch.float32
         values = torch.round(x.to(compute) / _per_axis(scale, x, axis_attr, block).to(compute))
         if zero is not None:
@@ -152,6 +164,8 @@ def _dequantize_linear(info: NodeInfo) -> Callable[..., Any]:
     out_dtype = nn_dtype(ir.DataType(output)) if output else None
 
     def dequantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None = None) -> torch.Tensor:
+        if x.dtype in _EIGHT_BIT_TORCH and _per_tensor(x, scale, zero) and triton_kernels.usable(x):
+            return triton_kernels.dequantize(x, scale, zero, out_dtype or scale.dtype)  # one pass
         values = _as_int(x)
         if zero is not None:
             values = values - _per_axis(_as_int(zero), x, axis_attr, block)
@@ -172,6 +186,8 @@ def nn_dtype(dtype: ir.DataType) -> torch.dtype:
                                              dtype_reason(info, (0,), frozenset({ir.DataType.FLOAT}))))
 def _dynamic_quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if triton_kernels.usable(x):
+            return triton_kernels.dynamic_quantize(x)
         scale, zero = _dynamic_parameters(x)
         y = torch.clamp(torch.round(x / scale) + zero, 0, 255).to(torch.uint8)
         return y, scale, zero.to(torch.uint8)
@@ -210,6 +226,8 @@ def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     out as those elementwise ops, which Inductor fuses into one pass (it has no lowering of the
     fake-quantize kernel and would call it as an opaque op, with the mask it writes besides).
     """
+    if triton_kernels.usable(x):
+        return triton_kernels.dynamic_quantize_centered(x)
     scale, zero = _dynamic_parameters(x)
     if torch.compiler.is_compiling():
         return torch.clamp(torch.round(x / scale) + zero, 0, 255) - zero, scale
@@ -306,6 +324,10 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     the int8 rows: ``a_zero`` is ``za - 128`` for uint8 data (``za`` for int8), whose range
     [0, 255] moves to [-128, 127] with it.
     """
+    if triton_kernels.usable(a):  # the same numbers in two kernels
+        if a_scale is not None:
+            a = triton_kernels.quantize(a, a_scale, a_zero, torch.int8)
+        return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype)
     if a_scale is not None:
         values = torch.round(a.to(torch.float32) / a_scale) + a_zero
         a = values.clamp(-128, 127).to(torch.int8)
@@ -330,8 +352,11 @@ def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight:
     :func:`integer_matmul`; the float32 product (and sum) is the Cast, Mul (and Add)'s up to
     float32 rounding.
     """
-    acc = _int8_rows_matmul(a, weight)
     shift = 128 if a.dtype == torch.uint8 else 0
+    if triton_kernels.usable(a):  # the same numbers in one kernel
+        columns = column_sums if shift or zero is not None else None
+        return triton_kernels.int8_linear(a, weight, columns, zero, shift, scale.reshape(-1), bias, out_dtype)
+    acc = _int8_rows_matmul(a, weight)
     offset = shift if zero is None else shift - zero.to(torch.int32).reshape(())
     acc = acc + offset * column_sums
     result = acc * scale.reshape(-1) if bias is None else torch.addcmul(bias, acc, scale.reshape(-1))

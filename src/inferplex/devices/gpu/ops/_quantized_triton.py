@@ -1,0 +1,285 @@
+"""Triton kernels for the eager tier's quantized calls on CUDA, each one pass where the ATen form
+takes several.
+
+* :func:`int8_linear`: an int8 x int8 matmul whose int32 sums get the zero-point correction, the
+  float32 scale, the bias and the cast to the output type in the same kernel (the ATen form writes
+  int32 sums and reads them back two or three times);
+* :func:`quantize` and :func:`dequantize`: QuantizeLinear and DequantizeLinear per tensor, 8-bit;
+* :func:`dynamic_quantize`: DynamicQuantizeLinear after one ``aminmax``: the scale and zero point
+  are worked out in the kernel (the ATen form runs a dozen one-value kernels for them);
+  :func:`dynamic_quantize_centered` the same, data minus zero point, for the dynamic convolutions;
+* :func:`quantize_dequantize`: the fake-quantize pass, on the data's own type (the ATen kernel
+  reads it element by element, unvectorised).
+
+Each gives the same numbers as the ATen form it replaces: divisions are IEEE-rounded
+(``div_rn``), rounding is half to even (``rint``), integer sums are exact, and no product feeds an
+addition before it is rounded except in :func:`int8_linear`'s ``sums * scale + bias``, which the
+ATen form's ``addcmul`` computes the same way.  Under ``torch.compile`` the callers keep their
+ATen forms (Inductor fuses those itself).  :func:`usable` says whether these kernels can run: on
+CUDA tensors, where Triton is installed (it comes with torch's CUDA builds).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+__all__ = ["dequantize", "dynamic_quantize", "dynamic_quantize_centered", "int8_linear", "quantize",
+           "quantize_dequantize", "usable"]
+
+_BLOCK = 2048
+"""Elements per program of the elementwise kernels."""
+
+_SMALL_ROWS = 256
+"""Up to this many rows :func:`int8_linear` takes 64 x 64 output tiles, else 128 x 128 (both with
+128-deep steps, 4 warps and 4 pipeline stages): the faster of eleven tilings at every BERT-base and
+MLP shape tried on an H100 (``bench/gpu_quantized.py`` measures the models)."""
+
+
+@functools.cache
+def _triton() -> Any:
+    """The Triton kernels (compiled on first use per signature), or None without Triton."""
+    try:
+        import triton
+        import triton.language as tl
+        from triton.language.extra import libdevice
+    except ImportError:
+        return None
+    return _define(triton, tl, libdevice)
+
+
+def usable(x: torch.Tensor) -> bool:
+    """Whether the kernels can run on ``x``: a CUDA tensor, outside ``torch.compile``, with Triton."""
+    return x.is_cuda and not torch.compiler.is_compiling() and _triton() is not None
+
+
+def _define(triton: Any, tl: Any, libdevice: Any) -> Any:
+    class Kernels:
+        @staticmethod
+        @triton.jit
+        def quantize(x_ptr, out_ptr, scale_ptr, zero_ptr, count, zero, low, high,  # noqa: N803
+                     ZERO: tl.constexpr, BLOCK: tl.constexpr):
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < count
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            point = tl.load(zero_ptr).to(tl.float32) if ZERO else zero
+            q = libdevice.rint(libdevice.div_rn(x, tl.load(scale_ptr).to(tl.float32))) + point
+            q = tl.minimum(tl.maximum(q, low), high)
+            tl.store(out_ptr + offsets, q.to(out_ptr.dtype.element_ty), mask=mask)
+
+        @staticmethod
+        @triton.jit
+        def dequantize(x_ptr, out_ptr, scale_ptr, zero_ptr, count, ZERO: tl.constexpr,  # noqa: N803
+                       BLOCK: tl.constexpr):
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < count
+            values = tl.load(x_ptr + offsets, mask=mask, other=0).to(tl.int32)
+            if ZERO:
+                values = values - tl.load(zero_ptr).to(tl.int32)
+            result = values.to(tl.float32) * tl.load(scale_ptr).to(tl.float32)
+            tl.store(out_ptr + offsets, result.to(out_ptr.dtype.element_ty), mask=mask)
+
+        @staticmethod
+        @triton.jit
+        def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, count,
+                             CENTERED: tl.constexpr, BLOCK: tl.constexpr):  # noqa: N803
+            negated_low = tl.maximum(-tl.load(low_ptr).to(tl.float32), 0.0)
+            span = tl.maximum(tl.load(high_ptr).to(tl.float32), 0.0) + negated_low
+            scale = tl.where(span == 0.0, 1.0, libdevice.div_rn(span, 255.0))
+            zero = libdevice.rint(tl.minimum(libdevice.div_rn(negated_low, scale), 255.0))
+            if tl.program_id(0) == 0:
+                tl.store(scale_ptr, scale)
+                if not CENTERED:
+                    tl.store(zero_ptr, zero.to(tl.uint8))
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < count
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+            q = libdevice.rint(libdevice.div_rn(x.to(tl.float32), scale)) + zero
+            q = tl.minimum(tl.maximum(q, 0.0), 255.0)
+            if CENTERED:  # q - zero, at most 255 in magnitude: exact in every floating type
+                tl.store(out_ptr + offsets, (q - zero).to(x.dtype), mask=mask)
+            else:
+                tl.store(out_ptr + offsets, q.to(tl.uint8), mask=mask)
+
+        @staticmethod
+        @triton.jit
+        def fake_quantize(x_ptr, out_ptr, count, scale, inverse, zero, low, high, DIVIDE: tl.constexpr,
+                          BLOCK: tl.constexpr):  # noqa: N803
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < count
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+            values = x.to(tl.float32)
+            ratio = libdevice.div_rn(values, scale) if DIVIDE else values * inverse
+            q = tl.minimum(tl.maximum(libdevice.rint(ratio).to(tl.int32) + zero, low), high)
+            tl.store(out_ptr + offsets, ((q - zero).to(tl.float32) * scale).to(x.dtype), mask=mask)
+
+        @staticmethod
+        @triton.jit
+        def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, M, N, K,  # noqa: N803
+                   stride_am, stride_wn, stride_om, shift, A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
+                   ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+            pid = tl.program_id(0)
+            blocks_m, blocks_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+            group = pid // (GROUP * blocks_n)
+            first = group * GROUP
+            size = tl.minimum(blocks_m - first, GROUP)
+            pid_m = first + (pid % (GROUP * blocks_n)) % size
+            pid_n = (pid % (GROUP * blocks_n)) // size
+            rm = (pid_m * BM + tl.arange(0, BM)) % M
+            rn = (pid_n * BN + tl.arange(0, BN)) % N
+            rk = tl.arange(0, BK)
+            a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
+            w_ptrs = w_ptr + rn[None, :] * stride_wn + rk[:, None]
+            acc = tl.zeros((BM, BN), dtype=tl.int32)
+            for k in range(0, tl.cdiv(K, BK)):
+                if EVEN_K:
+                    a = tl.load(a_ptrs)
+                    w = tl.load(w_ptrs)
+                else:
+                    inside = rk < K - k * BK
+                    a = tl.load(a_ptrs, mask=inside[None, :], other=128 if A_UINT8 else 0)
+                    w = tl.load(w_ptrs, mask=inside[:, None], other=0)
+                if A_UINT8:  # uint8 moved down by 128: x ^ 0x80 read as int8
+                    a = (a ^ 0x80).to(tl.int8, bitcast=True)
+                acc += tl.dot(a, w)
+                a_ptrs += BK
+                w_ptrs += BK
+            rows = pid_m * BM + tl.arange(0, BM)
+            columns = pid_n * BN + tl.arange(0, BN)
+            if COLUMNS:  # the shift and zero point times each column's sum, exact in int32
+                offset = shift - tl.load(zero_ptr).to(tl.int32) if ZERO else shift
+                acc += offset * tl.load(column_ptr + rn)[None, :]
+            values = acc.to(tl.float32)
+            if SCALES:
+                values = values * tl.load(scale_ptr + rn)[None, :].to(tl.float32)
+            else:
+                values = values * tl.load(scale_ptr).to(tl.float32)
+            if BIAS:
+                values = values + tl.load(bias_ptr + rn)[None, :].to(tl.float32)
+            mask = (rows[:, None] < M) & (columns[None, :] < N)
+            tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :],
+                     values.to(out_ptr.dtype.element_ty), mask=mask)
+
+    return Kernels
+
+
+def _elementwise_grid(count: int) -> tuple[int]:
+    return ((count + _BLOCK - 1) // _BLOCK,)
+
+
+_RANGES = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
+
+
+def quantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | int | None,
+             dtype: torch.dtype) -> torch.Tensor:
+    """QuantizeLinear per tensor: ``clamp(round(x / scale) + zero)`` of float ``x`` as ``dtype``
+    (int8 or uint8; ``scale`` and a tensor ``zero`` hold one value each; ``round`` half to even,
+    the division IEEE-rounded in float32)."""
+    x = _dense(x)
+    out = torch.empty_like(x, dtype=dtype)
+    count = x.numel()
+    if count:
+        low, high = _RANGES[dtype]
+        given = isinstance(zero, torch.Tensor)
+        point = float(zero) if isinstance(zero, int) else 0.0
+        _triton().quantize[_elementwise_grid(count)](
+            x, out, scale, zero if given else scale, count, point, float(low), float(high), ZERO=given,
+            BLOCK=_BLOCK)
+    return out
+
+
+def dequantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, dtype: torch.dtype
+               ) -> torch.Tensor:
+    """DequantizeLinear per tensor of 8-bit ``x``: ``(x - zero) * scale`` in float32, as ``dtype``."""
+    x = _dense(x)
+    out = torch.empty_like(x, dtype=dtype)
+    count = x.numel()
+    if count:
+        _triton().dequantize[_elementwise_grid(count)](x, out, scale, zero if zero is not None else scale,
+                                                        count, ZERO=zero is not None, BLOCK=_BLOCK)
+    return out
+
+
+def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear of float ``x``: uint8 data, the float32 scale and the uint8 zero point,
+    from one ``aminmax`` and one kernel (the formulas of ``quantized._dynamic_parameters``)."""
+    return _dynamic_quantize(x, centered=False)
+
+
+def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear's data minus its zero point, in ``x``'s floating type, and its scale
+    (what ``quantized.dynamic_quantize_centered`` hands the dynamic convolutions)."""
+    out, scale, _ = _dynamic_quantize(x, centered=True)
+    return out, scale
+
+
+def _dynamic_quantize(x: torch.Tensor, centered: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x = _dense(x)
+    low, high = torch.aminmax(x)
+    out = torch.empty_like(x) if centered else torch.empty_like(x, dtype=torch.uint8)
+    scale = torch.empty((), dtype=torch.float32, device=x.device)
+    zero = torch.empty((), dtype=torch.uint8, device=x.device)
+    count = x.numel()
+    _triton().dynamic_quantize[_elementwise_grid(max(count, 1))](x, out, low, high, scale, zero, count,
+                                                                 CENTERED=centered, BLOCK=_BLOCK)
+    return out, scale, zero
+
+
+def quantize_dequantize(x: torch.Tensor, scale_value: float, inverse: float, zero: int, low: int,
+                        high: int) -> torch.Tensor:
+    """The fake-quantize pass in ``x``'s type: float32 data divided by the scale (as ONNX does),
+    f16/bf16 data times ``inverse`` (the float32 ``1 / scale``, as the ATen kernel does)."""
+    x = _dense(x)
+    out = torch.empty_like(x)
+    count = x.numel()
+    if count:
+        _triton().fake_quantize[_elementwise_grid(count)](
+            x, out, count, scale_value, inverse, zero, low, high, DIVIDE=x.dtype == torch.float32,
+            BLOCK=_BLOCK)
+    return out
+
+
+def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
+                zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
+                out_dtype: torch.dtype) -> torch.Tensor:
+    """``((rows(a) @ weight.T + offset * columns) * scales + bias)`` in ``out_dtype``, one kernel.
+
+    ``a``: 8-bit data (..., K), uint8 moved down by 128 in the kernel; ``weight``: int8 N x K;
+    ``columns``: int32 per output column (1 x N or N), or None; ``offset``: ``shift - zero`` where
+    ``zero`` (a one-value tensor) is given, else ``shift``; ``scales``: float32, one value or one
+    per column; ``bias``: one per column, or None.  The integer sums are exact in int32.
+    """
+    rows = a.reshape(-1, a.shape[-1])
+    if rows.stride(-1) != 1:
+        rows = rows.contiguous()
+    count, depth = rows.shape
+    width = weight.shape[0]
+    out = torch.empty((count, width), dtype=out_dtype, device=a.device)
+    if count:
+        block = 64 if count <= _SMALL_ROWS else 128
+        grid = (_cdiv(count, block) * _cdiv(width, block),)
+        _triton().linear[grid](
+            rows, weight, out, columns if columns is not None else scales,
+            zero if zero is not None else scales, scales, bias if bias is not None else scales,
+            count, width, depth, rows.stride(0), weight.stride(0), out.stride(0), shift,
+            A_UINT8=rows.dtype == torch.uint8, COLUMNS=columns is not None, ZERO=zero is not None,
+            SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
+            BM=block, BN=block, BK=128, GROUP=8, num_warps=4, num_stages=4)
+    return out.reshape(*a.shape[:-1], width)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _dense(x: torch.Tensor) -> torch.Tensor:
+    """``x`` itself where its elements fill its storage in some memory format (contiguous or
+    channels_last, as the convolutions leave them), else a contiguous copy: the elementwise
+    kernels walk the storage, and ``torch.empty_like`` gives their output the same strides."""
+    if x.is_contiguous() or (x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)) \
+            or (x.dim() == 5 and x.is_contiguous(memory_format=torch.channels_last_3d)):
+        return x
+    return x.contiguous()
