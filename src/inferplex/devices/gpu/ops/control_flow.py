@@ -87,16 +87,16 @@ def _empty_scans(values: Sequence[ir.Value], device: torch.device, op: str,
                  axes: Sequence[int] | None = None) -> list[torch.Tensor]:
     """The scan outputs of a Loop or Scan that ran no iteration: empty along the scan axis.
 
-    Their per-iteration shape and type are what the body declares (ONNX Runtime's
-    answer too); a body output without a static shape and known type cannot say.
+    Their per-iteration shape and type are what the body declares, ONNX Runtime's
+    answer: a dimension the body leaves symbolic is 0, and a body output of unknown
+    rank gives a 1-D empty tensor.  A body output of unknown type cannot say.
     """
     empties = []
     for k, value in enumerate(values):
-        static = value.shape is not None and all(isinstance(d, int) for d in value.shape)
-        if not static or value.dtype is None or value.dtype not in EXACT_DTYPES:
-            raise CompileError(f"a {op} that runs no iteration needs the static shape and type of its scan "
-                               f"output {value.name!r} (its body declares {value.shape} {value.dtype})")
-        dims = [d for d in value.shape or () if isinstance(d, int)]  # all of them: static
+        if value.dtype is None or value.dtype not in EXACT_DTYPES:
+            raise CompileError(f"a {op} that runs no iteration needs the element type of its scan "
+                               f"output {value.name!r} (its body declares {value.dtype})")
+        dims = [d if isinstance(d, int) else 0 for d in value.shape or ()]
         axis = 0 if axes is None else axes[k] % (len(dims) + 1)
         dims.insert(axis, 0)
         empties.append(torch.empty(dims, dtype=torch_dtype(value.dtype), device=device))
