@@ -6,7 +6,8 @@ become 0/-inf biases padded to the key length, causal masking is aligned to the
 bottom right (offset by the past length, or per batch by
 ``nonpad_kv_seqlen - q_len``), rows with every key masked give zeros, grouped
 query heads repeat K/V, and ``qk_matmul_output_mode`` picks which intermediate
-the fourth output holds.  Sliding windows (``left_window_size``/``right_window_size``)
+the fourth output holds (as ONNX Runtime does: 0 the scaled product before any
+softcap, 1 after the softcap, 2 after the mask too, 3 the probabilities).  Sliding windows (``left_window_size``/``right_window_size``)
 bound each query's keys around its position, aligned like the causal mask.
 """
 
@@ -134,11 +135,11 @@ def attention(info: NodeInfo) -> Callable[..., Any]:
         if q.shape[1] != keys.shape[1] and q.shape[1] % keys.shape[1] == 0:
             repeat = q.shape[1] // keys.shape[1]
             keys, values = keys.repeat_interleave(repeat, 1), values.repeat_interleave(repeat, 1)
-        qk = torch.matmul(q * root, (keys * root).transpose(2, 3))
+        raw = qk = torch.matmul(q * root, (keys * root).transpose(2, 3))
         if softcap is not None and float(softcap) > 0:
             qk = torch.tanh(qk / float(softcap)) * float(softcap)
         with_bias = qk + bias
-        qk_out = with_bias if mode == 2 else qk
+        qk_out = (raw, qk, with_bias)[mode] if mode < 3 else qk
         probs = _softmax(with_bias.to(_SOFTMAX_TYPES[int(precision)]) if precision is not None else with_bias)
         probs = torch.where(torch.isneginf(bias.amax(-1, keepdim=True)), torch.zeros_like(probs), probs)
         if mode == 3:
