@@ -7,8 +7,9 @@ bottom right (offset by the past length, or per batch by
 ``nonpad_kv_seqlen - q_len``), rows with every key masked give zeros, grouped
 query heads repeat K/V, and ``qk_matmul_output_mode`` picks which intermediate
 the fourth output holds (as ONNX Runtime does: 0 the scaled product before any
-softcap, 1 after the softcap, 2 after the mask too, 3 the probabilities).  Sliding windows (``left_window_size``/``right_window_size``)
-bound each query's keys around its position, aligned like the causal mask.
+softcap, 1 after the softcap, 2 after the mask too, 3 the probabilities).
+Sliding windows (``left_window_size``/``right_window_size``) bound each query's
+keys around its position, aligned like the causal mask.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ power-of-two lengths only, and float32 rounding differs from the reference's).
 Lengths, axes and frame steps given as computed tensors are read back to the
 host (the program then runs without CUDA graphs).  Windows use ONNX's own
 coefficients (Hamming's are 25/46 and 21/46, not torch's 0.54 and 0.46), held in
-float32 and computed in float64 as ONNX Runtime does, then cast to ``output_datatype``.  MelWeightMatrix builds its
-filter bank on the host (its inputs are scalars, constants in real models, so the
-node folds at compile) as ONNX Runtime does (:func:`mel_weights`).
+float32 and computed in float64 as ONNX Runtime does, then cast to
+``output_datatype``.  MelWeightMatrix builds its filter bank on the host (its
+inputs are scalars, constants in real models, so the node folds at compile) as
+ONNX Runtime does (:func:`mel_weights`).
 """
 
 from __future__ import annotations
