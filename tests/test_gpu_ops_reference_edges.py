@@ -180,3 +180,19 @@ def test_normalization_whose_input_rank_shape_inference_lost(core: ov.Core, op: 
     feeds = {"flat": np.random.default_rng(3).standard_normal(24).astype(np.float32),
              "shape": np.array(shape, np.int64)}
     _assert_like_ort(core, model, feeds, atol=1e-5)
+
+
+@pytest.mark.parametrize(("axis", "scale_shape", "outputs"), [
+    (-2, (4,), ["y"]), (1, (1, 4), ["y"]), (-1, (1,), ["y"]),
+    (-1, (1,), ["y", "mean"]), (-1, (4,), ["y", "", "inv"]),
+])
+def test_layer_normalization_whose_scale_broadcasts_to_the_normalized_shape(
+        core: ov.Core, axis: int, scale_shape: tuple[int, ...], outputs: list[str]) -> None:
+    """A scale smaller than the normalized dims (broadcast, as ONNX Runtime takes it), with and without
+    the optional mean / inverse standard deviation outputs."""
+    rng = np.random.default_rng(4)
+    weights = [numpy_helper.from_array(rng.standard_normal(scale_shape).astype(np.float32), "scale"),
+               numpy_helper.from_array(rng.standard_normal((4,)).astype(np.float32), "bias")]
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], outputs, axis=axis)
+    model = _model([node], [("x", F, [2, 3, 4])], [(o, F, None) for o in outputs if o], weights)
+    _assert_like_ort(core, model, {"x": rng.standard_normal((2, 3, 4)).astype(np.float32)}, atol=1e-5)

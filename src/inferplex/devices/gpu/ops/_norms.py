@@ -85,6 +85,7 @@ def layer_norm(info: NodeInfo) -> Callable[..., Any]:
     axis_attr = int(info.attr("axis", -1))
     eps = float(info.attr("epsilon", 1e-5))
     stats = any(v is not None and v.name for v in info.node.outputs[1:])
+    outputs = len(info.node.outputs)
 
     def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
         axis = axis_attr % x.dim()
@@ -98,7 +99,8 @@ def layer_norm(info: NodeInfo) -> Callable[..., Any]:
         y = ((wide - mean) * inv_std).to(x.dtype) * scale
         if bias is not None:
             y = y + bias
-        return y, mean, inv_std
+        # a scale or bias that only broadcasts to the normalized shape comes here without statistics
+        return (y, mean, inv_std)[:outputs] if stats else y
 
     return run
 
