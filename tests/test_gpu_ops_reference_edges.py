@@ -196,3 +196,27 @@ def test_layer_normalization_whose_scale_broadcasts_to_the_normalized_shape(
     node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], outputs, axis=axis)
     model = _model([node], [("x", F, [2, 3, 4])], [(o, F, None) for o in outputs if o], weights)
     _assert_like_ort(core, model, {"x": rng.standard_normal((2, 3, 4)).astype(np.float32)}, atol=1e-5)
+
+
+# --- Scan-8's sequence lengths ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", [0, 1])
+def test_scan_8_runs_each_row_for_its_sequence_length(core: ov.Core, direction: int) -> None:
+    """Opset 8's Scan has a batch axis and ``sequence_lens``: each row runs its first steps (reversed
+    within them for direction 1), its state stops there and its scan outputs are zero-padded; the body
+    also reads a value of the enclosing graph."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("Add", ["state", "step"], ["next"]),
+             helper.make_node("Mul", ["step", "w"], ["scaled"])]
+    body = helper.make_graph(nodes, "body", [value("state", F, [3]), value("step", F, [3])],
+                             [value("next", F, [3]), value("scaled", F, [3])])
+    scan = helper.make_node("Scan", ["lens", "start", "xs"], ["final", "ys"], body=body, num_scan_inputs=1,
+                            directions=[direction])
+    inputs: list[Spec] = [("lens", I64, [3]), ("start", F, [3, 3]), ("xs", F, [3, 4, 3]), ("w", F, [3])]
+    model = _model([scan], inputs, [("final", F, [3, 3]), ("ys", F, [3, 4, 3])], opset=8)
+    rng = np.random.default_rng(5)
+    feeds = {"lens": np.array([4, 2, 1], np.int64), "start": rng.standard_normal((3, 3)).astype(np.float32),
+             "xs": rng.standard_normal((3, 4, 3)).astype(np.float32),
+             "w": rng.standard_normal(3).astype(np.float32)}
+    _assert_like_ort(core, model, feeds, atol=1e-6)

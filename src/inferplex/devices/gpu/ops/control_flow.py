@@ -258,9 +258,19 @@ def _loop(info: NodeInfo) -> Callable[..., Any]:
 # --- Scan --------------------------------------------------------------------------------
 
 
+def _padded_scans(row: list[torch.Tensor], states_n: int, steps: int) -> list[torch.Tensor]:
+    """One Scan-8 row's results with its scan outputs zero-padded to ``steps`` along their first axis
+    (a row shorter than the batch's longest, as ONNX Runtime pads it)."""
+    padded = list(row[:states_n])
+    for out in row[states_n:]:
+        missing = steps - out.shape[0]
+        if missing > 0:
+            out = torch.cat([out, out.new_zeros((missing, *out.shape[1:]))])
+        padded.append(out)
+    return padded
+
+
 def _scan_supports(info: NodeInfo) -> str | None:
-    if info.opset < 9 and info.has_input(0):
-        return "Scan-8 with sequence_lens is not supported"
     return bodies_reason(info, ("body",))
 
 
@@ -301,16 +311,21 @@ def _scan(info: NodeInfo) -> Callable[..., Any]:
         return [*states, *results]
 
     def run_scan(*args: torch.Tensor) -> Any:
-        if batched:
-            args = args[1:]
+        args_lengths: list[torch.Tensor | None] = [None]
+        if batched:  # Scan-8's sequence_lens: each row runs its first steps, its scan outputs zero-padded
+            args_lengths, args = [args[0] if info.has_input(0) else None], args[1:]
         mine, captured = args[:own], args[own:]
         scope = dict(zip(outer, captured, strict=True))
         device = mine[0].device
         states, xs = list(mine[:states_n]), list(mine[states_n:])
         if not batched:
             return _single(scan_once(scope, states, xs, device))
-        rows = [scan_once(scope, [s[b] for s in states], [x[b] for x in xs], device)
-                for b in range(mine[0].shape[0])]
+        lengths = args_lengths[0]
+        rows = []
+        for b in range(mine[0].shape[0]):
+            steps = xs[0].shape[1] if lengths is None else int(lengths[b])
+            row = scan_once(scope, [s[b] for s in states], [x[b, :steps] for x in xs], device)
+            rows.append(_padded_scans(row, states_n, xs[0].shape[1]))
         return _single([torch.stack(list(column)) for column in zip(*rows, strict=True)])
 
     return eager(run_scan)
