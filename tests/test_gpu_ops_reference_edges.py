@@ -220,3 +220,42 @@ def test_scan_8_runs_each_row_for_its_sequence_length(core: ov.Core, direction: 
              "xs": rng.standard_normal((3, 4, 3)).astype(np.float32),
              "w": rng.standard_normal(3).astype(np.float32)}
     _assert_like_ort(core, model, feeds, atol=1e-6)
+
+
+# --- transformer and sampling ops whose input rank is unknown --------------------------------
+
+
+def _after_reshape(node: onnx.NodeProto, data: np.ndarray, others: dict[str, np.ndarray],
+                   opset: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """``node`` with its first input reshaped from a flat ``data`` to a run-time shape (rank unknown)."""
+    reshape = helper.make_node("Reshape", ["flat", "shape"], [node.input[0]])
+    inputs: list[Spec] = [("flat", F, [data.size]), ("shape", I64, ["r"])]
+    inputs += [(name, I64 if value.dtype == np.int64 else F, list(value.shape))
+               for name, value in others.items()]
+    rank = data.ndim
+    outputs: list[Spec] = [(node.output[0], F, [f"d{k}" for k in range(rank)])]
+    model = _model([reshape, node], inputs, outputs, opset=opset)
+    return model, {"flat": data.ravel(), "shape": np.array(data.shape, np.int64), **others}
+
+
+def test_grid_sample_attention_and_tensor_scatter_whose_input_rank_is_unknown(core: ov.Core) -> None:
+    rng = np.random.default_rng(6)
+
+    def normal(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    cases = [
+        (helper.make_node("GridSample", ["x", "grid"], ["y"], mode="cubic"), normal(1, 2, 5, 6),
+         {"grid": rng.uniform(-1, 1, (1, 3, 4, 2)).astype(np.float32)}, 20),
+        (helper.make_node("GridSample", ["x", "grid"], ["y"], mode="linear"), normal(1, 2, 4, 5, 6),
+         {"grid": rng.uniform(-1, 1, (1, 3, 4, 5, 3)).astype(np.float32)}, 20),
+        (helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1), normal(2, 2, 3, 8),
+         {"k": normal(2, 2, 5, 8), "v": normal(2, 2, 5, 8)}, 23),
+        (helper.make_node("Attention", ["q", "k", "v"], ["y"], q_num_heads=2, kv_num_heads=2),
+         normal(2, 3, 16), {"k": normal(2, 5, 16), "v": normal(2, 5, 16)}, 23),
+        (helper.make_node("TensorScatter", ["cache", "update", "at"], ["y"], mode="circular"),
+         normal(2, 3, 8, 4), {"update": normal(2, 3, 2, 4), "at": np.array([7, 2], np.int64)}, 24),
+    ]
+    for node, data, others, opset in cases:
+        model, feeds = _after_reshape(node, data, others, opset)
+        _assert_like_ort(core, model, feeds, atol=1e-5)
