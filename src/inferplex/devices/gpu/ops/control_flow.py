@@ -13,6 +13,7 @@ back to the host, so programs holding these ops run eagerly (no CUDA graphs).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -258,16 +259,21 @@ def _loop(info: NodeInfo) -> Callable[..., Any]:
 # --- Scan --------------------------------------------------------------------------------
 
 
-def _padded_scans(row: list[torch.Tensor], states_n: int, steps: int) -> list[torch.Tensor]:
-    """One Scan-8 row's results with its scan outputs zero-padded to ``steps`` along their first axis
-    (a row shorter than the batch's longest, as ONNX Runtime pads it)."""
-    padded = list(row[:states_n])
-    for out in row[states_n:]:
-        missing = steps - out.shape[0]
-        if missing > 0:
-            out = torch.cat([out, out.new_zeros((missing, *out.shape[1:]))])
-        padded.append(out)
-    return padded
+def _scan_rows(scan_once: Callable[..., list[torch.Tensor]], states: list[torch.Tensor],
+               xs: list[torch.Tensor], lengths: torch.Tensor | None) -> list[torch.Tensor]:
+    """Scan-8: ``scan_once`` over each batch row, for its first ``lengths[b]`` steps (all without
+    lengths), its scan outputs zero-padded to the longest row as ONNX Runtime pads them."""
+    rows = []
+    longest = xs[0].shape[1]
+    for b in range(xs[0].shape[0]):
+        steps = longest if lengths is None else int(lengths[b])
+        row = scan_once([s[b] for s in states], [x[b, :steps] for x in xs])
+        for k in range(len(states), len(row)):
+            missing = longest - row[k].shape[0]
+            if missing > 0:
+                row[k] = torch.cat([row[k], row[k].new_zeros((missing, *row[k].shape[1:]))])
+        rows.append(row)
+    return [torch.stack(list(column)) for column in zip(*rows, strict=True)]
 
 
 def _scan_supports(info: NodeInfo) -> str | None:
@@ -311,21 +317,15 @@ def _scan(info: NodeInfo) -> Callable[..., Any]:
         return [*states, *results]
 
     def run_scan(*args: torch.Tensor) -> Any:
-        args_lengths: list[torch.Tensor | None] = [None]
-        if batched:  # Scan-8's sequence_lens: each row runs its first steps, its scan outputs zero-padded
-            args_lengths, args = [args[0] if info.has_input(0) else None], args[1:]
+        # Scan-8's sequence_lens: each row runs its first steps, its scan outputs zero-padded
+        lengths = args[0] if batched and info.has_input(0) else None
+        args = args[1:] if batched else args
         mine, captured = args[:own], args[own:]
         scope = dict(zip(outer, captured, strict=True))
         device = mine[0].device
         states, xs = list(mine[:states_n]), list(mine[states_n:])
         if not batched:
             return _single(scan_once(scope, states, xs, device))
-        lengths = args_lengths[0]
-        rows = []
-        for b in range(mine[0].shape[0]):
-            steps = xs[0].shape[1] if lengths is None else int(lengths[b])
-            row = scan_once(scope, [s[b] for s in states], [x[b, :steps] for x in xs], device)
-            rows.append(_padded_scans(row, states_n, xs[0].shape[1]))
-        return _single([torch.stack(list(column)) for column in zip(*rows, strict=True)])
+        return _single(_scan_rows(functools.partial(scan_once, scope, device=device), states, xs, lengths))
 
     return eager(run_scan)
