@@ -10,7 +10,7 @@ power-of-two lengths only, and float32 rounding differs from the reference's).
 Lengths, axes and frame steps given as computed tensors are read back to the
 host (the program then runs without CUDA graphs).  Windows use ONNX's own
 coefficients (Hamming's are 25/46 and 21/46, not torch's 0.54 and 0.46), held in
-float32 and computed in float64 as ONNX Runtime does, then cast to
+float32 and computed in float64 on the host as ONNX Runtime does, then cast to
 ``output_datatype``.  MelWeightMatrix builds its filter bank on the host (its
 inputs are scalars, constants in real models, so the node folds at compile) as
 ONNX Runtime does (:func:`mel_weights`).
@@ -18,6 +18,7 @@ ONNX Runtime does (:func:`mel_weights`).
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Callable
@@ -146,9 +147,10 @@ def _f32(value: float) -> float:
     return struct.unpack("f", struct.pack("f", value))[0]
 
 
-# Cosine-sum windows a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), ONNX's coefficients held in float32
-# and evaluated in float64 with ONNX Runtime's pi (3.14159265), so that integer output types
-# (truncated) get ONNX Runtime's 0s and 1s where a window touches 1.
+# Cosine-sum windows a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N) as ONNX Runtime evaluates them, so that
+# integer output types (truncated) get its 0s and 1s where a window touches 1: ONNX's coefficients held
+# in float32, its pi (3.14159265), float64 arithmetic in its order, and the C library's cos on the host
+# (a device's cos may be an ulp off, which flips a truncated 1 to 0).
 _PI = 3.14159265
 _BLACKMAN_A2 = _f32(_f32(0.16) / 2)
 _WINDOWS: dict[str, tuple[float, float, float]] = {
@@ -158,10 +160,15 @@ _WINDOWS: dict[str, tuple[float, float, float]] = {
 }
 
 
-def _cosine_sum(ticks: torch.Tensor, span: float, a0: float, a1: float, a2: float) -> torch.Tensor:
-    angle = ticks * (2 * _PI) / span  # a tensor division: N = 0 gives NaN, as in ONNX Runtime
-    window = a0 - a1 * torch.cos(angle)
-    return window + a2 * torch.cos(2 * angle) if a2 else window
+@functools.lru_cache(maxsize=64)
+def _cosine_sum(size: int, periodic: bool, a0: float, a1: float, a2: float) -> torch.Tensor:
+    """The window of ``size`` points in float64 on the host (a window of 1 non-periodic point is NaN,
+    0/0, as in ONNX Runtime)."""
+    denominator = size if periodic else size - 1
+    step = 2 * _PI / denominator if denominator else math.inf
+    values = [a0 - a1 * math.cos(step * i) + (a2 * math.cos(2 * step * i) if a2 else 0.0)
+              for i in range(size)]
+    return torch.tensor(values, dtype=torch.float64)
 
 
 def _window_supports(info: NodeInfo) -> str | None:
@@ -179,9 +186,8 @@ def _window(info: NodeInfo) -> Callable[..., Any]:
     periodic = bool(info.attr("periodic", 1))
 
     def window(size: torch.Tensor) -> torch.Tensor:
-        n = int(size.reshape(-1)[0])
-        ticks = torch.arange(n, dtype=torch.float64, device=size.device)
-        return _cosine_sum(ticks, float(n if periodic else n - 1), *coefficients).to(dtype)
+        values = _cosine_sum(int(size.reshape(-1)[0]), periodic, *coefficients)
+        return values.to(device=size.device, dtype=dtype, copy=True)  # never the cached tensor itself
 
     return eager(window)
 
