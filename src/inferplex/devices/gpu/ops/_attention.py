@@ -6,8 +6,10 @@ become 0/-inf biases padded to the key length, causal masking is aligned to the
 bottom right (offset by the past length, or per batch by
 ``nonpad_kv_seqlen - q_len``), rows with every key masked give zeros, grouped
 query heads repeat K/V, and ``qk_matmul_output_mode`` picks which intermediate
-the fourth output holds.  Sliding windows (``left_window_size``/``right_window_size``)
-bound each query's keys around its position, aligned like the causal mask.
+the fourth output holds (as ONNX Runtime does: 0 the scaled product before any
+softcap, 1 after the softcap, 2 after the mask too, 3 the probabilities).
+Sliding windows (``left_window_size``/``right_window_size``) bound each query's
+keys around its position, aligned like the causal mask.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import onnx_ir as ir
 import torch
 
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.errors import CompileError
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 _SOFTMAX_TYPES = {1: torch.float32, 10: torch.float16, 11: torch.float64, 16: torch.bfloat16}
@@ -36,8 +39,10 @@ def _supports(info: NodeInfo) -> str | None:
     precision = info.attr("softmax_precision")
     if precision is not None and int(precision) not in _SOFTMAX_TYPES:
         return f"Attention softmax_precision {precision} is not supported"
-    if info.rank(0) not in (3, 4):
-        return "Attention needs Q of known rank 3 or 4"
+    if info.rank(0) not in (3, 4, None):  # an unknown rank is told at run time
+        return f"Attention Q has rank {info.rank(0)}; accepted: 3 or 4"
+    if info.rank(0) == 3 and not (info.attr("q_num_heads") and info.attr("kv_num_heads")):
+        return "Attention on 3-D inputs needs q_num_heads and kv_num_heads"
     return None
 
 
@@ -115,14 +120,16 @@ def attention(info: NodeInfo) -> Callable[..., Any]:
     softcap = info.attr("softcap")
     mode = int(info.attr("qk_matmul_output_mode", 0))
     precision = info.attr("softmax_precision")
-    rank3 = info.rank(0) == 3
     outputs = len(info.node.outputs)
     window = (int(info.attr("left_window_size", -1)), int(info.attr("right_window_size", -1)))
 
     def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
             past_key: torch.Tensor | None = None, past_value: torch.Tensor | None = None,
             nonpad: torch.Tensor | None = None) -> Any:
+        rank3 = q.dim() == 3
         if rank3:
+            if not (q_heads and kv_heads):
+                raise CompileError("Attention on 3-D inputs needs q_num_heads and kv_num_heads")
             q, k, v = _heads(q, int(q_heads)), _heads(k, int(kv_heads)), _heads(v, int(kv_heads))
         scale = float(scale_attr) if scale_attr is not None else 1 / math.sqrt(q.shape[3])
         root = torch.tensor(math.sqrt(scale), dtype=q.dtype).item()
@@ -134,11 +141,11 @@ def attention(info: NodeInfo) -> Callable[..., Any]:
         if q.shape[1] != keys.shape[1] and q.shape[1] % keys.shape[1] == 0:
             repeat = q.shape[1] // keys.shape[1]
             keys, values = keys.repeat_interleave(repeat, 1), values.repeat_interleave(repeat, 1)
-        qk = torch.matmul(q * root, (keys * root).transpose(2, 3))
+        raw = qk = torch.matmul(q * root, (keys * root).transpose(2, 3))
         if softcap is not None and float(softcap) > 0:
             qk = torch.tanh(qk / float(softcap)) * float(softcap)
         with_bias = qk + bias
-        qk_out = with_bias if mode == 2 else qk
+        qk_out = (raw, qk, with_bias)[mode] if mode < 3 else qk
         probs = _softmax(with_bias.to(_SOFTMAX_TYPES[int(precision)]) if precision is not None else with_bias)
         probs = torch.where(torch.isneginf(bias.amax(-1, keepdim=True)), torch.zeros_like(probs), probs)
         if mode == 3:

@@ -21,15 +21,6 @@ from inferplex.devices.gpu.registry import NodeInfo, register
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
-def _floats(info: NodeInfo) -> str | None:
-    dtype = info.input_dtypes[0] if info.input_dtypes else None
-    if dtype is not None and dtype not in _FLOATS:
-        return f"{info.op_type} input 0 is {dtype.name}; accepted: floating types"
-    if info.rank(0) is None:
-        return f"{info.op_type} needs the input rank"
-    return None
-
-
 def _floats_only(info: NodeInfo) -> str | None:
     dtype = info.input_dtypes[0] if info.input_dtypes else None
     if dtype is not None and dtype not in _FLOATS:
@@ -94,6 +85,7 @@ def layer_norm(info: NodeInfo) -> Callable[..., Any]:
     axis_attr = int(info.attr("axis", -1))
     eps = float(info.attr("epsilon", 1e-5))
     stats = any(v is not None and v.name for v in info.node.outputs[1:])
+    outputs = len(info.node.outputs)
 
     def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
         axis = axis_attr % x.dim()
@@ -107,7 +99,8 @@ def layer_norm(info: NodeInfo) -> Callable[..., Any]:
         y = ((wide - mean) * inv_std).to(x.dtype) * scale
         if bias is not None:
             y = y + bias
-        return y, mean, inv_std
+        # a scale or bias that only broadcasts to the normalized shape comes here without statistics
+        return (y, mean, inv_std)[:outputs] if stats else y
 
     return run
 
@@ -156,14 +149,15 @@ def lrn(info: NodeInfo) -> Callable[..., Any]:
     return run
 
 
-@register("RMSNormalization", versions=(23, None), supports=_floats)
+@register("RMSNormalization", versions=(23, None), supports=_floats_only)
 def rms_norm(info: NodeInfo) -> Callable[..., Any]:
-    rank = info.rank(0) or 0
-    dims = tuple(range(int(info.attr("axis", -1)) % rank, rank))
+    # As LayerNormalization: the axis resolves against the tensor's rank at run time.
+    axis = int(info.attr("axis", -1))
     eps = float(info.attr("epsilon", 1e-5))
     stash = int(info.attr("stash_type", 1))
 
     def run(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        dims = tuple(range(axis % x.dim(), x.dim()))
         wide = x.float() if stash == 1 and x.dtype != torch.float64 else x
         normed = wide * torch.rsqrt(wide.square().mean(dims, keepdim=True) + eps)
         return (normed.to(x.dtype) * scale).to(x.dtype)
@@ -174,7 +168,7 @@ def rms_norm(info: NodeInfo) -> Callable[..., Any]:
 def _lp_supports(info: NodeInfo) -> str | None:
     if int(info.attr("p", 2)) not in (1, 2):
         return "LpNormalization supports p=1 and p=2 only (as ONNX defines)"
-    return _floats(info)
+    return _floats_only(info)
 
 
 @register("LpNormalization", supports=_lp_supports)
@@ -234,7 +228,7 @@ def softmax_cross_entropy_loss(info: NodeInfo) -> Callable[..., Any]:
     return run
 
 
-@register("Swish", versions=(24, None), supports=_floats)
+@register("Swish", versions=(24, None), supports=_floats_only)
 def swish(info: NodeInfo) -> Callable[..., Any]:
     alpha = float(info.attr("alpha", 1.0))
     return lambda x: x * torch.sigmoid(x * alpha)

@@ -13,6 +13,7 @@ back to the host, so programs holding these ops run eagerly (no CUDA graphs).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -87,16 +88,16 @@ def _empty_scans(values: Sequence[ir.Value], device: torch.device, op: str,
                  axes: Sequence[int] | None = None) -> list[torch.Tensor]:
     """The scan outputs of a Loop or Scan that ran no iteration: empty along the scan axis.
 
-    Their per-iteration shape and type are what the body declares (ONNX Runtime's
-    answer too); a body output without a static shape and known type cannot say.
+    Their per-iteration shape and type are what the body declares, ONNX Runtime's
+    answer: a dimension the body leaves symbolic is 0, and a body output of unknown
+    rank gives a 1-D empty tensor.  A body output of unknown type cannot say.
     """
     empties = []
     for k, value in enumerate(values):
-        static = value.shape is not None and all(isinstance(d, int) for d in value.shape)
-        if not static or value.dtype is None or value.dtype not in EXACT_DTYPES:
-            raise CompileError(f"a {op} that runs no iteration needs the static shape and type of its scan "
-                               f"output {value.name!r} (its body declares {value.shape} {value.dtype})")
-        dims = [d for d in value.shape or () if isinstance(d, int)]  # all of them: static
+        if value.dtype is None or value.dtype not in EXACT_DTYPES:
+            raise CompileError(f"a {op} that runs no iteration needs the element type of its scan "
+                               f"output {value.name!r} (its body declares {value.dtype})")
+        dims = [d if isinstance(d, int) else 0 for d in value.shape or ()]
         axis = 0 if axes is None else axes[k] % (len(dims) + 1)
         dims.insert(axis, 0)
         empties.append(torch.empty(dims, dtype=torch_dtype(value.dtype), device=device))
@@ -258,9 +259,24 @@ def _loop(info: NodeInfo) -> Callable[..., Any]:
 # --- Scan --------------------------------------------------------------------------------
 
 
+def _scan_rows(scan_once: Callable[..., list[torch.Tensor]], states: list[torch.Tensor],
+               xs: list[torch.Tensor], lengths: torch.Tensor | None) -> list[torch.Tensor]:
+    """Scan-8: ``scan_once`` over each batch row, for its first ``lengths[b]`` steps (all without
+    lengths), its scan outputs zero-padded to the longest row as ONNX Runtime pads them."""
+    rows = []
+    longest = xs[0].shape[1]
+    for b in range(xs[0].shape[0]):
+        steps = longest if lengths is None else int(lengths[b])
+        row = scan_once([s[b] for s in states], [x[b, :steps] for x in xs])
+        for k in range(len(states), len(row)):
+            missing = longest - row[k].shape[0]
+            if missing > 0:
+                row[k] = torch.cat([row[k], row[k].new_zeros((missing, *row[k].shape[1:]))])
+        rows.append(row)
+    return [torch.stack(list(column)) for column in zip(*rows, strict=True)]
+
+
 def _scan_supports(info: NodeInfo) -> str | None:
-    if info.opset < 9 and info.has_input(0):
-        return "Scan-8 with sequence_lens is not supported"
     return bodies_reason(info, ("body",))
 
 
@@ -301,16 +317,15 @@ def _scan(info: NodeInfo) -> Callable[..., Any]:
         return [*states, *results]
 
     def run_scan(*args: torch.Tensor) -> Any:
-        if batched:
-            args = args[1:]
+        # Scan-8's sequence_lens: each row runs its first steps, its scan outputs zero-padded
+        lengths = args[0] if batched and info.has_input(0) else None
+        args = args[1:] if batched else args
         mine, captured = args[:own], args[own:]
         scope = dict(zip(outer, captured, strict=True))
         device = mine[0].device
         states, xs = list(mine[:states_n]), list(mine[states_n:])
         if not batched:
             return _single(scan_once(scope, states, xs, device))
-        rows = [scan_once(scope, [s[b] for s in states], [x[b] for x in xs], device)
-                for b in range(mine[0].shape[0])]
-        return _single([torch.stack(list(column)) for column in zip(*rows, strict=True)])
+        return _single(_scan_rows(functools.partial(scan_once, scope, device=device), states, xs, lengths))
 
     return eager(run_scan)

@@ -6,7 +6,8 @@ coordinates with the last grid axis ordered (x, y[, z]), the same
 nearest rounding half to even and the same cubic kernel (A = -0.75).  Opset 20
 renamed the modes ``linear``/``cubic``; both spellings map here.  torch samples
 cubically only in 2-D and linearly or nearest in 2-D and 3-D, so other ranks and
-combinations are refused.
+combinations are refused: at compile, or at run time where shape inference lost
+the input's rank.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from inferplex.devices.gpu.ops._common import (
     host_ints,
 )
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.errors import CompileError
 
 _MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest", "bicubic": "bicubic",
           "cubic": "bicubic"}
@@ -49,10 +51,8 @@ def _grid_sample_supports(info: NodeInfo) -> str | None:
         return f"GridSample mode {mode!r} is not one of {', '.join(_MODES)}"
     if padding not in _PADDING:
         return f"GridSample padding_mode {padding!r} is not one of {', '.join(_PADDING)}"
-    rank = info.rank(0)
-    if rank is None:
-        return "GridSample needs the input rank"
-    if rank not in (4, 5) or (rank == 5 and _MODES[mode] == "bicubic"):
+    rank = info.rank(0)  # an unknown rank is checked at run time
+    if rank is not None and (rank not in (4, 5) or (rank == 5 and _MODES[mode] == "bicubic")):
         return (f"GridSample {mode} on a rank-{rank} input is not supported "
                 "(torch: 4-D, or 5-D linear/nearest)")
     if info.input_dtypes[0] is not None and info.input_dtypes[0] != info.input_dtypes[1]:
@@ -67,6 +67,9 @@ def _grid_sample(info: NodeInfo) -> Callable[..., Any]:
     align = bool(info.attr("align_corners", 0))
 
     def grid_sample(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        if x.dim() not in (4, 5) or (x.dim() == 5 and mode == "bicubic"):  # a rank unknown at compile
+            raise CompileError(f"GridSample {mode} on a rank-{x.dim()} input is not supported "
+                               "(torch: 4-D, or 5-D linear/nearest)")
         return F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
 
     return grid_sample

@@ -25,17 +25,19 @@ from inferplex.devices.gpu.registry import NodeInfo, register
 
 Activation = Callable[[torch.Tensor], torch.Tensor]
 
-# name -> (needs alpha, needs beta, default alpha, default beta, builder)
+# name -> (needs alpha, needs beta, default alpha, default beta, builder).  ONNX names no defaults for
+# the recurrent ops' activations; these are ONNX Runtime's: LeakyRelu, HardSigmoid and Elu take their
+# own op's defaults, Affine, ThresholdedRelu and ScaledTanh take 0 for a missing alpha or beta.
 _ACTIVATIONS: dict[str, tuple[bool, bool, float, float, Callable[[float, float], Activation]]] = {
     "Relu": (False, False, 0, 0, lambda a, b: torch.relu),
     "Tanh": (False, False, 0, 0, lambda a, b: torch.tanh),
     "Sigmoid": (False, False, 0, 0, lambda a, b: torch.sigmoid),
     "Softsign": (False, False, 0, 0, lambda a, b: F.softsign),
     "Softplus": (False, False, 0, 0, lambda a, b: F.softplus),
-    "Affine": (True, True, 1.0, 0.0, lambda a, b: lambda x: a * x + b),
+    "Affine": (True, True, 0.0, 0.0, lambda a, b: lambda x: a * x + b),
     "LeakyRelu": (True, False, 0.01, 0, lambda a, b: lambda x: F.leaky_relu(x, a)),
-    "ThresholdedRelu": (True, False, 1.0, 0, lambda a, b: lambda x: torch.where(x > a, x, 0 * x)),
-    "ScaledTanh": (True, True, 1.0, 1.0, lambda a, b: lambda x: a * torch.tanh(b * x)),
+    "ThresholdedRelu": (True, False, 0.0, 0, lambda a, b: lambda x: torch.where(x > a, x, 0 * x)),
+    "ScaledTanh": (True, True, 0.0, 0.0, lambda a, b: lambda x: a * torch.tanh(b * x)),
     "HardSigmoid": (True, True, 0.2, 0.5, lambda a, b: lambda x: torch.clamp(a * x + b, 0, 1)),
     "Elu": (True, False, 1.0, 0, lambda a, b: lambda x: F.elu(x, a)),
 }

@@ -9,15 +9,18 @@ reference does, and cast back to their type (torch's half-precision FFT takes
 power-of-two lengths only, and float32 rounding differs from the reference's).
 Lengths, axes and frame steps given as computed tensors are read back to the
 host (the program then runs without CUDA graphs).  Windows use ONNX's own
-coefficients (Hamming's are 25/46 and 21/46, not torch's 0.54 and 0.46),
-computed in float64 and cast to ``output_datatype``.  MelWeightMatrix builds its
-filter bank on the host (its inputs are scalars, constants in real models, so the
-node folds at compile) as ONNX Runtime does (:func:`mel_weights`).
+coefficients (Hamming's are 25/46 and 21/46, not torch's 0.54 and 0.46), held in
+float32 and computed in float64 on the host as ONNX Runtime does, then cast to
+``output_datatype``.  MelWeightMatrix builds its filter bank on the host (its
+inputs are scalars, constants in real models, so the node folds at compile) as
+ONNX Runtime does (:func:`mel_weights`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -139,12 +142,33 @@ def _stft(info: NodeInfo) -> Callable[..., Any]:
 
 # --- windows -----------------------------------------------------------------------------
 
-_WINDOWS: dict[str, Callable[[torch.Tensor, float], torch.Tensor]] = {
-    "HannWindow": lambda n, span: torch.sin(n * math.pi / span) ** 2,
-    "HammingWindow": lambda n, span: 25 / 46 - (21 / 46) * torch.cos(n * (2 * math.pi) / span),
-    "BlackmanWindow": lambda n, span: (0.42 - 0.5 * torch.cos(n * (2 * math.pi) / span)
-                                       + 0.08 * torch.cos(n * (4 * math.pi) / span)),
+def _f32(value: float) -> float:
+    """``value`` rounded to float32, as ONNX Runtime stores the window coefficients."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+# Cosine-sum windows a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N) as ONNX Runtime evaluates them, so that
+# integer output types (truncated) get its 0s and 1s where a window touches 1: ONNX's coefficients held
+# in float32, its pi (3.14159265), float64 arithmetic in its order, and the C library's cos on the host
+# (a device's cos may be an ulp off, which flips a truncated 1 to 0).
+_PI = 3.14159265
+_BLACKMAN_A2 = _f32(_f32(0.16) / 2)
+_WINDOWS: dict[str, tuple[float, float, float]] = {
+    "HannWindow": (0.5, 0.5, 0.0),
+    "HammingWindow": (_f32(25 / 46), _f32(1 - _f32(25 / 46)), 0.0),
+    "BlackmanWindow": (_f32(0.5 - _BLACKMAN_A2), 0.5, _BLACKMAN_A2),
 }
+
+
+@functools.lru_cache(maxsize=64)
+def _cosine_sum(size: int, periodic: bool, a0: float, a1: float, a2: float) -> torch.Tensor:
+    """The window of ``size`` points in float64 on the host (a window of 1 non-periodic point is NaN,
+    0/0, as in ONNX Runtime)."""
+    denominator = size if periodic else size - 1
+    step = 2 * _PI / denominator if denominator else math.inf
+    values = [a0 - a1 * math.cos(step * i) + (a2 * math.cos(2 * step * i) if a2 else 0.0)
+              for i in range(size)]
+    return torch.tensor(values, dtype=torch.float64)
 
 
 def _window_supports(info: NodeInfo) -> str | None:
@@ -157,14 +181,13 @@ def _window_supports(info: NodeInfo) -> str | None:
 
 
 def _window(info: NodeInfo) -> Callable[..., Any]:
-    formula = _WINDOWS[info.op_type]
+    coefficients = _WINDOWS[info.op_type]
     dtype = torch_dtype(ir.DataType(info.attr("output_datatype", 1)))
     periodic = bool(info.attr("periodic", 1))
 
     def window(size: torch.Tensor) -> torch.Tensor:
-        n = int(size.reshape(-1)[0])
-        ticks = torch.arange(n, dtype=torch.float64, device=size.device)
-        return formula(ticks, float(n if periodic else n - 1)).to(dtype)
+        values = _cosine_sum(int(size.reshape(-1)[0]), periodic, *coefficients)
+        return values.to(device=size.device, dtype=dtype, copy=True)  # never the cached tensor itself
 
     return eager(window)
 

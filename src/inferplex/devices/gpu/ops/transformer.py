@@ -18,6 +18,7 @@ from inferplex.devices.gpu.ops._common import (
     normalize_axis,
 )
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.errors import CompileError
 
 
 def _rotary_supports(info: NodeInfo) -> str | None:
@@ -73,10 +74,8 @@ def _tensor_scatter_supports(info: NodeInfo) -> str | None:
         return reason
     if _text(info.attr("mode", "linear")) not in ("linear", "circular"):
         return f"TensorScatter mode {info.attr('mode')!r} is not linear or circular"
-    rank = info.rank(0)
-    if rank is None:
-        return "TensorScatter needs the cache's rank"
-    if normalize_axis(int(info.attr("axis", -2)), rank) == 0:
+    rank = info.rank(0)  # an unknown rank is told at run time
+    if rank is not None and normalize_axis(int(info.attr("axis", -2)), rank) == 0:
         return "TensorScatter along the batch axis is not supported"
     return None
 
@@ -89,6 +88,8 @@ def _tensor_scatter(info: NodeInfo) -> Callable[..., Any]:
     def tensor_scatter(cache: torch.Tensor, update: torch.Tensor,
                        write_indices: torch.Tensor | None = None) -> torch.Tensor:
         axis = normalize_axis(axis_attr, cache.dim())
+        if axis == 0:
+            raise CompileError("TensorScatter along the batch axis is not supported")
         batch, length = update.shape[0], update.shape[axis]
         starts = (torch.zeros(batch, dtype=torch.int64, device=cache.device) if write_indices is None
                   else write_indices.reshape(batch, 1))

@@ -1,0 +1,227 @@
+"""Lowerings: MaxPool, AveragePool, LpPool and the global pools.
+
+Pooling whose ONNX output size differs from torch's (asymmetric pads, pads over
+half a kernel, ceil mode's last-window rule) is padded explicitly so torch's
+floor-mode pooling yields exactly ONNX's windows; MaxPool's indices are mapped
+back to ONNX's (whole-input, optionally column-major) numbering.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import onnx_ir as ir
+import torch
+import torch.nn.functional as F
+
+from inferplex.devices.gpu.ops._window import CONV, Window, floats_only, spatial_rank, symmetric, torch_pad
+from inferplex.devices.gpu.registry import NodeInfo, register
+
+_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+_AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+
+
+def _pool_output(size: int, begin: int, end: int, k: int, s: int, d: int, ceil: bool) -> int:
+    """ONNX's (and torch's) pooled length, including ceil mode's last-window rule."""
+    span = size + begin + end - d * (k - 1) - 1
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= size + begin:
+        out -= 1
+    return out
+
+
+def _pool_plan(window: Window, sizes: Sequence[int], ceil: bool) -> tuple[list[int], list[int]]:
+    """ONNX pads for these sizes, and the end pads that make floor-mode pooling produce ONNX's windows."""
+    kernel = window.kernel_shape()
+    pads = window.resolve(sizes, kernel)
+    n = window.spatial
+    ends = []
+    for i, size in enumerate(sizes):
+        k, s, d = kernel[i], window.strides[i], window.dilations[i]
+        out = _pool_output(size, pads[i], pads[i + n], k, s, d, ceil)
+        ends.append((out - 1) * s + d * (k - 1) + 1 - size - pads[i])
+    return pads, ends
+
+
+def _native_pool_ok(window: Window, pads: Sequence[int]) -> list[int] | None:
+    """Torch's own padding when it gives ONNX's windows (symmetric, at most half a kernel); else None.
+
+    With symmetric pads torch's output length and ceil-mode rule are ONNX's, and
+    its average divisor also counts pads but not the ceil-mode overhang.
+    """
+    kernel = window.kernel_shape()
+    padding = symmetric(pads)
+    if padding is None or any(2 * p > k for p, k in zip(padding, kernel, strict=False)):
+        return None
+    return padding
+
+
+def _pool_supports(info: NodeInfo) -> str | None:
+    if not info.attr("kernel_shape"):
+        return f"{info.op_type} needs kernel_shape"
+    return floats_only(info) or spatial_rank(info)
+
+
+_SMALL_INTS = (ir.DataType.INT8, ir.DataType.UINT8)
+
+
+def _max_pool_supports(info: NodeInfo) -> str | None:
+    if info.input_dtypes and info.input_dtypes[0] in _SMALL_INTS:
+        # 8-bit integers pool exactly in float32 (every value is representable)
+        problem = None if info.attr("kernel_shape") else "MaxPool needs kernel_shape"
+        problem = problem or spatial_rank(info)
+    else:
+        problem = _pool_supports(info)
+    return problem
+
+
+@register("MaxPool", supports=_max_pool_supports)
+def max_pool(info: NodeInfo) -> Callable[..., Any]:
+    window = Window(info)
+    kernel = window.kernel_shape()
+    ceil = bool(info.attr("ceil_mode", 0))
+    want_indices = len(info.node.outputs) > 1 and bool(info.node.outputs[1].name)
+    column_major = int(info.attr("storage_order", 0)) != 0
+    fn = _MAX_POOL[window.spatial]
+
+    def run(x: torch.Tensor) -> Any:
+        if x.dtype in (torch.int8, torch.uint8):
+            pooled = run(x.to(torch.float32))
+            if isinstance(pooled, tuple):
+                return pooled[0].to(x.dtype), pooled[1]
+            return pooled.to(x.dtype)
+        pads, ends = _pool_plan(window, x.shape[2:], ceil)
+        padding = _native_pool_ok(window, pads)
+        begins = pads[:window.spatial]
+        if padding is None:
+            x_in = F.pad(x, torch_pad(begins + ends), value=-math.inf)
+            padding, use_ceil = [0] * window.spatial, False
+        else:
+            x_in, use_ceil = x, ceil
+            begins = [0] * window.spatial
+        if not want_indices:
+            return fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil)
+        y, idx = fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil, True)
+        return y, _onnx_indices(idx, x.shape, x_in.shape[2:], begins, column_major)
+
+    return run
+
+
+def _onnx_indices(idx: torch.Tensor, shape: Sequence[int], padded: Sequence[int],
+                  begins: Sequence[int], column_major: bool = False) -> torch.Tensor:
+    """torch's per-plane indices (into the padded input) -> ONNX's indices into the whole input
+    (``column_major``: storage_order=1, the spatial axes flattened first axis fastest)."""
+    if any(begins) or list(padded) != list(shape[2:]):
+        flat = torch.zeros_like(idx)
+        rest = idx
+        for axis in reversed(range(len(padded))):
+            coord = rest % padded[axis] - begins[axis]
+            rest = rest // padded[axis]
+            stride = math.prod(shape[3 + axis:])
+            flat = flat + coord * stride
+        idx = flat
+    if column_major:
+        spatial, rest, flat = list(shape[2:]), idx, torch.zeros_like(idx)
+        for axis in reversed(range(len(spatial))):
+            flat = flat + (rest % spatial[axis]) * math.prod(spatial[:axis])
+            rest = rest // spatial[axis]
+        idx = flat
+    plane = math.prod(shape[2:])
+    offsets = torch.arange(shape[0] * shape[1], device=idx.device, dtype=idx.dtype) * plane
+    return idx + offsets.reshape(shape[0], shape[1], *([1] * (len(shape) - 2)))
+
+
+def _sum_pool(x: torch.Tensor, window: Window) -> torch.Tensor:
+    """Window sums (with dilation) of an already padded tensor, as a depthwise conv with ones."""
+    kernel = window.kernel_shape()
+    channels = x.shape[1]
+    ones = torch.ones((channels, 1, *kernel), dtype=x.dtype, device=x.device)
+    return CONV[window.spatial](x, ones, None, window.strides, 0, window.dilations, channels)
+
+
+def _padded_sums(x: torch.Tensor, window: Window, ceil: bool,
+                 count_pads: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Window sums of x and the number of elements each window averages over (ONNX's rule)."""
+    n = window.spatial
+    sizes = list(x.shape[2:])
+    pads, ends = _pool_plan(window, sizes, ceil)
+    begins = pads[:n]
+    x_pad = F.pad(x, torch_pad(begins + ends))
+    mask = torch.ones([1, 1, *sizes], dtype=x.dtype, device=x.device)
+    if count_pads:
+        # Pads count, the ceil-mode overhang past the end pads does not.
+        explicit = [min(e, pads[i + n]) for i, e in enumerate(ends)]
+        mask = F.pad(mask, torch_pad(begins + explicit), value=1.0)
+        mask = F.pad(mask, torch_pad([0] * n + [e - x for e, x in zip(ends, explicit, strict=True)]))
+    else:
+        mask = F.pad(mask, torch_pad(begins + ends))
+    return _sum_pool(x_pad, window), _sum_pool(mask, window)
+
+
+def _avg_pool_supports(info: NodeInfo) -> str | None:
+    return _pool_supports(info)
+
+
+@register("AveragePool", supports=_avg_pool_supports)
+def average_pool(info: NodeInfo) -> Callable[..., Any]:
+    window = Window(info)
+    kernel = window.kernel_shape()
+    ceil = bool(info.attr("ceil_mode", 0))
+    count_pads = bool(info.attr("count_include_pad", 0))
+    fn = _AVG_POOL[window.spatial]
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        pads, _ = _pool_plan(window, x.shape[2:], ceil)
+        padding = _native_pool_ok(window, pads)
+        if padding is not None and all(d == 1 for d in window.dilations):
+            return fn(x, kernel, window.strides, padding, ceil, count_pads)
+        sums, counts = _padded_sums(x, window, ceil, count_pads)
+        return sums / counts
+
+    return run
+
+
+@register("LpPool", supports=_pool_supports)
+def lp_pool(info: NodeInfo) -> Callable[..., Any]:
+    window = Window(info)
+    ceil = bool(info.attr("ceil_mode", 0))
+    p = float(info.attr("p", 2))
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        sums, _ = _padded_sums(x.abs().pow(p), window, ceil, True)
+        return sums.pow(1.0 / p)
+
+    return run
+
+
+def _global_supports(info: NodeInfo) -> str | None:
+    rank = info.rank(0)
+    if rank is None or rank < 2:
+        return f"{info.op_type} needs an input of known rank >= 2"
+    return floats_only(info)
+
+
+def _spatial_dims(info: NodeInfo) -> tuple[int, ...]:
+    return tuple(range(2, info.rank(0) or 2))
+
+
+@register("GlobalAveragePool", supports=_global_supports)
+def global_average_pool(info: NodeInfo) -> Callable[..., Any]:
+    dims = _spatial_dims(info)
+    return lambda x: x.mean(dims, keepdim=True) if dims else x
+
+
+@register("GlobalMaxPool", supports=_global_supports)
+def global_max_pool(info: NodeInfo) -> Callable[..., Any]:
+    dims = _spatial_dims(info)
+    return lambda x: x.amax(dims, keepdim=True) if dims else x
+
+
+@register("GlobalLpPool", supports=_global_supports)
+def global_lp_pool(info: NodeInfo) -> Callable[..., Any]:
+    dims = _spatial_dims(info)
+    p = float(info.attr("p", 2))
+    return lambda x: x.abs().pow(p).sum(dims, keepdim=True).pow(1.0 / p)
+
