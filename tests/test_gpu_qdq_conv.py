@@ -194,6 +194,56 @@ def test_quantize_dequantize_pair_with_another_reader_or_scale_still_matches(cor
     assert records["dq"] == ("FakeQuantize" if readers == 2 else "DequantizeLinear")
 
 
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+@pytest.mark.parametrize(("mover", "second_scale"),
+                         [("Transpose", 0.05), ("Reshape", 0.05), ("Transpose", 0.04)])
+def test_pair_after_data_movement_of_the_same_grid_runs_no_call(core: ov.Core, mover: str,
+                                                                second_scale: float, precision: str) -> None:
+    # x -> Q -> DQ -> Transpose/Reshape -> Q -> DQ -> Relu, as quantize_static writes around data
+    # movement: with the same numbers the second pair changes nothing and runs no call
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s1"),
+             numpy_helper.from_array(np.array(second_scale, np.float32), "s2"),
+             numpy_helper.from_array(np.array(3, np.uint8), "z"),
+             numpy_helper.from_array(np.array([8, -1], np.int64), "shape")]
+    move = (helper.make_node("Transpose", ["xd"], ["m"], name="move", perm=[1, 0]) if mover == "Transpose"
+            else helper.make_node("Reshape", ["xd", "shape"], ["m"], name="move"))
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z"], ["xq"], name="q1"),
+             helper.make_node("DequantizeLinear", ["xq", "s1", "z"], ["xd"], name="dq1"), move,
+             helper.make_node("QuantizeLinear", ["m", "s2", "z"], ["mq"], name="q2"),
+             helper.make_node("DequantizeLinear", ["mq", "s2", "z"], ["md"], name="dq2"),
+             helper.make_node("Relu", ["md"], ["y"], name="relu")]
+    model = make_model(nodes, [("x", TensorProto.FLOAT, [20, 8])], [("y", TensorProto.FLOAT, [8, 20])], inits,
+                       opset=13)
+    feeds = _pair_feeds(0.05)
+    got, records = profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": precision})
+    (want,) = ort_unfused(model, feeds)
+    if precision == "f32":
+        np.testing.assert_array_equal(got, want)
+    else:  # f16 values of the grid; the feeds' exact ties may round a step the other way in each pair
+        np.testing.assert_allclose(got, want, rtol=0, atol=0.05 + second_scale * 1.01)
+        assert np.mean(np.abs(got - want) < 1e-3) > 0.8
+    assert records["dq1"] == "FakeQuantize" and not {"q1", "q2"} & set(records)
+    assert ("dq2" in records) == (second_scale != 0.05)
+
+
+def test_quantized_tensor_read_by_several_dequantizers_is_fake_quantized_once(core: ov.Core) -> None:
+    # one QuantizeLinear, a DequantizeLinear per consumer (as quantize_static writes them)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["a"], name="dqa"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["b"], name="dqb"),
+             helper.make_node("Relu", ["a"], ["ra"], name="relu"),
+             helper.make_node("Sigmoid", ["b"], ["sb"], name="sigmoid"),
+             helper.make_node("Add", ["ra", "sb"], ["y"], name="add")]
+    model = make_model(nodes, [("x", TensorProto.FLOAT, ["N", 8])], [("y", TensorProto.FLOAT, ["N", 8])],
+                       inits, opset=13)
+    feeds = _pair_feeds(0.05)
+    got, records = profiled(core, model, feeds)
+    np.testing.assert_allclose(got, ort_unfused(model, feeds)[0], rtol=1e-6, atol=1e-6)
+    assert "q" not in records and list(records.values()).count("FakeQuantize") == 1
+
+
 def _conv_integer_model(weight: np.ndarray) -> onnx.ModelProto:
     inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.array(131, np.uint8), "zx")]
     nodes = [helper.make_node("ConvInteger", ["x", "w", "zx"], ["y"], name="conv", pads=[1, 1, 1, 1])]

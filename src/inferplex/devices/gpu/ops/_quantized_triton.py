@@ -22,9 +22,12 @@ CUDA tensors, where Triton is installed (it comes with torch's CUDA builds).
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 import torch
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["dequantize", "dynamic_quantize", "dynamic_quantize_centered", "int8_linear", "quantize",
            "quantize_dequantize", "usable"]
@@ -40,14 +43,33 @@ MLP shape tried on an H100 (``bench/gpu_quantized.py`` measures the models)."""
 
 @functools.cache
 def _triton() -> Any:
-    """The Triton kernels (compiled on first use per signature), or None without Triton."""
+    """The Triton kernels (compiled on first use per signature), or None where Triton is missing or
+    cannot build and run a kernel here (then the callers keep their ATen forms, with a warning)."""
     try:
         import triton
         import triton.language as tl
         from triton.language.extra import libdevice
-    except ImportError:
+    except Exception:  # noqa: BLE001 - not installed, or no driver it can use: the ATen forms run
         return None
-    return _define(triton, tl, libdevice)
+    kernels = _define(triton, tl, libdevice)
+    if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+        try:
+            _self_test(kernels)
+        except Exception as error:  # noqa: BLE001 - any failure means the kernels are not used
+            _log.warning("inferplex: the Triton kernels of quantized models cannot run (%s); "
+                         "their ATen forms run instead", error)
+            return None
+    return kernels
+
+
+def _self_test(kernels: Any) -> None:
+    """One fake-quantize of three values on the current CUDA device, checked: the compiler, the
+    driver and the launch work, or this raises."""
+    x = torch.tensor([-1.0, 0.26, 3.0], device="cuda")
+    out = torch.empty_like(x)
+    kernels.fake_quantize[(1,)](x, out, 3, 0.5, 2.0, 0, -2, 2, DIVIDE=True, BLOCK=_BLOCK)
+    if out.tolist() != [-1.0, 0.5, 1.0]:
+        raise RuntimeError(f"a fake-quantize gave {out.tolist()}, not [-1.0, 0.5, 1.0]")
 
 
 def usable(x: torch.Tensor) -> bool:
@@ -205,13 +227,13 @@ def dequantize(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, 
 
 def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """DynamicQuantizeLinear of float ``x``: uint8 data, the float32 scale and the uint8 zero point,
-    from one ``aminmax`` and one kernel (the formulas of ``quantized._dynamic_parameters``)."""
+    from one ``aminmax`` and one kernel (the formulas of ``quantized.dynamic_parameters``)."""
     return _dynamic_quantize(x, centered=False)
 
 
 def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """DynamicQuantizeLinear's data minus its zero point, in ``x``'s floating type, and its scale
-    (what ``quantized.dynamic_quantize_centered`` hands the dynamic convolutions)."""
+    (what ``fused_quantized.dynamic_quantize_centered`` hands the dynamic convolutions)."""
     out, scale, _ = _dynamic_quantize(x, centered=True)
     return out, scale
 

@@ -14,9 +14,11 @@ Matmuls whose b is int8 with no zero point (the usual quantized weight) run on
 torch's int8 kernel ``torch._int_mm`` with int32 sums, whatever a's type and zero
 point (see :func:`integer_matmul`; on CUDA it takes M > 16 and K, N multiples of
 8); other matmuls use the CPU's integer kernels, or float64 on CUDA.
-:func:`quantized_linear` runs a MatMul of two DequantizeLinear outputs (a QDQ
-model's) on the same int8 kernel; the GPU lowering's fusion planning
-(:mod:`..optimize`) picks the nodes it replaces.
+The fused calls of quantized models (a QDQ MatMul as one int8 matmul, the
+``quantize_dynamic`` chains) are in :mod:`.fused_quantized`; the GPU lowering's
+fusion planning (:mod:`..optimize`) picks the nodes they replace.  On CUDA,
+per-tensor 8-bit QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear run
+as one Triton kernel each (:mod:`._quantized_triton`), with the same numbers.
 Requantization follows ONNX Runtime: the scale ratio is formed in the scales'
 own type and applied to the integer sums in float32, rounded half to even and
 saturated to the output type (in float64, a sum whose scaled value lies within
@@ -31,10 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import onnx_ir as ir
 import torch
-import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
 from inferplex.devices.gpu.ops import nn
@@ -188,14 +188,14 @@ def _dynamic_quantize_linear(info: NodeInfo) -> Callable[..., Any]:
     def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if triton_kernels.usable(x):
             return triton_kernels.dynamic_quantize(x)
-        scale, zero = _dynamic_parameters(x)
+        scale, zero = dynamic_parameters(x)
         y = torch.clamp(torch.round(x / scale) + zero, 0, 255).to(torch.uint8)
         return y, scale, zero.to(torch.uint8)
 
     return dynamic_quantize
 
 
-def _dynamic_parameters(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def dynamic_parameters(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """DynamicQuantizeLinear's scale and (rounded, float) zero point of ``x``.
 
     ONNX: the range always holds 0; ``scale = (max(high, 0) - min(low, 0)) / 255`` and
@@ -212,27 +212,6 @@ def _dynamic_parameters(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     span = torch.clamp(high, min=0) + negated_low
     scale = torch.where(span == 0, 1.0, span / 255)
     return scale, torch.round(torch.clamp(negated_low / scale, max=255))
-
-
-def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """DynamicQuantizeLinear's data, centered, and scale: ``y - zero`` in ``x``'s floating type
-    (exact: at most 255 in magnitude), for convolutions that read nothing else of it (see
-    :func:`dynamic_quantized_conv`; the zero point, which they do not read, is not made: the
-    lowering's third output is None).
-
-    ``clamp(round(x / scale) + zero, 0, 255) - zero`` runs as the division and one fake-quantize
-    kernel (scale 1, which rounds half to even and adds the zero point after rounding, as ONNX
-    does) instead of a chain of passes and a uint8 tensor.  Under ``torch.compile`` it is written
-    out as those elementwise ops, which Inductor fuses into one pass (it has no lowering of the
-    fake-quantize kernel and would call it as an opaque op, with the mask it writes besides).
-    """
-    if triton_kernels.usable(x):
-        return triton_kernels.dynamic_quantize_centered(x)
-    scale, zero = _dynamic_parameters(x)
-    if torch.compiler.is_compiling():
-        return torch.clamp(torch.round(x / scale) + zero, 0, 255) - zero, scale
-    one = torch.ones((), dtype=torch.float32, device=x.device)
-    return torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255), scale
 
 
 # --- integer matmul and convolution ------------------------------------------------------
@@ -288,91 +267,6 @@ def _int8_kernel(a: torch.Tensor, a_zero: torch.Tensor | None, b: torch.Tensor) 
         # torch sums integers into int64: keep the column sums int32, like the product
         acc = acc + offset * b.sum(0, keepdim=True, dtype=torch.int32)
     return acc.reshape(*a.shape[:-1], b.shape[1])
-
-
-_CUDA_MIN_ROWS = 17
-"""``torch._int_mm`` on CUDA takes more than 16 rows."""
-
-
-def quantized_linear_arrays(weight: np.ndarray, transposed: bool, activation_scale: np.ndarray,
-                            weight_scale: np.ndarray, offset: int
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The int8 N x K weight, the int32 correction (1 x N) and the float32 scale products (N or 1)
-    that :func:`quantized_linear` takes, from a QDQ MatMul's constants (weight N x K if
-    ``transposed``, else K x N).  N x K rows make the K x N operand column-major, the layout
-    cuBLASLt's int8 kernels read.  ``offset``: ``128 - za`` for uint8 data, ``-za`` for int8."""
-    nk = np.ascontiguousarray(weight if transposed else weight.T, dtype=np.int8)
-    correction = (offset * nk.sum(axis=1, dtype=np.int64)).astype(np.int32).reshape(1, -1)
-    scales = (activation_scale.astype(np.float32).reshape(()) * weight_scale.astype(np.float32).reshape(-1))
-    return nk, correction, scales.astype(np.float32)
-
-
-def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Tensor | None,
-                     scales: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
-                     a_scale: torch.Tensor | None = None, a_zero: int = 0) -> torch.Tensor:
-    """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
-
-    ``a``: 8-bit data (..., K); ``weight``: int8 N x K (the matmul's K x N operand transposed)
-    with zero point 0; ``scales``: float32 ``a_scale * w_scale`` per tensor or per output column.
-    Same numbers as ONNX's ops up to float32 rounding:
-    ``sum_k (a_k - za) sa * w_kn sw_n = (sa sw_n) * sum_k (a_k - za) w_kn`` and the integer sum is
-    exact in int32 (K <= 2**16), so only the float32 rounding of the products and the sum differs.
-    uint8 ``a`` moves down by 128 into int8 (see :func:`_int8_rows_matmul`); that shift and a's zero
-    point come back exactly as the int32 ``correction``, ``(128 - za) * colsum`` (None when 0).
-    With ``a_scale``, ``a`` is the float input of the QuantizeLinear before (same scale and zero
-    point) and is quantized here as ONNX does, ``clamp(round(a / a_scale) + za)``, straight to
-    the int8 rows: ``a_zero`` is ``za - 128`` for uint8 data (``za`` for int8), whose range
-    [0, 255] moves to [-128, 127] with it.
-    """
-    if triton_kernels.usable(a):  # the same numbers in two kernels
-        if a_scale is not None:
-            a = triton_kernels.quantize(a, a_scale, a_zero, torch.int8)
-        return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype)
-    if a_scale is not None:
-        values = torch.round(a.to(torch.float32) / a_scale) + a_zero
-        a = values.clamp(-128, 127).to(torch.int8)
-    acc = _int8_rows_matmul(a, weight)
-    if correction is not None:
-        acc = acc + correction
-    # int32 x float32 promotes to float32 inside the one kernel
-    result = acc * scales if bias is None else torch.addcmul(bias, acc, scales)
-    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
-
-
-def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,
-                             column_sums: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
-                             out_dtype: torch.dtype) -> torch.Tensor:
-    """``Cast(MatMulInteger(a, weight, zero), float) * scale (+ bias)``, as ``quantize_dynamic``
-    writes a MatMul (and the Add of a Gemm's bias).
-
-    ``a``: 8-bit data (..., K) with a per-tensor ``zero`` point computed at run time
-    (DynamicQuantizeLinear's, or None); ``weight``: int8 N x K, zero point 0, with its int32
-    ``column_sums`` (1 x N); ``scale``: float32, per tensor or per output column; ``bias``:
-    float32, one per output column, or None.  The integer product is exact as in
-    :func:`integer_matmul`; the float32 product (and sum) is the Cast, Mul (and Add)'s up to
-    float32 rounding.
-    """
-    shift = 128 if a.dtype == torch.uint8 else 0
-    if triton_kernels.usable(a):  # the same numbers in one kernel
-        columns = column_sums if shift or zero is not None else None
-        return triton_kernels.int8_linear(a, weight, columns, zero, shift, scale.reshape(-1), bias, out_dtype)
-    acc = _int8_rows_matmul(a, weight)
-    offset = shift if zero is None else shift - zero.to(torch.int32).reshape(())
-    acc = acc + offset * column_sums
-    result = acc * scale.reshape(-1) if bias is None else torch.addcmul(bias, acc, scale.reshape(-1))
-    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
-
-
-def _int8_rows_matmul(a: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """int32 ``rows(a) @ weight.T`` on ``torch._int_mm``, uint8 ``a`` moved down by 128 into int8
-    (``a ^ 0x80`` read as int8); on CUDA fewer than 17 rows are padded with zeros (the kernel's rule)."""
-    rows = a.reshape(-1, a.shape[-1])
-    count = rows.shape[0]
-    if rows.dtype == torch.uint8:
-        rows = torch.bitwise_xor(rows, 0x80).view(torch.int8)
-    if rows.is_cuda and count < _CUDA_MIN_ROWS:
-        rows = F.pad(rows, (0, 0, 0, _CUDA_MIN_ROWS - count))
-    return torch._int_mm(rows.contiguous(), weight.t())[:count]
 
 
 def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
@@ -452,55 +346,6 @@ def _conv_integer(info: NodeInfo) -> Callable[..., Any]:
         return torch.round(conv(xs, ws)).to(torch.int32)
 
     return conv_integer
-
-
-DYNAMIC_CONV_WEIGHT_FACTOR = 2.0 ** -16
-"""Under a reduced precision the centered 8-bit weight is stored times this power of two: exact
-in f16 and bf16, and sums of up to 65000 products of 255 x 255 stay within f16's range."""
-
-
-_WEIGHT_FACTOR_INVERSE = 1.0 / DYNAMIC_CONV_WEIGHT_FACTOR
-
-
-def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Callable[..., Any]:
-    """``Mul(Cast(ConvInteger(x, w, zero), float), scale) (+ bias)``, as ``quantize_dynamic`` writes a
-    Conv, on the float convolution kernels; ``conv`` runs the ConvInteger's window, and with
-    ``channels_last`` the 8-bit data is brought to NHWC first (cheaper than the float values).
-
-    The call takes ``x``: 8-bit data with a per-tensor ``zero`` point computed at run time (or
-    None), or the centered data of :func:`dynamic_quantize_centered` with no zero point;
-    ``weight``: the constant ``w - w_zero`` made at compile time, float32 at the model's
-    precision, else in the compute type times :data:`DYNAMIC_CONV_WEIGHT_FACTOR`; ``scale``: one
-    value; ``bias``: one per output channel, shaped to broadcast over axis 1, or None.  Centered
-    values (at most 255 in magnitude) are exact in every floating type.  In float32 the sums are
-    ConvInteger's while below 2**24 (see the module docstring), so the result is the Cast, Mul
-    and Add's; in f16/bf16 each sum is rounded once to the compute type, which a reduced
-    precision allows (and, scaled by 2**-16, cannot overflow as the Cast to f16 of a large sum
-    does), and the convolution runs on the tensor-core kernels.
-    """
-
-    def dynamic_conv(x: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor, scale: torch.Tensor,
-                     bias: torch.Tensor | None) -> torch.Tensor:
-        dtype = weight.dtype
-        if channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        values = x.to(dtype)
-        if zero is not None:
-            values = values.sub_(zero.reshape(()).to(dtype))
-        acc = conv(values, weight)
-        if dtype == torch.float32:  # the Mul, then the Add, each rounded as ONNX Runtime rounds them
-            acc = acc.mul_(scale.reshape(()))
-            return acc if bias is None else acc.add_(bias)
-        # scale / 2**-16 as one product in the scale's type where that is float32 or the compute
-        # type: times a power of two is exact, and rounded once to the compute type it is the
-        # value the float32 division and cast gave, in one kernel where there were three
-        scale = scale.reshape(())
-        if scale.dtype not in (dtype, torch.float32):
-            scale = scale.to(torch.float32)
-        factor = (scale * _WEIGHT_FACTOR_INVERSE).to(dtype)
-        return acc.mul_(factor) if bias is None else torch.addcmul(bias, acc, factor)
-
-    return dynamic_conv
 
 
 @register("QLinearConv", versions=(10, None),

@@ -1,0 +1,136 @@
+"""Quantized transformer encoders on the GPU device, through the public API, against ONNX Runtime.
+
+A small post-norm encoder (self-attention, residual Adds, LayerNormalization, a GELU feed-forward)
+goes through ``quantize_static`` (QDQ format) and ``quantize_dynamic``, as users quantize BERT-style
+models.  The static model's tensors read by several consumers share one QuantizeLinear, and
+``quantize_static`` puts a QuantizeLinear -> DequantizeLinear pair after each Reshape, Transpose,
+Squeeze and Split: the GPU device runs those pairs as one fake-quantize call each, or none where
+the data-movement op's input already holds the same grid, and the int8 matmuls quantize their
+inputs themselves.  The references are ONNX Runtime running each op as written; a value within
+float32 rounding of a quantization step's half may land one step away, so the comparisons allow
+a few steps where the model requantizes, and check that almost every value agrees.  The dynamic
+model is quantized with ``reduce_range`` (see ``test_gpu_qdq.py``).  On CUDA the int8 matmuls,
+quantizers and fake-quantize passes run as Triton kernels, on emulated GPUs as ATen ops.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from quantized_models import ort_unfused, profiled, quantized
+from torch_export import export_onnx
+
+import inferplex as ov
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxruntime.quantization")
+nn = torch.nn
+
+_HIDDEN, _HEADS, _LENGTH, _BATCH = 64, 4, 16, 4
+
+
+class _Layer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = nn.Linear(_HIDDEN, 3 * _HIDDEN), nn.Linear(_HIDDEN, _HIDDEN)
+        self.up, self.down = nn.Linear(_HIDDEN, 4 * _HIDDEN), nn.Linear(4 * _HIDDEN, _HIDDEN)
+        self.norm1, self.norm2 = nn.LayerNorm(_HIDDEN), nn.LayerNorm(_HIDDEN)
+
+    def forward(self, x: Any) -> Any:
+        batch, length, _ = x.shape
+        q, k, v = self.qkv(x).reshape(batch, length, 3, _HEADS, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        weights = torch.softmax(q @ k.transpose(-1, -2) / (_HIDDEN // _HEADS) ** 0.5, dim=-1)
+        context = (weights @ v).transpose(1, 2).reshape(batch, length, _HIDDEN)
+        x = self.norm1(x + self.out(context))
+        return self.norm2(x + self.down(torch.nn.functional.gelu(self.up(x))))
+
+
+def _encoder() -> onnx.ModelProto:
+    torch.manual_seed(21)
+    return export_onnx(nn.Sequential(_Layer(), _Layer()), (torch.randn(_BATCH, _LENGTH, _HIDDEN),), ["x"],
+                       opset=17)
+
+
+def _feeds(seed: int) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(seed).standard_normal((_BATCH, _LENGTH, _HIDDEN)).astype(np.float32)}
+
+
+@pytest.fixture(scope="module")
+def static_model(tmp_path_factory: Any) -> onnx.ModelProto:
+    return quantized(tmp_path_factory.mktemp("static"), _encoder(), True, per_channel=True)
+
+
+@pytest.fixture(scope="module")
+def dynamic_model(tmp_path_factory: Any) -> onnx.ModelProto:
+    return quantized(tmp_path_factory.mktemp("dynamic"), _encoder(), False, reduce_range=True)
+
+
+def _cores() -> list[Any]:
+    cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+    return [pytest.param("emulated", id="emulated"),
+            pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, cuda])]
+
+
+@pytest.fixture(params=_cores())
+def core(request: Any, emulated_core: ov.Core) -> ov.Core:
+    return emulated_core if request.param == "emulated" else ov.Core()
+
+
+def _close(got: np.ndarray, want: np.ndarray, atol: float, agree: float) -> None:
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol)
+    assert np.mean(np.abs(got - want) <= 1e-4) >= agree, np.abs(got - want).max()
+
+
+def test_static_qdq_encoder_matches_onnx_runtime(core: ov.Core, static_model: onnx.ModelProto) -> None:
+    feeds = _feeds(3)
+    got, records = profiled(core, static_model, feeds)
+    (want,) = ort_unfused(static_model, feeds)
+    # LayerNormalization's output: a step of a requantized value moves it by about a hundredth
+    _close(got, want, atol=0.1, agree=0.97)
+    ops = Counter(n.op_type for n in static_model.graph.node)
+    ran = Counter(records.values())
+    # every QuantizeLinear joins a call or changes nothing; pairs after data movement run no call
+    assert ran["QuantizeLinear"] == 0 and ran["DequantizeLinear"] == 0
+    assert 0 < ran["FakeQuantize"] < ops["QuantizeLinear"] - ops["Transpose"]
+
+
+def test_static_qdq_encoder_under_f16_hint_stays_close(core: ov.Core, static_model: onnx.ModelProto) -> None:
+    feeds = _feeds(4)
+    got, _ = profiled(core, static_model, feeds, {"INFERENCE_PRECISION_HINT": "f16"})
+    (want,) = ort_unfused(static_model, feeds)
+    np.testing.assert_allclose(got, want, rtol=0, atol=0.25)
+    assert np.abs(got - want).mean() < 0.03
+
+
+def test_dynamic_quantized_encoder_matches_onnx_runtime(core: ov.Core,
+                                                        dynamic_model: onnx.ModelProto) -> None:
+    feeds = _feeds(5)
+    got, records = profiled(core, dynamic_model, feeds)
+    (want,) = ort_unfused(dynamic_model, feeds)
+    _close(got, want, atol=0.05, agree=0.97)
+    integer = {n.name for n in dynamic_model.graph.node if n.op_type == "MatMulInteger"}
+    assert integer <= set(records) and len(integer) == 8
+
+
+def test_dynamic_quantized_encoder_under_f16_hint_stays_close(core: ov.Core,
+                                                              dynamic_model: onnx.ModelProto) -> None:
+    feeds = _feeds(6)
+    got, _ = profiled(core, dynamic_model, feeds, {"INFERENCE_PRECISION_HINT": "f16"})
+    (want,) = ort_unfused(dynamic_model, feeds)
+    np.testing.assert_allclose(got, want, rtol=0, atol=0.05)
+    assert np.abs(got - want).mean() < 0.006
+
+
+def test_quantized_encoder_in_a_cuda_graph_gives_the_profiled_values(
+        core: ov.Core, static_model: onnx.ModelProto, dynamic_model: onnx.ModelProto) -> None:
+    # without profiling, CUDA graphs replay the calls (on CUDA); the values are the profiled run's
+    for model in (static_model, dynamic_model):
+        feeds = _feeds(7)
+        profiled_values, _ = profiled(core, model, feeds)
+        compiled = core.compile_model(model, "GPU.0")
+        for _ in range(3):
+            np.testing.assert_array_equal(np.asarray(compiled(feeds)[0]), profiled_values)
