@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("inferplex")
 
 __all__ = ["dequantize", "dynamic_quantize", "dynamic_quantize_centered", "int8_linear", "quantize",
            "quantize_dequantize", "usable"]
