@@ -72,9 +72,15 @@ def _self_test(kernels: Any) -> None:
         raise RuntimeError(f"a fake-quantize gave {out.tolist()}, not [-1.0, 0.5, 1.0]")
 
 
-def usable(x: torch.Tensor) -> bool:
-    """Whether the kernels can run on ``x``: a CUDA tensor, outside ``torch.compile``, with Triton."""
-    return x.is_cuda and not torch.compiler.is_compiling() and _triton() is not None
+_MAX_ELEMENTS = 2**31 - 1
+"""The kernels index with 32-bit offsets: larger tensors keep the ATen forms."""
+
+
+def usable(x: torch.Tensor, out_elements: int = 0) -> bool:
+    """Whether the kernels can run on ``x`` (and an output of ``out_elements``): a CUDA tensor,
+    outside ``torch.compile``, with Triton, within 32-bit offsets."""
+    return x.is_cuda and x.numel() <= _MAX_ELEMENTS and out_elements <= _MAX_ELEMENTS \
+        and not torch.compiler.is_compiling() and _triton() is not None
 
 
 def _define(triton: Any, tl: Any, libdevice: Any) -> Any:

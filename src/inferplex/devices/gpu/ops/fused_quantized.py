@@ -78,7 +78,7 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     the int8 rows: ``a_zero`` is ``za - 128`` for uint8 data (``za`` for int8), whose range
     [0, 255] moves to [-128, 127] with it.
     """
-    if triton_kernels.usable(a):  # the same numbers in two kernels
+    if triton_kernels.usable(a, _out_elements(a, weight)):  # the same numbers in two kernels
         if a_scale is not None:
             a = triton_kernels.quantize(a, a_scale, a_zero, torch.int8)
         return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype)
@@ -107,7 +107,7 @@ def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight:
     float32 rounding.
     """
     shift = 128 if a.dtype == torch.uint8 else 0
-    if triton_kernels.usable(a):  # the same numbers in one kernel
+    if triton_kernels.usable(a, _out_elements(a, weight)):  # the same numbers in one kernel
         columns = column_sums if shift or zero is not None else None
         return triton_kernels.int8_linear(a, weight, columns, zero, shift, scale.reshape(-1), bias, out_dtype)
     acc = _int8_rows_matmul(a, weight)
@@ -115,6 +115,11 @@ def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight:
     acc = acc + offset * column_sums
     result = acc * scale.reshape(-1) if bias is None else torch.addcmul(bias, acc, scale.reshape(-1))
     return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+
+
+def _out_elements(a: torch.Tensor, weight: torch.Tensor) -> int:
+    """Elements of a matmul's output: ``a``'s rows times the N x K weight's N."""
+    return a.numel() // max(a.shape[-1], 1) * weight.shape[0]
 
 
 def _int8_rows_matmul(a: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
