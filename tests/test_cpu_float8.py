@@ -1,0 +1,156 @@
+"""Float8 inputs and outputs on the CPU device, both engines, and across devices.
+
+inferplex's arrays of float8 values are ml_dtypes' (``ov.Type.f8e4m3.to_dtype()``
+and the like), on every device.  The reference is ONNX Runtime on the whole
+model: its ``OrtValue`` typed by ONNX element type for float8 inputs, and its
+output's bytes for float8 outputs (``run`` gives FLOAT8E4M3FN as uint8, the
+others only through ``run_with_ort_values``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import ModelProto, TensorProto, helper
+
+import inferplex as ov
+
+ENGINES = ("OPENVINO", "ONNXRUNTIME")
+
+FLOAT8: dict[int, Any] = {
+    TensorProto.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn, TensorProto.FLOAT8E5M2: ml_dtypes.float8_e5m2,
+    TensorProto.FLOAT8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz,
+    TensorProto.FLOAT8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz}
+OPENVINO_READS = (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2)
+"""The float8 types OpenVINO's ONNX frontend reads (FNUZ ones run on ONNX Runtime)."""
+
+X = np.array([[0.3, -1.1, 2.7], [3.3, 200.0, -0.02]], np.float32)
+
+
+def _model(nodes: list[Any], inputs: list[tuple[str, int]], outputs: list[tuple[str, int]],
+           initializers: list[Any] = ()) -> ModelProto:  # type: ignore[assignment]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, [2, 3]) for n, t in inputs],
+                              [helper.make_tensor_value_info(n, t, [2, 3]) for n, t in outputs],
+                              list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _cast_to(to: int) -> ModelProto:
+    return _model([helper.make_node("Cast", ["x"], ["y"], to=to)], [("x", TensorProto.FLOAT)], [("y", to)])
+
+
+def _reference(model: ModelProto, feed: dict[str, np.ndarray], float8_outputs: dict[str, Any]) -> list[Any]:
+    """ONNX Runtime's outputs of ``model``: float8 inputs fed as typed OrtValues, float8 outputs
+    read as their bytes, viewed as ml_dtypes' type."""
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    inputs = {}
+    for port in session.get_inputs():
+        array = np.ascontiguousarray(feed[port.name])
+        onnx_type = next((t for t, d in FLOAT8.items() if np.dtype(d) == array.dtype), None)
+        inputs[port.name] = (ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint8), onnx_type)
+                             if onnx_type else ort.OrtValue.ortvalue_from_numpy(array))
+    names = [port.name for port in session.get_outputs()]
+    results = []
+    for name, value in zip(names, session.run_with_ort_values(names, inputs), strict=True):
+        if name not in float8_outputs:
+            results.append(value.numpy())
+            continue
+        octets = (ctypes.c_uint8 * value.tensor_size_in_bytes()).from_address(value.data_ptr())
+        bits = np.frombuffer(octets, np.uint8).copy()
+        results.append(bits.view(float8_outputs[name]).reshape(value.shape()))
+    return results
+
+
+def _engines(to: int) -> list[str]:
+    return list(ENGINES) if to in OPENVINO_READS else ["ONNXRUNTIME"]
+
+
+@pytest.mark.parametrize("to", list(FLOAT8), ids=[TensorProto.DataType.Name(t) for t in FLOAT8])
+def test_a_float8_output_is_ml_dtypes_float8_with_onnx_runtimes_bits(core: ov.Core, to: int) -> None:
+    model = _cast_to(to)
+    (expected,) = _reference(model, {"x": X}, {"y": FLOAT8[to]})
+    for engine in _engines(to):
+        compiled = core.compile_model(core.read_model(model.SerializeToString()), "CPU", {"ENGINE": engine})
+        assert compiled.get_property("ENGINE") == engine
+        result = compiled({"x": X})["y"]
+        assert result.dtype == np.dtype(FLOAT8[to]) == compiled.outputs[0].element_type.to_dtype()
+        np.testing.assert_array_equal(result.view(np.uint8), expected.view(np.uint8))
+
+
+def test_e4m3fn_bits_are_onnx_runtimes_uint8_view(core: ov.Core) -> None:
+    """ONNX Runtime's plain ``run`` gives FLOAT8E4M3FN outputs as uint8: the same bytes."""
+    model = _cast_to(TensorProto.FLOAT8E4M3FN)
+    (bits,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": X})
+    assert bits.dtype == np.uint8
+    result = core.compile_model(core.read_model(model.SerializeToString()), "CPU")({"x": X})["y"]
+    np.testing.assert_array_equal(result.view(np.uint8), bits)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_quantize_linear_to_float8_then_dequantize(core: ov.Core, engine: str) -> None:
+    to = TensorProto.FLOAT8E4M3FN
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["d"])]
+    initializers = [helper.make_tensor("scale", TensorProto.FLOAT, [], [0.5]),
+                    helper.make_tensor("zero", to, [], [0.0])]
+    model = _model(nodes, [("x", TensorProto.FLOAT)], [("q", to), ("d", TensorProto.FLOAT)], initializers)
+    q_ref, d_ref = _reference(model, {"x": X}, {"q": FLOAT8[to]})
+    compiled = core.compile_model(core.read_model(model.SerializeToString()), "CPU", {"ENGINE": engine})
+    results = compiled({"x": X})
+    assert results["q"].dtype == np.dtype(FLOAT8[to])
+    np.testing.assert_array_equal(results["q"].view(np.uint8), q_ref.view(np.uint8))
+    np.testing.assert_array_equal(results["d"], d_ref)
+
+
+@pytest.mark.parametrize("to", list(FLOAT8), ids=[TensorProto.DataType.Name(t) for t in FLOAT8])
+def test_a_float8_input_takes_ml_dtypes_arrays(core: ov.Core, to: int) -> None:
+    model = _model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)],
+                   [("x", to)], [("y", TensorProto.FLOAT)])
+    x = X.astype(FLOAT8[to])
+    (expected,) = _reference(model, {"x": x}, {})
+    for engine in _engines(to):
+        compiled = core.compile_model(core.read_model(model.SerializeToString()), "CPU", {"ENGINE": engine})
+        np.testing.assert_array_equal(compiled({"x": x})["y"], expected)
+        request = compiled.create_infer_request()  # the same through a request's own input tensor
+        request.get_input_tensor(0).data[:] = x
+        request.infer()
+        np.testing.assert_array_equal(request.get_output_tensor(0).data, expected)
+
+
+def _through_float8() -> ModelProto:
+    """x -> float8 (node "to8") -> float32 y (node "back") -> float8 z (node "again")."""
+    to = TensorProto.FLOAT8E5M2
+    nodes = [helper.make_node("Cast", ["x"], ["h"], to=to, name="to8"),
+             helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT, name="back"),
+             helper.make_node("Cast", ["y"], ["z"], to=to, name="again")]
+    return _model(nodes, [("x", TensorProto.FLOAT)], [("y", TensorProto.FLOAT), ("z", to)])
+
+
+@pytest.mark.parametrize("affinities", [("GPU.0", "CPU", "GPU.0"), ("CPU", "GPU.0", "CPU")])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hetero_hands_float8_tensors_between_cpu_and_gpu(emulated_core: ov.Core, engine: str,
+                                                         affinities: tuple[str, str, str]) -> None:
+    """Float8 tensors cross a HETERO boundary either way, and every device gives the same results."""
+    model = _through_float8()
+    y_ref, z_ref = _reference(model, {"x": X}, {"z": ml_dtypes.float8_e5m2})
+    split = emulated_core.read_model(model.SerializeToString())
+    for op in split.get_ops():
+        if op.get_friendly_name() in ("to8", "back", "again"):
+            op.get_rt_info()["affinity"] = affinities[("to8", "back", "again").index(op.get_friendly_name())]
+    config = {"DEVICE_PROPERTIES": {"CPU": {"ENGINE": engine}}}
+    runs = {"HETERO": emulated_core.compile_model(split, "HETERO:GPU.0,CPU", config)}
+    for device in ("GPU.0", "MULTI:GPU.0,CPU", "AUTO:GPU.0,CPU"):
+        whole = emulated_core.read_model(model.SerializeToString())
+        runs[device] = emulated_core.compile_model(whole, device, config if device != "GPU.0" else {})
+    assert runs["HETERO"].get_property("HETERO_NUMBER_OF_SUBMODELS") == 3
+    for device, compiled in runs.items():
+        results = compiled({"x": X})
+        assert results["z"].dtype == np.dtype(ml_dtypes.float8_e5m2), device
+        np.testing.assert_array_equal(results["y"], y_ref, err_msg=device)
+        np.testing.assert_array_equal(results["z"].view(np.uint8), z_ref.view(np.uint8), err_msg=device)
