@@ -1,9 +1,11 @@
 """Graph outputs declared with an element type and no shape, as exporters write them.
 
-ONNX Runtime runs such models; ``read_model`` reads them from every source, the
-output's shape is dynamic (rank unknown), and every device gives ONNX Runtime's
-results on the whole model.  (onnx's checker wants a shape on the main graph's
-inputs and outputs; read_model's check leaves that rule out for outputs.)
+ONNX Runtime and OpenVINO run such models; ``read_model`` reads them from every
+source, the output's shape is what ONNX shape inference finds (as OpenVINO's
+read_model shows ``[?,4]``), or dynamic where it finds none, and every device
+gives ONNX Runtime's results on the whole model.  (onnx's checker wants a shape
+on the main graph's inputs and outputs; read_model's check leaves that rule out
+for outputs.)
 """
 
 from __future__ import annotations
@@ -61,23 +63,43 @@ def _check(compiled: ov.CompiledModel, model: onnx.ModelProto) -> None:
     assert results["y"].dtype == np.float32 and results["s"].dtype == np.int64
 
 
-def test_read_from_every_source_with_dynamic_output_shapes(core: ov.Core, tmp_path: Path) -> None:
+INFERRED = [ov.PartialShape("[?,4]"), ov.PartialShape([2])]
+"""The outputs' shapes as OpenVINO's read_model gives them (ONNX shape inference's)."""
+
+
+def test_read_from_every_source_with_inferred_output_shapes(core: ov.Core, tmp_path: Path) -> None:
     model = _model()
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
     for source in (model, model.SerializeToString(), str(path), path):
         read = core.read_model(source)
-        for port, element in zip(read.outputs, (ov.Type.f32, ov.Type.i64), strict=True):
-            assert port.get_element_type() == element
-            assert port.get_partial_shape().rank.is_dynamic
+        assert [port.get_element_type() for port in read.outputs] == [ov.Type.f32, ov.Type.i64]
+        assert [port.get_partial_shape() for port in read.outputs] == INFERRED
+        assert read.inputs[0].get_partial_shape() == ov.PartialShape("[?,3]")  # declared shapes stay
         _check(core.compile_model(read, "CPU"), model)
+
+
+def test_an_output_shape_inference_cannot_tell_stays_dynamic(core: ov.Core) -> None:
+    """A contrib op's output (ONNX Runtime's com.microsoft Gelu): no shape from ONNX's inference."""
+    nodes = [helper.make_node("Relu", ["x"], ["h"]),
+             helper.make_node("Gelu", ["h"], ["y"], domain="com.microsoft")]
+    graph = helper.make_graph(nodes, "contrib",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    read = core.read_model(model)
+    assert read.outputs[0].get_partial_shape().rank.is_dynamic
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    (expected,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(core.compile_model(read, "CPU")({"x": x})["y"], expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize("device", ["CPU", "GPU.0", "HETERO:GPU.0,CPU", "MULTI:GPU.0,CPU", "AUTO"])
 def test_every_device_runs_them_as_onnx_runtime_does(core: ov.Core, device: str) -> None:
     model = _model()
     compiled = core.compile_model(core.read_model(model), device)
-    assert compiled.outputs[0].get_partial_shape().rank.is_dynamic
+    assert [port.get_partial_shape() for port in compiled.outputs] == INFERRED
     _check(compiled, model)
 
 
