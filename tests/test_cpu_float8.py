@@ -14,6 +14,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import ModelProto, TensorProto, helper
@@ -30,6 +31,9 @@ OPENVINO_READS = (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2)
 """The float8 types OpenVINO's ONNX frontend reads (FNUZ ones run on ONNX Runtime)."""
 
 X = np.array([[0.3, -1.1, 2.7], [3.3, 200.0, -0.02]], np.float32)
+"""Values every float8 type holds the range of: OpenVINO casts these as ONNX does."""
+OUT_OF_RANGE = np.array([[1e6, -np.inf, np.inf], [-1e6, 0.3, 3.3]], np.float32)
+"""Values ONNX's casts and QuantizeLinear saturate to the largest finite float8 by default."""
 
 
 def _model(nodes: list[Any], inputs: list[tuple[str, int]], outputs: list[tuple[str, int]],
@@ -42,6 +46,13 @@ def _model(nodes: list[Any], inputs: list[tuple[str, int]], outputs: list[tuple[
 
 def _cast_to(to: int) -> ModelProto:
     return _model([helper.make_node("Cast", ["x"], ["y"], to=to)], [("x", TensorProto.FLOAT)], [("y", to)])
+
+
+def _quantize_to(to: int, scale: float) -> ModelProto:
+    return _model([helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["y"])],
+                  [("x", TensorProto.FLOAT)], [("y", to)],
+                  [helper.make_tensor("scale", TensorProto.FLOAT, [], [scale]),
+                   helper.make_tensor("zero", to, [], [0.0])])
 
 
 def _reference(model: ModelProto, feed: dict[str, np.ndarray], float8_outputs: dict[str, Any]) -> list[Any]:
@@ -154,3 +165,36 @@ def test_hetero_hands_float8_tensors_between_cpu_and_gpu(emulated_core: ov.Core,
         assert results["z"].dtype == np.dtype(ml_dtypes.float8_e5m2), device
         np.testing.assert_array_equal(results["y"], y_ref, err_msg=device)
         np.testing.assert_array_equal(results["z"].view(np.uint8), z_ref.view(np.uint8), err_msg=device)
+
+
+@pytest.mark.parametrize("op", ["Cast", "QuantizeLinear"])
+@pytest.mark.parametrize("to", OPENVINO_READS, ids=[TensorProto.DataType.Name(t) for t in OPENVINO_READS])
+def test_saturating_float8_casts_are_onnxs_on_the_default_engine_and_the_gpu(
+        emulated_core: ov.Core, op: str, to: int) -> None:
+    """OpenVINO does not saturate Cast to float8 (nor quantize NaN as ONNX does): the default engine
+    leaves such models to ONNX Runtime, saying why, and agrees with the GPU."""
+    model = _cast_to(to) if op == "Cast" else _quantize_to(to, 1.0)
+    (expected,) = _reference(model, {"x": OUT_OF_RANGE}, {"y": FLOAT8[to]})
+    cpu = emulated_core.compile_model(emulated_core.read_model(model.SerializeToString()), "CPU")
+    assert cpu.get_property("ENGINE") == "ONNXRUNTIME"
+    assert f"computes {op} to float8" in cpu.get_property("ENGINE_FALLBACK_REASON")
+    for compiled in (cpu, emulated_core.compile_model(emulated_core.read_model(model.SerializeToString()),
+                                                      "GPU.0")):
+        result = compiled({"x": OUT_OF_RANGE})["y"]
+        assert result.dtype == np.dtype(FLOAT8[to])
+        np.testing.assert_array_equal(result.view(np.uint8), expected.view(np.uint8))
+
+
+def test_where_onnx_runtime_has_no_kernel_openvino_runs_the_float8_model(core: ov.Core) -> None:
+    """ONNX Runtime has no QuantizeLinear kernel at the newest opset: the default engine stays on
+    OpenVINO rather than failing, and gives ONNX's values for in-range inputs."""
+    to = TensorProto.FLOAT8E4M3FN
+    model = _quantize_to(to, 0.5)
+    newest = onnx.defs.onnx_opset_version()
+    model.opset_import[0].version = newest
+    with pytest.raises(Exception, match="QuantizeLinear"):  # raw ONNX Runtime cannot compile it
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    compiled = core.compile_model(core.read_model(model.SerializeToString()), "CPU")
+    assert compiled.get_property("ENGINE") == "OPENVINO"
+    expected = (X / 0.5).astype(ml_dtypes.float8_e4m3fn)  # round to nearest even, in range
+    np.testing.assert_array_equal(compiled({"x": X})["y"].view(np.uint8), expected.view(np.uint8))
