@@ -143,6 +143,15 @@ def _through_float8() -> ModelProto:
     return _model(nodes, [("x", TensorProto.FLOAT)], [("y", TensorProto.FLOAT), ("z", to)])
 
 
+def _placed(core: ov.Core, model: ModelProto, affinities: tuple[str, str, str]) -> ov.Model:
+    """``model`` read with nodes to8, back and again placed on ``affinities``."""
+    split = core.read_model(model.SerializeToString())
+    for op in split.get_ops():
+        if op.get_friendly_name() in ("to8", "back", "again"):
+            op.get_rt_info()["affinity"] = affinities[("to8", "back", "again").index(op.get_friendly_name())]
+    return split
+
+
 @pytest.mark.parametrize("affinities", [("GPU.0", "CPU", "GPU.0"), ("CPU", "GPU.0", "CPU")])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_hetero_hands_float8_tensors_between_cpu_and_gpu(emulated_core: ov.Core, engine: str,
@@ -150,10 +159,7 @@ def test_hetero_hands_float8_tensors_between_cpu_and_gpu(emulated_core: ov.Core,
     """Float8 tensors cross a HETERO boundary either way, and every device gives the same results."""
     model = _through_float8()
     y_ref, z_ref = _reference(model, {"x": X}, {"z": ml_dtypes.float8_e5m2})
-    split = emulated_core.read_model(model.SerializeToString())
-    for op in split.get_ops():
-        if op.get_friendly_name() in ("to8", "back", "again"):
-            op.get_rt_info()["affinity"] = affinities[("to8", "back", "again").index(op.get_friendly_name())]
+    split = _placed(emulated_core, model, affinities)
     config = {"DEVICE_PROPERTIES": {"CPU": {"ENGINE": engine}}}
     runs = {"HETERO": emulated_core.compile_model(split, "HETERO:GPU.0,CPU", config)}
     for device in ("GPU.0", "MULTI:GPU.0,CPU", "AUTO:GPU.0,CPU"):
@@ -198,3 +204,28 @@ def test_where_onnx_runtime_has_no_kernel_openvino_runs_the_float8_model(core: o
     assert compiled.get_property("ENGINE") == "OPENVINO"
     expected = (X / 0.5).astype(ml_dtypes.float8_e4m3fn)  # round to nearest even, in range
     np.testing.assert_array_equal(compiled({"x": X})["y"].view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("to", OPENVINO_READS, ids=[TensorProto.DataType.Name(t) for t in OPENVINO_READS])
+def test_cpu_and_a_cuda_gpu_agree_on_float8(to: int) -> None:
+    """On a CUDA GPU: float8 outputs of Cast and QuantizeLinear, and a float8 tensor handed from the
+    GPU to the CPU inside HETERO, have ONNX Runtime's bits on both devices."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    core = ov.Core()
+    for model in (_cast_to(to), _quantize_to(to, 0.5)):
+        for device in ("CPU", "GPU.0", "AUTO:GPU.0,CPU"):
+            compiled = core.compile_model(core.read_model(model.SerializeToString()), device)
+            for x in (X, OUT_OF_RANGE):
+                (expected,) = _reference(model, {"x": x}, {"y": FLOAT8[to]})
+                result = compiled({"x": x})["y"]
+                assert result.dtype == np.dtype(FLOAT8[to]), device
+                np.testing.assert_array_equal(result.view(np.uint8), expected.view(np.uint8), err_msg=device)
+    model = _through_float8()
+    y_ref, z_ref = _reference(model, {"x": X}, {"z": ml_dtypes.float8_e5m2})
+    split = _placed(core, model, ("GPU.0", "CPU", "GPU.0"))
+    results = core.compile_model(split, "HETERO:GPU.0,CPU")({"x": X})
+    np.testing.assert_array_equal(results["y"], y_ref)
+    np.testing.assert_array_equal(results["z"].view(np.uint8), z_ref.view(np.uint8))

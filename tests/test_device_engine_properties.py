@@ -154,3 +154,19 @@ def test_encryption_callbacks_set_on_a_device_encrypt_exports_and_decrypt_import
     assert isinstance(blob, bytes)
     _run(core.import_model(blob, "CPU"))  # decrypted with the device's callbacks
     _run(ov.Core().import_model(base64.b64decode(blob), "CPU"))  # the blob is encrypt(plain blob)
+
+
+@pytest.mark.gpu
+def test_output_precision_set_on_a_cuda_gpu() -> None:
+    """On a CUDA GPU: OUTPUT_PRECISION set on the device gives f16 outputs within f16's bounds."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    core = ov.Core()
+    core.set_property("GPU", {"OUTPUT_PRECISION": "INFERENCE", "INFERENCE_PRECISION_HINT": "f16"})
+    assert core.get_property("GPU.0", "OUTPUT_PRECISION") == "INFERENCE"
+    compiled = core.compile_model(_model(), "GPU")
+    assert compiled.outputs[0].element_type == ov.Type.f16
+    assert _run(compiled).dtype == np.float16
+    assert _run(core.compile_model(_model(), "CPU")).dtype == np.float32  # the CPU keeps the model's types
