@@ -229,3 +229,13 @@ def test_cpu_and_a_cuda_gpu_agree_on_float8(to: int) -> None:
     results = core.compile_model(split, "HETERO:GPU.0,CPU")({"x": X})
     np.testing.assert_array_equal(results["y"], y_ref)
     np.testing.assert_array_equal(results["z"].view(np.uint8), z_ref.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn])
+def test_a_tensor_holds_float8_arrays_of_either_numpy_kind(dtype: Any) -> None:
+    """ml_dtypes' float8_e5m2 is of numpy kind 'f' with no buffer format; the others of kind 'V'."""
+    values = X.astype(dtype)
+    shared = ov.Tensor(values, shared_memory=True)
+    assert shared.element_type == ov.Type(np.dtype(dtype)) and shared.shape == list(values.shape)
+    assert np.shares_memory(shared.data, values)
+    np.testing.assert_array_equal(ov.Tensor(values).data.view(np.uint8), values.view(np.uint8))
