@@ -27,7 +27,9 @@ from inferplex._model import Model
 from inferplex._model_io import is_model_source, load_model
 from inferplex._virtual_settings import VirtualSettings, auto_spec
 from inferplex.api.version import Version
+from inferplex.config import engine_settings
 from inferplex.config.devices import VIRTUAL_DEVICES, DeviceSpec, parse_device_list, parse_device_string
+from inferplex.config.engine_settings import EngineSettings, split_compile_config, split_engine_keys
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
 from inferplex.config.output_precision import lowered_precision, with_output_precision
 from inferplex.config.schema import (
@@ -84,6 +86,8 @@ class Core(VirtualSettings):
         self._extensions: list[Extension] = []
         self._core_config: dict[str, Any] = dict(_CORE_DEFAULTS)
         """Core-wide values (``set_property({...})`` with no device), read by ``get_property(key)``."""
+        self._engine_settings = EngineSettings()
+        """The engine's keys (OUTPUT_PRECISION, ENABLE_TRACE, ...) set on the Core or a device."""
         self._load_entry_points()
 
     # --- devices -----------------------------------------------------------------------
@@ -219,7 +223,7 @@ class Core(VirtualSettings):
         model = self.read_model(model, weights)
         device_name = device_name or "AUTO"
         spec = parse_device_string(device_name)
-        engine, config = _engine_settings(as_config(config))
+        engine, config = self._engine_for(spec, as_config(config))
         timeline = Timeline(model.friendly_name) if engine.get("ENABLE_TRACE") else None
         registry = self._registry.scoped()  # its ledger: the programs this compile makes (cache, export)
         if spec.virtual is None:
@@ -275,7 +279,21 @@ class Core(VirtualSettings):
         ``config`` adds properties to those it was compiled with.
         """
         return import_compiled(self._registry, self.read_model, model_stream, device_name,
-                               _engine_settings(config))
+                               self._engine_for(parse_device_string(device_name), config))
+
+    def _engine_for(self, spec: DeviceSpec, config: Mapping[str, Any] | None
+                    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The engine's keys for a compile on ``spec`` (those set with ``set_property``, then the
+        config's), and the rest of ``config`` for the devices."""
+        given, rest = split_compile_config(config)
+        return {**self._engine_settings.merged(self._engine_scopes(spec)), **given}, rest
+
+    def _engine_scopes(self, spec: DeviceSpec) -> tuple[str, ...]:
+        """Where the engine's keys for a compile on ``spec`` come from (:mod:`.config.engine_settings`)."""
+        if spec.virtual is not None:
+            return ("", spec.virtual)
+        plugin, full = self._registry.resolve(spec.names[0])
+        return tuple(dict.fromkeys(("", plugin.family, full)))
 
     # --- properties ----------------------------------------------------------------------
 
@@ -294,8 +312,9 @@ class Core(VirtualSettings):
             # device gets those it takes.
             plugins = self._present_plugins()
             every = tuple(dict.fromkeys([*(k for name in VIRTUAL_DEVICES for k in self._virtual_keys(name)),
-                                         *(k for _, keys in plugins for k in keys)]))
-            normalize_config(device_name, every, target="any device", parsers=self._device_parsers())
+                                         *(k for _, keys in plugins for k in keys), *ENGINE_PROPERTIES]))
+            parsed = normalize_config(device_name, every, target="any device", parsers=self._device_parsers())
+            engine = {k: v for k, v in parsed.items() if k in ENGINE_PROPERTIES}
             virtual = {name: self._parse_virtual(name, device_name, subset=True) for name in VIRTUAL_DEVICES}
             for family, accepted in plugins:
                 subset = {k: v for k, v in device_name.items() if canonical_key(k) in accepted}
@@ -304,13 +323,23 @@ class Core(VirtualSettings):
             for name, parsed in virtual.items():
                 self._virtual_config[name].update(parsed)
             self._core_config.update({canonical_key(k): v for k, v in device_name.items()})
+            self._core_config.update(engine)
+            self._engine_settings.set("", engine)
             return
         if properties is None:
             raise PropertyError("set_property needs properties: set_property('CPU', {'NUM_STREAMS': 2})")
         if device_name in VIRTUAL_DEVICES:
-            self._virtual_config[device_name].update(self._parse_virtual(device_name, properties))
+            engine, rest = split_engine_keys(properties, self._virtual_keys(device_name), device_name,
+                                              self._device_parsers())
+            self._virtual_config[device_name].update(self._parse_virtual(device_name, rest))
+            self._engine_settings.set(device_name, engine)
             return
-        self._registry.set_config(device_name, properties)
+        plugin, full = self._registry.resolve(device_name)
+        engine, rest = split_engine_keys(properties, self._registry.accepted_keys(plugin), device_name,
+                                          plugin.property_parsers())
+        if rest:
+            self._registry.set_config(device_name, rest)
+        self._engine_settings.set(plugin.family if device_name == plugin.family else full, engine)
 
     def _set_core_options(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """Store the Core's own options of a Core-wide config (ENABLE_MMAP, FORCE_TBB_TERMINATE:
@@ -359,9 +388,13 @@ class Core(VirtualSettings):
         return typed_value(name, value)
 
     def _device_property(self, device_name: str, name: str, key: str) -> Any:
+        if name in ENGINE_PROPERTIES:
+            spec = parse_device_string(device_name)
+            return self._engine_settings.read(name, self._engine_scopes(spec), device_name)
         if device_name in VIRTUAL_DEVICES:
             if name == "SUPPORTED_PROPERTIES":
-                return [*sorted(self._virtual_keys(device_name)), "FULL_DEVICE_NAME", "SUPPORTED_PROPERTIES"]
+                return [*sorted(self._virtual_keys(device_name)), *engine_settings.LISTED, "FULL_DEVICE_NAME",
+                        "SUPPORTED_PROPERTIES"]
             if name in self._virtual_config[device_name]:
                 return self._virtual_config[device_name][name]
             if name == "FULL_DEVICE_NAME":
@@ -369,16 +402,10 @@ class Core(VirtualSettings):
             raise PropertyError(f"{device_name} has no property {key!r} set")
         if name == "AVAILABLE_DEVICES":
             return self._registry.plugin(device_name.split(".")[0]).devices()
-        return self._registry.device_property(device_name, name)
-
-
-def _engine_settings(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The engine's own keys of a compile config (checked), and the rest for the devices."""
-    if not config or not isinstance(config, Mapping):
-        return {}, config  # type: ignore[return-value]
-    engine = {k: v for k, v in config.items() if canonical_key(k) in ENGINE_PROPERTIES}
-    rest = {k: v for k, v in config.items() if canonical_key(k) not in ENGINE_PROPERTIES}
-    return normalize_config(engine, ENGINE_PROPERTIES, target="the engine"), rest
+        value = self._registry.device_property(device_name, name)
+        if name == "SUPPORTED_PROPERTIES" and isinstance(value, list):
+            value = [*value, *engine_settings.LISTED]  # set_property takes them for the device's compiles
+        return value
 
 
 _READ_OPTIONS = ("ENABLE_MMAP",)

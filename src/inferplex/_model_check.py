@@ -7,6 +7,12 @@
   bytes its offset and length name (:func:`check_external_data`);
 - ``onnx.checker.check_model`` (without shape inference), named errors.
 
+Graph outputs declared with an element type but no shape are accepted, as ONNX
+Runtime and OpenVINO accept them (exporters write them; the output's shape is
+then found by shape inference, or is dynamic): onnx's checker wants a shape on
+every main-graph input and output, so its copy of the model gives such outputs
+an empty one, which it does not read further without shape inference.
+
 The first two run before anything else reads the model: onnx-ir, the checker
 and the engines fail on such models with their own errors (a ``SerdeError``,
 a ``UnicodeDecodeError`` raised while the checker words its message), or not
@@ -208,7 +214,10 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
     # it is given the path (given the proto, it looks in the working directory).
     external = path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
                                         for t in all_tensors(proto))
-    checked = os.fspath(path) if external else checker_copy(proto)
+    if external and not _shapeless_outputs(proto.graph):
+        checked: Any = os.fspath(path)
+    else:  # external tensors, checked by check_external_data, are placeholders in the copy
+        checked = checker_copy(proto, external=external)
     try:
         onnx.checker.check_model(checked, full_check=False)
     except onnx.checker.ValidationError as error:
@@ -221,29 +230,42 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
                          f"{error}); read_model accepts models that pass onnx.checker.check_model") from error
 
 
-def checker_copy(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """``proto`` with its large raw-data tensors as empty placeholders (``proto`` itself when none).
+def checker_copy(proto: onnx.ModelProto, external: bool = False) -> onnx.ModelProto:
+    """``proto`` as the checker is given it: its large raw-data tensors as empty placeholders, and
+    its shapeless graph outputs with an empty shape (``proto`` itself when it has neither).
 
     Large tensors are initializers and nodes' tensor attributes (a Constant's
     ``value``), in the main graph and in subgraphs (If, Loop, Scan bodies).
     Raises :class:`ModelError` for a left-out tensor that breaks the checker's
     rules on data: bytes that do not fill its shape, or a second data field.
+    ``external``: external-data tensors become placeholders too (the checker given
+    a copy finds their files relative to the working directory, not the model's
+    folder; :func:`check_external_data` has checked them).
     """
-    if not _holds_large(proto.graph):
+    shapeless = _shapeless_outputs(proto.graph)
+    if not shapeless and not _holds_large(proto.graph, external):
         return proto
     copy = onnx.ModelProto()
     _copy_fields(proto, copy, leave_out=("graph",))
-    _copy_graph(proto.graph, copy.graph)
+    _copy_graph(proto.graph, copy.graph, external)
+    for index in shapeless:
+        copy.graph.output[index].type.tensor_type.shape.SetInParent()
     return copy
 
 
-def _copy_graph(graph: onnx.GraphProto, target: onnx.GraphProto) -> None:
+def _shapeless_outputs(graph: onnx.GraphProto) -> list[int]:
+    """Indices of the graph outputs declared as tensors of a type with no shape."""
+    return [index for index, output in enumerate(graph.output) if output.type.HasField("tensor_type")
+            and not output.type.tensor_type.HasField("shape")]
+
+
+def _copy_graph(graph: onnx.GraphProto, target: onnx.GraphProto, external: bool) -> None:
     """``graph`` into ``target``, its large tensors (and its subgraphs') as placeholders."""
     _copy_fields(graph, target, leave_out=("initializer", "node"))
     for tensor in graph.initializer:
-        _copy_tensor(tensor, target.initializer.add())
+        _copy_tensor(tensor, target.initializer.add(), external)
     for node in graph.node:
-        if not any(_attribute_holds_large(attribute) for attribute in node.attribute):
+        if not any(_attribute_holds_large(attribute, external) for attribute in node.attribute):
             target.node.add().CopyFrom(node)
             continue
         copied = target.node.add()
@@ -252,32 +274,40 @@ def _copy_graph(graph: onnx.GraphProto, target: onnx.GraphProto) -> None:
             kept = copied.attribute.add()
             _copy_fields(attribute, kept, leave_out=("t", "tensors", "g", "graphs"))
             if attribute.HasField("t"):
-                _copy_tensor(attribute.t, kept.t)
+                _copy_tensor(attribute.t, kept.t, external)
             for tensor in attribute.tensors:
-                _copy_tensor(tensor, kept.tensors.add())
+                _copy_tensor(tensor, kept.tensors.add(), external)
             if attribute.HasField("g"):
-                _copy_graph(attribute.g, kept.g)
+                _copy_graph(attribute.g, kept.g, external)
             for subgraph in attribute.graphs:
-                _copy_graph(subgraph, kept.graphs.add())
+                _copy_graph(subgraph, kept.graphs.add(), external)
 
 
-def _holds_large(graph: onnx.GraphProto) -> bool:
-    return any(_large(tensor) for tensor in graph.initializer) or any(
-        _attribute_holds_large(attribute) for node in graph.node for attribute in node.attribute)
+def _holds_large(graph: onnx.GraphProto, external: bool) -> bool:
+    return any(_left_out(tensor, external) for tensor in graph.initializer) or any(
+        _attribute_holds_large(attribute, external) for node in graph.node for attribute in node.attribute)
 
 
-def _attribute_holds_large(attribute: onnx.AttributeProto) -> bool:
-    return ((attribute.HasField("t") and _large(attribute.t)) or any(_large(t) for t in attribute.tensors)
-            or (attribute.HasField("g") and _holds_large(attribute.g))
-            or any(_holds_large(g) for g in attribute.graphs))
+def _attribute_holds_large(attribute: onnx.AttributeProto, external: bool) -> bool:
+    return ((attribute.HasField("t") and _left_out(attribute.t, external))
+            or any(_left_out(t, external) for t in attribute.tensors)
+            or (attribute.HasField("g") and _holds_large(attribute.g, external))
+            or any(_holds_large(g, external) for g in attribute.graphs))
 
 
-def _copy_tensor(tensor: onnx.TensorProto, target: onnx.TensorProto) -> None:
-    """``tensor`` into ``target``: as it is, or as a placeholder when large (its data checked here)."""
-    if not _large(tensor):
+def _left_out(tensor: onnx.TensorProto, external: bool) -> bool:
+    """Whether the checker's copy holds ``tensor`` as a placeholder: large, or external with ``external``."""
+    return _large(tensor) or (external and tensor.data_location == onnx.TensorProto.EXTERNAL)
+
+
+def _copy_tensor(tensor: onnx.TensorProto, target: onnx.TensorProto, external: bool) -> None:
+    """``tensor`` into ``target``: as it is, or as a placeholder when left out (a large one's data
+    checked here)."""
+    if not _left_out(tensor, external):
         target.CopyFrom(tensor)
         return
-    _check_data(tensor)
+    if _large(tensor):
+        _check_data(tensor)
     target.name, target.data_type = tensor.name, tensor.data_type
     target.dims.append(0)  # no elements and no data: the checker accepts it
 

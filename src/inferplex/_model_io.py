@@ -10,7 +10,11 @@
   e.g. the ``light`` models in the onnx wheel) as constants, so engines can fold
   them — ONNX Runtime runs such models 2-3x slower otherwise;
 - gives every node a stable, unique friendly name: its ONNX name, or
-  ``<op_type>_<index>`` when it has none.
+  ``<op_type>_<index>`` when it has none;
+- gives graph outputs declared with a type but no shape (ONNX Runtime and
+  OpenVINO run them) the shape ONNX shape inference finds, as OpenVINO's
+  ``read_model`` shows them (``[?,3]``); where it finds none they stay dynamic
+  (rank unknown).
 
 :func:`save_model` and :func:`serialize` write a Model back as an ONNX file.  Kept apart
 from :mod:`inferplex._model`, which holds the Model's own API over the graph.
@@ -227,4 +231,25 @@ def _prepare(model: ir.Model) -> ir.Model:
             name = f"{name}_{suffix}"
         node.name = name
         used.add(name)
+    _shape_outputs(model)
     return model
+
+
+def _shape_outputs(model: ir.Model) -> None:
+    """Outputs of nodes declared without a shape get the shape ONNX shape inference finds (see the
+    module docstring); every other value keeps the shape and type the model declares."""
+    shapeless = {id(value) for value in model.graph.outputs
+                 if value.shape is None and value.producer() is not None}
+    if not shapeless:
+        return
+    from inferplex.api.reshape import apply_input_shapes
+
+    values = [value for node in ir.traversal.RecursiveGraphIterator(model.graph) for value in node.outputs]
+    declared = [(value, value.shape, value.type) for value in values if id(value) not in shapeless]
+    try:
+        apply_input_shapes(model, {})  # every node output's shape, from the declared inputs'
+    except Exception:  # noqa: BLE001 - it restores the shapes: the outputs stay dynamic
+        pass
+    finally:
+        for value, shape, element in declared:
+            value.shape, value.type = shape, element

@@ -313,8 +313,9 @@ def tensor_from_file(path: Any) -> Tensor:
 def _bytes_of(array: np.ndarray) -> np.ndarray:
     """The bytes of a C-contiguous array as a flat uint8 view through one memoryview, so the
     tensor holds one reference to the caller's array however many views it makes (as OpenVINO's
-    tensor holds one)."""
-    if array.size == 0 or array.dtype.kind in "OV":
+    tensor holds one).  ml_dtypes' types (isbuiltin 2; float8_e5m2 is of kind "f") have no
+    buffer format: their arrays are viewed directly."""
+    if array.size == 0 or array.dtype.kind in "OV" or array.dtype.isbuiltin == 2:
         return array.reshape(-1).view(np.uint8)
     return np.frombuffer(memoryview(array).cast("B"), dtype=np.uint8)  # type: ignore[arg-type]
 

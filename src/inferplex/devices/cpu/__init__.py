@@ -3,8 +3,9 @@
 Modules: ``plugin`` (the device family, its properties, the engine choice),
 ``openvino_engine`` and ``onnxruntime_engine`` (one program class each, sharing
 ``program.CpuProgram``), ``openvino_core`` (the process's OpenVINO Core and
-how a CPU config maps onto it), ``openvino_dtypes`` (bfloat16, sub-byte and
-string tensors across OpenVINO's API), ``onnxruntime_support`` (which nodes ONNX Runtime
+how a CPU config maps onto it), ``openvino_dtypes`` (bfloat16, float8, sub-byte and
+string tensors across OpenVINO's API), ``onnxruntime_dtypes`` (float8 tensors across
+ONNX Runtime's API), ``onnxruntime_support`` (which nodes ONNX Runtime
 runs), ``profile`` (both engines' counters as profiling records), ``cpu_info``
 (name, cores, memory, instruction sets) and ``threads`` (thread priority).
 """

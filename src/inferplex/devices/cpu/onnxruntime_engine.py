@@ -24,7 +24,9 @@ Precision: ONNX Runtime's CPU provider computes in the model's types, so only
 than silently ignored.
 
 Tensors: numpy inputs of the right dtype reach ONNX Runtime without a copy, and
-``InferenceSession.run`` hands its output buffers to numpy without one.
+``InferenceSession.run`` hands its output buffers to numpy without one.  Float8
+tensors, which ONNX Runtime's numpy conversions refuse, cross as ``OrtValue`` objects
+(:mod:`.onnxruntime_dtypes`).
 
 Counters (``ENABLE_PROFILING``): ONNX Runtime writes its events only when the
 profiler ends, so reading the counters ends it and the worker's session is
@@ -50,6 +52,7 @@ import onnxruntime as ort
 from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
 from inferplex.devices.cpu import cpu_info
+from inferplex.devices.cpu.onnxruntime_dtypes import float8_ports, run_with_float8
 from inferplex.devices.cpu.profile import ORT_PROVIDER, ort_last_run_records
 from inferplex.devices.cpu.program import CpuProgram, to_numpy
 from inferplex.devices.cpu.threads import in_low_priority_thread, per_thread_priority
@@ -143,6 +146,8 @@ class OnnxRuntimeProgram(CpuProgram):
         first = self._sessions[0]
         self.input_names = [i.name for i in first.get_inputs()]
         self.output_names = [o.name for o in first.get_outputs()]
+        self._float8 = (float8_ports(first.get_inputs()), float8_ports(first.get_outputs()))
+        self._with_float8 = any(self._float8)  # float8 tensors cross ONNX Runtime as OrtValues
 
     def _options(self, worker: int) -> ort.SessionOptions:
         options = ort.SessionOptions()
@@ -189,7 +194,12 @@ class OnnxRuntimeProgram(CpuProgram):
                 feed = {name: to_numpy(value) for name, value in inputs.items()}
                 break
         try:
-            outputs = self._sessions[worker].run(self.output_names, feed)  # named: ORT skips looking them up
+            if self._with_float8:
+                outputs = run_with_float8(self._sessions[worker], self.output_names, feed, *self._float8)
+            else:
+                outputs = self._sessions[worker].run(self.output_names, feed)  # named: ORT skips looking
+        except InferenceError:
+            raise
         except Exception as e:  # ONNX Runtime's own classes: the caller gets one of ours, as from a GPU
             raise InferenceError(f"inference failed on {self.device}: {type(e).__name__}: {e}") from e
         return dict(zip(self.output_names, outputs, strict=True))

@@ -4,10 +4,12 @@ The CPU's OpenVINO engine (:mod:`.openvino_engine`) hands numpy arrays to
 OpenVINO and reads its results as numpy arrays; three kinds of element need
 converting on the way:
 
-- bfloat16: OpenVINO's Python API carries bf16 data as float16-typed bits,
-  both ways; and its ONNX frontend reads a bfloat16 tensor's ``int32_data`` as
-  the integers themselves, so such tensors move to ``raw_data`` before it reads
-  the model.
+- bfloat16 and float8: OpenVINO's Python API carries bf16 data as float16-typed
+  bits and f8e4m3 / f8e5m2 / f8e8m0 data as uint8-typed bits, both ways;
+  inferplex's arrays of them are ml_dtypes' (as the GPU device's are), so
+  inputs are viewed as those bits and outputs viewed back.  And OpenVINO's ONNX
+  frontend reads a bfloat16 tensor's ``int32_data`` as the integers themselves,
+  so such tensors move to ``raw_data`` before it reads the model.
 - Sub-byte types (``i4``, ``u4``, ``f4e2m1``, ``u2``, ``u1``, ...): OpenVINO keeps
   them packed (:mod:`inferplex.api.packed` has the layouts) and refuses one
   value per byte ("precision i8 vs i4").  An input's values (ml_dtypes
@@ -35,11 +37,11 @@ __all__ = [
     "PackedPort",
     "as_openvino_strings",
     "bf16_as_raw_data",
-    "bf16_bits",
-    "is_bf16",
     "pack_input",
     "packed_port",
     "unpack_output",
+    "viewed_dtype",
+    "viewed_input",
 ]
 
 BFLOAT16 = DataType.BFLOAT16.numpy()
@@ -82,16 +84,36 @@ def _tensor_as_raw_data(tensor: onnx.TensorProto) -> None:
         del tensor.int32_data[:]
 
 
-def is_bf16(port: Any) -> bool:
-    """Whether an OpenVINO port is of element type bf16."""
-    return bool(port.get_element_type().get_type_name() == "bf16")
+_VIEWED = {"bf16": BFLOAT16, "f8e4m3": DataType.FLOAT8E4M3FN.numpy(),
+           "f8e5m2": DataType.FLOAT8E5M2.numpy(), "f8e8m0": DataType.FLOAT8E8M0.numpy()}
+"""OpenVINO element types its Python API carries as another type's bits -> inferplex's dtype
+(ml_dtypes) for them: ONNX's BFLOAT16, FLOAT8E4M3FN, FLOAT8E5M2 and FLOAT8E8M0."""
+
+_BITS = {BFLOAT16: np.dtype(np.float16)} | {
+    dtype: np.dtype(np.uint8) for dtype in _VIEWED.values() if dtype.itemsize == 1}
+"""inferplex's dtype -> the dtype of the bits OpenVINO's Python API takes for it."""
 
 
-def bf16_bits(value: Any) -> Any:
-    """A bfloat16 array as the float16-typed bits OpenVINO's Python API takes for bf16 inputs."""
-    if isinstance(value, np.ndarray) and value.dtype == BFLOAT16:
-        return value.view(np.float16)
-    return value
+def viewed_dtype(port: Any) -> np.dtype[Any] | None:
+    """inferplex's dtype for an OpenVINO port whose data OpenVINO's Python API gives and takes
+    as another type's bits (bf16 as float16, float8 as uint8); None for any other type."""
+    return _VIEWED.get(str(port.get_element_type().get_type_name()))
+
+
+def viewed_input(value: Any, element: Any) -> Any:
+    """An ``openvino.Tensor`` of element type ``element`` (bf16 or a float8 type) over the bits of
+    ``value``'s elements (a bfloat16 or float8 array of ml_dtypes).
+
+    A numpy array of the bits alone would be refused when shared ("precision u8 ... is f8e5m2"):
+    the tensor carries the element type with them.
+    """
+    import openvino
+
+    array = np.ascontiguousarray(value)
+    bits = _BITS.get(array.dtype)
+    if bits is None:
+        return value  # another dtype: OpenVINO names the mismatch
+    return openvino.Tensor(array.view(bits), list(array.shape), element)
 
 
 def as_openvino_strings(value: Any) -> Any:

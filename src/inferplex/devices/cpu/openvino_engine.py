@@ -43,8 +43,8 @@ ONNX Runtime (``ENGINE=ONNXRUNTIME``) keeps them.
 
 Tensors: numpy inputs are shared with OpenVINO (``share_inputs``: no copy when
 C-contiguous and of the input's type); outputs are copied out of the request's
-buffers, which the worker's next run overwrites.  bfloat16, sub-byte (int4,
-uint4, ...) and string tensors are converted on the way (:mod:`.openvino_dtypes`).
+buffers, which the worker's next run overwrites.  bfloat16, float8, sub-byte
+(int4, uint4, ...) and string tensors are converted on the way (:mod:`.openvino_dtypes`).
 """
 
 from __future__ import annotations
@@ -69,15 +69,14 @@ from inferplex.devices.cpu.openvino_core import (
     threading_facts,
 )
 from inferplex.devices.cpu.openvino_dtypes import (
-    BFLOAT16,
     PackedPort,
     as_openvino_strings,
     bf16_as_raw_data,
-    bf16_bits,
-    is_bf16,
     pack_input,
     packed_port,
     unpack_output,
+    viewed_dtype,
+    viewed_input,
 )
 from inferplex.devices.cpu.profile import openvino_records
 from inferplex.devices.cpu.program import CpuProgram, to_numpy
@@ -223,14 +222,18 @@ class OpenVinoProgram(CpuProgram):
         self._output_index = [by_name.get(name, at) for at, name in enumerate(self.output_names)]
         self._outputs_in_order = self._output_index == list(range(len(compiled.outputs)))
         self._direct = _direct_call()
-        # bfloat16 and sub-byte types cross OpenVINO's Python API in forms of their own (openvino_dtypes).
+        # bfloat16, float8 and sub-byte types cross OpenVINO's Python API in forms of their own
+        # (openvino_dtypes).
         outputs = list(zip(self.output_names, self._output_index, strict=True))
-        self._bf16_outputs = [name for name, at in outputs if is_bf16(compiled.outputs[at])]
+        self._viewed_outputs = [(name, dtype) for name, at in outputs
+                                if (dtype := viewed_dtype(compiled.outputs[at])) is not None]
         self._packed_outputs = [(name, at, port) for name, at in outputs
                                 if (port := packed_port(compiled.outputs[at])) is not None]
         self._packed_inputs: dict[str, PackedPort] = {
             name: port for name, at in self._inputs.items() if (port := packed_port(compiled.inputs[at]))}
-        self._converted = {name for name, at in self._inputs.items() if is_bf16(compiled.inputs[at])}
+        self._viewed_inputs = {name: compiled.inputs[at].get_element_type()
+                               for name, at in self._inputs.items() if viewed_dtype(compiled.inputs[at])}
+        self._converted = set(self._viewed_inputs)
         self._converted.update(self._packed_inputs)
 
     def run(self, inputs: Mapping[str, Any], worker: int = 0,
@@ -255,8 +258,8 @@ class OpenVinoProgram(CpuProgram):
             by_index = tuple(results)
             outputs = {name: by_index[at]
                        for name, at in zip(self.output_names, self._output_index, strict=True)}
-        for name in self._bf16_outputs:
-            outputs[name] = outputs[name].view(BFLOAT16)
+        for name, dtype in self._viewed_outputs:
+            outputs[name] = outputs[name].view(dtype)
         for name, at, port in self._packed_outputs:  # OpenVINO gives the packed bytes, flat
             outputs[name] = unpack_output(outputs[name], port, tuple(request.get_output_tensor(at).shape))
         return outputs
@@ -279,7 +282,7 @@ class OpenVinoProgram(CpuProgram):
             if at is None:
                 continue
             if type(value) is not np.ndarray or value.dtype.kind not in "biuf" or name in self._converted:
-                return None  # bfloat16 and sub-byte types go through infer(), converted
+                return None  # bfloat16, float8 and sub-byte types go through infer(), converted
             flags = value.flags  # OpenVINO shares only C-ordered memory it may write
             if not (flags.c_contiguous and flags.writeable):
                 holding.pop(at, None)
@@ -294,9 +297,10 @@ class OpenVinoProgram(CpuProgram):
 
     def _converted_inputs(self, inputs: Mapping[str, Any]) -> dict[int, Any]:
         """The inputs as arrays OpenVINO's ``InferRequest.infer`` takes, by OpenVINO input index."""
-        packed = self._packed_inputs
+        packed, viewed = self._packed_inputs, self._viewed_inputs
         return {self._inputs[name]: pack_input(to_numpy(value), packed[name]) if name in packed
-                else as_openvino_strings(bf16_bits(to_numpy(value)))
+                else viewed_input(to_numpy(value), viewed[name]) if name in viewed
+                else as_openvino_strings(to_numpy(value))
                 for name, value in inputs.items() if name in self._inputs}
 
     def profiling_info(self, worker: int = 0) -> list[ProfilingRecord]:

@@ -147,6 +147,10 @@ class CpuPlugin(DevicePlugin):
             onnxruntime_engine.check_precision(config)
             return onnxruntime_engine.OnnxRuntimeProgram(model, config)
         reason = "" if config.get("ENGINE") == "OPENVINO" else _onnx_runtime_keeps(model)
+        if not reason and config.get("ENGINE") != "OPENVINO":
+            preferred = _onnx_runtime_where_it_runs(model, config)
+            if preferred is not None:
+                return preferred
         if not reason:
             try:
                 return openvino_engine.OpenVinoProgram(model, config)
@@ -205,9 +209,10 @@ def _onnx_runtime_keeps(model: ir.Model) -> str:
     """Why the default engine leaves ``model`` to ONNX Runtime though OpenVINO reads it ('' if not).
 
     Models with a node that OpenVINO computes differently from ONNX (found by
-    ONNX's conformance suite); models that compute in float64: OpenVINO's
-    CPU plugin computes them in f32 and saturates infinities to the largest
-    finite f32 on the way, where ONNX Runtime computes in f64 as the model says;
+    ONNX's conformance suite; for casts to float8 see :func:`_onnx_runtime_where_it_runs`);
+    models that compute in float64: OpenVINO's CPU plugin computes them in f32
+    and saturates infinities to the largest finite f32 on the way, where ONNX
+    Runtime computes in f64 as the model says;
     and models with string tensors: OpenVINO's CPU plugin runs few ops on them,
     and its Python binding aborts the process at exit after it passed a string
     tensor through unchanged (an ``Identity``).
@@ -239,6 +244,64 @@ def _openvino_differs(node: ir.Node) -> str:
         if node.attributes.get_int("exclude_outside", 0):
             return "with exclude_outside"
     return ""
+
+
+def _onnx_runtime_where_it_runs(model: ir.Model, config: Mapping[str, Any]) -> CpuProgram | None:
+    """ONNX Runtime's program for a model that casts or quantizes to float8 unlike ONNX on OpenVINO
+    (:func:`_float8_differs`), where ONNX Runtime compiles it at f32 (the precision it computes in);
+    else None, and OpenVINO runs it: ONNX Runtime lacks such kernels at the newest opsets, where a
+    model OpenVINO runs, edge values aside, beats a compile error."""
+    reason = next((found for node in model.graph if (found := _float8_differs(node))), "")
+    if not reason or config.get("INFERENCE_PRECISION_HINT", "f32") != "f32":
+        return None
+    reason = f"OpenVINO's CPU plugin computes {reason} unlike ONNX's definition"
+    try:
+        program = onnxruntime_engine.OnnxRuntimeProgram(model, config, fallback_reason=reason)
+    except CompileError:
+        return None
+    _log.info("inferplex: the CPU runs this model on ONNX Runtime: %s", reason)
+    return program
+
+
+_SATURATED = frozenset({ir.DataType.FLOAT8E4M3FN, ir.DataType.FLOAT8E5M2})
+"""The float8 types OpenVINO reads whose casts ONNX saturates by default (``saturate=1``)."""
+
+
+def _float8_differs(node: ir.Node) -> str:
+    """How OpenVINO's CPU plugin casts or quantizes to float8 unlike ONNX ('' where it does not).
+
+    Its Cast never saturates (out-of-range values and infinities become NaN or
+    infinity where ONNX's default gives the largest finite value) and rounds to
+    float8e8m0 to nearest (ONNX rounds up by default); its QuantizeLinear always
+    saturates and turns NaN into the lowest finite value.
+    """
+    if node.domain not in ("", "ai.onnx"):
+        return ""
+    if node.op_type in ("Cast", "CastLike"):
+        target: ir.DataType | None = None
+        if node.op_type == "Cast":
+            target = ir.DataType(int(node.attributes.get_int("to", 0)))
+        elif len(node.inputs) > 1 and node.inputs[1] is not None:
+            target = node.inputs[1].dtype
+        saturate = int(node.attributes.get_int("saturate", 1))
+        if target == ir.DataType.FLOAT8E8M0:
+            return f"{node.op_type} to float8e8m0 (rounding to nearest)"
+        if target in _SATURATED and saturate:
+            return f"{node.op_type} to float8 with saturate (out-of-range values become NaN or infinity)"
+    elif node.op_type == "QuantizeLinear" and _quantized_type(node) in _SATURATED:
+        return "QuantizeLinear to float8 (NaN becomes the lowest finite value, saturate=0 is ignored)"
+    return ""
+
+
+def _quantized_type(node: ir.Node) -> ir.DataType | None:
+    """A QuantizeLinear's output type: its output's, else its zero point's, else ``output_dtype``."""
+    output = node.outputs[0].dtype
+    if output is not None:
+        return output
+    if len(node.inputs) > 2 and node.inputs[2] is not None and node.inputs[2].dtype is not None:
+        return node.inputs[2].dtype
+    output_dtype = node.attributes.get_int("output_dtype", 0)
+    return ir.DataType(output_dtype) if output_dtype else None
 
 
 def _capabilities(engine: str) -> list[str]:
