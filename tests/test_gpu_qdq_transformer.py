@@ -15,6 +15,8 @@ quantizers and fake-quantize passes run as Triton kernels, on emulated GPUs as A
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import Counter
 from typing import Any
 
@@ -134,3 +136,27 @@ def test_quantized_encoder_in_a_cuda_graph_gives_the_profiled_values(
         compiled = core.compile_model(model, "GPU.0")
         for _ in range(3):
             np.testing.assert_array_equal(np.asarray(compiled(feeds)[0]), profiled_values)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["static", "dynamic"])
+def test_quantized_encoder_on_the_compiled_tier_matches_onnx_runtime(kind: str, static_model: onnx.ModelProto,
+                                                                   dynamic_model: onnx.ModelProto,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # under torch.compile the int8 matmuls run as one operator with their epilogue, the
+    # quantizers as elementwise ops Inductor fuses
+    caplog.set_level(logging.WARNING, logger="inferplex")
+    model = static_model if kind == "static" else dynamic_model
+    config = {"TORCH_COMPILE": "YES", "PERFORMANCE_HINT": "THROUGHPUT"}
+    compiled = ov.Core().compile_model(model, "GPU.0", config)
+    compiled(_feeds(8))  # the eager tier serves while the compiled one is made
+    deadline = time.monotonic() + 300
+    while compiled.get_property("COMPILED_TIER") == "COMPILING" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert compiled.get_property("COMPILED_TIER") == "COMPILED"
+    for seed in (9, 10):
+        feeds = _feeds(seed)
+        _close(np.asarray(compiled(feeds)[0]), ort_unfused(model, feeds)[0], atol=0.1, agree=0.97)
+    assert not [r for r in caplog.records if "does not compile as one graph" in r.getMessage()]
+    compiled.release()

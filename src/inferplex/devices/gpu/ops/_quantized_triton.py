@@ -59,6 +59,8 @@ def _triton() -> Any:
             _log.warning("inferplex: the Triton kernels of quantized models cannot run (%s); "
                          "their ATen forms run instead", error)
             return None
+    global _READY
+    _READY = True
     return kernels
 
 
@@ -74,6 +76,16 @@ def _self_test(kernels: Any) -> None:
 
 _MAX_ELEMENTS = 2**31 - 1
 """The kernels index with 32-bit offsets: larger tensors keep the ATen forms."""
+
+
+_READY = False
+"""Whether :func:`_triton` found the kernels usable (read under ``torch.compile``, which cannot
+trace the check itself; the eager tier always runs first)."""
+
+
+def usable_compiled(x: torch.Tensor, out_elements: int) -> bool:
+    """Under ``torch.compile``: whether :func:`int8_linear_op` can take this matmul."""
+    return _READY and x.is_cuda and x.numel() <= _MAX_ELEMENTS and out_elements <= _MAX_ELEMENTS
 
 
 def usable(x: torch.Tensor, out_elements: int = 0) -> bool:
@@ -297,6 +309,22 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
             SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
             BM=block, BN=block, BK=128, GROUP=8, num_warps=4, num_stages=4)
     return out.reshape(*a.shape[:-1], width)
+
+
+@torch.library.custom_op("inferplex::int8_linear", mutates_args=())
+def int8_linear_op(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
+                   zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
+                   out_dtype: torch.dtype) -> torch.Tensor:
+    """:func:`int8_linear` as an operator ``torch.compile`` calls as it is (Inductor would otherwise
+    write the int32 sums of ``torch._int_mm`` out and read them back for the epilogue)."""
+    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype)
+
+
+@int8_linear_op.register_fake
+def _int8_linear_shape(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
+                       zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
+                       out_dtype: torch.dtype) -> torch.Tensor:
+    return a.new_empty((*a.shape[:-1], weight.shape[0]), dtype=out_dtype)
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -78,13 +78,16 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     the int8 rows: ``a_zero`` is ``za - 128`` for uint8 data (``za`` for int8), whose range
     [0, 255] moves to [-128, 127] with it.
     """
-    if triton_kernels.usable(a, _out_elements(a, weight)):  # the same numbers in two kernels
+    elements = _out_elements(a, weight)
+    if triton_kernels.usable(a, elements):  # the same numbers in two kernels
         if a_scale is not None:
             a = triton_kernels.quantize(a, a_scale, a_zero, torch.int8)
         return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype)
     if a_scale is not None:
         values = torch.round(a.to(torch.float32) / a_scale) + a_zero
         a = values.clamp(-128, 127).to(torch.int8)
+    if triton_kernels.usable_compiled(a, elements):  # the quantize above joins its producer's kernel
+        return triton_kernels.int8_linear_op(a, weight, correction, None, 1, scales, bias, out_dtype)
     acc = _int8_rows_matmul(a, weight)
     if correction is not None:
         acc = acc + correction
@@ -107,9 +110,13 @@ def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight:
     float32 rounding.
     """
     shift = 128 if a.dtype == torch.uint8 else 0
-    if triton_kernels.usable(a, _out_elements(a, weight)):  # the same numbers in one kernel
-        columns = column_sums if shift or zero is not None else None
+    columns = column_sums if shift or zero is not None else None
+    elements = _out_elements(a, weight)
+    if triton_kernels.usable(a, elements):  # the same numbers in one kernel
         return triton_kernels.int8_linear(a, weight, columns, zero, shift, scale.reshape(-1), bias, out_dtype)
+    if triton_kernels.usable_compiled(a, elements):
+        return triton_kernels.int8_linear_op(a, weight, columns, zero, shift, scale.reshape(-1), bias,
+                                             out_dtype)
     acc = _int8_rows_matmul(a, weight)
     offset = shift if zero is None else shift - zero.to(torch.int32).reshape(())
     acc = acc + offset * column_sums
