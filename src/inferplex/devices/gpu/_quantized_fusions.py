@@ -1,21 +1,17 @@
-"""Fusion planning for quantized models: the int8 matmuls, QDQ pairs and dynamic convolutions of
-:mod:`.optimize`'s module docstring.
+"""Fusion planning for quantized models: the int8 matmuls and dynamic convolutions of
+:mod:`.optimize`'s module docstring (the QDQ pairs are in :mod:`._qdq_pairs`).
 
 :func:`quantized_matmul` finds a MatMul or Gemm of DequantizeLinear outputs
 (``quantize_static``'s QDQ format), :func:`dynamic_matmul` and :func:`dynamic_conv` the
 ``Mul(Cast(MatMulInteger))`` and ``Mul(Cast(ConvInteger))`` chains of ``quantize_dynamic``, and
-:func:`absorb_quantizers` which DequantizeLinear and QuantizeLinear nodes the
-fused calls make redundant.  :func:`relu_range_pair` finds the pair after a Conv
-whose zero point holds a Relu (which the convolution's call then runs with it),
-:func:`quantize_dequantize_pairs` the remaining QuantizeLinear -> DequantizeLinear
-pairs (the activations before a QDQ model's convolutions, adds and pools), and
-:func:`centered_quantizers` the
+:func:`absorb_quantizers` which DequantizeLinear nodes the fused calls make
+redundant, and :func:`centered_quantizers` the
 DynamicQuantizeLinear nodes that hand dynamic convolutions centered float data.
 The calls themselves are
 :func:`~inferplex.devices.gpu.ops.fused_quantized.quantized_linear`,
 :func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantized_linear`,
 :func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantized_conv` and
-:func:`~inferplex.devices.gpu.ops._fake_quantize.quantize_dequantize`.
+:func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantize_centered`.
 """
 
 from __future__ import annotations
@@ -32,7 +28,9 @@ from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
-from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
+from inferplex.devices.gpu._qdq_pairs import dequantizer as _dequantizer
+from inferplex.devices.gpu._qdq_pairs import quantizer_of as _quantizer
+from inferplex.devices.gpu._qdq_pairs import read_as_by_dequantizers as _read_as_by_dequantizers
 
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
@@ -40,17 +38,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DynamicConv",
     "DynamicMatMul",
-    "QuantizeDequantize",
     "QuantizedMatMul",
     "absorb_quantizers",
     "centered_quantizers",
     "dynamic_conv",
     "dynamic_matmul",
-    "identity_pairs",
-    "quantize_dequantize_pairs",
     "quantized_matmul",
-    "relu_range_pair",
-    "settled_quantizers",
 ]
 
 
@@ -99,27 +92,6 @@ class DynamicMatMul:
 
 
 @dataclass(frozen=True)
-class QuantizeDequantize:
-    """A QuantizeLinear -> DequantizeLinear pair on one per-tensor scale and zero point, emitted as
-    one call in place of the DequantizeLinear (the QuantizeLinear is absorbed)."""
-
-    source: ir.Value
-    """The float input of the QuantizeLinear."""
-    scale: ir.Value
-    """The constant float32 scale, one value."""
-    zero_point: int
-    low: int
-    high: int
-    """The 8-bit type's range, which the quantized values saturate to."""
-    quantizer: ir.Node
-    output: ir.Value
-    """The DequantizeLinear's output."""
-    identity: bool = False
-    """Whether the source already holds only values of this pair's grid (see
-    :func:`identity_pairs`): the output is then the source itself, and no call runs."""
-
-
-@dataclass(frozen=True)
 class DynamicConv:
     """``Mul(Cast(ConvInteger(x, constant weight, x_zero, w_zero)), scale) (+ bias)`` emitted as one
     float convolution."""
@@ -145,20 +117,8 @@ class DynamicConv:
 _F16_SAFE_DEPTH = 65000
 """Longest reduction whose sums of 8-bit products scaled by 2**-16 stay within float16's range."""
 
-_EIGHT_BIT_RANGES = {ir.DataType.INT8: (-128, 127), ir.DataType.UINT8: (0, 255)}
-
 _INT32_EXACT_DEPTH = 1 << 16
 """Longest reduction whose int32 sums of (8-bit - zero point) x int8 products cannot overflow."""
-
-
-def _dequantizer(value: ir.Value | None) -> ir.Node | None:
-    """The DequantizeLinear producing ``value``, when it is per tensor or per axis with a float output."""
-    node = None if value is None else value.producer()
-    if node is None or node.op_type != "DequantizeLinear" or node.domain not in _ONNX_DOMAINS:
-        return None
-    unusual = [name for name in ("block_size", "output_dtype") if name in node.attributes
-               and node.attributes[name].value]
-    return None if unusual else node
 
 
 def _activation_dequantizer(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> ir.Node | None:
@@ -309,145 +269,6 @@ def absorb_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: di
         if (quantizer := _quantizer(analysis, names, activation)) is not None \
                 and _read_as_by_dequantizers(analysis, quantizer, activation):
             planned[name] = dataclasses.replace(found, source=quantizer.inputs[0])
-
-
-def _quantizer(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> ir.Node | None:
-    """The QuantizeLinear of float32 data whose output ``dq`` reads, with dq's constant scale and
-    zero point: quantizing and dequantizing with the same numbers is what the fused calls do.
-    Other nodes may read its output too (see :func:`settled_quantizers`)."""
-    quantizer = dq.inputs[0].producer()  # type: ignore[union-attr]
-    if quantizer is None or quantizer.op_type != "QuantizeLinear" or quantizer.domain not in _ONNX_DOMAINS \
-            or not _runs(analysis, names, quantizer) \
-            or analysis.infos[names[quantizer]].input_dtypes[0] != ir.DataType.FLOAT:
-        return None
-    attributes = quantizer.attributes
-    if any(attributes[a].value for a in ("block_size", "output_dtype") if a in attributes):
-        return None
-    return quantizer if _same_numbers(analysis, quantizer, dq) else None
-
-
-def _same_numbers(analysis: Analysis, quantizer: ir.Node, dq: ir.Node) -> bool:
-    """Whether ``dq`` dequantizes with the constant scale and zero point ``quantizer`` quantized with."""
-    pairs = [(_constant(analysis, q), _constant(analysis, d)) for q, d in
-             zip(quantizer.inputs[1:3], dq.inputs[1:3], strict=False)]
-    return len(quantizer.inputs) == len(dq.inputs) and all(
-        q is not None and d is not None and q.dtype == d.dtype and np.array_equal(q, d) for q, d in pairs)
-
-
-def _read_as_by_dequantizers(analysis: Analysis, quantizer: ir.Node, dq: ir.Node) -> bool:
-    """Whether every reader of ``quantizer``'s 8-bit output is a DequantizeLinear with its numbers
-    (``quantize_static`` writes one DequantizeLinear per consumer of a quantized tensor)."""
-    data = quantizer.outputs[0]
-    uses = list(data.uses())
-    return not data.is_graph_output() and any(use.node is dq for use in uses) and all(
-        use.idx == 0 and _dequantizer(use.node.outputs[0]) is use.node
-        and _same_numbers(analysis, quantizer, use.node) for use in uses)
-
-
-def settled_quantizers(planned: dict[str, QuantizedMatMul], pairs: dict[str, QuantizeDequantize],
-                       absorbed: set[ir.Node]) -> set[ir.Node]:
-    """The QuantizeLinear nodes no call needs any more: every reader of their 8-bit output is a
-    DequantizeLinear that an int8 matmul absorbed (and quantizes the float input itself) or that
-    ends a pair of ``pairs`` (whose call reads the float input), and no matmul reads that output."""
-    read = {found.activation for found in planned.values() if found.source is None}
-    paired = {pair.output.producer() for pair in pairs.values()}
-    quantizers: set[ir.Node | None] = {pair.quantizer for pair in pairs.values()}
-    quantizers.update(found.dequantizers[0].inputs[0].producer()  # type: ignore[union-attr]
-                      for found in planned.values() if found.source is not None)
-    return {q for q in quantizers if q is not None and q.outputs[0] not in read
-            and not q.outputs[0].is_graph_output()
-            and all(use.node in absorbed or use.node in paired for use in q.outputs[0].uses())}
-
-
-def quantize_dequantize_pairs(analysis: Analysis, names: dict[ir.Node, str],
-                              planned: dict[str, QuantizedMatMul],
-                              absorbed: set[ir.Node]) -> dict[str, QuantizeDequantize]:
-    """The QuantizeLinear -> DequantizeLinear pairs to emit as one call, by the DequantizeLinear's
-    friendly name: float32 data quantized to 8 bits per tensor, both nodes with the same constant
-    scale and zero point (see :func:`_quantizer`), the DequantizeLinear not absorbed already and
-    its 8-bit data read by no ``planned`` int8 matmul (which reads it where its own
-    DequantizeLinear is kept for another reader).  Several pairs may share a QuantizeLinear (one
-    per consumer of the quantized tensor); :func:`settled_quantizers` says which QuantizeLinear
-    nodes then need not run."""
-    read = {found.activation for found in planned.values() if found.source is None}
-    pairs: dict[str, QuantizeDequantize] = {}
-    for name, dq in analysis.nodes:
-        if dq.op_type != "DequantizeLinear" or dq in absorbed or _dequantizer(dq.outputs[0]) is None \
-                or not _runs(analysis, names, dq) or dq.inputs[0] in read:
-            continue
-        found = _pair(analysis, names, dq)
-        if found is not None and found.quantizer not in absorbed:  # not a Conv's, see relu_range_pair
-            pairs[name] = found
-    return pairs
-
-
-def _pair(analysis: Analysis, names: dict[ir.Node, str], dq: ir.Node) -> QuantizeDequantize | None:
-    """The pair that ends at ``dq`` (see :func:`quantize_dequantize_pairs`), or None."""
-    quantizer = _quantizer(analysis, names, dq)
-    limits = _EIGHT_BIT_RANGES.get(analysis.infos[names[dq]].input_dtypes[0])  # type: ignore[arg-type]
-    precision = quantizer.attributes.get("precision") if quantizer is not None else None
-    if quantizer is None or limits is None or (precision is not None and precision.value):
-        return None  # a division in another precision than float32 is not the fused call's
-    scale = _constant(analysis, dq.inputs[1])
-    zero_value = dq.inputs[2] if len(dq.inputs) > 2 else None
-    zero = _constant(analysis, zero_value)
-    if scale is None or scale.dtype != np.float32 or scale.size != 1 or (
-            zero_value is not None and (zero is None or zero.size != 1)):
-        return None
-    step = float(scale.reshape(-1)[0])
-    if not np.isfinite(step) or step == 0.0:
-        return None
-    zero_point = 0 if zero is None else int(zero.reshape(-1)[0])
-    return QuantizeDequantize(quantizer.inputs[0], dq.inputs[1], zero_point, *limits,  # type: ignore[arg-type]
-                              quantizer, dq.outputs[0])
-
-
-_GRID_PRESERVING = frozenset({"Expand", "Flatten", "Gather", "Identity", "MaxPool", "Reshape", "Slice",
-                               "Split", "Squeeze", "Transpose", "Unsqueeze"})
-"""Ops whose outputs hold only values of their data input (input 0): moved, copied or picked."""
-
-
-def identity_pairs(analysis: Analysis, pairs: dict[str, QuantizeDequantize]) -> dict[str, QuantizeDequantize]:
-    """``pairs`` with those that change nothing marked ``identity``: the QuantizeLinear reads a
-    data-movement op (:data:`_GRID_PRESERVING`) of a DequantizeLinear's output with the same scale,
-    zero point and 8-bit type, as ``quantize_static`` writes around a Reshape, Transpose or Split.
-    Every such value is ``(q - z) * s`` for an integer ``q`` in range, which the fake-quantize maps
-    to itself exactly (``round`` of ``(q - z) * s / s``, or of its f16 rounding times ``1 / s``, is
-    ``q - z`` for the 8-bit ranges)."""
-    marked = dict(pairs)
-    for name, pair in pairs.items():
-        mover = pair.source.producer()
-        if mover is None or mover.op_type not in _GRID_PRESERVING or mover.domain not in _ONNX_DOMAINS \
-                or not mover.inputs or mover.inputs[0] is None:
-            continue
-        before = _dequantizer(mover.inputs[0])
-        dq = pair.output.producer()
-        if before is None or dq is None or not _same_numbers(analysis, before, dq) \
-                or before.inputs[0] is None or dq.inputs[0] is None \
-                or before.inputs[0].dtype != dq.inputs[0].dtype:
-            continue
-        marked[name] = dataclasses.replace(pair, identity=True)
-    return marked
-
-
-def relu_range_pair(analysis: Analysis, names: dict[ir.Node, str], value: ir.Value,
-                    taken: set[ir.Node]) -> QuantizeDequantize | None:
-    """The QuantizeLinear -> DequantizeLinear pair that alone reads ``value`` (see
-    :func:`quantize_dequantize_pairs`) when its zero point is the quantized type's minimum (uint8
-    0, int8 -128), or None: such a pair maps every value <= 0 to 0, so a Relu before it changes
-    nothing, which is how ``quantize_static`` folds the Relu after a Conv into the range.
-    Neither node may be in ``taken`` (emitted as part of another call already)."""
-    step = _sole_consumer(value)
-    quantizer = step[0] if step is not None and step[1] == 0 else None
-    if quantizer is None or quantizer.op_type != "QuantizeLinear" or quantizer.domain not in _ONNX_DOMAINS:
-        return None
-    use = _sole_consumer(quantizer.outputs[0])
-    dq = use[0] if use is not None and use[1] == 0 else None
-    if dq is None or dq.op_type != "DequantizeLinear" or dq in taken or quantizer in taken \
-            or _dequantizer(dq.outputs[0]) is None or not _runs(analysis, names, dq):
-        return None
-    found = _pair(analysis, names, dq)
-    return found if found is not None and found.zero_point == found.low else None
 
 
 def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicConv | None:

@@ -11,10 +11,12 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
+from inferplex.devices.gpu._qdq_pairs import (
+    QuantizeDequantize,
+)
 from inferplex.devices.gpu._quantized_fusions import (
     DynamicConv,
     DynamicMatMul,
-    QuantizeDequantize,
     QuantizedMatMul,
 )
 from inferplex.devices.gpu.ops import nn

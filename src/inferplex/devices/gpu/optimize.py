@@ -97,20 +97,22 @@ from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
+from inferplex.devices.gpu._qdq_pairs import (
+    QuantizeDequantize,
+    identity_pairs,
+    quantize_dequantize_pairs,
+    relu_range_pair,
+    settled_quantizers,
+)
 from inferplex.devices.gpu._quantized_fusions import (
     DynamicConv,
     DynamicMatMul,
-    QuantizeDequantize,
     QuantizedMatMul,
     absorb_quantizers,
     centered_quantizers,
     dynamic_conv,
     dynamic_matmul,
-    identity_pairs,
-    quantize_dequantize_pairs,
     quantized_matmul,
-    relu_range_pair,
-    settled_quantizers,
 )
 
 if TYPE_CHECKING:
