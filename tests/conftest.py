@@ -97,3 +97,22 @@ def emulated_core() -> Iterator[ov.Core]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("INFERPLEX_EMULATED_GPUS", "2")
         yield ov.Core()
+
+
+def queued_results(compiled: Any, feeds: Sequence[Mapping[str, Any]], jobs: int = 32) -> dict[int, Any]:
+    """``jobs`` requests through an AsyncInferQueue of the compiled model's optimal size (every
+    worker serves), feeds taken in turn: each job's first output, every job ended exactly once."""
+    queue = ov.AsyncInferQueue(compiled, 0)
+    seen: dict[int, Any] = {}
+    ended: list[int] = []
+
+    def done(request: Any, job: int) -> None:
+        ended.append(job)
+        seen[job] = request.results[0].copy()
+
+    queue.set_callback(done)
+    for job in range(jobs):
+        queue.start_async(feeds[job % len(feeds)], job)
+    queue.wait_all()
+    assert sorted(ended) == list(range(jobs))  # each job once
+    return seen

@@ -33,7 +33,7 @@ from torch_export import export_onnx
 
 import inferplex as ov
 
-from conftest import make_model, ort_run
+from conftest import make_model, ort_run, queued_results
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnxruntime.quantization")
@@ -274,14 +274,7 @@ def _check_async_results(compiled: ov.CompiledModel, model: onnx.ModelProto, sha
     """32 requests through an AsyncInferQueue (every worker serves) equal ONNX Runtime."""
     feeds = [_feeds(shape, seed) for seed in range(4)]
     wants = [ort_unfused(model, f)[0] for f in feeds]
-    queue = ov.AsyncInferQueue(compiled, 0)
-    seen: dict[int, np.ndarray] = {}
-    queue.set_callback(lambda request, job: seen.__setitem__(job, request.results[0].copy()))
-    for job in range(32):
-        queue.start_async(feeds[job % 4], job)
-    queue.wait_all()
-    assert sorted(seen) == list(range(32))
-    for job, result in seen.items():
+    for job, result in queued_results(compiled, feeds).items():
         want = wants[job % 4]
         np.testing.assert_allclose(result, want, rtol=0, atol=tolerance * np.abs(want).max())
 

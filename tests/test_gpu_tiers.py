@@ -26,7 +26,7 @@ from torch_export import export_onnx
 import inferplex as ov
 from inferplex.errors import PropertyError
 
-from conftest import ort_run
+from conftest import ort_run, queued_results
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -290,14 +290,7 @@ def test_cuda_throughput_large_batch_switches_to_the_compiled_tier_by_default(pr
     for f, want in zip(feeds, wants, strict=True):
         np.testing.assert_allclose(compiled(f)[0], want, rtol=bound, atol=bound)
     assert _wait_for_switch(compiled) in ("COMPILED", "KEPT_EAGER")  # whichever measured faster
-    queue = ov.AsyncInferQueue(compiled, 0)
-    seen: dict[int, np.ndarray] = {}
-    queue.set_callback(lambda request, job: seen.__setitem__(job, request.results[0].copy()))
-    for job in range(32):
-        queue.start_async(feeds[job % 4], job)
-    queue.wait_all()
-    assert sorted(seen) == list(range(32))
-    for job, result in seen.items():
+    for job, result in queued_results(compiled, feeds).items():
         np.testing.assert_allclose(result, wants[job % 4], rtol=bound, atol=bound)
     statistics = compiled.get_property("GPU_PROGRAM_STATISTICS")
     assert statistics.workers and all(w.captured_signatures for w in statistics.workers)

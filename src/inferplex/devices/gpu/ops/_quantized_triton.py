@@ -37,8 +37,9 @@ _BLOCK = 2048
 
 _SMALL_ROWS = 256
 """Up to this many rows :func:`int8_linear` takes 64 x 64 output tiles, else 128 x 128 (both with
-128-deep steps, 4 warps and 4 pipeline stages): the faster of eleven tilings at every BERT-base and
-MLP shape tried on an H100 (``bench/gpu_quantized.py`` measures the models)."""
+128-deep steps, 4 warps and 4 pipeline stages): small tiles keep the GPU's cores busy when there
+are few rows, large ones reuse each loaded tile more when there are many (``bench/RESULTS.md``
+has the tilings compared)."""
 
 
 @functools.cache
