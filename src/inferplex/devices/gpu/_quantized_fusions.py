@@ -8,10 +8,10 @@
 redundant, and :func:`centered_quantizers` the
 DynamicQuantizeLinear nodes that hand dynamic convolutions centered float data.
 The calls themselves are
-:func:`~inferplex.devices.gpu.ops.fused_quantized.quantized_linear`,
-:func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantized_linear`,
-:func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantized_conv` and
-:func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantize_centered`.
+:func:`~inferplex.devices.gpu.ops._fused_quantized.quantized_linear`,
+:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_linear`,
+:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_conv` and
+:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantize_centered`.
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ def centered_quantizers(analysis: Analysis, names: dict[ir.Node, str],
     """DynamicQuantizeLinear nodes (by friendly name, with their data output) whose data and zero
     point only ``planned`` convolutions read (as their data and its zero point): they hand those
     the centered data instead (see
-    :func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantize_centered`)."""
+    :func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantize_centered`)."""
     convs = {found.conv for found in planned.values()}
     found: dict[str, ir.Value] = {}
     for name, node in analysis.nodes:

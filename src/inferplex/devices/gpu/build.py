@@ -21,8 +21,7 @@ from inferplex.devices.gpu._quantized_fusions import (
 )
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops._fake_quantize import conv_fake_quantize, quantize_dequantize
-from inferplex.devices.gpu.ops.control_flow import outer_values
-from inferplex.devices.gpu.ops.fused_quantized import (
+from inferplex.devices.gpu.ops._fused_quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
     dynamic_quantize_centered,
     dynamic_quantized_conv,
@@ -30,6 +29,7 @@ from inferplex.devices.gpu.ops.fused_quantized import (
     quantized_linear,
     quantized_linear_arrays,
 )
+from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
     ConvRelu,
     Fusions,

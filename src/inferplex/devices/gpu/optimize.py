@@ -37,12 +37,12 @@
   copies non-contiguous data), so results are the same, only the layout the
   convolution kernels see changes.
 * ``Mul(Cast(MatMulInteger(a, W)), scale)``, as ``quantize_dynamic`` writes a
-  MatMul, becomes one call (:func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantized_linear`)
+  MatMul, becomes one call (:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_linear`)
   when W is a constant 2-D int8 tensor with zero point 0, K and N multiples of
   8, a's zero point one value and the scale one value or one per column; a
   constant bias Add after the Mul joins the call.
 * ``Mul(Cast(ConvInteger(x, W)), scale)``, as ``quantize_dynamic`` writes a Conv,
-  becomes one float convolution (:func:`~inferplex.devices.gpu.ops.fused_quantized.dynamic_quantized_conv`)
+  becomes one float convolution (:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_conv`)
   when W is a constant 8-bit tensor with a constant zero point and the scale one
   float32 value; a constant per-channel bias Add after the Mul joins the call.
   The centered weight is made at compile time; the convolution runs in float32
@@ -52,7 +52,7 @@
   kernel (no uint8 tensor, no casts).
 * A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
   ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
-  one int8 matmul (:func:`~inferplex.devices.gpu.ops.fused_quantized.quantized_linear`):
+  one int8 matmul (:func:`~inferplex.devices.gpu.ops._fused_quantized.quantized_linear`):
   the activation's DequantizeLinear reads 8-bit data with a constant per-tensor
   scale and zero point, the weight's is a constant 2-D int8 tensor with zero
   point 0 and a per-tensor or per-output-channel scale, and K, N are multiples

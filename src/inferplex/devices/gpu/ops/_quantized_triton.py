@@ -252,7 +252,7 @@ def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
 
 def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """DynamicQuantizeLinear's data minus its zero point, in ``x``'s floating type, and its scale
-    (what ``fused_quantized.dynamic_quantize_centered`` hands the dynamic convolutions)."""
+    (what ``_fused_quantized.dynamic_quantize_centered`` hands the dynamic convolutions)."""
     out, scale, _ = _dynamic_quantize(x, centered=True)
     return out, scale
 

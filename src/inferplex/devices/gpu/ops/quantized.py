@@ -15,7 +15,7 @@ torch's int8 kernel ``torch._int_mm`` with int32 sums, whatever a's type and zer
 point (see :func:`integer_matmul`; on CUDA it takes M > 16 and K, N multiples of
 8); other matmuls use the CPU's integer kernels, or float64 on CUDA.
 The fused calls of quantized models (a QDQ MatMul as one int8 matmul, the
-``quantize_dynamic`` chains) are in :mod:`.fused_quantized`; the GPU lowering's
+``quantize_dynamic`` chains) are in :mod:`._fused_quantized`; the GPU lowering's
 fusion planning (:mod:`..optimize`) picks the nodes they replace.  On CUDA,
 per-tensor 8-bit QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear run
 as one Triton kernel each (:mod:`._quantized_triton`), with the same numbers.
