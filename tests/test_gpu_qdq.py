@@ -257,3 +257,38 @@ def test_static_qdq_mlp_on_cuda_matches_onnx_runtime(tmp_path: Any) -> None:
     for _ in range(3):
         got = np.asarray(compiled(feeds)[0])
         np.testing.assert_allclose(got, want, rtol=0, atol=output_scale(model) * 1.01)
+
+
+def _dynamic_quantize_model(shape: list[int]) -> onnx.ModelProto:
+    """DynamicQuantizeLinear of ``-x`` (computed on the device, so the quantizer reads device data)."""
+    nodes = [helper.make_node("Neg", ["x"], ["d"]),
+             helper.make_node("DynamicQuantizeLinear", ["d"], ["y", "scale", "zero"])]
+    return make_model(nodes, [("x", TensorProto.FLOAT, shape)],
+                      [("y", TensorProto.UINT8, shape), ("scale", TensorProto.FLOAT, []),
+                       ("zero", TensorProto.UINT8, [])], opset=13, ir_version=10)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("count", [1, 5000, 3 * 4096 + 7, 600 * 4096 + 123, 3_000_001])
+@pytest.mark.parametrize("extreme_at", ["first", "last", "middle"])
+def test_dynamic_quantize_on_cuda_matches_onnx_runtime_over_many_slices(count: int, extreme_at: str) -> None:
+    """The minimum and maximum are found slice by slice and reduced again: an extreme value in the
+    first, the last or a middle element of a tensor of one to several hundred slices is found."""
+    x = np.random.default_rng(count).standard_normal(count).astype(np.float32)
+    where = {"first": 0, "last": count - 1, "middle": count // 2}[extreme_at]
+    x[where] = 37.5  # the minimum of -x
+    x[(where + 1) % count] = -50.25  # its maximum
+    feeds = {"x": x}
+    model = _dynamic_quantize_model([count])
+    want = _ort(model, feeds)
+    got = ov.Core().compile_model(model, "GPU.0")(feeds)
+    for index in range(3):
+        np.testing.assert_array_equal(np.asarray(got[index]), want[index])
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)

@@ -5,8 +5,11 @@ takes several.
   float32 scale, the bias and the cast to the output type in the same kernel (the ATen form writes
   int32 sums and reads them back two or three times);
 * :func:`quantize` and :func:`dequantize`: QuantizeLinear and DequantizeLinear per tensor, 8-bit;
-* :func:`dynamic_quantize`: DynamicQuantizeLinear after one ``aminmax``: the scale and zero point
-  are worked out in the kernel (the ATen form runs a dozen one-value kernels for them);
+* :func:`dynamic_quantize`: DynamicQuantizeLinear as two kernels: one finds the minimum and maximum
+  of each slice of the data, the other reduces those few partial results, works out the scale and
+  zero point (the ATen form runs a dozen one-value kernels for them) and quantizes.  ATen's
+  ``aminmax`` copies a channels-last tensor to contiguous first and reads at a fraction of the
+  memory's speed;
   :func:`dynamic_quantize_centered` the same, data minus zero point, for the dynamic convolutions;
 * :func:`quantize_dequantize`: the fake-quantize pass, on the data's own type (the ATen kernel
   reads it element by element, unvectorised).
@@ -124,10 +127,39 @@ def _define(triton: Any, tl: Any, libdevice: Any) -> Any:
 
         @staticmethod
         @triton.jit
-        def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, count,
-                             CENTERED: tl.constexpr, BLOCK: tl.constexpr):  # noqa: N803
-            negated_low = tl.maximum(-tl.load(low_ptr).to(tl.float32), 0.0)
-            span = tl.maximum(tl.load(high_ptr).to(tl.float32), 0.0) + negated_low
+        def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
+                            BLOCK: tl.constexpr):
+            # the minimum and maximum of one slice of per_program elements; NaN where the slice
+            # holds one (as torch.aminmax propagates it)
+            start = tl.program_id(0) * per_program
+            lows = tl.full((BLOCK,), float("inf"), tl.float32)
+            highs = tl.full((BLOCK,), float("-inf"), tl.float32)
+            nans = tl.zeros((BLOCK,), tl.int32)
+            for step in range(0, per_program, BLOCK):
+                offsets = start + step + tl.arange(0, BLOCK)
+                mask = offsets < count
+                x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+                lows = tl.where(mask, tl.minimum(lows, x), lows)
+                highs = tl.where(mask, tl.maximum(highs, x), highs)
+                nans = nans | (x != x).to(tl.int32)
+            nan = tl.max(nans, axis=0) > 0
+            tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.min(lows, axis=0)))
+            tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.max(highs, axis=0)))
+
+        @staticmethod
+        @triton.jit
+        def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, count, parts,
+                             CENTERED: tl.constexpr, PARTS: tl.constexpr,  # noqa: N803
+                             BLOCK: tl.constexpr):
+            # every program reduces the partial results (a few hundred values, read from L2)
+            part = tl.arange(0, PARTS)
+            lows = tl.load(low_ptr + part, mask=part < parts, other=float("inf"))
+            highs = tl.load(high_ptr + part, mask=part < parts, other=float("-inf"))
+            nan = tl.max(((lows != lows) | (highs != highs)).to(tl.int32), axis=0) > 0
+            low = tl.where(nan, float("nan"), tl.min(lows, axis=0))
+            high = tl.where(nan, float("nan"), tl.max(highs, axis=0))
+            negated_low = tl.maximum(-low, 0.0)
+            span = tl.maximum(high, 0.0) + negated_low
             scale = tl.where(span == 0.0, 1.0, libdevice.div_rn(span, 255.0))
             zero = libdevice.rint(tl.minimum(libdevice.div_rn(negated_low, scale), 255.0))
             if tl.program_id(0) == 0:
@@ -207,8 +239,8 @@ def _define(triton: Any, tl: Any, libdevice: Any) -> Any:
     return Kernels
 
 
-def _elementwise_grid(count: int) -> tuple[int]:
-    return ((count + _BLOCK - 1) // _BLOCK,)
+def _elementwise_grid(count: int, block: int = _BLOCK) -> tuple[int]:
+    return ((count + block - 1) // block,)
 
 
 _RANGES = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
@@ -257,16 +289,49 @@ def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return out, scale
 
 
+_REDUCE_BLOCK = 4096
+"""Elements each step of :func:`_minmax_partials`' loop reads (a slice is a multiple of it)."""
+
+_MAX_PARTS = 512
+"""At most this many slices (and partial results) per tensor: enough to fill the GPU, few enough for
+every program of the quantizing kernel to reduce them again from L2."""
+
+_QUANTIZE_BLOCK = 8192
+"""Elements per program of the dynamic quantizing kernel (large: each program first reads the
+partial results)."""
+
+
 def _dynamic_quantize(x: torch.Tensor, centered: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x = _dense(x)
-    low, high = torch.aminmax(x)
+    lows, highs = _minmax_partials(x)
     out = torch.empty_like(x) if centered else torch.empty_like(x, dtype=torch.uint8)
     scale = torch.empty((), dtype=torch.float32, device=x.device)
     zero = torch.empty((), dtype=torch.uint8, device=x.device)
-    count = x.numel()
-    _triton().dynamic_quantize[_elementwise_grid(max(count, 1))](x, out, low, high, scale, zero, count,
-                                                                 CENTERED=centered, BLOCK=_BLOCK)
+    count, parts = x.numel(), lows.numel()
+    _triton().dynamic_quantize[_elementwise_grid(max(count, 1), _QUANTIZE_BLOCK)](
+        x, out, lows, highs, scale, zero, count, parts, CENTERED=centered,
+        PARTS=max(2, 1 << (parts - 1).bit_length()), BLOCK=_QUANTIZE_BLOCK)
     return out, scale, zero
+
+
+def _minmax_partials(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 minimum and maximum of each slice of dense ``x``'s storage (at most
+    :data:`_MAX_PARTS` slices; ``[inf]`` and ``[-inf]`` for no elements): their minimum and maximum
+    are ``torch.aminmax(x)``'s."""
+    count = x.numel()
+    if count == 0:
+        return (torch.full((1,), float("inf"), device=x.device),
+                torch.full((1,), float("-inf"), device=x.device))
+    if count > _MAX_ELEMENTS // 2:  # the slices' offsets would pass 32 bits: ATen over the storage
+        low, high = torch.aminmax(x.as_strided((count,), (1,)))
+        return low.reshape(1).to(torch.float32), high.reshape(1).to(torch.float32)
+    slices = _cdiv(_cdiv(count, _MAX_PARTS), _REDUCE_BLOCK)
+    per_program = slices * _REDUCE_BLOCK
+    parts = _cdiv(count, per_program)
+    lows = torch.empty(parts, dtype=torch.float32, device=x.device)
+    highs = torch.empty(parts, dtype=torch.float32, device=x.device)
+    _triton().minmax_partials[(parts,)](x, lows, highs, count, per_program, BLOCK=_REDUCE_BLOCK)
+    return lows, highs
 
 
 def quantize_dequantize(x: torch.Tensor, scale_value: float, inverse: float, zero: int, low: int,
