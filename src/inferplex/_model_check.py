@@ -257,7 +257,8 @@ def checker_copy(proto: onnx.ModelProto, external: bool = False) -> onnx.ModelPr
 def _shapeless_values(graph: onnx.GraphProto) -> list[tuple[str, int]]:
     """``("input" | "output", index)`` of the graph inputs and outputs declared as tensors of a type
     with no shape."""
-    return [(field, index) for field in ("input", "output") for index, value in enumerate(getattr(graph, field))
+    return [(field, index) for field in ("input", "output")
+            for index, value in enumerate(getattr(graph, field))
             if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")]
 
 
