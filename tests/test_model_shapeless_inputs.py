@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
 import inferplex.opset8 as ops
-from inferplex.errors import CompileError, InputError, ModelError
+from inferplex.errors import CompileError, InputError, ModelError, UnsupportedOpError
 
 from conftest import ort_run
 
@@ -255,6 +255,29 @@ def test_ops_that_depend_on_the_rank(core: ov.Core, case: str, device: str) -> N
     compiled = core.compile_model(core.read_model(model), device)
     assert compiled.input().get_partial_shape() == ov.PartialShape.dynamic()
     _runs_every_rank(compiled, model, shapes)
+
+
+def _resize() -> onnx.ModelProto:
+    """Resize by scales: the GPU's lowering needs the input's rank, which nothing in the model tells."""
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")
+    return _graph_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")],
+                        [("x", TensorProto.FLOAT, None)], [("y", TensorProto.FLOAT)], [scales])
+
+
+def test_a_gpu_refusal_for_want_of_a_rank_says_to_reshape(core: ov.Core) -> None:
+    """The GPU names the input and the reshape that lets it run the model; virtual devices place
+    the model where it runs, and after the reshape the GPU runs it."""
+    model = _resize()
+    with pytest.raises(UnsupportedOpError, match=r"Resize needs the input rank.*HETERO:GPU,CPU.*"
+                                                 r"\('x', declared without a shape\).*model\.reshape"):
+        core.compile_model(core.read_model(model), "GPU.0")
+    for device in ("HETERO:GPU.0,CPU", "MULTI:GPU.0,CPU", "AUTO"):
+        compiled = core.compile_model(core.read_model(model), device)
+        assert compiled.get_property("EXECUTION_DEVICES") == ["CPU"]
+        _runs_every_rank(compiled, model, [(1, 1, 2, 3)])
+    reshaped = core.read_model(model)
+    reshaped.reshape({"x": [1, 1, 2, 3]})
+    _runs_every_rank(core.compile_model(reshaped, "GPU.0"), model, [(1, 1, 2, 3)])
 
 
 @pytest.mark.parametrize("device", ["CPU", "GPU.0"])
