@@ -386,18 +386,26 @@ def test_save_model_keeps_the_dynamic_rank(core: ov.Core, tmp_path: Path) -> Non
 # --- CUDA (run on the GPU machine: pytest -m gpu) -----------------------------------------
 
 
+CUDA_CASES: dict[str, tuple[Callable[[], onnx.ModelProto], list[tuple[int, ...]]]] = {
+    "weights and a softmax": (_weighted, RANKS[1:]),
+    "elementwise": (_elementwise, RANKS),
+    "Conv without kernel_shape": RANK_DEPENDENT["Conv without kernel_shape"],
+    "GlobalAveragePool": RANK_DEPENDENT["GlobalAveragePool"],
+}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("torch_compile", ["NO", "YES"])
-def test_cuda_runs_inputs_of_every_rank(torch_compile: str) -> None:
+@pytest.mark.parametrize("case", list(CUDA_CASES))
+def test_cuda_runs_inputs_of_every_rank(case: str, torch_compile: str) -> None:
     """On a CUDA GPU (eager with its CUDA graphs per input shape, and torch.compile) as ONNX Runtime."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    core = ov.Core()
-    for model, shapes in ((_weighted(), RANKS[1:]), (_elementwise(), RANKS),
-                          (RANK_DEPENDENT["Conv without kernel_shape"][0](), [(1, 3, 5, 5), (2, 3, 4, 6)]),
-                          (RANK_DEPENDENT["GlobalAveragePool"][0](), [(1, 3, 5, 5), (2, 3, 4)])):
-        compiled = core.compile_model(core.read_model(model), "GPU.0", {"TORCH_COMPILE": torch_compile})
-        assert compiled.input().get_partial_shape() == ov.PartialShape.dynamic()
-        for _ in range(2):  # the second pass replays what the first made (graphs, compiled code)
-            _runs_every_rank(compiled, model, shapes, rtol=1e-4)
+    build, shapes = CUDA_CASES[case]
+    model = build()
+    cuda_core = ov.Core()
+    compiled = cuda_core.compile_model(cuda_core.read_model(model), "GPU.0", {"TORCH_COMPILE": torch_compile})
+    assert compiled.input().get_partial_shape() == ov.PartialShape.dynamic()
+    for _ in range(2):  # the second pass replays what the first made (graphs, compiled code)
+        _runs_every_rank(compiled, model, shapes, rtol=1e-4)
