@@ -110,6 +110,7 @@ def test_read_from_every_source_gives_a_dynamic_rank(core: ov.Core, tmp_path: Pa
         shape = read.inputs[0].get_partial_shape()
         assert shape == ov.PartialShape.dynamic() and shape == ov.PartialShape("[...]")
         assert shape.is_dynamic and not shape.is_static and shape.rank.is_dynamic
+        assert shape.rank == ov.Dimension.dynamic() and shape != ov.PartialShape([2, 4])
         assert str(shape) == "[...]"
         assert read.input("x").get_element_type() == ov.Type.f32
         assert read.outputs[0].get_partial_shape().rank.is_dynamic  # y = relu(x) + x: x's rank
@@ -129,6 +130,23 @@ def test_dims_without_value_or_name_are_dynamic(core: ov.Core) -> None:
         compiled = core.compile_model(read, device)
         assert compiled.inputs[0].get_partial_shape() == ov.PartialShape("[?,3]")
         _runs_every_rank(compiled, model, [(2, 3), (5, 3)])
+
+
+@pytest.mark.parametrize("case", ["elementwise", "weights", "dims", "Transpose without perm", "Resize"])
+def test_port_shapes_are_openvinos(core: ov.Core, case: str) -> None:
+    """The input and output shapes read_model gives are those OpenVINO's read_model gives."""
+    openvino = pytest.importorskip("openvino")
+    model = {"elementwise": _elementwise, "weights": _weighted, "Resize": _resize,
+             "dims": lambda: _graph_model([helper.make_node("Relu", ["x"], ["y"])],
+                                          [("x", TensorProto.FLOAT, [None, 3])], [("y", TensorProto.FLOAT)]),
+             "Transpose without perm": RANK_DEPENDENT["Transpose without perm"][0]}[case]()
+    reference = openvino.Core().read_model(model.SerializeToString(), b"")
+    read = core.read_model(model)
+    for ours, theirs in ((read.inputs, reference.inputs), (read.outputs, reference.outputs)):
+        assert [str(port.get_partial_shape()) for port in ours] == \
+            [str(port.get_partial_shape()) for port in theirs]
+    assert read.inputs[0].get_partial_shape().rank.is_dynamic == \
+        reference.inputs[0].get_partial_shape().rank.is_dynamic
 
 
 def test_an_input_with_neither_type_nor_shape_is_still_refused(core: ov.Core) -> None:
