@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
 import inferplex.opset8 as ops
-from inferplex.errors import CompileError, InputError, ModelError, UnsupportedOpError
+from inferplex.errors import CompileError, InferenceError, InputError, ModelError, UnsupportedOpError
 
 from conftest import ort_run
 
@@ -191,6 +191,19 @@ def test_weights_and_a_softmax_on_every_device(core: ov.Core, device: str) -> No
     compiled = core.compile_model(core.read_model(model), device)
     assert compiled.input().get_partial_shape().rank.is_dynamic
     _runs_every_rank(compiled, model, RANKS[1:])
+
+
+@pytest.mark.parametrize("device", ["CPU", "GPU.0"])
+def test_a_rank_the_ops_refuse_fails_that_request_only(core: ov.Core, device: str) -> None:
+    """MatMul takes no scalar: the engine's refusal is the request's InferenceError, and the next
+    request with an input of another rank runs."""
+    model = _weighted()
+    compiled = core.compile_model(core.read_model(model), device)
+    request = compiled.create_infer_request()
+    with pytest.raises(InferenceError, match=f"inference failed on {device}"):
+        request.infer({"x": np.asarray(np.float32(1.0))})
+    x = _array((2, 3, 4))
+    _assert_as_onnx_runtime(request.infer({"x": x}), model, {"x": x})
 
 
 def test_the_cpu_runs_them_on_onnx_runtime(core: ov.Core, caplog: pytest.LogCaptureFixture) -> None:
