@@ -7,11 +7,12 @@
   bytes its offset and length name (:func:`check_external_data`);
 - ``onnx.checker.check_model`` (without shape inference), named errors.
 
-Graph outputs declared with an element type but no shape are accepted, as ONNX
-Runtime and OpenVINO accept them (exporters write them; the output's shape is
-then found by shape inference, or is dynamic): onnx's checker wants a shape on
-every main-graph input and output, so its copy of the model gives such outputs
-an empty one, which it does not read further without shape inference.
+Graph inputs and outputs declared with an element type but no shape are
+accepted, as ONNX Runtime and OpenVINO accept them (exporters write them; an
+input's rank is then dynamic, an output's shape is found by shape inference or
+is dynamic): onnx's checker wants a shape on every main-graph input and output,
+so its copy of the model gives such values an empty one, which it does not read
+further without shape inference.
 
 The first two run before anything else reads the model: onnx-ir, the checker
 and the engines fail on such models with their own errors (a ``SerdeError``,
@@ -214,7 +215,7 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
     # it is given the path (given the proto, it looks in the working directory).
     external = path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
                                         for t in all_tensors(proto))
-    if external and not _shapeless_outputs(proto.graph):
+    if external and not _shapeless_values(proto.graph):
         checked: Any = os.fspath(path)
     else:  # external tensors, checked by check_external_data, are placeholders in the copy
         checked = checker_copy(proto, external=external)
@@ -232,7 +233,7 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
 
 def checker_copy(proto: onnx.ModelProto, external: bool = False) -> onnx.ModelProto:
     """``proto`` as the checker is given it: its large raw-data tensors as empty placeholders, and
-    its shapeless graph outputs with an empty shape (``proto`` itself when it has neither).
+    its shapeless graph inputs and outputs with an empty shape (``proto`` itself when it has neither).
 
     Large tensors are initializers and nodes' tensor attributes (a Constant's
     ``value``), in the main graph and in subgraphs (If, Loop, Scan bodies).
@@ -242,21 +243,23 @@ def checker_copy(proto: onnx.ModelProto, external: bool = False) -> onnx.ModelPr
     a copy finds their files relative to the working directory, not the model's
     folder; :func:`check_external_data` has checked them).
     """
-    shapeless = _shapeless_outputs(proto.graph)
+    shapeless = _shapeless_values(proto.graph)
     if not shapeless and not _holds_large(proto.graph, external):
         return proto
     copy = onnx.ModelProto()
     _copy_fields(proto, copy, leave_out=("graph",))
     _copy_graph(proto.graph, copy.graph, external)
-    for index in shapeless:
-        copy.graph.output[index].type.tensor_type.shape.SetInParent()
+    for field, index in shapeless:
+        getattr(copy.graph, field)[index].type.tensor_type.shape.SetInParent()
     return copy
 
 
-def _shapeless_outputs(graph: onnx.GraphProto) -> list[int]:
-    """Indices of the graph outputs declared as tensors of a type with no shape."""
-    return [index for index, output in enumerate(graph.output) if output.type.HasField("tensor_type")
-            and not output.type.tensor_type.HasField("shape")]
+def _shapeless_values(graph: onnx.GraphProto) -> list[tuple[str, int]]:
+    """``("input" | "output", index)`` of the graph inputs and outputs declared as tensors of a type
+    with no shape."""
+    return [(field, index) for field in ("input", "output")
+            for index, value in enumerate(getattr(graph, field))
+            if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")]
 
 
 def _copy_graph(graph: onnx.GraphProto, target: onnx.GraphProto, external: bool) -> None:

@@ -14,7 +14,10 @@
 - gives graph outputs declared with a type but no shape (ONNX Runtime and
   OpenVINO run them) the shape ONNX shape inference finds, as OpenVINO's
   ``read_model`` shows them (``[?,3]``); where it finds none they stay dynamic
-  (rank unknown).
+  (rank unknown);
+- keeps graph inputs declared with a type but no shape as inputs of dynamic rank
+  (``PartialShape.dynamic()``, ``[...]``), as OpenVINO reads them: they take
+  arrays of any rank the model's ops accept, and ``Model.reshape`` can fix them.
 
 :func:`save_model` and :func:`serialize` write a Model back as an ONNX file.  Kept apart
 from :mod:`inferplex._model`, which holds the Model's own API over the graph.

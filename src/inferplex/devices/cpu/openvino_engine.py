@@ -142,7 +142,12 @@ def openvino_supported_nodes(model: ir.Model) -> tuple[set[str], bool]:
             return set(), False
         lacking = {op.strip() for op in match.group(1).split(",")}
         return {node.name for node in model.graph if node.name and _qualified(node) not in lacking}, False
-    answered = core().query_model(ov_model, "CPU")
+    try:
+        answered = core().query_model(ov_model, "CPU")
+    except Exception:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
+        # Its transformations may fail where a shape is unknown (a Softmax on an input of
+        # dynamic rank): it cannot compile the model either, so ONNX Runtime would run it.
+        return set(), False
     refused = {op.get_friendly_name() for op in ov_model.get_ops() if op.get_friendly_name() not in answered}
     if not refused:
         return names, True

@@ -215,8 +215,15 @@ def _onnx_runtime_keeps(model: ir.Model) -> str:
     Runtime computes in f64 as the model says;
     and models with string tensors: OpenVINO's CPU plugin runs few ops on them,
     and its Python binding aborts the process at exit after it passed a string
-    tensor through unchanged (an ``Identity``).
+    tensor through unchanged (an ``Identity``);
+    and models with an input of unknown rank (declared without a shape): OpenVINO
+    reads it as a Parameter of dynamic rank, which its CPU plugin refuses to compile.
     """
+    unranked = [value.name for value in model.graph.inputs
+                if isinstance(value.type, ir.TensorType) and value.shape is None]
+    if unranked:
+        names = ", ".join(repr(name) for name in unranked)
+        return f"OpenVINO's CPU plugin takes no input of dynamic rank (the model's {names})"
     for node in model.graph:
         if reason := _openvino_differs(node):
             return f"OpenVINO's CPU plugin computes {node.op_type} {reason} unlike ONNX's definition"

@@ -258,12 +258,24 @@ def _graph_inputs(model: ir.Model, analysis: Analysis) -> list[ir.Value]:
     return [v for v in model.graph.inputs if v not in analysis.constants]
 
 
-def _check_supported(analysis: Analysis) -> None:
+def _check_supported(analysis: Analysis, model: ir.Model) -> None:
     if analysis.unsupported:
         listing = "; ".join(f"{n} ({_op_of(analysis, n)}): {r}"
                             for n, r in sorted(analysis.unsupported.items()))
         raise UnsupportedOpError(f"the GPU device cannot run {len(analysis.unsupported)} node(s): {listing}. "
-                                 "Compile on HETERO:GPU,CPU to place them on the CPU")
+                                 "Compile on HETERO:GPU,CPU to place them on the CPU"
+                                 f"{_reshape_hint(analysis, model)}")
+
+
+def _reshape_hint(analysis: Analysis, model: ir.Model) -> str:
+    """Where a node needs a rank and the model has inputs declared without a shape: how to give them one."""
+    unranked = [value.name for value in model.graph.inputs if value_kind(value.type) == "tensor"
+                and value.shape is None and value not in analysis.constants]
+    if not unranked or not any("rank" in reason for reason in analysis.unsupported.values()):
+        return ""
+    names = ", ".join(repr(name) for name in unranked)
+    return (f", or give the model's inputs of unknown rank ({names}, declared without a shape) a shape "
+            f"with model.reshape({{{unranked[0]!r}: [...]}}) before compile_model")
 
 
 def _add_inputs(builder: Builder, model: ir.Model) -> tuple[list[ir.Value], list[Any], list[Any]]:
@@ -327,7 +339,7 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
     4-D convolutions NHWC (see :mod:`.optimize`).
     """
     analysis = analysis or analyze_model(model)
-    _check_supported(analysis)
+    _check_supported(analysis, model)
     cache = cache or WeightCache()
     cache.adopt(analysis)
     compute = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[precision]

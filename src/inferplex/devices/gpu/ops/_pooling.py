@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops._window import CONV, Window, floats_only, spatial_rank, symmetric, torch_pad
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.errors import CompileError
 
 _MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 _AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
@@ -197,31 +198,48 @@ def lp_pool(info: NodeInfo) -> Callable[..., Any]:
 
 
 def _global_supports(info: NodeInfo) -> str | None:
-    rank = info.rank(0)
-    if rank is None or rank < 2:
-        return f"{info.op_type} needs an input of known rank >= 2"
+    rank = info.rank(0)  # an unknown rank is checked at run time
+    if rank is not None and rank < 2:
+        return f"{info.op_type} needs an input of rank >= 2 (got rank {rank})"
     return floats_only(info)
 
 
-def _spatial_dims(info: NodeInfo) -> tuple[int, ...]:
-    return tuple(range(2, info.rank(0) or 2))
+def _spatial_dims(info: NodeInfo, x: torch.Tensor) -> tuple[int, ...]:
+    """The axes past N and C: from the rank shape inference found, else from ``x`` (an input
+    declared without a shape), checked as the support check does for a known rank."""
+    rank = info.rank(0)
+    if rank is None:
+        rank = x.dim()
+        if rank < 2:
+            raise CompileError(f"{info.op_type} needs an input of rank >= 2 (got rank {rank})")
+    return tuple(range(2, rank))
 
 
 @register("GlobalAveragePool", supports=_global_supports)
 def global_average_pool(info: NodeInfo) -> Callable[..., Any]:
-    dims = _spatial_dims(info)
-    return lambda x: x.mean(dims, keepdim=True) if dims else x
+    def run(x: torch.Tensor) -> torch.Tensor:
+        dims = _spatial_dims(info, x)
+        return x.mean(dims, keepdim=True) if dims else x
+
+    return run
 
 
 @register("GlobalMaxPool", supports=_global_supports)
 def global_max_pool(info: NodeInfo) -> Callable[..., Any]:
-    dims = _spatial_dims(info)
-    return lambda x: x.amax(dims, keepdim=True) if dims else x
+    def run(x: torch.Tensor) -> torch.Tensor:
+        dims = _spatial_dims(info, x)
+        return x.amax(dims, keepdim=True) if dims else x
+
+    return run
 
 
 @register("GlobalLpPool", supports=_global_supports)
 def global_lp_pool(info: NodeInfo) -> Callable[..., Any]:
-    dims = _spatial_dims(info)
     p = float(info.attr("p", 2))
-    return lambda x: x.abs().pow(p).sum(dims, keepdim=True).pow(1.0 / p)
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        dims = _spatial_dims(info, x)
+        return x.abs().pow(p).sum(dims, keepdim=True).pow(1.0 / p) if dims else x.abs()
+
+    return run
 

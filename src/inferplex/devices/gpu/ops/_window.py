@@ -28,8 +28,21 @@ def floats_only(info: NodeInfo, inputs: Sequence[int] = (0,)) -> str | None:
     return None
 
 
-def spatial_rank(info: NodeInfo, allowed: Sequence[int] = (1, 2, 3)) -> str | None:
+_WEIGHTED = frozenset({"Conv", "ConvTranspose", "ConvInteger"})
+"""Ops whose input 1 is a weight of the data input's rank ([M, C/group, k1, ..., kn])."""
+
+
+def input_rank(info: NodeInfo) -> int | None:
+    """The data input's rank; for a convolution whose input's rank shape inference could not tell
+    (a graph input declared without a shape), the weight's rank, which ONNX makes the same."""
     rank = info.rank(0)
+    if rank is None and info.op_type in _WEIGHTED:
+        rank = info.rank(1)
+    return rank
+
+
+def spatial_rank(info: NodeInfo, allowed: Sequence[int] = (1, 2, 3)) -> str | None:
+    rank = input_rank(info)
     kernel = info.attr("kernel_shape")
     spatial = rank - 2 if rank is not None else (len(kernel) if kernel else None)
     if spatial is None:
@@ -67,7 +80,7 @@ class Window:
     def __init__(self, info: NodeInfo, spatial: int | None = None):
         kernel = info.attr("kernel_shape")
         if spatial is None:
-            spatial = len(kernel) if kernel else (info.rank(0) or 4) - 2
+            spatial = len(kernel) if kernel else (input_rank(info) or 4) - 2
         self.op_type = info.op_type
         self.spatial = spatial
         self.kernel = list(kernel) if kernel else None
