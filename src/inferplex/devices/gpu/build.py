@@ -11,6 +11,7 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
+from inferplex.devices.gpu._activation_fusions import gelu
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
 )
@@ -184,6 +185,11 @@ class Builder:
             return
         if name in self.fusions.dynamic_matmul:
             self._emit_dynamic_matmul(self.fusions.dynamic_matmul[name])
+            return
+        if name in self.fusions.gelu:
+            formula = self.fusions.gelu[name]
+            self.env[formula.output] = self.call(name, node, gelu,
+                                                 (self.arg(formula.input), formula.approximate))
             return
         if name in self.fusions.attention:
             found = self.fusions.attention[name]

@@ -30,6 +30,8 @@
   in memory).  It applies when every intermediate feeds only the next step and
   Q, K^T and V have the same known batch dims, so that the fused call computes
   exactly what the ONNX ops do, up to rounding.
+* GELU written out as elementwise ops (the erf form or the tanh form, see
+  :mod:`._activation_fusions`) becomes one ``F.gelu`` call.
 * ``channels_last``: 4-D Conv weights are stored NHWC and each 4-D Conv's input
   is brought to NHWC (a no-op when it already is, so only the first Conv of a
   chain copies); graph outputs are made contiguous again.  Values keep their
@@ -92,6 +94,7 @@ import onnx_ir as ir
 import torch
 import torch.nn.functional as F
 
+from inferplex.devices.gpu._activation_fusions import Gelu, gelu_from
 from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._graph import next_consumer as _next
@@ -201,6 +204,8 @@ class Fusions:
     """MatMul -> (the Add it absorbs, index of the bias among the Add's inputs)."""
     attention: dict[str, Attention] = field(default_factory=dict)
     """Last MatMul of an attention chain -> the chain."""
+    gelu: dict[str, Gelu] = field(default_factory=dict)
+    """Last node of a GELU formula -> the formula."""
     quantized_matmul: dict[str, QuantizedMatMul] = field(default_factory=dict)
     """MatMul or Gemm of DequantizeLinear outputs -> the int8 matmul that replaces it."""
     dynamic_matmul: dict[str, DynamicMatMul] = field(default_factory=dict)
@@ -402,6 +407,9 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
             fusions.quantized_matmul[name] = quantized
             if quantized.output is not node.outputs[0]:
                 fusions.absorbed.add(quantized.output.producer())  # type: ignore[arg-type]
+        elif node.op_type in ("Erf", "Tanh") and (formula := gelu_from(analysis, names, node)) is not None:
+            fusions.gelu[names[formula.output.producer()]] = formula  # type: ignore[index]
+            fusions.absorbed.update(formula.absorbed)
         elif node.op_type == "Mul" and (dynamic := dynamic_matmul(analysis, names, node)) is not None:
             fusions.dynamic_matmul[name] = dynamic
             fusions.absorbed.update(dynamic.absorbed)

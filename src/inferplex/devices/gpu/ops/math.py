@@ -9,6 +9,7 @@ result type; Pow, whose exponent may have another type, casts back explicitly.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -103,8 +104,53 @@ _elementwise({"Equal": torch.eq}, EXACT_DTYPES, versions=(7, None),
 _elementwise({"Greater": torch.gt, "Less": torch.lt, "GreaterOrEqual": torch.ge,
               "LessOrEqual": torch.le}, NUMERIC_DTYPES, versions=(7, None),
              unsigned=lambda op, fn: unsigned_compare(op))
-_elementwise({"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul}, NUMERIC_DTYPES,
-             versions=(7, None), unsigned=lambda op, fn: unsigned_binary(op))
+_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
+
+
+def _scalar_operand(info: NodeInfo, commutes: bool) -> tuple[int, float] | None:
+    """(index, value) of a float operand that is a constant of one value and does not broadcast the
+    other operand up (where the other is not a constant too); index 1 only unless ``commutes``.
+
+    torch passes such a number to its kernels as an argument where a one-value device tensor is
+    read as a broadcast operand: the vectorised kernel then runs instead of the strided one.  A
+    Python float meets a float32 tensor as float32 (and a narrower tensor in float32 arithmetic, as
+    the reduced-precision hints allow), so Add, Sub and Mul give the same numbers.
+    """
+    if info.num_inputs != 2 or info.input_dtypes[0] not in _FLOATS:
+        return None
+    for index in (1, 0) if commutes else (1,):
+        array, other = info.constants[index], info.constants[1 - index]
+        if array is None or other is not None or array.size != 1:
+            continue
+        rank = info.rank(1 - index)
+        if array.ndim == 0 or (rank is not None and array.ndim <= rank):
+            return index, float(array.reshape(-1)[0])
+    return None
+
+
+def _binary(op_type: str, fn: Callable[..., Any]) -> Callable[[NodeInfo], Callable[..., Any]]:
+    """Add/Sub/Mul: with a one-value constant operand as a number (see :func:`_scalar_operand`)."""
+
+    def lowering(info: NodeInfo) -> Callable[..., Any]:
+        if info.input_dtypes[0] in WIDE_UNSIGNED:
+            return unsigned_binary(op_type)
+        found = _scalar_operand(info, commutes=True)
+        if found is None:
+            return fn
+        index, value = found
+        if index == 1:
+            return lambda a, b: fn(a, value)
+        if op_type == "Sub":
+            return lambda a, b: torch.rsub(b, value)  # value - b
+        return lambda a, b: fn(b, value)
+
+    return lowering
+
+
+_ARITHMETIC: dict[str, Callable[..., Any]] = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul}
+for _op_type, _fn in _ARITHMETIC.items():
+    register(_op_type, versions=(7, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
+             held_dtypes=WIDE_UNSIGNED)(_binary(_op_type, _fn))
 
 
 @register("Sign", versions=(9, None), supports=_check(NUMERIC_DTYPES | WIDE_UNSIGNED),
@@ -142,6 +188,12 @@ def _div(info: NodeInfo) -> Callable[..., Any]:
     if info.input_dtypes[0] in INT_DTYPES:
         # C and numpy-then-cast both truncate integer quotients toward zero.
         return functools.partial(torch.div, rounding_mode="trunc")
+    found = _scalar_operand(info, commutes=False)
+    if found is not None and found[1] != 0.0 and math.frexp(found[1])[0] in (0.5, -0.5):
+        # a power of two: times its reciprocal is the same quotient (torch's kernels multiply by
+        # the reciprocal of any number divisor, which rounds differently for other values)
+        inverse = 1.0 / found[1]
+        return lambda a, b: torch.mul(a, inverse)
     return torch.div
 
 
