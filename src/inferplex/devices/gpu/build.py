@@ -12,6 +12,7 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu._activation_fusions import gelu
+from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
 )
@@ -191,6 +192,9 @@ class Builder:
             self.env[formula.output] = self.call(name, node, gelu,
                                                  (self.arg(formula.input), formula.approximate))
             return
+        if name in self.fusions.norm:
+            self._emit_norm(name, node, self.fusions.norm[name])
+            return
         if name in self.fusions.attention:
             found = self.fusions.attention[name]
             values = (found.query, found.key_t, found.value, found.mask)
@@ -267,6 +271,16 @@ class Builder:
                              name in self.fusions.channels_last_convs)
         bias = self.buffer(("conv_bn", name, "bias"), sources, lambda: arrays()[1])
         return weight, bias
+
+    def _emit_norm(self, name: str, node: ir.Node, found: Norm) -> None:
+        weight = None if found.weight is None else self.arg(found.weight)
+        if found.kind == "layer":
+            bias = None if found.bias is None else self.arg(found.bias)
+            args: tuple[Any, ...] = (self.arg(found.input), weight, bias, found.epsilon)
+            self.env[found.output] = self.call(name, node, layer_norm, args)
+        else:
+            args = (self.arg(found.input), weight, found.epsilon)
+            self.env[found.output] = self.call(name, node, rms_norm, args)
 
     def _emit_linear(self, name: str, matmul: ir.Node, add: ir.Node, bias_index: int) -> None:
         args = (self.arg(matmul.inputs[0]), self.arg(matmul.inputs[1]), self.arg(add.inputs[bias_index]))

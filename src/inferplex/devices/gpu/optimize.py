@@ -32,6 +32,8 @@
   exactly what the ONNX ops do, up to rounding.
 * GELU written out as elementwise ops (the erf form or the tanh form, see
   :mod:`._activation_fusions`) becomes one ``F.gelu`` call.
+* LayerNorm and RMSNorm written out as reductions and elementwise ops (see
+  :mod:`._norm_fusions`) become one ``F.layer_norm`` or ``F.rms_norm`` call.
 * ``channels_last``: 4-D Conv weights are stored NHWC and each 4-D Conv's input
   is brought to NHWC (a no-op when it already is, so only the first Conv of a
   chain copies); graph outputs are made contiguous again.  Values keep their
@@ -100,6 +102,7 @@ from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
+from inferplex.devices.gpu._norm_fusions import Norm, norm_from
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
     identity_pairs,
@@ -206,6 +209,8 @@ class Fusions:
     """Last MatMul of an attention chain -> the chain."""
     gelu: dict[str, Gelu] = field(default_factory=dict)
     """Last node of a GELU formula -> the formula."""
+    norm: dict[str, Norm] = field(default_factory=dict)
+    """Last node of a LayerNorm or RMSNorm formula -> the formula."""
     quantized_matmul: dict[str, QuantizedMatMul] = field(default_factory=dict)
     """MatMul or Gemm of DequantizeLinear outputs -> the int8 matmul that replaces it."""
     dynamic_matmul: dict[str, DynamicMatMul] = field(default_factory=dict)
@@ -410,6 +415,10 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
         elif node.op_type in ("Erf", "Tanh") and (formula := gelu_from(analysis, names, node)) is not None:
             fusions.gelu[names[formula.output.producer()]] = formula  # type: ignore[index]
             fusions.absorbed.update(formula.absorbed)
+        elif node.op_type in ("ReduceMean", "Pow", "Mul") \
+                and (norm := norm_from(analysis, names, node)) is not None:
+            fusions.norm[names[norm.output.producer()]] = norm  # type: ignore[index]
+            fusions.absorbed.update(norm.absorbed)
         elif node.op_type == "Mul" and (dynamic := dynamic_matmul(analysis, names, node)) is not None:
             fusions.dynamic_matmul[name] = dynamic
             fusions.absorbed.update(dynamic.absorbed)
