@@ -59,7 +59,8 @@ def _size_reason(info: NodeInfo, index: int, what: str) -> str | None:
 
 def _qgemm_supports(info: NodeInfo) -> str | None:
     reason = first_reason(attrs_reason(info, ("alpha", "transA", "transB")),
-                          dtype_reason(info, (0, 2, 3, 5, 8), _EIGHT_BIT), dtype_reason(info, (1, 4, 7), _FLOAT),
+                          dtype_reason(info, (0, 2, 3, 5, 8), _EIGHT_BIT),
+                          dtype_reason(info, (1, 4, 7), _FLOAT),
                           dtype_reason(info, (6,), frozenset({ir.DataType.INT32})),
                           _size_reason(info, 1, "a_scale"), _size_reason(info, 2, "a_zero_point"))
     if reason is None and info.has_input(7) != info.has_input(8):
@@ -117,9 +118,10 @@ def _scaled_product(acc: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Ten
 def _matmul_integer_to_float(info: NodeInfo) -> Callable[..., Any]:
     int8_b = _zero_free_int8(info, 1, 5)
 
-    def matmul_integer_to_float(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
-                                a_zero: torch.Tensor | None = None, b_zero: torch.Tensor | None = None,
-                                bias: torch.Tensor | None = None) -> torch.Tensor:
+    def matmul_integer_to_float(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor,
+                                b_scale: torch.Tensor, a_zero: torch.Tensor | None = None,
+                                b_zero: torch.Tensor | None = None, bias: torch.Tensor | None = None
+                                ) -> torch.Tensor:
         acc = integer_matmul(a, a_zero, b, b_zero, int8_b)
         return _scaled_product(acc, a_scale, b_scale, bias, a_scale.dtype)
 

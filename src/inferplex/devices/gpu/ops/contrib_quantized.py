@@ -204,7 +204,8 @@ def _scaled_exp(rows: torch.Tensor, x_scale: torch.Tensor, length: int) -> torch
 def _concat_supports(info: NodeInfo) -> str | None:
     count = info.num_inputs - 2
     if count <= 0 or count % 3:
-        return f"QLinearConcat takes Y_scale, Y_zero_point and (X, scale, zero point) triples, not {count + 2} inputs"
+        return (f"QLinearConcat takes Y_scale, Y_zero_point and (X, scale, zero point) triples, "
+                f"not {count + 2} inputs")
     data = tuple(range(2, info.num_inputs, 3))
     return _qlinear_reason(info, data, (0, *(i + 1 for i in data)), (1, *(i + 2 for i in data)), ("axis",))
 
@@ -212,9 +213,10 @@ def _concat_supports(info: NodeInfo) -> str | None:
 def _same_params(info: NodeInfo, scale: int, zero: int, out_scale: int, out_zero: int) -> bool:
     """Whether two (scale, zero point) pairs are equal constants: requantizing is then the identity."""
     values = [info.const(i) if info.has_input(i) else None for i in (scale, zero, out_scale, out_zero)]
-    if any(v is None for v in values):
+    known = [v for v in values if v is not None]
+    if len(known) < 4:
         return False
-    return bool(np.array_equal(values[0], values[2]) and np.array_equal(values[1], values[3]))
+    return bool(np.array_equal(known[0], known[2]) and np.array_equal(known[1], known[3]))
 
 
 def _requantizer(identity: bool) -> Callable[..., torch.Tensor]:
@@ -246,7 +248,8 @@ def _where_supports(info: NodeInfo) -> str | None:
 
 @register("QLinearWhere", domain=MS_DOMAIN, supports=_where_supports)
 def _qlinear_where(info: NodeInfo) -> Callable[..., Any]:
-    x_part, y_part = _requantizer(_same_params(info, 2, 3, 7, 8)), _requantizer(_same_params(info, 5, 6, 7, 8))
+    x_part = _requantizer(_same_params(info, 2, 3, 7, 8))
+    y_part = _requantizer(_same_params(info, 5, 6, 7, 8))
 
     def qlinear_where(condition: torch.Tensor, x: torch.Tensor, x_scale: torch.Tensor, x_zero: torch.Tensor,
                       y: torch.Tensor, y_scale: torch.Tensor, y_zero: torch.Tensor, z_scale: torch.Tensor,
@@ -277,7 +280,8 @@ def _qlinear_global_average_pool(info: NodeInfo) -> Callable[..., Any]:
     channels_last = bool(info.attr("channels_last", 0))
 
     def qlinear_global_average_pool(x: torch.Tensor, x_scale: torch.Tensor, x_zero: torch.Tensor | None,
-                                    y_scale: torch.Tensor, y_zero: torch.Tensor | None = None) -> torch.Tensor:
+                                    y_scale: torch.Tensor, y_zero: torch.Tensor | None = None
+                                    ) -> torch.Tensor:
         dims = _spatial(x.dim(), channels_last)
         count = math.prod(x.shape[d] for d in dims)
         sums = centered(x, None).sum(dims, keepdim=True, dtype=torch.int32)  # exact below 2**23 values
@@ -306,19 +310,24 @@ def _qlinear_average_pool(info: NodeInfo) -> Callable[..., Any]:
                              y_scale: torch.Tensor, y_zero: torch.Tensor | None = None) -> torch.Tensor:
         values = dequantize(x, x_scale, x_zero)
         pooled = pool(values.movedim(-1, 1)).movedim(1, -1) if channels_last else pool(values)
-        return quantize(pooled, y_scale, y_zero, _out_dtype(y_zero, x))
+        pooled = pooled / y_scale.to(torch.float32).reshape(())
+        if y_zero is not None:  # ORT adds the zero point before it rounds (ties land apart)
+            pooled = pooled + y_zero.to(torch.float32).reshape(())
+        return quantize(pooled, None, None, _out_dtype(y_zero, x))
 
     return qlinear_average_pool
 
 
-@register("QLinearReduceMean", domain=MS_DOMAIN, supports=lambda info: _unary_supports(info, ("axes", "keepdims")))
+@register("QLinearReduceMean", domain=MS_DOMAIN,
+          supports=lambda info: _unary_supports(info, ("axes", "keepdims")))
 def _qlinear_reduce_mean(info: NodeInfo) -> Callable[..., Any]:
     axes_attr = info.attr("axes")
     keep = bool(info.attr("keepdims", 1))
 
     def qlinear_reduce_mean(x: torch.Tensor, x_scale: torch.Tensor, x_zero: torch.Tensor | None,
                             y_scale: torch.Tensor, y_zero: torch.Tensor | None = None) -> torch.Tensor:
-        dims = tuple(range(x.dim())) if axes_attr is None else tuple(normalize_axis(a, x.dim()) for a in axes_attr)
+        axes = range(x.dim()) if axes_attr is None else axes_attr
+        dims = tuple(normalize_axis(a, x.dim()) for a in axes)
         mean = dequantize(x, x_scale, x_zero).mean(dims, keepdim=keep)
         return quantize(mean, y_scale, y_zero, _out_dtype(y_zero, x))
 
