@@ -309,6 +309,82 @@ def test_matmul_nbits_from_the_block_quantizer(core: ov.Core, bits: int, block: 
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5)
 
 
+def _pack(values: np.ndarray, bits: int) -> np.ndarray:
+    """MatMulNBits' packing: ``8 // bits`` values a byte along the last axis, lowest bits first
+    (the last byte padded with zeros)."""
+    per = 8 // bits
+    pad = (-values.shape[-1]) % per
+    values = np.concatenate([values, np.zeros((*values.shape[:-1], pad), values.dtype)], -1)
+    grouped = values.reshape(*values.shape[:-1], -1, per).astype(np.uint16)
+    return (grouped << (np.arange(per) * bits)).sum(-1).astype(np.uint8)
+
+
+@pytest.mark.parametrize(("bits", "elem", "zeros", "bias"), [
+    (4, TensorProto.FLOAT, True, True), (2, TensorProto.FLOAT, True, False),
+    (8, TensorProto.FLOAT16, True, True), (4, TensorProto.FLOAT16, False, False)])
+def test_matmul_nbits_packing_matches_onnx_runtime(core: ov.Core, bits: int, elem: int, zeros: bool,
+                                                   bias: bool) -> None:
+    """Hand-packed weights: 2/4/8 bits, packed zero points of an odd block count or the default
+    ``2**(bits - 1)``, a bias, float16 data; K = 50 leaves the last block of 16 partly padding."""
+    rng = np.random.default_rng(bits)
+    dtype = np.float32 if elem == TensorProto.FLOAT else np.float16
+    k, n, block = 50, 12, 16
+    blocks = -(-k // block)
+    weights = rng.integers(0, 1 << bits, size=(n, blocks, block)).astype(np.uint8)
+    names = ["a", "b", "s"]
+    inits = [numpy_helper.from_array(_pack(weights, bits), "b"),
+             numpy_helper.from_array(rng.uniform(0.01, 0.1, size=(n, blocks)).astype(dtype), "s")]
+    if zeros:
+        points = rng.integers(0, 1 << bits, size=(n, blocks)).astype(np.uint8)
+        inits.append(numpy_helper.from_array(_pack(points, bits), "z"))
+        names.append("z")
+    if bias:
+        names += [""] * (5 - len(names)) + ["bias"]
+        inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(dtype), "bias"))
+    node = helper.make_node("MatMulNBits", names, ["y"], name="mm", domain=MS, K=k, N=n, bits=bits,
+                            block_size=block)
+    model = _model([node], [("a", elem, [2, 3, k])], [("y", elem, None)], inits)
+    x = rng.standard_normal((2, 3, k)).astype(dtype)
+    actual, expected = _on_gpu(core, model, {"a": x})[0], ort_unfused(model, {"a": x})[0]
+    assert actual.dtype == expected.dtype
+    tolerance = 1e-5 if dtype == np.float32 else 2e-3
+    np.testing.assert_allclose(actual.astype(np.float32), expected.astype(np.float32), rtol=tolerance,
+                               atol=tolerance)
+
+
+@pytest.mark.parametrize(("shared", "fused"),
+                         [(False, "DynamicQuantizeMatMul"), (True, "MatMulIntegerToFloat")])
+def test_onnx_runtime_optimized_dynamic_model_runs_whole_on_the_gpu(core: ov.Core, tmp_path: Any,
+                                                                    shared: bool, fused: str) -> None:
+    """``quantize_dynamic``'s chains as ONNX Runtime's graph optimizer fuses and saves them: one
+    DynamicQuantizeMatMul per MatMul, or, where two MatMuls read one quantized input,
+    DynamicQuantizeLinear and MatMulIntegerToFloat."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(3)
+    inits = [_param(name, rng.standard_normal((64, 32)) * 0.1) for name in ("w1", "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="m1"),
+             helper.make_node("MatMul", ["x", "w2"] if shared else ["a", "w3"], ["b"], name="m2"),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    if not shared:
+        inits.append(_param("w3", rng.standard_normal((32, 32)) * 0.1))
+    float_model = _model(nodes, [("x", TensorProto.FLOAT, ["N", 64])], [("y", TensorProto.FLOAT, ["N", 32])],
+                         inits)
+    onnx.save(float_model, tmp_path / "float.onnx")
+    quantization.quantize_dynamic(str(tmp_path / "float.onnx"), str(tmp_path / "dynamic.onnx"),
+                                  reduce_range=True)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(tmp_path / "dynamic.onnx"), options, providers=["CPUExecutionProvider"])
+    model = onnx.load(tmp_path / "optimized.onnx")
+    model.ir_version = 10
+    for i, node in enumerate(model.graph.node):
+        node.name = node.name or f"{node.op_type}_{i}"
+    assert fused in {n.op_type for n in model.graph.node if n.domain == MS}
+    _check(core, model, {"x": rng.standard_normal((5, 64)).astype(np.float32)})
+
+
 # --- whole models from ONNX Runtime's quantizer ------------------------------------------------------------
 
 

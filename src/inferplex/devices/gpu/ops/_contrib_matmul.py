@@ -8,9 +8,10 @@ MatMulIntegerToFloat, DynamicQuantizeMatMul and MatMulNBits (registered when
 * MatMulIntegerToFloat is ``(A - za) @ (B - zb) * (sa * sb) + bias``; DynamicQuantizeMatMul the
   same after DynamicQuantizeLinear quantizes A (``quantize_dynamic``'s chains that ORT fuses).
 * MatMulNBits (``MatMulNBitsQuantizer``'s block-wise 2/4/8-bit weights) unpacks the weight's
-  bits on the device at every call, ``(q - zero) * scale`` per block of K, and runs a float
-  matmul: the weights stay packed in device memory (their point), at the cost of a
-  dequantization pass per call.
+  bits on the device at every call, ``(q - zero) * scale`` per block of K, and runs a float32
+  matmul whatever A's type (a weight rounded to float16 would lose digits ORT keeps): the
+  weights stay packed in device memory (their point), at the cost of a dequantization pass
+  per call.
 """
 
 from __future__ import annotations
@@ -197,7 +198,9 @@ def _matmul_nbits(info: NodeInfo) -> Callable[..., Any]:
     def matmul_nbits(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
                      zeros: torch.Tensor | None = None, g_idx: torch.Tensor | None = None,
                      bias: torch.Tensor | None = None) -> torch.Tensor:
-        result = torch.matmul(a, weight(packed, scales, zeros).to(a.dtype))
-        return result if bias is None else result + bias
+        result = torch.matmul(a.to(torch.float32), weight(packed, scales, zeros))
+        if bias is not None:
+            result = result + bias.to(torch.float32)
+        return result.to(a.dtype)
 
     return matmul_nbits
