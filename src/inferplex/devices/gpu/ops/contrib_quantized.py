@@ -176,7 +176,7 @@ def _qlinear_softmax(info: NodeInfo) -> Callable[..., Any]:
                         y_scale: torch.Tensor, y_zero: torch.Tensor) -> torch.Tensor:
         axis = normalize_axis(axis_attr, x.dim())
         rows = x.reshape(*x.shape[:axis], -1) if flatten else x.movedim(axis, -1)
-        scaled = _scaled_exp(rows, x_scale, max(rows.shape[-1], 1))
+        scaled = _scaled_exp(rows, x_scale, max(int(rows.shape[-1]), 1))  # int: a static length
         total = scaled.sum(-1, keepdim=True)
         multiplier = torch.floor(1.0 / y_scale.to(torch.float32).reshape(()))
         y = quantize(scaled * multiplier / total, None, y_zero, y_zero.dtype)
