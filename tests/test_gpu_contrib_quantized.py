@@ -12,6 +12,7 @@ listed by ``query_model``, and on the CPU device too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,8 +31,10 @@ nn = torch.nn
 
 MS = "com.microsoft"
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}
-U8, I8 = TensorProto.UINT8, TensorProto.INT8
-_NUMPY = {U8: np.uint8, I8: np.int8, TensorProto.UINT16: np.uint16, TensorProto.INT16: np.int16}
+U8, I8 = int(TensorProto.UINT8), int(TensorProto.INT8)
+_NUMPY: dict[int, Any] = {U8: np.uint8, I8: np.int8, int(TensorProto.UINT16): np.uint16,
+                          int(TensorProto.INT16): np.int16}
+Spec = tuple[str, int, Sequence[Any] | None]
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +45,8 @@ def core(emulated_core: ov.Core) -> ov.Core:
 # --- helpers -----------------------------------------------------------------------------
 
 
-def _model(nodes: list[onnx.NodeProto], inputs: list[tuple[str, int, list[Any]]],
-           outputs: list[tuple[str, int, list[Any] | None]], initializers: list[onnx.TensorProto]
-           ) -> onnx.ModelProto:
+def _model(nodes: list[onnx.NodeProto], inputs: Sequence[Spec], outputs: Sequence[Spec],
+           initializers: list[onnx.TensorProto]) -> onnx.ModelProto:
     """A model of contrib ops, importing ONNX opset 17 and com.microsoft 1, saved as IR 10."""
     graph = helper.make_graph(nodes, "contrib",
                               [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
@@ -116,7 +118,7 @@ def test_unary_ops_over_every_input_value_match_onnx_runtime(core: ov.Core, op: 
     values = np.arange(info.min, info.max + 1).astype(_NUMPY[elem]).reshape(1, 256)
     zero = 0 if elem == I8 else 128
     out_zero = (-128 if elem == I8 else 0) if op == "QLinearSigmoid" else zero
-    attrs = {"alpha": 0.13} if op == "QLinearLeakyRelu" else {}
+    attrs: dict[str, Any] = {"alpha": 0.13} if op == "QLinearLeakyRelu" else {}
     node = helper.make_node(op, ["x", "x_s", "x_z", "y_s", "y_z"], ["y"], name="op", domain=MS, **attrs)
     inits = [*_quant("x", 0.045, zero - 5, elem),
              *_quant("y", 1 / 255 if op == "QLinearSigmoid" else 0.03, out_zero, elem)]
@@ -152,7 +154,7 @@ def test_where_requantizes_the_chosen_input(core: ov.Core) -> None:
     names = ["cond", "x", "x_s", "x_z", "y", "y_s", "y_z", "z_s", "z_z"]
     node = helper.make_node("QLinearWhere", names, ["z"], name="where", domain=MS)
     inits = [*_quant("x", 0.02, 120, U8), *_quant("y", 0.09, 131, U8), *_quant("z", 0.05, 128, U8)]
-    inputs = [("cond", TensorProto.BOOL, [4, 6]), ("x", U8, [4, 6]), ("y", U8, [1, 6])]
+    inputs: list[Spec] = [("cond", TensorProto.BOOL, [4, 6]), ("x", U8, [4, 6]), ("y", U8, [1, 6])]
     feeds = {"cond": np.random.default_rng(0).random((4, 6)) > 0.5, "x": _random((4, 6), U8, 1),
              "y": _random((1, 6), U8, 2)}
     _check(core, _model([node], inputs, [("z", U8, None)], inits), feeds)
@@ -202,28 +204,32 @@ def test_reduce_mean_matches_the_float_reduction(core: ov.Core) -> None:
 # --- matmuls ---------------------------------------------------------------------------------------
 
 
+def _qgemm_model(a_elem: int, float_out: bool, per_column: bool, trans_b: int,
+                 m: int = 5, k: int = 24, n: int = 7) -> onnx.ModelProto:
+    """QGemm with alpha 0.75 and an int32 C, quantized or float (no y_scale) output."""
+    rng = np.random.default_rng(4)
+    # 7-bit weights: ORT's uint8 x int8 kernel saturates 16-bit pair sums of full-range ones
+    weight = rng.integers(-64, 64, size=(n, k) if trans_b else (k, n)).astype(np.int8)
+    b_scale = rng.uniform(0.01, 0.05, size=n if per_column else ()).astype(np.float32)
+    inits = [*_quant("a", 0.02, 3 if a_elem == I8 else 131, a_elem), numpy_helper.from_array(weight, "b"),
+             _param("b_s", b_scale), _param("b_z", np.zeros(b_scale.shape), np.int8),
+             _param("c", rng.integers(-2000, 2000, size=n), np.int32)]
+    names = ["a", "a_s", "a_z", "b", "b_s", "b_z", "c"]
+    if not float_out:
+        inits += _quant("y", 0.3 * np.sqrt(k / 24), 0 if a_elem == I8 else 128, a_elem)
+        names += ["y_s", "y_z"]
+    node = helper.make_node("QGemm", names, ["y"], name="qgemm", domain=MS, transB=trans_b, alpha=0.75)
+    return _model([node], [("a", a_elem, [m, k])], [("y", TensorProto.FLOAT if float_out else a_elem, None)],
+                  inits)
+
+
 @pytest.mark.parametrize(("a_elem", "float_out", "per_column", "trans_b"), [
     (U8, False, False, 0), (U8, False, True, 1), (U8, True, True, 0), (I8, False, True, 1),
     (I8, True, False, 1)])
 def test_qgemm_matches_onnx_runtime(core: ov.Core, a_elem: int, float_out: bool, per_column: bool,
                                     trans_b: int) -> None:
-    rng = np.random.default_rng(4)
-    m, k, n = 5, 24, 7
-    # 7-bit weights: ORT's uint8 x int8 kernel saturates 16-bit pair sums of full-range ones
-    weight = rng.integers(-64, 64, size=(n, k) if trans_b else (k, n)).astype(np.int8)
-    b_scale = rng.uniform(0.01, 0.05, size=n if per_column else ()).astype(np.float32)
-    a_zero = 3 if a_elem == I8 else 131
-    inits = [*_quant("a", 0.02, a_zero, a_elem), numpy_helper.from_array(weight, "b"), _param("b_s", b_scale),
-             _param("b_z", np.zeros(b_scale.shape), np.int8),
-             _param("c", rng.integers(-2000, 2000, size=n), np.int32)]
-    names = ["a", "a_s", "a_z", "b", "b_s", "b_z", "c"]
-    out_elem = TensorProto.FLOAT if float_out else a_elem
-    if not float_out:
-        inits += _quant("y", 0.3, 0 if a_elem == I8 else 128, a_elem)
-        names += ["y_s", "y_z"]
-    node = helper.make_node("QGemm", names, ["y"], name="qgemm", domain=MS, transB=trans_b, alpha=0.75)
-    model = _model([node], [("a", a_elem, [m, k])], [("y", out_elem, None)], inits)
-    _check(core, model, {"a": _random((m, k), a_elem, 6)})
+    model = _qgemm_model(a_elem, float_out, per_column, trans_b)
+    _check(core, model, {"a": _random((5, 24), a_elem, 6)})
 
 
 @pytest.mark.parametrize("elem", [TensorProto.UINT16, TensorProto.INT16])
@@ -237,7 +243,7 @@ def test_domain_quantize_dequantize_16_bit(core: ov.Core, elem: int) -> None:
     inits = [_param("s", 3e-4), _param("z", middle + 11, _NUMPY[elem]),
              _param("sc", [1e-4, 5e-4, 2e-3]),
              _param("zc", [middle, middle - 100, middle + 100], _NUMPY[elem])]
-    outputs = [("q", elem, None), ("y", TensorProto.FLOAT, None), ("qc", elem, None),
+    outputs: list[Spec] = [("q", elem, None), ("y", TensorProto.FLOAT, None), ("qc", elem, None),
                ("yc", TensorProto.FLOAT, None)]
     model = _model(nodes, [("x", TensorProto.FLOAT, [2, 3, 8])], outputs, inits)
     x = np.random.default_rng(2).standard_normal((2, 3, 8)).astype(np.float32) * 4
@@ -388,7 +394,7 @@ def test_onnx_runtime_optimized_dynamic_model_runs_whole_on_the_gpu(core: ov.Cor
 # --- whole models from ONNX Runtime's quantizer ------------------------------------------------------------
 
 
-class _Cnn(nn.Module):
+class _Cnn(torch.nn.Module):  # type: ignore[name-defined]
     """Conv, Relu, Sigmoid, LeakyRelu, Add, Mul, AveragePool, GlobalAveragePool, Concat, Gemm, Softmax:
     the ops the QOperator format writes as contrib ops."""
 
@@ -498,3 +504,12 @@ def test_matmul_nbits_on_cuda_matches_onnx_runtime(bits: int) -> None:
     x = np.random.default_rng(1).standard_normal((24, 256)).astype(np.float32)
     actual, expected = _on_gpu(ov.Core(), model, {"x": x})[0], ort_unfused(model, {"x": x})[0]
     np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-3)  # TF32 may run the float matmul
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("a_elem", "float_out"), [(U8, False), (I8, True)])
+def test_qgemm_on_cuda_int8_kernel_matches_onnx_runtime(a_elem: int, float_out: bool) -> None:
+    """M > 16 and K, N multiples of 8: the product runs on torch's int8 kernel."""
+    model = _qgemm_model(a_elem, float_out, per_column=True, trans_b=1, m=40, k=64, n=48)
+    _check(ov.Core(), model, {"a": _random((40, 64), a_elem, 6)})
