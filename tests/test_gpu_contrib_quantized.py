@@ -326,12 +326,14 @@ def _pack(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("bits", "elem", "zeros", "bias"), [
-    (4, TensorProto.FLOAT, True, True), (2, TensorProto.FLOAT, True, False),
-    (8, TensorProto.FLOAT16, True, True), (4, TensorProto.FLOAT16, False, False)])
-def test_matmul_nbits_packing_matches_onnx_runtime(core: ov.Core, bits: int, elem: int, zeros: bool,
+    (4, TensorProto.FLOAT, "packed", True), (2, TensorProto.FLOAT, "packed", False),
+    (8, TensorProto.FLOAT16, "packed", True), (4, TensorProto.FLOAT16, None, False),
+    (4, TensorProto.FLOAT, "float", False), (4, TensorProto.FLOAT16, "float", True)])
+def test_matmul_nbits_packing_matches_onnx_runtime(core: ov.Core, bits: int, elem: int, zeros: str | None,
                                                    bias: bool) -> None:
-    """Hand-packed weights: 2/4/8 bits, packed zero points of an odd block count or the default
-    ``2**(bits - 1)``, a bias, float16 data; K = 50 leaves the last block of 16 partly padding."""
+    """Hand-packed weights: 2/4/8 bits, zero points packed (an odd block count), one float per block
+    (HQQ's) or the default ``2**(bits - 1)``, a bias, float16 data; K = 50 leaves the last block of
+    16 partly padding."""
     rng = np.random.default_rng(bits)
     dtype = np.float32 if elem == TensorProto.FLOAT else np.float16
     k, n, block = 50, 12, 16
@@ -340,9 +342,12 @@ def test_matmul_nbits_packing_matches_onnx_runtime(core: ov.Core, bits: int, ele
     names = ["a", "b", "s"]
     inits = [numpy_helper.from_array(_pack(weights, bits), "b"),
              numpy_helper.from_array(rng.uniform(0.01, 0.1, size=(n, blocks)).astype(dtype), "s")]
-    if zeros:
+    if zeros == "packed":
         points = rng.integers(0, 1 << bits, size=(n, blocks)).astype(np.uint8)
         inits.append(numpy_helper.from_array(_pack(points, bits), "z"))
+    elif zeros == "float":
+        inits.append(numpy_helper.from_array(rng.uniform(0, (1 << bits) - 1, (n, blocks)).astype(dtype), "z"))
+    if zeros:
         names.append("z")
     if bias:
         names += [""] * (5 - len(names)) + ["bias"]

@@ -1,6 +1,6 @@
 """Lowerings of ONNX Runtime's quantized matmul contrib ops (domain ``com.microsoft``): QGemm,
-MatMulIntegerToFloat, DynamicQuantizeMatMul and MatMulNBits (registered when
-:mod:`.contrib_quantized` is imported).
+MatMulIntegerToFloat, DynamicQuantizeMatMul and MatMulNBits; the element-wise ones and the
+helpers they share are in :mod:`.contrib_quantized`.
 
 * QGemm is QLinearConv's matmul sibling: ``acc = C + (A - za) @ (B - zb)`` in exact int32 (the
   integer kernels of :func:`.quantized.integer_matmul`), then ``acc * (alpha * sa * sb / sy)``
@@ -24,15 +24,15 @@ import onnx_ir as ir
 import torch
 
 from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, first_reason
+from inferplex.devices.gpu.ops.contrib_quantized import MS_DOMAIN as _MS
+from inferplex.devices.gpu.ops.contrib_quantized import quantize, scalar_params_reason
 from inferplex.devices.gpu.ops.quantized import integer_matmul
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering, register
 
 __all__: list[str] = []
 
-_MS = "com.microsoft"
 _EIGHT_BIT = frozenset({ir.DataType.INT8, ir.DataType.UINT8})
 _FLOAT = frozenset({ir.DataType.FLOAT})
-_RANGES = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
 
 
 def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
@@ -48,13 +48,6 @@ def _per_column(param: torch.Tensor) -> torch.Tensor:
     return param.reshape(-1) if param.numel() > 1 else param.reshape(())
 
 
-def _size_reason(info: NodeInfo, index: int, what: str) -> str | None:
-    value = info.const(index) if info.has_input(index) else None
-    if value is not None and np.asarray(value).size != 1:
-        return f"{info.op_type}'s {what} holds {np.asarray(value).size} values; accepted: one (per tensor)"
-    return None
-
-
 # --- QGemm ------------------------------------------------------------------------------------
 
 
@@ -63,7 +56,7 @@ def _qgemm_supports(info: NodeInfo) -> str | None:
                           dtype_reason(info, (0, 2, 3, 5, 8), _EIGHT_BIT),
                           dtype_reason(info, (1, 4, 7), _FLOAT),
                           dtype_reason(info, (6,), frozenset({ir.DataType.INT32})),
-                          _size_reason(info, 1, "a_scale"), _size_reason(info, 2, "a_zero_point"))
+                          scalar_params_reason(info, (1, 2)))
     if reason is None and info.has_input(7) != info.has_input(8):
         return "QGemm needs both y_scale and y_zero_point, or neither (float output)"
     for index in (0, 3):
@@ -89,9 +82,7 @@ def _qgemm(info: NodeInfo) -> Callable[..., Any]:
         scales = alpha * a_scale.to(torch.float32).reshape(()) * _per_column(b_scale.to(torch.float32))
         if y_scale is None or y_zero is None:  # the supports check pairs them
             return acc.to(torch.float32) * scales
-        values = torch.round(acc.to(torch.float32) * (scales / y_scale.reshape(())))
-        low, high = _RANGES[y_zero.dtype]
-        return (values + y_zero.to(torch.float32).reshape(())).clamp(low, high).to(y_zero.dtype)
+        return quantize(acc.to(torch.float32) * (scales / y_scale.reshape(())), None, y_zero, y_zero.dtype)
 
     return qgemm
 
@@ -102,7 +93,7 @@ def _qgemm(info: NodeInfo) -> Callable[..., Any]:
 def _to_float_supports(info: NodeInfo) -> str | None:
     return first_reason(attrs_reason(info, ()), dtype_reason(info, (0, 1, 4, 5), _EIGHT_BIT),
                         dtype_reason(info, (2, 3, 6), frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16})),
-                        _size_reason(info, 2, "a_scale"), _size_reason(info, 4, "a_zero_point"))
+                        scalar_params_reason(info, (2, 4)))
 
 
 def _scaled_product(acc: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor,
@@ -167,9 +158,10 @@ def _nbits_supports(info: NodeInfo) -> str | None:
         return "MatMulNBits with weight_prepacked (an execution provider's own layout) is not supported"
     if reason is None and info.has_input(4):
         return "MatMulNBits with g_idx (deprecated act-order groups) is not supported"
-    if reason is None and info.has_input(3) and info.input_dtypes[3] not in (None, ir.DataType.UINT8):
-        return (f"MatMulNBits zero points of type {info.input_dtypes[3].name} are not supported "
-                "(accepted: packed uint8)")
+    zero_type = info.input_dtypes[3] if info.has_input(3) else None
+    if reason is None and zero_type not in (None, ir.DataType.UINT8, info.input_dtypes[2]):
+        return (f"MatMulNBits zero points of type {zero_type.name} are not supported "
+                "(accepted: packed uint8, or the scales' type)")
     return reason
 
 
@@ -188,11 +180,16 @@ def _matmul_nbits(info: NodeInfo) -> Callable[..., Any]:
     blocks = -(-k // block)
 
     def weight(packed: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor | None) -> torch.Tensor:
-        """The K x N float32 weight: ``(q - zero) * scale`` per block of K."""
-        q = _unpack(packed.reshape(n, blocks, -1), bits)  # N x blocks x block_size
-        zero = (1 << (bits - 1)) if zeros is None else \
-            _unpack(zeros.reshape(n, -1), bits)[:, :blocks].unsqueeze(-1)
-        values = (q - zero).to(torch.float32) * scales.reshape(n, blocks, 1).to(torch.float32)
+        """The K x N float32 weight: ``(q - zero) * scale`` per block of K; the zero points packed
+        like the weight (uint8), or one float per block."""
+        q = _unpack(packed.reshape(n, blocks, -1), bits).to(torch.float32)  # N x blocks x block_size
+        if zeros is None:
+            q = q - (1 << (bits - 1))
+        elif zeros.dtype == torch.uint8:
+            q = q - _unpack(zeros.reshape(n, -1), bits)[:, :blocks].unsqueeze(-1)
+        else:
+            q = q - zeros.reshape(n, blocks, 1).to(torch.float32)
+        values = q * scales.reshape(n, blocks, 1).to(torch.float32)
         return values.reshape(n, blocks * block)[:, :k].t()
 
     def matmul_nbits(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,

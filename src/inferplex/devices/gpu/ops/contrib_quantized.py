@@ -2,7 +2,7 @@
 pooling: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat,
 QLinearWhere, QLinearGlobalAveragePool, QLinearAveragePool, QLinearReduceMean, and the domain's
 own QuantizeLinear / DequantizeLinear.  The matmuls (QGemm, MatMulIntegerToFloat,
-DynamicQuantizeMatMul, MatMulNBits) are in :mod:`._contrib_matmul`.
+DynamicQuantizeMatMul, MatMulNBits) are in :mod:`._contrib_matmul`, which reuses the helpers here.
 
 ``onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QOperator)`` writes these
 ops; each lowering computes what ONNX Runtime's CPU kernel computes (its contrib op spec, read
@@ -359,5 +359,3 @@ def _register_delegate(op_type: str) -> None:
 _register_delegate("QuantizeLinear")
 _register_delegate("DequantizeLinear")
 
-
-from inferplex.devices.gpu.ops import _contrib_matmul  # noqa: E402, F401  (registers the matmuls)
