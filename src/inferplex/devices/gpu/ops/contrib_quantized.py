@@ -18,7 +18,10 @@ beside the kernel where the spec leaves a choice open):
 * QLinearSoftmax follows ORT's algorithm, not the textbook one: ``exp`` of the integer distance to
   the row's maximum (the zero point cancels), times ``floor(1 / y_scale)``, divided by the row sum.
 * QLinearGlobalAveragePool sums the integers exactly and requantizes once with
-  ``x_scale / (y_scale * count)``.
+  ``x_scale / (y_scale * count)``; QLinearAveragePool averages the dequantized floats (the float
+  AveragePool's lowering) and, like ORT, adds the zero point before it rounds (ties differ).
+* QLinearReduceMean (which ORT's quantizer does not write, and its CPU provider has no kernel
+  for) is its spec: ``quantize(ReduceMean(dequantize(x)))``.
 """
 
 from __future__ import annotations
