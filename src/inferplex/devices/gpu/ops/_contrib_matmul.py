@@ -166,10 +166,12 @@ def _nbits_supports(info: NodeInfo) -> str | None:
 
 
 def _unpack(packed: torch.Tensor, bits: int) -> torch.Tensor:
-    """The ``8 // bits`` values of each byte of ``packed`` (lowest bits first), as int16, along a
-    last axis ``8 // bits`` times longer."""
-    shifts = torch.arange(0, 8, bits, device=packed.device, dtype=torch.int16)
-    values = (packed.to(torch.int16).unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
+    """The ``8 // bits`` values of each byte of uint8 ``packed`` (lowest bits first), as uint8,
+    along a last axis ``8 // bits`` times longer."""
+    if bits == 8:
+        return packed
+    shifts = torch.arange(0, 8, bits, device=packed.device, dtype=torch.uint8)
+    values = (packed.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
     return values.reshape(*packed.shape[:-1], -1)
 
 
@@ -186,7 +188,7 @@ def _matmul_nbits(info: NodeInfo) -> Callable[..., Any]:
         if zeros is None:
             q = q - (1 << (bits - 1))
         elif zeros.dtype == torch.uint8:
-            q = q - _unpack(zeros.reshape(n, -1), bits)[:, :blocks].unsqueeze(-1)
+            q = q - _unpack(zeros.reshape(n, -1), bits)[:, :blocks].unsqueeze(-1).to(torch.float32)
         else:
             q = q - zeros.reshape(n, blocks, 1).to(torch.float32)
         values = q * scales.reshape(n, blocks, 1).to(torch.float32)
