@@ -26,21 +26,13 @@ import torch
 from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, first_reason
 from inferplex.devices.gpu.ops.contrib_quantized import MS_DOMAIN as _MS
 from inferplex.devices.gpu.ops.contrib_quantized import quantize, scalar_params_reason
-from inferplex.devices.gpu.ops.quantized import integer_matmul
+from inferplex.devices.gpu.ops.quantized import integer_matmul, zero_free_int8
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering, register
 
 __all__: list[str] = []
 
 _EIGHT_BIT = frozenset({ir.DataType.INT8, ir.DataType.UINT8})
 _FLOAT = frozenset({ir.DataType.FLOAT})
-
-
-def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
-    """Whether input ``data`` is int8 with no zero point, or a constant zero one: torch's int8
-    matmul kernel then takes it."""
-    value = info.const(zero) if info.has_input(zero) else None
-    return info.input_dtypes[data] == ir.DataType.INT8 and (
-        not info.has_input(zero) or (value is not None and not np.asarray(value).any()))
 
 
 def _per_column(param: torch.Tensor) -> torch.Tensor:
@@ -70,7 +62,7 @@ def _qgemm_supports(info: NodeInfo) -> str | None:
 def _qgemm(info: NodeInfo) -> Callable[..., Any]:
     alpha = float(np.float32(info.attr("alpha", 1.0)))
     trans_a, trans_b = bool(info.attr("transA", 0)), bool(info.attr("transB", 0))
-    int8_b = _zero_free_int8(info, 3, 5)
+    int8_b = zero_free_int8(info, 3, 5)
 
     def qgemm(a: torch.Tensor, a_scale: torch.Tensor, a_zero: torch.Tensor, b: torch.Tensor,
               b_scale: torch.Tensor, b_zero: torch.Tensor | None, c: torch.Tensor | None = None,
@@ -108,7 +100,7 @@ def _scaled_product(acc: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Ten
 
 @register("MatMulIntegerToFloat", domain=_MS, supports=_to_float_supports)
 def _matmul_integer_to_float(info: NodeInfo) -> Callable[..., Any]:
-    int8_b = _zero_free_int8(info, 1, 5)
+    int8_b = zero_free_int8(info, 1, 5)
 
     def matmul_integer_to_float(a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor,
                                 b_scale: torch.Tensor, a_zero: torch.Tensor | None = None,
@@ -130,7 +122,7 @@ def _dynamic_quantize_matmul(info: NodeInfo) -> Callable[..., Any]:
     onnx_lowering = find_lowering("", "DynamicQuantizeLinear", 11)
     assert onnx_lowering is not None, "DynamicQuantizeLinear is registered by the quantized ops module"
     quantize_a = onnx_lowering.lower(info)  # reads nothing of the node: x -> (uint8 data, scale, zero)
-    int8_b = _zero_free_int8(info, 1, 3)
+    int8_b = zero_free_int8(info, 1, 3)
 
     def dynamic_quantize_matmul(a: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor,
                                 b_zero: torch.Tensor | None = None, bias: torch.Tensor | None = None
