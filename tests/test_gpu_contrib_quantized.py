@@ -33,7 +33,7 @@ from contrib_models import (
     random_ints,
     run_on_gpu,
 )
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from quantized_models import ort_unfused, output_scale
 from torch_export import export_onnx
 
@@ -143,6 +143,22 @@ def test_average_pool_matches_onnx_runtime(core: ov.Core, attrs: dict[str, Any])
     check(core, model, {"x": random_ints((2, 3, 9, 8), U8, 8)})
 
 
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_domain_qlinear_conv_matches_onnx_runtime(core: ov.Core, channels_last: int) -> None:
+    """The domain's QLinearConv: channels-last data, per-channel weights, a bias, strides and pads."""
+    rng = np.random.default_rng(2)
+    names = ["x", "x_s", "x_z", "w", "w_s", "w_z", "y_s", "y_z", "bias"]
+    node = helper.make_node("QLinearConv", names, ["y"], name="conv", domain=MS, channels_last=channels_last,
+                            kernel_shape=[3, 3], pads=[1, 0, 1, 2], strides=[2, 1])
+    weight = rng.integers(-60, 60, (6, 4, 3, 3), np.int8)
+    inits = [*qparams("x", 0.03, 5, I8), numpy_helper.from_array(weight, "w"),
+             param("w_s", rng.uniform(0.005, 0.02, 6)), param("w_z", np.zeros(6), np.int8),
+             *qparams("y", 0.15, -3, I8), param("bias", rng.integers(-500, 500, 6), np.int32)]
+    shape = [2, 7, 6, 4] if channels_last else [2, 4, 7, 6]
+    model = ms_model([node], [("x", I8, shape)], [("y", I8, None)], inits)
+    check(core, model, {"x": random_ints(tuple(shape), I8, 4)})
+
+
 def test_reduce_mean_matches_the_float_reduction(core: ov.Core) -> None:
     """ONNX Runtime's CPU provider has no QLinearReduceMean kernel: the reference is its spec,
     ``quantize(ReduceMean(dequantize(x)))``, in numpy."""
@@ -227,6 +243,27 @@ def test_qoperator_model_runs_whole_on_the_gpu(core: ov.Core, tmp_path: Any) -> 
     # batch 3, not the calibration's 2: the batch dim is dynamic
     feeds = {"x": np.random.default_rng(5).standard_normal((3, 3, 8, 8)).astype(np.float32)}
     check(core, model, feeds)
+
+
+def test_layout_optimized_qoperator_model_runs_whole_on_the_gpu(core: ov.Core, tmp_path: Any) -> None:
+    """ONNX Runtime's full optimization saves QLinearConv in its own domain on channels-last data,
+    between Transposes (per-channel weights here)."""
+    import onnxruntime as ort
+
+    model = _quantized_cnn(tmp_path, quant_format=quantization.QuantFormat.QOperator, per_channel=True)
+    onnx.save(model, tmp_path / "qoperator.onnx")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(tmp_path / "qoperator.onnx"), options, providers=["CPUExecutionProvider"])
+    optimized = onnx.load(tmp_path / "optimized.onnx")
+    optimized.ir_version = 10
+    for i, node in enumerate(optimized.graph.node):
+        node.name = node.name or f"{node.op_type}_{i}"
+    if not any(n.domain == MS and n.op_type == "QLinearConv" for n in optimized.graph.node):
+        pytest.skip("ONNX Runtime's layout optimizer left the convolutions in ONNX's domain on this CPU")
+    feeds = {"x": np.random.default_rng(8).standard_normal((3, 3, 8, 8)).astype(np.float32)}
+    check(core, optimized, feeds)
 
 
 @pytest.mark.parametrize(("form", "engine"), [("QOperator", "ONNXRUNTIME"), ("QDQ16", "ONNXRUNTIME"),

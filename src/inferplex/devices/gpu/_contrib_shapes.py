@@ -9,7 +9,8 @@ mean nothing; the copy is never run), so one pass of ONNX's inference covers the
 
 A QLinear op's output has its zero point's type (else its data's) and the shape of the float op
 it quantizes: ``QLinearAdd`` is ``Cast(Add(Cast(a), Cast(b)), T)``, ``QGemm`` a Gemm, and so on.
-An op with no twin here (a layout the float op lacks, ``channels_last``) keeps its unknown outputs.
+Channels-last ops (ONNX Runtime's layout optimizer writes them) are the float op between
+Transposes where ``kernel_shape`` tells the rank; an op with no twin here keeps its unknown outputs.
 """
 
 from __future__ import annotations
@@ -89,13 +90,28 @@ def _same_shape(elem: Callable[[_Rewriter, onnx.NodeProto], int | None]) -> _Twi
     return twin
 
 
-def _unless_channels_last(twin: _Twin) -> _Twin:
-    def checked(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
-        if any(a.name == "channels_last" and a.i for a in node.attribute):
-            return None
-        return twin(rw, node)
+def _channels_last(twin: _Twin) -> _Twin:
+    """``twin`` of an op whose ``channels_last`` attribute may say its data is N x spatial x C:
+    the float op between Transposes, where ``kernel_shape`` gives the rank (else no twin)."""
 
-    return checked
+    def wrapped(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+        if not any(a.name == "channels_last" and a.i for a in node.attribute):
+            return twin(rw, node)
+        kernel = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
+        if not kernel:
+            return None
+        rank = len(kernel) + 2
+        first, inner = rw.name("nchw"), onnx.NodeProto()
+        inner.CopyFrom(node)
+        inner.input[0], inner.output[0] = first, rw.name("nchw_out")
+        nodes = twin(rw, inner)
+        if nodes is None:
+            return None
+        to_first, to_last = [0, rank - 1, *range(1, rank - 1)], [0, *range(2, rank), 1]
+        return [helper.make_node("Transpose", [node.input[0]], [first], perm=to_first), *nodes,
+                helper.make_node("Transpose", [inner.output[0]], [node.output[0]], perm=to_last)]
+
+    return wrapped
 
 
 def _concat(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
@@ -159,10 +175,12 @@ _TWINS: dict[str, _Twin] = {
     "QLinearSoftmax": _same_shape(lambda rw, n: _qlinear_type(rw, n, 4, 0)),
     "QLinearConcat": _concat,
     "QLinearWhere": _where,
-    "QLinearGlobalAveragePool": _unless_channels_last(_float_op("GlobalAveragePool", (0,), 4)),
-    "QLinearAveragePool": _unless_channels_last(_float_op(
+    "QLinearGlobalAveragePool": _channels_last(_float_op("GlobalAveragePool", (0,), 4)),
+    "QLinearAveragePool": _channels_last(_float_op(
         "AveragePool", (0,), 4, auto_pad=1, ceil_mode=1, count_include_pad=1, kernel_shape=1, pads=1,
         strides=1)),
+    "QLinearConv": _channels_last(_float_op(
+        "Conv", (0, 3), 7, auto_pad=1, dilations=1, group=1, kernel_shape=1, pads=1, strides=1)),
     "QGemm": _qgemm,
     "MatMulIntegerToFloat": _matmul(0, 1, lambda rw, n: rw.type_of(n.input[2])),
     "DynamicQuantizeMatMul": _matmul(0, 1, lambda rw, n: rw.type_of(n.input[0]) or _F),

@@ -1,7 +1,8 @@
 """Lowerings of ONNX Runtime's quantized contrib ops (domain ``com.microsoft``), element-wise and
 pooling: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat,
-QLinearWhere, QLinearGlobalAveragePool, QLinearAveragePool, QLinearReduceMean, and the domain's
-own QuantizeLinear / DequantizeLinear.  The matmuls (QGemm, MatMulIntegerToFloat,
+QLinearWhere, QLinearGlobalAveragePool, QLinearAveragePool, QLinearReduceMean, the domain's
+own QuantizeLinear / DequantizeLinear, and its QLinearConv (channels-last data, as ONNX Runtime's
+layout optimizer saves it).  The matmuls (QGemm, MatMulIntegerToFloat,
 DynamicQuantizeMatMul, MatMulNBits) are in :mod:`._contrib_matmul`, which reuses the helpers here.
 
 ``onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QOperator)`` writes these
@@ -362,3 +363,32 @@ def _register_delegate(op_type: str) -> None:
 _register_delegate("QuantizeLinear")
 _register_delegate("DequantizeLinear")
 
+
+
+# --- the domain's QLinearConv (ONNX Runtime's NHWC layout) ----------------------------------
+
+
+def _nhwc_conv_supports(info: NodeInfo) -> str | None:
+    known = ("auto_pad", "channels_last", "dilations", "group", "kernel_shape", "pads", "strides")
+    rank = info.rank(0)
+    if rank is not None and rank not in (3, 4, 5):
+        return f"QLinearConv on a rank-{rank} input is not supported (accepted: 1 to 3 spatial dims)"
+    # The weight's scale and zero point may be one per output channel.
+    return first_reason(attrs_reason(info, known), dtype_reason(info, (0, 2, 3, 5, 7), _EIGHT_BIT),
+                        dtype_reason(info, (1, 4, 6), _FLOAT), scalar_params_reason(info, (1, 2, 6, 7)),
+                        dtype_reason(info, (8,), frozenset({ir.DataType.INT32})))
+
+
+@register("QLinearConv", domain=MS_DOMAIN, supports=_nhwc_conv_supports)
+def _nhwc_qlinear_conv(info: NodeInfo) -> Callable[..., Any]:
+    """ONNX's QLinearConv (its lowering reads the same attributes), on channels-last data where
+    ``channels_last`` says so: what ONNX Runtime's layout optimizer writes (the weight stays
+    O x I x spatial)."""
+    conv = _delegate("QLinearConv").lower(info)
+    if not info.attr("channels_last", 0):
+        return conv
+
+    def nhwc_qlinear_conv(x: torch.Tensor, *rest: torch.Tensor | None) -> torch.Tensor:
+        return conv(x.movedim(-1, 1), *rest).movedim(1, -1)
+
+    return nhwc_qlinear_conv
