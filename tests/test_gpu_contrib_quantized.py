@@ -159,6 +159,14 @@ def test_domain_qlinear_conv_matches_onnx_runtime(core: ov.Core, channels_last: 
     check(core, model, {"x": random_ints(tuple(shape), I8, 4)})
 
 
+@pytest.mark.parametrize("elem", [U8, I8])
+def test_nhwc_max_pool_matches_onnx_runtime(core: ov.Core, elem: int) -> None:
+    node = helper.make_node("NhwcMaxPool", ["x"], ["y"], name="pool", domain=MS, kernel_shape=[3, 2],
+                            strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1)
+    model = ms_model([node], [("x", elem, [2, 7, 6, 5])], [("y", elem, None)], [])
+    check(core, model, {"x": random_ints((2, 7, 6, 5), elem, 3)}, steps=0)
+
+
 def test_reduce_mean_matches_the_float_reduction(core: ov.Core) -> None:
     """ONNX Runtime's CPU provider has no QLinearReduceMean kernel: the reference is its spec,
     ``quantize(ReduceMean(dequantize(x)))``, in numpy."""

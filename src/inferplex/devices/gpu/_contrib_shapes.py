@@ -90,12 +90,13 @@ def _same_shape(elem: Callable[[_Rewriter, onnx.NodeProto], int | None]) -> _Twi
     return twin
 
 
-def _channels_last(twin: _Twin) -> _Twin:
-    """``twin`` of an op whose ``channels_last`` attribute may say its data is N x spatial x C:
-    the float op between Transposes, where ``kernel_shape`` gives the rank (else no twin)."""
+def _channels_last(twin: _Twin, always: bool = False) -> _Twin:
+    """``twin`` of an op whose data is N x spatial x C (``always``, or where its ``channels_last``
+    attribute says so): the float op between Transposes, where ``kernel_shape`` gives the rank
+    (else no twin)."""
 
     def wrapped(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
-        if not any(a.name == "channels_last" and a.i for a in node.attribute):
+        if not always and not any(a.name == "channels_last" and a.i for a in node.attribute):
             return twin(rw, node)
         kernel = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
         if not kernel:
@@ -112,6 +113,14 @@ def _channels_last(twin: _Twin) -> _Twin:
                 helper.make_node("Transpose", [inner.output[0]], [node.output[0]], perm=to_last)]
 
     return wrapped
+
+
+def _max_pool(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    """ONNX's MaxPool, which takes 8-bit data itself (opset 12 on): the output keeps the input's
+    type, which the copy may not state yet."""
+    kept = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in kept}
+    return [helper.make_node("MaxPool", [node.input[0]], [node.output[0]], **attrs)]
 
 
 def _concat(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
@@ -181,6 +190,7 @@ _TWINS: dict[str, _Twin] = {
         strides=1)),
     "QLinearConv": _channels_last(_float_op(
         "Conv", (0, 3), 7, auto_pad=1, dilations=1, group=1, kernel_shape=1, pads=1, strides=1)),
+    "NhwcMaxPool": _channels_last(_max_pool, always=True),
     "QGemm": _qgemm,
     "MatMulIntegerToFloat": _matmul(0, 1, lambda rw, n: rw.type_of(n.input[2])),
     "DynamicQuantizeMatMul": _matmul(0, 1, lambda rw, n: rw.type_of(n.input[0]) or _F),

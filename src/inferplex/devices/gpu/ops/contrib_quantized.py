@@ -1,8 +1,8 @@
 """Lowerings of ONNX Runtime's quantized contrib ops (domain ``com.microsoft``), element-wise and
 pooling: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat,
 QLinearWhere, QLinearGlobalAveragePool, QLinearAveragePool, QLinearReduceMean, the domain's
-own QuantizeLinear / DequantizeLinear, and its QLinearConv (channels-last data, as ONNX Runtime's
-layout optimizer saves it).  The matmuls (QGemm, MatMulIntegerToFloat,
+own QuantizeLinear / DequantizeLinear, and its QLinearConv and NhwcMaxPool (channels-last data,
+as ONNX Runtime's layout optimizer saves them).  The matmuls (QGemm, MatMulIntegerToFloat,
 DynamicQuantizeMatMul, MatMulNBits) are in :mod:`._contrib_matmul`, which reuses the helpers here.
 
 ``onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QOperator)`` writes these
@@ -37,7 +37,7 @@ import torch
 
 from inferplex.devices.gpu.ops import quantized as _onnx_quantized  # noqa: F401  (registered first)
 from inferplex.devices.gpu.ops._common import attrs_reason, dtype_reason, first_reason, normalize_axis
-from inferplex.devices.gpu.ops._pooling import average_pool
+from inferplex.devices.gpu.ops._pooling import average_pool, max_pool
 from inferplex.devices.gpu.ops._window import spatial_rank
 from inferplex.devices.gpu.registry import NodeInfo, OpLowering, find_lowering, register
 
@@ -392,3 +392,22 @@ def _nhwc_qlinear_conv(info: NodeInfo) -> Callable[..., Any]:
         return conv(x.movedim(-1, 1), *rest).movedim(1, -1)
 
     return nhwc_qlinear_conv
+
+
+def _nhwc_max_pool_supports(info: NodeInfo) -> str | None:
+    known = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
+    reason = first_reason(attrs_reason(info, known), dtype_reason(info, (0,), _EIGHT_BIT))
+    if reason is None and not info.attr("kernel_shape"):
+        return "NhwcMaxPool needs kernel_shape"
+    return reason or spatial_rank(info)
+
+
+@register("NhwcMaxPool", domain=MS_DOMAIN, supports=_nhwc_max_pool_supports)
+def _nhwc_max_pool(info: NodeInfo) -> Callable[..., Any]:
+    """MaxPool of 8-bit channels-last data (ONNX's lowering, which reads the same attributes)."""
+    pool = max_pool(info)
+
+    def nhwc_max_pool(x: torch.Tensor) -> torch.Tensor:
+        return pool(x.movedim(-1, 1)).movedim(1, -1)
+
+    return nhwc_max_pool
