@@ -5,7 +5,9 @@ become graph inputs of the same type and shape), built once per model, so the
 caller's model is never touched and specializing on many input shapes does not
 serialize the weights again.  Fixing the inputs' dims (``input_shapes``) makes
 every shape computed from them static, which lets the analysis fold ``Shape``,
-``Size`` and the shape arithmetic downstream of them to constants.
+``Size`` and the shape arithmetic downstream of them to constants.  ONNX Runtime's
+quantized contrib ops, which ONNX's inference does not know, are replaced in the copy by
+standard ops of the same output types and shapes (:mod:`._contrib_shapes`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from inferplex._serialize import serialize_leaving_out
+from inferplex.devices.gpu._contrib_shapes import replace_contrib_ops
 
 __all__ = ["ShapeInference", "TypeMap"]
 
@@ -41,6 +44,7 @@ def _weightless(model: ir.Model) -> bytes:
             assert tensor is not None
             proto.graph.input.append(onnx.helper.make_tensor_value_info(
                 value.name or "", tensor.dtype.value, [int(d) for d in tensor.shape.numpy()]))
+    replace_contrib_ops(proto)  # ONNX's inference knows no com.microsoft op: standard twins stand in
     return proto.SerializeToString()
 
 

@@ -1,7 +1,9 @@
 """ONNX op lowerings for the GPU device; importing this package fills the registry."""
 
 from inferplex.devices.gpu.ops import (  # noqa: F401
+    _contrib_matmul,
     activations,
+    contrib_quantized,
     control_flow,
     detection,
     indexing,

@@ -269,7 +269,7 @@ def _int8_kernel(a: torch.Tensor, a_zero: torch.Tensor | None, b: torch.Tensor) 
     return acc.reshape(*a.shape[:-1], b.shape[1])
 
 
-def _zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
+def zero_free_int8(info: NodeInfo, data: int, zero: int) -> bool:
     """Whether input ``data`` is int8 with no zero point, or a constant zero one."""
     value = info.const(zero) if info.has_input(zero) else None
     return info.input_dtypes[data] == ir.DataType.INT8 and (
@@ -283,7 +283,7 @@ def _int_supports(info: NodeInfo, data: tuple[int, ...], zeros: tuple[int, ...])
 @register("MatMulInteger", versions=(10, None),
           supports=lambda info: first_reason(attrs_reason(info, ()), _int_supports(info, (0, 1), (2, 3))))
 def _matmul_integer(info: NodeInfo) -> Callable[..., Any]:
-    int8_b = _zero_free_int8(info, 1, 3)
+    int8_b = zero_free_int8(info, 1, 3)
 
     def matmul_integer(a: torch.Tensor, b: torch.Tensor, a_zero: torch.Tensor | None = None,
                        b_zero: torch.Tensor | None = None) -> torch.Tensor:
@@ -306,7 +306,7 @@ def _requantize(acc: torch.Tensor, ratio: torch.Tensor, zero: torch.Tensor | Non
                                              _int_supports(info, (0, 3), (2, 5, 7)),
                                              dtype_reason(info, (1, 4, 6), FLOAT_DTYPES)))
 def _qlinear_matmul(info: NodeInfo) -> Callable[..., Any]:
-    int8_b = _zero_free_int8(info, 3, 5)
+    int8_b = zero_free_int8(info, 3, 5)
 
     def qlinear_matmul(a: torch.Tensor, a_scale: torch.Tensor, a_zero: torch.Tensor, b: torch.Tensor,
                        b_scale: torch.Tensor, b_zero: torch.Tensor, y_scale: torch.Tensor,
