@@ -117,13 +117,13 @@ def _small_bert() -> Any:
     return SmallBert()
 
 
-def _export(name: str, batches: list[int], folder: Path) -> dict[int, str]:
-    """The model as ONNX files with a static batch each ({batch: path})."""
+def _export(name: str, batches: list[int], folder: Path, opset: int) -> dict[int, str]:
+    """The model as ONNX files with a static batch each ({batch: path}), at ``opset``."""
     import onnx
     from torch_export import export_onnx
 
     module, make, names, _ = _build(name)
-    dynamic = export_onnx(module, make(1), names, output_names=["y"], dynamic_batch=True)
+    dynamic = export_onnx(module, make(1), names, output_names=["y"], dynamic_batch=True, opset=opset)
     paths = {}
     for batch in batches:
         model = onnx.ModelProto()
@@ -355,6 +355,8 @@ def main() -> int:
     parser.add_argument("--child-timeout", type=float, default=1800.0, help="seconds per child process")
     parser.add_argument("--budget", type=float, default=0.0, help="seconds for the whole run (0: no "
                         "limit): groups that would start past it are skipped, the table shows what ran")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset of the export (14: LayerNorm as "
+                        "its formula, as exporters targeting older runtimes write it)")
     parser.add_argument("--quick", action="store_true", help="tiny models on the CPU (emulated GPU)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -380,7 +382,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         for model in args.models.split(","):
             batches = _batches(args.batches, model)
-            paths = _export(model, batches, Path(folder))
+            paths = _export(model, batches, Path(folder), args.opset)
             for precision in args.precisions.split(","):
                 for engine in engines:
                     job = {"model": model, "precision": precision, "engine": engine, "batches": batches,

@@ -148,3 +148,15 @@ def test_arithmetic_by_one_value_constant_matches_onnx_runtime_exactly(core: ov.
         (want,) = _ort(model, feeds)
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("activation", [nn.GELU(), _NewGelu()], ids=["erf", "tanh"])
+def test_gelu_on_cuda_matches_onnx_runtime(activation: Any) -> None:
+    model = _mlp(activation)
+    feeds = {"x": np.random.default_rng(6).standard_normal((64, 32)).astype(np.float32) * 3}
+    compiled = ov.Core().compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+    (want,) = _ort(model, feeds)
+    for _ in range(3):  # the first run, then CUDA-graph replays
+        np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=1e-4, atol=1e-5)

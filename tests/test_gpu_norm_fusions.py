@@ -146,3 +146,17 @@ def test_norms_under_f16_stay_close(core: ov.Core) -> None:
         feeds = {"x": np.random.default_rng(6).standard_normal((2, 5, 16)).astype(np.float32)}
         got = np.asarray(core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"})(feeds)[0])
         np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_norms_on_cuda_match_onnx_runtime(norm: str) -> None:
+    torch.manual_seed(9)
+    module = _RMSNorm(32) if norm == "rms" else _layer_norm(True)
+    model = export_onnx(_Block(module), (torch.randn(2, 3, 16),), ["x"], {"x": {0: "B", 1: "S"}}, opset=13)
+    feeds = {"x": (np.random.default_rng(7).standard_normal((8, 33, 16)) * 4 + 2).astype(np.float32)}
+    compiled = ov.Core().compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+    (want,) = _ort(model, feeds)
+    for _ in range(3):  # the first run, then CUDA-graph replays
+        np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=1e-4, atol=1e-4)
