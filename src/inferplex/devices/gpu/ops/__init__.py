@@ -2,6 +2,7 @@
 
 from inferplex.devices.gpu.ops import (  # noqa: F401
     activations,
+    contrib_transformer,
     control_flow,
     detection,
     indexing,
