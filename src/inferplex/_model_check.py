@@ -12,6 +12,10 @@ Runtime and OpenVINO accept them (exporters write them; the output's shape is
 then found by shape inference, or is dynamic): onnx's checker wants a shape on
 every main-graph input and output, so its copy of the model gives such outputs
 an empty one, which it does not read further without shape inference.
+Likewise the ops ONNX Runtime registers in the ONNX domain, which its
+transformer optimizer writes (SimplifiedLayerNormalization, LayerNormalization
+before opset 17), are given to the checker as ``com.microsoft`` ops, whose
+schemas it does not check.
 
 The first two run before anything else reads the model: onnx-ir, the checker
 and the engines fail on such models with their own errors (a ``SerdeError``,
@@ -214,7 +218,7 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
     # it is given the path (given the proto, it looks in the working directory).
     external = path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
                                         for t in all_tensors(proto))
-    if external and not _shapeless_outputs(proto.graph):
+    if external and not _shapeless_outputs(proto.graph) and not _runtime_ops(proto):
         checked: Any = os.fspath(path)
     else:  # external tensors, checked by check_external_data, are placeholders in the copy
         checked = checker_copy(proto, external=external)
@@ -243,14 +247,30 @@ def checker_copy(proto: onnx.ModelProto, external: bool = False) -> onnx.ModelPr
     folder; :func:`check_external_data` has checked them).
     """
     shapeless = _shapeless_outputs(proto.graph)
-    if not shapeless and not _holds_large(proto.graph, external):
+    runtime_ops = _runtime_ops(proto)
+    if not shapeless and not runtime_ops and not _holds_large(proto.graph, external):
         return proto
     copy = onnx.ModelProto()
     _copy_fields(proto, copy, leave_out=("graph",))
     _copy_graph(proto.graph, copy.graph, external)
     for index in shapeless:
         copy.graph.output[index].type.tensor_type.shape.SetInParent()
+    for index in runtime_ops:
+        copy.graph.node[index].domain = _ORT_DOMAIN
+    if runtime_ops and all(i.domain != _ORT_DOMAIN for i in copy.opset_import):
+        copy.opset_import.append(onnx.helper.make_opsetid(_ORT_DOMAIN, 1))
     return copy
+
+
+_ORT_DOMAIN = "com.microsoft"
+
+
+def _runtime_ops(proto: onnx.ModelProto) -> list[int]:
+    """Indices of the main graph's nodes that ONNX Runtime registers in the ONNX domain and onnx's
+    checker does not know: SimplifiedLayerNormalization, and LayerNormalization before opset 17."""
+    version = next((i.version for i in proto.opset_import if i.domain in ("", "ai.onnx")), 0)
+    return [index for index, node in enumerate(proto.graph.node) if node.domain in ("", "ai.onnx") and (
+        node.op_type == "SimplifiedLayerNormalization" or (node.op_type == "LayerNormalization" and version < 17))]
 
 
 def _shapeless_outputs(graph: onnx.GraphProto) -> list[int]:

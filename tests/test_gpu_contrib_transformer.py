@@ -1,0 +1,240 @@
+"""ONNX Runtime's transformer contrib ops (``com.microsoft``) on the GPU device, against ONNX Runtime.
+
+Each single-op model runs on an emulated GPU (``INFERENCE_PRECISION_HINT`` f32) and on ONNX Runtime's
+CPU provider, whose kernels define these ops; ``query_model`` must place the node on the GPU.  Whole
+models: a small BERT and a small GPT-2 (``transformers`` configs with random weights, 2 layers,
+hidden size 64) exported by ``torch.onnx.export`` and fused by ONNX Runtime's ``optimize_model``, run
+on ``GPU.0`` as one program (no HETERO split) and on the CPU device.  On a CUDA machine the same
+tests run on the real GPU under the ``gpu`` marker.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import inferplex as ov
+
+torch = pytest.importorskip("torch")
+
+_FLOAT = TensorProto.FLOAT
+_MS = "com.microsoft"
+_RNG_SEED = 5
+
+
+def _cores() -> list[Any]:
+    cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+    return [pytest.param("emulated", id="emulated"),
+            pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, cuda])]
+
+
+@pytest.fixture(params=_cores())
+def core(request: Any, emulated_core: ov.Core) -> ov.Core:
+    return emulated_core if request.param == "emulated" else ov.Core()
+
+
+def _elem(array: np.ndarray) -> int:
+    return helper.np_dtype_to_tensor_dtype(array.dtype)
+
+
+def _model(node: onnx.NodeProto, feeds: dict[str, np.ndarray], outputs: Sequence[tuple[str, int]],
+           weights: dict[str, np.ndarray] | None = None, opset: int = 17) -> onnx.ModelProto:
+    """One node with ``feeds`` as graph inputs and ``weights`` as initializers, ir_version 10."""
+    inputs = [helper.make_tensor_value_info(n, _elem(a), a.shape) for n, a in feeds.items()]
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
+    inits = [numpy_helper.from_array(a, n) for n, a in (weights or {}).items()]
+    graph = helper.make_graph([node], "contrib", inputs, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(_MS, 1)])
+    model.ir_version = 10
+    return model
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _check(core: ov.Core, model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-4,
+           atol: float = 1e-5) -> None:
+    """The node is placed on the GPU and its outputs match ONNX Runtime's."""
+    placed = core.query_model(core.read_model(model), "GPU")
+    assert len(placed) == 1 and next(iter(placed.values())).startswith("GPU"), placed
+    compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled(feeds)
+    want = _ort(model, feeds)
+    for index, expected in enumerate(want):
+        actual = np.asarray(got[index])
+        assert actual.dtype == expected.dtype, (index, actual.dtype, expected.dtype)
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=f"output {index}")
+
+
+def _randn(*shape: int, seed: int = _RNG_SEED) -> np.ndarray:
+    return np.random.default_rng(seed + sum(shape)).standard_normal(shape).astype(np.float32)
+
+
+# --- activations ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("op", "inputs", "attrs"), [
+    ("Gelu", 1, {}),
+    ("BiasGelu", 2, {}),
+    ("FastGelu", 1, {}),
+    ("FastGelu", 2, {}),
+    ("QuickGelu", 1, {"alpha": 1.5}),
+    ("QuickGelu", 1, {}),
+])
+def test_activations_match_onnx_runtime(core: ov.Core, op: str, inputs: int, attrs: dict[str, Any]) -> None:
+    feeds = {"x": _randn(2, 3, 8) * 3, "bias": _randn(8, seed=1), "skip": _randn(2, 3, 8, seed=2)}
+    feeds = dict(list(feeds.items())[:inputs])
+    node = helper.make_node(op, list(feeds), ["y"], domain=_MS, **attrs)
+    _check(core, _model(node, feeds, [("y", _FLOAT)]), feeds)
+
+
+def test_bias_add_adds_bias_and_skip(core: ov.Core) -> None:
+    # ONNX Runtime has BiasAdd on CUDA only: the spec's sum, in numpy, is the reference
+    feeds = {"x": _randn(2, 3, 8), "bias": _randn(8, seed=1), "skip": _randn(2, 3, 8, seed=2)}
+    model = _model(helper.make_node("BiasAdd", list(feeds), ["y"], domain=_MS), feeds, [("y", _FLOAT)])
+    got = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})(feeds)[0]
+    np.testing.assert_allclose(got, feeds["x"] + feeds["bias"] + feeds["skip"], rtol=1e-6)
+
+
+# --- normalizations ------------------------------------------------------------------
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("outputs", [1, 4])
+def test_skip_layer_normalization_matches_onnx_runtime(core: ov.Core, bias: bool, outputs: int) -> None:
+    feeds = {"x": _randn(2, 5, 16), "skip": _randn(2, 5, 16, seed=1)}
+    weights = {"gamma": _randn(16, seed=2), "beta": _randn(16, seed=3), "bias": _randn(16, seed=4)}
+    names = ["x", "skip", "gamma", "beta"] + (["bias"] if bias else [])
+    out_names = ["y", "", "", "sum"][:outputs]
+    node = helper.make_node("SkipLayerNormalization", names, out_names, domain=_MS, epsilon=1e-5)
+    _check(core, _model(node, feeds, [(n, _FLOAT) for n in out_names if n], weights), feeds)
+
+
+def test_skip_layer_normalization_broadcasts_its_skip(core: ov.Core) -> None:
+    feeds = {"x": _randn(3, 4, 8), "skip": _randn(1, 4, 8, seed=1)}
+    weights = {"gamma": _randn(8, seed=2)}
+    node = helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma"], ["y"], domain=_MS)
+    _check(core, _model(node, feeds, [("y", _FLOAT)], weights), feeds)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_skip_simplified_layer_normalization_matches_onnx_runtime(core: ov.Core, bias: bool) -> None:
+    feeds = {"x": _randn(2, 5, 16), "skip": _randn(2, 5, 16, seed=1)}
+    weights = {"gamma": _randn(16, seed=2), "bias": _randn(16, seed=4)}
+    names = ["x", "skip", "gamma"] + (["bias"] if bias else [])
+    node = helper.make_node("SkipSimplifiedLayerNormalization", names, ["y", "", "", "sum"], domain=_MS,
+                            epsilon=1e-6)
+    _check(core, _model(node, feeds, [("y", _FLOAT), ("sum", _FLOAT)], weights), feeds)
+
+
+def test_simplified_layer_normalization_matches_onnx_runtime(core: ov.Core) -> None:
+    feeds = {"x": _randn(2, 3, 32)}
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "scale"], ["y"], axis=-1, epsilon=1e-6)
+    _check(core, _model(node, feeds, [("y", _FLOAT)], {"scale": _randn(32, seed=1)}), feeds)
+
+
+def test_layer_normalization_below_opset_17_matches_onnx_runtime(core: ov.Core) -> None:
+    feeds = {"x": _randn(2, 3, 32)}
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], axis=-1, epsilon=1e-5)
+    weights = {"scale": _randn(32, seed=1), "bias": _randn(32, seed=2)}
+    _check(core, _model(node, feeds, [("y", _FLOAT)], weights, opset=14), feeds)
+
+
+# --- embeddings ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("position_ids", [False, True])
+def test_embed_layer_normalization_matches_onnx_runtime(core: ov.Core, position_ids: bool) -> None:
+    rng = np.random.default_rng(3)
+    feeds = {"ids": rng.integers(0, 30, (2, 6)).astype(np.int32),
+             "segments": rng.integers(0, 2, (2, 6)).astype(np.int32),
+             "mask": np.array([[1] * 6, [1] * 4 + [0] * 2], dtype=np.int32)}
+    if position_ids:
+        feeds["positions"] = rng.integers(0, 10, (2, 6)).astype(np.int32)
+    weights = {"word": _randn(30, 16), "position": _randn(10, 16, seed=1), "segment": _randn(2, 16, seed=2),
+               "gamma": _randn(16, seed=3), "beta": _randn(16, seed=4)}
+    names = ["ids", "segments", "word", "position", "segment", "gamma", "beta", "mask"]
+    node = helper.make_node("EmbedLayerNormalization", names + (["positions"] if position_ids else []),
+                            ["y", "mask_index", "sum"], domain=_MS, epsilon=1e-12)
+    model = _model(node, feeds, [("y", _FLOAT), ("mask_index", TensorProto.INT32), ("sum", _FLOAT)], weights)
+    _check(core, model, feeds)
+
+
+@pytest.mark.parametrize(("rank", "interleaved", "rotary_dim", "offset"), [
+    (3, 0, 0, False), (3, 1, 0, False), (4, 0, 0, False), (4, 1, 0, True), (3, 0, 4, False), (3, 0, 0, True),
+])
+def test_rotary_embedding_matches_onnx_runtime(core: ov.Core, rank: int, interleaved: int, rotary_dim: int,
+                                               offset: bool) -> None:
+    batch, length, heads, head = 2, 5, 2, 8
+    shape = (batch, length, heads * head) if rank == 3 else (batch, heads, length, head)
+    rng = np.random.default_rng(4)
+    positions = (np.array([3], dtype=np.int64) if offset
+                 else rng.integers(0, 16, (batch, length)).astype(np.int64))
+    feeds = {"x": _randn(*shape), "positions": positions}
+    half = (rotary_dim or head) // 2
+    angles = np.arange(16, dtype=np.float32)[:, None] / (100.0 ** (np.arange(half, dtype=np.float32) / half))
+    weights = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+    attrs: dict[str, Any] = {"interleaved": interleaved}
+    if rotary_dim:
+        attrs.update(rotary_embedding_dim=rotary_dim, num_heads=heads)
+    node = helper.make_node("RotaryEmbedding", ["x", "positions", "cos", "sin"], ["y"], domain=_MS, **attrs)
+    _check(core, _model(node, feeds, [("y", _FLOAT)], weights), feeds)
+
+
+# --- fused products ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("a_shape", "b_shape", "attrs"), [
+    ((2, 4, 3), (2, 3, 5), {"alpha": 0.5}),
+    ((2, 3, 4), (2, 5, 3), {"transA": 1, "transB": 1}),
+    ((4, 2, 3), (2, 3, 5), {"transBatchA": 1}),
+    ((2, 4, 3), (3, 2, 5), {"transBatchB": 1}),
+    ((3, 2, 2, 4), (2, 2, 3, 5), {"transBatchA": 1, "transA": 1, "alpha": 2.0}),
+    ((2, 2, 4, 3), (5, 2, 2, 3), {"transBatchB": 1, "transB": 1}),
+])
+def test_fused_matmul_matches_onnx_runtime(core: ov.Core, a_shape: tuple[int, ...], b_shape: tuple[int, ...],
+                                           attrs: dict[str, Any]) -> None:
+    feeds = {"a": _randn(*a_shape), "b": _randn(*b_shape, seed=9)}
+    node = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=_MS, **attrs)
+    _check(core, _model(node, feeds, [("y", _FLOAT)]), feeds)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"activation": "Relu"},
+    {"activation": "LeakyRelu", "activation_alpha": 0.2, "alpha": 0.5, "beta": 2.0, "transB": 1},
+    {"activation": "HardSigmoid", "activation_alpha": 0.3, "activation_beta": 0.4},
+    {"activation": "Tanh", "transA": 1},
+])
+def test_fused_gemm_matches_onnx_runtime(core: ov.Core, attrs: dict[str, Any]) -> None:
+    a = _randn(3, 4) if not attrs.get("transA") else _randn(4, 3)
+    b = _randn(4, 5, seed=1) if not attrs.get("transB") else _randn(5, 4, seed=1)
+    feeds = {"a": a, "b": b}
+    node = helper.make_node("FusedGemm", ["a", "b", "c"], ["y"], domain=_MS, **attrs)
+    _check(core, _model(node, feeds, [("y", _FLOAT)], {"c": _randn(5, seed=2)}), feeds)
+
+
+@pytest.mark.parametrize(("activation", "params", "z"), [
+    ("Relu", [], True), ("Clip", [-0.5, 0.5], False), ("LeakyRelu", [0.1], True), ("Sigmoid", [], False),
+])
+def test_fused_conv_matches_onnx_runtime(core: ov.Core, activation: str, params: list[float], z: bool) -> None:
+    feeds = {"x": _randn(2, 3, 7, 7)}
+    if z:
+        feeds["z"] = _randn(2, 4, 4, 4, seed=3)
+    weights = {"w": _randn(4, 3, 3, 3, seed=1), "b": _randn(4, seed=2)}
+    attrs: dict[str, Any] = {"activation": activation, "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    if params:
+        attrs["activation_params"] = params
+    node = helper.make_node("FusedConv", ["x", "w", "b"] + (["z"] if z else []), ["y"], domain=_MS, **attrs)
+    _check(core, _model(node, feeds, [("y", _FLOAT)], weights), feeds)
+
+
+def test_inverse_matches_onnx_runtime(core: ov.Core) -> None:
+    feeds = {"x": _randn(2, 3, 4, 4) + 4 * np.eye(4, dtype=np.float32)}
+    node = helper.make_node("Inverse", ["x"], ["y"], domain=_MS)
+    _check(core, _model(node, feeds, [("y", _FLOAT)]), feeds, rtol=1e-4, atol=1e-5)
