@@ -6,7 +6,7 @@ The masks are ONNX Runtime's: a masked key adds ``mask_filter_value`` (default -
 rather than removing it, so the probabilities are the ones its kernels give, fully masked rows
 included.  ``mask_index``/``key_padding_mask`` may be (batch) key lengths (right padding), (2*batch)
 end then start positions (left padding), a (batch, total_length) 0/1 mask or a (batch, length,
-total_length) one; ``unidirectional`` adds ``mask_filter_value`` again above the diagonal, offset by
+total_length) one; ``unidirectional`` adds float32's lowest value above the diagonal, offset by
 the past length; ``attention_bias`` is added as it is.  The forms only ONNX Runtime's CUDA kernels
 take (the Megatron 4-D mask, (3*batch+2) cumulative lengths, shared past/present buffers, rotary
 inside Attention, packed Q/K/V, beam-search cache indirection) are refused, so that HETERO places
@@ -27,6 +27,9 @@ from inferplex.errors import CompileError
 
 _MS = "com.microsoft"
 _DEFAULT_FILTER = -10000.0
+_LOWEST = torch.finfo(torch.float32).min
+"""What ONNX Runtime's CPU kernels add above the diagonal of a unidirectional mask: a masked key
+outweighs any padded one (whose ``mask_filter_value`` is far smaller in magnitude by default)."""
 
 
 def _mask_reason(info: NodeInfo, index: int) -> str | None:
@@ -71,12 +74,12 @@ def _bias(q: torch.Tensor, total: int, past: int, mask: torch.Tensor | None, cau
     if causal:
         rows = torch.arange(length, device=q.device).reshape(length, 1) + past
         above = torch.arange(total, device=q.device).reshape(1, total) > rows
-        upper = torch.where(above, fill, 0.0).to(torch.float32)
+        upper = torch.where(above, _LOWEST, 0.0).to(torch.float32)
         bias = upper if bias is None else bias + upper
     if attention_bias is not None:
         bias = attention_bias.float() if bias is None else bias + attention_bias.float()
-    if bias is None:
-        return None
+    if bias is None or q.dtype == torch.float32:
+        return bias
     return bias.clamp(min=torch.finfo(q.dtype).min).to(q.dtype)
 
 

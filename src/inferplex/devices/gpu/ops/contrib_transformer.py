@@ -85,16 +85,21 @@ def _bias_softmax_supports(info: NodeInfo) -> str | None:
 
 @register("BiasSoftmax", domain=MS, supports=_bias_softmax_supports)
 def _bias_softmax(info: NodeInfo) -> Callable[..., Any]:
-    """softmax(data + bias) along ``axis``; the bias's dims line up with the data's trailing dims
-    (``is_inner_broadcast=0``) or its leading ones, broadcast over the dims after it (``=1``)."""
+    """softmax(data + bias) over the dims from ``axis`` on, taken together (as ONNX Runtime's CUDA
+    kernel, its only one): the data are rows of those dims, the bias holds ``R`` such rows, and data
+    row ``i`` takes bias row ``i // (rows / R)`` (``is_inner_broadcast=1``: the bias spans the leading
+    dims) or ``i % R`` (0: the bias spans the dims just before ``axis``)."""
     axis_attr = int(info.attr("axis", 1))
     inner = bool(info.attr("is_inner_broadcast"))
 
     def run(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         axis = axis_attr % x.dim()
-        if inner and bias.dim() < x.dim():
-            bias = bias.reshape(*bias.shape, *([1] * (x.dim() - bias.dim())))
-        return torch.softmax(x + bias, axis)
+        width = math.prod(x.shape[axis:])
+        bias_rows = bias.numel() // width
+        groups = x.numel() // width // bias_rows
+        b = bias.reshape(bias_rows, 1, width) if inner else bias.reshape(1, bias_rows, width)
+        view = (bias_rows, groups, width) if inner else (groups, bias_rows, width)
+        return torch.softmax(x.reshape(view) + b, -1).reshape(x.shape)
 
     return run
 
