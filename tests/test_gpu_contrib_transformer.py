@@ -52,7 +52,8 @@ def _model(node: onnx.NodeProto, feeds: dict[str, np.ndarray], outputs: Sequence
     outs = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
     inits = [numpy_helper.from_array(a, n) for n, a in (weights or {}).items()]
     graph = helper.make_graph([node], "contrib", inputs, outs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(_MS, 1)])
+    imports = [helper.make_opsetid("", opset), helper.make_opsetid(_MS, 1)]
+    model = helper.make_model(graph, opset_imports=imports)
     model.ir_version = 10
     return model
 
@@ -222,7 +223,8 @@ def test_fused_gemm_matches_onnx_runtime(core: ov.Core, attrs: dict[str, Any]) -
 @pytest.mark.parametrize(("activation", "params", "z"), [
     ("Relu", [], True), ("Clip", [-0.5, 0.5], False), ("LeakyRelu", [0.1], True), ("Sigmoid", [], False),
 ])
-def test_fused_conv_matches_onnx_runtime(core: ov.Core, activation: str, params: list[float], z: bool) -> None:
+def test_fused_conv_matches_onnx_runtime(core: ov.Core, activation: str, params: list[float],
+                                         z: bool) -> None:
     feeds = {"x": _randn(2, 3, 7, 7)}
     if z:
         feeds["z"] = _randn(2, 4, 4, 4, seed=3)
@@ -246,7 +248,8 @@ def test_bias_softmax_follows_onnx_runtime_broadcast(core: ov.Core) -> None:
     x = _randn(2, 3, 4, 5)
     for inner, bias in ((0, _randn(4, 5, seed=1)), (1, _randn(2, 1, 1, 5, seed=2))):
         feeds = {"x": x, "b": bias}
-        node = helper.make_node("BiasSoftmax", ["x", "b"], ["y"], domain=_MS, axis=3, is_inner_broadcast=inner)
+        node = helper.make_node("BiasSoftmax", ["x", "b"], ["y"], domain=_MS, axis=3,
+                                is_inner_broadcast=inner)
         got = core.compile_model(_model(node, feeds, [("y", _FLOAT)]), "GPU.0")(feeds)[0]
         z = x + bias
         want = np.exp(z - z.max(-1, keepdims=True))
@@ -326,16 +329,17 @@ def test_multi_head_attention_matches_onnx_runtime(core: ov.Core, form: str | No
         feeds["pv"] = _randn(_B, _HEADS, past, _HIDDEN // _HEADS, seed=5)
         names += ["", "pk", "pv"]
         outputs += [("present_key", _FLOAT), ("present_value", _FLOAT)]
-    node = helper.make_node("MultiHeadAttention", names, [n for n, _ in outputs], domain=_MS, num_heads=_HEADS,
-                            unidirectional=int(extras == "causal"))
+    node = helper.make_node("MultiHeadAttention", names, [n for n, _ in outputs], domain=_MS,
+                            num_heads=_HEADS, unidirectional=int(extras == "causal"))
     _check(core, _model(node, feeds, outputs, weights), feeds)
 
 
 def test_multi_head_attention_with_attention_bias_matches_onnx_runtime(core: ov.Core) -> None:
-    feeds = {"q": _randn(_B, _S, _HIDDEN), "k": _randn(_B, 6, _HIDDEN, seed=1), "v": _randn(_B, 6, _HIDDEN, seed=2),
+    feeds = {"q": _randn(_B, _S, _HIDDEN), "k": _randn(_B, 6, _HIDDEN, seed=1),
+             "v": _randn(_B, 6, _HIDDEN, seed=2),
              "attention_bias": _randn(_B, 1, _S, 6, seed=3)}
-    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "", "attention_bias"], ["y"], domain=_MS,
-                            num_heads=_HEADS, scale=0.2)
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "", "attention_bias"], ["y"],
+                            domain=_MS, num_heads=_HEADS, scale=0.2)
     _check(core, _model(node, feeds, [("y", _FLOAT)]), feeds)
 
 
@@ -347,3 +351,113 @@ def test_forms_onnx_runtime_runs_on_cuda_only_stay_off_the_gpu(core: ov.Core) ->
         node = helper.make_node("Attention", names, ["y"], domain=_MS, num_heads=_HEADS, **attrs)
         model = _model(node, {k: v for k, v in feeds.items() if k in names}, [("y", _FLOAT)], weights)
         assert core.query_model(core.read_model(model), "GPU") == {}
+
+
+# --- whole models fused by ONNX Runtime's transformer optimizer ------------------------
+
+_VOCAB, _LENGTH = 100, 8
+
+
+def _export(module: Any, args: tuple[Any, ...], names: list[str]) -> onnx.ModelProto:
+    buffer = io.BytesIO()
+    module.eval()
+    torch.onnx.export(module, args, buffer, input_names=names, output_names=["y"], opset_version=17,
+                      dynamic_axes={n: {0: "batch", 1: "length"} for n in names}, dynamo=False)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def _optimized(folder: Path, model: onnx.ModelProto, model_type: str) -> onnx.ModelProto:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    path = folder / f"{model_type}.onnx"
+    onnx.save(model, path)
+    fused = optimize_model(str(path), model_type=model_type, num_heads=4, hidden_size=64).model
+    fused.ir_version = 10
+    return fused
+
+
+def _jitter(module: Any) -> None:
+    """Random LayerNorm weights too (a fresh model's are ones and zeros, which hide mistakes)."""
+    generator = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
+
+
+class _Wrapped(torch.nn.Module):
+    """A ``transformers`` model taking its inputs by position, returning its last hidden state."""
+
+    def __init__(self, model: Any, names: Sequence[str], **options: Any) -> None:
+        super().__init__()
+        self.model, self.names, self.options = model, tuple(names), options
+
+    def forward(self, *inputs: Any) -> Any:
+        return self.model(**dict(zip(self.names, inputs, strict=True)), **self.options).last_hidden_state
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory: Any) -> onnx.ModelProto:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=_VOCAB, hidden_size=64, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=128, max_position_embeddings=32,
+                                     attn_implementation="eager")
+    model = transformers.BertModel(config)
+    _jitter(model)
+    ids = torch.randint(0, _VOCAB, (2, _LENGTH))
+    ones = torch.ones(2, _LENGTH, dtype=torch.int64)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    exported = _export(_Wrapped(model, names), (ids, ones, ones * 0), names)
+    return _optimized(tmp_path_factory.mktemp("bert"), exported, "bert")
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory: Any) -> onnx.ModelProto:
+    transformers = pytest.importorskip("transformers")
+    masking = pytest.importorskip("transformers.masking_utils")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=_VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=32,
+                                     attn_implementation="eager")
+    model = transformers.GPT2Model(config)
+    _jitter(model)
+    ids = torch.randint(0, _VOCAB, (2, _LENGTH))
+    with pytest.MonkeyPatch.context() as patch:
+        # the mask builder of recent torch uses vmap, which torch.onnx.export's tracer cannot follow
+        patch.setattr(masking, "sdpa_mask", masking.sdpa_mask_older_torch)
+        names = ["input_ids", "attention_mask"]
+        mask = torch.ones(2, _LENGTH, dtype=torch.int64)
+        exported = _export(_Wrapped(model, names, use_cache=False), (ids, mask), names)
+    return _optimized(tmp_path_factory.mktemp("gpt2"), exported, "gpt2")
+
+
+def _text_feeds(names: Sequence[str], seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {"input_ids": rng.integers(0, _VOCAB, (3, _LENGTH)).astype(np.int64),
+             "attention_mask": np.array([[1] * _LENGTH, [1] * 5 + [0] * 3, [1] * 2 + [0] * 6],
+                                        dtype=np.int64),
+             "token_type_ids": rng.integers(0, 2, (3, _LENGTH)).astype(np.int64)}
+    return {n: feeds[n] for n in names}
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_fused_transformer_runs_whole_on_the_gpu(core: ov.Core, name: str, request: Any) -> None:
+    model: onnx.ModelProto = request.getfixturevalue(name)
+    contrib = {n.op_type for n in model.graph.node if n.domain == _MS}
+    assert {"SkipLayerNormalization"} <= contrib  # the optimizer fused what these tests are about
+    assert name == "gpt2" or {"Attention", "EmbedLayerNormalization", "BiasGelu"} <= contrib
+    placed = core.query_model(core.read_model(model), "GPU")
+    assert len(placed) == len(model.graph.node) and set(placed.values()) == {"GPU.0"}
+    compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+    assert compiled.get_property("EXECUTION_DEVICES") == ["GPU.0"]
+    for seed in (1, 2):
+        feeds = _text_feeds([i.name for i in model.graph.input], seed)
+        want = _ort(model, feeds)[0]
+        np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_fused_transformer_runs_on_the_cpu_device(name: str, request: Any) -> None:
+    model: onnx.ModelProto = request.getfixturevalue(name)
+    feeds = _text_feeds([i.name for i in model.graph.input], 3)
+    got = ov.Core().compile_model(model, "CPU")(feeds)[0]
+    np.testing.assert_allclose(np.asarray(got), _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)

@@ -269,8 +269,9 @@ def _runtime_ops(proto: onnx.ModelProto) -> list[int]:
     """Indices of the main graph's nodes that ONNX Runtime registers in the ONNX domain and onnx's
     checker does not know: SimplifiedLayerNormalization, and LayerNormalization before opset 17."""
     version = next((i.version for i in proto.opset_import if i.domain in ("", "ai.onnx")), 0)
-    return [index for index, node in enumerate(proto.graph.node) if node.domain in ("", "ai.onnx") and (
-        node.op_type == "SimplifiedLayerNormalization" or (node.op_type == "LayerNormalization" and version < 17))]
+    runtime_ops = {"SimplifiedLayerNormalization"} | ({"LayerNormalization"} if version < 17 else set())
+    return [index for index, node in enumerate(proto.graph.node)
+            if node.domain in ("", "ai.onnx") and node.op_type in runtime_ops]
 
 
 def _shapeless_outputs(graph: onnx.GraphProto) -> list[int]:

@@ -21,7 +21,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, INT_DTYPES, attrs_reason, dtype_reason, first_reason
+from inferplex.devices.gpu.ops._common import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    attrs_reason,
+    dtype_reason,
+    first_reason,
+)
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
 

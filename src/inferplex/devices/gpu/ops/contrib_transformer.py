@@ -222,7 +222,8 @@ def _rotary_supports(info: NodeInfo) -> str | None:
     rank = info.rank(0)
     if reason is None and rank is not None and rank not in (3, 4):
         return f"RotaryEmbedding input has rank {rank}; accepted: 3 or 4"
-    if reason is None and rank == 3 and info.attr("rotary_embedding_dim", 0) and not info.attr("num_heads", 0):
+    partial = info.attr("rotary_embedding_dim", 0)
+    if reason is None and rank == 3 and partial and not info.attr("num_heads", 0):
         return "RotaryEmbedding with rotary_embedding_dim on a 3-D input needs num_heads"
     return reason
 
@@ -235,7 +236,8 @@ def _rotary_embedding(info: NodeInfo) -> Callable[..., Any]:
     rotary_dim = int(info.attr("rotary_embedding_dim", 0))
     heads = int(info.attr("num_heads", 0))
 
-    def run(x: torch.Tensor, position_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def run(x: torch.Tensor, position_ids: torch.Tensor, cos: torch.Tensor,
+            sin: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         if x.dim() == 4:  # (B, N, S, H) -> (B, S, N, H)
             x4 = x.transpose(1, 2)
@@ -244,7 +246,8 @@ def _rotary_embedding(info: NodeInfo) -> Callable[..., Any]:
             x4 = x.reshape(shape[0], shape[1], -1, head_size)
         length = x4.shape[1]
         if position_ids.numel() == 1:
-            position_ids = position_ids.reshape(1, 1) + torch.arange(length, device=x.device).reshape(1, length)
+            steps = torch.arange(length, device=x.device).reshape(1, length)
+            position_ids = position_ids.reshape(1, 1) + steps
         position_ids = position_ids.long()
         cos_rows, sin_rows = cos[position_ids].unsqueeze(2), sin[position_ids].unsqueeze(2)
         dim = rotary_dim or 2 * cos.shape[-1]
