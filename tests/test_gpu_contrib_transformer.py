@@ -211,6 +211,14 @@ def test_fused_matmul_matches_onnx_runtime(core: ov.Core, a_shape: tuple[int, ..
     {"activation": "LeakyRelu", "activation_alpha": 0.2, "alpha": 0.5, "beta": 2.0, "transB": 1},
     {"activation": "HardSigmoid", "activation_alpha": 0.3, "activation_beta": 0.4},
     {"activation": "Tanh", "transA": 1},
+    {"activation": "Sigmoid"},
+    {"activation": "Elu", "activation_alpha": 0.7},
+    {"activation": "Selu", "activation_alpha": 1.5, "activation_gamma": 1.1},
+    {"activation": "Softplus"},
+    {"activation": "Softsign"},
+    {"activation": "ThresholdedRelu", "activation_alpha": 0.3},
+    {"activation": "ScaledTanh", "activation_alpha": 1.5, "activation_beta": 0.5},
+    {"activation": "ParametricSoftplus", "activation_alpha": 1.5, "activation_beta": 0.5},
 ])
 def test_fused_gemm_matches_onnx_runtime(core: ov.Core, attrs: dict[str, Any]) -> None:
     a = _randn(3, 4) if not attrs.get("transA") else _randn(4, 3)
@@ -222,6 +230,7 @@ def test_fused_gemm_matches_onnx_runtime(core: ov.Core, attrs: dict[str, Any]) -
 
 @pytest.mark.parametrize(("activation", "params", "z"), [
     ("Relu", [], True), ("Clip", [-0.5, 0.5], False), ("LeakyRelu", [0.1], True), ("Sigmoid", [], False),
+    ("Tanh", [], True), ("HardSigmoid", [0.3, 0.4], False),
 ])
 def test_fused_conv_matches_onnx_runtime(core: ov.Core, activation: str, params: list[float],
                                          z: bool) -> None:
@@ -461,3 +470,44 @@ def test_fused_transformer_runs_on_the_cpu_device(name: str, request: Any) -> No
     feeds = _text_feeds([i.name for i in model.graph.input], 3)
     got = ov.Core().compile_model(model, "CPU")(feeds)[0]
     np.testing.assert_allclose(np.asarray(got), _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def _rotary_case(**attrs: Any) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    half = 2 if attrs.get("rotary_embedding_dim") else 4
+    angles = np.arange(16, dtype=np.float32)[:, None] / (100.0 ** (np.arange(half, dtype=np.float32) / half))
+    positions = (np.array([3], dtype=np.int64) if attrs.pop("offset", False)
+                 else np.random.default_rng(4).integers(0, 16, (2, 5)).astype(np.int64))
+    feeds = {"x": _randn(2, 5, 16), "positions": positions}
+    weights = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+    # OpenVINO reads the op only with its interleaved attribute written out
+    node = helper.make_node("RotaryEmbedding", ["x", "positions", "cos", "sin"], ["y"], domain=_MS,
+                            interleaved=0, **attrs)
+    return _model(node, feeds, [("y", _FLOAT)], weights), feeds
+
+
+def _attention_scale_case() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    node = helper.make_node("Attention", ["x", "w", "bias"], ["y"], domain=_MS, num_heads=_HEADS, scale=0.3)
+    weights = {"w": _randn(_HIDDEN, 3 * _HIDDEN, seed=1) * 0.5, "bias": _randn(3 * _HIDDEN, seed=2)}
+    feeds = {"x": _randn(_B, _S, _HIDDEN)}
+    return _model(node, feeds, [("y", _FLOAT)], weights), feeds
+
+
+def _gemm_tanh_case() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    node = helper.make_node("FusedGemm", ["a", "b", "c"], ["y"], domain=_MS, activation="Tanh")
+    feeds = {"a": _randn(3, 4), "b": _randn(4, 5, seed=1)}
+    return _model(node, feeds, [("y", _FLOAT)], {"c": _randn(5, seed=2)}), feeds
+
+
+def _cpu_cases() -> list[Any]:
+    return [pytest.param(_attention_scale_case, id="attention-scale"),
+            pytest.param(_gemm_tanh_case, id="gemm-tanh"),
+            pytest.param(lambda: _rotary_case(rotary_embedding_dim=4, num_heads=2), id="rotary-partial"),
+            pytest.param(lambda: _rotary_case(offset=True), id="rotary-offset")]
+
+
+@pytest.mark.parametrize("case", _cpu_cases())
+def test_cpu_device_computes_contrib_forms_as_onnx_runtime(case: Any) -> None:
+    # OpenVINO reads these forms but computes them otherwise: the CPU device leaves them to ONNX Runtime
+    model, feeds = case()
+    got = ov.Core().compile_model(model, "CPU")(feeds)[0]
+    np.testing.assert_allclose(np.asarray(got), _ort(model, feeds)[0], rtol=1e-5, atol=1e-5)

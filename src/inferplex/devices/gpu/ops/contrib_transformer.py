@@ -297,42 +297,69 @@ def _fused_matmul(info: NodeInfo) -> Callable[..., Any]:
     return run
 
 
-_ACTIVATIONS: dict[str, Callable[[list[float]], Callable[[torch.Tensor], torch.Tensor]]] = {
+_CONV_ACTIVATIONS: dict[str, Callable[[list[float]], Callable[[torch.Tensor], torch.Tensor]]] = {
     "Relu": lambda p: torch.relu,
     "Tanh": lambda p: torch.tanh,
     "Sigmoid": lambda p: torch.sigmoid,
-    "LeakyRelu": lambda p: lambda x: F.leaky_relu(x, p[0] if p else 0.01),
+    "LeakyRelu": lambda p: lambda x: F.leaky_relu(x, p[0]),
     "Clip": lambda p: lambda x: torch.clamp(x, p[0], p[1]),
     "HardSigmoid": lambda p: lambda x: torch.clamp(x * p[0] + p[1], 0.0, 1.0),
 }
-"""The activations ONNX Runtime fuses into FusedConv and FusedGemm, from their parameters."""
+"""FusedConv's activations (ONNX Runtime's MLAS activations), from ``activation_params``."""
 
-_PARAMS_NEEDED = {"Clip": 2, "HardSigmoid": 2}
+_GEMM_ACTIVATIONS: dict[str, Callable[[list[float]], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "Relu": lambda p: torch.relu,
+    "Tanh": lambda p: torch.tanh,
+    "Sigmoid": lambda p: torch.sigmoid,
+    "Softsign": lambda p: F.softsign,
+    "Softplus": lambda p: F.softplus,
+    "LeakyRelu": lambda p: lambda x: F.leaky_relu(x, p[0]),
+    "HardSigmoid": lambda p: lambda x: torch.clamp(x * p[0] + p[1], 0.0, 1.0),
+    "Elu": lambda p: lambda x: F.elu(x, p[0]),
+    "Selu": lambda p: lambda x: p[1] * torch.where(x > 0, x, p[0] * torch.expm1(x)),
+    "ThresholdedRelu": lambda p: lambda x: torch.where(x > p[0], x, torch.zeros_like(x)),
+    "ScaledTanh": lambda p: lambda x: p[0] * torch.tanh(p[1] * x),
+    "ParametricSoftplus": lambda p: lambda x: p[0] * F.softplus(p[1] * x),
+}
+"""FusedGemm's activations (ONNX Runtime's element-wise functors; no Clip), from ``activation_alpha``,
+``activation_beta`` and ``activation_gamma`` in that order."""
+
+_GEMM_PARAMS = {"LeakyRelu": ("alpha",), "HardSigmoid": ("alpha", "beta"), "Elu": ("alpha",),
+                "Selu": ("alpha", "gamma"), "ThresholdedRelu": ("alpha",), "ScaledTanh": ("alpha", "beta"),
+                "ParametricSoftplus": ("alpha", "beta")}
+"""The ``activation_*`` attributes each FusedGemm activation reads (ONNX Runtime has no defaults)."""
+
+_CONV_PARAMS = {"LeakyRelu": 1, "Clip": 2, "HardSigmoid": 2}
+"""How many ``activation_params`` each FusedConv activation reads."""
 
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value or "")
 
 
-def _activation_params(info: NodeInfo) -> list[float]:
+def _activation_params(info: NodeInfo, name: str) -> list[float] | None:
+    """The activation's parameters, None where ONNX Runtime would miss one."""
     if info.op_type == "FusedGemm":
-        params = [info.attr("activation_alpha"), info.attr("activation_beta"), info.attr("activation_gamma")]
-        return [float(p) for p in params if p is not None]
-    return [float(p) for p in info.attr("activation_params", []) or []]
+        values = [info.attr(f"activation_{key}") for key in _GEMM_PARAMS.get(name, ())]
+        return None if None in values else [float(v) for v in values]
+    params = [float(p) for p in info.attr("activation_params", []) or []]
+    return params if len(params) >= _CONV_PARAMS.get(name, 0) else None
 
 
 def _activation_reason(info: NodeInfo) -> str | None:
     name = _text(info.attr("activation"))
-    if name and name not in _ACTIVATIONS:
-        return f"{info.op_type} activation {name!r} is not supported (accepted: {', '.join(_ACTIVATIONS)})"
-    if len(_activation_params(info)) < _PARAMS_NEEDED.get(name, 0):
-        return f"{info.op_type} activation {name} needs {_PARAMS_NEEDED[name]} parameters"
+    table = _GEMM_ACTIVATIONS if info.op_type == "FusedGemm" else _CONV_ACTIVATIONS
+    if name and name not in table:
+        return f"{info.op_type} activation {name!r} is not supported (accepted: {', '.join(table)})"
+    if name and _activation_params(info, name) is None:
+        return f"{info.op_type} activation {name} lacks a parameter"
     return None
 
 
 def _activation(info: NodeInfo) -> Callable[[torch.Tensor], torch.Tensor] | None:
     name = _text(info.attr("activation"))
-    return _ACTIVATIONS[name](_activation_params(info)) if name else None
+    table = _GEMM_ACTIVATIONS if info.op_type == "FusedGemm" else _CONV_ACTIVATIONS
+    return table[name](_activation_params(info, name) or []) if name else None
 
 
 @register("FusedGemm", domain=MS, supports=lambda info: _activation_reason(info) or floats_only(info, (0, 1)))
