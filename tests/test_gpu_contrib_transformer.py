@@ -198,6 +198,7 @@ def test_rotary_embedding_matches_onnx_runtime(core: ov.Core, rank: int, interle
     ((2, 4, 3), (3, 2, 5), {"transBatchB": 1}),
     ((3, 2, 2, 4), (2, 2, 3, 5), {"transBatchA": 1, "transA": 1, "alpha": 2.0}),
     ((2, 2, 4, 3), (5, 2, 2, 3), {"transBatchB": 1, "transB": 1}),
+    ((3, 4), (2, 3, 5), {"transA": 1, "alpha": 0.25}),
 ])
 def test_fused_matmul_matches_onnx_runtime(core: ov.Core, a_shape: tuple[int, ...], b_shape: tuple[int, ...],
                                            attrs: dict[str, Any]) -> None:
@@ -360,6 +361,15 @@ def test_forms_onnx_runtime_runs_on_cuda_only_stay_off_the_gpu(core: ov.Core) ->
         node = helper.make_node("Attention", names, ["y"], domain=_MS, num_heads=_HEADS, **attrs)
         model = _model(node, {k: v for k, v in feeds.items() if k in names}, [("y", _FLOAT)], weights)
         assert core.query_model(core.read_model(model), "GPU") == {}
+    # ONNX Runtime's FusedGemm has no Clip (FusedConv has)
+    gemm = helper.make_node("FusedGemm", ["a", "b"], ["y"], domain=_MS, activation="Clip",
+                            activation_alpha=0.0, activation_beta=1.0)
+    model = _model(gemm, {"a": _randn(3, 4), "b": _randn(4, 5)}, [("y", _FLOAT)])
+    assert core.query_model(core.read_model(model), "GPU") == {}
+    # nor a FusedMatMul that moves batch dims of operands of unequal ranks
+    matmul = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=_MS, transBatchA=1)
+    model = _model(matmul, {"a": _randn(4, 2, 3), "b": _randn(3, 5)}, [("y", _FLOAT)])
+    assert core.query_model(core.read_model(model), "GPU") == {}
 
 
 # --- whole models fused by ONNX Runtime's transformer optimizer ------------------------

@@ -28,6 +28,7 @@ from inferplex.devices.gpu.ops._norms import layer_norm
 from inferplex.devices.gpu.ops._window import floats_only, spatial_rank
 from inferplex.devices.gpu.ops.nn import conv, gemm
 from inferplex.devices.gpu.registry import NodeInfo, register
+from inferplex.errors import CompileError
 
 MS = "com.microsoft"
 """ONNX Runtime's contrib op domain."""
@@ -270,15 +271,23 @@ def _rotary_embedding(info: NodeInfo) -> Callable[..., Any]:
 # --- fused products ------------------------------------------------------------------
 
 
+_BATCH_RANKS = "FusedMatMul with transBatchA or transBatchB needs two inputs of one rank, 3 or more"
+
+
 def _fused_matmul_supports(info: NodeInfo) -> str | None:
-    return first_reason(attrs_reason(info, ("alpha", "transA", "transB", "transBatchA", "transBatchB")),
-                        _floats(0, 1)(info))
+    reason = first_reason(attrs_reason(info, ("alpha", "transA", "transB", "transBatchA", "transBatchB")),
+                          _floats(0, 1)(info))
+    ranks = (info.rank(0), info.rank(1))
+    if reason is None and (info.attr("transBatchA", 0) or info.attr("transBatchB", 0)) and None not in ranks \
+            and (ranks[0] != ranks[1] or (ranks[0] or 0) < 3):
+        return _BATCH_RANKS
+    return reason
 
 
 def _operand(x: torch.Tensor, trans: bool, trans_batch: bool) -> torch.Tensor:
     """FusedMatMul's view of an operand: ``transBatch`` moves dim 0 behind the batch dims (it held
     the rows), then ``trans`` swaps the two matrix dims."""
-    if trans_batch and x.dim() > 2:
+    if trans_batch:
         x = x.permute(*range(1, x.dim() - 1), 0, x.dim() - 1)
     if trans:
         x = x.transpose(-1, -2) if x.dim() > 1 else x
@@ -291,6 +300,8 @@ def _fused_matmul(info: NodeInfo) -> Callable[..., Any]:
     flags = [bool(info.attr(name, 0)) for name in ("transA", "transBatchA", "transB", "transBatchB")]
 
     def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if (flags[1] or flags[3]) and (a.dim() != b.dim() or a.dim() < 3):
+            raise CompileError(f"{_BATCH_RANKS}; got ranks {a.dim()} and {b.dim()}")
         y = torch.matmul(_operand(a, flags[0], flags[1]), _operand(b, flags[2], flags[3]))
         return y if alpha == 1.0 else y * alpha
 
@@ -396,6 +407,7 @@ def _fused_conv(info: NodeInfo) -> Callable[..., Any]:
 @register("Inverse", domain=MS, supports=_floats(0))
 def _inverse(info: NodeInfo) -> Callable[..., Any]:
     def run(x: torch.Tensor) -> torch.Tensor:
-        return torch.linalg.inv(_wide(x)).to(x.dtype)
+        # inv_ex: no check of singular matrices, which would read a flag back to the host
+        return torch.linalg.inv_ex(_wide(x)).inverse.to(x.dtype)
 
     return run
