@@ -385,12 +385,18 @@ def _export(module: Any, args: tuple[Any, ...], names: list[str]) -> onnx.ModelP
     return onnx.load_from_string(buffer.getvalue())
 
 
-def _optimized(folder: Path, model: onnx.ModelProto, model_type: str) -> onnx.ModelProto:
+def _optimized(folder: Path, model: onnx.ModelProto, model_type: str, **options: Any) -> onnx.ModelProto:
+    """``model`` through ONNX Runtime's transformer optimizer; ``options`` set its FusionOptions."""
+    from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
     path = folder / f"{model_type}.onnx"
     onnx.save(model, path)
-    fused = optimize_model(str(path), model_type=model_type, num_heads=4, hidden_size=64).model
+    fusion = FusionOptions(model_type)
+    for key, value in options.items():
+        setattr(fusion, key, value)
+    fused = optimize_model(str(path), model_type=model_type, num_heads=4, hidden_size=64,
+                           optimization_options=fusion).model
     fused.ir_version = 10
     return fused
 
@@ -415,7 +421,7 @@ class _Wrapped(torch.nn.Module):
 
 
 @pytest.fixture(scope="module")
-def bert(tmp_path_factory: Any) -> onnx.ModelProto:
+def bert_export(tmp_path_factory: Any) -> onnx.ModelProto:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=_VOCAB, hidden_size=64, num_hidden_layers=2,
@@ -426,8 +432,19 @@ def bert(tmp_path_factory: Any) -> onnx.ModelProto:
     ids = torch.randint(0, _VOCAB, (2, _LENGTH))
     ones = torch.ones(2, _LENGTH, dtype=torch.int64)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    exported = _export(_Wrapped(model, names), (ids, ones, ones * 0), names)
-    return _optimized(tmp_path_factory.mktemp("bert"), exported, "bert")
+    return _export(_Wrapped(model, names), (ids, ones, ones * 0), names)
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory: Any, bert_export: onnx.ModelProto) -> onnx.ModelProto:
+    return _optimized(tmp_path_factory.mktemp("bert"), bert_export, "bert")
+
+
+@pytest.fixture(scope="module")
+def bert_mha(tmp_path_factory: Any, bert_export: onnx.ModelProto) -> onnx.ModelProto:
+    """MultiHeadAttention with a raw 0/1 key padding mask and FastGelu in place of Attention and BiasGelu."""
+    return _optimized(tmp_path_factory.mktemp("bert_mha"), bert_export, "bert", use_multi_head_attention=True,
+                      enable_gelu_approximation=True, attention_mask_format=2)
 
 
 @pytest.fixture(scope="module")
@@ -458,12 +475,16 @@ def _text_feeds(names: Sequence[str], seed: int) -> dict[str, np.ndarray]:
     return {n: feeds[n] for n in names}
 
 
-@pytest.mark.parametrize("name", ["bert", "gpt2"])
+_FUSED = {"bert": {"Attention", "EmbedLayerNormalization", "BiasGelu", "SkipLayerNormalization"},
+          "bert_mha": {"MultiHeadAttention", "EmbedLayerNormalization", "FastGelu", "SkipLayerNormalization"},
+          "gpt2": {"SkipLayerNormalization", "FastGelu"}}
+"""The contrib ops the optimizer writes in each model (the tests are about them)."""
+
+
+@pytest.mark.parametrize("name", list(_FUSED))
 def test_fused_transformer_runs_whole_on_the_gpu(core: ov.Core, name: str, request: Any) -> None:
     model: onnx.ModelProto = request.getfixturevalue(name)
-    contrib = {n.op_type for n in model.graph.node if n.domain == _MS}
-    assert {"SkipLayerNormalization"} <= contrib  # the optimizer fused what these tests are about
-    assert name == "gpt2" or {"Attention", "EmbedLayerNormalization", "BiasGelu"} <= contrib
+    assert _FUSED[name] <= {n.op_type for n in model.graph.node if n.domain == _MS}
     placed = core.query_model(core.read_model(model), "GPU")
     assert len(placed) == len(model.graph.node) and set(placed.values()) == {"GPU.0"}
     compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
@@ -474,7 +495,7 @@ def test_fused_transformer_runs_whole_on_the_gpu(core: ov.Core, name: str, reque
         np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["bert", "gpt2"])
+@pytest.mark.parametrize("name", list(_FUSED))
 def test_fused_transformer_runs_on_the_cpu_device(name: str, request: Any) -> None:
     model: onnx.ModelProto = request.getfixturevalue(name)
     feeds = _text_feeds([i.name for i in model.graph.input], 3)
