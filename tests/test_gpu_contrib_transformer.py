@@ -542,3 +542,15 @@ def test_cpu_device_computes_contrib_forms_as_onnx_runtime(case: Any) -> None:
     model, feeds = case()
     got = ov.Core().compile_model(model, "CPU")(feeds)[0]
     np.testing.assert_allclose(np.asarray(got), _ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["bert", "bert_mha"])
+def test_fused_transformer_under_f16_hint_stays_close(core: ov.Core, name: str, request: Any) -> None:
+    # the masks' filter values (float32's lowest in the optimizer's BERT) become float16's lowest
+    model: onnx.ModelProto = request.getfixturevalue(name)
+    feeds = _text_feeds([i.name for i in model.graph.input], 4)
+    got = np.asarray(core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"})(feeds)[0])
+    want = _ort(model, feeds)[0]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=0.03)
+    assert np.abs(got - want).mean() < 0.003
