@@ -151,21 +151,31 @@ def test_layer_normalization_below_opset_17_matches_onnx_runtime(core: ov.Core) 
 
 # --- embeddings ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("position_ids", [False, True])
-def test_embed_layer_normalization_matches_onnx_runtime(core: ov.Core, position_ids: bool) -> None:
+@pytest.mark.parametrize("form", ["full", "position_ids", "shared_position_ids", "no_segments", "no_mask"])
+def test_embed_layer_normalization_matches_onnx_runtime(core: ov.Core, form: str) -> None:
     rng = np.random.default_rng(3)
     feeds = {"ids": rng.integers(0, 30, (2, 6)).astype(np.int32),
              "segments": rng.integers(0, 2, (2, 6)).astype(np.int32),
-             "mask": np.array([[1] * 6, [1] * 4 + [0] * 2], dtype=np.int32)}
-    if position_ids:
+             "mask": np.array([[1] * 6, [1, 0] + [1] * 2 + [0] * 2], dtype=np.int32)}
+    names = ["ids", "segments", "word", "position", "segment", "gamma", "beta", "mask"]
+    if form == "position_ids":
         feeds["positions"] = rng.integers(0, 10, (2, 6)).astype(np.int32)
+    elif form == "shared_position_ids":
+        feeds["positions"] = np.array([[5, 4, 3, 2, 1, 0]], dtype=np.int32)
+    elif form == "no_segments":
+        del feeds["segments"]
+        names[1] = names[4] = ""
+    elif form == "no_mask":  # the mask index is then zeros
+        del feeds["mask"]
+        names.pop()
+    if "positions" in feeds:
+        names.append("positions")
     weights = {"word": _randn(30, 16), "position": _randn(10, 16, seed=1), "segment": _randn(2, 16, seed=2),
                "gamma": _randn(16, seed=3), "beta": _randn(16, seed=4)}
-    names = ["ids", "segments", "word", "position", "segment", "gamma", "beta", "mask"]
-    node = helper.make_node("EmbedLayerNormalization", names + (["positions"] if position_ids else []),
-                            ["y", "mask_index", "sum"], domain=_MS, epsilon=1e-12)
-    model = _model(node, feeds, [("y", _FLOAT), ("mask_index", TensorProto.INT32), ("sum", _FLOAT)], weights)
-    _check(core, model, feeds)
+    node = helper.make_node("EmbedLayerNormalization", names, ["y", "mask_index", "sum"], domain=_MS,
+                            epsilon=1e-12)
+    outputs = [("y", _FLOAT), ("mask_index", TensorProto.INT32), ("sum", _FLOAT)]
+    _check(core, _model(node, feeds, outputs, {k: v for k, v in weights.items() if k in names}), feeds)
 
 
 @pytest.mark.parametrize(("rank", "interleaved", "rotary_dim", "offset"), [
