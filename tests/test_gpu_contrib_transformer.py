@@ -114,7 +114,7 @@ def test_skip_layer_normalization_matches_onnx_runtime(core: ov.Core, bias: bool
     feeds = {"x": _randn(2, 5, 16), "skip": _randn(2, 5, 16, seed=1)}
     weights = {"gamma": _randn(16, seed=2), "beta": _randn(16, seed=3), "bias": _randn(16, seed=4)}
     names = ["x", "skip", "gamma", "beta"] + (["bias"] if bias else [])
-    out_names = ["y", "", "", "sum"][:outputs]
+    out_names = ["y", "mean", "inv_std", "sum"][:outputs]
     node = helper.make_node("SkipLayerNormalization", names, out_names, domain=_MS, epsilon=1e-5)
     _check(core, _model(node, feeds, [(n, _FLOAT) for n in out_names if n], weights), feeds)
 
@@ -131,15 +131,18 @@ def test_skip_simplified_layer_normalization_matches_onnx_runtime(core: ov.Core,
     feeds = {"x": _randn(2, 5, 16), "skip": _randn(2, 5, 16, seed=1)}
     weights = {"gamma": _randn(16, seed=2), "bias": _randn(16, seed=4)}
     names = ["x", "skip", "gamma"] + (["bias"] if bias else [])
-    node = helper.make_node("SkipSimplifiedLayerNormalization", names, ["y", "", "", "sum"], domain=_MS,
-                            epsilon=1e-6)
-    _check(core, _model(node, feeds, [("y", _FLOAT), ("sum", _FLOAT)], weights), feeds)
+    outputs = ["y", "mean", "inv_std", "sum"]  # its mean is zeros, as ONNX Runtime writes it
+    node = helper.make_node("SkipSimplifiedLayerNormalization", names, outputs, domain=_MS, epsilon=1e-6)
+    _check(core, _model(node, feeds, [(n, _FLOAT) for n in outputs], weights), feeds)
 
 
-def test_simplified_layer_normalization_matches_onnx_runtime(core: ov.Core) -> None:
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_simplified_layer_normalization_matches_onnx_runtime(core: ov.Core, axis: int) -> None:
     feeds = {"x": _randn(2, 3, 32)}
-    node = helper.make_node("SimplifiedLayerNormalization", ["x", "scale"], ["y"], axis=-1, epsilon=1e-6)
-    _check(core, _model(node, feeds, [("y", _FLOAT)], {"scale": _randn(32, seed=1)}), feeds)
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "scale"], ["y", "inv_std"], axis=axis,
+                            epsilon=1e-6)
+    scale = _randn(*(2, 3, 32)[axis:], seed=1)
+    _check(core, _model(node, feeds, [("y", _FLOAT), ("inv_std", _FLOAT)], {"scale": scale}), feeds)
 
 
 def test_layer_normalization_below_opset_17_matches_onnx_runtime(core: ov.Core) -> None:
