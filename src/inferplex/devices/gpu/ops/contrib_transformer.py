@@ -1,15 +1,19 @@
 """Lowerings: ONNX Runtime's fused transformer ops (domain ``com.microsoft``) and the two it registers
-in the ONNX domain, as its contrib op spec (``docs/ContribOperators.md``) and CPU kernels define them.
+in the ONNX domain, as its contrib op spec (``docs/ContribOperators.md``) and its CPU kernels define
+them (the CUDA kernel for BiasAdd and BiasSoftmax, which have no other).
 
 Models that ``onnxruntime.transformers.optimizer.optimize_model`` or Hugging Face Optimum optimized
-hold these: GELU variants with the bias folded in, SkipLayerNormalization (the residual Add and the
-LayerNormalization of a block), EmbedLayerNormalization (BERT's three embedding lookups and their
-LayerNormalization), FusedMatMul/FusedGemm/FusedConv (a transpose, a scale or an activation folded
-into the product), RotaryEmbedding (position ids before the caches, unlike opset 23's op) and
-Inverse.  Attention and MultiHeadAttention live in :mod:`._contrib_attention`.
+hold these: GELU variants with the bias folded in (Gelu, BiasGelu, FastGelu, QuickGelu), BiasAdd,
+BiasSoftmax, SkipLayerNormalization and SkipSimplifiedLayerNormalization (the residual Add and the
+normalization of a block), SimplifiedLayerNormalization (RMS normalization) and LayerNormalization
+before opset 17 (ONNX Runtime's own, in the ONNX domain), EmbedLayerNormalization (BERT's three
+embedding lookups and their normalization), FusedMatMul/FusedGemm/FusedConv (a transpose, a scale or
+an activation folded into the product), RotaryEmbedding (position ids before the caches, unlike
+opset 23's op) and Inverse.  Attention and MultiHeadAttention live in :mod:`._contrib_attention`.
 
 Normalizations compute their statistics in float32 for half-precision inputs, as ONNX Runtime's
-kernels do.
+kernels do.  Forms ONNX Runtime refuses (a FusedGemm with Clip, transBatch on operands of unequal
+ranks, an activation missing a parameter) are refused here too.
 """
 
 from __future__ import annotations
@@ -26,14 +30,13 @@ from inferplex.devices.gpu.ops import _contrib_attention  # noqa: F401  (registe
 from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, first_reason
 from inferplex.devices.gpu.ops._norms import layer_norm
 from inferplex.devices.gpu.ops._window import floats_only, spatial_rank
-from inferplex.devices.gpu.ops.nn import conv, gemm
+from inferplex.devices.gpu.ops.nn import conv, conv_relu, gemm
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
 
-MS = "com.microsoft"
+_MS = "com.microsoft"
 """ONNX Runtime's contrib op domain."""
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INT_IDS = frozenset({ir.DataType.INT32, ir.DataType.INT64})
 
 
@@ -48,17 +51,17 @@ def _wide(x: torch.Tensor) -> torch.Tensor:
 # --- activations ---------------------------------------------------------------------
 
 
-@register("Gelu", domain=MS, supports=_floats(0))
+@register("Gelu", domain=_MS, supports=_floats(0))
 def _gelu(info: NodeInfo) -> Callable[..., Any]:
     return F.gelu
 
 
-@register("BiasGelu", domain=MS, supports=_floats(0, 1))
+@register("BiasGelu", domain=_MS, supports=_floats(0, 1))
 def _bias_gelu(info: NodeInfo) -> Callable[..., Any]:
     return lambda x, bias: F.gelu(x + bias)
 
 
-@register("FastGelu", domain=MS, supports=_floats(0, 1))
+@register("FastGelu", domain=_MS, supports=_floats(0, 1))
 def _fast_gelu(info: NodeInfo) -> Callable[..., Any]:
     # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of x (+ bias): torch's tanh approximation
     def run(x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -67,13 +70,13 @@ def _fast_gelu(info: NodeInfo) -> Callable[..., Any]:
     return run
 
 
-@register("QuickGelu", domain=MS, supports=_floats(0))
+@register("QuickGelu", domain=_MS, supports=_floats(0))
 def _quick_gelu(info: NodeInfo) -> Callable[..., Any]:
     alpha = float(info.attr("alpha", 1.702))
     return lambda x: x * torch.sigmoid(x * alpha)
 
 
-@register("BiasAdd", domain=MS, supports=_floats(0, 1, 2))
+@register("BiasAdd", domain=_MS, supports=_floats(0, 1, 2))
 def _bias_add(info: NodeInfo) -> Callable[..., Any]:
     return lambda x, bias, skip: x + bias + skip
 
@@ -84,7 +87,7 @@ def _bias_softmax_supports(info: NodeInfo) -> str | None:
     return _floats(0, 1)(info)
 
 
-@register("BiasSoftmax", domain=MS, supports=_bias_softmax_supports)
+@register("BiasSoftmax", domain=_MS, supports=_bias_softmax_supports)
 def _bias_softmax(info: NodeInfo) -> Callable[..., Any]:
     """softmax(data + bias) over the dims from ``axis`` on, taken together (as ONNX Runtime's CUDA
     kernel, its only one): the data are rows of those dims, the bias holds ``R`` such rows, and data
@@ -136,12 +139,12 @@ def _skip_norm(info: NodeInfo, simplified: bool) -> Callable[..., Any]:
     return run
 
 
-@register("SkipLayerNormalization", domain=MS, supports=_skip_norm_supports)
+@register("SkipLayerNormalization", domain=_MS, supports=_skip_norm_supports)
 def _skip_layer_norm(info: NodeInfo) -> Callable[..., Any]:
     return _skip_norm(info, simplified=False)
 
 
-@register("SkipSimplifiedLayerNormalization", domain=MS, supports=_skip_norm_supports)
+@register("SkipSimplifiedLayerNormalization", domain=_MS, supports=_skip_norm_supports)
 def _skip_simplified_layer_norm(info: NodeInfo) -> Callable[..., Any]:
     norm = _skip_norm(info, simplified=True)
     # inputs: input, skip, gamma, bias (no beta)
@@ -171,9 +174,9 @@ def _simplified_layer_norm(info: NodeInfo) -> Callable[..., Any]:
     return run
 
 
+# Before opset 17 ONNX Runtime registers its own LayerNormalization in the ONNX domain: the op that
+# opset 17 took over unchanged.
 register("LayerNormalization", versions=(1, 16), supports=lambda info: floats_only(info))(layer_norm)
-"""Before opset 17 ONNX Runtime registers its own LayerNormalization in the ONNX domain, the op that
-opset 17 took over unchanged."""
 
 
 # --- embeddings ----------------------------------------------------------------------
@@ -184,7 +187,7 @@ def _embed_supports(info: NodeInfo) -> str | None:
                         dtype_reason(info, (0, 1, 7, 8), _INT_IDS), _floats(2, 3, 4, 5, 6)(info))
 
 
-@register("EmbedLayerNormalization", domain=MS, supports=_embed_supports)
+@register("EmbedLayerNormalization", domain=_MS, supports=_embed_supports)
 def _embed_layer_norm(info: NodeInfo) -> Callable[..., Any]:
     """LayerNorm(word[ids] + position[position_ids or 0..S-1] + segment[segment_ids]); the mask index is
     each row's count of ones in ``mask`` (the length of a right-padded sequence), zeros without one."""
@@ -229,7 +232,7 @@ def _rotary_supports(info: NodeInfo) -> str | None:
     return reason
 
 
-@register("RotaryEmbedding", domain=MS, supports=_rotary_supports)
+@register("RotaryEmbedding", domain=_MS, supports=_rotary_supports)
 def _rotary_embedding(info: NodeInfo) -> Callable[..., Any]:
     """Rotates the first ``rotary_embedding_dim`` (default: all) features of each head by the angles of
     the caches' rows at ``position_ids`` ((B, S), or one start offset for every row)."""
@@ -294,7 +297,7 @@ def _operand(x: torch.Tensor, trans: bool, trans_batch: bool) -> torch.Tensor:
     return x
 
 
-@register("FusedMatMul", domain=MS, supports=_fused_matmul_supports)
+@register("FusedMatMul", domain=_MS, supports=_fused_matmul_supports)
 def _fused_matmul(info: NodeInfo) -> Callable[..., Any]:
     alpha = float(info.attr("alpha", 1.0))
     flags = [bool(info.attr(name, 0)) for name in ("transA", "transBatchA", "transB", "transBatchB")]
@@ -373,7 +376,11 @@ def _activation(info: NodeInfo) -> Callable[[torch.Tensor], torch.Tensor] | None
     return table[name](_activation_params(info, name) or []) if name else None
 
 
-@register("FusedGemm", domain=MS, supports=lambda info: _activation_reason(info) or floats_only(info, (0, 1)))
+def _fused_gemm_supports(info: NodeInfo) -> str | None:
+    return _activation_reason(info) or floats_only(info, (0, 1))
+
+
+@register("FusedGemm", domain=_MS, supports=_fused_gemm_supports)
 def _fused_gemm(info: NodeInfo) -> Callable[..., Any]:
     product, act = gemm(info), _activation(info)
     if act is None:
@@ -385,10 +392,13 @@ def _fused_conv_supports(info: NodeInfo) -> str | None:
     return _activation_reason(info) or floats_only(info, (0, 1)) or spatial_rank(info)
 
 
-@register("FusedConv", domain=MS, supports=_fused_conv_supports)
+@register("FusedConv", domain=_MS, supports=_fused_conv_supports)
 def _fused_conv(info: NodeInfo) -> Callable[..., Any]:
     """activation(Conv(X, W, B) + Z): the optional Z is added before the activation, as ONNX Runtime's
-    kernel accumulates the convolution onto it."""
+    kernel accumulates the convolution onto it.  With Relu, the Conv+Relu fusion of ``nn`` (one cuDNN
+    call on CUDA where it takes the configuration)."""
+    if _text(info.attr("activation")) == "Relu":
+        return conv_relu(info)
     convolve, act = conv(info), _activation(info)
 
     def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
@@ -404,7 +414,7 @@ def _fused_conv(info: NodeInfo) -> Callable[..., Any]:
 # --- linear algebra ------------------------------------------------------------------
 
 
-@register("Inverse", domain=MS, supports=_floats(0))
+@register("Inverse", domain=_MS, supports=_floats(0))
 def _inverse(info: NodeInfo) -> Callable[..., Any]:
     def run(x: torch.Tensor) -> torch.Tensor:
         # inv_ex: no check of singular matrices, which would read a flag back to the host
