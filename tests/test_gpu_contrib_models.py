@@ -2,7 +2,8 @@
 
 A small BERT (fused to Attention, or MultiHeadAttention with a raw key padding mask, with
 EmbedLayerNormalization, SkipLayerNormalization and BiasGelu or FastGelu) and a small GPT-2
-(SkipLayerNormalization, FastGelu): ``transformers`` configs with random weights, 2 layers, hidden
+(SkipLayerNormalization, FastGelu; exported at opset 17 and at 14, where the optimizer's
+LayerNormalization is ONNX Runtime's own): ``transformers`` configs with random weights, 2 layers, hidden
 size 64, exported by ``torch.onnx.export`` and fused by ``optimize_model`` with its fusions on.  They
 run whole on ``GPU.0`` (emulated here, CUDA under the ``gpu`` marker; no HETERO split) and on the CPU
 device, against ONNX Runtime on the fused model.  The single ops are in
@@ -49,10 +50,10 @@ def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarra
 _VOCAB, _LENGTH = 100, 8
 
 
-def _export(module: Any, args: tuple[Any, ...], names: list[str]) -> onnx.ModelProto:
+def _export(module: Any, args: tuple[Any, ...], names: list[str], opset: int = 17) -> onnx.ModelProto:
     buffer = io.BytesIO()
     module.eval()
-    torch.onnx.export(module, args, buffer, input_names=names, output_names=["y"], opset_version=17,
+    torch.onnx.export(module, args, buffer, input_names=names, output_names=["y"], opset_version=opset,
                       dynamic_axes={n: {0: "batch", 1: "length"} for n in names}, dynamo=False)
     return onnx.load_from_string(buffer.getvalue())
 
@@ -120,22 +121,37 @@ def bert_mha(tmp_path_factory: Any, bert_export: onnx.ModelProto) -> onnx.ModelP
 
 
 @pytest.fixture(scope="module")
-def gpt2(tmp_path_factory: Any) -> onnx.ModelProto:
+def gpt2_module() -> Any:
     transformers = pytest.importorskip("transformers")
-    masking = pytest.importorskip("transformers.masking_utils")
     torch.manual_seed(0)
     config = transformers.GPT2Config(vocab_size=_VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=32,
                                      attn_implementation="eager")
     model = transformers.GPT2Model(config)
     _jitter(model)
-    ids = torch.randint(0, _VOCAB, (2, _LENGTH))
+    return model
+
+
+def _gpt2(folder: Path, model: Any, opset: int) -> onnx.ModelProto:
+    masking = pytest.importorskip("transformers.masking_utils")
+    ids = torch.randint(0, _VOCAB, (2, _LENGTH), generator=torch.Generator().manual_seed(1))
     with pytest.MonkeyPatch.context() as patch:
         # the mask builder of recent torch uses vmap, which torch.onnx.export's tracer cannot follow
         patch.setattr(masking, "sdpa_mask", masking.sdpa_mask_older_torch)
         names = ["input_ids", "attention_mask"]
         mask = torch.ones(2, _LENGTH, dtype=torch.int64)
-        exported = _export(_Wrapped(model, names, use_cache=False), (ids, mask), names)
-    return _optimized(tmp_path_factory.mktemp("gpt2"), exported, "gpt2")
+        exported = _export(_Wrapped(model, names, use_cache=False), (ids, mask), names, opset)
+    return _optimized(folder, exported, "gpt2")
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory: Any, gpt2_module: Any) -> onnx.ModelProto:
+    return _gpt2(tmp_path_factory.mktemp("gpt2"), gpt2_module, 17)
+
+
+@pytest.fixture(scope="module")
+def gpt2_opset14(tmp_path_factory: Any, gpt2_module: Any) -> onnx.ModelProto:
+    """At opset 14 the optimizer's final LayerNormalization is ONNX Runtime's own, in the ONNX domain."""
+    return _gpt2(tmp_path_factory.mktemp("gpt2_opset14"), gpt2_module, 14)
 
 
 def _text_feeds(names: Sequence[str], seed: int) -> dict[str, np.ndarray]:
@@ -149,7 +165,8 @@ def _text_feeds(names: Sequence[str], seed: int) -> dict[str, np.ndarray]:
 
 _FUSED = {"bert": {"Attention", "EmbedLayerNormalization", "BiasGelu", "SkipLayerNormalization"},
           "bert_mha": {"MultiHeadAttention", "EmbedLayerNormalization", "FastGelu", "SkipLayerNormalization"},
-          "gpt2": {"SkipLayerNormalization", "FastGelu"}}
+          "gpt2": {"SkipLayerNormalization", "FastGelu"},
+          "gpt2_opset14": {"SkipLayerNormalization", "FastGelu"}}
 """The contrib ops the optimizer writes in each model (the tests are about them)."""
 
 
@@ -157,6 +174,7 @@ _FUSED = {"bert": {"Attention", "EmbedLayerNormalization", "BiasGelu", "SkipLaye
 def test_fused_transformer_runs_whole_on_the_gpu(core: ov.Core, name: str, request: Any) -> None:
     model: onnx.ModelProto = request.getfixturevalue(name)
     assert _FUSED[name] <= {n.op_type for n in model.graph.node if n.domain == _MS}
+    assert name != "gpt2_opset14" or "LayerNormalization" in {n.op_type for n in model.graph.node}
     placed = core.query_model(core.read_model(model), "GPU")
     assert len(placed) == len(model.graph.node) and set(placed.values()) == {"GPU.0"}
     compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
