@@ -232,10 +232,10 @@ def glue_model() -> onnx.ModelProto:
 
 
 def contrib_model() -> onnx.ModelProto:
-    """MatMul -> com.microsoft FastGelu (CPU only) -> MatMul, then LayerNorm."""
+    """MatMul -> com.microsoft Trilu (CPU only) -> MatMul, then a residual Add."""
     nodes = [
         helper.make_node("MatMul", ["x", "w0"], ["h"], name="mm0"),
-        helper.make_node("FastGelu", ["h"], ["g"], name="fastgelu", domain="com.microsoft"),
+        helper.make_node("Trilu", ["h"], ["g"], name="trilu", domain="com.microsoft"),
         helper.make_node("MatMul", ["g", "w1"], ["m"], name="mm1"),
         helper.make_node("Add", ["m", "h"], ["y"], name="residual"),
     ]

@@ -269,7 +269,7 @@ def test_visualize_env_writes_dot_files(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_core_hetero_with_device_properties_and_async_queue() -> None:
     core = ov.Core()
-    plugin = LimitedPlugin(ops=None, excluded={"FastGelu"}, workers=1)
+    plugin = LimitedPlugin(ops=None, excluded={"Trilu"}, workers=1)
     core.register_plugin(plugin)
     core.set_property("HETERO", {"MULTI_DEVICE_PRIORITIES": "LIMITED,CPU"})
     model = core.read_model(named(contrib_model()))

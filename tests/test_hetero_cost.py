@@ -230,8 +230,8 @@ class TimedPlugin(LimitedPlugin):
 
 
 def _accel(op_seconds: float, **kwargs: Any) -> TimedPlugin:
-    """An accelerator that lacks FastGelu (so the contrib model splits around it)."""
-    return TimedPlugin("ACCEL", op_seconds, excluded={"FastGelu"}, **kwargs)
+    """An accelerator that lacks Trilu (so the contrib model splits around it)."""
+    return TimedPlugin("ACCEL", op_seconds, excluded={"Trilu"}, **kwargs)
 
 
 def _host(op_seconds: float, **kwargs: Any) -> TimedPlugin:
@@ -337,7 +337,7 @@ def test_manual_affinities_are_followed_under_cost() -> None:
     proto = named(contrib_model())
     model = core.read_model(proto)
     for op in model.get_ops():
-        op.get_rt_info()["affinity"] = "HOST.0" if op.get_type_name() == "FastGelu" else "ACCEL.0"
+        op.get_rt_info()["affinity"] = "HOST.0" if op.get_type_name() == "Trilu" else "ACCEL.0"
     compiled = core.compile_model(model, "HETERO:ACCEL.0,HOST.0", COST)
     plan = compiled.get_property("HETERO_SUBGRAPHS")
     assert [s.device for s in plan.subgraphs] == ["ACCEL.0", "HOST.0", "ACCEL.0"]

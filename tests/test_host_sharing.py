@@ -95,18 +95,19 @@ def test_auto_startup_helper_leaves_cores_to_the_device_it_stands_in_for(registr
         compiled.release()
 
 
-def _gelu_between_matmuls() -> object:
-    """MatMul -> com.microsoft FastGelu (CPU only) -> MatMul: HETERO:GPU,CPU makes three subgraphs."""
+def _contrib_op_between_matmuls() -> object:
+    """MatMul -> com.microsoft ExpandDims (CPU only) -> MatMul: HETERO:GPU,CPU makes three subgraphs."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), n) for n in ("a", "b")]
+    inits.append(numpy_helper.from_array(np.array(0, dtype=np.int32), "axis"))
     nodes = [helper.make_node("MatMul", ["x", "a"], ["h"], name="up"),
-             helper.make_node("FastGelu", ["h"], ["g"], name="gelu", domain="com.microsoft"),
+             helper.make_node("ExpandDims", ["h", "axis"], ["g"], name="expand", domain="com.microsoft"),
              helper.make_node("MatMul", ["g", "b"], ["y"], name="down")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 9
@@ -119,7 +120,7 @@ def test_a_hetero_cpu_subgraph_beside_a_gpu_shares_the_host(monkeypatch: pytest.
 
     monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
     core = ov.Core()
-    model = _gelu_between_matmuls()
+    model = _contrib_op_between_matmuls()
     compiled = core.compile_model(model, "HETERO:GPU,CPU")
     runners = compiled._runner.runners  # HETERO's subgraphs: no public read of a member's settings
     assert [r.device for r in runners] == ["GPU.0", "CPU", "GPU.0"]
@@ -135,7 +136,7 @@ def test_a_hetero_cpu_subgraph_beside_a_gpu_shares_the_host(monkeypatch: pytest.
 
 
 def test_cpu_thread_spinning_is_a_property(core) -> None:  # noqa: ANN001
-    model = _gelu_between_matmuls()
+    model = _contrib_op_between_matmuls()
     assert core.compile_model(model, "CPU").get_property("THREAD_SPINNING") is True
     quiet = core.compile_model(model, "CPU", {"THREAD_SPINNING": "NO"})
     assert quiet.get_property("THREAD_SPINNING") is False
@@ -173,7 +174,7 @@ def test_low_thread_priority_puts_onnx_runtime_threads_at_nice_19(core) -> None:
     import numpy as np
     import onnxruntime as ort
 
-    model = _gelu_between_matmuls()
+    model = _contrib_op_between_matmuls()
     before = _thread_nice_values()
     compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 3, "THREAD_PRIORITY": "LOW",
                                                  "ENGINE": "ONNXRUNTIME"})

@@ -13,6 +13,10 @@ input's rank is then dynamic, an output's shape is found by shape inference or
 is dynamic): onnx's checker wants a shape on every main-graph input and output,
 so its copy of the model gives such values an empty one, which it does not read
 further without shape inference.
+Likewise the ops ONNX Runtime registers in the ONNX domain, which its
+transformer optimizer writes (SimplifiedLayerNormalization, LayerNormalization
+before opset 17), are given to the checker as ``com.microsoft`` ops, whose
+schemas it does not check.
 
 The first two run before anything else reads the model: onnx-ir, the checker
 and the engines fail on such models with their own errors (a ``SerdeError``,
@@ -215,7 +219,7 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
     # it is given the path (given the proto, it looks in the working directory).
     external = path is not None and any(t.data_location == onnx.TensorProto.EXTERNAL
                                         for t in all_tensors(proto))
-    if external and not _shapeless_values(proto.graph):
+    if external and not _shapeless_values(proto.graph) and not _runtime_ops(proto):
         checked: Any = os.fspath(path)
     else:  # external tensors, checked by check_external_data, are placeholders in the copy
         checked = checker_copy(proto, external=external)
@@ -233,7 +237,8 @@ def check_model(proto: onnx.ModelProto, path: Any = None) -> None:
 
 def checker_copy(proto: onnx.ModelProto, external: bool = False) -> onnx.ModelProto:
     """``proto`` as the checker is given it: its large raw-data tensors as empty placeholders, and
-    its shapeless graph inputs and outputs with an empty shape (``proto`` itself when it has neither).
+    its shapeless graph inputs and outputs with an empty shape, and ONNX Runtime's ops of the ONNX
+    domain as ``com.microsoft`` ones (``proto`` itself when it has none of these).
 
     Large tensors are initializers and nodes' tensor attributes (a Constant's
     ``value``), in the main graph and in subgraphs (If, Loop, Scan bodies).
@@ -244,14 +249,31 @@ def checker_copy(proto: onnx.ModelProto, external: bool = False) -> onnx.ModelPr
     folder; :func:`check_external_data` has checked them).
     """
     shapeless = _shapeless_values(proto.graph)
-    if not shapeless and not _holds_large(proto.graph, external):
+    runtime_ops = _runtime_ops(proto)
+    if not shapeless and not runtime_ops and not _holds_large(proto.graph, external):
         return proto
     copy = onnx.ModelProto()
     _copy_fields(proto, copy, leave_out=("graph",))
     _copy_graph(proto.graph, copy.graph, external)
     for field, index in shapeless:
         getattr(copy.graph, field)[index].type.tensor_type.shape.SetInParent()
+    for index in runtime_ops:
+        copy.graph.node[index].domain = _ORT_DOMAIN
+    if runtime_ops and all(i.domain != _ORT_DOMAIN for i in copy.opset_import):
+        copy.opset_import.append(onnx.helper.make_opsetid(_ORT_DOMAIN, 1))
     return copy
+
+
+_ORT_DOMAIN = "com.microsoft"
+
+
+def _runtime_ops(proto: onnx.ModelProto) -> list[int]:
+    """Indices of the main graph's nodes that ONNX Runtime registers in the ONNX domain and onnx's
+    checker does not know: SimplifiedLayerNormalization, and LayerNormalization before opset 17."""
+    version = next((i.version for i in proto.opset_import if i.domain in ("", "ai.onnx")), 0)
+    runtime_ops = {"SimplifiedLayerNormalization"} | ({"LayerNormalization"} if version < 17 else set())
+    return [index for index, node in enumerate(proto.graph.node)
+            if node.domain in ("", "ai.onnx") and node.op_type in runtime_ops]
 
 
 def _shapeless_values(graph: onnx.GraphProto) -> list[tuple[str, int]]:

@@ -245,13 +245,16 @@ def _openvino_differs(node: ir.Node) -> str:
 
     Its QuantizeLinear to 16-bit integers (ONNX's, or ONNX Runtime's ``com.microsoft`` one that
     ``quantize_static`` writes for 16-bit activations) skips the rounding to the integer grid: a
-    QuantizeLinear -> DequantizeLinear pair returns its input unchanged.
+    QuantizeLinear -> DequantizeLinear pair returns its input unchanged.  Some ``com.microsoft``
+    ops it reads compute unlike ONNX Runtime (:func:`_contrib_differs`).
     """
     if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx", "com.microsoft"):
         zero = node.inputs[2] if len(node.inputs) > 2 else None
         target = zero.dtype if zero is not None else ir.DataType(node.attributes.get_int("output_dtype", 2))
         if target in _SIXTEEN_BIT:
             return "to 16-bit integers (without rounding to the integer grid)"
+    if node.domain == "com.microsoft":
+        return _contrib_differs(node)
     if node.domain not in ("", "ai.onnx"):
         return ""
     if node.op_type == "LSTM" and len(node.inputs) > 7 and node.inputs[7] is not None:
@@ -263,6 +266,26 @@ def _openvino_differs(node: ir.Node) -> str:
             return "with keep_aspect_ratio_policy"
         if node.attributes.get_int("exclude_outside", 0):
             return "with exclude_outside"
+    return ""
+
+
+def _contrib_differs(node: ir.Node) -> str:
+    """The forms of ONNX Runtime's contrib ops that OpenVINO reads but computes unlike ONNX Runtime's
+    kernels, which define them ('' where none): Attention's ``scale``, FusedGemm's activations other
+    than Relu and LeakyRelu, RotaryEmbedding's partial rotation and its one start position."""
+    attributes = node.attributes
+    scale = attributes.get("scale")
+    if node.op_type == "Attention" and scale is not None and scale.as_float():
+        return "with a scale attribute"
+    activation = attributes.get_string("activation", "")
+    if node.op_type == "FusedGemm" and activation not in ("", "Relu", "LeakyRelu"):
+        return f"with activation {activation}"
+    if node.op_type == "RotaryEmbedding":
+        if attributes.get_int("rotary_embedding_dim", 0):
+            return "with rotary_embedding_dim"
+        positions = node.inputs[1] if len(node.inputs) > 1 else None
+        if positions is None or positions.shape is None or len(positions.shape) == 1:
+            return "with one start position for every row"
     return ""
 
 

@@ -4,6 +4,7 @@ from inferplex.devices.gpu.ops import (  # noqa: F401
     _contrib_matmul,
     activations,
     contrib_quantized,
+    contrib_transformer,
     control_flow,
     detection,
     indexing,
