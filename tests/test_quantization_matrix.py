@@ -1,0 +1,200 @@
+"""Models quantized with ``onnxruntime.quantization``, on the CPU and on ``GPU.0``, against ONNX Runtime.
+
+Five small float models (:mod:`quantization_matrix_models`) go through
+``quantize_static`` (QDQ and QOperator formats) and ``quantize_dynamic`` under many
+of their options; each quantized model then runs on ``CPU`` and on ``GPU.0``
+(emulated on torch's CPU) with ``PERFORMANCE_HINT`` LATENCY (and, on the GPU,
+``INFERENCE_PRECISION_HINT`` f32), and its output is compared with ONNX Runtime's
+(CPUExecutionProvider, its default graph optimizations) on the same model.
+
+Tolerance: a quantized model requantizes its activations, and a value that sits
+on a rounding boundary may round either way under another (equally right) float
+summation order; that moves it by one step of its scale, and the step can carry
+through the layers after it.  The outputs must be within ``STEPS`` steps of the
+output's scale (the scale of the DequantizeLinear that makes the output, or for
+a float output the largest scale of the tensors the last quantized op reads
+times its weights' largest magnitude), and almost all must agree closer.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+from quantization_matrix_models import MODELS, FloatModel
+
+import inferplex as ov
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+STEPS = 1
+"""Outputs must lie within this many steps of the output's scale of the reference's."""
+
+DEVICES = {"CPU": {"PERFORMANCE_HINT": "LATENCY"},
+           "GPU.0": {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}}
+
+Q = quantization.QuantType
+
+
+class _Reader:
+    """Calibration batches for quantize_static."""
+
+    def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
+        self._feeds = iter(feeds)
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._feeds, None)
+
+
+# (model, format, opset, options): format is "qdq", "qop" (quantize_static) or "dynamic"
+CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
+    # QDQ: per tensor / per channel, each activation type with each weight type
+    "cnn-qdq-u8u8": ("cnn", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QUInt8}),
+    "cnn-qdq-u8s8-pc": ("cnn", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QInt8,
+                                           "per_channel": True}),
+    "cnn-qdq-s8s8-pc-rr": ("cnn", "qdq", 13, {"activation_type": Q.QInt8, "weight_type": Q.QInt8,
+                                              "per_channel": True, "reduce_range": True}),
+    "cnn-qdq-u16s8": ("cnn", "qdq", 21, {"activation_type": Q.QUInt16, "weight_type": Q.QInt8}),
+    "cnn-qdq-s16s16": ("cnn", "qdq", 21, {"activation_type": Q.QInt16, "weight_type": Q.QInt16}),
+    "cnn-qdq-s4-pc": ("cnn", "qdq", 21, {"activation_type": Q.QUInt8, "weight_type": Q.QInt4,
+                                         "per_channel": True}),
+    "cnn-qdq-entropy": ("cnn", "qdq", 13, {"calibrate_method": quantization.CalibrationMethod.Entropy}),
+    "cnn-qdq-keep-removable": ("cnn", "qdq", 13, {"extra_options": {"QDQKeepRemovableActivations": True}}),
+    "cnn-qdq-dedicated": ("cnn", "qdq", 13, {"extra_options": {"DedicatedQDQPair": True}}),
+    "cnn-qdq-weight-pair": ("cnn", "qdq", 13, {"extra_options": {"AddQDQPairToWeight": True}}),
+    "cnn-qdq-conv-only": ("cnn", "qdq", 13, {"op_types_to_quantize": ["Conv"]}),
+    "mlp-qdq-u8s8": ("mlp", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QInt8}),
+    "mlp-qdq-s8s8-sym": ("mlp", "qdq", 13, {"activation_type": Q.QInt8, "weight_type": Q.QInt8,
+                                            "extra_options": {"ActivationSymmetric": True,
+                                                              "WeightSymmetric": True}}),
+    "mlp-qdq-u8u8-pc-axis": ("mlp", "qdq", 13, {
+        "activation_type": Q.QUInt8, "weight_type": Q.QUInt8, "per_channel": True,
+        "extra_options": {"QDQOpTypePerChannelSupportToAxis": {"MatMul": 1}}}),
+    "mlp-qdq-percentile": ("mlp", "qdq", 13, {"calibrate_method": quantization.CalibrationMethod.Percentile}),
+    "mlp-qdq-u16u8": ("mlp", "qdq", 21, {"activation_type": Q.QUInt16, "weight_type": Q.QUInt8}),
+    "transformer-qdq-u8s8": ("transformer", "qdq", 17, {"activation_type": Q.QUInt8, "weight_type": Q.QInt8}),
+    "transformer-qdq-s8s8-pc": ("transformer", "qdq", 17, {"activation_type": Q.QInt8, "weight_type": Q.QInt8,
+                                                           "per_channel": True}),
+    "transformer-qdq-matmul-only": ("transformer", "qdq", 17, {"op_types_to_quantize": ["MatMul"]}),
+    "transformer-qdq-u16s8": ("transformer", "qdq", 21, {"activation_type": Q.QUInt16,
+                                                         "weight_type": Q.QInt8}),
+    "decoder-qdq-u8s8": ("decoder", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QInt8}),
+    "decoder-qdq-s8s8-pc": ("decoder", "qdq", 13, {"activation_type": Q.QInt8, "weight_type": Q.QInt8,
+                                                   "per_channel": True}),
+    "embedding-qdq-u8u8": ("embedding", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QUInt8}),
+    "embedding-qdq-s8s8": ("embedding", "qdq", 13, {"activation_type": Q.QInt8, "weight_type": Q.QInt8}),
+    # QOperator: only standard-domain ops (QLinearConv, QLinearMatMul)
+    "cnn-qop-conv": ("cnn", "qop", 13, {"op_types_to_quantize": ["Conv"]}),
+    "cnn-qop-conv-pc": ("cnn", "qop", 13, {"op_types_to_quantize": ["Conv"], "per_channel": True,
+                                           "weight_type": Q.QInt8, "activation_type": Q.QUInt8}),
+    "mlp-qop-matmul": ("mlp", "qop", 13, {"op_types_to_quantize": ["MatMul"]}),
+    "decoder-qop": ("decoder", "qop", 13, {"op_types_to_quantize": ["ConvTranspose"]}),
+    # dynamic
+    "cnn-dyn-u8": ("cnn", "dynamic", 13, {"weight_type": Q.QUInt8, "op_types_to_quantize": ["Conv"]}),
+    "cnn-dyn-s8-pc-rr": ("cnn", "dynamic", 13, {"weight_type": Q.QInt8, "per_channel": True,
+                                                "reduce_range": True, "op_types_to_quantize": ["Conv"]}),
+    "mlp-dyn-u8": ("mlp", "dynamic", 13, {"weight_type": Q.QUInt8}),
+    "mlp-dyn-default": ("mlp", "dynamic", 13, {}),
+    "cnn-dyn-s8": ("cnn", "dynamic", 13, {"weight_type": Q.QInt8, "op_types_to_quantize": ["Conv"]}),
+    "transformer-dyn-default": ("transformer", "dynamic", 17, {}),
+    "mlp-dyn-s8-rr": ("mlp", "dynamic", 13, {"weight_type": Q.QInt8, "reduce_range": True}),
+    "transformer-dyn-constb": ("transformer", "dynamic", 17, {
+        "weight_type": Q.QInt8, "reduce_range": True, "extra_options": {"MatMulConstBOnly": True}}),
+    "transformer-dyn-pc": ("transformer", "dynamic", 17, {"weight_type": Q.QUInt8, "per_channel": True,
+                                                          "op_types_to_quantize": ["MatMul"]}),
+    "embedding-dyn-gather": ("embedding", "dynamic", 13, {"weight_type": Q.QUInt8,
+                                                          "op_types_to_quantize": ["Gather", "MatMul"]}),
+}
+
+
+@cache
+def _quantized(case: str) -> tuple[onnx.ModelProto, list[dict[str, np.ndarray]]]:
+    """The case's quantized model (IR 10) and two input batches."""
+    name, form, opset, options = CASES[case]
+    float_model: FloatModel = MODELS[name](opset)
+    rng = np.random.default_rng(7)
+    with TemporaryDirectory() as folder:
+        source, target = Path(folder, "float.onnx"), Path(folder, "quantized.onnx")
+        onnx.save(float_model.model, source)
+        if form == "dynamic":
+            quantization.quantize_dynamic(source, target, **options)
+        else:
+            calibration = _Reader([float_model.feed(rng) for _ in range(4)])
+            fmt = quantization.QuantFormat.QDQ if form == "qdq" else quantization.QuantFormat.QOperator
+            quantization.quantize_static(source, target, calibration, quant_format=fmt, **options)
+        model = onnx.load(target)
+    model.ir_version = 10
+    return model, [float_model.feed(rng) for _ in range(2)]
+
+
+_INTEGER_KERNELS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"})
+
+
+def _reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """The model's output as ONNX defines it (see the module docstring for why not ONNX Runtime's
+    default session): ONNX Runtime running each op as written, or for a model with integer ops
+    ONNX's reference evaluator, whose integer ops sum exactly (its QuantizeLinear/DequantizeLinear
+    are registered from opset 19 on, where they read 8-bit types as before)."""
+    if not any(node.op_type in _INTEGER_KERNELS for node in model.graph.node):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return np.asarray(session.run(None, feeds)[0])
+    newer = onnx.ModelProto()
+    newer.CopyFrom(model)
+    for opset in newer.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            opset.version = max(opset.version, 19)
+    return np.asarray(ReferenceEvaluator(newer).run(None, feeds)[0])
+
+
+def _output_step(model: onnx.ModelProto, reference: np.ndarray) -> float:
+    """One step of the output's scale (see the module docstring)."""
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    producer = next(n for n in model.graph.node if model.graph.output[0].name in n.output)
+    if producer.op_type == "DequantizeLinear" and producer.input[1] in inits:
+        return float(np.max(inits[producer.input[1]]))
+    return float(np.abs(reference).max()) / 1000
+
+
+def _assert_within_steps(got: np.ndarray, want: np.ndarray, step: float, steps: float = STEPS) -> None:
+    # a float32 output is one rounding of the exact value: its ulp comes on top of the steps
+    rounding = 2 * np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    off = np.maximum(np.abs(got.astype(np.float64) - want) - rounding, 0) / step
+    assert off.max() <= steps * 1.001, f"{off.max():.2f} steps of {step:.3g} off at {np.argmax(off)}"
+    assert np.mean(off > 0.5) <= 0.05, f"{np.mean(off > 0.5):.0%} of the outputs a step off or more"
+
+
+@pytest.fixture(scope="module")
+def core(emulated_core: ov.Core) -> ov.Core:
+    return emulated_core
+
+
+@pytest.mark.parametrize("device", list(DEVICES))
+@pytest.mark.parametrize("case", list(CASES))
+def test_quantized_model_matches_onnx(core: ov.Core, case: str, device: str) -> None:
+    model, batches = _quantized(case)
+    compiled = core.compile_model(model, device, DEVICES[device])
+    for feeds in batches:
+        want = _reference(model, feeds)
+        _assert_within_steps(np.asarray(compiled(feeds)[0]), want, _output_step(model, want))
+
+
+@pytest.mark.parametrize("case", ["mlp-qdq-u8s8", "cnn-qdq-u8s8-pc"])
+def test_quantized_model_under_f16_hint_on_the_gpu_stays_close(core: ov.Core, case: str) -> None:
+    """f16 rounds the float ops between the pairs: more values land on the other side of a
+    rounding boundary, each a step off."""
+    model, batches = _quantized(case)
+    compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"})
+    want = _reference(model, batches[0])
+    off = np.abs(np.asarray(compiled(batches[0])[0], np.float64) - want) / _output_step(model, want)
+    assert off.max() <= 4.001 and np.mean(off > 0.5) <= 0.25
