@@ -103,6 +103,8 @@ class OnnxRuntimeProgram(CpuProgram):
     def __init__(self, model: ir.Model, config: Mapping[str, Any], fallback_reason: str = "") -> None:
         model_bytes, initializers = serialize_for_ort(model)
         self._as_written = quantized.runs_as_written(model)
+        if self._as_written:
+            model_bytes = quantized.integer_ops_as_written(model_bytes)
         self._setup(config, model_bytes, initializers, _external_data_dir(model), fallback_reason)
 
     @classmethod

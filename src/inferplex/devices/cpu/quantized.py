@@ -28,11 +28,13 @@ from __future__ import annotations
 import platform
 
 import numpy as np
+import onnx
 import onnx_ir as ir
+from onnx import helper
 
 from inferplex.devices.cpu import cpu_info
 
-__all__ = ["onnx_runtime_keeps", "runs_as_written"]
+__all__ = ["exact_int8_products", "integer_ops_as_written", "onnx_runtime_keeps", "runs_as_written"]
 
 _SIXTEEN_BIT = frozenset({ir.DataType.UINT16, ir.DataType.INT16})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
@@ -54,10 +56,12 @@ def onnx_runtime_keeps(model: ir.Model) -> str:
 
 
 def runs_as_written(model: ir.Model) -> bool:
-    """Whether ONNX Runtime must run ``model``'s QDQ ops as written (its QDQ fusions off): its
-    fused kernels depart from ONNX on 16-bit types and, on CPUs without VNNI, on int8 weights
+    """Whether ONNX Runtime must run ``model``'s quantized ops as written (its QDQ fusions off, its
+    QLinearConv and QLinearMatMul as :func:`integer_ops_as_written` writes them): its fused and
+    integer kernels depart from ONNX on 16-bit types and, on CPUs without VNNI, on int8 weights
     past 7 bits (see the module docstring)."""
-    if not any(node.op_type in _QDQ and node.domain in ("", "ai.onnx") for node in model.graph):
+    if not any(node.op_type in _QDQ | set(_WEIGHT_INPUTS) and node.domain in ("", "ai.onnx")
+               for node in model.graph):
         return False
     return _sixteen_bit_qdq(model) or (not exact_int8_products() and _saturating_weights(model))
 
@@ -95,3 +99,49 @@ def _saturating_weights(model: ir.Model) -> bool:
         if constant is not None and np.abs(constant.numpy().astype(np.int16)).max(initial=0) > _PAIR_SAFE:
             return True
     return False
+
+
+def integer_ops_as_written(model_bytes: bytes) -> bytes:
+    """The serialized model with each QLinearConv and QLinearMatMul written as the ops that define
+    it: DequantizeLinear of its inputs (and of a QLinearConv's int32 bias, at the product of the
+    input and weight scales), the float Conv or MatMul, QuantizeLinear of the result.  Run so,
+    ONNX Runtime computes ONNX's values where its integer kernels saturate; models at opsets
+    before 13 (no per-axis DequantizeLinear) and models with neither op come back unchanged."""
+    model = onnx.load_from_string(model_bytes)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 13 or not any(n.op_type in ("QLinearConv", "QLinearMatMul") and n.domain in ("", "ai.onnx")
+                             for n in model.graph.node):
+        return model_bytes
+    nodes: list[onnx.NodeProto] = []
+    for node in model.graph.node:
+        if node.op_type in ("QLinearConv", "QLinearMatMul") and node.domain in ("", "ai.onnx"):
+            nodes.extend(_as_written(node))
+        else:
+            nodes.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model.SerializeToString()
+
+
+def _as_written(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """DequantizeLinear - Conv or MatMul - QuantizeLinear for one QLinearConv or QLinearMatMul."""
+    x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, *bias = node.input
+    name = node.name or node.output[0]
+    conv = node.op_type == "QLinearConv"
+    # a Conv's per-channel scales run along the weight's first axis, a MatMul's along B's last
+    axis = 0 if conv else -1
+    nodes = [helper.make_node("DequantizeLinear", [x, x_scale, x_zero], [f"{name}/x"], name=f"{name}/dq_x"),
+             helper.make_node("DequantizeLinear", [w, w_scale, w_zero], [f"{name}/w"], name=f"{name}/dq_w",
+                              axis=axis)]
+    inputs = [f"{name}/x", f"{name}/w"]
+    if conv and bias and bias[0]:
+        nodes += [helper.make_node("Mul", [x_scale, w_scale], [f"{name}/b_scale"], name=f"{name}/b_scale"),
+                  helper.make_node("DequantizeLinear", [bias[0], f"{name}/b_scale"], [f"{name}/b"],
+                                   name=f"{name}/dq_b", axis=0)]
+        inputs.append(f"{name}/b")
+    nodes.append(helper.make_node("Conv" if conv else "MatMul", inputs, [f"{name}/y"], name=name))
+    if conv:
+        nodes[-1].attribute.extend(node.attribute)
+    nodes.append(helper.make_node("QuantizeLinear", [f"{name}/y", y_scale, y_zero], list(node.output),
+                                  name=f"{name}/q_y"))
+    return nodes
