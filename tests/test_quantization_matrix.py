@@ -211,6 +211,18 @@ def test_quantized_model_matches_onnx(core: ov.Core, case: str, device: str) -> 
         _assert_within_steps(np.asarray(compiled(feeds)[0]), want, _output_step(model, want))
 
 
+@pytest.mark.parametrize("case", ["mlp-qdq-s8s8-sym", "transformer-qdq-u16s8", "cnn-qop-conv-pc",
+                                  "mlp-dyn-default", "mlp-dyn-s8-pc", "cnn-dyn-s8",
+                                  "transformer-dyn-default"])
+def test_quantized_model_on_the_onnx_runtime_engine_matches_onnx(core: ov.Core, case: str) -> None:
+    """The CPU's ONNX Runtime engine, asked for by name, where ONNX Runtime's default session departs."""
+    model, batches = _quantized(case)
+    compiled = core.compile_model(model, "CPU", {"ENGINE": "ONNXRUNTIME"})
+    for feeds in batches:
+        want = _reference(model, feeds)
+        _assert_within_steps(np.asarray(compiled(feeds)[0]), want, _output_step(model, want))
+
+
 @pytest.mark.parametrize("case", ["mlp-qdq-u8s8", "cnn-qdq-u8s8-pc"])
 def test_quantized_model_under_f16_hint_on_the_gpu_stays_close(core: ov.Core, case: str) -> None:
     """f16 rounds the float ops between the pairs: more values land on the other side of a

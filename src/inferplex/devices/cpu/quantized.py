@@ -2,25 +2,30 @@
 
 ONNX defines a quantized model's value by its ops as written: DequantizeLinear,
 the float op, QuantizeLinear (the QDQ format), and integer ops whose sums are
-exact int32 sums (QLinearConv, QLinearMatMul).  Two departures are found by
-comparing both engines with ONNX's reference evaluator and with ONNX Runtime
-running each op as written (``tests/test_quantization_matrix.py``):
+exact int32 sums (QLinearConv, QLinearMatMul, MatMulInteger).  Comparing both
+engines with ONNX's reference evaluator and with ONNX Runtime running each op as
+written (``tests/test_quantization_matrix.py``) finds these departures:
 
 - OpenVINO's CPU plugin reads 16-bit QuantizeLinear/DequantizeLinear (uint16,
   int16; ``quantize_static`` writes them for 16-bit activations) into results
-  thousands of steps away from ONNX's, on any CPU.
-- On x86 CPUs without VNNI (AVX512_VNNI, AVX_VNNI or AMX), OpenVINO's int8 kernels and
-  ONNX Runtime's fused QDQ kernels multiply uint8 activations by int8 weights
-  with an instruction (``vpmaddubsw``) that saturates the 16-bit sum of each pair of
-  products: with weights past 7 bits (``quantize_static``'s default int8 weights,
-  unless ``reduce_range``) results drift by many steps.  CPUs with VNNI sum in
-  32 bits, exactly.
+  thousands of steps away from ONNX's; ONNX Runtime's fused QDQ kernels put such
+  models a hundred steps away.  Neither depends on the instruction set.
+- On x86 CPUs without VNNI (AVX512_VNNI, AVX_VNNI or AMX), OpenVINO's int8 kernels
+  and ONNX Runtime's fused QDQ kernels, QLinearConv (per-channel weights) and
+  MatMulInteger multiply uint8 activations by int8 weights with an instruction
+  (``vpmaddubsw``) that saturates the 16-bit sum of each pair of products: with
+  weights past 7 bits (``onnxruntime.quantization``'s default int8 weights, unless
+  ``reduce_range``) results drift by many steps.  CPUs with VNNI sum in 32 bits,
+  exactly.
 
 So the default engine leaves such models to ONNX Runtime
-(:func:`onnx_runtime_keeps`), and ONNX Runtime runs their QDQ ops as written
-(:func:`runs_as_written`: its QDQ fusions off, the session option
-``session.disable_quant_qdq``), which computes ONNX's values at float speed.
-Models whose weights fit 7 bits, or with uint8 weights, keep the int8 kernels.
+(:func:`onnx_runtime_keeps`), and ONNX Runtime runs their quantized ops as written
+(:func:`runs_as_written`: its QDQ fusions off through the session option
+``session.disable_quant_qdq``, its integer ops rewritten by
+:func:`integer_ops_as_written`), which computes ONNX's values at float speed.
+Models whose int8 weights fit 7 bits, or with uint8 weights, keep the int8 kernels;
+so do dynamically quantized models on OpenVINO, whose MatMulInteger and
+ConvInteger sum exactly.
 """
 
 from __future__ import annotations
@@ -38,8 +43,12 @@ __all__ = ["exact_int8_products", "integer_ops_as_written", "onnx_runtime_keeps"
 
 _SIXTEEN_BIT = frozenset({ir.DataType.UINT16, ir.DataType.INT16})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
-_WEIGHT_INPUTS = {"DequantizeLinear": 0, "QLinearConv": 3, "QLinearMatMul": 3}
-"""The input of each op that holds int8 weights where ``onnxruntime.quantization`` writes them."""
+_OPENVINO_WEIGHTS = {"DequantizeLinear": 0, "QLinearConv": 3, "QLinearMatMul": 3}
+"""The input of each op that holds int8 weights where ``onnxruntime.quantization`` writes them, for
+the ops whose OpenVINO kernels saturate (its MatMulInteger and ConvInteger sum exactly)."""
+_ONNX_RUNTIME_WEIGHTS = {**_OPENVINO_WEIGHTS, "MatMulInteger": 1}
+"""The same for ONNX Runtime's kernels (its ConvInteger sums exactly)."""
+_REWRITTEN = ("QLinearConv", "QLinearMatMul", "MatMulInteger")
 _PAIR_SAFE = 64
 """The largest weight magnitude whose pair sums with uint8 values (2 x 255 x 64) fit 16 bits."""
 
@@ -49,7 +58,7 @@ def onnx_runtime_keeps(model: ir.Model) -> str:
     if _sixteen_bit_qdq(model):
         return ("OpenVINO's CPU plugin computes 16-bit QuantizeLinear/DequantizeLinear unlike ONNX's "
                 "definition")
-    if not exact_int8_products() and _saturating_weights(model):
+    if not exact_int8_products() and _saturating_weights(model, _OPENVINO_WEIGHTS):
         return ("OpenVINO's int8 kernels saturate the 16-bit pair sums of uint8 x int8 products on "
                 "CPUs without VNNI, unlike ONNX's exact int32 sums")
     return ""
@@ -57,13 +66,14 @@ def onnx_runtime_keeps(model: ir.Model) -> str:
 
 def runs_as_written(model: ir.Model) -> bool:
     """Whether ONNX Runtime must run ``model``'s quantized ops as written (its QDQ fusions off, its
-    QLinearConv and QLinearMatMul as :func:`integer_ops_as_written` writes them): its fused and
+    QLinearConv, QLinearMatMul and MatMulInteger as :func:`integer_ops_as_written` writes them): its fused and
     integer kernels depart from ONNX on 16-bit types and, on CPUs without VNNI, on int8 weights
     past 7 bits (see the module docstring)."""
-    if not any(node.op_type in _QDQ | set(_WEIGHT_INPUTS) and node.domain in ("", "ai.onnx")
+    if not any(node.op_type in _QDQ | set(_ONNX_RUNTIME_WEIGHTS) and node.domain in ("", "ai.onnx")
                for node in model.graph):
         return False
-    return _sixteen_bit_qdq(model) or (not exact_int8_products() and _saturating_weights(model))
+    return _sixteen_bit_qdq(model) or (
+        not exact_int8_products() and _saturating_weights(model, _ONNX_RUNTIME_WEIGHTS))
 
 
 def exact_int8_products() -> bool:
@@ -83,10 +93,11 @@ def _sixteen_bit_qdq(model: ir.Model) -> bool:
     return False
 
 
-def _saturating_weights(model: ir.Model) -> bool:
-    """Whether a constant int8 weight of a quantized op holds a magnitude past :data:`_PAIR_SAFE`."""
+def _saturating_weights(model: ir.Model, weight_inputs: dict[str, int]) -> bool:
+    """Whether a constant int8 weight of a quantized op (the input of ``weight_inputs`` by op type)
+    holds a magnitude past :data:`_PAIR_SAFE`."""
     for node in model.graph:
-        index = _WEIGHT_INPUTS.get(node.op_type)
+        index = weight_inputs.get(node.op_type)
         if index is None or node.domain not in ("", "ai.onnx") or len(node.inputs) <= index:
             continue
         weight = node.inputs[index]
@@ -104,17 +115,21 @@ def _saturating_weights(model: ir.Model) -> bool:
 def integer_ops_as_written(model_bytes: bytes) -> bytes:
     """The serialized model with each QLinearConv and QLinearMatMul written as the ops that define
     it: DequantizeLinear of its inputs (and of a QLinearConv's int32 bias, at the product of the
-    input and weight scales), the float Conv or MatMul, QuantizeLinear of the result.  Run so,
-    ONNX Runtime computes ONNX's values where its integer kernels saturate; models at opsets
-    before 13 (no per-axis DequantizeLinear) and models with neither op come back unchanged."""
+    input and weight scales), the float Conv or MatMul, QuantizeLinear of the result; and each
+    MatMulInteger as a float64 MatMul of its zero-point-centered inputs, exact for any depth
+    ONNX Runtime's int32 sums hold.  Run so, ONNX Runtime computes ONNX's values where its
+    integer kernels saturate; models at opsets before 13 (no per-axis DequantizeLinear) and
+    models with none of these ops come back unchanged."""
     model = onnx.load_from_string(model_bytes)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if opset < 13 or not any(n.op_type in ("QLinearConv", "QLinearMatMul") and n.domain in ("", "ai.onnx")
+    if opset < 13 or not any(n.op_type in _REWRITTEN and n.domain in ("", "ai.onnx")
                              for n in model.graph.node):
         return model_bytes
     nodes: list[onnx.NodeProto] = []
     for node in model.graph.node:
-        if node.op_type in ("QLinearConv", "QLinearMatMul") and node.domain in ("", "ai.onnx"):
+        if node.op_type == "MatMulInteger" and node.domain in ("", "ai.onnx"):
+            nodes.extend(_matmul_integer_as_written(node))
+        elif node.op_type in _REWRITTEN and node.domain in ("", "ai.onnx"):
             nodes.extend(_as_written(node))
         else:
             nodes.append(node)
@@ -145,3 +160,34 @@ def _as_written(node: onnx.NodeProto) -> list[onnx.NodeProto]:
     nodes.append(helper.make_node("QuantizeLinear", [f"{name}/y", y_scale, y_zero], list(node.output),
                                   name=f"{name}/q_y"))
     return nodes
+
+
+def _matmul_integer_as_written(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """A MatMulInteger as its inputs centered in float64 (:func:`_centered`), their MatMul, and a
+    Cast to int32."""
+    a, b, *zeros = node.input
+    a_zero, b_zero = [*zeros, "", ""][:2]
+    name = node.name or node.output[0]
+    return [*_centered(a, a_zero, f"{name}/a", per_row=True),
+            *_centered(b, b_zero, f"{name}/b", per_row=False),
+            helper.make_node("MatMul", [f"{name}/a", f"{name}/b"], [f"{name}/y"], name=name),
+            helper.make_node("Cast", [f"{name}/y"], list(node.output), name=f"{name}/int32",
+                             to=onnx.TensorProto.INT32)]
+
+
+def _centered(data: str, zero: str, label: str, per_row: bool) -> list[onnx.NodeProto]:
+    """Nodes computing ``label``, ``data - zero`` in float64; A's zero points are per row (or one),
+    made a column so that they run along A's rows."""
+    double = onnx.TensorProto.DOUBLE
+    if not zero:
+        return [helper.make_node("Cast", [data], [label], name=label, to=double)]
+    nodes = [helper.make_node("Cast", [data], [f"{label}64"], name=f"{label}64", to=double),
+             helper.make_node("Cast", [zero], [f"{label}_zero64"], name=f"{label}_zero64", to=double)]
+    if per_row:
+        nodes += [helper.make_node("Constant", [], [f"{label}_axis"], name=f"{label}_axis", value_ints=[-1]),
+                  helper.make_node("Unsqueeze", [f"{label}_zero64", f"{label}_axis"], [f"{label}_zero"],
+                                   name=f"{label}_zero")]
+    else:
+        nodes[-1].output[0] = f"{label}_zero"
+    centered = helper.make_node("Sub", [f"{label}64", f"{label}_zero"], [label], name=f"{label}_centered")
+    return [*nodes, centered]
