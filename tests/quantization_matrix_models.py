@@ -17,6 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 Feed = Callable[[np.random.Generator], dict[str, np.ndarray]]
+Rows = Callable[[np.random.Generator, int], dict[str, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,10 @@ class FloatModel:
     model: onnx.ModelProto
     """The float32 model: input ``x``, output ``y``."""
     feed: Feed
-    """Draws one batch of inputs from a generator."""
+    """Draws one batch of inputs from a generator (for calibration: ONNX Runtime's percentile and
+    entropy calibrators need batches of one size)."""
+    rows: Rows | None = None
+    """Draws a batch of a given number of rows, for models whose batch axis is symbolic."""
 
 
 def _weights(rng: np.random.Generator, **shapes: tuple[int, ...]) -> list[onnx.TensorProto]:
@@ -39,7 +43,7 @@ def _weights(rng: np.random.Generator, **shapes: tuple[int, ...]) -> list[onnx.T
     return tensors
 
 
-def _model(nodes: list[onnx.NodeProto], x: tuple[int, list[int]], y: list[int],
+def _model(nodes: list[onnx.NodeProto], x: tuple[int, list[int | str]], y: list[int | str],
            inits: list[onnx.TensorProto], opset: int) -> onnx.ModelProto:
     for i, node in enumerate(nodes):
         node.name = node.name or f"{node.op_type}_{i}"
@@ -83,7 +87,7 @@ def cnn(opset: int = 13) -> FloatModel:
 
 
 def mlp(opset: int = 13) -> FloatModel:
-    """Gemm-Sigmoid, MatMul+Add-Tanh, MatMul+Add: x [6, 24] -> y [6, 8]."""
+    """Gemm-Sigmoid, MatMul+Add-Tanh, MatMul+Add: x [N, 24] -> y [N, 8]."""
     rng = np.random.default_rng(2)
     inits = _weights(rng, w1=(16, 24), b1=(16,), w2=(16, 32), b2=(32,), w3=(32, 8), b3=(8,))
     nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["g1"], transB=1),
@@ -93,7 +97,8 @@ def mlp(opset: int = 13) -> FloatModel:
              helper.make_node("Tanh", ["a2"], ["t2"]),
              helper.make_node("MatMul", ["t2", "w3"], ["m3"]),
              helper.make_node("Add", ["m3", "b3"], ["y"])]
-    return FloatModel(_model(nodes, (TensorProto.FLOAT, [6, 24]), [6, 8], inits, opset), _normal((6, 24)))
+    return FloatModel(_model(nodes, (TensorProto.FLOAT, ["N", 24]), ["N", 8], inits, opset),
+                      _normal((6, 24)), lambda rng, rows: _normal((rows, 24))(rng))
 
 
 def _attention(rng: np.random.Generator, inits: list[onnx.TensorProto]) -> list[onnx.NodeProto]:
