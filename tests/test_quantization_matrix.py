@@ -28,6 +28,7 @@ at most 5% of them may be a step off.
 
 from __future__ import annotations
 
+import time
 from functools import cache
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -260,6 +261,30 @@ def test_quantized_model_from_the_cpu_cache_keeps_its_values(core: ov.Core, tmp_
         _assert_within_steps(np.asarray(compiled(batches[0])[0]), want, _output_step(model, want))
 
 
+_PRODUCTS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "QLinearConv", "QLinearMatMul",
+                       "MatMulInteger"})
+
+
+@pytest.mark.parametrize(("case", "on_cpu"), [
+    ("cnn-qdq-u8s8-pc", "products"), ("transformer-qdq-u16s8", "every other"),
+    ("cnn-qop-conv-pc", "products"), ("mlp-dyn-default", "every other")])
+def test_quantized_model_split_between_gpu_and_cpu_matches_onnx(core: ov.Core, case: str,
+                                                                on_cpu: str) -> None:
+    """HETERO with the products (or every other op) on the CPU, the rest on GPU.0: quantized
+    tensors cross devices, and each part runs on its device as the whole model would."""
+    model, batches = _quantized(case)
+    split = core.read_model(model)
+    for index, op in enumerate(split.get_ops()):
+        cpu = op.get_type_name() in _PRODUCTS if on_cpu == "products" else index % 2 == 1
+        op.get_rt_info()["affinity"] = "CPU" if cpu else "GPU.0"
+    compiled = core.compile_model(split, "HETERO:GPU.0,CPU",
+                                  {"DEVICE_PROPERTIES": {"GPU.0": {"INFERENCE_PRECISION_HINT": "f32"}}})
+    assert compiled.get_property("HETERO_NUMBER_OF_SUBMODELS") > 2
+    for feeds in batches:
+        want = _reference(model, feeds)
+        _assert_within_steps(np.asarray(compiled(feeds)[0]), want, _output_step(model, want))
+
+
 def _vnni(core: ov.Core) -> bool:
     return bool({"AVX512_VNNI", "AVX_VNNI", "AMX"} & set(core.get_property("CPU", "INSTRUCTION_SETS")))
 
@@ -294,6 +319,21 @@ def test_onnx_runtime_default_session_departs_without_vnni(core: ov.Core) -> Non
 def test_quantized_model_on_cuda_matches_onnx(case: str) -> None:
     model, batches = _quantized(case)
     compiled = ov.Core().compile_model(model, "GPU.0", DEVICES["GPU.0"])
+    for feeds in batches:
+        want = _reference(model, feeds)
+        _assert_within_steps(np.asarray(compiled(feeds)[0]), want, _output_step(model, want))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["cnn-qdq-u8s8-pc", "mlp-qdq-s8s8-sym"])
+def test_quantized_model_on_the_compiled_cuda_tier_matches_onnx(case: str) -> None:
+    model, batches = _quantized(case)
+    compiled = ov.Core().compile_model(model, "GPU.0", {**DEVICES["GPU.0"], "TORCH_COMPILE": "YES"})
+    compiled(batches[0])
+    deadline = time.monotonic() + 300
+    while compiled.get_property("COMPILED_TIER") == "COMPILING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert compiled.get_property("COMPILED_TIER") in ("COMPILED", "KEPT_EAGER")
     for feeds in batches:
         want = _reference(model, feeds)
         _assert_within_steps(np.asarray(compiled(feeds)[0]), want, _output_step(model, want))
