@@ -66,7 +66,9 @@ class _Reader:
         return next(self._feeds, None)
 
 
-# (model, format, opset, options): format is "qdq", "qop" (quantize_static) or "dynamic"
+# (model, format, opset, options): format is "qdq", "qop" (quantize_static) or "dynamic"; the option
+# "preprocess" runs onnxruntime.quantization's quant_pre_process (shape inference, ONNX Runtime's
+# basic graph optimizations) first, as ONNX Runtime's quantization guide advises
 CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
     # QDQ: per tensor / per channel, each activation type with each weight type
     "cnn-qdq-u8u8": ("cnn", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QUInt8}),
@@ -99,6 +101,7 @@ CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
     "transformer-qdq-u8s8": ("transformer", "qdq", 17, {"activation_type": Q.QUInt8, "weight_type": Q.QInt8}),
     "transformer-qdq-s8s8-pc": ("transformer", "qdq", 17, {"activation_type": Q.QInt8, "weight_type": Q.QInt8,
                                                            "per_channel": True}),
+    "transformer-qdq-preprocessed-pc": ("transformer", "qdq", 17, {"per_channel": True, "preprocess": True}),
     "transformer-qdq-matmul-only": ("transformer", "qdq", 17, {"op_types_to_quantize": ["MatMul"]}),
     "transformer-qdq-s16-sym": ("transformer", "qdq", 21, {
         "activation_type": Q.QInt16, "weight_type": Q.QInt8, "extra_options": {"ActivationSymmetric": True}}),
@@ -117,6 +120,8 @@ CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
     "cnn-qop-conv-pc": ("cnn", "qop", 13, {"op_types_to_quantize": ["Conv"], "per_channel": True,
                                            "weight_type": Q.QInt8, "activation_type": Q.QUInt8}),
     "mlp-qop-matmul": ("mlp", "qop", 13, {"op_types_to_quantize": ["MatMul"]}),
+    "mlp-qop-matmul-pc": ("mlp", "qop", 13, {"op_types_to_quantize": ["MatMul"], "per_channel": True}),
+    "cnn-qop-conv-s8s8": ("cnn", "qop", 13, {"op_types_to_quantize": ["Conv"], "activation_type": Q.QInt8}),
     "transformer-qop-matmul": ("transformer", "qop", 17, {"op_types_to_quantize": ["MatMul"]}),
     "decoder-qop": ("decoder", "qop", 13, {"op_types_to_quantize": ["ConvTranspose"]}),
     # dynamic
@@ -142,11 +147,14 @@ CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
 def _quantized(case: str) -> tuple[onnx.ModelProto, list[dict[str, np.ndarray]]]:
     """The case's quantized model (IR 10) and two input batches."""
     name, form, opset, options = CASES[case]
+    options = dict(options)
     float_model: FloatModel = MODELS[name](opset)
     rng = np.random.default_rng(7)
     with TemporaryDirectory() as folder:
         source, target = Path(folder, "float.onnx"), Path(folder, "quantized.onnx")
         onnx.save(float_model.model, source)
+        if options.pop("preprocess", False):
+            quantization.shape_inference.quant_pre_process(source, source)
         if form == "dynamic":
             quantization.quantize_dynamic(source, target, **options)
         else:
