@@ -298,11 +298,15 @@ def _vnni(core: ov.Core) -> bool:
 
 
 def test_cpu_engine_choice_for_int8_weights_follows_vnni(core: ov.Core) -> None:
-    """Full-range int8 weights leave OpenVINO only where the CPU lacks VNNI; 7-bit ones
-    (``reduce_range``) and uint8 ones stay on OpenVINO everywhere."""
-    full = core.compile_model(_quantized("mlp-qdq-u8s8")[0], "CPU")
-    assert full.get_property("ENGINE") == ("OPENVINO" if _vnni(core) else "ONNXRUNTIME")
-    for case in ("cnn-qdq-s8s8-pc-rr", "cnn-qdq-u8u8"):
+    """Static int8 weights, 7-bit ones (``reduce_range``) too, leave OpenVINO only where the CPU
+    lacks VNNI; uint8 and 4-bit weights, and dynamically quantized models, stay on OpenVINO."""
+    expected = "OPENVINO" if _vnni(core) else "ONNXRUNTIME"
+    for case in ("mlp-qdq-u8s8", "cnn-qdq-s8s8-pc-rr", "cnn-qop-conv"):
+        compiled = core.compile_model(_quantized(case)[0], "CPU")
+        assert compiled.get_property("ENGINE") == expected
+        if expected == "ONNXRUNTIME":
+            assert "VNNI" in compiled.get_property("ENGINE_FALLBACK_REASON")
+    for case in ("cnn-qdq-u8u8", "cnn-qdq-s4-pc", "mlp-dyn-default"):
         assert core.compile_model(_quantized(case)[0], "CPU").get_property("ENGINE") == "OPENVINO"
 
 

@@ -15,17 +15,18 @@ written (``tests/test_quantization_matrix.py``) finds these departures:
   MatMulInteger multiply uint8 activations by int8 weights with an instruction
   (``vpmaddubsw``) that saturates the 16-bit sum of each pair of products: with
   weights past 7 bits (``onnxruntime.quantization``'s default int8 weights, unless
-  ``reduce_range``) results drift by many steps.  CPUs with VNNI sum in 32 bits,
-  exactly.
+  ``reduce_range``) results drift by many steps.  With 7-bit weights OpenVINO
+  still departs: it requantizes a residual Add of two int8 convolutions' outputs
+  a step away from ONNX for some of its values, and the steps add up downstream.
+  CPUs with VNNI sum in 32 bits, exactly.
 
-So the default engine leaves such models to ONNX Runtime
-(:func:`onnx_runtime_keeps`), and ONNX Runtime runs their quantized ops as written
-(:func:`runs_as_written`: its QDQ fusions off through the session option
-``session.disable_quant_qdq``, its integer ops rewritten by
+So, on CPUs without VNNI, the default engine leaves models with int8 weights to
+ONNX Runtime (:func:`onnx_runtime_keeps`), and ONNX Runtime runs their quantized
+ops as written (:func:`runs_as_written`: its QDQ fusions off through the session
+option ``session.disable_quant_qdq``, its integer ops rewritten by
 :func:`integer_ops_as_written`), which computes ONNX's values at float speed.
-Models whose int8 weights fit 7 bits, or with uint8 weights, keep the int8 kernels;
-so do dynamically quantized models on OpenVINO, whose MatMulInteger and
-ConvInteger sum exactly.
+Models with uint8 or 4-bit weights keep OpenVINO's kernels, as do dynamically
+quantized models, whose MatMulInteger and ConvInteger OpenVINO sums exactly.
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ __all__ = ["exact_int8_products", "integer_ops_as_written", "onnx_runtime_keeps"
 
 _SIXTEEN_BIT = frozenset({ir.DataType.UINT16, ir.DataType.INT16})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
-_OPENVINO_WEIGHTS = {"DequantizeLinear": 0, "QLinearConv": 3, "QLinearMatMul": 3}
-"""The input of each op that holds int8 weights where ``onnxruntime.quantization`` writes them, for
-the ops whose OpenVINO kernels saturate (its MatMulInteger and ConvInteger sum exactly)."""
-_ONNX_RUNTIME_WEIGHTS = {**_OPENVINO_WEIGHTS, "MatMulInteger": 1}
-"""The same for ONNX Runtime's kernels (its ConvInteger sums exactly)."""
+_STATIC_WEIGHTS = {"DequantizeLinear": 0, "QLinearConv": 3, "QLinearMatMul": 3}
+"""The input of each op that holds int8 weights where ``quantize_static`` writes them: where
+OpenVINO's int8 kernels and ONNX Runtime's fused ones depart (OpenVINO's MatMulInteger and
+ConvInteger sum exactly)."""
+_DYNAMIC_WEIGHTS = {"MatMulInteger": 1}
+"""The same where ``quantize_dynamic`` writes them, for ONNX Runtime's kernels that saturate (its
+ConvInteger sums exactly)."""
 _REWRITTEN = ("QLinearConv", "QLinearMatMul", "MatMulInteger")
 _PAIR_SAFE = 64
 """The largest weight magnitude whose pair sums with uint8 values (2 x 255 x 64) fit 16 bits."""
@@ -58,22 +61,22 @@ def onnx_runtime_keeps(model: ir.Model) -> str:
     if _sixteen_bit_qdq(model):
         return ("OpenVINO's CPU plugin computes 16-bit QuantizeLinear/DequantizeLinear unlike ONNX's "
                 "definition")
-    if not exact_int8_products() and _saturating_weights(model, _OPENVINO_WEIGHTS):
-        return ("OpenVINO's int8 kernels saturate the 16-bit pair sums of uint8 x int8 products on "
-                "CPUs without VNNI, unlike ONNX's exact int32 sums")
+    if not exact_int8_products() and _int8_weights(model, _STATIC_WEIGHTS):
+        return ("OpenVINO's int8 kernels compute uint8 x int8 products unlike ONNX on CPUs without VNNI "
+                "(saturated pair sums, requantized sums)")
     return ""
 
 
 def runs_as_written(model: ir.Model) -> bool:
     """Whether ONNX Runtime must run ``model``'s quantized ops as written (its QDQ fusions off, its
-    QLinearConv, QLinearMatMul and MatMulInteger as :func:`integer_ops_as_written` writes them): its fused and
-    integer kernels depart from ONNX on 16-bit types and, on CPUs without VNNI, on int8 weights
-    past 7 bits (see the module docstring)."""
-    if not any(node.op_type in _QDQ | set(_ONNX_RUNTIME_WEIGHTS) and node.domain in ("", "ai.onnx")
-               for node in model.graph):
+    QLinearConv, QLinearMatMul and MatMulInteger as :func:`integer_ops_as_written` writes them):
+    its fused and integer kernels depart from ONNX on 16-bit types and, on CPUs without VNNI, on
+    int8 weights (MatMulInteger's past 7 bits; see the module docstring)."""
+    if not any(node.op_type in _QDQ | set(_STATIC_WEIGHTS) | set(_DYNAMIC_WEIGHTS)
+               and node.domain in ("", "ai.onnx") for node in model.graph):
         return False
-    return _sixteen_bit_qdq(model) or (
-        not exact_int8_products() and _saturating_weights(model, _ONNX_RUNTIME_WEIGHTS))
+    return _sixteen_bit_qdq(model) or (not exact_int8_products() and (
+        _int8_weights(model, _STATIC_WEIGHTS) or _int8_weights(model, _DYNAMIC_WEIGHTS, _PAIR_SAFE)))
 
 
 def exact_int8_products() -> bool:
@@ -85,17 +88,26 @@ def exact_int8_products() -> bool:
 
 
 def _sixteen_bit_qdq(model: ir.Model) -> bool:
-    for node in model.graph:
-        if node.op_type in _QDQ and node.domain in ("", "ai.onnx"):
-            quantized = node.outputs[0] if node.op_type == "QuantizeLinear" else node.inputs[0]
-            if quantized is not None and quantized.dtype in _SIXTEEN_BIT:
-                return True
-    return False
+    return any(node.op_type in _QDQ and node.domain in ("", "ai.onnx")
+               and _quantized_dtype(node) in _SIXTEEN_BIT for node in model.graph)
 
 
-def _saturating_weights(model: ir.Model, weight_inputs: dict[str, int]) -> bool:
-    """Whether a constant int8 weight of a quantized op (the input of ``weight_inputs`` by op type)
-    holds a magnitude past :data:`_PAIR_SAFE`."""
+def _quantized_dtype(node: ir.Node) -> ir.DataType | None:
+    """The quantized type of a QuantizeLinear (its output) or DequantizeLinear (its input): the
+    value's type where known, else its zero point's, else a QuantizeLinear's ``output_dtype``."""
+    value = node.outputs[0] if node.op_type == "QuantizeLinear" else node.inputs[0]
+    if value is not None and value.dtype is not None:
+        return value.dtype
+    zero = node.inputs[2] if len(node.inputs) > 2 else None
+    if zero is not None and zero.dtype is not None:
+        return zero.dtype
+    output_dtype = node.attributes.get_int("output_dtype", 0) if node.op_type == "QuantizeLinear" else 0
+    return ir.DataType(output_dtype) if output_dtype else None
+
+
+def _int8_weights(model: ir.Model, weight_inputs: dict[str, int], past: int = -1) -> bool:
+    """Whether a quantized op has a constant int8 weight (the input of ``weight_inputs`` by op type)
+    holding a magnitude past ``past`` (any, by default)."""
     for node in model.graph:
         index = weight_inputs.get(node.op_type)
         if index is None or node.domain not in ("", "ai.onnx") or len(node.inputs) <= index:
@@ -107,7 +119,7 @@ def _saturating_weights(model: ir.Model, weight_inputs: dict[str, int]) -> bool:
         producer = weight.producer()
         if constant is None and producer is not None and producer.op_type == "Constant":
             constant = producer.attributes["value"].as_tensor() if "value" in producer.attributes else None
-        if constant is not None and np.abs(constant.numpy().astype(np.int16)).max(initial=0) > _PAIR_SAFE:
+        if constant is not None and np.abs(constant.numpy().astype(np.int16)).max(initial=0) > past:
             return True
     return False
 
