@@ -86,6 +86,29 @@ def cnn(opset: int = 13) -> FloatModel:
                       _normal((2, 3, 12, 12)))
 
 
+def separable(opset: int = 13) -> FloatModel:
+    """A depthwise-separable block: a Conv with asymmetric pads and Clip (ReLU6), a dilated
+    depthwise Conv (group = channels) with Relu, a pointwise Conv added back (a residual Add),
+    then a Conv1d over the flattened positions and LeakyRelu: x [2, 3, 12, 13] -> y [2, 8, 156]."""
+    rng = np.random.default_rng(8)
+    inits = _weights(rng, w0=(16, 3, 3, 3), b0=(16,), wd=(16, 1, 3, 3), bd=(16,), wp=(16, 16, 1, 1), bp=(16,),
+                     w1=(8, 16, 3), b1=(8,))
+    inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
+    inits.append(numpy_helper.from_array(np.array([2, 16, 156], np.int64), "positions"))
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 0, 1, 2]),
+             helper.make_node("Clip", ["c0", "lo", "hi"], ["r0"]),
+             helper.make_node("Conv", ["r0", "wd", "bd"], ["cd"], group=16, pads=[2, 2, 2, 2],
+                              dilations=[2, 2]),
+             helper.make_node("Relu", ["cd"], ["rd"]),
+             helper.make_node("Conv", ["rd", "wp", "bp"], ["cp"]),
+             helper.make_node("Add", ["cp", "r0"], ["res"]),
+             helper.make_node("Reshape", ["res", "positions"], ["seq"]),
+             helper.make_node("Conv", ["seq", "w1", "b1"], ["c1"], pads=[1, 1]),
+             helper.make_node("LeakyRelu", ["c1"], ["y"], alpha=0.1)]
+    return FloatModel(_model(nodes, (TensorProto.FLOAT, [2, 3, 12, 13]), [2, 8, 156], inits, opset),
+                      _normal((2, 3, 12, 13)))
+
+
 def mlp(opset: int = 13) -> FloatModel:
     """Gemm-Sigmoid, MatMul+Add-Tanh, MatMul+Add: x [N, 24] -> y [N, 8]."""
     rng = np.random.default_rng(2)
@@ -175,5 +198,6 @@ def embedding(opset: int = 13) -> FloatModel:
 
 
 MODELS: dict[str, Callable[..., FloatModel]] = {
-    "cnn": cnn, "mlp": mlp, "transformer": transformer, "decoder": decoder, "embedding": embedding}
+    "cnn": cnn, "separable": separable, "mlp": mlp, "transformer": transformer, "decoder": decoder,
+    "embedding": embedding}
 """The builders by name; each takes the opset to write (16-bit and 4-bit types need 21)."""

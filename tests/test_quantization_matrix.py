@@ -1,6 +1,6 @@
 """Models quantized with ``onnxruntime.quantization``, on the CPU and on ``GPU.0``, against ONNX.
 
-Five small float models (:mod:`quantization_matrix_models`) go through
+Six small float models (:mod:`quantization_matrix_models`) go through
 ``quantize_static`` (QDQ and QOperator formats) and ``quantize_dynamic`` under many
 of their options; each quantized model then runs on ``CPU`` and on ``GPU.0``
 (emulated on torch's CPU) with ``PERFORMANCE_HINT`` LATENCY (and, on the GPU,
@@ -86,6 +86,12 @@ CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
     "cnn-qdq-weight-pair": ("cnn", "qdq", 13, {"extra_options": {"AddQDQPairToWeight": True}}),
     "cnn-qdq-movers": ("cnn", "qdq", 13, {"op_types_to_quantize": ["Conv", "MaxPool", "Concat", "Resize"]}),
     "cnn-qdq-conv-only": ("cnn", "qdq", 13, {"op_types_to_quantize": ["Conv"]}),
+    "separable-qdq-u8s8-pc": ("separable", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QInt8,
+                                                       "per_channel": True}),
+    "separable-qdq-s8s8-pc-rr": ("separable", "qdq", 13, {"activation_type": Q.QInt8, "weight_type": Q.QInt8,
+                                                          "per_channel": True, "reduce_range": True}),
+    "separable-qdq-u8u8": ("separable", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QUInt8}),
+    "separable-qdq-s4": ("separable", "qdq", 21, {"activation_type": Q.QInt8, "weight_type": Q.QInt4}),
     "mlp-qdq-u8s8": ("mlp", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QInt8}),
     "mlp-qdq-s8s8-sym": ("mlp", "qdq", 13, {"activation_type": Q.QInt8, "weight_type": Q.QInt8,
                                             "extra_options": {"ActivationSymmetric": True,
@@ -119,6 +125,7 @@ CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
     "cnn-qop-conv": ("cnn", "qop", 13, {"op_types_to_quantize": ["Conv"]}),
     "cnn-qop-conv-pc": ("cnn", "qop", 13, {"op_types_to_quantize": ["Conv"], "per_channel": True,
                                            "weight_type": Q.QInt8, "activation_type": Q.QUInt8}),
+    "separable-qop": ("separable", "qop", 13, {"op_types_to_quantize": ["Conv"]}),
     "mlp-qop-matmul": ("mlp", "qop", 13, {"op_types_to_quantize": ["MatMul"]}),
     "mlp-qop-matmul-pc": ("mlp", "qop", 13, {"op_types_to_quantize": ["MatMul"], "per_channel": True}),
     "cnn-qop-conv-s8s8": ("cnn", "qop", 13, {"op_types_to_quantize": ["Conv"], "activation_type": Q.QInt8}),
@@ -128,6 +135,8 @@ CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
     "cnn-dyn-u8": ("cnn", "dynamic", 13, {"weight_type": Q.QUInt8, "op_types_to_quantize": ["Conv"]}),
     "cnn-dyn-s8-pc-rr": ("cnn", "dynamic", 13, {"weight_type": Q.QInt8, "per_channel": True,
                                                 "reduce_range": True, "op_types_to_quantize": ["Conv"]}),
+    "separable-dyn-s8": ("separable", "dynamic", 13, {"weight_type": Q.QInt8,
+                                                      "op_types_to_quantize": ["Conv"]}),
     "mlp-dyn-u8": ("mlp", "dynamic", 13, {"weight_type": Q.QUInt8}),
     "mlp-dyn-s8-pc": ("mlp", "dynamic", 13, {"weight_type": Q.QInt8, "per_channel": True}),
     "mlp-dyn-default": ("mlp", "dynamic", 13, {}),
