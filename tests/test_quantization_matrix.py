@@ -44,7 +44,7 @@ from quantization_matrix_models import MODELS, FloatModel
 import inferplex as ov
 
 quantization = pytest.importorskip("onnxruntime.quantization")
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
 STEPS = 1
@@ -221,6 +221,15 @@ def core(emulated_core: ov.Core) -> ov.Core:
     return emulated_core
 
 
+@pytest.fixture
+def cuda_core(monkeypatch: pytest.MonkeyPatch) -> ov.Core:
+    """A Core whose GPU.0 is the first CUDA GPU (not an emulated one)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    monkeypatch.delenv("INFERPLEX_EMULATED_GPUS", raising=False)
+    return ov.Core()
+
+
 @pytest.mark.parametrize("device", list(DEVICES))
 @pytest.mark.parametrize("case", list(CASES))
 def test_quantized_model_matches_onnx(core: ov.Core, case: str, device: str) -> None:
@@ -337,9 +346,9 @@ def test_onnx_runtime_default_session_departs_without_vnni(core: ov.Core) -> Non
 @pytest.mark.parametrize("case", ["cnn-qdq-u8s8-pc", "mlp-qdq-s8s8-sym", "transformer-qdq-u8s8",
                                   "transformer-qdq-u16s8", "cnn-qop-conv-pc", "mlp-dyn-default",
                                   "embedding-qdq-s8s8", "decoder-qdq-u8s8"])
-def test_quantized_model_on_cuda_matches_onnx(case: str) -> None:
+def test_quantized_model_on_cuda_matches_onnx(cuda_core: ov.Core, case: str) -> None:
     model, batches = _quantized(case)
-    compiled = ov.Core().compile_model(model, "GPU.0", DEVICES["GPU.0"])
+    compiled = cuda_core.compile_model(model, "GPU.0", DEVICES["GPU.0"])
     for feeds in batches:
         want = _reference(model, feeds)
         _assert_within_steps(np.asarray(compiled(feeds)[0]), want, _output_step(model, want))
@@ -347,9 +356,9 @@ def test_quantized_model_on_cuda_matches_onnx(case: str) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["cnn-qdq-u8s8-pc", "mlp-qdq-s8s8-sym"])
-def test_quantized_model_on_the_compiled_cuda_tier_matches_onnx(case: str) -> None:
+def test_quantized_model_on_the_compiled_cuda_tier_matches_onnx(cuda_core: ov.Core, case: str) -> None:
     model, batches = _quantized(case)
-    compiled = ov.Core().compile_model(model, "GPU.0", {**DEVICES["GPU.0"], "TORCH_COMPILE": "YES"})
+    compiled = cuda_core.compile_model(model, "GPU.0", {**DEVICES["GPU.0"], "TORCH_COMPILE": "YES"})
     compiled(batches[0])
     deadline = time.monotonic() + 300
     while compiled.get_property("COMPILED_TIER") == "COMPILING" and time.monotonic() < deadline:
