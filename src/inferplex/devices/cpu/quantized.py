@@ -119,8 +119,10 @@ def _int8_weights(model: ir.Model, weight_inputs: dict[str, int], past: int = -1
         producer = weight.producer()
         if constant is None and producer is not None and producer.op_type == "Constant":
             constant = producer.attributes["value"].as_tensor() if "value" in producer.attributes else None
-        if constant is not None and np.abs(constant.numpy().astype(np.int16)).max(initial=0) > past:
-            return True
+        if constant is None:
+            continue
+        if past < 0 or np.abs(constant.numpy().astype(np.int16)).max(initial=0) > past:
+            return True  # where any weight decides, none is read
     return False
 
 
