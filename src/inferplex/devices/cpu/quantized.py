@@ -10,6 +10,10 @@ written (``tests/test_quantization_matrix.py``) finds these departures:
   int16; ``quantize_static`` writes them for 16-bit activations) into results
   thousands of steps away from ONNX's; ONNX Runtime's fused QDQ kernels put such
   models a hundred steps away.  Neither depends on the instruction set.
+- ONNX Runtime fuses a blockwise DequantizeLinear (``block_size``; what
+  ``MatMulNBitsQuantizer`` writes in the QDQ format) and its MatMul into
+  ``MatMulNBits``, whose kernel computes less accurately than ONNX's float MatMul
+  (outputs a few thousandths of their range away).
 - On x86 CPUs without VNNI (AVX512_VNNI, AVX_VNNI or AMX), OpenVINO's int8 kernels
   and ONNX Runtime's fused QDQ kernels, QLinearConv (per-channel weights) and
   MatMulInteger multiply uint8 activations by int8 weights with an instruction
@@ -21,9 +25,10 @@ written (``tests/test_quantization_matrix.py``) finds these departures:
   CPUs with VNNI sum in 32 bits, exactly.
 
 So, on CPUs without VNNI, the default engine leaves models with int8 weights to
-ONNX Runtime (:func:`onnx_runtime_keeps`), and ONNX Runtime runs their quantized
-ops as written (:func:`runs_as_written`: its QDQ fusions off through the session
-option ``session.disable_quant_qdq``, its integer ops rewritten by
+ONNX Runtime (:func:`onnx_runtime_keeps`), and ONNX Runtime runs such models, and
+16-bit and blockwise ones, with their quantized ops as written
+(:func:`runs_as_written`: its QDQ fusions off through the session option
+``session.disable_quant_qdq``, its integer ops rewritten by
 :func:`integer_ops_as_written`), which computes ONNX's values at float speed.
 Models with uint8 or 4-bit weights keep OpenVINO's kernels, as do dynamically
 quantized models, whose MatMulInteger and ConvInteger OpenVINO sums exactly.
@@ -70,12 +75,13 @@ def onnx_runtime_keeps(model: ir.Model) -> str:
 def runs_as_written(model: ir.Model) -> bool:
     """Whether ONNX Runtime must run ``model``'s quantized ops as written (its QDQ fusions off, its
     QLinearConv, QLinearMatMul and MatMulInteger as :func:`integer_ops_as_written` writes them):
-    its fused and integer kernels depart from ONNX on 16-bit types and, on CPUs without VNNI, on
-    int8 weights (MatMulInteger's past 7 bits; see the module docstring)."""
+    its fused and integer kernels depart from ONNX on 16-bit types, on blockwise-quantized weights
+    and, on CPUs without VNNI, on int8 weights (MatMulInteger's past 7 bits; see the module
+    docstring)."""
     if not any(node.op_type in _QDQ | set(_STATIC_WEIGHTS) | set(_DYNAMIC_WEIGHTS)
                and node.domain in ("", "ai.onnx") for node in model.graph):
         return False
-    return _sixteen_bit_qdq(model) or (not exact_int8_products() and (
+    return _sixteen_bit_qdq(model) or _blocked(model) or (not exact_int8_products() and (
         _int8_weights(model, _STATIC_WEIGHTS) or _int8_weights(model, _DYNAMIC_WEIGHTS, _PAIR_SAFE)))
 
 
@@ -90,6 +96,12 @@ def exact_int8_products() -> bool:
 def _sixteen_bit_qdq(model: ir.Model) -> bool:
     return any(node.op_type in _QDQ and node.domain in ("", "ai.onnx")
                and _quantized_dtype(node) in _SIXTEEN_BIT for node in model.graph)
+
+
+def _blocked(model: ir.Model) -> bool:
+    """Whether a DequantizeLinear dequantizes blockwise (``block_size``, opset 21)."""
+    return any(node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx")
+               and node.attributes.get_int("block_size", 0) for node in model.graph)
 
 
 def _quantized_dtype(node: ir.Node) -> ir.DataType | None:
