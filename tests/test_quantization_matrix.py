@@ -1,8 +1,8 @@
 """Models quantized with ``onnxruntime.quantization``, on the CPU and on ``GPU.0``, against ONNX.
 
 Six small float models (:mod:`quantization_matrix_models`) go through
-``quantize_static`` (QDQ and QOperator formats) and ``quantize_dynamic`` under many
-of their options; each quantized model then runs on ``CPU`` and on ``GPU.0``
+``quantize_static`` (QDQ and QOperator formats), ``quantize_dynamic`` and
+``MatMulNBitsQuantizer`` (QDQ format) under many of their options; each quantized model then runs on ``CPU`` and on ``GPU.0``
 (emulated on torch's CPU) with ``PERFORMANCE_HINT`` LATENCY (and, on the GPU,
 ``INFERENCE_PRECISION_HINT`` f32).  QOperator cases quantize only the ops whose
 quantized forms are standard ONNX ops (QLinearConv, QLinearMatMul): on the others
@@ -15,8 +15,10 @@ ONNX's reference evaluator.  ONNX Runtime's default session departs from that
 definition on x86 CPUs without VNNI: its fused QDQ kernels, QLinearConv with
 per-channel weights and MatMulInteger multiply uint8 by int8 with ``vpmaddubsw``,
 which saturates 16-bit pair sums once int8 weights use more than 7 bits (the
-default unless ``reduce_range``); and its fused kernels depart on 16-bit types
-(:func:`test_onnx_runtime_default_session_departs_without_vnni` shows one).
+default unless ``reduce_range``); and, on any CPU, its fused kernels depart on
+16-bit types and it fuses blockwise weights into MatMulNBits, which computes less
+accurately (:func:`test_onnx_runtime_default_session_departs_without_vnni` shows
+one).
 
 Tolerance: a quantized model requantizes its activations, and a value that sits
 on a rounding boundary may round either way under another (equally right) float
@@ -66,9 +68,10 @@ class _Reader:
         return next(self._feeds, None)
 
 
-# (model, format, opset, options): format is "qdq", "qop" (quantize_static) or "dynamic"; the option
-# "preprocess" runs onnxruntime.quantization's quant_pre_process (shape inference, ONNX Runtime's
-# basic graph optimizations) first, as ONNX Runtime's quantization guide advises
+# (model, format, opset, options): format is "qdq", "qop" (quantize_static), "blockwise"
+# (MatMulNBitsQuantizer) or "dynamic"; the option "preprocess" runs onnxruntime.quantization's
+# quant_pre_process (shape inference, ONNX Runtime's basic graph optimizations) first, as ONNX
+# Runtime's quantization guide advises
 CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
     # QDQ: per tensor / per channel, each activation type with each weight type
     "cnn-qdq-u8u8": ("cnn", "qdq", 13, {"activation_type": Q.QUInt8, "weight_type": Q.QUInt8}),
@@ -131,6 +134,10 @@ CASES: dict[str, tuple[str, str, int, dict[str, Any]]] = {
     "cnn-qop-conv-s8s8": ("cnn", "qop", 13, {"op_types_to_quantize": ["Conv"], "activation_type": Q.QInt8}),
     "transformer-qop-matmul": ("transformer", "qop", 17, {"op_types_to_quantize": ["MatMul"]}),
     "decoder-qop": ("decoder", "qop", 13, {"op_types_to_quantize": ["ConvTranspose"]}),
+    # blockwise 4-bit weights (MatMulNBitsQuantizer, QDQ format; opset 21); a float output
+    "mlp-blockwise-sym-16": ("mlp", "blockwise", 21, {"block_size": 16, "is_symmetric": True}),
+    "transformer-blockwise-asym-32": ("transformer", "blockwise", 21, {"block_size": 32,
+                                                                       "is_symmetric": False}),
     # dynamic
     "cnn-dyn-u8": ("cnn", "dynamic", 13, {"weight_type": Q.QUInt8, "op_types_to_quantize": ["Conv"]}),
     "cnn-dyn-s8-pc-rr": ("cnn", "dynamic", 13, {"weight_type": Q.QInt8, "per_channel": True,
@@ -166,6 +173,8 @@ def _quantized(case: str) -> tuple[onnx.ModelProto, list[dict[str, np.ndarray]]]
             quantization.shape_inference.quant_pre_process(source, source)
         if form == "dynamic":
             quantization.quantize_dynamic(source, target, **options)
+        elif form == "blockwise":  # weight-only, 4 bits per block of K
+            _quantize_blockwise(float_model.model, target, **options)
         else:
             calibration = _Reader([float_model.feed(rng) for _ in range(4)])
             fmt = quantization.QuantFormat.QDQ if form == "qdq" else quantization.QuantFormat.QOperator
@@ -176,6 +185,18 @@ def _quantized(case: str) -> tuple[onnx.ModelProto, list[dict[str, np.ndarray]]]
     if float_model.rows is not None:  # a symbolic batch axis: one row, then more than calibrated
         return model, [float_model.rows(rng, 1), float_model.rows(rng, 9)]
     return model, [float_model.feed(rng) for _ in range(2)]
+
+
+def _quantize_blockwise(model: onnx.ModelProto, target: Path, block_size: int, is_symmetric: bool) -> None:
+    """MatMulNBitsQuantizer in the QDQ format: int4 weights, DequantizeLinear with ``block_size``."""
+    from onnxruntime.quantization import matmul_nbits_quantizer as nbits
+
+    config = nbits.DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=is_symmetric,
+                                                quant_format=quantization.QuantFormat.QDQ,
+                                                op_types_to_quantize=("MatMul",))
+    quantizer = nbits.MatMulNBitsQuantizer(model, algo_config=config)
+    quantizer.process()
+    onnx.save(quantizer.model.model, target)
 
 
 _INTEGER_KERNELS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"})
@@ -242,7 +263,7 @@ def test_quantized_model_matches_onnx(core: ov.Core, case: str, device: str) -> 
 
 @pytest.mark.parametrize("case", ["mlp-qdq-s8s8-sym", "transformer-qdq-u16s8", "cnn-qop-conv-pc",
                                   "mlp-dyn-default", "mlp-dyn-s8-pc", "cnn-dyn-s8",
-                                  "transformer-dyn-default"])
+                                  "transformer-dyn-default", "mlp-blockwise-sym-16"])
 def test_quantized_model_on_the_onnx_runtime_engine_matches_onnx(core: ov.Core, case: str) -> None:
     """The CPU's ONNX Runtime engine, asked for by name, where ONNX Runtime's default session departs."""
     model, batches = _quantized(case)
