@@ -2,12 +2,13 @@
 
 Six small float models (:mod:`quantization_matrix_models`) go through
 ``quantize_static`` (QDQ and QOperator formats), ``quantize_dynamic`` and
-``MatMulNBitsQuantizer`` (QDQ format) under many of their options; each quantized model then runs on ``CPU`` and on ``GPU.0``
-(emulated on torch's CPU) with ``PERFORMANCE_HINT`` LATENCY (and, on the GPU,
-``INFERENCE_PRECISION_HINT`` f32).  QOperator cases quantize only the ops whose
-quantized forms are standard ONNX ops (QLinearConv, QLinearMatMul): on the others
-``quantize_static`` writes com.microsoft ops (QGemm, QLinearAdd, QLinearConcat,
-QLinearGlobalAveragePool, QLinearSigmoid, QLinearMul, QLinearSoftmax).
+``MatMulNBitsQuantizer`` (QDQ format) under many of their options; each quantized
+model then runs on ``CPU`` and on ``GPU.0`` (emulated on torch's CPU) with
+``PERFORMANCE_HINT`` LATENCY (and, on the GPU, ``INFERENCE_PRECISION_HINT`` f32).
+QOperator cases quantize only the ops whose quantized forms are standard ONNX ops
+(QLinearConv, QLinearMatMul): on the others ``quantize_static`` writes
+com.microsoft ops (QGemm, QLinearAdd, QLinearConcat, QLinearGlobalAveragePool,
+QLinearSigmoid, QLinearMul, QLinearSoftmax).
 
 The reference is the model as ONNX defines it, computed by ONNX Runtime running
 each op as written (graph optimizations off) or, for models with integer ops, by
@@ -22,7 +23,9 @@ one).
 
 Tolerance: a quantized model requantizes its activations, and a value that sits
 on a rounding boundary may round either way under another (equally right) float
-summation order.  The outputs must be within ``STEPS`` steps of the output's
+summation order; a step so lost grows through the layers after it (a 2x2
+AveragePool of quantized values lands on such boundaries often: the models here
+have none).  The outputs must be within ``STEPS`` steps of the output's
 scale (the scale of the DequantizeLinear that makes the output; for a float
 output, a thousandth of its largest magnitude) plus one float32 rounding, and
 at most 5% of them may be a step off.
