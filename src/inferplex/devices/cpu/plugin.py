@@ -10,7 +10,8 @@ Engines (the ``ENGINE`` property):
 
 Left unset, each model runs on OpenVINO when OpenVINO reads and compiles it,
 and on ONNX Runtime otherwise (contrib ops that OpenVINO lacks, such as
-``com.microsoft.Inverse``); the compiled model's ``ENGINE`` says which, and
+``com.microsoft.Inverse``; ops OpenVINO computes unlike ONNX, among them the
+quantized ones of :mod:`.quantized`); the compiled model's ``ENGINE`` says which, and
 ``ENGINE_FALLBACK_REASON`` why.  Set explicitly, the engine is the one asked
 for, and a model it cannot run is a CompileError.  ``query_model`` answers for
 the engine that would compile the model.
