@@ -6,7 +6,9 @@ Modules: ``plugin`` (the device family, its properties, the engine choice),
 how a CPU config maps onto it), ``openvino_dtypes`` (bfloat16, float8, sub-byte and
 string tensors across OpenVINO's API), ``onnxruntime_dtypes`` (float8 tensors across
 ONNX Runtime's API), ``onnxruntime_support`` (which nodes ONNX Runtime
-runs), ``profile`` (both engines' counters as profiling records), ``cpu_info``
+runs), ``quantized`` (which quantized models each engine computes unlike ONNX, and
+how ONNX Runtime then runs them as written), ``profile`` (both engines' counters as
+profiling records), ``cpu_info``
 (name, cores, memory, instruction sets) and ``threads`` (thread priority).
 """
 

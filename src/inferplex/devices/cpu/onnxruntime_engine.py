@@ -51,7 +51,7 @@ import onnxruntime as ort
 
 from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
-from inferplex.devices.cpu import cpu_info
+from inferplex.devices.cpu import cpu_info, quantized
 from inferplex.devices.cpu.onnxruntime_dtypes import float8_ports, run_with_float8
 from inferplex.devices.cpu.profile import ORT_PROVIDER, ort_last_run_records
 from inferplex.devices.cpu.program import CpuProgram, to_numpy
@@ -102,6 +102,9 @@ class OnnxRuntimeProgram(CpuProgram):
 
     def __init__(self, model: ir.Model, config: Mapping[str, Any], fallback_reason: str = "") -> None:
         model_bytes, initializers = serialize_for_ort(model)
+        self._as_written = quantized.runs_as_written(model)
+        if self._as_written:
+            model_bytes = quantized.integer_ops_as_written(model_bytes)
         self._setup(config, model_bytes, initializers, _external_data_dir(model), fallback_reason)
 
     @classmethod
@@ -109,6 +112,7 @@ class OnnxRuntimeProgram(CpuProgram):
         """A program from :meth:`exported` bytes: sessions over the optimized model, not optimized again."""
         head, _, optimized = blob.partition(b"\n")
         program = cls.__new__(cls)
+        program._as_written = False  # the optimized model keeps what the first session kept
         program._setup(config, optimized, [], "", str(json.loads(head)["fallback_reason"]), optimized=True)
         return program
 
@@ -157,6 +161,8 @@ class OnnxRuntimeProgram(CpuProgram):
         options.log_severity_level = 3  # warnings about unused initializers are not the user's concern
         if self._optimized:  # an optimized model from the cache: optimizing it again gains nothing
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if self._as_written:  # its fused QDQ kernels depart from ONNX here (see .quantized)
+            options.add_session_config_entry("session.disable_quant_qdq", "1")
         if not self._spinning:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self._config.get("CPU_DENORMALS_OPTIMIZATION"):

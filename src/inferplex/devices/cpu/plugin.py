@@ -10,7 +10,8 @@ Engines (the ``ENGINE`` property):
 
 Left unset, each model runs on OpenVINO when OpenVINO reads and compiles it,
 and on ONNX Runtime otherwise (contrib ops that OpenVINO lacks, such as
-``com.microsoft.Inverse``); the compiled model's ``ENGINE`` says which, and
+``com.microsoft.Inverse``; ops OpenVINO computes unlike ONNX, among them the
+quantized ones of :mod:`.quantized`); the compiled model's ``ENGINE`` says which, and
 ``ENGINE_FALLBACK_REASON`` why.  Set explicitly, the engine is the one asked
 for, and a model it cannot run is a CompileError.  ``query_model`` answers for
 the engine that would compile the model.
@@ -28,7 +29,7 @@ import onnx_ir as ir
 from inferplex.config import values
 from inferplex.config.values import Parser
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
-from inferplex.devices.cpu import cpu_info, onnxruntime_engine, openvino_core, openvino_engine
+from inferplex.devices.cpu import cpu_info, onnxruntime_engine, openvino_core, openvino_engine, quantized
 from inferplex.devices.cpu.onnxruntime_support import ort_supported_nodes
 from inferplex.devices.cpu.program import CpuProgram
 from inferplex.errors import CompileError
@@ -291,13 +292,16 @@ def _contrib_differs(node: ir.Node) -> str:
 
 def _onnx_runtime_where_it_runs(model: ir.Model, config: Mapping[str, Any]) -> CpuProgram | None:
     """ONNX Runtime's program for a model that casts or quantizes to float8 unlike ONNX on OpenVINO
-    (:func:`_float8_differs`), where ONNX Runtime compiles it at f32 (the precision it computes in);
+    (:func:`_float8_differs`), or whose quantized ops OpenVINO computes unlike ONNX (see
+    :mod:`.quantized`), where ONNX Runtime compiles it at f32 (the precision it computes in);
     else None, and OpenVINO runs it: ONNX Runtime lacks such kernels at the newest opsets, where a
     model OpenVINO runs, edge values aside, beats a compile error."""
     reason = next((found for node in model.graph if (found := _float8_differs(node))), "")
+    if reason:
+        reason = f"OpenVINO's CPU plugin computes {reason} unlike ONNX's definition"
+    reason = reason or quantized.onnx_runtime_keeps(model)
     if not reason or config.get("INFERENCE_PRECISION_HINT", "f32") != "f32":
         return None
-    reason = f"OpenVINO's CPU plugin computes {reason} unlike ONNX's definition"
     try:
         program = onnxruntime_engine.OnnxRuntimeProgram(model, config, fallback_reason=reason)
     except CompileError:
