@@ -261,7 +261,8 @@ def _int8_kernel(a: torch.Tensor, a_zero: torch.Tensor | None, b: torch.Tensor) 
     shift = 128 if a.dtype == torch.uint8 else 0
     if shift:
         rows = (rows.to(torch.int16) - shift).to(torch.int8)
-    acc = torch._int_mm(rows.contiguous(), b.contiguous())
+    # cuBLASLt's int8 kernels read the right operand column-major (a K x N row-major one is refused)
+    acc = torch._int_mm(rows.contiguous(), b.t().contiguous().t())
     if shift or a_zero is not None:
         offset = shift - (0 if a_zero is None else a_zero.to(torch.int32).reshape(-1, 1))
         # torch sums integers into int64: keep the column sums int32, like the product
