@@ -144,13 +144,12 @@ def test_statically_quantized_conv_net_matches_onnx_runtime(core: ov.Core, tmp_p
     torch.manual_seed(4)
     x = torch.randn(1, 3, 16, 16)
     float_model = export_onnx(_ConvNet(), (x,), ["x"], opset=13)
-    # Linear layers quantize to com.microsoft's QGemm in the operator format: keep those float.
+    # in the operator format the Linear layers quantize to com.microsoft's QGemm, the GPU's too
     model = _quantized(tmp_path, float_model, True,
-                       quant_format=getattr(quantization.QuantFormat, quant_format),
-                       op_types_to_quantize=["Conv"] if quant_format == "QOperator" else None)
+                       quant_format=getattr(quantization.QuantFormat, quant_format))
     ops = {n.op_type for n in model.graph.node}
     assert ({"QuantizeLinear", "DequantizeLinear"} <= ops if quant_format == "QDQ"
-            else {"QLinearConv", "QuantizeLinear"} <= ops)
+            else {"QLinearConv", "QuantizeLinear", "QGemm"} <= ops)
     feeds = {"x": np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)}
     (got,) = _run_on_gpu(core, model, feeds)
     (want,) = _ort_unfused(model, feeds)
