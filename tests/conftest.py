@@ -99,6 +99,22 @@ def emulated_core() -> Iterator[ov.Core]:
         yield ov.Core()
 
 
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.fixture(params=[pytest.param("emulated", id="emulated"),
+                        pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+                            not _has_cuda(), reason="needs a CUDA GPU")])])
+def emulated_or_cuda_core(request: Any, emulated_core: ov.Core) -> ov.Core:
+    """Each test twice: on the emulated GPU.0, and (``gpu`` marker) on a CUDA GPU.0."""
+    return emulated_core if request.param == "emulated" else ov.Core()
+
+
 def queued_results(compiled: Any, feeds: Sequence[Mapping[str, Any]], jobs: int = 32) -> dict[int, Any]:
     """``jobs`` requests through an AsyncInferQueue of the compiled model's optimal size (every
     worker serves), feeds taken in turn: each job's first output, every job ended exactly once."""

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from quantized_models import profiled
@@ -24,7 +23,7 @@ from torch_export import export_onnx
 
 import inferplex as ov
 
-from conftest import make_model
+from conftest import make_model, ort_run
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -33,11 +32,6 @@ nn = torch.nn
 @pytest.fixture(scope="module")
 def core(emulated_core: ov.Core) -> ov.Core:
     return emulated_core
-
-
-def _ort(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 def _ran(records: dict[str, str]) -> set[str]:
@@ -64,7 +58,7 @@ def test_exported_gelu_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, 
     assert any(n.op_type == formula_op for n in model.graph.node)
     feeds = {"x": np.random.default_rng(1).standard_normal((8, 32)).astype(np.float32) * 3}
     got, records = profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": "f32"})
-    (want,) = _ort(model, feeds)
+    (want,) = ort_run(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     inner = {n.name for n in model.graph.node if n.op_type == formula_op}
     assert not inner & _ran(records), "the formula's Erf/Tanh still runs on its own"
@@ -101,7 +95,7 @@ def test_gelu_formula_forms_run_as_one_call(core: ov.Core, variant: str) -> None
     feeds = {"x": np.linspace(-6, 6, 5 * 24, dtype=np.float32).reshape(5, 24)}
     got, records = profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": "f32"})
     # 1 + erf(x / sqrt 2) cancels for x << 0: an ulp of 1 (6e-8) in erf is the absolute error there
-    np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-5, atol=1e-6)
     assert "erf" not in _ran(records)
 
 
@@ -110,12 +104,12 @@ def test_formula_read_elsewhere_or_with_another_constant_runs_as_written(core: o
     # the Erf's output is a graph output too: the steps must run
     read_elsewhere = _model(_erf_gelu_nodes("div"), ["y", "e"], _constants())
     got = core.compile_model(read_elsewhere, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})(feeds)
-    for index, want in enumerate(_ort(read_elsewhere, feeds)):
+    for index, want in enumerate(ort_run(read_elsewhere, feeds)):
         np.testing.assert_allclose(got[index], want, rtol=1e-6, atol=1e-7)
     # x / 1.5 is not GELU's
     other = _model(_erf_gelu_nodes("div"), ["y"], _constants(root_two=1.5))
     result, records = profiled(core, other, feeds, {"INFERENCE_PRECISION_HINT": "f32"})
-    np.testing.assert_allclose(result, _ort(other, feeds)[0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(result, ort_run(other, feeds)[0], rtol=1e-6, atol=1e-7)
     assert "erf" in _ran(records)
 
 
@@ -123,7 +117,7 @@ def test_gelu_under_f16_stays_close(core: ov.Core) -> None:
     model = _mlp(nn.GELU())
     feeds = {"x": np.random.default_rng(4).standard_normal((8, 32)).astype(np.float32)}
     got = np.asarray(core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"})(feeds)[0])
-    np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("op_type", ["Add", "Sub", "Mul", "Div"])
@@ -145,7 +139,7 @@ def test_arithmetic_by_one_value_constant_matches_onnx_runtime_exactly(core: ov.
         x[0, 0], x[0, 1] = 0.0, np.float32(1e-39)  # a zero and a subnormal
         feeds = {"x": x}
         got = np.asarray(core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})(feeds)[0])
-        (want,) = _ort(model, feeds)
+        (want,) = ort_run(model, feeds)
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
 
@@ -157,6 +151,6 @@ def test_gelu_on_cuda_matches_onnx_runtime(activation: Any) -> None:
     model = _mlp(activation)
     feeds = {"x": np.random.default_rng(6).standard_normal((64, 32)).astype(np.float32) * 3}
     compiled = ov.Core().compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
-    (want,) = _ort(model, feeds)
+    (want,) = ort_run(model, feeds)
     for _ in range(3):  # the first run, then CUDA-graph replays
         np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=1e-4, atol=1e-5)

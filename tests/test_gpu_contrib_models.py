@@ -31,15 +31,9 @@ pytest.importorskip("onnxruntime.transformers.optimizer")
 _MS = "com.microsoft"
 
 
-def _cores() -> list[Any]:
-    cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-    return [pytest.param("emulated", id="emulated"),
-            pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, cuda])]
-
-
-@pytest.fixture(params=_cores())
-def core(request: Any, emulated_core: ov.Core) -> ov.Core:
-    return emulated_core if request.param == "emulated" else ov.Core()
+@pytest.fixture
+def core(emulated_or_cuda_core: ov.Core) -> ov.Core:
+    return emulated_or_cuda_core
 
 
 def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

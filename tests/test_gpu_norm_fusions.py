@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from quantized_models import profiled
@@ -21,7 +20,7 @@ from torch_export import export_onnx
 
 import inferplex as ov
 
-from conftest import make_model
+from conftest import make_model, ort_run
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -32,11 +31,6 @@ _F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 @pytest.fixture(scope="module")
 def core(emulated_core: ov.Core) -> ov.Core:
     return emulated_core
-
-
-def _ort(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 def _reductions_ran(model: onnx.ModelProto, records: dict[str, str]) -> set[str]:
@@ -84,7 +78,7 @@ def test_exported_norm_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, 
     assert any(n.op_type == "ReduceMean" for n in model.graph.node)  # the formula, not the op
     feeds = {"x": (np.random.default_rng(3).standard_normal((2, 5, 16)) * 4 + 2).astype(np.float32)}
     got, records = profiled(core, model, feeds, _F32)
-    np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-5, atol=1e-5)
     assert not _reductions_ran(model, records), "the norm's reductions still run on their own"
 
 
@@ -115,7 +109,7 @@ def test_hand_written_rms_norm_forms_run_as_one_call(core: ov.Core, square: str,
     model = _rms_model(_rms_nodes(square, inverse), ["y"])
     feeds = {"x": np.random.default_rng(4).standard_normal((6, 12)).astype(np.float32)}
     got, records = profiled(core, model, feeds, _F32)
-    np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-5, atol=1e-6)
     assert "mean" not in {name for name, kind in records.items() if kind != "constant folded"}
 
 
@@ -124,7 +118,7 @@ def test_norm_read_midway_or_over_another_axis_runs_as_written(core: ov.Core) ->
     # the variance is a graph output too: the reduction must run and keep its value
     read_midway = _rms_model(_rms_nodes("pow", "div"), ["y", "var"])
     got = core.compile_model(read_midway, "GPU.0", _F32)(feeds)
-    for index, want in enumerate(_ort(read_midway, feeds)):
+    for index, want in enumerate(ort_run(read_midway, feeds)):
         np.testing.assert_allclose(got[index], want, rtol=1e-5, atol=1e-6)
     # a LayerNorm formula over axis 0 is not the fused call's
     nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], name="mean"),
@@ -134,7 +128,7 @@ def test_norm_read_midway_or_over_another_axis_runs_as_written(core: ov.Core) ->
              helper.make_node("Sqrt", ["ve"], ["s"]), helper.make_node("Div", ["d", "s"], ["y"])]
     other_axis = _rms_model(nodes, ["y"])
     result, records = profiled(core, other_axis, feeds, _F32)
-    np.testing.assert_allclose(result, _ort(other_axis, feeds)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(result, ort_run(other_axis, feeds)[0], rtol=1e-5, atol=1e-6)
     assert "mean" in {name for name, kind in records.items() if kind != "constant folded"}
 
 
@@ -145,7 +139,7 @@ def test_norms_under_f16_stay_close(core: ov.Core) -> None:
                             opset=13)
         feeds = {"x": np.random.default_rng(6).standard_normal((2, 5, 16)).astype(np.float32)}
         got = np.asarray(core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f16"})(feeds)[0])
-        np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=2e-2, atol=2e-2)
+        np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.gpu
@@ -157,6 +151,6 @@ def test_norms_on_cuda_match_onnx_runtime(norm: str) -> None:
     model = export_onnx(_Block(module), (torch.randn(2, 3, 16),), ["x"], {"x": {0: "B", 1: "S"}}, opset=13)
     feeds = {"x": (np.random.default_rng(7).standard_normal((8, 33, 16)) * 4 + 2).astype(np.float32)}
     compiled = ov.Core().compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
-    (want,) = _ort(model, feeds)
+    (want,) = ort_run(model, feeds)
     for _ in range(3):  # the first run, then CUDA-graph replays
         np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=1e-4, atol=1e-4)

@@ -71,15 +71,9 @@ def dynamic_model(tmp_path_factory: Any) -> onnx.ModelProto:
     return quantized(tmp_path_factory.mktemp("dynamic"), _encoder(), False, reduce_range=True)
 
 
-def _cores() -> list[Any]:
-    cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-    return [pytest.param("emulated", id="emulated"),
-            pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, cuda])]
-
-
-@pytest.fixture(params=_cores())
-def core(request: Any, emulated_core: ov.Core) -> ov.Core:
-    return emulated_core if request.param == "emulated" else ov.Core()
+@pytest.fixture
+def core(emulated_or_cuda_core: ov.Core) -> ov.Core:
+    return emulated_or_cuda_core
 
 
 def _close(got: np.ndarray, want: np.ndarray, atol: float, agree: float) -> None:
