@@ -154,3 +154,172 @@ def test_attention_bias(emulated_core: ov.Core) -> None:
 
 def test_attention_bias_with_softcap(emulated_core: ov.Core) -> None:
     _run_steps(emulated_core, _gqa_model(4, 2, False, bias=True, softcap=2.0), [4])
+
+
+def test_past_buffer_longer_than_needed(emulated_core: ov.Core) -> None:
+    """A past of the cache's full length (past and present buffers of one size): the present keeps it."""
+    model = _gqa_model(4, 2, False, rotary=True)
+    compiled = emulated_core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+    rng = _rng(3)
+    past = tuple(rng.standard_normal((2, 2, 8, _HEAD)).astype(np.float32) for _ in range(2))
+    feeds = _step_feeds(model, [5, 3], 1, past, seed=4)
+    want = _ort(model, feeds)
+    got = compiled(feeds)
+    assert np.asarray(got[1]).shape == want[1].shape == (2, 2, 8, _HEAD)
+    for index, expected in enumerate(want):
+        np.testing.assert_allclose(np.asarray(got[index]), expected, rtol=1e-4, atol=1e-4, err_msg=str(index))
+
+
+def test_later_prompt_chunk_after_a_past(emulated_core: ov.Core) -> None:
+    """Batch 1, three new tokens after four cached ones (a prompt fed in chunks)."""
+    model = _gqa_model(4, 2, True, rotary=True)
+    compiled = emulated_core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+    past = tuple(_rng(5).standard_normal((1, 2, 4, _HEAD)).astype(np.float32) for _ in range(2))
+    feeds = _step_feeds(model, [7], 3, past, seed=6)
+    want = _ort(model, feeds)
+    got = compiled(feeds)
+    for index, expected in enumerate(want):
+        np.testing.assert_allclose(np.asarray(got[index]), expected, rtol=1e-4, atol=1e-4, err_msg=str(index))
+
+
+def test_position_ids(emulated_core: ov.Core) -> None:
+    """Rotary at given positions (decode: each entry's own; prompt: the first one as the start)."""
+    model = _gqa_model(4, 2, False, rotary=True)
+    node = model.graph.node[0]
+    node.input.extend([""] * (10 - len(node.input)))
+    node.input[9] = "position_ids"
+    model.graph.input.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"]))
+    compiled = emulated_core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+    empty = np.zeros((2, 2, 0, _HEAD), dtype=np.float32)
+    prompt = _step_feeds(model, [4, 4], 4, (empty, empty), seed=7)
+    prompt["position_ids"] = np.asarray([[3, 4, 5, 6], [3, 4, 5, 6]], dtype=np.int64)
+    want = _ort(model, prompt)
+    for index, expected in enumerate(want):
+        np.testing.assert_allclose(np.asarray(compiled(prompt)[index]), expected, rtol=1e-4, atol=1e-4)
+    decode = _step_feeds(model, [5, 5], 1, (want[1], want[2]), seed=8)
+    decode["position_ids"] = np.asarray([[9], [2]], dtype=np.int64)
+    for index, expected in enumerate(_ort(model, decode)):
+        np.testing.assert_allclose(np.asarray(compiled(decode)[index]), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("attrs", "reason"), [
+    ({"qk_output": 1}, "output_qk"),
+    ({"sliding_window_cache": 1, "local_window_size": 4}, "sliding_window_cache"),
+    ({"k_quant_type": "PER_TENSOR"}, "k_quant_type"),
+])
+def test_refused_forms_are_left_to_other_devices(emulated_core: ov.Core, attrs: dict[str, Any],
+                                                 reason: str) -> None:
+    """Forms the lowering does not compute: the GPU claims no node, and compiling on it names why."""
+    model = _gqa_model(4, 2, False, **attrs)
+    assert emulated_core.query_model(emulated_core.read_model(model), "GPU") == {}
+    with pytest.raises(ov.errors.UnsupportedOpError, match=reason):
+        emulated_core.compile_model(model, "GPU.0")
+
+
+_VOCAB, _HIDDEN, _HEADS, _KV_HEADS = 32, 64, 4, 2
+
+
+def _decoder() -> onnx.ModelProto:
+    """One decoder layer as onnxruntime-genai's model builder writes it: embedding, RMS norm, packed QKV
+    projection, GroupQueryAttention with rotary (seqlens_k and total_sequence_length from the attention
+    mask), output projection, SkipSimplifiedLayerNormalization of the residual, LM head."""
+    rng = _rng(11)
+
+    def weight(name: str, *shape: int, scale: float = 0.2) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    angles = np.arange(64)[:, None] * (1.0 / 10000 ** (np.arange(_HEAD // 2) / (_HEAD // 2)))[None]
+    qkv = (_HEADS + 2 * _KV_HEADS) * _HEAD
+    inits = [weight("embed", _VOCAB, _HIDDEN, scale=1.0), weight("qkv_w", _HIDDEN, qkv),
+             weight("o_w", _HEADS * _HEAD, _HIDDEN), weight("head_w", _HIDDEN, _VOCAB),
+             numpy_helper.from_array((1.0 + rng.standard_normal(_HIDDEN) * 0.1).astype(np.float32), "norm1"),
+             numpy_helper.from_array((1.0 + rng.standard_normal(_HIDDEN) * 0.1).astype(np.float32), "norm2"),
+             numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+             numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin"),
+             numpy_helper.from_array(np.asarray([1], dtype=np.int64), "one_axis"),
+             numpy_helper.from_array(np.asarray(1, dtype=np.int64), "one"),
+             numpy_helper.from_array(np.asarray(1, dtype=np.int64), "index1")]
+    nodes = [
+        helper.make_node("Gather", ["embed", "input_ids"], ["embedded"]),
+        helper.make_node("SimplifiedLayerNormalization", ["embedded", "norm1"], ["normed"], epsilon=1e-5),
+        helper.make_node("MatMul", ["normed", "qkv_w"], ["qkv"]),
+        helper.make_node("ReduceSum", ["attention_mask", "one_axis"], ["mask_sum"], keepdims=0),
+        helper.make_node("Sub", ["mask_sum", "one"], ["seqlens64"]),
+        helper.make_node("Cast", ["seqlens64"], ["seqlens_k"], to=TensorProto.INT32),
+        helper.make_node("Shape", ["attention_mask"], ["mask_shape"]),
+        helper.make_node("Gather", ["mask_shape", "index1"], ["total64"], axis=0),
+        helper.make_node("Cast", ["total64"], ["total"], to=TensorProto.INT32),
+        helper.make_node("GroupQueryAttention",
+                         ["qkv", "", "", "past_key_values.0.key", "past_key_values.0.value", "seqlens_k", "total",
+                          "cos", "sin"], ["attn", "present.0.key", "present.0.value"], domain=_MS,
+                         num_heads=_HEADS, kv_num_heads=_KV_HEADS, do_rotary=1),
+        helper.make_node("MatMul", ["attn", "o_w"], ["attn_out"]),
+        helper.make_node("SkipSimplifiedLayerNormalization", ["attn_out", "embedded", "norm2"],
+                         ["normed2", "", "", "residual"], domain=_MS, epsilon=1e-5),
+        helper.make_node("MatMul", ["normed2", "head_w"], ["logits"]),
+    ]
+    past = [helper.make_tensor_value_info(f"past_key_values.0.{n}", _F, ["batch", _KV_HEADS, "past", _HEAD])
+            for n in ("key", "value")]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"]), *past]
+    outputs = [helper.make_tensor_value_info("logits", _F, None),
+               helper.make_tensor_value_info("present.0.key", _F, None),
+               helper.make_tensor_value_info("present.0.value", _F, None)]
+    graph = helper.make_graph(nodes, "decoder", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(_MS, 1)])
+    model.ir_version = 10
+    return model
+
+
+def _generate(run: Any, lengths: list[int], steps: int = 3) -> list[list[np.ndarray]]:
+    """A right-padded prompt then ``steps`` decode steps through ``run(feeds) -> outputs``, each step's
+    past being its own present; the valid logits rows of every step, per entry."""
+    rng = _rng(13)
+    batch, width = len(lengths), max(lengths)
+    ids = rng.integers(0, _VOCAB, (batch, width)).astype(np.int64)
+    mask = (np.arange(width)[None] < np.asarray(lengths)[:, None]).astype(np.int64)
+    past = [np.zeros((batch, _KV_HEADS, 0, _HEAD), dtype=np.float32)] * 2
+    seen: list[list[np.ndarray]] = []
+    for step in range(steps + 1):
+        out = run({"input_ids": ids, "attention_mask": mask, "past_key_values.0.key": past[0],
+                   "past_key_values.0.value": past[1]})
+        logits = np.asarray(out[0])
+        seen.append([logits[b, : (lengths[b] if step == 0 else 1)] for b in range(batch)])
+        past = [np.asarray(out[1]), np.asarray(out[2])]
+        ids = rng.integers(0, _VOCAB, (batch, 1)).astype(np.int64)
+        # the new token follows each entry's own tokens: one more 1 in its mask row
+        lengths = [n + 1 for n in lengths]
+        mask = (np.arange(max(lengths))[None] < np.asarray(lengths)[:, None]).astype(np.int64)
+    return seen
+
+
+def _check_decoder(core: ov.Core, device: str, config: dict[str, Any] | None = None) -> None:
+    model = _decoder()
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = _generate(lambda feeds: session.run(None, feeds), [5, 3])
+    compiled = core.compile_model(model, device, config or {})
+    got = _generate(lambda feeds: compiled(feeds), [5, 3])
+    for step, (got_step, want_step) in enumerate(zip(got, want, strict=True)):
+        for b, (actual, expected) in enumerate(zip(got_step, want_step, strict=True)):
+            np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4, err_msg=f"step {step}, entry {b}")
+
+
+def test_decoder_prompt_and_decode_on_emulated_gpu(emulated_core: ov.Core) -> None:
+    model = _decoder()
+    placed = emulated_core.query_model(emulated_core.read_model(model), "GPU")
+    assert placed.get("GroupQueryAttention_9") == "GPU.0", placed
+    _check_decoder(emulated_core, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+
+
+def test_decoder_on_the_cpu_device() -> None:
+    _check_decoder(ov.Core(), "CPU")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_decoder_on_cuda() -> None:
+    _check_decoder(ov.Core(), "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
