@@ -12,6 +12,7 @@ decode steps the same way, on the emulated GPU, on the CPU device and (``gpu`` m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,8 @@ def _gqa_model(heads: int, kv_heads: int, packed: bool, rotary: bool = False, bi
     names = ["query", "", ""]
     if not packed:
         names[1:3] = ["key", "value"]
-        inputs += [helper.make_tensor_value_info(n, _F, ["batch", "seq", kv_heads * _HEAD]) for n in names[1:3]]
+        inputs += [helper.make_tensor_value_info(n, _F, ["batch", "seq", kv_heads * _HEAD])
+                   for n in names[1:3]]
     names += ["past_key", "past_value", "seqlens_k", "total_sequence_length"]
     inputs += [helper.make_tensor_value_info(n, _F, ["batch", kv_heads, "past", _HEAD])
                for n in ("past_key", "past_value")]
@@ -62,16 +64,17 @@ def _gqa_model(heads: int, kv_heads: int, packed: bool, rotary: bool = False, bi
     if sink:
         names[11] = "head_sink"
         inits.append(numpy_helper.from_array(np.linspace(-1.0, 1.0, heads).astype(np.float32), "head_sink"))
-    node = helper.make_node("GroupQueryAttention", names, ["output", "present_key", "present_value"],
-                            domain=_MS, num_heads=heads, kv_num_heads=kv_heads, **attrs)
-    outputs = [helper.make_tensor_value_info(n, _F, None) for n in ("output", "present_key", "present_value")]
+    out_names = ["output", "present_key", "present_value"] + (["output_qk"] if attrs.get("qk_output") else [])
+    node = helper.make_node("GroupQueryAttention", names, out_names, domain=_MS, num_heads=heads,
+                            kv_num_heads=kv_heads, **attrs)
+    outputs = [helper.make_tensor_value_info(n, _F, None) for n in out_names]
     graph = helper.make_graph([node], "gqa", inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(_MS, 1)])
     model.ir_version = 10
     return model
 
 
-def _step_feeds(model: onnx.ModelProto, lengths: list[int], new: int, past: tuple[np.ndarray, np.ndarray],
+def _step_feeds(model: onnx.ModelProto, lengths: list[int], new: int, past: Sequence[np.ndarray],
                 seed: int) -> dict[str, np.ndarray]:
     """One step's feeds: ``new`` tokens per entry, entry ``b`` reaching ``lengths[b]`` tokens."""
     rng = _rng(seed)
@@ -106,11 +109,16 @@ def _run_steps(core: ov.Core, model: onnx.ModelProto, prompt: list[int], steps: 
         got = compiled(feeds)
         for b, length in enumerate(lengths):
             valid = length if step == 0 else new
-            np.testing.assert_allclose(np.asarray(got[0])[b, :valid], want[0][b, :valid], rtol=1e-4, atol=atol,
-                                       err_msg=f"output, step {step}, entry {b}")
-        for index in (1, 2):
+            np.testing.assert_allclose(np.asarray(got[0])[b, :valid], want[0][b, :valid], rtol=1e-4,
+                                       atol=atol, err_msg=f"output, step {step}, entry {b}")
+        for index in range(1, len(want)):
+            if index == 3 and step == 0:  # output_qk: the prompt's padding rows are unspecified
+                for b, length in enumerate(lengths):
+                    np.testing.assert_allclose(np.asarray(got[3])[b, :, :length], want[3][b, :, :length],
+                                               rtol=1e-4, atol=atol, err_msg=f"output_qk, entry {b}")
+                continue
             np.testing.assert_allclose(np.asarray(got[index]), want[index], rtol=1e-4, atol=atol,
-                                       err_msg=f"present {index}, step {step}")
+                                       err_msg=f"output {index}, step {step}")
         past, lengths, new = (want[1], want[2]), [n + 1 for n in lengths], 1
 
 
@@ -152,12 +160,23 @@ def test_attention_bias(emulated_core: ov.Core) -> None:
     _run_steps(emulated_core, _gqa_model(4, 2, False, bias=True), [4, 2])
 
 
+def test_bidirectional(emulated_core: ov.Core) -> None:
+    _run_steps(emulated_core, _gqa_model(4, 2, True, rotary=True, causal=0), [5, 3])
+
+
+@pytest.mark.parametrize("mode", [1, 2], ids=["scores", "probabilities"])
+def test_output_qk(emulated_core: ov.Core, mode: int) -> None:
+    model = _gqa_model(4, 2, False, bias=True, local_window_size=3, qk_output=mode, softcap=1.0)
+    _run_steps(emulated_core, model, [5, 3])
+
+
 def test_attention_bias_with_softcap(emulated_core: ov.Core) -> None:
     _run_steps(emulated_core, _gqa_model(4, 2, False, bias=True, softcap=2.0), [4])
 
 
 def test_past_buffer_longer_than_needed(emulated_core: ov.Core) -> None:
-    """A past of the cache's full length (past and present buffers of one size): the present keeps it."""
+    """A past longer than the lengths need (a cache of its maximal length): the present has its
+    length, each entry's valid past rows and new row, zeros after them."""
     model = _gqa_model(4, 2, False, rotary=True)
     compiled = emulated_core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
     rng = _rng(3)
@@ -188,7 +207,8 @@ def test_position_ids(emulated_core: ov.Core) -> None:
     node = model.graph.node[0]
     node.input.extend([""] * (10 - len(node.input)))
     node.input[9] = "position_ids"
-    model.graph.input.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"]))
+    ids = helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"])
+    model.graph.input.append(ids)
     compiled = emulated_core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
     empty = np.zeros((2, 2, 0, _HEAD), dtype=np.float32)
     prompt = _step_feeds(model, [4, 4], 4, (empty, empty), seed=7)
@@ -203,7 +223,7 @@ def test_position_ids(emulated_core: ov.Core) -> None:
 
 
 @pytest.mark.parametrize(("attrs", "reason"), [
-    ({"qk_output": 1}, "output_qk"),
+    ({"causal": 0, "local_window_size": 2}, "causal=0"),
     ({"sliding_window_cache": 1, "local_window_size": 4}, "sliding_window_cache"),
     ({"k_quant_type": "PER_TENSOR"}, "k_quant_type"),
 ])
@@ -250,8 +270,8 @@ def _decoder() -> onnx.ModelProto:
         helper.make_node("Gather", ["mask_shape", "index1"], ["total64"], axis=0),
         helper.make_node("Cast", ["total64"], ["total"], to=TensorProto.INT32),
         helper.make_node("GroupQueryAttention",
-                         ["qkv", "", "", "past_key_values.0.key", "past_key_values.0.value", "seqlens_k", "total",
-                          "cos", "sin"], ["attn", "present.0.key", "present.0.value"], domain=_MS,
+                         ["qkv", "", "", "past_key_values.0.key", "past_key_values.0.value", "seqlens_k",
+                          "total", "cos", "sin"], ["attn", "present.0.key", "present.0.value"], domain=_MS,
                          num_heads=_HEADS, kv_num_heads=_KV_HEADS, do_rotary=1),
         helper.make_node("MatMul", ["attn", "o_w"], ["attn_out"]),
         helper.make_node("SkipSimplifiedLayerNormalization", ["attn_out", "embedded", "norm2"],
@@ -301,7 +321,8 @@ def _check_decoder(core: ov.Core, device: str, config: dict[str, Any] | None = N
     got = _generate(lambda feeds: compiled(feeds), [5, 3])
     for step, (got_step, want_step) in enumerate(zip(got, want, strict=True)):
         for b, (actual, expected) in enumerate(zip(got_step, want_step, strict=True)):
-            np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4, err_msg=f"step {step}, entry {b}")
+            np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4,
+                                       err_msg=f"step {step}, entry {b}")
 
 
 def test_decoder_prompt_and_decode_on_emulated_gpu(emulated_core: ov.Core) -> None:
@@ -322,4 +343,5 @@ def test_decoder_on_cuda() -> None:
 
 
 def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)

@@ -9,17 +9,20 @@ A step is the *first prompt* when ``S == total_sequence_length``: its tokens sit
 ``0..S-1``; otherwise entry ``b``'s new tokens follow its ``seqlens_k[b] + 1 - S`` cached ones.
 The present caches are (B, kv_num_heads, max(total_sequence_length, past length), H): the valid
 past rows, then the new ones, zeros after them (as ONNX Runtime writes present buffers that are
-not the past ones).  A query row attends to the keys up to its own position (causal), within
-``local_window_size`` keys before it when that is positive, and never past its entry's length.
-``do_rotary`` rotates Q and K by the caches' rows at those positions (or at ``position_ids``).
+not the past ones).  A query row attends to the keys of its entry's length; with ``causal`` (the
+default) only up to its own position, and with a positive ``local_window_size`` W only to the W
+keys ending there.  ``do_rotary`` rotates Q and K by the caches' rows at those positions (or at
+``position_ids``).
 
-Scores are ``Q.K' * scale (+ attention_bias)``, capped by ``softcap * tanh(x / softcap)`` when
-``softcap`` is positive; ``smooth_softmax`` and ``head_sink`` add one more logit (0, or the head's
-sink) to each softmax's denominator.  Plain forms run on ``scaled_dot_product_attention`` with its
-grouped-query mode; the others on two grouped matmuls in float32.  Rows of the padding of a prompt
-are computed but mean nothing (ONNX Runtime leaves them unspecified).  Quantized caches, per-head
-Q/K normalization, ``query_seqlens``, window-sized caches and the ``output_qk`` output are refused,
-so that HETERO places such nodes where they run.
+Scores are ``softcap * tanh(Q.K' * scale / softcap)`` (the cap only where ``softcap`` is
+positive), plus ``attention_bias``; ``smooth_softmax`` and ``head_sink`` add one more logit (0, or
+the head's sink) to each softmax's denominator; ``output_qk`` holds the scores (``qk_output=1``) or
+the probabilities (2), zeros at the keys a row does not see.  Plain forms run on
+``scaled_dot_product_attention`` with its grouped-query mode; the others on two grouped matmuls in
+float32.  Rows of a prompt's padding are computed but mean nothing (ONNX Runtime leaves them
+unspecified).  The total length is read on the host (it sizes the caches), so the node runs
+eagerly.  Quantized caches, per-head Q/K normalization, ``query_seqlens`` and window-sized caches
+are refused, so that HETERO places such nodes where they run.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ _ATTRIBUTES = ("num_heads", "kv_num_heads", "scale", "softcap", "local_window_si
 
 _REFUSED_INPUTS = {12: "k_scale (a quantized KV cache)", 13: "v_scale (a quantized KV cache)",
                    14: "q_norm_weight (per-head Q/K normalization)",
-                   15: "k_norm_weight (per-head Q/K normalization)", 16: "query_seqlens (padded query chunks)"}
+                   15: "k_norm_weight (per-head Q/K normalization)",
+                   16: "query_seqlens (padded query chunks)"}
 """Optional inputs of the newer spec that this lowering does not compute."""
 
 
@@ -73,11 +77,15 @@ def _form_reason(info: NodeInfo) -> str | None:
         return "GroupQueryAttention with sliding_window_cache=1 (window-sized caches) is not supported"
     for name in ("k_quant_type", "v_quant_type"):
         if _text(info.attr(name, "NONE")).upper() not in ("", "NONE"):
-            return f"GroupQueryAttention with {name}={_text(info.attr(name))} is not supported; accepted: NONE"
-    if int(info.attr("qk_output", 0)) or (len(info.node.outputs) > 3 and info.node.outputs[3] is not None):
-        return "GroupQueryAttention's output_qk is not supported"
-    if int(info.attr("causal", 1)) != 1:
-        return "GroupQueryAttention with causal=0 is not supported; accepted: causal=1"
+            return (f"GroupQueryAttention with {name}={_text(info.attr(name))} is not supported; "
+                    "accepted: NONE")
+    if int(info.attr("qk_output", 0)) not in (0, 1, 2):
+        return (f"GroupQueryAttention with qk_output={info.attr('qk_output')} is not supported; "
+                "accepted: 0, 1, 2")
+    if int(info.attr("causal", 1)) not in (0, 1):
+        return f"GroupQueryAttention with causal={info.attr('causal')} is not supported; accepted: 0, 1"
+    if not int(info.attr("causal", 1)) and int(info.attr("local_window_size", -1)) > 0:
+        return "GroupQueryAttention with causal=0 takes no local_window_size"
     if int(info.attr("do_rotary", 0)) and not (info.has_input(7) and info.has_input(8)):
         return "GroupQueryAttention with do_rotary=1 needs cos_cache and sin_cache"
     if info.has_input(1) != info.has_input(2) or info.has_input(3) != info.has_input(4):
@@ -139,14 +147,16 @@ def _cache(past: torch.Tensor | None, new: torch.Tensor, starts: torch.Tensor, t
     return torch.where(is_new, placed, kept)
 
 
-def _allowed(starts: torch.Tensor, lengths: torch.Tensor, length: int, total: int,
-             window: int) -> torch.Tensor:
-    """Which keys each query row sees, (B, 1, S, total) bool: causal, within the local window, within
-    its entry's length.  A row that would see none (prompt padding) sees key 0, so that it stays
-    finite."""
+def _allowed(starts: torch.Tensor, lengths: torch.Tensor, length: int, total: int, window: int,
+             causal: bool) -> torch.Tensor:
+    """Which keys each query row sees, (B, 1, S, total) bool: within its entry's length, and where
+    ``causal`` up to its own position and within the local window.  A row that would see none
+    (prompt padding) sees key 0, so that it stays finite."""
     rows = starts.reshape(-1, 1, 1) + torch.arange(length, device=starts.device).reshape(1, length, 1)
     keys = torch.arange(total, device=starts.device).reshape(1, 1, total)
-    allowed = (keys <= rows) & (keys < lengths.reshape(-1, 1, 1))
+    allowed = keys < lengths.reshape(-1, 1, 1)
+    if causal:
+        allowed = allowed & (keys <= rows)
     if window > 0:
         allowed &= keys > rows - window
     allowed[..., 0] |= ~allowed.any(-1)
@@ -155,9 +165,11 @@ def _allowed(starts: torch.Tensor, lengths: torch.Tensor, length: int, total: in
 
 def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor,
                        bias: torch.Tensor | None, scale: float, softcap: float,
-                       sink: torch.Tensor | None) -> torch.Tensor:
-    """softmax(cap(Q.K' * scale + bias)).V in float32 on (B, N, S, H) Q and (B, N_kv, T, H) K, V,
-    with ``sink`` (B or 1, N, S or 1, 1) as an extra logit of each softmax (None: none)."""
+                       sink: torch.Tensor | None, qk_output: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """softmax(cap(Q.K' * scale) + bias).V in float32 on (B, N, S, H) Q and (B, N_kv, T, H) K, V,
+    with ``sink`` (B or 1, N, S or 1, 1) as an extra logit of each softmax (None: none); and the
+    ``output_qk`` of ``qk_output`` (1: the scores fed to the softmax, 2: the probabilities; zeros at
+    keys a row does not see), in Q's dtype, or None for 0."""
     batch, heads, length, head_size = q.shape
     kv_heads, total = k.shape[1], k.shape[2]
     grouped = q.float().reshape(batch, kv_heads, -1, head_size)
@@ -166,6 +178,7 @@ def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowe
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
         scores = scores + bias.float()
+    raw = None if qk_output != 1 else scores.masked_fill(~allowed, 0.0).to(q.dtype)
     scores = scores.masked_fill(~allowed, float("-inf"))
     if sink is None:
         probs = torch.softmax(scores, -1)
@@ -173,7 +186,25 @@ def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowe
         extra = sink.float().expand(batch, heads, length, 1)
         probs = torch.softmax(torch.cat((scores, extra), -1), -1)[..., :total]
     out = torch.matmul(probs.reshape(batch, kv_heads, -1, total), v.float())
-    return out.reshape(batch, heads, length, -1).to(q.dtype)
+    qk = probs.to(q.dtype) if qk_output == 2 else raw
+    return out.reshape(batch, heads, length, -1).to(q.dtype), qk
+
+
+_HAS_ENABLE_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
+"""Whether ``scaled_dot_product_attention`` takes ``enable_gqa`` (torch 2.5 on)."""
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+          scale: float) -> torch.Tensor:
+    """Attention of (B, N, S, H) Q over (B, N_kv, T, H) K and V, each K/V head serving ``N / N_kv``
+    consecutive query heads: SDPA's grouped-query mode, or repeated K/V heads before torch 2.5."""
+    if q.shape[1] == k.shape[1]:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    if _HAS_ENABLE_GQA:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+    group = q.shape[1] // k.shape[1]
+    return F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1),
+                                          attn_mask=mask, scale=scale)
 
 
 def _padded_bias(bias: torch.Tensor | None, total: int) -> torch.Tensor | None:
@@ -195,6 +226,8 @@ def _group_query_attention(info: NodeInfo) -> Callable[..., Any]:
     rotary = bool(info.attr("do_rotary", 0))
     interleaved = bool(info.attr("rotary_interleaved", 0))
     smooth = bool(info.attr("smooth_softmax", 0))
+    causal = bool(info.attr("causal", 1))
+    qk_output = int(info.attr("qk_output", 0))
     outputs = len(info.node.outputs)
 
     @eager
@@ -216,22 +249,23 @@ def _group_query_attention(info: NodeInfo) -> Callable[..., Any]:
         total = max(total_max, 0 if past_key is None else past_key.shape[2])
         present_key = _cache(past_key, k.transpose(1, 2), starts, total)
         present_value = _cache(past_value, v.transpose(1, 2), starts, total)
-        allowed = _allowed(starts, lengths, length, total, window)
+        allowed = _allowed(starts, lengths, length, total, window, causal)
         bias = _padded_bias(attention_bias, total)
         scale = scale_attr if scale_attr is not None else q.shape[-1] ** -0.5
         q = q.transpose(1, 2)
-        if softcap > 0.0 or smooth or head_sink is not None:
+        qk = None
+        if softcap > 0.0 or smooth or head_sink is not None or qk_output:
             sink = None if head_sink is None else head_sink.reshape(1, heads, 1, 1)
             if sink is None and smooth:
                 sink = torch.zeros((1, heads, 1, 1), dtype=torch.float32, device=q.device)
-            y = _grouped_attention(q, present_key, present_value, allowed, bias, scale, softcap, sink)
+            y, qk = _grouped_attention(q, present_key, present_value, allowed, bias, scale, softcap, sink,
+                                       qk_output)
         else:
             mask: torch.Tensor = allowed
             if bias is not None:
                 mask = bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
-            y = F.scaled_dot_product_attention(q, present_key, present_value, attn_mask=mask, scale=scale,
-                                               enable_gqa=heads != kv_heads)
+            y = _sdpa(q, present_key, present_value, mask, scale)
         out = y.transpose(1, 2).reshape(batch, length, -1)
-        return out if outputs == 1 else (out, present_key, present_value)[:outputs]
+        return out if outputs == 1 else (out, present_key, present_value, qk)[:outputs]
 
     return run
