@@ -236,6 +236,28 @@ def test_refused_forms_are_left_to_other_devices(emulated_core: ov.Core, attrs: 
         emulated_core.compile_model(model, "GPU.0")
 
 
+def test_padded_query_chunks_run_on_the_cpu_under_hetero(emulated_core: ov.Core) -> None:
+    """``query_seqlens`` (right-padded chunks) is refused by the GPU: HETERO places the node on the CPU,
+    which computes it as ONNX Runtime does."""
+    model = _gqa_model(4, 2, False)
+    node = model.graph.node[0]
+    node.input.extend([""] * (17 - len(node.input)))
+    node.input[16] = "query_seqlens"
+    model.graph.input.append(helper.make_tensor_value_info("query_seqlens", TensorProto.INT32, ["batch"]))
+    assert emulated_core.query_model(emulated_core.read_model(model), "HETERO:GPU,CPU") == {
+        "GroupQueryAttention_0": "CPU"}
+    past = [_rng(9).standard_normal((2, 2, 3, _HEAD)).astype(np.float32) for _ in range(2)]
+    feeds = _step_feeds(model, [6, 5], 3, past, seed=10)
+    feeds["query_seqlens"] = np.asarray([3, 2], dtype=np.int32)
+    feeds["total_sequence_length"] = np.asarray(8, dtype=np.int32)
+    want = _ort(model, feeds)
+    got = emulated_core.compile_model(model, "HETERO:GPU,CPU")(feeds)
+    for b, valid in enumerate((3, 2)):  # rows past query_seqlens[b] are unspecified
+        np.testing.assert_allclose(np.asarray(got[0])[b, :valid], want[0][b, :valid], rtol=1e-4, atol=1e-4)
+    for index in (1, 2):
+        np.testing.assert_allclose(np.asarray(got[index]), want[index], rtol=1e-4, atol=1e-4)
+
+
 _VOCAB, _HIDDEN, _HEADS, _KV_HEADS = 32, 64, 4, 2
 
 
