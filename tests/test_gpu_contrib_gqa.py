@@ -74,6 +74,18 @@ def _gqa_model(heads: int, kv_heads: int, packed: bool, rotary: bool = False, bi
     return model
 
 
+def _half(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its float inputs, outputs and initializers in float16."""
+    for value in [*model.graph.input, *model.graph.output]:
+        if value.type.tensor_type.elem_type == _F:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    for index, tensor in enumerate(model.graph.initializer):
+        if tensor.data_type == _F:
+            half = numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float16), tensor.name)
+            model.graph.initializer[index].CopyFrom(half)
+    return model
+
+
 def _step_feeds(model: onnx.ModelProto, lengths: list[int], new: int, past: Sequence[np.ndarray],
                 seed: int) -> dict[str, np.ndarray]:
     """One step's feeds: ``new`` tokens per entry, entry ``b`` reaching ``lengths[b]`` tokens."""
@@ -94,19 +106,21 @@ def _step_feeds(model: onnx.ModelProto, lengths: list[int], new: int, past: Sequ
 
 
 def _run_steps(core: ov.Core, model: onnx.ModelProto, prompt: list[int], steps: int = 3,
-               atol: float = 1e-4) -> None:
+               atol: float = 1e-4, dtype: type = np.float32) -> None:
     """Prompt (right-padded to the longest of ``prompt``) then ``steps`` decode steps, each step's past
     being ONNX Runtime's present of the step before; outputs of the valid rows and presents compared."""
     kv_heads = next(a.i for a in model.graph.node[0].attribute if a.name == "kv_num_heads")
     compiled = core.compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     batch, width = len(prompt), max(prompt)
-    empty = np.zeros((batch, kv_heads, 0, _HEAD), dtype=np.float32)
+    empty = np.zeros((batch, kv_heads, 0, _HEAD), dtype=dtype)
     past, lengths, new = (empty, empty), list(prompt), width
     for step in range(steps + 1):
         feeds = _step_feeds(model, lengths, new, past, seed=step)
+        feeds = {n: a.astype(dtype) if a.dtype.kind == "f" else a for n, a in feeds.items()}
         want = session.run(None, feeds)
         got = compiled(feeds)
+        assert [np.asarray(got[i]).dtype for i in range(len(want))] == [w.dtype for w in want]
         for b, length in enumerate(lengths):
             valid = length if step == 0 else new
             np.testing.assert_allclose(np.asarray(got[0])[b, :valid], want[0][b, :valid], rtol=1e-4,
@@ -158,6 +172,14 @@ def test_head_sink(emulated_core: ov.Core) -> None:
 
 def test_attention_bias(emulated_core: ov.Core) -> None:
     _run_steps(emulated_core, _gqa_model(4, 2, False, bias=True), [4, 2])
+
+
+def test_float16(emulated_core: ov.Core) -> None:
+    """A float16 model: the caches stay float16, the scores are computed as ONNX Runtime's."""
+    model = _half(_gqa_model(4, 2, True, rotary=True, softcap=3.0))
+    _run_steps(emulated_core, model, [5, 3], atol=3e-3, dtype=np.float16)
+    _run_steps(emulated_core, _half(_gqa_model(4, 2, False, local_window_size=3)), [5], atol=3e-3,
+               dtype=np.float16)
 
 
 def test_bidirectional(emulated_core: ov.Core) -> None:
