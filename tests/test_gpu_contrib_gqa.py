@@ -357,7 +357,8 @@ def _generate(run: Any, lengths: list[int], steps: int = 3) -> list[list[np.ndar
     return seen
 
 
-def _check_decoder(core: ov.Core, device: str, config: dict[str, Any] | None = None) -> None:
+def _check_decoder(core: ov.Core, device: str, config: dict[str, Any] | None = None,
+                   atol: float = 1e-4) -> None:
     model = _decoder()
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = _generate(lambda feeds: session.run(None, feeds), [5, 3])
@@ -365,7 +366,7 @@ def _check_decoder(core: ov.Core, device: str, config: dict[str, Any] | None = N
     got = _generate(lambda feeds: compiled(feeds), [5, 3])
     for step, (got_step, want_step) in enumerate(zip(got, want, strict=True)):
         for b, (actual, expected) in enumerate(zip(got_step, want_step, strict=True)):
-            np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4,
+            np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=atol,
                                        err_msg=f"step {step}, entry {b}")
 
 
@@ -380,10 +381,22 @@ def test_decoder_on_the_cpu_device() -> None:
     _check_decoder(ov.Core(), "CPU")
 
 
+@pytest.mark.parametrize(("hint", "atol"), [("f32", 1e-4), (None, 5e-2)], ids=["f32", "default-precision"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_decoder_on_cuda() -> None:
-    _check_decoder(ov.Core(), "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+def test_decoder_on_cuda(hint: str | None, atol: float) -> None:
+    _check_decoder(ov.Core(), "GPU.0", {"INFERENCE_PRECISION_HINT": hint} if hint else {}, atol)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_forms_on_cuda() -> None:
+    """The SDPA forms (grouped heads, bias) and the float32 ones (softcap, sink, output_qk) on CUDA."""
+    core = ov.Core()
+    _run_steps(core, _gqa_model(4, 1, True, rotary=True), [6, 3])
+    _run_steps(core, _gqa_model(4, 2, False, bias=True, local_window_size=3), [5, 3])
+    _run_steps(core, _gqa_model(4, 2, False, sink=True, softcap=2.0, qk_output=2), [5, 3])
+    _run_steps(core, _half(_gqa_model(4, 2, True, rotary=True)), [5, 3], atol=3e-3, dtype=np.float16)
 
 
 def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
