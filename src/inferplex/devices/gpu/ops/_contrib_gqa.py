@@ -42,7 +42,7 @@ from inferplex.devices.gpu.ops._common import (
     host_ints,
 )
 from inferplex.devices.gpu.ops._contrib_attention import _scale
-from inferplex.devices.gpu.ops.contrib_transformer import rotate_heads
+from inferplex.devices.gpu.ops.contrib_transformer import _text, rotate_heads
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
 
@@ -60,10 +60,6 @@ _REFUSED_INPUTS = {12: "k_scale (a quantized KV cache)", 13: "v_scale (a quantiz
 """Optional inputs of the newer spec that this lowering does not compute."""
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value or "")
-
-
 def _form_reason(info: NodeInfo) -> str | None:
     """Why the node's form (attributes, optional inputs and outputs) is not computed here."""
     heads, kv_heads = int(info.attr("num_heads", 0)), int(info.attr("kv_num_heads", 0))
@@ -79,9 +75,11 @@ def _form_reason(info: NodeInfo) -> str | None:
         if _text(info.attr(name, "NONE")).upper() not in ("", "NONE"):
             return (f"GroupQueryAttention with {name}={_text(info.attr(name))} is not supported; "
                     "accepted: NONE")
-    if int(info.attr("qk_output", 0)) not in (0, 1, 2):
-        return (f"GroupQueryAttention with qk_output={info.attr('qk_output')} is not supported; "
-                "accepted: 0, 1, 2")
+    qk_output = int(info.attr("qk_output", 0))
+    if qk_output not in (0, 1, 2):
+        return f"GroupQueryAttention with qk_output={qk_output} is not supported; accepted: 0, 1, 2"
+    if not qk_output and len(info.node.outputs) > 3 and info.node.outputs[3] is not None:
+        return "GroupQueryAttention's output_qk needs qk_output 1 or 2"
     if int(info.attr("causal", 1)) not in (0, 1):
         return f"GroupQueryAttention with causal={info.attr('causal')} is not supported; accepted: 0, 1"
     if not int(info.attr("causal", 1)) and int(info.attr("local_window_size", -1)) > 0:
