@@ -176,6 +176,60 @@ def _matmul_nbits(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] |
     return rw.finish(result, node.output[0], rw.type_of(node.input[2]) or rw.type_of(node.input[0]), nodes)
 
 
+def _ints(rw: _Rewriter, values: list[int]) -> str:
+    """A new int64 initializer of ``values``."""
+    name = rw.name("ints")
+    rw.graph.initializer.append(helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
+    return name
+
+
+def _heads(rw: _Rewriter, node: onnx.NodeProto, heads: int, kv_heads: int,
+           nodes: list[onnx.NodeProto]) -> list[str]:
+    """Q, K and V of a GroupQueryAttention as (B, S, heads, H) values, from separate or packed inputs."""
+    if rw.input(node, 1):
+        split = []
+        for index, count in ((0, heads), (1, kv_heads), (2, kv_heads)):
+            split.append(rw.name("heads"))
+            nodes.append(helper.make_node("Reshape", [node.input[index], _ints(rw, [0, 0, count, -1])],
+                                          [split[-1]]))
+        return split
+    four, split = rw.name("qkv"), []
+    nodes.append(helper.make_node("Reshape", [node.input[0], _ints(rw, [0, 0, heads + 2 * kv_heads, -1])],
+                                  [four]))
+    for start, count in ((0, heads), (heads, kv_heads), (heads + kv_heads, kv_heads)):
+        split.append(rw.name("heads"))
+        nodes.append(helper.make_node("Slice", [four, _ints(rw, [start]), _ints(rw, [start + count]),
+                                                _ints(rw, [2])], [split[-1]]))
+    return split
+
+
+def _group_query_attention(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    """GroupQueryAttention's output (B, S, num_heads * H), and its present caches as 4-D values of
+    unknown dims (the new K/V heads cut at a length no shape tells: the caches' length is
+    max(total_sequence_length, past length), runtime values)."""
+    attrs = {a.name: a.i for a in node.attribute if a.type == onnx.AttributeProto.INT}
+    heads, kv_heads = attrs.get("num_heads", 0), attrs.get("kv_num_heads", 0)
+    if heads <= 0 or kv_heads <= 0 or not rw.input(node, 5):
+        return None
+    nodes: list[onnx.NodeProto] = []
+    q, k, v = _heads(rw, node, heads, kv_heads, nodes)
+    nodes.append(helper.make_node("Reshape", [q, _ints(rw, [0, 0, -1])], [node.output[0]]))
+    wide, end = rw.name("seqlens"), rw.name("end")
+    nodes += [helper.make_node("Cast", [node.input[5]], [wide], to=TensorProto.INT64),
+              helper.make_node("ReduceMax", [wide], [end], keepdims=1)]
+    for new, out in ((k, 1), (v, 2)):
+        if out >= len(node.output) or not node.output[out]:
+            continue
+        heads_first = rw.name("bnsh")
+        nodes.append(helper.make_node("Transpose", [new], [heads_first], perm=[0, 2, 1, 3]))
+        nodes.append(helper.make_node("Slice", [heads_first, _ints(rw, [0]), end, _ints(rw, [2])],
+                                      [node.output[out]]))
+    return nodes
+
+
+_MULTI_OUTPUT_TWINS: dict[str, _Twin] = {"GroupQueryAttention": _group_query_attention}
+"""Twins of ops with several outputs (each twin names every output it states)."""
+
 _TWINS: dict[str, _Twin] = {
     "QLinearAdd": _float_op("Add", (0, 3), 7),
     "QLinearMul": _float_op("Mul", (0, 3), 7),
@@ -204,12 +258,15 @@ def replace_contrib_ops(model: onnx.ModelProto) -> None:
     """Replace, in place, each contrib node of ``model``'s main graph that has a twin (see the
     module docstring); a model with none is left as it is."""
     graph = model.graph
-    if not any(node.domain == _MS and node.op_type in _TWINS for node in graph.node):
+    if not any(node.domain == _MS and (node.op_type in _TWINS or node.op_type in _MULTI_OUTPUT_TWINS)
+               for node in graph.node):
         return
     rewriter = _Rewriter(graph)
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
         twin = _TWINS.get(node.op_type) if node.domain == _MS and len(node.output) == 1 else None
+        if node.domain == _MS and twin is None:
+            twin = _MULTI_OUTPUT_TWINS.get(node.op_type)
         replaced = twin(rewriter, node) if twin is not None else None
         nodes.extend(replaced if replaced is not None else [node])
     del graph.node[:]

@@ -1,6 +1,7 @@
 """ONNX op lowerings for the GPU device; importing this package fills the registry."""
 
 from inferplex.devices.gpu.ops import (  # noqa: F401
+    _contrib_gqa,
     _contrib_matmul,
     activations,
     contrib_quantized,

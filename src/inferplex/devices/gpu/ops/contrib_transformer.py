@@ -252,23 +252,30 @@ def _rotary_embedding(info: NodeInfo) -> Callable[..., Any]:
         if position_ids.numel() == 1:
             steps = torch.arange(length, device=x.device).reshape(1, length)
             position_ids = position_ids.reshape(1, 1) + steps
-        position_ids = position_ids.long()
-        cos_rows, sin_rows = cos[position_ids].unsqueeze(2), sin[position_ids].unsqueeze(2)
-        dim = rotary_dim or 2 * cos.shape[-1]
-        rotate, keep = x4[..., :dim], x4[..., dim:]
-        if interleaved:
-            x1, x2 = rotate[..., 0::2], rotate[..., 1::2]
-        else:
-            x1, x2 = rotate[..., : dim // 2], rotate[..., dim // 2:]
-        real, imag = cos_rows * x1 - sin_rows * x2, sin_rows * x1 + cos_rows * x2
-        if interleaved:
-            rotated = torch.stack((real, imag), dim=-1).reshape(rotate.shape)
-        else:
-            rotated = torch.cat((real, imag), dim=-1)
-        out = torch.cat((rotated, keep), dim=-1)
+        out = rotate_heads(x4, position_ids.long(), cos, sin, rotary_dim or 2 * cos.shape[-1], interleaved)
         return out.transpose(1, 2) if x.dim() == 4 else out.reshape(shape)
 
     return run
+
+
+def rotate_heads(x4: torch.Tensor, position_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                 dim: int, interleaved: bool) -> torch.Tensor:
+    """ONNX Runtime's rotary embedding of (B, S, N, H) heads: the first ``dim`` features of each head
+    turn by the angles of the caches' rows at ``position_ids`` (int64, (B, S) or (1, S)); as
+    (x1, x2) halves, or as even/odd pairs when ``interleaved``.  GroupQueryAttention's own rotary
+    (:mod:`._contrib_gqa`) uses it too."""
+    cos_rows, sin_rows = cos[position_ids].unsqueeze(2), sin[position_ids].unsqueeze(2)
+    rotate, keep = x4[..., :dim], x4[..., dim:]
+    if interleaved:
+        x1, x2 = rotate[..., 0::2], rotate[..., 1::2]
+    else:
+        x1, x2 = rotate[..., : dim // 2], rotate[..., dim // 2:]
+    real, imag = cos_rows * x1 - sin_rows * x2, sin_rows * x1 + cos_rows * x2
+    if interleaved:
+        rotated = torch.stack((real, imag), dim=-1).reshape(rotate.shape)
+    else:
+        rotated = torch.cat((real, imag), dim=-1)
+    return torch.cat((rotated, keep), dim=-1)
 
 
 # --- fused products ------------------------------------------------------------------
