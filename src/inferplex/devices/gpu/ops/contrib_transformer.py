@@ -31,6 +31,7 @@ from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_
 from inferplex.devices.gpu.ops._norms import layer_norm
 from inferplex.devices.gpu.ops._window import floats_only, spatial_rank
 from inferplex.devices.gpu.ops.nn import conv, conv_relu, gemm
+from inferplex.devices.gpu.ops.transformer import rotate
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
 
@@ -264,18 +265,7 @@ def rotate_heads(x4: torch.Tensor, position_ids: torch.Tensor, cos: torch.Tensor
     turn by the angles of the caches' rows at ``position_ids`` (int64, (B, S) or (1, S)); as
     (x1, x2) halves, or as even/odd pairs when ``interleaved``.  GroupQueryAttention's own rotary
     (:mod:`._contrib_gqa`) uses it too."""
-    cos_rows, sin_rows = cos[position_ids].unsqueeze(2), sin[position_ids].unsqueeze(2)
-    rotate, keep = x4[..., :dim], x4[..., dim:]
-    if interleaved:
-        x1, x2 = rotate[..., 0::2], rotate[..., 1::2]
-    else:
-        x1, x2 = rotate[..., : dim // 2], rotate[..., dim // 2:]
-    real, imag = cos_rows * x1 - sin_rows * x2, sin_rows * x1 + cos_rows * x2
-    if interleaved:
-        rotated = torch.stack((real, imag), dim=-1).reshape(rotate.shape)
-    else:
-        rotated = torch.cat((real, imag), dim=-1)
-    return torch.cat((rotated, keep), dim=-1)
+    return rotate(x4, cos[position_ids].unsqueeze(2), sin[position_ids].unsqueeze(2), dim, interleaved)
 
 
 # --- fused products ------------------------------------------------------------------

@@ -46,21 +46,29 @@ def _rotary_embedding(info: NodeInfo) -> Callable[..., Any]:
         dim = rotary_dim or x4.shape[-1]
         if position_ids is not None:
             cos, sin = cos[position_ids], sin[position_ids]
-        cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
-        rotate, keep = x4[..., :dim], x4[..., dim:]
-        if interleaved:
-            x1, x2 = rotate[..., 0::2], rotate[..., 1::2]
-        else:
-            x1, x2 = rotate[..., : dim // 2], rotate[..., dim // 2:]
-        real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
-        if interleaved:
-            rotated = torch.stack((real, imag), dim=-1).reshape(rotate.shape)
-        else:
-            rotated = torch.cat((real, imag), dim=-1)
-        out = torch.cat((rotated, keep), dim=-1)
+        out = rotate(x4, cos.unsqueeze(2), sin.unsqueeze(2), dim, interleaved)
         return out.transpose(1, 2) if x.dim() == 4 else out.reshape(shape)
 
     return rotary
+
+
+def rotate(x4: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dim: int,
+           interleaved: bool) -> torch.Tensor:
+    """The rotary embedding of (B, S, N, H) heads: their first ``dim`` features turn by the angles
+    whose cosines and sines ``cos`` and ``sin`` hold (broadcast to (B, S, 1, dim / 2)), as (x1, x2)
+    halves, or as even/odd pairs when ``interleaved``; the other features pass unchanged.  ONNX's
+    RotaryEmbedding and ONNX Runtime's (and its GroupQueryAttention's) share it."""
+    turned, keep = x4[..., :dim], x4[..., dim:]
+    if interleaved:
+        x1, x2 = turned[..., 0::2], turned[..., 1::2]
+    else:
+        x1, x2 = turned[..., : dim // 2], turned[..., dim // 2:]
+    real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+    if interleaved:
+        rotated = torch.stack((real, imag), dim=-1).reshape(turned.shape)
+    else:
+        rotated = torch.cat((real, imag), dim=-1)
+    return torch.cat((rotated, keep), dim=-1)
 
 
 def _text(value: Any) -> Any:
