@@ -313,8 +313,12 @@ _PRELUDE = """
     import inferplex as ov
     from hooked_plugin import hooked_compile
     from test_lifecycle import MODEL, X, EXPECTED
+    def say(*words):
+        # one write per line: a callback thread's line never lands inside the main thread's
+        sys.stdout.write(" ".join(map(str, words)) + "\\n")
+        sys.stdout.flush()
     def main_done():
-        print("main done", time.time(), flush=True)
+        say("main done", time.time())
 """
 
 
@@ -327,7 +331,7 @@ def test_exit_with_requests_in_flight_ends_each_with_its_result() -> None:
     def callback(request, userdata):
         ok.append(np.allclose(request.results["y"], EXPECTED))
         if len(ok) == 40:
-            print("all", sum(ok), flush=True)
+            say("all", sum(ok))
     queue = ov.AsyncInferQueue(compiled, 4)
     queue.set_callback(callback)
     for i in range(40):
@@ -354,7 +358,7 @@ def test_exit_with_requests_in_flight_on_worker_processes(device: str, config: d
         with lock:
             ok.append(bool(np.allclose(request.results["y"], EXPECTED)))
             if len(ok) == 40:
-                print("all", sum(ok), flush=True)
+                say("all", sum(ok))
     queue = ov.AsyncInferQueue(compiled, 4)
     queue.set_callback(callback)
     for i in range(40):
@@ -380,7 +384,7 @@ def test_a_hung_device_cannot_hold_the_process_at_exit(mode: str) -> None:
         try:
             request.wait()
         except ov.errors.InferenceError as error:
-            print("ended:", error, flush=True)
+            say("ended:", error)
     request.set_callback(callback)
     request.start_async({{"x": X}})
     main_done()
