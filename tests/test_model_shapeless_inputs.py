@@ -309,6 +309,9 @@ def test_a_gpu_refusal_for_want_of_a_rank_says_to_reshape(core: ov.Core) -> None
         compiled = core.compile_model(core.read_model(model), device)
         assert compiled.get_property("EXECUTION_DEVICES") == ["CPU"]
         _runs_every_rank(compiled, model, [(1, 1, 2, 3)])
+    with pytest.raises(CompileError,
+                       match=r"GPU\.0.*Resize.*'x' are declared without a shape.*model\.reshape"):
+        core.compile_model(core.read_model(model), "AUTO:GPU.0")
     reshaped = core.read_model(model)
     reshaped.reshape({"x": [1, 1, 2, 3]})
     _runs_every_rank(core.compile_model(reshaped, "GPU.0"), model, [(1, 1, 2, 3)])

@@ -186,6 +186,9 @@ def _supporting(registry: DeviceRegistry, model: ir.Model, candidates: Sequence[
     nodes = set(types)
     configs: dict[str, dict[str, Any]] = {}
     reasons: dict[str, str] = {}
+    unranked = [value.name for value in model.graph.inputs if value.shape is None]
+    reshape = (f" (the model's inputs {', '.join(map(repr, unranked))} are declared without a shape: "
+               "model.reshape gives them one, which may let the device run these)") if unranked else ""
     for target in candidates:
         device_config = member_config(registry, target.name, config, hint)
         try:
@@ -196,7 +199,7 @@ def _supporting(registry: DeviceRegistry, model: ir.Model, candidates: Sequence[
         if missing:
             listed = ", ".join(f"{types[n]} ({n})" for n in sorted(missing)[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            reasons[target.name] = f"does not support {listed}{more}"
+            reasons[target.name] = f"does not support {listed}{more}{reshape}"
         else:
             configs[target.name] = device_config
     return configs, reasons
