@@ -28,7 +28,7 @@ from inferplex.devices.gpu.tensors import TORCH_DTYPES
 __all__ = [
     "EXACT_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "NUMERIC_DTYPES", "VALUE_KINDS", "attrs_reason",
     "const_int", "const_ints", "dtype_reason", "eager", "first_reason", "host_ints", "int64_tensor",
-    "normalize_axis", "takes_device", "torch_dtype", "value_kind",
+    "normalize_axis", "takes_device", "text", "torch_dtype", "value_kind",
 ]
 
 
@@ -45,6 +45,13 @@ tensors on the torch side, an optional its value or None."""
 
 # Attributes of opsets 1-5 that carried no meaning (an in-place hint).
 _IGNORED_ATTRIBUTES = frozenset({"consumed_inputs"})
+
+
+def text(value: Any) -> str:
+    """A string attribute's value as ``str`` (onnx-ir may hold it as bytes); ``""`` for None."""
+    if isinstance(value, bytes):
+        return value.decode()
+    return "" if value is None else str(value)
 
 
 def torch_dtype(dtype: ir.DataType | int) -> torch.dtype:

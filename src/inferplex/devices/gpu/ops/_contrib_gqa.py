@@ -40,9 +40,10 @@ from inferplex.devices.gpu.ops._common import (
     eager,
     first_reason,
     host_ints,
+    text,
 )
 from inferplex.devices.gpu.ops._contrib_attention import _scale
-from inferplex.devices.gpu.ops.contrib_transformer import _text, rotate_heads
+from inferplex.devices.gpu.ops.contrib_transformer import rotate_heads
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
 
@@ -72,8 +73,8 @@ def _form_reason(info: NodeInfo) -> str | None:
     if int(info.attr("sliding_window_cache", 0)):
         return "GroupQueryAttention with sliding_window_cache=1 (window-sized caches) is not supported"
     for name in ("k_quant_type", "v_quant_type"):
-        if _text(info.attr(name, "NONE")).upper() not in ("", "NONE"):
-            return (f"GroupQueryAttention with {name}={_text(info.attr(name))} is not supported; "
+        if text(info.attr(name, "NONE")).upper() not in ("", "NONE"):
+            return (f"GroupQueryAttention with {name}={text(info.attr(name))} is not supported; "
                     "accepted: NONE")
     qk_output = int(info.attr("qk_output", 0))
     if qk_output not in (0, 1, 2):

@@ -22,6 +22,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
+from inferplex.devices.gpu.ops._common import text
 from inferplex.devices.gpu.registry import NodeInfo, register
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
@@ -31,10 +32,6 @@ as ONNX's reference and ONNX Runtime give (a u8 image resized by PrePostProcesso
 _COORD_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_crop_and_resize",
                 "half_pixel_symmetric")
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
-
-
-def _text(value: Any) -> Any:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _nearest(ratio: float, scale: float, mode: str) -> list[float]:
@@ -92,15 +89,15 @@ class _Spec:
 
     def __init__(self, info: NodeInfo, upsample: bool):
         legacy = upsample or info.opset < 11
-        self.mode = _text(info.attr("mode", "nearest"))
+        self.mode = text(info.attr("mode", "nearest"))
         self.coord = ("asymmetric" if legacy
-                      else _text(info.attr("coordinate_transformation_mode", "half_pixel")))
-        self.nearest = "simple" if legacy else _text(info.attr("nearest_mode", "round_prefer_floor"))
+                      else text(info.attr("coordinate_transformation_mode", "half_pixel")))
+        self.nearest = "simple" if legacy else text(info.attr("nearest_mode", "round_prefer_floor"))
         self.a = float(info.attr("cubic_coeff_a", -0.75))
         self.exclude = bool(info.attr("exclude_outside", 0))
         self.extrapolation = float(info.attr("extrapolation_value", 0.0))
         self.antialias = bool(info.attr("antialias", 0))
-        self.policy = _text(info.attr("keep_aspect_ratio_policy", "stretch"))
+        self.policy = text(info.attr("keep_aspect_ratio_policy", "stretch"))
         self.axes = info.attr("axes")
 
     def coeffs(self, ratio: float, scale: float) -> list[float]:

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops import _contrib_attention  # noqa: F401  (registers its ops)
-from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, first_reason
+from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, first_reason, text
 from inferplex.devices.gpu.ops._norms import layer_norm
 from inferplex.devices.gpu.ops._window import floats_only, spatial_rank
 from inferplex.devices.gpu.ops.nn import conv, conv_relu, gemm
@@ -344,10 +344,6 @@ _CONV_PARAMS = {"LeakyRelu": 1, "Clip": 2, "HardSigmoid": 2}
 """How many ``activation_params`` each FusedConv activation reads."""
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value or "")
-
-
 def _activation_params(info: NodeInfo, name: str) -> list[float] | None:
     """The activation's parameters, None where ONNX Runtime would miss one."""
     if info.op_type == "FusedGemm":
@@ -358,7 +354,7 @@ def _activation_params(info: NodeInfo, name: str) -> list[float] | None:
 
 
 def _activation_reason(info: NodeInfo) -> str | None:
-    name = _text(info.attr("activation"))
+    name = text(info.attr("activation"))
     table = _GEMM_ACTIVATIONS if info.op_type == "FusedGemm" else _CONV_ACTIVATIONS
     if name and name not in table:
         return f"{info.op_type} activation {name!r} is not supported (accepted: {', '.join(table)})"
@@ -368,7 +364,7 @@ def _activation_reason(info: NodeInfo) -> str | None:
 
 
 def _activation(info: NodeInfo) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    name = _text(info.attr("activation"))
+    name = text(info.attr("activation"))
     table = _GEMM_ACTIVATIONS if info.op_type == "FusedGemm" else _CONV_ACTIVATIONS
     return table[name](_activation_params(info, name) or []) if name else None
 
@@ -394,7 +390,7 @@ def _fused_conv(info: NodeInfo) -> Callable[..., Any]:
     """activation(Conv(X, W, B) + Z): the optional Z is added before the activation, as ONNX Runtime's
     kernel accumulates the convolution onto it.  With Relu, the Conv+Relu fusion of ``nn`` (one cuDNN
     call on CUDA where it takes the configuration)."""
-    if _text(info.attr("activation")) == "Relu":
+    if text(info.attr("activation")) == "Relu":
         return conv_relu(info)
     convolve, act = conv(info), _activation(info)
 

@@ -26,23 +26,26 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, eager, first_reason
+from inferplex.devices.gpu.ops._common import (
+    FLOAT_DTYPES,
+    attrs_reason,
+    dtype_reason,
+    eager,
+    first_reason,
+    text,
+)
 from inferplex.devices.gpu.registry import NodeInfo, register
 
 _ATTRS = ("coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio",
           "spatial_scale")
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _supports(info: NodeInfo) -> str | None:
     reason = first_reason(attrs_reason(info, _ATTRS), dtype_reason(info, (0, 1), FLOAT_DTYPES),
                           dtype_reason(info, (2,), frozenset({ir.DataType.INT64, ir.DataType.INT32})))
-    if reason is None and _text(info.attr("mode", "avg")) not in ("avg", "max"):
+    if reason is None and text(info.attr("mode", "avg")) not in ("avg", "max"):
         return f"RoiAlign mode {info.attr('mode')!r} is not avg or max"
-    if reason is None and _text(info.attr("coordinate_transformation_mode", "half_pixel")) not in (
+    if reason is None and text(info.attr("coordinate_transformation_mode", "half_pixel")) not in (
             "half_pixel", "output_half_pixel"):
         return "RoiAlign coordinate_transformation_mode is not half_pixel or output_half_pixel"
     return reason
@@ -105,9 +108,9 @@ def _geometry_type(x: torch.Tensor) -> torch.dtype:
 
 @register("RoiAlign", versions=(10, None), supports=_supports)
 def _roi_align(info: NodeInfo) -> Callable[..., Any]:
-    half_pixel = info.opset >= 16 and _text(info.attr("coordinate_transformation_mode",
+    half_pixel = info.opset >= 16 and text(info.attr("coordinate_transformation_mode",
                                                       "half_pixel")) == "half_pixel"
-    average = _text(info.attr("mode", "avg")) == "avg"
+    average = text(info.attr("mode", "avg")) == "avg"
     bins_h, bins_w = int(info.attr("output_height", 1)), int(info.attr("output_width", 1))
     ratio, scale = int(info.attr("sampling_ratio", 0)), float(info.attr("spatial_scale", 1.0))
 

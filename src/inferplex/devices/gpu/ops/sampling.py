@@ -27,6 +27,7 @@ from inferplex.devices.gpu.ops._common import (
     eager,
     first_reason,
     host_ints,
+    text,
 )
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
@@ -36,17 +37,13 @@ _MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest", "b
 _PADDING = ("zeros", "border", "reflection")
 
 
-def _text(value: Any) -> Any:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _grid_sample_supports(info: NodeInfo) -> str | None:
     reason = first_reason(attrs_reason(info, ("mode", "padding_mode", "align_corners")),
                           dtype_reason(info, (0, 1), FLOAT_DTYPES))
     if reason is not None:
         return reason
-    mode = _text(info.attr("mode", "bilinear" if info.opset < 20 else "linear"))
-    padding = _text(info.attr("padding_mode", "zeros"))
+    mode = text(info.attr("mode", "bilinear" if info.opset < 20 else "linear"))
+    padding = text(info.attr("padding_mode", "zeros"))
     if mode not in _MODES:
         return f"GridSample mode {mode!r} is not one of {', '.join(_MODES)}"
     if padding not in _PADDING:
@@ -62,8 +59,8 @@ def _grid_sample_supports(info: NodeInfo) -> str | None:
 
 @register("GridSample", versions=(16, None), supports=_grid_sample_supports)
 def _grid_sample(info: NodeInfo) -> Callable[..., Any]:
-    mode = _MODES[_text(info.attr("mode", "bilinear" if info.opset < 20 else "linear"))]
-    padding = _text(info.attr("padding_mode", "zeros"))
+    mode = _MODES[text(info.attr("mode", "bilinear" if info.opset < 20 else "linear"))]
+    padding = text(info.attr("padding_mode", "zeros"))
     align = bool(info.attr("align_corners", 0))
 
     def grid_sample(x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, first_reason
+from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, first_reason, text
 from inferplex.devices.gpu.registry import NodeInfo, register
 
 Activation = Callable[[torch.Tensor], torch.Tensor]
@@ -48,16 +48,12 @@ _ATTRS = ("activation_alpha", "activation_beta", "activations", "clip", "directi
 _EXTRA_ATTRS = {"RNN": (), "GRU": ("linear_before_reset",), "LSTM": ("input_forget",)}
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _directions(info: NodeInfo) -> int:
-    return 2 if _text(info.attr("direction", "forward")) == "bidirectional" else 1
+    return 2 if text(info.attr("direction", "forward")) == "bidirectional" else 1
 
 
 def _activation_names(info: NodeInfo) -> list[str]:
-    names = [_text(n) for n in info.attr("activations", [])]
+    names = [text(n) for n in info.attr("activations", [])]
     return names or _DEFAULTS[info.op_type] * _directions(info)
 
 
@@ -66,7 +62,7 @@ def _recurrent_supports(info: NodeInfo) -> str | None:
                           dtype_reason(info, (0, 1, 2, 3, 5, 6, 7), FLOAT_DTYPES))
     if reason is not None:
         return reason
-    direction = _text(info.attr("direction", "forward"))
+    direction = text(info.attr("direction", "forward"))
     if direction not in ("forward", "reverse", "bidirectional"):
         return f"{info.op_type} direction {direction!r} is not forward, reverse or bidirectional"
     names = _activation_names(info)
@@ -180,7 +176,7 @@ def _run_direction(step: Callable[..., Any], x: torch.Tensor, w: torch.Tensor, r
 def _recurrent(info: NodeInfo) -> Callable[..., Any]:
     op = info.op_type
     gates, dirs = _GATES[op], _directions(info)
-    direction = _text(info.attr("direction", "forward"))
+    direction = text(info.attr("direction", "forward"))
     layout = int(info.attr("layout", 0))
     clip = info.attr("clip")
     fns = [_clipped(fn, clip) for fn in _activations(info)]

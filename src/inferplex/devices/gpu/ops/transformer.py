@@ -16,6 +16,7 @@ from inferplex.devices.gpu.ops._common import (
     dtype_reason,
     first_reason,
     normalize_axis,
+    text,
 )
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
@@ -71,16 +72,12 @@ def rotate(x4: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dim: int,
     return torch.cat((rotated, keep), dim=-1)
 
 
-def _text(value: Any) -> Any:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _tensor_scatter_supports(info: NodeInfo) -> str | None:
     reason = first_reason(attrs_reason(info, ("mode", "axis")), dtype_reason(info, (0, 1), EXACT_DTYPES),
                           dtype_reason(info, (2,), frozenset({ir.DataType.INT64})))
     if reason is not None:
         return reason
-    if _text(info.attr("mode", "linear")) not in ("linear", "circular"):
+    if text(info.attr("mode", "linear")) not in ("linear", "circular"):
         return f"TensorScatter mode {info.attr('mode')!r} is not linear or circular"
     rank = info.rank(0)  # an unknown rank is told at run time
     if rank is not None and normalize_axis(int(info.attr("axis", -2)), rank) == 0:
@@ -90,7 +87,7 @@ def _tensor_scatter_supports(info: NodeInfo) -> str | None:
 
 @register("TensorScatter", versions=(24, None), supports=_tensor_scatter_supports)
 def _tensor_scatter(info: NodeInfo) -> Callable[..., Any]:
-    circular = _text(info.attr("mode", "linear")) == "circular"
+    circular = text(info.attr("mode", "linear")) == "circular"
     axis_attr = int(info.attr("axis", -2))
 
     def tensor_scatter(cache: torch.Tensor, update: torch.Tensor,
