@@ -292,7 +292,7 @@ def test_quantized_models_run_on_the_cpu_device(core: ov.Core, tmp_path: Any, fo
     compiled = core.compile_model(model, "CPU", F32)
     assert engine is None or compiled.get_property("ENGINE") == engine
     if form == "QDQ16":
-        assert "QuantizeLinear to 16-bit integers" in compiled.get_property("ENGINE_FALLBACK_REASON")
+        assert "16-bit QuantizeLinear" in compiled.get_property("ENGINE_FALLBACK_REASON")
     step = output_scale(model) * 1.001  # OpenVINO's int4 convolutions may land one output step apart
     np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), ort_unfused(model, feeds)[0],
                                atol=step if engine is None else 1e-6)

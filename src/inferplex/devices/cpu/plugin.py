@@ -238,22 +238,12 @@ def _onnx_runtime_keeps(model: ir.Model) -> str:
     return ""
 
 
-_SIXTEEN_BIT = frozenset({ir.DataType.INT16, ir.DataType.UINT16})
-
-
 def _openvino_differs(node: ir.Node) -> str:
     """The attributes of ``node`` that OpenVINO's CPU plugin computes unlike ONNX ('' where none).
 
-    Its QuantizeLinear to 16-bit integers (ONNX's, or ONNX Runtime's ``com.microsoft`` one that
-    ``quantize_static`` writes for 16-bit activations) skips the rounding to the integer grid: a
-    QuantizeLinear -> DequantizeLinear pair returns its input unchanged.  Some ``com.microsoft``
-    ops it reads compute unlike ONNX Runtime (:func:`_contrib_differs`).
+    Some ``com.microsoft`` ops it reads compute unlike ONNX Runtime (:func:`_contrib_differs`);
+    quantized models are :mod:`.quantized`'s.
     """
-    if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx", "com.microsoft"):
-        zero = node.inputs[2] if len(node.inputs) > 2 else None
-        target = zero.dtype if zero is not None else ir.DataType(node.attributes.get_int("output_dtype", 2))
-        if target in _SIXTEEN_BIT:
-            return "to 16-bit integers (without rounding to the integer grid)"
     if node.domain == "com.microsoft":
         return _contrib_differs(node)
     if node.domain not in ("", "ai.onnx"):

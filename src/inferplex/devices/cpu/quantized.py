@@ -94,7 +94,9 @@ def exact_int8_products() -> bool:
 
 
 def _sixteen_bit_qdq(model: ir.Model) -> bool:
-    return any(node.op_type in _QDQ and node.domain in ("", "ai.onnx")
+    """Whether a QuantizeLinear or DequantizeLinear (ONNX's, or ONNX Runtime's ``com.microsoft``
+    one, which ``quantize_static`` writes for 16-bit activations) has a 16-bit quantized type."""
+    return any(node.op_type in _QDQ and node.domain in ("", "ai.onnx", "com.microsoft")
                and _quantized_dtype(node) in _SIXTEEN_BIT for node in model.graph)
 
 
