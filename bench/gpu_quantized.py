@@ -6,7 +6,10 @@ Three models, exported from torch with a static batch and quantized with
 * ``mlp``: 4 x (Linear 1024 -> 1024, ReLU), batch 256;
 * ``resnet18``: a ResNet-18-shaped CNN (BasicBlocks 64-128-256-512, 224 x 224), batch 32;
 * ``encoder``: BERT-base's encoder (12 post-norm layers, hidden 768, 12 heads, GELU feed-forward
-  3072) on float hidden states, sequence 128, batch 32.
+  3072) on float hidden states, sequence 128, batch 32;
+* ``decoder``: a LLaMA-style decoder's feed-forward stack (4 x residual SwiGLU MLP, hidden 2048,
+  intermediate 5632, TinyLlama's sizes) on ``--tokens`` tokens (1: one decoding step); items are
+  tokens.
 
 Variants, each compiled on ``GPU.0`` through the public API:
 
@@ -23,7 +26,10 @@ Variants, each compiled on ``GPU.0`` through the public API:
 * ``dynamic``: ``quantize_dynamic`` (DynamicQuantizeLinear + MatMulInteger; the CNN's Convs
   become ConvInteger, which this device runs, with the Cast, scale Mul and bias Add after it,
   as one float32 convolution: torch has no int8 convolution kernel);
-* ``dynamic-f16``: the same under the f16 hint (those convolutions in f16).
+* ``dynamic-f16``: the same under the f16 hint (those convolutions in f16);
+* ``nbits4``: ``MatMulNBitsQuantizer`` (block-wise symmetric 4-bit weights, blocks of 32, the
+  ``MatMulNBits`` op onnxruntime-genai's int4 models hold), at the default f32;
+* ``nbits4-f16``: the same under the f16 hint.
 
 Per row (model, ``PERFORMANCE_HINT``, ``TORCH_COMPILE``, variant): the median wall time of
 one synchronous ``infer`` (``sync ms``) and the throughput of an ``AsyncInferQueue`` of
@@ -42,6 +48,7 @@ tier, and not timed), the most frequent op types first.  JSON goes to
     python bench/gpu_quantized.py                    # both models on CUDA
     python bench/gpu_quantized.py --models mlp --hints LATENCY,THROUGHPUT
     python bench/gpu_quantized.py --quick            # tiny shapes on the emulated GPU, to check the script
+    python bench/gpu_quantized.py --models decoder --variants float-f16,nbits4-f16,nbits4 --tokens 1
     python bench/gpu_quantized.py --models resnet18 --variants float-f16,qdq-static-f16 --calls
     python bench/gpu_quantized.py --models resnet18 --variants float-f16,dynamic-f16 --hints THROUGHPUT \
         --torch-compile NO,YES,AUTO
@@ -67,7 +74,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-VARIANTS = ("float-f16", "float-f32", "qdq-static", "qdq-static-f16", "dynamic", "dynamic-f16")
+VARIANTS = ("float-f16", "float-f32", "qdq-static", "qdq-static-f16", "dynamic", "dynamic-f16", "nbits4",
+            "nbits4-f16")
+_SOURCES = {"float-f16": "float", "float-f32": "float", "qdq-static": "static", "qdq-static-f16": "static",
+            "dynamic": "dynamic", "dynamic-f16": "dynamic", "nbits4": "nbits4", "nbits4-f16": "nbits4"}
 
 
 # --- models ------------------------------------------------------------------------------
@@ -135,7 +145,23 @@ def _encoder(hidden: int, heads: int, layers: int) -> Any:
     return nn.Sequential(*[Layer() for _ in range(layers)])
 
 
-def _shapes(name: str, quick: bool) -> tuple[Any, tuple[int, ...]]:
+def _decoder(hidden: int, intermediate: int, layers: int) -> Any:
+    import torch
+
+    class SwiGLU(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = torch.nn.Linear(hidden, intermediate, bias=False)
+            self.up = torch.nn.Linear(hidden, intermediate, bias=False)
+            self.down = torch.nn.Linear(intermediate, hidden, bias=False)
+
+        def forward(self, x: Any) -> Any:
+            return x + self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+
+    return torch.nn.Sequential(*[SwiGLU() for _ in range(layers)])
+
+
+def _shapes(name: str, quick: bool, tokens: int = 1) -> tuple[Any, tuple[int, ...]]:
     """(module with fixed random weights, input shape) of a model at full or quick size."""
     import torch
 
@@ -149,7 +175,10 @@ def _shapes(name: str, quick: bool) -> tuple[Any, tuple[int, ...]]:
     if name == "encoder":
         hidden, heads, layers, length, batch = (64, 4, 2, 16, 2) if quick else (768, 12, 12, 128, 32)
         return _encoder(hidden, heads, layers), (batch, length, hidden)
-    raise SystemExit(f"unknown model {name!r}; accepted: mlp, resnet18, encoder")
+    if name == "decoder":
+        hidden, intermediate, layers = (64, 128, 2) if quick else (2048, 5632, 4)
+        return _decoder(hidden, intermediate, layers), (1, tokens, hidden)
+    raise SystemExit(f"unknown model {name!r}; accepted: mlp, resnet18, encoder, decoder")
 
 
 class _Calibration:
@@ -164,31 +193,46 @@ class _Calibration:
         return next(self._batches, None)
 
 
-def _prepare(name: str, quick: bool, folder: Path) -> tuple[dict[str, str], tuple[int, ...]]:
-    """The float, static QDQ and dynamic ONNX files of a model ({kind: path}) and its input shape."""
+def _prepare(name: str, quick: bool, folder: Path, kinds: set[str], tokens: int
+             ) -> tuple[dict[str, str], tuple[int, ...]]:
+    """The ONNX files of a model the variants need ({kind: path}: float, static QDQ, dynamic,
+    4-bit block-wise) and its input shape."""
     import onnx
     import torch
     from onnxruntime import quantization
     from torch_export import export_onnx
 
-    module, shape = _shapes(name, quick)
-    paths = {kind: str(folder / f"{name}-{kind}.onnx") for kind in ("float", "static", "dynamic")}
+    module, shape = _shapes(name, quick, tokens)
+    paths = {kind: str(folder / f"{name}-{kind}.onnx") for kind in kinds | {"float"}}
     export_onnx(module, (torch.randn(*shape),), ["x"], path=Path(paths["float"]), output_names=["y"])
-    # quantize_static calibrates with one example per batch: make the batch dim free for it.
-    dynamic_batch = folder / f"{name}-float-any-batch.onnx"
-    export_onnx(module, (torch.randn(*shape),), ["x"], path=dynamic_batch, output_names=["y"],
-                dynamic_batch=True)
-    quantization.quantize_static(str(dynamic_batch), paths["static"], _Calibration(shape, 4),
-                                 quant_format=quantization.QuantFormat.QDQ, per_channel=True)
-    quantization.quantize_dynamic(paths["float"], paths["dynamic"])
-    model = onnx.load(paths["static"])
-    for port in (*model.graph.input, *model.graph.output):
-        port.type.tensor_type.shape.dim[0].dim_value = shape[0]
-    onnx.save(model, paths["static"])
+    if "static" in kinds:
+        # quantize_static calibrates with one example per batch: make the batch dim free for it.
+        dynamic_batch = folder / f"{name}-float-any-batch.onnx"
+        export_onnx(module, (torch.randn(*shape),), ["x"], path=dynamic_batch, output_names=["y"],
+                    dynamic_batch=True)
+        quantization.quantize_static(str(dynamic_batch), paths["static"], _Calibration(shape, 4),
+                                     quant_format=quantization.QuantFormat.QDQ, per_channel=True)
+        model = onnx.load(paths["static"])
+        for port in (*model.graph.input, *model.graph.output):
+            port.type.tensor_type.shape.dim[0].dim_value = shape[0]
+        onnx.save(model, paths["static"])
+    if "dynamic" in kinds:
+        quantization.quantize_dynamic(paths["float"], paths["dynamic"])
+    if "nbits4" in kinds:
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+        quantizer = MatMulNBitsQuantizer(onnx.load(paths["float"]), block_size=32, is_symmetric=True)
+        quantizer.process()
+        onnx.save(quantizer.model.model, paths["nbits4"])
     return paths, shape
 
 
 # --- timing ------------------------------------------------------------------------------
+
+
+def _items(shape: tuple[int, ...]) -> int:
+    """Items one inference serves: the batch, or a decoder's tokens."""
+    return shape[0] * shape[1] if len(shape) == 3 and shape[0] == 1 else shape[0]
 
 
 def _sync_ms(request: Any, feeds: dict[str, Any], warmup: int, iters: int) -> float:
@@ -216,8 +260,7 @@ def _queue_items_per_s(ov: Any, compiled: Any, feeds: dict[str, Any], batch: int
 
 
 def _variant(variant: str, paths: dict[str, str]) -> tuple[str, dict[str, Any]]:
-    source = {"float-f16": "float", "float-f32": "float", "qdq-static": "static", "qdq-static-f16": "static",
-              "dynamic": "dynamic", "dynamic-f16": "dynamic"}[variant]
+    source = _SOURCES[variant]
     precision = "f16" if variant.endswith("f16") else "f32"
     return paths[source], {"INFERENCE_PRECISION_HINT": precision}
 
@@ -240,7 +283,7 @@ def _measure(ov: Any, core: Any, variant: str, hint: str, setting: str, paths: d
         tier = compiled.get_property("COMPILED_TIER")
     compile_s = time.perf_counter() - start
     sync_ms = _sync_ms(request, feeds, args.warmup, args.iters)
-    items = _queue_items_per_s(ov, compiled, feeds, shape[0], args.jobs, args.iters)
+    items = _queue_items_per_s(ov, compiled, feeds, _items(shape), args.jobs, args.iters)
     row = {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s, "tier": tier}
     if args.calls:
         # the eager lowering's calls; no background compile of this program outlives the row
@@ -296,6 +339,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=4, help="requests in flight in the AsyncInferQueue")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--tokens", type=int, default=1, help="the decoder's tokens per inference")
     parser.add_argument("--quick", action="store_true", help="tiny shapes on an emulated GPU.0")
     parser.add_argument("--calls", action="store_true",
                         help="per row, the calls of one profiled run by op type (fusions show there)")
@@ -306,6 +350,7 @@ def main() -> None:
         args.quick, args.warmup, args.iters = True, 2, 6
         os.environ["INFERPLEX_EMULATED_GPUS"] = "1"
     logging.getLogger().setLevel(logging.ERROR)  # quantize_* advise pre-processing on every call
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.ERROR)
     logging.getLogger("inferplex").setLevel(logging.WARNING)  # a graph break's warning stays shown
     import inferplex as ov
 
@@ -318,7 +363,8 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as folder:
         for model in args.models.split(","):
-            paths, shape = _prepare(model, args.quick, Path(folder))
+            kinds = {_SOURCES[variant] for variant in args.variants.split(",")}
+            paths, shape = _prepare(model, args.quick, Path(folder), kinds, args.tokens)
             for hint in args.hints.split(","):
                 for setting in args.torch_compile.split(","):
                     for variant in args.variants.split(","):

@@ -148,18 +148,12 @@ def _pack(values: np.ndarray, bits: int) -> np.ndarray:
     return (grouped << (np.arange(per) * bits)).sum(-1).astype(np.uint8)
 
 
-@pytest.mark.parametrize(("bits", "elem", "zeros", "bias"), [
-    (4, TensorProto.FLOAT, "packed", True), (2, TensorProto.FLOAT, "packed", False),
-    (8, TensorProto.FLOAT16, "packed", True), (4, TensorProto.FLOAT16, None, False),
-    (4, TensorProto.FLOAT, "float", False), (4, TensorProto.FLOAT16, "float", True)])
-def test_matmul_nbits_packing_matches_onnx_runtime(core: ov.Core, bits: int, elem: int, zeros: str | None,
-                                                   bias: bool) -> None:
-    """Hand-packed weights: 2/4/8 bits, zero points packed (an odd block count), one float per block
-    (HQQ's) or the default ``2**(bits - 1)``, a bias, float16 data; K = 50 leaves the last block of
-    16 partly padding."""
+def _packed_model(bits: int, elem: int, zeros: str | None, bias: bool, k: int, n: int, block: int,
+                  rows: Any = None) -> onnx.ModelProto:
+    """One MatMulNBits of hand-packed random weights: zero points packed, one float per block
+    (HQQ's), or the default ``2**(bits - 1)``; an optional bias; input ``a`` of (``rows``, K)."""
     rng = np.random.default_rng(bits)
     dtype = np.float32 if elem == TensorProto.FLOAT else np.float16
-    k, n, block = 50, 12, 16
     blocks = -(-k // block)
     weights = rng.integers(0, 1 << bits, size=(n, blocks, block)).astype(np.uint8)
     names = ["a", "b", "s"]
@@ -177,13 +171,30 @@ def test_matmul_nbits_packing_matches_onnx_runtime(core: ov.Core, bits: int, ele
         inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(dtype), "bias"))
     node = helper.make_node("MatMulNBits", names, ["y"], name="mm", domain=MS, K=k, N=n, bits=bits,
                             block_size=block)
-    model = ms_model([node], [("a", elem, [2, 3, k])], [("y", elem, None)], inits)
-    x = rng.standard_normal((2, 3, k)).astype(dtype)
-    actual, expected = run_on_gpu(core, model, {"a": x})[0], ort_unfused(model, {"a": x})[0]
-    assert actual.dtype == expected.dtype
-    tolerance = 1e-5 if dtype == np.float32 else 2e-3
+    return ms_model([node], [("a", elem, [*(rows or [2, 3]), k])], [("y", elem, None)], inits)
+
+
+def _assert_nbits_close(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Same type; float32 close to float32 sums, float16 within float16 rounding of the output."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    tolerance = 1e-5 if actual.dtype == np.float32 else 2e-3
+    scale = max(1.0, float(np.abs(expected.astype(np.float32)).max()))
     np.testing.assert_allclose(actual.astype(np.float32), expected.astype(np.float32), rtol=tolerance,
-                               atol=tolerance)
+                               atol=tolerance * scale)
+
+
+@pytest.mark.parametrize(("bits", "elem", "zeros", "bias"), [
+    (4, TensorProto.FLOAT, "packed", True), (2, TensorProto.FLOAT, "packed", False),
+    (8, TensorProto.FLOAT16, "packed", True), (4, TensorProto.FLOAT16, None, False),
+    (4, TensorProto.FLOAT, "float", False), (4, TensorProto.FLOAT16, "float", True)])
+def test_matmul_nbits_packing_matches_onnx_runtime(core: ov.Core, bits: int, elem: int, zeros: str | None,
+                                                   bias: bool) -> None:
+    """2/4/8 bits, the three zero-point forms, a bias, float16 data; K = 50 leaves the last block
+    of 16 partly padding (and an odd block count for the packed zero points)."""
+    model = _packed_model(bits, elem, zeros, bias, k=50, n=12, block=16)
+    dtype = np.float32 if elem == TensorProto.FLOAT else np.float16
+    x = np.random.default_rng(bits).standard_normal((2, 3, 50)).astype(dtype)
+    _assert_nbits_close(run_on_gpu(core, model, {"a": x})[0], ort_unfused(model, {"a": x})[0])
 
 
 @pytest.mark.parametrize(("shared", "fused"),
@@ -239,3 +250,30 @@ def test_qgemm_on_cuda_int8_kernel_matches_onnx_runtime(a_elem: int, float_out: 
     """M > 16 and K, N multiples of 8: the product runs on torch's int8 kernel."""
     model = _qgemm_model(a_elem, float_out, per_column=True, trans_b=1, m=40, k=64, n=48)
     check(ov.Core(), model, {"a": random_ints((40, 64), a_elem, 6)})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("bits", "elem", "zeros", "bias", "rows"), [
+    (4, TensorProto.FLOAT16, "packed", True, [1, 1]), (4, TensorProto.FLOAT16, None, False, [3, 5]),
+    (2, TensorProto.FLOAT16, "float", True, [2, 150]), (8, TensorProto.FLOAT16, "packed", False, [1, 700]),
+    (4, TensorProto.FLOAT, "packed", True, [1, 1]), (2, TensorProto.FLOAT, None, False, [2, 7]),
+    (4, TensorProto.FLOAT, "float", True, [4, 64])])
+@pytest.mark.parametrize("torch_compile", ["NO", "YES"])
+def test_matmul_nbits_kernel_on_cuda_matches_onnx_runtime(bits: int, elem: int, zeros: str | None, bias: bool,
+                                                          rows: list[int], torch_compile: str) -> None:
+    """The packed-weight kernel on CUDA: one token (split depth), a few, and prompt-sized row
+    counts; float16 data, and float32 data with few rows (float32 products) and many (ATen);
+    K = 300 with blocks of 32 and 64 (a padded last block); on the eager tier and under
+    torch.compile."""
+    block = 64 if bits == 2 else 32
+    model = _packed_model(bits, elem, zeros, bias, k=300, n=200, block=block, rows=rows)
+    dtype = np.float32 if elem == TensorProto.FLOAT else np.float16
+    x = np.random.default_rng(7).standard_normal((*rows, 300)).astype(dtype)
+    compiled = ov.Core().compile_model(model, "GPU.0", {"PERFORMANCE_HINT": "THROUGHPUT",
+                                                        "TORCH_COMPILE": torch_compile})
+    request = compiled.create_infer_request()
+    for _ in range(3):  # past the eager tier's first runs, and the compiled tier once ready
+        actual = np.asarray(request.infer({"a": x})[0])
+    _assert_nbits_close(actual, ort_unfused(model, {"a": x})[0])
+

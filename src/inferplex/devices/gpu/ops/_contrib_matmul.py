@@ -7,11 +7,12 @@ helpers they share are in :mod:`.contrib_quantized`.
   requantized, or ``acc * (alpha * sa * sb)`` as float32 when the output has no scale.
 * MatMulIntegerToFloat is ``(A - za) @ (B - zb) * (sa * sb) + bias``; DynamicQuantizeMatMul the
   same after DynamicQuantizeLinear quantizes A (``quantize_dynamic``'s chains that ORT fuses).
-* MatMulNBits (``MatMulNBitsQuantizer``'s block-wise 2/4/8-bit weights) unpacks the weight's
-  bits on the device at every call, ``(q - zero) * scale`` per block of K, and runs a float32
-  matmul whatever A's type (a weight rounded to float16 would lose digits ORT keeps): the
-  weights stay packed in device memory (their point), at the cost of a dequantization pass
-  per call.
+* MatMulNBits (``MatMulNBitsQuantizer``'s block-wise 2/4/8-bit weights, ``(q - zero) * scale``
+  per block of K): the weights stay packed in device memory (their point).  On CUDA one Triton
+  kernel reads them packed and unpacks them tile by tile in registers (:mod:`._nbits_triton`):
+  16-bit activations meet weights rounded once to their type, as in a float16 model; float32
+  activations with few rows meet float32 weights.  Elsewhere (and for float32 activations with
+  many rows) the weight is unpacked into a float32 copy at every call for a float32 matmul.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
+from inferplex.devices.gpu.ops import _nbits_triton
 from inferplex.devices.gpu.ops._common import FLOAT_DTYPES, attrs_reason, dtype_reason, first_reason
 from inferplex.devices.gpu.ops.contrib_quantized import MS_DOMAIN as _MS
 from inferplex.devices.gpu.ops.contrib_quantized import quantize, scalar_params_reason
@@ -189,6 +191,10 @@ def _matmul_nbits(info: NodeInfo) -> Callable[..., Any]:
     def matmul_nbits(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
                      zeros: torch.Tensor | None = None, g_idx: torch.Tensor | None = None,
                      bias: torch.Tensor | None = None) -> torch.Tensor:
+        if _nbits_triton.usable(a, n):
+            return _nbits_triton.nbits_linear(a, packed, scales, zeros, bias, n, k, bits, block)
+        if _nbits_triton.usable_compiled(a, n):
+            return _nbits_triton.nbits_linear_op(a, packed, scales, zeros, bias, n, k, bits, block)
         result = torch.matmul(a.to(torch.float32), weight(packed, scales, zeros))
         if bias is not None:
             result = result + bias.to(torch.float32)
