@@ -6,7 +6,8 @@ downstream) the shapes ONNX Runtime computes.  Each case is a small model with s
 it is read, reshaped to new static dims, saved, and run by ONNX Runtime (CPU) on inputs of those
 dims; every output's ``partial_shape`` and element type must be what ONNX Runtime returned.  The two
 ops ONNX Runtime runs only on CUDA (BiasAdd, BiasSoftmax) are checked against the arrays the
-emulated GPU computes instead.
+emulated GPU computes instead.  BERT and GPT-2 models that ONNX Runtime's transformer optimizer
+wrote (the fixtures of ``test_gpu_contrib_models.py``) are checked value by value.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_gpu_contrib_models import (  # noqa: F401  (fixtures: optimized BERT and GPT-2 models)
+    _text_feeds,
+    bert,
+    bert_export,
+    bert_mha,
+    gpt2,
+    gpt2_module,
+    gpt2_opset14,
+)
 
 import inferplex as ov
 from inferplex.errors import InputError
@@ -321,3 +331,32 @@ def test_set_batch_on_an_input_of_unknown_rank_says_how_to_give_it_one() -> None
     model.get_parameters()[0].set_layout("NCHW")
     ov.set_batch(model, 2)
     assert model.input(0).get_partial_shape() == ov.PartialShape("2,?,?,?")
+
+
+# --- models ONNX Runtime's transformer optimizer wrote ----------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "length"), [("bert", 5), ("bert_mha", 5), ("gpt2", 8), ("gpt2_opset14", 8)])
+def test_every_value_of_a_reshaped_optimized_transformer_has_onnx_runtime_shape(
+        name: str, length: int, request: Any, tmp_path: Path) -> None:
+    """BERT and GPT-2 after ``optimize_model`` (Attention or MultiHeadAttention, EmbedLayerNormalization,
+    SkipLayerNormalization, BiasGelu or FastGelu), reshaped to a batch of 2 and ``length`` tokens (the
+    GPT-2 export holds its traced length in constants): every value of the graph, made an output,
+    has the type ONNX Runtime computes and a shape that holds its result; the contrib ops' outputs
+    and the model's output have exactly the result's shape (ONNX's inference leaves some standard
+    ops' shapes open: a Range of computed bounds)."""
+    proto: onnx.ModelProto = request.getfixturevalue(name)
+    model = ov.Core().read_model(proto)
+    feeds = {key: array[:2, :length] for key, array in
+             _text_feeds([value.name for value in proto.graph.input], 5).items()}
+    model.reshape({key: list(array.shape) for key, array in feeds.items()})
+    model.add_outputs([out for node in proto.graph.node for out in node.output if out])
+    exact = {proto.graph.output[0].name} | {out for node in proto.graph.node if node.domain == MS
+                                            for out in node.output if out}
+    expected = _reference(ov.Core(), Case(proto, feeds), model, tmp_path)
+    assert len(model.outputs) == len(expected)
+    for port, array in zip(model.outputs, expected, strict=True):
+        name, shape = port.get_any_name(), port.get_partial_shape()
+        assert port.get_element_type() == ov.Type(array.dtype), name
+        assert shape.compatible(ov.PartialShape(list(array.shape))), (name, shape, array.shape)
+        assert name not in exact or shape == ov.PartialShape(list(array.shape)), (name, shape, array.shape)
