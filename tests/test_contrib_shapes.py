@@ -88,7 +88,7 @@ def _activation(op: str, bias: bool = False, **attrs: Any) -> Case:
     return Case(_model([_ms(op, names, ["y"], **attrs)], [X], [("y", F)], weights), {"x": _floats(3, 5, 8)})
 
 
-def _skip_norm(op: str) -> Case:
+def _skip_norm(op: str, opset: int = 17) -> Case:
     names = ["x", "skip", "gamma", "beta", "bias"]
     weights = {"gamma": _floats(8), "beta": _floats(8), "bias": _floats(8)}
     if op != "SkipLayerNormalization":  # no beta
@@ -96,7 +96,7 @@ def _skip_norm(op: str) -> Case:
         del weights["beta"]
     node = _ms(op, names, ["y", "mean", "inv_std", "sum"], epsilon=1e-5)
     model = _model([node], [X, ("skip", F, ["batch", "seq", 8])],
-                   [("y", F), ("mean", F), ("inv_std", F), ("sum", F)], weights)
+                   [("y", F), ("mean", F), ("inv_std", F), ("sum", F)], weights, opset)
     return Case(model, {"x": _floats(3, 5, 8), "skip": _floats(3, 5, 8)})
 
 
@@ -114,13 +114,13 @@ def _layer_norm(op: str, axis: int, opset: int = 17) -> Case:
     return Case(model, {"x": _floats(4, 3, 8)})
 
 
-def _embed_layer_norm() -> Case:
+def _embed_layer_norm(opset: int = 17) -> Case:
     names = ["ids", "segments", "word", "position", "segment", "gamma", "beta", "mask"]
     weights = {"word": _floats(10, 8), "position": _floats(16, 8), "segment": _floats(2, 8),
                "gamma": _floats(8), "beta": _floats(8)}
     inputs = [(n, I32, ["batch", "seq"]) for n in ("ids", "segments", "mask")]
     model = _model([_ms("EmbedLayerNormalization", names, ["y", "mask_index", "sum"], epsilon=1e-5)], inputs,
-                   [("y", F), ("mask_index", I32), ("sum", F)], weights)
+                   [("y", F), ("mask_index", I32), ("sum", F)], weights, opset)
     feeds = {"ids": RNG.integers(0, 10, (3, 5)).astype(np.int32),
              "segments": RNG.integers(0, 2, (3, 5)).astype(np.int32), "mask": np.ones((3, 5), np.int32)}
     return Case(model, feeds)
@@ -227,11 +227,14 @@ CASES = {
     "BiasGelu": lambda: _activation("BiasGelu", bias=True),
     "QuickGelu": lambda: _activation("QuickGelu", alpha=1.5),
     "SkipLayerNormalization": lambda: _skip_norm("SkipLayerNormalization"),
-    "SkipSimplifiedLayerNormalization": lambda: _skip_norm("SkipSimplifiedLayerNormalization"),
+    "SkipLayerNormalization-opset12": lambda: _skip_norm("SkipLayerNormalization", opset=12),
+    "SkipSimplifiedLayerNormalization-opset18":
+        lambda: _skip_norm("SkipSimplifiedLayerNormalization", opset=18),
     "SimplifiedLayerNormalization-last": lambda: _layer_norm("SimplifiedLayerNormalization", -1),
     "SimplifiedLayerNormalization-axis1": lambda: _layer_norm("SimplifiedLayerNormalization", 1),
     "LayerNormalization-opset16": lambda: _layer_norm("LayerNormalization", 1, opset=16),
     "EmbedLayerNormalization": _embed_layer_norm,
+    "EmbedLayerNormalization-opset18": lambda: _embed_layer_norm(opset=18),
     "Attention-past": lambda: _attention(past=True),
     "Attention-sizes": lambda: _attention(past=False, sizes=(8, 8, 4)),
     "MultiHeadAttention": _multi_head_attention,

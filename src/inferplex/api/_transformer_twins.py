@@ -80,8 +80,9 @@ def _embed_layer_norm(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto
     words = rw.name("words")
     nodes.append(helper.make_node("Gather", [node.input[2], node.input[0]], [words], axis=0))
     rw.same(words, rw.output(node, 0), nodes)
-    rw.filled([rw.shape_dims(node.input[0], 0, 1, nodes)], node.input[0], rw.output(node, 1), nodes,
-              TensorProto.INT32)
+    if rw.output(node, 1):
+        rows = rw.reduce_max(node.input[0], [1], False, nodes)
+        nodes.append(helper.make_node("Cast", [rows], [node.output[1]], to=TensorProto.INT32))
     rw.same(words, rw.output(node, 2), nodes)
     return nodes
 

@@ -5,8 +5,9 @@ standard ops whose outputs have the node's output names, element types and shape
 mean nothing (the copy is never run), so a twin may take any path to a shape: a Cast of the input,
 the float op a quantized op stands for, or a zero broadcast to dims sliced from its inputs' shapes
 (ONNX's data propagation carries ``Shape``/``Slice``/``Concat`` values into ``Expand``, so symbolic
-dims such as ``batch`` survive).  Twins use only ops whose form is the same in every ONNX opset
-from 13 on (the reductions' ``axes`` moved to an input at 18: :meth:`Rewriter.reduced` writes both).
+dims such as ``batch`` survive; it does so from opset 13 on, before which such a twin gives the rank
+alone).  Twins use ops whose form is the same in every ONNX opset from 11 on (the reductions'
+``axes`` moved to an input at 18: :meth:`Rewriter.reduce_max` writes both forms).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def int_attrs(node: onnx.NodeProto) -> dict[str, int]:
 
 
 class Rewriter:
-    """What the copy states (element types and dims of initializers and inputs, the ONNX opset),
+    """What the copy states (element types and ranks of initializers and inputs, the ONNX opset),
     fresh names for twin values, and the shape helpers twins are built from."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
@@ -81,13 +82,6 @@ class Rewriter:
     def type_of(self, name: str) -> int | None:
         return self.types.get(name) if name else None
 
-    def dim(self, name: str, index: int) -> int | None:
-        """A static dim the copy states for ``name`` (an initializer or a declared input)."""
-        dims = self.dims.get(name)
-        if dims is None or not -len(dims) <= index < len(dims):
-            return None
-        return dims[index]
-
     # --- values -------------------------------------------------------------------------------
 
     def ints(self, values: Sequence[int]) -> str:
@@ -128,14 +122,6 @@ class Rewriter:
         nodes.append(helper.make_node("Slice", [shape, *bounds], [part]))
         return part
 
-    def unknown_dim(self, nodes: list[onnx.NodeProto]) -> str:
-        """A 1-D int64 value holding one dim that inference cannot know (NonZero's count)."""
-        found, shape, part = self.name("nonzero"), self.name("shape"), self.name("unknown")
-        nodes += [helper.make_node("NonZero", [self.ints([1])], [found]),
-                  helper.make_node("Shape", [found], [shape]),
-                  helper.make_node("Slice", [shape, self.ints([1]), self.ints([2])], [part])]
-        return part
-
     def filled(self, parts: Sequence[str], like: str, out: str, nodes: list[onnx.NodeProto],
                elem: int | None = None) -> None:
         """``out`` of the dims ``parts`` (1-D int64 values, concatenated) and ``like``'s element type
@@ -165,10 +151,16 @@ class Rewriter:
             nodes.append(helper.make_node("Slice", [ones_shape, *bounds], [tail]))
             self.filled([self.shape_dims(source, 0, axis, nodes), tail], source, out, nodes, elem)
             return
-        kept = self.name("kept")
-        axes = list(range(axis, 0))
-        if self.opset >= 18:
-            nodes.append(helper.make_node("ReduceMax", [source, self.ints(axes)], [kept], keepdims=1))
-        else:
-            nodes.append(helper.make_node("ReduceMax", [source], [kept], keepdims=1, axes=axes))
+        kept = self.reduce_max(source, list(range(axis, 0)), True, nodes)
         nodes.append(helper.make_node("Cast", [kept], [out], to=elem))
+
+    def reduce_max(self, source: str, axes: Sequence[int], keepdims: bool,
+                   nodes: list[onnx.NodeProto]) -> str:
+        """``ReduceMax`` of ``source`` over ``axes``, written in the form of the copy's opset."""
+        kept = self.name("reduced")
+        if self.opset >= 18:
+            node = helper.make_node("ReduceMax", [source, self.ints(axes)], [kept], keepdims=int(keepdims))
+        else:
+            node = helper.make_node("ReduceMax", [source], [kept], keepdims=int(keepdims), axes=list(axes))
+        nodes.append(node)
+        return kept
