@@ -14,22 +14,20 @@ from collections.abc import Callable
 import onnx
 from onnx import TensorProto, helper
 
-from inferplex.api._twin_rewriter import FLOAT as _F
-from inferplex.api._twin_rewriter import Rewriter as _Rewriter
-from inferplex.api._twin_rewriter import Twin as _Twin
+from inferplex.api._twin_rewriter import FLOAT, Rewriter, Twin
 
 __all__ = ["QUANTIZED_TWINS"]
 
 
-def _qlinear_type(rw: _Rewriter, node: onnx.NodeProto, zero: int, data: int) -> int | None:
+def _qlinear_type(rw: Rewriter, node: onnx.NodeProto, zero: int, data: int) -> int | None:
     """A QLinear op's output type: its zero point's, else its data's."""
     return rw.type_of(rw.input(node, zero)) or rw.type_of(rw.input(node, data))
 
 
-def _float_op(op_type: str, data: tuple[int, ...], zero: int, **attrs: object) -> _Twin:
+def _float_op(op_type: str, data: tuple[int, ...], zero: int, **attrs: object) -> Twin:
     """Twin ``Cast(op_type(Cast(data...)), T)`` for a QLinear op over its ``data`` inputs."""
 
-    def twin(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    def twin(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
         nodes: list[onnx.NodeProto] = []
         floats = [rw.as_float(rw.input(node, i), nodes) for i in data]
         result = rw.name(op_type)
@@ -40,21 +38,21 @@ def _float_op(op_type: str, data: tuple[int, ...], zero: int, **attrs: object) -
     return twin
 
 
-def _same_shape(elem: Callable[[_Rewriter, onnx.NodeProto], int | None]) -> _Twin:
+def _same_shape(elem: Callable[[Rewriter, onnx.NodeProto], int | None]) -> Twin:
     """Twin ``Cast(x, T)``: an element-wise op of one data input."""
 
-    def twin(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    def twin(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
         return rw.finish(node.input[0], node.output[0], elem(rw, node), [])
 
     return twin
 
 
-def _channels_last(twin: _Twin, always: bool = False) -> _Twin:
+def _channels_last(twin: Twin, always: bool = False) -> Twin:
     """``twin`` of an op whose data is N x spatial x C (``always``, or where its ``channels_last``
     attribute says so): the float op between Transposes, where ``kernel_shape`` gives the rank
     (else no twin)."""
 
-    def wrapped(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    def wrapped(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
         if not always and not any(a.name == "channels_last" and a.i for a in node.attribute):
             return twin(rw, node)
         kernel = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
@@ -74,7 +72,7 @@ def _channels_last(twin: _Twin, always: bool = False) -> _Twin:
     return wrapped
 
 
-def _max_pool(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+def _max_pool(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     """ONNX's MaxPool, which takes 8-bit data itself (opset 12 on): the output keeps the input's
     type, which the copy may not state yet."""
     kept = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
@@ -82,7 +80,7 @@ def _max_pool(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | Non
     return [helper.make_node("MaxPool", [node.input[0]], [node.output[0]], **attrs)]
 
 
-def _concat(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+def _concat(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     nodes: list[onnx.NodeProto] = []
     floats = [rw.as_float(node.input[i], nodes) for i in range(2, len(node.input), 3)]
     axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
@@ -91,7 +89,7 @@ def _concat(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     return rw.finish(result, node.output[0], rw.type_of(node.input[1]), nodes)
 
 
-def _where(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+def _where(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     nodes: list[onnx.NodeProto] = []
     x, y = rw.as_float(node.input[1], nodes), rw.as_float(node.input[4], nodes)
     result = rw.name("where")
@@ -99,18 +97,18 @@ def _where(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     return rw.finish(result, node.output[0], rw.type_of(node.input[8]), nodes)
 
 
-def _qgemm(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+def _qgemm(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     nodes: list[onnx.NodeProto] = []
     a, b = rw.as_float(node.input[0], nodes), rw.as_float(node.input[3], nodes)
     attrs = {x.name: x.i for x in node.attribute if x.name in ("transA", "transB")}
     result = rw.name("gemm")
     nodes.append(helper.make_node("Gemm", [a, b], [result], **attrs))
     zero = rw.input(node, 8)
-    return rw.finish(result, node.output[0], rw.type_of(zero) if zero else _F, nodes)
+    return rw.finish(result, node.output[0], rw.type_of(zero) if zero else FLOAT, nodes)
 
 
-def _matmul(a: int, b: int, elem: Callable[[_Rewriter, onnx.NodeProto], int | None]) -> _Twin:
-    def twin(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+def _matmul(a: int, b: int, elem: Callable[[Rewriter, onnx.NodeProto], int | None]) -> Twin:
+    def twin(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
         nodes: list[onnx.NodeProto] = []
         floats = [rw.as_float(node.input[a], nodes), rw.as_float(node.input[b], nodes)]
         result = rw.name("matmul")
@@ -120,13 +118,13 @@ def _matmul(a: int, b: int, elem: Callable[[_Rewriter, onnx.NodeProto], int | No
     return twin
 
 
-def _matmul_nbits(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+def _matmul_nbits(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     """``A @ W`` with a K x N weight made by Expand (no data in the copy)."""
     attrs = {a.name: a.i for a in node.attribute}
     if "K" not in attrs or "N" not in attrs:
         return None
     shape, zero = rw.ints([attrs["K"], attrs["N"]]), rw.name("zero")
-    rw.graph.initializer.append(helper.make_tensor(zero, _F, [], [0.0]))
+    rw.graph.initializer.append(helper.make_tensor(zero, FLOAT, [], [0.0]))
     nodes: list[onnx.NodeProto] = []
     a, weight, result = rw.as_float(node.input[0], nodes), rw.name("w"), rw.name("matmul")
     nodes += [helper.make_node("Expand", [zero, shape], [weight]),
@@ -134,12 +132,12 @@ def _matmul_nbits(rw: _Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] |
     return rw.finish(result, node.output[0], rw.type_of(node.input[2]) or rw.type_of(node.input[0]), nodes)
 
 
-def _one_output(twin: _Twin) -> _Twin:
+def _one_output(twin: Twin) -> Twin:
     """``twin`` for nodes of one output (the ops' only form)."""
     return lambda rw, node: twin(rw, node) if len(node.output) == 1 else None
 
 
-_TWINS: dict[str, _Twin] = {
+_TWINS: dict[str, Twin] = {
     "QLinearAdd": _float_op("Add", (0, 3), 7),
     "QLinearMul": _float_op("Mul", (0, 3), 7),
     "QLinearSigmoid": _same_shape(lambda rw, n: _qlinear_type(rw, n, 4, 0)),
@@ -156,11 +154,11 @@ _TWINS: dict[str, _Twin] = {
     "NhwcMaxPool": _channels_last(_max_pool, always=True),
     "QGemm": _qgemm,
     "MatMulIntegerToFloat": _matmul(0, 1, lambda rw, n: rw.type_of(n.input[2])),
-    "DynamicQuantizeMatMul": _matmul(0, 1, lambda rw, n: rw.type_of(n.input[0]) or _F),
+    "DynamicQuantizeMatMul": _matmul(0, 1, lambda rw, n: rw.type_of(n.input[0]) or FLOAT),
     "MatMulNBits": _matmul_nbits,
     "QuantizeLinear": _same_shape(lambda rw, n: rw.type_of(rw.input(n, 2)) or TensorProto.UINT8),
     "DequantizeLinear": _same_shape(lambda rw, n: rw.type_of(n.input[1])),
 }
 
-QUANTIZED_TWINS: dict[str, _Twin] = {op: _one_output(twin) for op, twin in _TWINS.items()}
+QUANTIZED_TWINS: dict[str, Twin] = {op: _one_output(twin) for op, twin in _TWINS.items()}
 """Twins of the quantized ``com.microsoft`` ops, by op type."""
