@@ -44,13 +44,13 @@ RNG = np.random.default_rng(11)
 class Case:
     """A model whose inputs have symbolic dims, the feeds of the dims it is reshaped to, the outputs
     whose dims are run-time values (dynamic even after a reshape), whether ONNX Runtime's CPU
-    runs it (else the emulated GPU's results are the reference) and whether the CPU device does."""
+    runs it (else the emulated GPU's results are the reference) and the devices that compile it."""
 
     model: onnx.ModelProto
     feeds: dict[str, np.ndarray]
     runtime_dims: frozenset[str] = field(default_factory=frozenset)
     on_ort_cpu: bool = True
-    on_cpu_device: bool = True
+    devices: tuple[str, ...] = ("CPU", "GPU.0")
 
 
 def _model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[tuple[str, int, Sequence[Any]]],
@@ -139,15 +139,22 @@ def _attention(past: bool, sizes: Sequence[int] | None = None) -> Case:
     return Case(model, feeds)
 
 
-def _multi_head_attention() -> Case:
-    names = ["q", "k", "v", "", "", "", "past_key", "past_value"]
+def _multi_head_attention(shared: bool = False) -> Case:
+    """MultiHeadAttention of 2 heads with past key/value (B, 2, past, 4); ``shared``: with a
+    past_sequence_length, the form whose present caches are the past buffers (of the longest length)."""
+    names = ["q", "k", "v", "", "", "", "past_key", "past_value"] + (["past_length"] if shared else [])
     inputs = [("q", F, ["batch", "seq", 8]), ("k", F, ["batch", "kv", 8]), ("v", F, ["batch", "kv", 8]),
               ("past_key", F, ["batch", 2, "past", 4]), ("past_value", F, ["batch", 2, "past", 4])]
+    if shared:
+        inputs.append(("past_length", I32, [1]))
     model = _model([_ms("MultiHeadAttention", names, ["y", "present_key", "present_value"], num_heads=2)],
                    inputs, [("y", F), ("present_key", F), ("present_value", F)])
-    feeds = {"q": _floats(3, 5, 8), "k": _floats(3, 6, 8), "v": _floats(3, 6, 8),
-             "past_key": _floats(3, 2, 4, 4), "past_value": _floats(3, 2, 4, 4)}
-    return Case(model, feeds)
+    new = 1 if shared else 6  # a decode step writes one position into the shared buffer
+    feeds = {"q": _floats(3, new, 8), "k": _floats(3, new, 8), "v": _floats(3, new, 8),
+             "past_key": _floats(3, 2, 9, 4), "past_value": _floats(3, 2, 9, 4)}
+    if shared:
+        feeds["past_length"] = np.asarray([4], np.int32)
+    return Case(model, feeds, devices=("CPU",) if shared else ("CPU", "GPU.0"))
 
 
 def _group_query_attention() -> Case:
@@ -218,7 +225,7 @@ def _bias_add() -> Case:
 def _bias_softmax() -> Case:
     node = _ms("BiasSoftmax", ["x", "bias"], ["y"], axis=-1, is_inner_broadcast=0)
     model = _model([node], [("x", F, ["batch", 4, 6])], [("y", F)], {"bias": _floats(4, 6)})
-    return Case(model, {"x": _floats(3, 4, 6)}, on_ort_cpu=False, on_cpu_device=False)
+    return Case(model, {"x": _floats(3, 4, 6)}, on_ort_cpu=False, devices=("GPU.0",))
 
 
 CASES = {
@@ -238,6 +245,7 @@ CASES = {
     "Attention-past": lambda: _attention(past=True),
     "Attention-sizes": lambda: _attention(past=False, sizes=(8, 8, 4)),
     "MultiHeadAttention": _multi_head_attention,
+    "MultiHeadAttention-shared-buffer": lambda: _multi_head_attention(shared=True),
     "GroupQueryAttention": _group_query_attention,
     "RotaryEmbedding": _rotary_embedding,
     "FusedMatMul": _fused_matmul,
@@ -302,8 +310,8 @@ def test_read_model_gives_contrib_outputs_their_rank(case: Case, emulated_core: 
 def test_reshape_gives_every_output_the_shape_onnx_runtime_computes(case: Case, where: str,
                                                                      emulated_core: ov.Core,
                                                                      tmp_path: Path) -> None:
-    if where == "CPU" and not case.on_cpu_device:
-        pytest.skip("no CPU engine runs this op (ONNX Runtime has only a CUDA kernel)")
+    if where != "model" and where not in case.devices:
+        pytest.skip(f"{where} does not run this form of the op")
     model = _reshaped(emulated_core, case)
     expected = _reference(emulated_core, case, model, tmp_path)
     ports = model.outputs if where == "model" else emulated_core.compile_model(model, where).outputs

@@ -39,11 +39,15 @@ def _heads_first(rw: Rewriter, value: str, heads: int, nodes: list[onnx.NodeProt
     return _node("Transpose", [split], nodes, rw, perm=[0, 2, 1, 3])
 
 
-def _present(rw: Rewriter, past: str, new: str, axis: int, out: str, nodes: list[onnx.NodeProto]) -> None:
-    """``out`` = the past cache (where the node has one) with ``new`` appended along ``axis``."""
+def _present(rw: Rewriter, past: str, new: str, axis: int, out: str, nodes: list[onnx.NodeProto],
+             shared: bool = False) -> None:
+    """``out`` = the past cache (where the node has one) with ``new`` appended along ``axis``; the past
+    cache as it is where the two share one buffer of the longest length (``shared``)."""
     if not out:
         return
-    if past:
+    if past and shared:
+        nodes.append(helper.make_node("Identity", [past], [out]))
+    elif past:
         nodes.append(helper.make_node("Concat", [past, new], [out], axis=axis))
     else:
         nodes.append(helper.make_node("Identity", [new], [out]))
@@ -69,7 +73,8 @@ def _attention(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeProto] | Non
     rw.same(value, rw.output(node, 0), nodes)
     if rw.output(node, 1):
         both = _node("Expand", [_heads_first(rw, value, heads, nodes), rw.ints([2, 1, 1, 1, 1])], nodes, rw)
-        _present(rw, rw.input(node, 4), both, 3, node.output[1], nodes)
+        shared = bool(int_attrs(node).get("past_present_share_buffer", 0))
+        _present(rw, rw.input(node, 4), both, 3, node.output[1], nodes, shared)
     return nodes
 
 
@@ -107,8 +112,9 @@ def _multi_head_attention(rw: Rewriter, node: onnx.NodeProto) -> list[onnx.NodeP
     nodes: list[onnx.NodeProto] = []
     q, k, v = _mha_heads(rw, node, heads, nodes)
     keys, values = rw.output(node, 1) or rw.name("keys"), rw.output(node, 2) or rw.name("values")
-    _present(rw, rw.input(node, 6), k, 2, keys, nodes)
-    _present(rw, rw.input(node, 7), v, 2, values, nodes)
+    shared = bool(rw.input(node, 8))  # a past_sequence_length: past and present share a buffer
+    _present(rw, rw.input(node, 6), k, 2, keys, nodes, shared)
+    _present(rw, rw.input(node, 7), v, 2, values, nodes, shared)
     scores = _node("MatMul", [q, _node("Transpose", [keys], nodes, rw, perm=[0, 1, 3, 2])], nodes, rw)
     context = _node("MatMul", [scores, values], nodes, rw)
     heads_last = _node("Transpose", [context], nodes, rw, perm=[0, 2, 1, 3])
