@@ -98,7 +98,7 @@ def _mha_heads(rw: Rewriter, node: onnx.NodeProto, heads: int,
     q = _heads_first(rw, query, heads, nodes)
     if not value:
         return q, _packed_heads(rw, key, 0, nodes), _packed_heads(rw, key, 1, nodes)
-    if len(rw.dims.get(key, [0, 0, 0])) == 4:
+    if rw.ranks.get(key, 3) == 4:
         return q, key, value
     return q, _heads_first(rw, key, heads, nodes), _heads_first(rw, value, heads, nodes)
 

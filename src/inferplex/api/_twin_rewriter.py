@@ -47,7 +47,7 @@ class Rewriter:
         graph = model.graph
         self.graph = graph
         self.types: dict[str, int] = {t.name: t.data_type for t in graph.initializer}
-        self.dims: dict[str, list[int | None]] = {t.name: list(t.dims) for t in graph.initializer}
+        self.ranks: dict[str, int] = {t.name: len(t.dims) for t in graph.initializer}
         for info in [*graph.input, *graph.value_info]:
             tensor = info.type.tensor_type
             if not info.type.HasField("tensor_type"):
@@ -55,15 +55,13 @@ class Rewriter:
             if tensor.elem_type:
                 self.types.setdefault(info.name, tensor.elem_type)
             if tensor.HasField("shape"):
-                self.dims.setdefault(info.name, [d.dim_value if d.HasField("dim_value") else None
-                                                 for d in tensor.shape.dim])
+                self.ranks.setdefault(info.name, len(tensor.shape.dim))
         versions = {o.domain: o.version for o in model.opset_import}
         self.opset = versions.get("", versions.get("ai.onnx", 0))
         if not self.opset:
             self.opset = _DEFAULT_OPSET
             model.opset_import.append(helper.make_opsetid("", _DEFAULT_OPSET))
         self._count = 0
-        self._shapes: dict[str, str] = {}
 
     # --- names and inputs ------------------------------------------------------------------
 
@@ -113,11 +111,8 @@ class Rewriter:
 
     def shape_dims(self, name: str, start: int, end: int | None, nodes: list[onnx.NodeProto]) -> str:
         """The 1-D int64 value ``shape(name)[start:end]``."""
-        shape = self._shapes.get(name)
-        if shape is None:
-            shape = self._shapes[name] = self.name("shape")
-            nodes.append(helper.make_node("Shape", [name], [shape]))
-        part = self.name("dims")
+        shape, part = self.name("shape"), self.name("dims")
+        nodes.append(helper.make_node("Shape", [name], [shape]))
         bounds = [self.ints([start]), self.ints([_END if end is None else end])]
         nodes.append(helper.make_node("Slice", [shape, *bounds], [part]))
         return part
