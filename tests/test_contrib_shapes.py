@@ -157,6 +157,15 @@ def _multi_head_attention(shared: bool = False) -> Case:
     return Case(model, feeds, devices=("CPU",) if shared else ("CPU", "GPU.0"))
 
 
+def _cross_attention() -> Case:
+    """MultiHeadAttention over key and value given as (B, N, L, H) heads (a cross-attention cache)."""
+    inputs = [("q", F, ["batch", "seq", 8]), ("k", F, ["batch", 2, "kv", 4]), ("v", F, ["batch", 2, "kv", 4])]
+    model = _model([_ms("MultiHeadAttention", ["q", "k", "v"], ["y", "present_key", "present_value"],
+                        num_heads=2)], inputs, [("y", F), ("present_key", F), ("present_value", F)])
+    feeds = {"q": _floats(3, 5, 8), "k": _floats(3, 2, 6, 4), "v": _floats(3, 2, 6, 4)}
+    return Case(model, feeds, devices=("CPU",))
+
+
 def _group_query_attention() -> Case:
     """A decode step of packed Q/K/V, 4 query heads over 2 K/V heads of 8 features: the caches'
     length is max(total_sequence_length, past), a run-time value."""
@@ -246,6 +255,7 @@ CASES = {
     "Attention-sizes": lambda: _attention(past=False, sizes=(8, 8, 4)),
     "MultiHeadAttention": _multi_head_attention,
     "MultiHeadAttention-shared-buffer": lambda: _multi_head_attention(shared=True),
+    "MultiHeadAttention-cross": _cross_attention,
     "GroupQueryAttention": _group_query_attention,
     "RotaryEmbedding": _rotary_embedding,
     "FusedMatMul": _fused_matmul,
@@ -316,6 +326,25 @@ def test_reshape_gives_every_output_the_shape_onnx_runtime_computes(case: Case, 
     expected = _reference(emulated_core, case, model, tmp_path)
     ports = model.outputs if where == "model" else emulated_core.compile_model(model, where).outputs
     _check_ports(ports, expected, case.runtime_dims)
+
+
+@pytest.mark.parametrize("packed", ["kv", "qkv"])
+def test_packed_multi_head_attention_has_the_shapes_of_onnx_runtime_spec(packed: str) -> None:
+    """The packed forms only ONNX Runtime's CUDA kernels run (no reference to run here): key (B, L, N,
+    2, H) or query (B, S, N, 3, H) give an output of (B, S, N * H) and caches of (B, N, L, H), as
+    ONNX Runtime's operator spec states."""
+    if packed == "kv":
+        names, inputs = ["q", "kv"], [("q", F, ["batch", "seq", 8]), ("kv", F, ["batch", "kv", 2, 2, 4])]
+    else:
+        names, inputs = ["qkv"], [("qkv", F, ["batch", "seq", 2, 3, 4])]
+    outputs = [("y", F), ("present_key", F), ("present_value", F)]
+    model = ov.Core().read_model(_model([_ms("MultiHeadAttention", names, [n for n, _ in outputs],
+                                             num_heads=2)], inputs, outputs))
+    model.reshape({"q": [3, 5, 8], "kv": [3, 6, 2, 2, 4]} if packed == "kv" else {"qkv": [3, 5, 2, 3, 4]})
+    length = 6 if packed == "kv" else 5
+    assert [port.get_partial_shape() for port in model.outputs] == [
+        ov.PartialShape([3, 5, 8]), ov.PartialShape([3, 2, length, 4]), ov.PartialShape([3, 2, length, 4]),
+        ov.PartialShape([3, 5, 8])]
 
 
 def test_shapes_a_contrib_op_cannot_take_are_refused_by_reshape() -> None:
