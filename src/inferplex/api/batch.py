@@ -4,7 +4,9 @@ As in OpenVINO, the batch is the dimension named ``N`` in an input's layout
 (``param.set_layout("NCHW")``, or a PrePostProcessor's model layout); inputs
 without a layout or without ``N`` in it keep their shapes.  A model where no
 input has a layout with ``N`` has no batch to read or set: the error lists the
-inputs and says how to set one, rather than guessing dimension 0.
+inputs and says how to set one, rather than guessing dimension 0; where an input's
+rank is unknown (declared with no shape), it names that input and says that a
+full shape (``model.reshape``), or a rank and then a layout, is what works.
 """
 
 from __future__ import annotations
@@ -46,9 +48,20 @@ def _batched_inputs(model: Any) -> list[tuple[int, int, list[Dim]]]:
 
 
 def _no_batch_error(model: Any) -> InputError:
+    inputs = model.ir.graph.inputs
+    unranked = [value.name for value in inputs if dims_of(value) is None]
+    if unranked:
+        names = ", ".join(repr(name) for name in unranked)
+        which = f"input {names} has" if len(unranked) == 1 else f"inputs {names} have"
+        return InputError(
+            f"the model's batch size is unknown: {which} an unknown rank ([...]), so no layout "
+            f"can place a batch dimension N in it; give it a full shape with model.reshape, e.g. "
+            f"model.reshape({{{unranked[0]!r}: [2, 3, 224, 224]}}), or give it a rank first "
+            f"(model.reshape({{{unranked[0]!r}: '?,?,?,?'}})) and then a layout "
+            f"(model.get_parameters()[0].set_layout('NCHW')) for set_batch")
     listed = "; ".join(
         f"{value.name!r} {format_dims(dims_of(value))} layout "
-        f"{value.metadata_props.get(LAYOUT_KEY) or 'not set'}" for value in model.ir.graph.inputs)
+        f"{value.metadata_props.get(LAYOUT_KEY) or 'not set'}" for value in inputs)
     return InputError(f"the model's batch size is unknown: no input has a layout with a batch "
                       f"dimension N (inputs: {listed}); set one first, e.g. "
                       f"model.get_parameters()[0].set_layout('NCHW')")

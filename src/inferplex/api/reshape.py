@@ -15,11 +15,12 @@ not a number or range (``"batch"``) is an ONNX symbolic dimension: inputs that
 share it must agree on its size.
 
 After the inputs change, ONNX shape inference runs over the whole graph (on a
-copy without the large weights), so every downstream port shows the new
-shapes.  A shape the model cannot take (a rank a Conv refuses, a size a Reshape
-constant contradicts) is an :class:`~inferplex.errors.InputError` naming the
-input, the shape asked for and the shape the model declares; the model is left
-as it was.
+copy without the large weights, where ONNX Runtime's contrib ops stand as
+standard ops of the same output shapes: :mod:`inferplex.api.shape_inference`),
+so every downstream port shows the new shapes.  A shape the model cannot take
+(a rank a Conv refuses, a size a Reshape constant contradicts) is an
+:class:`~inferplex.errors.InputError` naming the input, the shape asked for and
+the shape the model declares; the model is left as it was.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from inferplex._serialize import serialize_leaving_out
+from inferplex.api.shape_inference import infer, weightless_copy
 from inferplex.api.shapes import Dimension, PartialShape, Shape, parse_dimension_text, split_shape_text
 from inferplex.errors import InputError
 
@@ -40,9 +41,6 @@ __all__ = ["Dim", "apply_input_shapes", "as_dimension", "dim_bounds", "format_di
 
 Dim = int | str | None
 """A dimension as stored: a size, a range or symbol name (``"1..8"``, ``"batch"``), None for any."""
-
-_WEIGHT_LIMIT_BYTES = 1024
-"""Initializers up to this size stay in the copy shape inference reads (Reshape targets, axes)."""
 
 _RANGE = re.compile(r"^\s*(\d*)\s*\.\.\s*(\d*)\s*$")
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
@@ -278,16 +276,8 @@ def _fails_as_declared(model: ir.Model, old_inputs: Mapping[int, list[Dim] | Non
 
 
 def _infer(model: ir.Model, strict: bool) -> onnx.ModelProto:
-    """ONNX shape inference on a copy whose large initializers are typed graph inputs."""
-    proto, left = serialize_leaving_out(model, _large)
-    declared = {info.name for info in proto.graph.input}
-    for value in left:
-        tensor = value.const_value
-        if value.name not in declared and tensor is not None:
-            proto.graph.input.append(onnx.helper.make_tensor_value_info(
-                value.name or "", tensor.dtype.value, [int(d) for d in tensor.shape.numpy()]))
-    return onnx.shape_inference.infer_shapes(proto, check_type=strict, strict_mode=strict,
-                                             data_prop=True)
+    """ONNX shape inference on the model's weight-free copy (:mod:`inferplex.api.shape_inference`)."""
+    return infer(weightless_copy(model), strict)
 
 
 def value_types(model: ir.Model) -> dict[str, tuple[int, int | None]]:
@@ -305,7 +295,3 @@ def value_types(model: ir.Model) -> dict[str, tuple[int, int | None]]:
             types[info.name] = (int(tensor.elem_type), rank)
     return types
 
-
-def _large(value: ir.Value) -> bool:
-    tensor = value.const_value
-    return tensor is not None and tensor.nbytes > _WEIGHT_LIMIT_BYTES

@@ -1,0 +1,90 @@
+"""ONNX shape inference on a weight-free copy of a model, through ONNX Runtime's contrib ops.
+
+``Model.reshape`` (:mod:`inferplex.api.reshape`), the runtime model's precisions and the GPU lowering
+(:mod:`inferplex.devices.gpu.shapes`) all read every value's type and shape from ONNX's shape
+inference, run on the one copy :func:`weightless_copy` builds: the large initializers become typed
+graph inputs (never serialized: the weights are not copied), the small ones stay (inference reads
+them: Reshape targets, axes).
+
+ONNX's inference knows no ``com.microsoft`` op: it would leave their outputs, and everything computed
+from them, without a type or shape (ONNX Runtime's ``symbolic_shape_infer`` knows only some).  So
+each contrib node of the copy is replaced by a *shape twin*: standard ops with the same output
+names, element types and shapes (their values mean nothing; the copy is never run), and one pass
+of ONNX's inference covers the whole graph.  Twins exist for the quantized ops
+(:mod:`._quantized_twins`), the attention ops (:mod:`._attention_twins`) and the fused transformer
+ops, with the two normalizations ONNX Runtime registers in the ONNX domain
+(:mod:`._transformer_twins`).  A node with no twin, or of a form its twin does not cover, stays: its
+outputs keep unknown shapes, as before.  Nodes inside control-flow subgraphs are not replaced.
+"""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+
+from inferplex._serialize import serialize_leaving_out
+from inferplex.api._attention_twins import ATTENTION_TWINS
+from inferplex.api._quantized_twins import QUANTIZED_TWINS
+from inferplex.api._transformer_twins import ONNX_DOMAIN_TWINS, TRANSFORMER_TWINS
+from inferplex.api._twin_rewriter import MS, Rewriter, Twin
+
+__all__ = ["WEIGHT_LIMIT_BYTES", "infer", "replace_contrib_ops", "weightless_copy"]
+
+WEIGHT_LIMIT_BYTES = 1024
+"""Initializers up to this size stay in the copy (shape inference may read them: Reshape targets, axes)."""
+
+_TWINS: dict[str, dict[str, Twin]] = {
+    MS: {**QUANTIZED_TWINS, **ATTENTION_TWINS, **TRANSFORMER_TWINS},
+    "": ONNX_DOMAIN_TWINS,
+    "ai.onnx": ONNX_DOMAIN_TWINS,
+}
+"""Twins by domain, then op type."""
+
+
+def weightless_copy(model: ir.Model) -> onnx.ModelProto:
+    """``model`` as a proto whose large initializers are typed graph inputs and whose contrib ops are
+    shape twins (see the module docstring); ``model`` is not changed."""
+    proto, left = serialize_leaving_out(model, _large)
+    declared = {info.name for info in proto.graph.input}
+    for value in left:
+        tensor = value.const_value
+        if value.name not in declared and tensor is not None:
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(
+                value.name or "", tensor.dtype.value, [int(d) for d in tensor.shape.numpy()]))
+    replace_contrib_ops(proto)
+    return proto
+
+
+def infer(proto: onnx.ModelProto, strict: bool) -> onnx.ModelProto:
+    """ONNX's shape inference with data propagation (symbolic shape arithmetic) over ``proto``.
+
+    ``strict``: a node whose inputs do not fit raises ``onnx.shape_inference.InferenceError``
+    (what a reshape must refuse); otherwise inference leaves what it cannot infer unknown.
+    """
+    return onnx.shape_inference.infer_shapes(proto, check_type=strict, strict_mode=strict, data_prop=True)
+
+
+def replace_contrib_ops(proto: onnx.ModelProto) -> None:
+    """Replace, in place, each node of ``proto``'s main graph that has a shape twin; a model with
+    none is left as it is."""
+    graph = proto.graph
+    if not any(_twin_of(node) is not None for node in graph.node):
+        return
+    rewriter = Rewriter(proto)
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        twin = _twin_of(node)
+        replaced = twin(rewriter, node) if twin is not None else None
+        nodes.extend(replaced if replaced is not None else [node])
+    del graph.node[:]
+    graph.node.extend(nodes)
+    proto.ir_version = max(proto.ir_version, 4)  # the twins' constants are initializers, not inputs
+
+
+def _twin_of(node: onnx.NodeProto) -> Twin | None:
+    return _TWINS.get(node.domain, {}).get(node.op_type)
+
+
+def _large(value: ir.Value) -> bool:
+    tensor = value.const_value
+    return tensor is not None and tensor.nbytes > WEIGHT_LIMIT_BYTES
