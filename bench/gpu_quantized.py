@@ -7,8 +7,8 @@ Three models, exported from torch with a static batch and quantized with
 * ``resnet18``: a ResNet-18-shaped CNN (BasicBlocks 64-128-256-512, 224 x 224), batch 32;
 * ``encoder``: BERT-base's encoder (12 post-norm layers, hidden 768, 12 heads, GELU feed-forward
   3072) on float hidden states, sequence 128, batch 32;
-* ``decoder``: a LLaMA-style decoder's feed-forward stack (4 x residual SwiGLU MLP, hidden 2048,
-  intermediate 5632, TinyLlama's sizes) on ``--tokens`` tokens (1: one decoding step); items are
+* ``decoder``: a LLaMA-style decoder's feed-forward stack (3 x residual SwiGLU MLP, hidden 4096,
+  intermediate 11008, LLaMA-7B's sizes) on ``--tokens`` tokens (1: one decoding step); items are
   tokens.
 
 Variants, each compiled on ``GPU.0`` through the public API:
@@ -176,7 +176,7 @@ def _shapes(name: str, quick: bool, tokens: int = 1) -> tuple[Any, tuple[int, ..
         hidden, heads, layers, length, batch = (64, 4, 2, 16, 2) if quick else (768, 12, 12, 128, 32)
         return _encoder(hidden, heads, layers), (batch, length, hidden)
     if name == "decoder":
-        hidden, intermediate, layers = (64, 128, 2) if quick else (2048, 5632, 4)
+        hidden, intermediate, layers = (64, 128, 2) if quick else (4096, 11008, 3)
         return _decoder(hidden, intermediate, layers), (1, tokens, hidden)
     raise SystemExit(f"unknown model {name!r}; accepted: mlp, resnet18, encoder, decoder")
 

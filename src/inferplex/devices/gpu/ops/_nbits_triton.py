@@ -6,8 +6,9 @@ The weight stays packed in device memory.  Which kernel runs depends on the rows
 * one row (a decoder's token): :func:`~._nbits_kernels.gemv` reads the packed weight once, on the
   CUDA cores, each thread summing whole blocks: a quarter of a float16 weight's bytes at 4 bits,
   which is what sets a decoding step's speed;
-* up to :data:`_TILED_ROWS` rows: :func:`~._nbits_kernels.tiled`, 16-row tiles on the tensor cores,
-  the weight unpacked tile by tile;
+* up to :data:`_TILED_ROWS` rows of 16-bit activations: :func:`~._nbits_kernels.tiled`, 16-row
+  tiles on the tensor cores, the weight unpacked tile by tile (float32 products on the tensor
+  cores would not be IEEE's: float32 activations take the next path);
 * more rows (a prompt): :func:`~._nbits_kernels.dequantize` writes the weight in the activations'
   type once, and cuBLAS multiplies: the compute then outweighs the weight's read, and cuBLAS
   computes faster than a kernel that unpacks as it goes.
@@ -118,7 +119,7 @@ def nbits_linear(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, ze
             GB=gb, num_warps=4)
         if splits > 1:
             _reduce_splits(target, bias, out)
-    elif m <= _TILED_ROWS:
+    elif m <= _TILED_ROWS and rows.dtype != torch.float32:
         _tiled(rows, packed, scales, zeros, bias, out, n, k, bits, block, zero_kind)
     else:
         weight = torch.empty((n, blocks * block), dtype=a.dtype, device=a.device)
