@@ -4,7 +4,7 @@ One call of each, timed as CUDA-graph replays (20 calls a graph, the best of 5 r
 call), on LLaMA-sized matmuls (``M`` rows of activations, depth ``K``, ``N`` outputs):
 
 * ``inferplex``: the GPU device's MatMulNBits (4-bit symmetric weights, blocks of 32, float16
-  activations) as it runs inside a program: one row on the one-row kernel, up to 16 rows on the
+  activations) as it runs inside a program: one row on the one-row kernel, up to 32 rows on the
   tiled kernel, more after the unpacking kernel and cuBLAS (``devices/gpu/ops/_nbits_triton.py``);
 * ``cublas f16``: ``F.linear`` with the float16 weight (what the float16 model runs);
 * ``torch int4``: ``torch._weight_int4pack_mm`` (torch's tinygemm kernel, bfloat16 activations,

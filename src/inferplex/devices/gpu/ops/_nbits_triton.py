@@ -47,7 +47,7 @@ _GEMV_TILE = (8, 16)
 _GEMV_STEPS = 16
 """The one-row kernel splits a depth of more steps than this over several programs."""
 
-_TILED_ROWS = 16
+_TILED_ROWS = 32
 """Up to this many rows the tiled kernel serves; beyond, the weight is unpacked for cuBLAS."""
 
 _DEQUANTIZE_BLOCK = 2048
