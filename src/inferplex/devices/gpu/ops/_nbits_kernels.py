@@ -61,7 +61,7 @@ def gemv(a_ptr, b_ptr, scale_ptr, zero_ptr, bias_ptr, out_ptr, N, K, stride_am, 
     rq = tl.arange(0, QBLOCK)
     rr = tl.arange(0, ROWS_P2)
     n_ok = rn < N
-    acc = tl.zeros((ROWS_P2, BN), dtype=tl.float32)
+    acc = tl.zeros((ROWS_P2, BN, GB), dtype=tl.float32)  # per thread; reduced across GB once
     split = tl.program_id(1)
     end = tl.minimum((split + 1) * blocks_per_split, blocks)
     for g0 in range(split * blocks_per_split, end, GB):
@@ -90,15 +90,15 @@ def gemv(a_ptr, b_ptr, scale_ptr, zero_ptr, bias_ptr, out_ptr, N, K, stride_am, 
                 part = q0 * a0[None, :, :] + q1 * a1[None, :, :]
             else:
                 part = q0 * a0[None, :, :] + q1 * a1[None, :, :] + q2 * a2[None, :, :] + q3 * a3[None, :, :]
-            row = tl.sum(tl.sum(part, axis=2) * scale, axis=1)
-            acc = tl.where((rr == r)[:, None], acc + row[None, :], acc)
+            acc = tl.where((rr == r)[:, None, None], acc + (tl.sum(part, axis=2) * scale)[None, :, :], acc)
     mask = (rr < ROWS)[:, None] & n_ok[None, :]
+    sums = tl.sum(acc, axis=2)
     if PARTIAL:  # this split's float32 sums, added in order by reduce_splits
-        tl.store(out_ptr + split * ROWS * N + rr[:, None] * N + rn[None, :], acc, mask=mask)
+        tl.store(out_ptr + split * ROWS * N + rr[:, None] * N + rn[None, :], sums, mask=mask)
     else:
         if BIAS:
-            acc += tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-        tl.store(out_ptr + rr[:, None] * N + rn[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+            sums += tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+        tl.store(out_ptr + rr[:, None] * N + rn[None, :], sums.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
