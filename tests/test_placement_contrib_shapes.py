@@ -20,11 +20,12 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from conftest import ort_run
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
 from inferplex.placement.graph import annotate
+
+from conftest import ort_run
 
 MS = "com.microsoft"
 F, I32 = TensorProto.FLOAT, TensorProto.INT32
@@ -65,7 +66,8 @@ class _Builder:
         """Outputs declared with their type only, as exporters often write them."""
         graph = helper.make_graph(self.nodes, "contrib", inputs,
                                   [helper.make_tensor_value_info(n, F, None) for n in outputs], self.weights)
-        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+        imports = [helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]
+        proto = helper.make_model(graph, opset_imports=imports)
         proto.ir_version = 10
         return proto
 
@@ -113,8 +115,9 @@ def _gqa_decoder() -> tuple[onnx.ModelProto, dict[str, int], dict[str, np.ndarra
     b = _Builder()
     b.norm("x", "n")
     b.nbits("n", "qkv", 16, 32)
-    b.op("GroupQueryAttention", ["qkv", "", "", "past_key", "past_value", "seqlens_k", "total_sequence_length"],
-         ["attn", "present_key", "present_value"], MS, num_heads=2, kv_num_heads=1)
+    names = ["qkv", "", "", "past_key", "past_value", "seqlens_k", "total_sequence_length"]
+    b.op("GroupQueryAttention", names, ["attn", "present_key", "present_value"], MS,
+         num_heads=2, kv_num_heads=1)
     b.nbits("attn", "o", 16, 16)
     b.op("Add", ["o", "x"], ["y"])
     inputs = [helper.make_tensor_value_info("x", F, ["batch", "seq", 16]),
@@ -201,8 +204,9 @@ def test_pipeline_over_emulated_gpus_counts_the_bytes_of_contrib_outputs(emulate
     reference = _without_bias_add(proto)
     feeds = {"x": _floats(2, 3, 16)}
     limit = 9000  # the whole model (weights 6.2 KiB, activations 3.4 KiB) fits neither device
-    compiled = emulated_core.compile_model(emulated_core.read_model(proto), "HETERO:GPU.0,GPU.1", {
-        "MODEL_DISTRIBUTION_POLICY": "PIPELINE_PARALLEL", "DEVICE_PROPERTIES": {"GPU": {"MEMORY_LIMIT": limit}}})
+    config = {"MODEL_DISTRIBUTION_POLICY": "PIPELINE_PARALLEL",
+              "DEVICE_PROPERTIES": {"GPU": {"MEMORY_LIMIT": limit}}}
+    compiled = emulated_core.compile_model(emulated_core.read_model(proto), "HETERO:GPU.0,GPU.1", config)
     plan = compiled.get_property("HETERO_SUBGRAPHS")
     assert [s.device for s in plan.subgraphs] == ["GPU.0", "GPU.1"]
     arrays = _every_value(reference, feeds)
