@@ -6,7 +6,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
-from inferplex._serialize import serialize_leaving_out
+from inferplex._serialize import serialize_leaving_out, weights_as_inputs
 
 
 def _model() -> ir.Model:
@@ -49,3 +49,15 @@ def test_nothing_left_out_is_serialize_model() -> None:
     model = _model()
     proto, left = serialize_leaving_out(model, lambda value: False)
     assert left == [] and proto == ir.serde.serialize_model(model)
+
+
+def test_weights_as_inputs_declares_each_left_out_weight_once_as_a_typed_input() -> None:
+    model = _model()
+    model.graph.inputs.append(model.graph.initializers["b"])  # an overridable initializer
+    proto, left = weights_as_inputs(model, lambda value: True)
+    assert sorted(value.name for value in left) == ["b", "w"] and not proto.graph.initializer
+    declared = {info.name: info.type.tensor_type for info in proto.graph.input}
+    assert [info.name for info in proto.graph.input] == ["x", "b", "w"]
+    for name, array in (("w", (32, 8)), ("b", (8,))):
+        assert declared[name].elem_type == TensorProto.FLOAT
+        assert tuple(d.dim_value for d in declared[name].shape.dim) == array

@@ -22,7 +22,7 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from inferplex._serialize import serialize_leaving_out
+from inferplex._serialize import weights_as_inputs
 from inferplex.api._attention_twins import ATTENTION_TWINS
 from inferplex.api._quantized_twins import QUANTIZED_TWINS
 from inferplex.api._transformer_twins import ONNX_DOMAIN_TWINS, TRANSFORMER_TWINS
@@ -44,13 +44,7 @@ _TWINS: dict[str, dict[str, Twin]] = {
 def weightless_copy(model: ir.Model) -> onnx.ModelProto:
     """``model`` as a proto whose large initializers are typed graph inputs and whose contrib ops are
     shape twins (see the module docstring); ``model`` is not changed."""
-    proto, left = serialize_leaving_out(model, _large)
-    declared = {info.name for info in proto.graph.input}
-    for value in left:
-        tensor = value.const_value
-        if value.name not in declared and tensor is not None:
-            proto.graph.input.append(onnx.helper.make_tensor_value_info(
-                value.name or "", tensor.dtype.value, [int(d) for d in tensor.shape.numpy()]))
+    proto, _ = weights_as_inputs(model, _large)
     replace_contrib_ops(proto)
     return proto
 

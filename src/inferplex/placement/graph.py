@@ -2,7 +2,12 @@
 
 HETERO works on an annotated copy of the user's model (types and shapes from
 ONNX shape inference), never on the model itself; node names are the link
-between the two (the Core makes them unique and non-empty).
+between the two (the Core makes them unique and non-empty).  The copy shares
+the model's weights (only nodes and values are new), and its types and shapes
+come from the one shape inference ``Model.reshape`` and the GPU use
+(:mod:`inferplex.api.shape_inference`), which sees through ONNX Runtime's
+contrib ops: the memory model and the crossing bytes of a quantized LLM or an
+optimized BERT count the tensors downstream of them too.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+import onnx
 import onnx_ir as ir
-import onnx_ir.passes.common as ir_passes
+
+from inferplex.api.shape_inference import infer, weightless_copy
 
 __all__ = ["GraphIndex", "annotate", "fill_all_missing_types", "fill_missing_types",
            "is_constant_node", "name_of", "value_nbytes"]
@@ -130,17 +137,59 @@ def _set_input_dims(model: ir.Model, dims: Mapping[str, int]) -> None:
 def annotate(model: ir.Model, fixed_dims: Mapping[str, int] | None = None) -> ir.Model:
     """A copy of ``model`` with types and shapes on every value that inference can reach.
 
-    ``fixed_dims`` (symbolic dim name -> size) makes input shapes concrete first;
-    the memory model uses it, the split does not (subgraphs keep dynamic shapes).
+    The copy has its own nodes and values (callers sort it and type it further)
+    but shares the model's weights.  Types and shapes come from ONNX's lenient
+    shape inference on the weight-free copy with shape twins for the contrib ops
+    (:func:`~inferplex.api.shape_inference.weightless_copy`); an inferred type or
+    shape replaces the declared one.  ``fixed_dims`` (symbolic dim name -> size)
+    makes input shapes concrete first; the memory model uses it, the split does
+    not (subgraphs keep dynamic shapes).
     """
     copy = model.clone()
     if fixed_dims is not None:
         _set_input_dims(copy, fixed_dims)
     try:
-        ir_passes.ShapeInferencePass(check_type=False, strict_mode=False)(copy)
-    except Exception as error:  # noqa: BLE001 - inference is best effort; ORT fills gaps below
+        inferred = infer(weightless_copy(copy), strict=False)
+    except Exception as error:  # noqa: BLE001 - inference is best effort; ORT fills gaps after
         _log.debug("inferplex: ONNX shape inference failed: %s", error)
+        return copy
+    _write_back(copy.graph, inferred.graph)
     return copy
+
+
+def _write_back(graph: ir.Graph, inferred: onnx.GraphProto) -> None:
+    """Types and shapes of ``inferred`` (a graph proto after inference) onto ``graph``'s values of
+    the same names, then into the bodies of its control-flow nodes (paired by node name and
+    attribute: the twins replace main-graph nodes only, so the bodies are the model's own)."""
+    found = {info.name: info.type for info in (*inferred.input, *inferred.value_info, *inferred.output)}
+    for value in _values_of(graph):
+        kind = found.get(name_of(value))
+        if kind is None or not kind.HasField("tensor_type"):
+            continue
+        tensor = kind.tensor_type
+        if tensor.elem_type:
+            value.dtype = ir.DataType(tensor.elem_type)
+        if tensor.HasField("shape"):
+            value.shape = ir.Shape([_dim(d) for d in tensor.shape.dim])
+    bodies = {(node.name, attr.name): attr.g for node in inferred.node for attr in node.attribute
+              if attr.type == onnx.AttributeProto.GRAPH}
+    for node in graph:
+        for attr in node.attributes.values():
+            body = bodies.get((node.name, attr.name)) if isinstance(attr, ir.Attr) else None
+            if body is not None and attr.type == ir.AttributeType.GRAPH:
+                _write_back(attr.as_graph(), body)
+
+
+def _values_of(graph: ir.Graph) -> list[ir.Value]:
+    """Inputs, initializers and node outputs of ``graph``, each once."""
+    values = [*graph.inputs, *graph.initializers.values(), *(o for n in graph for o in n.outputs)]
+    return [v for v in dict.fromkeys(values) if v.name]
+
+
+def _dim(dim: onnx.TensorShapeProto.Dimension) -> int | str | None:
+    if dim.HasField("dim_value"):
+        return int(dim.dim_value)
+    return dim.dim_param or None
 
 
 def fill_missing_types(model: ir.Model, names: Iterable[str]) -> list[str]:

@@ -7,9 +7,11 @@ rewrites every op whose definition changed; OpenVINO meets no such limit, as it
 reads any opset into its own ops.
 
 The converter works on a proto without the large weights (typed graph inputs
-stand in for them), so no weight is copied; the weights, and the rt_info the
-converter drops (layouts, affinities, friendly names, stored as
-``metadata_props``), are carried over by name.
+stand in for them: :func:`inferplex._serialize.weights_as_inputs`, the builder
+shape inference uses too, with its own choice of weights: here every external
+one, which the converter must not read), so no weight is copied; the weights,
+and the rt_info the converter drops (layouts, affinities, friendly names,
+stored as ``metadata_props``), are carried over by name.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from inferplex._serialize import serialize_leaving_out
+from inferplex._serialize import weights_as_inputs
 from inferplex.errors import ModelError
 
 __all__ = ["raise_opset"]
@@ -37,12 +39,7 @@ def raise_opset(model: ir.Model, version: int) -> ir.Model:
     ModelError when onnx's version converter cannot convert it.
     """
     old = model.graph.opset_imports.get("", 1)
-    proto, left = serialize_leaving_out(model, _left_out)
-    for value in left:
-        tensor = value.const_value
-        if tensor is not None:
-            proto.graph.input.append(onnx.helper.make_tensor_value_info(
-                value.name or "", tensor.dtype.value, [int(d) for d in tensor.shape.numpy()]))
+    proto, left = weights_as_inputs(model, _left_out)
     try:
         converted = onnx.version_converter.convert_version(proto, version)
     except Exception as error:  # noqa: BLE001 - the converter raises several unrelated types
@@ -58,11 +55,13 @@ def raise_opset(model: ir.Model, version: int) -> ir.Model:
 
 
 def _restore_weights(graph: ir.Graph, left: list[ir.Value]) -> None:
-    """The stand-in inputs become initializers again, holding the original tensors."""
+    """The stand-in inputs become initializers again, holding the original tensors (an initializer
+    that was a graph input too stays one)."""
     by_name = {value.name: value for value in graph.inputs}
     for original in left:
         value = by_name[original.name]
-        graph.inputs.remove(value)
+        if not original.is_graph_input():
+            graph.inputs.remove(value)
         value.const_value = original.const_value
         graph.register_initializer(value)
 
