@@ -3,8 +3,9 @@
 
 * :func:`gemv`: a few rows of activations against the packed weight, on the CUDA cores: each
   thread holds whole blocks' bytes, so the sums over a block stay in its registers;
-* :func:`tiled`: 16-row tiles on the tensor cores, the weight unpacked tile by tile;
-* :func:`dequantize`: the weight unpacked into the activations' type, for cuBLAS to multiply.
+* :func:`tiled`: 16-row tiles on the tensor cores, the weight unpacked tile by tile (:func:`unpack`);
+* :func:`dequantize`: the weight unpacked into the activations' type, for cuBLAS to multiply;
+* :func:`reduce_splits`: the float32 partial sums of programs that split the depth, added in order.
 
 A weight is ``(q - zero) * scale`` of its block (``QBLOCK`` values of the depth) in float32;
 ``ZERO`` says how zero points come: 0 none (``2 ** (BITS - 1)``), 1 packed like the weight, 2 one
@@ -29,6 +30,7 @@ def split_values(x, BITS: tl.constexpr, GB: tl.constexpr, BYTES: tl.constexpr): 
         v1, v3 = tl.split(odd)
         return v0, v1, v2, v3
 
+
 @triton.jit
 def block_params(scale_ptr, zero_ptr, rn, g, ok, blocks, zero_row, BITS: tl.constexpr,  # noqa: N803
                  ZERO: tl.constexpr):
@@ -42,6 +44,20 @@ def block_params(scale_ptr, zero_ptr, rn, g, ok, blocks, zero_row, BITS: tl.cons
     else:
         zero = tl.zeros(scale.shape, tl.float32) + (1 << (BITS - 1))
     return scale, zero
+
+
+@triton.jit
+def unpack(packed, BITS: tl.constexpr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):  # noqa: N803
+    # the values of a [ROWS, COLUMNS / PER] byte tile, lowest bits first, as [ROWS, COLUMNS] float32
+    if BITS == 4:
+        values = tl.join(packed & 0xF, packed >> 4).reshape(ROWS, COLUMNS)
+    elif BITS == 2:
+        values = tl.join(tl.join(packed & 3, (packed >> 4) & 3),
+                         tl.join((packed >> 2) & 3, packed >> 6)).reshape(ROWS, COLUMNS)
+    else:
+        values = packed
+    return values.to(tl.float32)
+
 
 @triton.jit
 def gemv(a_ptr, b_ptr, scale_ptr, zero_ptr, bias_ptr, out_ptr, N, K, stride_am,  # noqa: N803
@@ -114,6 +130,7 @@ def reduce_splits(partial_ptr, bias_ptr, out_ptr, splits, count, N, BIAS: tl.con
         total += tl.load(bias_ptr + offsets % N, mask=ok, other=0.0).to(tl.float32)
     tl.store(out_ptr + offsets, total.to(out_ptr.dtype.element_ty), mask=ok)
 
+
 @triton.jit
 def dequantize(b_ptr, scale_ptr, zero_ptr, out_ptr, width, row_bytes, blocks,  # noqa: N803
                zero_row, BITS: tl.constexpr, QBLOCK: tl.constexpr, ZERO: tl.constexpr,
@@ -121,7 +138,6 @@ def dequantize(b_ptr, scale_ptr, zero_ptr, out_ptr, width, row_bytes, blocks,  #
     # GB blocks of row n of the N x width weight (width = blocks * QBLOCK) in out's type
     PER: tl.constexpr = 8 // BITS
     BYTES: tl.constexpr = QBLOCK // PER
-    MASK: tl.constexpr = (1 << BITS) - 1
     n = tl.program_id(0)
     g = tl.program_id(1) * GB + tl.arange(0, GB)
     g_ok = g < blocks
@@ -130,30 +146,18 @@ def dequantize(b_ptr, scale_ptr, zero_ptr, out_ptr, width, row_bytes, blocks,  #
     scale, zero = block_params(scale_ptr, zero_ptr, tl.full((1,), 0, tl.int32) + n, g, g_ok[None, :],
                                blocks, zero_row, BITS, ZERO)
     scale, zero = tl.reshape(scale, (GB, 1)), tl.reshape(zero, (GB, 1))
-    if BITS == 8:
-        q = packed
-    elif BITS == 4:
-        q = tl.join(packed & MASK, packed >> 4).reshape(GB, QBLOCK)
-    else:
-        q = tl.join(tl.join(packed & MASK, (packed >> 4) & MASK),
-                    tl.join((packed >> 2) & MASK, packed >> 6)).reshape(GB, QBLOCK)
-    w = (q.to(tl.float32) - zero) * scale
+    w = (unpack(packed, BITS, GB, QBLOCK) - zero) * scale
     tl.store(out_ptr + n * width + (g * QBLOCK)[:, None] + tl.arange(0, QBLOCK)[None, :],
              w.to(out_ptr.dtype.element_ty), mask=g_ok[:, None])
+
 
 @triton.jit
 def tiled(a_ptr, b_ptr, scale_ptr, zero_ptr, bias_ptr, out_ptr, M, N, K,  # noqa: N803
            stride_am, row_bytes, blocks, zero_row, steps_per_split,
            BITS: tl.constexpr, QBLOCK: tl.constexpr, ZERO: tl.constexpr, BIAS: tl.constexpr,
-           PARTIAL: tl.constexpr, IEEE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-           GROUP: tl.constexpr):
-    pid = tl.program_id(0)
-    blocks_m, blocks_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    group = pid // (GROUP * blocks_n)
-    first = group * GROUP
-    size = tl.minimum(blocks_m - first, GROUP)
-    pid_m = first + (pid % (GROUP * blocks_n)) % size
-    pid_n = (pid % (GROUP * blocks_n)) // size
+           PARTIAL: tl.constexpr, IEEE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m = tl.program_id(0) % tl.cdiv(M, BM)  # few row tiles: no grouping of programs
+    pid_n = tl.program_id(0) // tl.cdiv(M, BM)
     split = tl.program_id(1)
     PER: tl.constexpr = 8 // BITS
     SUB: tl.constexpr = BK if BK < QBLOCK else QBLOCK  # depth that shares one scale in a tile
@@ -170,24 +174,11 @@ def tiled(a_ptr, b_ptr, scale_ptr, zero_ptr, bias_ptr, out_ptr, M, N, K,  # noqa
         rb = k0 // PER + tl.arange(0, BK // PER)
         packed = tl.load(b_ptr + rn[:, None] * row_bytes + rb[None, :],
                          mask=column_ok[:, None] & (rb < row_bytes)[None, :], other=0)
-        if BITS == 4:  # the values of each byte, lowest bits first, along the depth
-            q = tl.join(packed & 0xF, packed >> 4).reshape(BN, BK).to(tl.float32)
-        elif BITS == 2:
-            q = tl.join(tl.join(packed & 3, (packed >> 4) & 3),
-                        tl.join((packed >> 2) & 3, packed >> 6)).reshape(BN, BK).to(tl.float32)
-        else:
-            q = packed.to(tl.float32)
+        q = unpack(packed, BITS, BN, BK)
         g = (k0 + tl.arange(0, G) * SUB) // QBLOCK
         g_ok = column_ok[:, None] & (g < blocks)[None, :]
-        scale = tl.load(scale_ptr + rn[:, None] * blocks + g[None, :], mask=g_ok, other=0.0)
-        if ZERO == 1:  # packed like the weight, one per block
-            zb = tl.load(zero_ptr + rn[:, None] * zero_row + (g * BITS // 8)[None, :], mask=g_ok, other=0)
-            zero = ((zb >> ((g * BITS) % 8).to(tl.uint8)[None, :]) & ((1 << BITS) - 1)).to(tl.float32)
-        elif ZERO == 2:  # one float per block
-            zero = tl.load(zero_ptr + rn[:, None] * blocks + g[None, :], mask=g_ok, other=0.0).to(tl.float32)
-        else:
-            zero = tl.full((BN, G), 1 << (BITS - 1), tl.float32)
-        w = ((q.reshape(BN, G, SUB) - zero[:, :, None]) * scale.to(tl.float32)[:, :, None]).reshape(BN, BK)
+        scale, zero = block_params(scale_ptr, zero_ptr, rn, g, g_ok, blocks, zero_row, BITS, ZERO)
+        w = ((q.reshape(BN, G, SUB) - zero[:, :, None]) * scale[:, :, None]).reshape(BN, BK)
         if IEEE:  # float32 activations: float32 products, as ONNX Runtime's
             acc += tl.dot(a, tl.trans(w), input_precision="ieee")
         else:

@@ -144,7 +144,7 @@ def _tiled(rows: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, zeros
         rows, packed, scales, zeros, bias if bias is not None else scales,
         target, m, n, k, rows.stride(0), blocks * block * bits // 8, blocks, -(-blocks * bits // 8),
         per_split, BITS=bits, QBLOCK=block, ZERO=zero_kind, BIAS=bias is not None, PARTIAL=splits > 1,
-        IEEE=rows.dtype == torch.float32, BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=4, num_stages=4)
+        IEEE=rows.dtype == torch.float32, BM=bm, BN=bn, BK=bk, num_warps=4, num_stages=4)
     if splits > 1:
         _reduce_splits(target, bias, out)
 
