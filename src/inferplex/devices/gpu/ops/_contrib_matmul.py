@@ -191,9 +191,9 @@ def _matmul_nbits(info: NodeInfo) -> Callable[..., Any]:
     def matmul_nbits(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
                      zeros: torch.Tensor | None = None, g_idx: torch.Tensor | None = None,
                      bias: torch.Tensor | None = None) -> torch.Tensor:
-        if _nbits_triton.usable(a, n):
+        if _nbits_triton.usable(a, n, k, block):
             return _nbits_triton.nbits_linear(a, packed, scales, zeros, bias, n, k, bits, block)
-        if _nbits_triton.usable_compiled(a, n):
+        if _nbits_triton.usable_compiled(a, n, k, block):
             return _nbits_triton.nbits_linear_op(a, packed, scales, zeros, bias, n, k, bits, block)
         result = torch.matmul(a.to(torch.float32), weight(packed, scales, zeros))
         if bias is not None:

@@ -57,19 +57,20 @@ _TARGET_PROGRAMS = 512
 """The tiled kernel splits the depth until about this many programs read the weight at once."""
 
 
-def usable(a: torch.Tensor, n: int) -> bool:
-    """Outside ``torch.compile``: whether :func:`nbits_linear` takes ``a``: a floating CUDA tensor,
-    Triton usable, offsets within 32 bits."""
-    return _takes(a) and _quantized_triton.usable(a, _rows(a) * n)
+def usable(a: torch.Tensor, n: int, k: int, block: int) -> bool:
+    """Outside ``torch.compile``: whether :func:`nbits_linear` takes ``a`` against an N x K weight
+    in blocks of ``block``: a floating CUDA tensor, Triton usable, offsets within 32 bits."""
+    return _takes(a, n, k, block) and _quantized_triton.usable(a, _rows(a) * n)
 
 
-def usable_compiled(a: torch.Tensor, n: int) -> bool:
+def usable_compiled(a: torch.Tensor, n: int, k: int, block: int) -> bool:
     """Under ``torch.compile``: whether :func:`nbits_linear_op` takes ``a``."""
-    return _takes(a) and _quantized_triton.usable_compiled(a, _rows(a) * n)
+    return _takes(a, n, k, block) and _quantized_triton.usable_compiled(a, _rows(a) * n)
 
 
-def _takes(a: torch.Tensor) -> bool:
-    return a.dtype in _TYPES
+def _takes(a: torch.Tensor, n: int, k: int, block: int) -> bool:
+    """A floating type, and the unpacked weight (N x whole blocks) within 32-bit offsets."""
+    return a.dtype in _TYPES and n * -(-k // block) * block < 2**31
 
 
 def _rows(a: torch.Tensor) -> int:
