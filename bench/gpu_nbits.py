@@ -1,7 +1,10 @@
 """MatMulNBits' kernels on CUDA against the float16 matmul and torch's own 4-bit matmul.
 
 One call of each, timed as CUDA-graph replays (20 calls a graph, the best of 5 replays, µs per
-call), on LLaMA-sized matmuls (``M`` rows of activations, depth ``K``, ``N`` outputs):
+call), on LLaMA-sized matmuls (``M`` rows of activations, depth ``K``, ``N`` outputs).  The calls
+of a graph take turns over enough copies of the weights that their float16 bytes pass
+:data:`_CACHE_BYTES` (as a model's successive layers do), so that no weight is still in the GPU's
+L2 cache when it is read again:
 
 * ``inferplex``: the GPU device's MatMulNBits (4-bit symmetric weights, blocks of 32, float16
   activations) as it runs inside a program: one row on the one-row kernel, up to 32 rows on the
@@ -30,18 +33,23 @@ SHAPES = ((1, 2048, 5632), (1, 5632, 2048), (1, 4096, 4096), (1, 4096, 14336), (
           (512, 4096, 11008), (2048, 4096, 4096))
 
 
-def _graph_us(fn: Callable[[], Any], calls: int = 20, replays: int = 5) -> float:
+_CACHE_BYTES = 256 * 2**20
+"""More than twice the L2 cache of an H100 (50 MB) or H200."""
+
+
+def _graph_us(fn: Callable[[int], Any], copies: int, calls: int = 20, replays: int = 5) -> float:
+    """µs per call of ``fn(copy)``, the calls of a graph taking turns over ``copies`` weights."""
     import torch
 
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):  # compile and warm outside the capture
-        fn()
-        fn()
+        fn(0)
+        fn(copies - 1)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
+        for call in range(calls):
+            fn(call % copies)
     graph.replay()
     torch.cuda.synchronize()
     best = float("inf")
@@ -62,20 +70,28 @@ def _row(m: int, k: int, n: int) -> dict[str, Any]:
     from inferplex.devices.gpu.ops._nbits_triton import nbits_linear
 
     block = 32
-    packed = torch.randint(0, 256, (n, k // block, block // 2), dtype=torch.uint8, device="cuda")
-    scales = (torch.rand(n, k // block, device="cuda") * 0.01).half()
+    copies = max(2, -(-_CACHE_BYTES // (n * k * 2)))
+    packed = [torch.randint(0, 256, (n, k // block, block // 2), dtype=torch.uint8, device="cuda")
+              for _ in range(copies)]
+    scales = [(torch.rand(n, k // block, device="cuda") * 0.01).half() for _ in range(copies)]
     a = torch.randn(m, k, device="cuda").half()
-    weight = torch.randn(n, k, device="cuda").half()
-    row: dict[str, Any] = {"m": m, "k": k, "n": n,
-                           "inferplex_us": _graph_us(lambda: nbits_linear(a, packed, scales, None, None, n, k, 4,
-                                                                          block)),
-                           "cublas_f16_us": _graph_us(lambda: F.linear(a, weight))}
+    weights = [torch.randn(n, k, device="cuda").half() for _ in range(copies)]
+    row: dict[str, Any] = {
+        "m": m, "k": k, "n": n, "weight_copies": copies,
+        "inferplex_us": _graph_us(lambda i: nbits_linear(a, packed[i], scales[i], None, None, n, k, 4, block),
+                                  copies),
+        "cublas_f16_us": _graph_us(lambda i: F.linear(a, weights[i]), copies)}
+    weights.clear()  # the float16 copies are not needed past their row
     try:
-        values = torch.randint(0, 16, (n, k), dtype=torch.int32, device="cuda")
-        tinygemm = torch._convert_weight_to_int4pack((values[:, ::2] << 4 | values[:, 1::2]).to(torch.uint8), 8)
-        scale_zero = torch.randn(k // 128, n, 2, device="cuda", dtype=torch.bfloat16)
+        tinygemm = []
+        for _ in range(copies):
+            values = torch.randint(0, 16, (n, k), dtype=torch.int32, device="cuda")
+            tinygemm.append(torch._convert_weight_to_int4pack(
+                (values[:, ::2] << 4 | values[:, 1::2]).to(torch.uint8), 8))
+        scale_zero = [torch.randn(k // 128, n, 2, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
         a16 = a.to(torch.bfloat16)
-        row["torch_int4_us"] = _graph_us(lambda: torch._weight_int4pack_mm(a16, tinygemm, 128, scale_zero))
+        row["torch_int4_us"] = _graph_us(
+            lambda i: torch._weight_int4pack_mm(a16, tinygemm[i], 128, scale_zero[i]), copies)
     except (AttributeError, RuntimeError) as error:  # not in this torch, or not for this GPU
         row["torch_int4_error"] = str(error).splitlines()[0][:120]
     return row
