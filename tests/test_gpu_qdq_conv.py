@@ -286,13 +286,14 @@ def test_dynamic_quantized_cnn_matches_onnx_runtime(core: ov.Core, tmp_path: Any
     assert all(records[name] == "ConvInteger" for name in convs) and not chains & set(records)
 
 
-def _conv_integer_chain(weight: np.ndarray, weight_zero: np.ndarray | None) -> onnx.ModelProto:
+def _conv_integer_chain(weight: np.ndarray, weight_zero: np.ndarray | None,
+                        tail: str = "bias") -> onnx.ModelProto:
     """DynamicQuantizeLinear, ConvInteger (zero points of both), Cast, Mul by the scales' product,
-    Add of a per-channel bias: ``quantize_dynamic``'s Conv written out."""
+    then per ``tail`` the Add of a per-channel bias ("bias"), that and a Relu ("bias-relu"), or a
+    Relu alone ("relu"): ``quantize_dynamic``'s Conv written out, and the Relu after it."""
     channels = weight.shape[0]
     bias = np.linspace(-1, 1, channels, dtype=np.float32).reshape(1, -1, 1, 1)
-    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.array(0.01, np.float32), "ws"),
-             numpy_helper.from_array(bias, "b")]
+    inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.array(0.01, np.float32), "ws")]
     conv_inputs = ["xq", "w", "xz"]
     if weight_zero is not None:
         inits.append(numpy_helper.from_array(weight_zero, "wz"))
@@ -301,14 +302,19 @@ def _conv_integer_chain(weight: np.ndarray, weight_zero: np.ndarray | None) -> o
              helper.make_node("Mul", ["xs", "ws"], ["scale"], name="scales"),
              helper.make_node("ConvInteger", conv_inputs, ["acc"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("Cast", ["acc"], ["accf"], name="cast", to=TensorProto.FLOAT),
-             helper.make_node("Mul", ["accf", "scale"], ["scaled"], name="mul"),
-             helper.make_node("Add", ["scaled", "b"], ["y"], name="bias")]
+             helper.make_node("Mul", ["accf", "scale"], ["scaled"], name="mul")]
+    if "bias" in tail:
+        inits.append(numpy_helper.from_array(bias, "b"))
+        nodes.append(helper.make_node("Add", ["scaled", "b"], ["biased"], name="bias"))
+    if "relu" in tail:
+        nodes.append(helper.make_node("Relu", [nodes[-1].output[0]], ["y"], name="relu"))
+    nodes[-1].output[0] = "y"
     return make_model(nodes, [("x", TensorProto.FLOAT, ["N", weight.shape[1], 10, 10])],
                       [("y", TensorProto.FLOAT, ["N", channels, 10, 10])], inits, opset=13)
 
 
 def _conv_integer_chain_reference(x: np.ndarray, weight: np.ndarray, weight_zero: np.ndarray,
-                                  bias: np.ndarray) -> np.ndarray:
+                                  bias: np.ndarray | None, relu: bool) -> np.ndarray:
     """:func:`_conv_integer_chain` in numpy (float64 sums of the ONNX ops' integers), for a weight
     zero point per output channel, which ONNX Runtime's ConvInteger refuses."""
     low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
@@ -319,35 +325,41 @@ def _conv_integer_chain_reference(x: np.ndarray, weight: np.ndarray, weight_zero
                                                        (3, 3), axis=(2, 3))
     centered = weight.astype(np.float64) - weight_zero.reshape(-1, 1, 1, 1)
     sums = np.einsum("nchwij,ocij->nohw", windows, centered).astype(np.float32)
-    return sums * (scale * np.float32(0.01)) + bias
+    result = sums * (scale * np.float32(0.01)) + (bias if bias is not None else np.float32(0))
+    return np.maximum(result, 0) if relu else result
 
 
 @pytest.mark.parametrize("precision", ["f32", "f16"])
-@pytest.mark.parametrize("zero", ["none", "tensor", "channel"])
-def test_conv_integer_chain_fuses_and_matches_onnx_runtime(core: ov.Core, zero: str, precision: str) -> None:
-    _check_conv_integer_chain(core, zero, precision)
+@pytest.mark.parametrize(("zero", "tail"), [("none", "bias"), ("tensor", "bias"), ("channel", "bias"),
+                                            ("tensor", "bias-relu"), ("channel", "relu")])
+def test_conv_integer_chain_fuses_and_matches_onnx_runtime(core: ov.Core, zero: str, tail: str,
+                                                           precision: str) -> None:
+    _check_conv_integer_chain(core, zero, precision, tail)
 
 
-def _check_conv_integer_chain(core: ov.Core, zero: str, precision: str) -> None:
-    """:func:`_conv_integer_chain` runs as one call and matches ONNX Runtime (numpy for a weight zero
-    point per channel)."""
+def _check_conv_integer_chain(core: ov.Core, zero: str, precision: str, tail: str) -> None:
+    """:func:`_conv_integer_chain` runs as one call, its bias Add and Relu included, and matches ONNX
+    Runtime (numpy for a weight zero point per channel)."""
     rng = np.random.default_rng(28)
     weight = rng.integers(0, 256, (12, 16, 3, 3), dtype=np.uint8)
     weight_zero = {"none": None, "tensor": np.array(128, np.uint8),
                    "channel": rng.integers(100, 156, 12, dtype=np.uint8)}[zero]
-    model = _conv_integer_chain(weight, weight_zero)
+    model = _conv_integer_chain(weight, weight_zero, tail)
     feeds = {"x": rng.standard_normal((2, 16, 10, 10)).astype(np.float32)}
     got, records = profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": precision})
     if zero == "channel":
-        bias = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "b"))
-        want = _conv_integer_chain_reference(feeds["x"], weight, weight_zero, bias)  # type: ignore[arg-type]
+        bias = next((numpy_helper.to_array(i) for i in model.graph.initializer if i.name == "b"), None)
+        want = _conv_integer_chain_reference(feeds["x"], weight, weight_zero, bias,  # type: ignore[arg-type]
+                                             "relu" in tail)
     else:
         want = ort_unfused(model, feeds)[0]
     if precision == "f32":  # sums below 2**24: the integer sums, scaled and biased as ONNX Runtime does
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
     else:  # f16 data quantizes on a slightly different scale, and each sum rounds to f16
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-2 * np.abs(want).max())
-    assert records["conv"] == "ConvInteger" and not {"cast", "mul", "bias"} & set(records)
+    assert records["conv"] == "ConvInteger" and not {"cast", "mul", "bias", "relu"} & set(records)
+    if "relu" in tail:
+        assert (got >= 0).all() and (got == 0).any()
 
 
 @pytest.mark.parametrize("precision", ["f32", "f16"])
@@ -398,8 +410,9 @@ def test_static_qdq_cnn_on_cuda_matches_onnx_runtime(tmp_path: Any, precision: s
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("precision", ["f32", "f16"])
-def test_conv_integer_chain_on_cuda_fuses_and_matches_onnx_runtime(precision: str) -> None:
-    _check_conv_integer_chain(ov.Core(), "tensor", precision)
+@pytest.mark.parametrize("tail", ["bias", "bias-relu", "relu"])
+def test_conv_integer_chain_on_cuda_fuses_and_matches_onnx_runtime(precision: str, tail: str) -> None:
+    _check_conv_integer_chain(ov.Core(), "tensor", precision, tail)
 
 
 @pytest.mark.gpu

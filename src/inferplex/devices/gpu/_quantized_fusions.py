@@ -109,9 +109,11 @@ class DynamicConv:
     bias: ir.Value | None
     """A constant float32 bias of one value per output channel added after the Mul, or None."""
     output: ir.Value
-    """The Mul's output, or the bias Add's."""
+    """The Mul's output, or the bias Add's, or the Relu's."""
     absorbed: tuple[ir.Node, ...]
-    """ConvInteger and Cast (the Mul emits the call), and the Add."""
+    """ConvInteger and Cast (the Mul emits the call), and the Add and the Relu."""
+    relu: bool = False
+    """Whether a Relu that alone reads the Mul's (or the Add's) output runs in the call."""
 
 
 _F16_SAFE_DEPTH = 65000
@@ -274,7 +276,8 @@ def absorb_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: di
 def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicConv | None:
     """The ``quantize_dynamic`` convolution chain that ends at ``mul``, or None: a ConvInteger of a
     constant 8-bit weight (zero point constant, per tensor or per output channel) whose output only
-    a Cast to float reads, that only ``mul`` reads, by a float32 scale of one value."""
+    a Cast to float reads, that only ``mul`` reads, by a float32 scale of one value; with the bias
+    Add and then the Relu that alone read its output, where they do."""
     for index, cast, conv in _cast_integer_products(analysis, names, mul, "ConvInteger"):
         weight = _constant(analysis, conv.inputs[1])
         zero_value = conv.inputs[3] if len(conv.inputs) > 3 else None
@@ -287,10 +290,13 @@ def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) ->
                 or mul_info.input_dtypes[1 - index] != ir.DataType.FLOAT:
             continue
         found = _conv_bias_add(analysis, names, mul, weight.shape[0], weight.ndim)
-        bias, output, absorbed = (None, mul.outputs[0], (conv, cast)) if found is None else (
-            found[1], found[0].outputs[0], (conv, cast, found[0]))
+        bias, last, absorbed = (None, mul, (conv, cast)) if found is None else (
+            found[1], found[0], (conv, cast, found[0]))
+        relu = _next(analysis, names, last, ("Relu",))
+        if relu is not None:
+            last, absorbed = relu[0], (*absorbed, relu[0])
         return DynamicConv(conv, names[conv], conv.inputs[1], zero_value, mul.inputs[1 - index],  # type: ignore[arg-type]
-                           bias, output, absorbed)
+                           bias, last.outputs[0], absorbed, relu is not None)
     return None
 
 

@@ -386,7 +386,7 @@ class Builder:
         # data a centered quantizer made is already ``x - zero``, in the weight's floating type
         takes_centered = conv.inputs[0] in self.fusions.centered_quantizers.values()
         zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 and not takes_centered else None
-        run = dynamic_quantized_conv(nn.conv(self.analysis.infos[found.conv_name]), channels_last)
+        run = dynamic_quantized_conv(nn.conv(self.analysis.infos[found.conv_name]), channels_last, found.relu)
         args = (self.arg(conv.inputs[0]), zero, weight, self.arg(found.scale), bias)
         self.env[found.output] = self.call(found.conv_name, conv, run, args)
 

@@ -149,10 +149,12 @@ in f16 and bf16, and sums of up to 65000 products of 255 x 255 stay within f16's
 _WEIGHT_FACTOR_INVERSE = 1.0 / DYNAMIC_CONV_WEIGHT_FACTOR
 
 
-def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Callable[..., Any]:
+def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool,
+                           relu: bool = False) -> Callable[..., Any]:
     """``Mul(Cast(ConvInteger(x, w, zero), float), scale) (+ bias)``, as ``quantize_dynamic`` writes a
-    Conv, on the float convolution kernels; ``conv`` runs the ConvInteger's window, and with
-    ``channels_last`` the 8-bit data is brought to NHWC first (cheaper than the float values).
+    Conv, on the float convolution kernels, and with ``relu`` the Relu after it; ``conv`` runs the
+    ConvInteger's window, and with ``channels_last`` the 8-bit data is brought to NHWC first
+    (cheaper than the float values).
 
     The call takes ``x``: 8-bit data with a per-tensor ``zero`` point computed at run time (or
     None), or the centered data of :func:`dynamic_quantize_centered` with no zero point;
@@ -163,7 +165,8 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Cal
     ConvInteger's while below 2**24 (see the module docstring), so the result is the Cast, Mul
     and Add's; in f16/bf16 each sum is rounded once to the compute type, which a reduced
     precision allows (and, scaled by 2**-16, cannot overflow as the Cast to f16 of a large sum
-    does), and the convolution runs on the tensor-core kernels.
+    does), and the convolution runs on the tensor-core kernels; on CUDA the scale, bias and Relu
+    after it are one Triton pass (:func:`~._quantized_triton.conv_epilogue`, the same numbers).
     """
 
     def dynamic_conv(x: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor, scale: torch.Tensor,
@@ -177,7 +180,10 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Cal
         acc = conv(values, weight)
         if dtype == torch.float32:  # the Mul, then the Add, each rounded as ONNX Runtime rounds them
             acc = acc.mul_(scale.reshape(()))
-            return acc if bias is None else acc.add_(bias)
+            acc = acc if bias is None else acc.add_(bias)
+            return acc.relu_() if relu else acc
+        if triton_kernels.usable(acc):
+            return triton_kernels.conv_epilogue(acc, scale.reshape(()), _WEIGHT_FACTOR_INVERSE, bias, relu)
         # scale / 2**-16 as one product in the scale's type where that is float32 or the compute
         # type: times a power of two is exact, and rounded once to the compute type it is the
         # value the float32 division and cast gave, in one kernel where there were three
@@ -185,6 +191,7 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool) -> Cal
         if scale.dtype not in (dtype, torch.float32):
             scale = scale.to(torch.float32)
         factor = (scale * _WEIGHT_FACTOR_INVERSE).to(dtype)
-        return acc.mul_(factor) if bias is None else torch.addcmul(bias, acc, factor)
+        acc = acc.mul_(factor) if bias is None else torch.addcmul(bias, acc, factor)
+        return acc.relu_() if relu else acc
 
     return dynamic_conv

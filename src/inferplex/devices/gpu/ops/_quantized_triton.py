@@ -12,7 +12,9 @@ takes several.
   memory's speed;
   :func:`dynamic_quantize_centered` the same, data minus zero point, for the dynamic convolutions;
 * :func:`quantize_dequantize`: the fake-quantize pass, on the data's own type (the ATen kernel
-  reads it element by element, unvectorised).
+  reads it element by element, unvectorised);
+* :func:`conv_epilogue`: a dynamic convolution's scale, bias and Relu in one pass (the ATen form
+  runs two one-value kernels for the factor, ``addcmul``, and the Relu).
 
 Each gives the same numbers as the ATen form it replaces: divisions are IEEE-rounded
 (``div_rn``), rounding is half to even (``rint``), integer sums are exact, and no product feeds an
@@ -32,8 +34,8 @@ import torch
 
 _log = logging.getLogger("inferplex")
 
-__all__ = ["dequantize", "dynamic_quantize", "dynamic_quantize_centered", "int8_linear", "quantize",
-           "quantize_dequantize", "usable"]
+__all__ = ["conv_epilogue", "dequantize", "dynamic_quantize", "dynamic_quantize_centered", "int8_linear",
+           "quantize", "quantize_dequantize", "usable"]
 
 _BLOCK = 2048
 """Elements per program of the elementwise kernels."""
@@ -187,6 +189,24 @@ def _define(triton: Any, tl: Any, libdevice: Any) -> Any:
             ratio = libdevice.div_rn(values, scale) if DIVIDE else values * inverse
             q = tl.minimum(tl.maximum(libdevice.rint(ratio).to(tl.int32) + zero, low), high)
             tl.store(out_ptr + offsets, ((q - zero).to(tl.float32) * scale).to(x.dtype), mask=mask)
+
+        @staticmethod
+        @triton.jit
+        def conv_epilogue(acc_ptr, out_ptr, scale_ptr, bias_ptr, count, channels, inner, inverse,  # noqa: N803
+                          CHANNELS_LAST: tl.constexpr, BIAS: tl.constexpr, RELU: tl.constexpr,
+                          BLOCK: tl.constexpr):
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < count
+            acc = tl.load(acc_ptr + offsets, mask=mask, other=0.0)
+            # the factor rounded to the data's type once, as the ATen form's ``.to(dtype)``
+            factor = (tl.load(scale_ptr).to(tl.float32) * inverse).to(acc.dtype).to(tl.float32)
+            values = acc.to(tl.float32) * factor
+            if BIAS:
+                channel = offsets % channels if CHANNELS_LAST else (offsets // inner) % channels
+                values = tl.load(bias_ptr + channel, mask=mask, other=0.0).to(tl.float32) + values
+            if RELU:  # NaN stays NaN, as torch.relu keeps it
+                values = tl.where(values < 0.0, 0.0, values)
+            tl.store(out_ptr + offsets, values.to(acc.dtype), mask=mask)
 
         @staticmethod
         @triton.jit
@@ -345,6 +365,23 @@ def quantize_dequantize(x: torch.Tensor, scale_value: float, inverse: float, zer
         _triton().fake_quantize[_elementwise_grid(count)](
             x, out, count, scale_value, inverse, zero, low, high, DIVIDE=x.dtype == torch.float32,
             BLOCK=_BLOCK)
+    return out
+
+
+def conv_epilogue(acc: torch.Tensor, scale: torch.Tensor, inverse: float, bias: torch.Tensor | None,
+                  relu: bool) -> torch.Tensor:
+    """``relu?(acc * (scale * inverse) + bias)`` of a convolution's 16-bit output ``acc`` (N x C x
+    spatial, contiguous or channels-last), one pass: the factor is rounded once to ``acc``'s type,
+    the product and the sum are computed in float32 and rounded once (``torch.addcmul``'s numbers);
+    ``scale``: one value; ``bias``: one per channel, or None."""
+    acc = _dense(acc)
+    out = torch.empty_like(acc)
+    count = acc.numel()
+    if count:
+        inner = count // (acc.shape[0] * acc.shape[1]) if acc.shape[0] * acc.shape[1] else 1
+        _triton().conv_epilogue[_elementwise_grid(count)](
+            acc, out, scale, bias if bias is not None else scale, count, acc.shape[1], inner, inverse,
+            CHANNELS_LAST=not acc.is_contiguous(), BIAS=bias is not None, RELU=relu, BLOCK=_BLOCK)
     return out
 
 
