@@ -11,6 +11,7 @@ without VNNI); the sums here are exact.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -195,6 +196,39 @@ def test_matmul_nbits_packing_matches_onnx_runtime(core: ov.Core, bits: int, ele
     dtype = np.float32 if elem == TensorProto.FLOAT else np.float16
     x = np.random.default_rng(bits).standard_normal((2, 3, 50)).astype(dtype)
     _assert_nbits_close(run_on_gpu(core, model, {"a": x})[0], ort_unfused(model, {"a": x})[0])
+
+
+@pytest.mark.parametrize(("name", "shape", "named"), [
+    ("s", (12, 3), "scales holds 36 values; K=50, N=12, bits=4 and block_size=16 make 48"),
+    ("b", (12, 4, 4), "B (the packed weight) holds 192 values"),
+    ("z", (12, 1), "zero_points holds 12 values")])
+def test_matmul_nbits_with_inputs_of_the_wrong_size_is_refused_by_name(
+        core: ov.Core, name: str, shape: tuple[int, ...], named: str) -> None:
+    """Weights, scales or zero points of other sizes than K, N, bits and block_size make: the GPU
+    refuses the node at compile time and says which input and what size (its kernels would read
+    past them), as ONNX Runtime refuses the model."""
+    model = _packed_model(4, TensorProto.FLOAT, "packed", False, k=50, n=12, block=16)
+    tensor = next(t for t in model.graph.initializer if t.name == name)
+    array = numpy_helper.to_array(tensor)
+    tensor.CopyFrom(numpy_helper.from_array(np.resize(array, shape), name))
+    with pytest.raises(ov.errors.UnsupportedOpError, match=re.escape(named)):
+        core.compile_model(model, "GPU.0")
+
+
+def test_matmul_nbits_weight_fed_at_run_time_of_the_wrong_size_fails_its_request(core: ov.Core) -> None:
+    """A packed weight fed as an input: its size is checked when the request runs, which fails with
+    an inference error naming it, and the next request with the right size runs."""
+    model = _packed_model(4, TensorProto.FLOAT, None, False, k=50, n=12, block=16)
+    packed = next(t for t in model.graph.initializer if t.name == "b")
+    right = numpy_helper.to_array(packed)
+    model.graph.initializer.remove(packed)
+    model.graph.input.append(helper.make_tensor_value_info("b", TensorProto.UINT8, [12, None, 8]))
+    compiled = core.compile_model(model, "GPU.0")
+    x = np.random.default_rng(5).standard_normal((2, 3, 50)).astype(np.float32)
+    with pytest.raises(ov.errors.InferenceError, match=re.escape("B (the packed weight) holds 96 values")):
+        compiled({"a": x, "b": right[:, :1]})
+    expected = ort_unfused(model, {"a": x, "b": right})[0]
+    _assert_nbits_close(np.asarray(compiled({"a": x, "b": right})[0]), expected)
 
 
 @pytest.mark.parametrize(("shared", "fused"),

@@ -156,7 +156,39 @@ def _nbits_supports(info: NodeInfo) -> str | None:
     if reason is None and zero_type not in (None, ir.DataType.UINT8, info.input_dtypes[2]):
         return (f"MatMulNBits zero points of type {zero_type.name} are not supported "
                 "(accepted: packed uint8, or the scales' type)")
+    if reason is None:
+        k, n = int(info.attr("K")), int(info.attr("N"))
+        sizes = {index: _static_size(info.input_shapes[index]) for index in (1, 2, 3, 5)
+                 if info.has_input(index)}
+        reason = _nbits_size_problem(k, n, bits, int(block), sizes, zero_type == ir.DataType.UINT8)
+        a_shape = info.input_shapes[0]
+        if reason is None and a_shape and isinstance(a_shape[-1], int) and a_shape[-1] != k:
+            reason = f"MatMulNBits input A's last dimension is {a_shape[-1]}; its K attribute says {k}"
     return reason
+
+
+_NBITS_INPUTS = {1: "B (the packed weight)", 2: "scales", 3: "zero_points", 5: "bias"}
+
+
+def _static_size(shape: tuple[int | str | None, ...] | None) -> int | None:
+    """The element count of a shape whose dims are all known, else None."""
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _nbits_size_problem(k: int, n: int, bits: int, block: int, sizes: dict[int, int | None],
+                        packed_zeros: bool) -> str | None:
+    """What is wrong with the element counts ``sizes`` of MatMulNBits' inputs (by input index; None:
+    unknown) for its K, N, bits and block_size, or None: the kernels read exactly these counts."""
+    blocks = -(-k // block)
+    expected = {1: n * blocks * (block * bits // 8), 2: n * blocks,
+                3: n * -(-blocks * bits // 8) if packed_zeros else n * blocks, 5: n}
+    for index, size in sizes.items():
+        if size is not None and size != expected[index]:
+            return (f"MatMulNBits input {_NBITS_INPUTS[index]} holds {size} values; K={k}, N={n}, "
+                    f"bits={bits} and block_size={block} make {expected[index]}")
+    return None
 
 
 def _unpack(packed: torch.Tensor, bits: int) -> torch.Tensor:
@@ -191,6 +223,14 @@ def _matmul_nbits(info: NodeInfo) -> Callable[..., Any]:
     def matmul_nbits(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
                      zeros: torch.Tensor | None = None, g_idx: torch.Tensor | None = None,
                      bias: torch.Tensor | None = None) -> torch.Tensor:
+        sizes = {1: packed.numel(), 2: scales.numel(), 3: None if zeros is None else zeros.numel(),
+                 5: None if bias is None else bias.numel()}
+        packed_zeros = zeros is not None and zeros.dtype == torch.uint8
+        problem = _nbits_size_problem(k, n, bits, block, sizes, packed_zeros)
+        if problem is None and a.shape[-1] != k:
+            problem = f"MatMulNBits input A's last dimension is {a.shape[-1]}; its K attribute says {k}"
+        if problem is not None:  # the kernels would read past the tensors
+            raise ValueError(problem)
         if _nbits_triton.usable(a, n, k, block):
             return _nbits_triton.nbits_linear(a, packed, scales, zeros, bias, n, k, bits, block)
         if _nbits_triton.usable_compiled(a, n, k, block):
