@@ -16,7 +16,7 @@ share it must agree on its size.
 
 After the inputs change, ONNX shape inference runs over the whole graph (on a
 copy without the large weights, where ONNX Runtime's contrib ops stand as
-standard ops of the same output shapes: :mod:`inferplex.api.shape_inference`),
+standard ops of the same output shapes: :mod:`inferplex.shape_inference`),
 so every downstream port shows the new shapes.  A shape the model cannot take
 (a rank a Conv refuses, a size a Reshape constant contradicts) is an
 :class:`~inferplex.errors.InputError` naming the input, the shape asked for and
@@ -33,9 +33,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from inferplex.api.shape_inference import infer, weightless_copy
 from inferplex.api.shapes import Dimension, PartialShape, Shape, parse_dimension_text, split_shape_text
 from inferplex.errors import InputError
+from inferplex.shape_inference import infer, proto_dims, weightless_copy
 
 __all__ = ["Dim", "apply_input_shapes", "as_dimension", "dim_bounds", "format_dims", "parse_shape"]
 
@@ -213,7 +213,7 @@ def _infer_into(model: ir.Model, shapes: Mapping[int, list[Dim] | None],
             info = by_name.get(value.name or "")
             if info is not None and info.type.HasField("tensor_type") and \
                     info.type.tensor_type.HasField("shape"):
-                value.shape = ir.Shape([_proto_dim(d) for d in info.type.tensor_type.shape.dim])
+                value.shape = ir.Shape(list(proto_dims(info.type.tensor_type.shape)))
                 element = info.type.tensor_type.elem_type
                 if value.type is None and element:  # a shape without a type cannot be saved
                     value.type = ir.TensorType(ir.DataType(element))
@@ -249,11 +249,6 @@ def _reshape_contradiction(graph: ir.Graph) -> str | None:
     return None
 
 
-def _proto_dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
-    if dim.HasField("dim_value"):
-        return int(dim.dim_value)
-    return dim.dim_param or None
-
 
 def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -276,7 +271,7 @@ def _fails_as_declared(model: ir.Model, old_inputs: Mapping[int, list[Dim] | Non
 
 
 def _infer(model: ir.Model, strict: bool) -> onnx.ModelProto:
-    """ONNX shape inference on the model's weight-free copy (:mod:`inferplex.api.shape_inference`)."""
+    """ONNX shape inference on the model's weight-free copy (:mod:`inferplex.shape_inference`)."""
     return infer(weightless_copy(model), strict)
 
 

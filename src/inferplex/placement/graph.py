@@ -5,7 +5,7 @@ ONNX shape inference), never on the model itself; node names are the link
 between the two (the Core makes them unique and non-empty).  The copy shares
 the model's weights (only nodes and values are new), and its types and shapes
 come from the one shape inference ``Model.reshape`` and the GPU use
-(:mod:`inferplex.api.shape_inference`), which sees through ONNX Runtime's
+(:mod:`inferplex.shape_inference`), which sees through ONNX Runtime's
 contrib ops: the memory model and the crossing bytes of a quantized LLM or an
 optimized BERT count the tensors downstream of them too.
 """
@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from inferplex.api.shape_inference import infer, weightless_copy
+from inferplex.shape_inference import infer, proto_dims, weightless_copy
 
 __all__ = ["GraphIndex", "annotate", "fill_all_missing_types", "fill_missing_types",
            "is_constant_node", "name_of", "value_nbytes"]
@@ -140,7 +140,7 @@ def annotate(model: ir.Model, fixed_dims: Mapping[str, int] | None = None) -> ir
     The copy has its own nodes and values (callers sort it and type it further)
     but shares the model's weights.  Types and shapes come from ONNX's lenient
     shape inference on the weight-free copy with shape twins for the contrib ops
-    (:func:`~inferplex.api.shape_inference.weightless_copy`); an inferred type or
+    (:func:`~inferplex.shape_inference.weightless_copy`); an inferred type or
     shape replaces the declared one.  ``fixed_dims`` (symbolic dim name -> size)
     makes input shapes concrete first; the memory model uses it, the split does
     not (subgraphs keep dynamic shapes).
@@ -170,7 +170,7 @@ def _write_back(graph: ir.Graph, inferred: onnx.GraphProto) -> None:
         if tensor.elem_type:
             value.dtype = ir.DataType(tensor.elem_type)
         if tensor.HasField("shape"):
-            value.shape = ir.Shape([_dim(d) for d in tensor.shape.dim])
+            value.shape = ir.Shape(list(proto_dims(tensor.shape)))
     bodies = {(node.name, attr.name): attr.g for node in inferred.node for attr in node.attribute
               if attr.type == onnx.AttributeProto.GRAPH}
     for node in graph:
@@ -185,11 +185,6 @@ def _values_of(graph: ir.Graph) -> list[ir.Value]:
     values = [*graph.inputs, *graph.initializers.values(), *(o for n in graph for o in n.outputs)]
     return [v for v in dict.fromkeys(values) if v.name]
 
-
-def _dim(dim: onnx.TensorShapeProto.Dimension) -> int | str | None:
-    if dim.HasField("dim_value"):
-        return int(dim.dim_value)
-    return dim.dim_param or None
 
 
 def fill_missing_types(model: ir.Model, names: Iterable[str]) -> list[str]:

@@ -1,7 +1,7 @@
 """ONNX shape inference for the GPU lowering, optionally with the graph inputs' dims fixed.
 
 Shape inference runs on the weight-free copy of the model that
-:func:`inferplex.api.shape_inference.weightless_copy` builds (large initializers
+:func:`inferplex.shape_inference.weightless_copy` builds (large initializers
 become graph inputs of the same type and shape; ONNX Runtime's contrib ops, which
 ONNX's inference does not know, become standard ops of the same output types and
 shapes), serialized once per model, so the caller's model is never touched and
@@ -19,16 +19,13 @@ from collections.abc import Mapping, Sequence
 import onnx
 import onnx_ir as ir
 
-from inferplex.api.shape_inference import infer, weightless_copy
+from inferplex.shape_inference import infer, proto_dims, weightless_copy
 
 __all__ = ["ShapeInference", "TypeMap"]
 
 TypeMap = dict[str, tuple[ir.DataType | None, tuple[int | str | None, ...] | None]]
 """Value name -> (element type, shape: ints, symbolic names, None for unknown dims)."""
 
-
-def _dims(shape: onnx.TensorShapeProto) -> tuple[int | str | None, ...]:
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in shape.dim)
 
 
 def _fix_inputs(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
@@ -61,7 +58,7 @@ class ShapeInference:
                 continue
             tensor = info.type.tensor_type
             dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
-            result[info.name] = (dtype, _dims(tensor.shape) if tensor.HasField("shape") else None)
+            result[info.name] = (dtype, proto_dims(tensor.shape) if tensor.HasField("shape") else None)
         if input_shapes:
             for name, shape in input_shapes.items():  # the run-time shapes, whatever inference said
                 dtype = result.get(name, (None, None))[0]

@@ -1,4 +1,4 @@
-"""Shape twins (see :mod:`inferplex.api.shape_inference`) of the fused transformer ops that
+"""Shape twins (see :mod:`inferplex.shape_inference`) of the fused transformer ops that
 ``onnxruntime.transformers.optimizer`` and Hugging Face Optimum write (domain ``com.microsoft``), and
 of the two normalizations ONNX Runtime registers in the ONNX domain.
 
@@ -25,7 +25,7 @@ from typing import Any
 import onnx
 from onnx import TensorProto, helper
 
-from inferplex.api._twin_rewriter import FLOAT, Rewriter, Twin, int_attrs
+from inferplex.shape_inference._rewriter import FLOAT, Rewriter, Twin, int_attrs
 
 __all__ = ["ONNX_DOMAIN_TWINS", "TRANSFORMER_TWINS"]
 

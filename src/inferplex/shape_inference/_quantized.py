@@ -1,4 +1,4 @@
-"""Shape twins (see :mod:`inferplex.api.shape_inference`) of ONNX Runtime's quantized contrib ops.
+"""Shape twins (see :mod:`inferplex.shape_inference`) of ONNX Runtime's quantized contrib ops.
 
 A QLinear op's output has its zero point's type (else its data's) and the shape of the float op
 it quantizes: ``QLinearAdd`` is ``Cast(Add(Cast(a), Cast(b)), T)``, ``QGemm`` a Gemm, and so on.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 import onnx
 from onnx import TensorProto, helper
 
-from inferplex.api._twin_rewriter import FLOAT, Rewriter, Twin
+from inferplex.shape_inference._rewriter import FLOAT, Rewriter, Twin
 
 __all__ = ["QUANTIZED_TWINS"]
 

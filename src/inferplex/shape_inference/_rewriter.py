@@ -1,4 +1,4 @@
-"""The toolkit that shape twins are written with (see :mod:`inferplex.api.shape_inference`).
+"""The toolkit that shape twins are written with (see :mod:`inferplex.shape_inference`).
 
 A twin stands in for one contrib node in the weight-free copy that ONNX's shape inference reads:
 standard ops whose outputs have the node's output names, element types and shapes.  Their values

@@ -1,4 +1,4 @@
-"""Shape twins (see :mod:`inferplex.api.shape_inference`) of ONNX Runtime's attention ops: Attention,
+"""Shape twins (see :mod:`inferplex.shape_inference`) of ONNX Runtime's attention ops: Attention,
 MultiHeadAttention and GroupQueryAttention (domain ``com.microsoft``).
 
 The twins take their dims where the real op does: the heads are the projected values reshaped to
@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 from onnx import TensorProto, helper
 
-from inferplex.api._twin_rewriter import Rewriter, Twin, int_attrs
+from inferplex.shape_inference._rewriter import Rewriter, Twin, int_attrs
 
 __all__ = ["ATTENTION_TWINS"]
 

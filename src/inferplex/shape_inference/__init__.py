@@ -11,9 +11,9 @@ from them, without a type or shape (ONNX Runtime's ``symbolic_shape_infer`` know
 each contrib node of the copy is replaced by a *shape twin*: standard ops with the same output
 names, element types and shapes (their values mean nothing; the copy is never run), and one pass
 of ONNX's inference covers the whole graph.  Twins exist for the quantized ops
-(:mod:`._quantized_twins`), the attention ops (:mod:`._attention_twins`) and the fused transformer
+(:mod:`._quantized`), the attention ops (:mod:`._attention`) and the fused transformer
 ops, with the two normalizations ONNX Runtime registers in the ONNX domain
-(:mod:`._transformer_twins`).  A node with no twin, or of a form its twin does not cover, stays: its
+(:mod:`._transformer`).  A node with no twin, or of a form its twin does not cover, stays: its
 outputs keep unknown shapes, as before.  Nodes inside control-flow subgraphs are not replaced.
 """
 
@@ -23,12 +23,12 @@ import onnx
 import onnx_ir as ir
 
 from inferplex._serialize import weights_as_inputs
-from inferplex.api._attention_twins import ATTENTION_TWINS
-from inferplex.api._quantized_twins import QUANTIZED_TWINS
-from inferplex.api._transformer_twins import ONNX_DOMAIN_TWINS, TRANSFORMER_TWINS
-from inferplex.api._twin_rewriter import MS, Rewriter, Twin
+from inferplex.shape_inference._attention import ATTENTION_TWINS
+from inferplex.shape_inference._quantized import QUANTIZED_TWINS
+from inferplex.shape_inference._rewriter import MS, Rewriter, Twin
+from inferplex.shape_inference._transformer import ONNX_DOMAIN_TWINS, TRANSFORMER_TWINS
 
-__all__ = ["WEIGHT_LIMIT_BYTES", "infer", "replace_contrib_ops", "weightless_copy"]
+__all__ = ["WEIGHT_LIMIT_BYTES", "infer", "proto_dims", "replace_contrib_ops", "weightless_copy"]
 
 WEIGHT_LIMIT_BYTES = 1024
 """Initializers up to this size stay in the copy (shape inference may read them: Reshape targets, axes)."""
@@ -56,6 +56,11 @@ def infer(proto: onnx.ModelProto, strict: bool) -> onnx.ModelProto:
     (what a reshape must refuse); otherwise inference leaves what it cannot infer unknown.
     """
     return onnx.shape_inference.infer_shapes(proto, check_type=strict, strict_mode=strict, data_prop=True)
+
+
+def proto_dims(shape: onnx.TensorShapeProto) -> tuple[int | str | None, ...]:
+    """An inferred shape's dims: sizes, symbolic names, None where unknown."""
+    return tuple(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in shape.dim)
 
 
 def replace_contrib_ops(proto: onnx.ModelProto) -> None:
