@@ -230,9 +230,9 @@ def _prepare(name: str, quick: bool, folder: Path, kinds: set[str], tokens: int
 # --- timing ------------------------------------------------------------------------------
 
 
-def _items(shape: tuple[int, ...]) -> int:
-    """Items one inference serves: the batch, or a decoder's tokens."""
-    return shape[0] * shape[1] if len(shape) == 3 and shape[0] == 1 else shape[0]
+def _items(model: str, shape: tuple[int, ...]) -> int:
+    """Items one inference serves: the decoder's tokens, the others' batch."""
+    return shape[1] if model == "decoder" else shape[0]
 
 
 def _sync_ms(request: Any, feeds: dict[str, Any], warmup: int, iters: int) -> float:
@@ -266,8 +266,8 @@ def _variant(variant: str, paths: dict[str, str]) -> tuple[str, dict[str, Any]]:
 
 
 def _measure(ov: Any, core: Any, variant: str, hint: str, setting: str, paths: dict[str, str],
-             shape: tuple[int, ...], args: argparse.Namespace, feed: Callable[[np.ndarray], Any]
-             ) -> dict[str, Any]:
+             shape: tuple[int, ...], items_per_run: int, args: argparse.Namespace,
+             feed: Callable[[np.ndarray], Any]) -> dict[str, Any]:
     """One row; under THROUGHPUT the compiled tier is awaited (``--switch-timeout``) before timing."""
     path, config = _variant(variant, paths)
     config["PERFORMANCE_HINT"] = hint
@@ -283,7 +283,7 @@ def _measure(ov: Any, core: Any, variant: str, hint: str, setting: str, paths: d
         tier = compiled.get_property("COMPILED_TIER")
     compile_s = time.perf_counter() - start
     sync_ms = _sync_ms(request, feeds, args.warmup, args.iters)
-    items = _queue_items_per_s(ov, compiled, feeds, _items(shape), args.jobs, args.iters)
+    items = _queue_items_per_s(ov, compiled, feeds, items_per_run, args.jobs, args.iters)
     row = {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s, "tier": tier}
     if args.calls:
         # the eager lowering's calls; no background compile of this program outlives the row
@@ -371,7 +371,9 @@ def main() -> None:
                         row: dict[str, Any] = {"model": model, "hint": hint, "torch_compile": setting,
                                                "variant": variant, "batch": shape[0]}
                         try:
-                            row.update(_measure(ov, core, variant, hint, setting, paths, shape, args, feed))
+                            items = _items(model, shape)
+                            row.update(_measure(ov, core, variant, hint, setting, paths, shape, items, args,
+                                                feed))
                         except Exception as e:  # noqa: BLE001 - one failing variant costs its row only
                             row["error"] = f"{type(e).__name__}: {e}"[:300]
                         rows.append(row)

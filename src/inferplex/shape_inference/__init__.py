@@ -1,6 +1,7 @@
 """ONNX shape inference on a weight-free copy of a model, through ONNX Runtime's contrib ops.
 
-``Model.reshape`` (:mod:`inferplex.api.reshape`), the runtime model's precisions and the GPU lowering
+``Model.reshape`` (:mod:`inferplex.api.reshape`), the runtime model's precisions, HETERO's and
+PIPELINE_PARALLEL's placement (:mod:`inferplex.placement.graph`) and the GPU lowering
 (:mod:`inferplex.devices.gpu.shapes`) all read every value's type and shape from ONNX's shape
 inference, run on the one copy :func:`weightless_copy` builds: the large initializers become typed
 graph inputs (never serialized: the weights are not copied), the small ones stay (inference reads
