@@ -28,6 +28,7 @@ from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
+from inferplex.devices.gpu._qdq_pairs import QuantizeDequantize
 from inferplex.devices.gpu._qdq_pairs import dequantizer as _dequantizer
 from inferplex.devices.gpu._qdq_pairs import quantizer_of as _quantizer
 from inferplex.devices.gpu._qdq_pairs import read_as_by_dequantizers as _read_as_by_dequantizers
@@ -43,6 +44,7 @@ __all__ = [
     "centered_quantizers",
     "dynamic_conv",
     "dynamic_matmul",
+    "linear_epilogues",
     "quantized_matmul",
 ]
 
@@ -70,6 +72,11 @@ class QuantizedMatMul:
     source: ir.Value | None = None
     """The float input of the activation's QuantizeLinear when the call quantizes it itself (the
     QuantizeLinear, with the DequantizeLinear's scale and zero point, feeds nothing else)."""
+    requantize: QuantizeDequantize | None = None
+    """The pair on the matmul's output that the call runs before adding ``bias`` (``quantize_static``
+    writes MatMul -> pair -> bias Add), or None (see :func:`linear_epilogues`)."""
+    quantize: QuantizeDequantize | None = None
+    """The pair on ``output`` that the call runs last (its pairs then change nothing), or None."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +278,63 @@ def absorb_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: di
         if (quantizer := _quantizer(analysis, names, activation)) is not None \
                 and _read_as_by_dequantizers(analysis, quantizer, activation):
             planned[name] = dataclasses.replace(found, source=quantizer.inputs[0])
+
+
+def linear_epilogues(analysis: Analysis, names: dict[ir.Node, str], planned: dict[str, QuantizedMatMul],
+                     pairs: dict[str, QuantizeDequantize], absorbed: set[ir.Node]) -> dict[str, QuantizeDequantize]:
+    """Give the ``planned`` int8 matmuls the fake-quantize pairs that follow them, run in their
+    epilogue; return ``pairs`` with those pairs marked ``identity`` (their call's output holds
+    their grid already) or left out (absorbed into a call).
+
+    ``quantize_static`` writes a MatMul of a Linear and its bias Add as MatMul -> pair -> Add(bias)
+    -> pair: the first pair becomes the call's ``requantize``, the Add its ``bias`` (a constant
+    float32 vector of N values) and the second pair its ``quantize``.  A Gemm's (or a fused Add's)
+    bias, or a matmul with none, takes the pair on its output as ``quantize``.  A pair qualifies
+    where the value's only reader is its QuantizeLinear and every reader of that QuantizeLinear's
+    8-bit output is a DequantizeLinear of ``pairs`` (no int8 matmul reads the 8-bit data)."""
+    by_quantizer: dict[ir.Node, list[str]] = {}
+    for name, pair in pairs.items():
+        by_quantizer.setdefault(pair.quantizer, []).append(name)
+    marked = dict(pairs)
+    for name, found in list(planned.items()):
+        first = _paired_readers(found.output, by_quantizer, marked)
+        if not first:
+            continue
+        pair = marked[first[0]]
+        weight = _constant(analysis, found.weight)
+        columns = weight.shape[0 if found.transposed else 1] if weight is not None else -1
+        dq = pair.output.producer()
+        add = _bias_add(analysis, names, dq, columns) if found.bias is None and len(first) == 1 \
+            and dq is not None else None
+        if add is None:
+            planned[name] = dataclasses.replace(found, quantize=pair)
+            ended = first
+        else:
+            last = _paired_readers(add[0].outputs[0], by_quantizer, marked)
+            planned[name] = dataclasses.replace(found, requantize=pair, bias=add[1], output=add[0].outputs[0],
+                                                quantize=marked[last[0]] if last else None)
+            absorbed.update((pair.quantizer, dq, add[0]))  # type: ignore[arg-type]
+            del marked[first[0]]
+            ended = last
+        for pair_name in ended:
+            marked[pair_name] = dataclasses.replace(marked[pair_name], identity=True)
+    return marked
+
+
+def _paired_readers(value: ir.Value, by_quantizer: dict[ir.Node, list[str]],
+                    pairs: dict[str, QuantizeDequantize]) -> list[str]:
+    """The names of the pairs that end the QuantizeLinear which alone reads ``value``, where every
+    reader of its 8-bit output ends one of ``pairs`` (empty otherwise)."""
+    uses = list(value.uses())
+    if value.is_graph_output() or len(uses) != 1 or uses[0].idx != 0:
+        return []
+    quantizer = uses[0].node
+    names = [name for name in by_quantizer.get(quantizer, []) if name in pairs and not pairs[name].identity]
+    data = quantizer.outputs[0]
+    ends = {pairs[name].output.producer() for name in names}
+    if not names or data.is_graph_output() or any(use.node not in ends for use in data.uses()):
+        return []
+    return names
 
 
 def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicConv | None:

@@ -304,17 +304,24 @@ class Builder:
             self.buffer(("quantized_matmul", name, i), sources, functools.partial(made, i), keep_type=True)
             if i != 1 or offset else None for i in range(3))
         bias_value = found.bias
-        bias = None if bias_value is None else self.buffer(
-            ("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value], keep_type=True)
+        if bias_value is None:
+            bias = None
+        elif found.requantize is not None:  # added to the requantized output as the Add adds it
+            bias = self.arg(bias_value)
+        else:
+            bias = self.buffer(("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value],
+                               keep_type=True)
         args: tuple[Any, ...] = (weight, correction, scales, bias, self.compute_dtype or torch.float32)
         if found.source is None:
-            args = (self.arg(found.activation), *args)
+            args = (self.arg(found.activation), *args, None, 0)
         else:  # quantize the float input in the call (see QuantizedMatMul)
             scale_value = found.activation_scale
             scale = self.buffer(("value", scale_value, "float32"), (scale_value,),
                                 lambda: constants[scale_value].reshape(()), keep_type=True)
             args = (self.arg(found.source), *args, scale, zero - (0 if found.activation_signed else 128))
-        self.env[found.output] = self.call(name, node, quantized_linear, args)
+        steps = tuple(None if pair is None else self._fake_quantize_args(pair)
+                      for pair in (found.requantize, found.quantize))
+        self.env[found.output] = self.call(name, node, quantized_linear, (*args, *steps))
 
     def _emit_constant_dequantize(self, name: str, node: ir.Node) -> None:
         """A DequantizeLinear of constants too large to fold at analysis (a big quantized weight)

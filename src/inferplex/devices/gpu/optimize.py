@@ -118,6 +118,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     centered_quantizers,
     dynamic_conv,
     dynamic_matmul,
+    linear_epilogues,
     quantized_matmul,
 )
 
@@ -434,8 +435,9 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
                 fusions.absorbed.add(found[0])
     absorb_quantizers(analysis, names, fusions.quantized_matmul, fusions.absorbed)
     _plan_relu_range_convs(analysis, names, fusions)
-    fusions.quantize_dequantize = identity_pairs(analysis, quantize_dequantize_pairs(
-        analysis, names, fusions.quantized_matmul, fusions.absorbed))
+    fusions.quantize_dequantize = linear_epilogues(analysis, names, fusions.quantized_matmul, identity_pairs(
+        analysis, quantize_dequantize_pairs(analysis, names, fusions.quantized_matmul, fusions.absorbed)),
+        fusions.absorbed)
     fusions.absorbed.update(settled_quantizers(fusions.quantized_matmul, fusions.quantize_dequantize,
                                                fusions.absorbed))
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)

@@ -14,7 +14,16 @@ import torch
 
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
 
-__all__ = ["conv_fake_quantize", "quantize_dequantize"]
+__all__ = ["FakeQuantizeStep", "conv_fake_quantize", "quantize_dequantize", "step_numbers"]
+
+FakeQuantizeStep = tuple[torch.Tensor, float, int, int, int]
+"""A fake-quantize's arguments after the data, as :func:`quantize_dequantize` takes them: the
+scale as a float32 tensor and as a number, the zero point, and the range's low and high."""
+
+
+def step_numbers(step: FakeQuantizeStep | None) -> list[float] | None:
+    """The numbers a fused kernel's epilogue takes of ``step``: scale, zero point, low, high."""
+    return None if step is None else [float(step[1]), float(step[2]), float(step[3]), float(step[4])]
 
 
 def quantize_dequantize(x: torch.Tensor, scale: torch.Tensor, scale_value: float, zero_point: int,

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
+from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, quantize_dequantize, step_numbers
 from inferplex.devices.gpu.ops.quantized import dynamic_parameters
 
 __all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dynamic_quantize_centered", "dynamic_quantized_conv",
@@ -63,7 +64,9 @@ def quantized_linear_arrays(weight: np.ndarray, transposed: bool, activation_sca
 
 def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Tensor | None,
                      scales: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
-                     a_scale: torch.Tensor | None = None, a_zero: int = 0) -> torch.Tensor:
+                     a_scale: torch.Tensor | None = None, a_zero: int = 0,
+                     requantize: FakeQuantizeStep | None = None,
+                     quantize: FakeQuantizeStep | None = None) -> torch.Tensor:
     """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
 
     ``a``: 8-bit data (..., K); ``weight``: int8 N x K (the matmul's K x N operand transposed)
@@ -77,23 +80,36 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     point) and is quantized here as ONNX does, ``clamp(round(a / a_scale) + za)``, straight to
     the int8 rows: ``a_zero`` is ``za - 128`` for uint8 data (``za`` for int8), whose range
     [0, 255] moves to [-128, 127] with it.
+
+    The epilogue may hold the QuantizeLinear -> DequantizeLinear pairs after the matmul, as
+    ``quantize_static`` writes a MatMul and its bias Add: ``requantize`` (the pair on the matmul's
+    output, then ``bias`` is added to its result in ``out_dtype``, as the Add does) and
+    ``quantize`` (the pair on the result): the numbers of the separate calls
+    (:func:`~._fake_quantize.quantize_dequantize`, the Add), with no pass over the output between.
     """
     elements = _out_elements(a, weight)
+    steps = {"mid": step_numbers(requantize), "last": step_numbers(quantize)}
     if triton_kernels.usable(a, elements):  # the same numbers in two kernels
         if a_scale is not None:
             a = triton_kernels.quantize(a, a_scale, a_zero, torch.int8)
-        return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype)
+        return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype, **steps)
     if a_scale is not None:
         values = torch.round(a.to(torch.float32) / a_scale) + a_zero
         a = values.clamp(-128, 127).to(torch.int8)
     if triton_kernels.usable_compiled(a, elements):  # the quantize above joins its producer's kernel
-        return triton_kernels.int8_linear_op(a, weight, correction, None, 1, scales, bias, out_dtype)
+        return triton_kernels.int8_linear_op(a, weight, correction, None, 1, scales, bias, out_dtype, **steps)
     acc = _int8_rows_matmul(a, weight)
     if correction is not None:
         acc = acc + correction
     # int32 x float32 promotes to float32 inside the one kernel
-    result = acc * scales if bias is None else torch.addcmul(bias, acc, scales)
-    return result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+    direct = bias if requantize is None else None
+    result = acc * scales if direct is None else torch.addcmul(direct, acc, scales)
+    result = result.reshape(*a.shape[:-1], weight.shape[0]).to(out_dtype)
+    if requantize is not None:
+        result = quantize_dequantize(result, *requantize)
+        if bias is not None:
+            result = result + bias
+    return result if quantize is None else quantize_dequantize(result, *quantize)
 
 
 def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,

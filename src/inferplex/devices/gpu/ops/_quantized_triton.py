@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 _log = logging.getLogger("inferplex")
@@ -41,10 +43,11 @@ _BLOCK = 2048
 """Elements per program of the elementwise kernels."""
 
 _SMALL_ROWS = 256
-"""Up to this many rows :func:`int8_linear` takes 64 x 64 output tiles, else 128 x 128 (both with
-128-deep steps, 4 warps and 4 pipeline stages): small tiles keep the GPU's cores busy when there
-are few rows, large ones reuse each loaded tile more when there are many (``bench/RESULTS.md``
-has the tilings compared)."""
+"""Up to this many rows :func:`int8_linear` takes 64 x 64 output tiles (4 warps, 4 pipeline
+stages), else 128 x 128 (8 warps and 3 stages for int8 rows, 4 and 4 for uint8 ones), both with
+128-deep steps: small tiles keep the GPU's
+cores busy when there are few rows, large ones reuse each loaded tile more when there are many
+(``bench/RESULTS.md`` has the tilings compared)."""
 
 
 @functools.cache
@@ -211,9 +214,18 @@ def _define(triton: Any, tl: Any, libdevice: Any) -> Any:
         @staticmethod
         @triton.jit
         def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, M, N, K,  # noqa: N803
-                   stride_am, stride_wn, stride_om, shift, A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
+                   stride_am, stride_wn, stride_om, shift,
+                   mid_scale, mid_inverse, mid_zero, mid_low, mid_high,
+                   last_scale, last_inverse, last_zero, last_low, last_high,
+                   A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
                    ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+                   MID: tl.constexpr, LAST: tl.constexpr, DIVIDE: tl.constexpr,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+            # epilogue: the scales; with MID, rounded to the output type and fake-quantized (a
+            # QuantizeLinear -> DequantizeLinear pair on the matmul's output) before the bias; with
+            # LAST, rounded and fake-quantized after it.  Each step rounds where the separate
+            # calls would: to the output type between them, half to even, f16/bf16 times the
+            # float32 inverse, float32 divided (DIVIDE), as ``quantize_dequantize`` does.
             pid = tl.program_id(0)
             blocks_m, blocks_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
             group = pid // (GROUP * blocks_n)
@@ -250,8 +262,20 @@ def _define(triton: Any, tl: Any, libdevice: Any) -> Any:
                 values = values * tl.load(scale_ptr + rn)[None, :].to(tl.float32)
             else:
                 values = values * tl.load(scale_ptr).to(tl.float32)
+            kind = out_ptr.dtype.element_ty
+            if MID:
+                values = values.to(kind).to(tl.float32)
+                ratio = libdevice.div_rn(values, mid_scale) if DIVIDE else values * mid_inverse
+                q = tl.minimum(tl.maximum(libdevice.rint(ratio).to(tl.int32) + mid_zero, mid_low), mid_high)
+                # mul_rn: no fused multiply-add with the bias after it, as the separate calls round
+                values = libdevice.mul_rn((q - mid_zero).to(tl.float32), mid_scale).to(kind).to(tl.float32)
             if BIAS:
                 values = values + tl.load(bias_ptr + rn)[None, :].to(tl.float32)
+            if LAST:
+                values = values.to(kind).to(tl.float32)
+                ratio = libdevice.div_rn(values, last_scale) if DIVIDE else values * last_inverse
+                q = tl.minimum(tl.maximum(libdevice.rint(ratio).to(tl.int32) + last_zero, last_low), last_high)
+                values = (q - last_zero).to(tl.float32) * last_scale
             mask = (rows[:, None] < M) & (columns[None, :] < N)
             tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :],
                      values.to(out_ptr.dtype.element_ty), mask=mask)
@@ -387,13 +411,18 @@ def conv_epilogue(acc: torch.Tensor, scale: torch.Tensor, inverse: float, bias: 
 
 def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                 zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
-                out_dtype: torch.dtype) -> torch.Tensor:
+                out_dtype: torch.dtype, mid: Sequence[float] | None = None,
+                last: Sequence[float] | None = None) -> torch.Tensor:
     """``((rows(a) @ weight.T + offset * columns) * scales + bias)`` in ``out_dtype``, one kernel.
 
     ``a``: 8-bit data (..., K), uint8 moved down by 128 in the kernel; ``weight``: int8 N x K;
     ``columns``: int32 per output column (1 x N or N), or None; ``offset``: ``shift - zero`` where
     ``zero`` (a one-value tensor) is given, else ``shift``; ``scales``: float32, one value or one
     per column; ``bias``: one per column, or None.  The integer sums are exact in int32.
+
+    ``mid`` and ``last`` are fake-quantize steps ``(scale, zero point, low, high)`` the epilogue
+    runs on the output rounded to ``out_dtype``: ``mid`` before the bias, ``last`` after it, each
+    with :func:`quantize_dequantize`'s numbers (see :class:`~.._fake_quantize.FakeQuantizeStep`).
     """
     rows = a.reshape(-1, a.shape[-1])
     if rows.stride(-1) != 1:
@@ -402,31 +431,47 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
     width = weight.shape[0]
     out = torch.empty((count, width), dtype=out_dtype, device=a.device)
     if count:
-        block = 64 if count <= _SMALL_ROWS else 128
-        grid = (_cdiv(count, block) * _cdiv(width, block),)
+        if count <= _SMALL_ROWS:
+            block_m, block_n, warps, stages = 64, 64, 4, 4
+        else:  # 8 warps measured faster for int8 rows; uint8 rows (moved down in the loop) keep 4
+            block_m, block_n = 128, 128
+            warps, stages = (4, 4) if rows.dtype == torch.uint8 else (8, 3)
+        grid = (_cdiv(count, block_m) * _cdiv(width, block_n),)
         _triton().linear[grid](
             rows, weight, out, columns if columns is not None else scales,
             zero if zero is not None else scales, scales, bias if bias is not None else scales,
             count, width, depth, rows.stride(0), weight.stride(0), out.stride(0), shift,
+            *_step_arguments(mid), *_step_arguments(last),
             A_UINT8=rows.dtype == torch.uint8, COLUMNS=columns is not None, ZERO=zero is not None,
             SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
-            BM=block, BN=block, BK=128, GROUP=8, num_warps=4, num_stages=4)
+            MID=mid is not None, LAST=last is not None, DIVIDE=out_dtype == torch.float32,
+            BM=block_m, BN=block_n, BK=128, GROUP=8, num_warps=warps, num_stages=stages)
     return out.reshape(*a.shape[:-1], width)
+
+
+def _step_arguments(step: Sequence[float] | None) -> tuple[float, float, int, int, int]:
+    """The kernel's scale, float32 inverse, zero point, low and high of a fake-quantize step."""
+    if step is None:
+        return 1.0, 1.0, 0, 0, 0
+    scale, zero, low, high = step
+    return float(scale), float(np.float32(1.0) / np.float32(scale)), int(zero), int(low), int(high)
 
 
 @torch.library.custom_op("inferplex::int8_linear", mutates_args=())
 def int8_linear_op(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                    zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
-                   out_dtype: torch.dtype) -> torch.Tensor:
+                   out_dtype: torch.dtype, mid: list[float] | None = None,
+                   last: list[float] | None = None) -> torch.Tensor:
     """:func:`int8_linear` as an operator ``torch.compile`` calls as it is (Inductor would otherwise
     write the int32 sums of ``torch._int_mm`` out and read them back for the epilogue)."""
-    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype)
+    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype, mid, last)
 
 
 @int8_linear_op.register_fake
 def _int8_linear_shape(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                        zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
-                       out_dtype: torch.dtype) -> torch.Tensor:
+                       out_dtype: torch.dtype, mid: list[float] | None = None,
+                       last: list[float] | None = None) -> torch.Tensor:
     return a.new_empty((*a.shape[:-1], weight.shape[0]), dtype=out_dtype)
 
 
