@@ -18,12 +18,16 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
+from cpu_precision import pin_float32
 
 ONNX_BACKEND_DATA = Path(onnx.backend.test.loader.DATA_DIR)
 """``onnx/backend/test/data`` of the installed onnx wheel (simple, pytorch-*, light, real)."""
 
 Shape = Sequence[int | str | None] | None
 IOSpec = tuple[str, int, Shape]
+
+
+pin_float32()
 
 
 def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[IOSpec], outputs: Sequence[IOSpec],

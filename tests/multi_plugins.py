@@ -375,5 +375,6 @@ def run_program(source: str, *args: str, emulated_gpus: int = 2, timeout: float 
     here = str(Path(__file__).resolve().parent)
     path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "INFERPLEX_EMULATED_GPUS": str(emulated_gpus), "PYTHONPATH": path}
+    source = "import cpu_precision\ncpu_precision.pin_float32()\n" + source  # f32, as in the suite
     return subprocess.run([sys.executable, "-c", source, *args], capture_output=True, text=True, env=env,
                           timeout=timeout)

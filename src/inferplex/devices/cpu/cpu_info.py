@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from inferplex.devices.base import MemoryInfo
 
-__all__ = ["cores", "cpu_name", "instruction_sets", "memory", "native_bf16"]
+__all__ = ["cores", "cpu_name", "instruction_sets", "memory", "native_bf16", "vendor"]
 
 _ISA_FLAGS = (
     # (shown name, /proc/cpuinfo flags of which any one means the CPU has it)
@@ -44,9 +44,9 @@ def cores() -> int:
 
 
 @lru_cache(maxsize=1)
-def _cpuinfo() -> tuple[str, frozenset[str]]:
-    """(model name, flags) from /proc/cpuinfo; empty where it cannot be read."""
-    name, flags = "", frozenset[str]()
+def _cpuinfo() -> tuple[str, str, frozenset[str]]:
+    """(model name, vendor id, flags) from /proc/cpuinfo; empty where it cannot be read."""
+    name, vendor_id, flags = "", "", frozenset[str]()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
@@ -54,13 +54,15 @@ def _cpuinfo() -> tuple[str, frozenset[str]]:
                 key = key.strip()
                 if key == "model name" and not name:
                     name = value.strip()
+                elif key == "vendor_id" and not vendor_id:
+                    vendor_id = value.strip()
                 elif key in ("flags", "Features") and not flags:  # x86 / Arm spelling
                     flags = frozenset(value.split())
-                if name and flags:
+                if name and vendor_id and flags:
                     break
     except OSError:
         pass
-    return name, flags
+    return name, vendor_id, flags
 
 
 def cpu_name() -> str:
@@ -70,8 +72,13 @@ def cpu_name() -> str:
 
 def instruction_sets() -> tuple[str, ...]:
     """Named instruction sets the CPU has, newest and widest first, e.g. ``("AVX512", "AVX2", "FMA")``."""
-    flags = _cpuinfo()[1]
+    flags = _cpuinfo()[2]
     return tuple(name for name, names in _ISA_FLAGS if any(flag in flags for flag in names))
+
+
+def vendor() -> str:
+    """The x86 vendor id (``"GenuineIntel"``, ``"AuthenticAMD"``), or ``""`` where the system tells none."""
+    return _cpuinfo()[1]
 
 
 def native_bf16() -> bool:

@@ -22,16 +22,20 @@ written (``tests/test_quantization_matrix.py``) finds these departures:
   ``reduce_range``) results drift by many steps.  With 7-bit weights OpenVINO
   still departs: it requantizes a residual Add of two int8 convolutions' outputs
   a step away from ONNX for some of its values, and the steps add up downstream.
-  CPUs with VNNI sum in 32 bits, exactly.
+  Intel CPUs with VNNI sum in 32 bits, exactly.
+- On an AMD CPU with AVX512_VNNI (Zen 4), OpenVINO's 8-bit kernels depart too, at
+  float32: per-channel QLinearConv products by tens of steps, separable per-channel
+  convolutions by up to 4 steps, and an MLP with per-channel uint8 weights a step
+  away on a quarter of its outputs.
 
-So, on CPUs without VNNI, the default engine leaves models with int8 weights to
-ONNX Runtime (:func:`onnx_runtime_keeps`), and ONNX Runtime runs such models, and
-16-bit and blockwise ones, with their quantized ops as written
-(:func:`runs_as_written`: its QDQ fusions off through the session option
+So, on x86 CPUs other than Intel's with VNNI or AMX, the default engine leaves
+models with 8-bit weights to ONNX Runtime (:func:`onnx_runtime_keeps`), and ONNX
+Runtime runs such models, and 16-bit and blockwise ones, with their quantized ops
+as written (:func:`runs_as_written`: its QDQ fusions off through the session option
 ``session.disable_quant_qdq``, its integer ops rewritten by
 :func:`integer_ops_as_written`), which computes ONNX's values at float speed.
-Models with uint8 or 4-bit weights keep OpenVINO's kernels, as do dynamically
-quantized models, whose MatMulInteger and ConvInteger OpenVINO sums exactly.
+Models with 4-bit weights keep OpenVINO's kernels, as do dynamically quantized
+models, whose MatMulInteger and ConvInteger OpenVINO sums exactly.
 """
 
 from __future__ import annotations
@@ -66,9 +70,9 @@ def onnx_runtime_keeps(model: ir.Model) -> str:
     if _sixteen_bit_qdq(model):
         return ("OpenVINO's CPU plugin computes 16-bit QuantizeLinear/DequantizeLinear unlike ONNX's "
                 "definition")
-    if not exact_int8_products() and _int8_weights(model, _STATIC_WEIGHTS):
-        return ("OpenVINO's int8 kernels compute uint8 x int8 products unlike ONNX on CPUs without VNNI "
-                "(saturated pair sums, requantized sums)")
+    if not exact_int8_products() and _int8_weights(model, _STATIC_WEIGHTS, eight_bit=_EIGHT_BIT):
+        return ("OpenVINO's 8-bit kernels compute products unlike ONNX on x86 CPUs other than Intel's with "
+                "VNNI or AMX (saturated pair sums on CPUs without VNNI, requantized sums)")
     return ""
 
 
@@ -82,15 +86,17 @@ def runs_as_written(model: ir.Model) -> bool:
                and node.domain in ("", "ai.onnx") for node in model.graph):
         return False
     return _sixteen_bit_qdq(model) or _blocked(model) or (not exact_int8_products() and (
-        _int8_weights(model, _STATIC_WEIGHTS) or _int8_weights(model, _DYNAMIC_WEIGHTS, _PAIR_SAFE)))
+        _int8_weights(model, _STATIC_WEIGHTS, eight_bit=_EIGHT_BIT)
+        or _int8_weights(model, _DYNAMIC_WEIGHTS, _PAIR_SAFE)))
 
 
 def exact_int8_products() -> bool:
-    """Whether this CPU's int8 kernels sum uint8 x int8 products exactly: any CPU but an x86
-    without VNNI (AVX512_VNNI, AVX_VNNI or AMX)."""
+    """Whether OpenVINO's 8-bit kernels compute ONNX's products on this CPU: any CPU but an x86
+    other than Intel's with VNNI (AVX512_VNNI, AVX_VNNI or AMX; see the module docstring)."""
     if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
         return True
-    return bool({"AVX512_VNNI", "AVX_VNNI", "AMX"} & set(cpu_info.instruction_sets()))
+    return cpu_info.vendor() == "GenuineIntel" \
+        and bool({"AVX512_VNNI", "AVX_VNNI", "AMX"} & set(cpu_info.instruction_sets()))
 
 
 def _sixteen_bit_qdq(model: ir.Model) -> bool:
@@ -119,15 +125,19 @@ def _quantized_dtype(node: ir.Node) -> ir.DataType | None:
     return ir.DataType(output_dtype) if output_dtype else None
 
 
-def _int8_weights(model: ir.Model, weight_inputs: dict[str, int], past: int = -1) -> bool:
-    """Whether a quantized op has a constant int8 weight (the input of ``weight_inputs`` by op type)
-    holding a magnitude past ``past`` (any, by default)."""
+_EIGHT_BIT = frozenset({ir.DataType.INT8, ir.DataType.UINT8})
+
+
+def _int8_weights(model: ir.Model, weight_inputs: dict[str, int], past: int = -1,
+                  eight_bit: frozenset[ir.DataType] = frozenset({ir.DataType.INT8})) -> bool:
+    """Whether a quantized op has a constant weight of a type of ``eight_bit`` (int8 by default; the
+    input of ``weight_inputs`` by op type) holding a magnitude past ``past`` (any, by default)."""
     for node in model.graph:
         index = weight_inputs.get(node.op_type)
         if index is None or node.domain not in ("", "ai.onnx") or len(node.inputs) <= index:
             continue
         weight = node.inputs[index]
-        if weight is None or weight.dtype != ir.DataType.INT8:
+        if weight is None or weight.dtype not in eight_bit:
             continue
         constant = weight.const_value
         producer = weight.producer()
