@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from cpu_precision import pin_float32
+from cpu_precision import native_default, pin_float32
 
 ONNX_BACKEND_DATA = Path(onnx.backend.test.loader.DATA_DIR)
 """``onnx/backend/test/data`` of the installed onnx wheel (simple, pytorch-*, light, real)."""
@@ -87,6 +87,13 @@ def tiny_model() -> Callable[..., onnx.ModelProto]:
 def ort_reference() -> Callable[[onnx.ModelProto | str | Path, Mapping[str, Any]], list[Any]]:
     """:func:`ort_run`: reference outputs from raw ONNX Runtime."""
     return ort_run
+
+
+@pytest.fixture
+def native_cpu_precision() -> Iterator[None]:
+    """The CPU's own default precision for one test (the suite pins f32, see ``cpu_precision``)."""
+    with native_default():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -178,6 +178,7 @@ _CORE_KEYS = ("FULL_DEVICE_NAME", "DEVICE_ARCHITECTURE", "RANGE_FOR_STREAMS",
               "CPU_DENORMALS_OPTIMIZATION")
 
 
+@pytest.mark.usefixtures("native_cpu_precision")
 def test_the_cpus_facts_and_defaults_read_as_openvinos() -> None:
     """``Core.get_property("CPU", key)`` for a key never set answers as raw OpenVINO's Core does."""
     ours, raw = ov.Core(), openvino.Core()

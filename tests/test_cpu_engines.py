@@ -129,6 +129,7 @@ def test_an_input_that_flows_unchanged_into_an_output_is_fed() -> None:
         np.testing.assert_array_equal(results["z"], want[1])
 
 
+@pytest.mark.usefixtures("native_cpu_precision")
 @pytest.mark.parametrize("precision", ["bf16", "f16"])
 def test_low_precision_is_what_openvino_runs_and_stays_within_its_bounds(precision: str) -> None:
     """The precision read back is raw OpenVINO's for the same hint (f32 where the CPU lacks the
@@ -140,6 +141,7 @@ def test_low_precision_is_what_openvino_runs_and_stays_within_its_bounds(precisi
     np.testing.assert_allclose(compiled({"x": X})["y"], _ort(_mlp(), {"x": X}), atol=2e-2)
 
 
+@pytest.mark.usefixtures("native_cpu_precision")
 def test_the_default_precision_is_openvinos() -> None:
     default = ov.Type(openvino.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name())
     assert ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT") == default
@@ -235,6 +237,7 @@ def test_performance_hint_num_requests_caps_the_requests_kept() -> None:
         np.testing.assert_allclose(got[0], want[index % 4], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.usefixtures("native_cpu_precision")
 def test_counters_are_openvinos_per_op_with_the_kernel_that_ran_it() -> None:
     compiled = ov.Core().compile_model(_mlp(), "CPU", {"ENABLE_PROFILING": True})
     request = compiled.create_infer_request()
