@@ -137,7 +137,10 @@ def cluster() -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def core(cluster: LocalCluster) -> ov.Core:
-    return ov.Core()
+    core = ov.Core()
+    # the nodes' CPUs at f32, as the suite's (``cpu_precision``): their processes are Ray's
+    core.set_property("RAY", {"INFERENCE_PRECISION_HINT": "f32"})
+    return core
 
 
 @pytest.fixture(scope="module")
