@@ -121,6 +121,88 @@ def test_dynamic_quantized_encoder_under_f16_hint_stays_close(core: ov.Core,
     assert np.abs(got - want).mean() < 0.006
 
 
+class _CausalAttention(nn.Module):
+    """Self-attention with a constant causal mask added to the scaled scores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = nn.Linear(_HIDDEN, 3 * _HIDDEN), nn.Linear(_HIDDEN, _HIDDEN)
+        self.register_buffer("mask", torch.triu(torch.full((_LENGTH, _LENGTH), -1e4), diagonal=1))
+
+    def forward(self, x: Any) -> Any:
+        batch, length, _ = x.shape
+        q, k, v = self.qkv(x).reshape(batch, length, 3, _HEADS, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        scores = q @ k.transpose(-1, -2) * (_HIDDEN // _HEADS) ** -0.5 + self.mask
+        context = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(batch, length, _HIDDEN)
+        return self.out(context)
+
+
+@pytest.fixture(scope="module")
+def causal_model(tmp_path_factory: Any) -> onnx.ModelProto:
+    torch.manual_seed(22)
+    model = export_onnx(_CausalAttention(), (torch.randn(_BATCH, _LENGTH, _HIDDEN),), ["x"], opset=17)
+    return quantized(tmp_path_factory.mktemp("causal"), model, True, per_channel=True)
+
+
+@pytest.mark.parametrize("model_name", ["static_model", "causal_model"])
+def test_qdq_attention_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, model_name: str,
+                                                                 request: pytest.FixtureRequest) -> None:
+    """The pairs between the attention's matmuls (after the scores, the scale, the mask and the
+    softmax) keep the chain from ``scaled_dot_product_attention``; it runs as one call, named after
+    its second MatMul, and no Softmax, scale, mask Add or pair of the chain runs on its own."""
+    model = request.getfixturevalue(model_name)
+    feeds = _feeds(8)
+    got, records = profiled(core, model, feeds)
+    (want,) = ort_unfused(model, feeds)
+    _close(got, want, atol=0.1, agree=0.97)
+    ops = Counter(n.op_type for n in model.graph.node)
+    ran = Counter(records.values())
+    assert ops["Softmax"] >= 1 and ran["Softmax"] == 0
+    softmax_inputs = {n.input[0] for n in model.graph.node if n.op_type == "Softmax"}
+    producers = {out: n for n in model.graph.node for out in n.output}
+    chained = {producers[producers[name].input[0]].name for name in softmax_inputs}  # the pairs' quantizers
+    assert not chained & set(records)
+    if model_name == "causal_model":
+        assert ops["Add"] > ran["Add"]  # the mask's Add joined the call
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_qdq_gelu_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, static_model: onnx.ModelProto,
+                                                            precision: str) -> None:
+    """GELU's formula with a pair after its Erf, Add and product runs as one call, named after its
+    last Mul: neither the Erf, the Div before it nor the pairs between run on their own."""
+    feeds = _feeds(10)
+    got, records = profiled(core, static_model, feeds, {"INFERENCE_PRECISION_HINT": precision})
+    (want,) = ort_unfused(static_model, feeds)
+    if precision == "f32":
+        _close(got, want, atol=0.1, agree=0.97)
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=0.25)
+        assert np.abs(got - want).mean() < 0.03
+    erfs = [n for n in static_model.graph.node if n.op_type == "Erf"]
+    producers = {out: n for n in static_model.graph.node for out in n.output}
+    divs = {producers[erf.input[0]].name for erf in erfs}
+    readers = {name: n for n in static_model.graph.node for name in n.input}
+    after_erf = {readers[erf.output[0]].name for erf in erfs}  # the pairs' quantizers
+    assert len(erfs) == 2 and not ({erf.name for erf in erfs} | divs | after_erf) & set(records)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["f32", "f16", "bf16"])
+def test_qdq_attention_on_cuda_in_each_precision_stays_close(causal_model: onnx.ModelProto, precision: str) -> None:
+    feeds = _feeds(9)
+    (want,) = ort_unfused(causal_model, feeds)
+    compiled = ov.Core().compile_model(causal_model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})
+    for _ in range(3):  # the first run, then CUDA-graph replays
+        got = np.asarray(compiled(feeds)[0])
+        if precision == "f32":
+            _close(got, want, atol=0.1, agree=0.97)
+        else:
+            np.testing.assert_allclose(got, want, rtol=0, atol=0.25 if precision == "f16" else 0.6)
+            assert np.abs(got - want).mean() < (0.03 if precision == "f16" else 0.08)
+
+
 def test_quantized_encoder_in_a_cuda_graph_gives_the_profiled_values(
         core: ov.Core, static_model: onnx.ModelProto, dynamic_model: onnx.ModelProto) -> None:
     # without profiling, CUDA graphs replay the calls (on CUDA); the values are the profiled run's

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["QuantizeDequantize", "dequantizer", "identity_pairs", "quantize_dequantize_pairs", "quantizer_of",
+__all__ = ["PairWalk", "QuantizeDequantize", "pairs_by_quantizer", "pairs_reading", "take_pairs", "dequantizer", "identity_pairs", "quantize_dequantize_pairs", "quantizer_of",
            "read_as_by_dequantizers", "relu_range_pair", "settled_quantizers"]
 
 
@@ -198,3 +198,67 @@ def relu_range_pair(analysis: Analysis, names: dict[ir.Node, str], value: ir.Val
         return None
     found = _pair(analysis, names, dq)
     return found if found is not None and found.zero_point == found.low else None
+
+
+class PairWalk:
+    """Steps along a chain of ops with a pair after some of them (the QDQ attention's and GELU's):
+    the pair that alone reads a value where there is one, and the next op; ``inner`` collects
+    the names of the pairs passed."""
+
+    def __init__(self, analysis: Analysis, names: dict[ir.Node, str], by_quantizer: dict[ir.Node, list[str]],
+                 pairs: dict[str, QuantizeDequantize], absorbed: set[ir.Node]) -> None:
+        self.analysis, self.names, self.by_quantizer, self.pairs = analysis, names, by_quantizer, pairs
+        self.absorbed = absorbed
+        self.inner: list[str] = []
+
+    def pair_after(self, value: ir.Value) -> tuple[QuantizeDequantize | None, ir.Value]:
+        """(the one pair that alone reads ``value``, its output), or (None, ``value``)."""
+        use = _sole_consumer(value)
+        quantizer = use[0] if use is not None and use[1] == 0 else None
+        names = [name for name in self.by_quantizer.get(quantizer, []) if name in self.pairs]  # type: ignore[arg-type]
+        if quantizer is None or len(names) != 1 or self.pairs[names[0]].identity \
+                or len(list(quantizer.outputs[0].uses())) != 1 or quantizer.outputs[0].is_graph_output():
+            return None, value
+        self.inner.append(names[0])
+        return self.pairs[names[0]], self.pairs[names[0]].output
+
+    def next_node(self, value: ir.Value, op_types: tuple[str, ...]) -> tuple[ir.Node, int] | None:
+        use = _sole_consumer(value)
+        if use is None or use[0].op_type not in op_types or use[0].domain not in _ONNX_DOMAINS \
+                or use[0] in self.absorbed or not _runs(self.analysis, self.names, use[0]):
+            return None
+        return use
+
+
+def pairs_by_quantizer(pairs: dict[str, QuantizeDequantize]) -> dict[ir.Node, list[str]]:
+    """The names of ``pairs`` by their QuantizeLinear (one pair per DequantizeLinear reader)."""
+    found: dict[ir.Node, list[str]] = {}
+    for name, pair in pairs.items():
+        found.setdefault(pair.quantizer, []).append(name)
+    return found
+
+
+def pairs_reading(value: ir.Value, by_quantizer: dict[ir.Node, list[str]],
+                  pairs: dict[str, QuantizeDequantize]) -> list[str]:
+    """The names of the pairs that end the QuantizeLinear which alone reads ``value``, where every
+    reader of its 8-bit output ends one of ``pairs`` (empty otherwise): a call that produces
+    ``value`` can run their fake-quantize itself, and they then change nothing."""
+    use = _sole_consumer(value)
+    if use is None or use[1] != 0:
+        return []
+    quantizer = use[0]
+    names = [name for name in by_quantizer.get(quantizer, []) if name in pairs and not pairs[name].identity]
+    data = quantizer.outputs[0]
+    ends = {pairs[name].output.producer() for name in names}
+    if not names or data.is_graph_output() or any(reader.node not in ends for reader in data.uses()):
+        return []
+    return names
+
+
+def take_pairs(pairs: dict[str, QuantizeDequantize], names: list[str], absorbed: set[ir.Node]) -> None:
+    """Remove the pairs ``names`` from ``pairs``, their QuantizeLinear and DequantizeLinear into
+    ``absorbed`` (a fused call runs them)."""
+    for name in names:
+        pair = pairs.pop(name)
+        absorbed.update((pair.quantizer, pair.output.producer()))  # type: ignore[arg-type]
+

@@ -28,7 +28,7 @@ from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
-from inferplex.devices.gpu._qdq_pairs import QuantizeDequantize
+from inferplex.devices.gpu._qdq_pairs import QuantizeDequantize, pairs_by_quantizer, pairs_reading
 from inferplex.devices.gpu._qdq_pairs import dequantizer as _dequantizer
 from inferplex.devices.gpu._qdq_pairs import quantizer_of as _quantizer
 from inferplex.devices.gpu._qdq_pairs import read_as_by_dequantizers as _read_as_by_dequantizers
@@ -292,12 +292,10 @@ def linear_epilogues(analysis: Analysis, names: dict[ir.Node, str], planned: dic
     bias, or a matmul with none, takes the pair on its output as ``quantize``.  A pair qualifies
     where the value's only reader is its QuantizeLinear and every reader of that QuantizeLinear's
     8-bit output is a DequantizeLinear of ``pairs`` (no int8 matmul reads the 8-bit data)."""
-    by_quantizer: dict[ir.Node, list[str]] = {}
-    for name, pair in pairs.items():
-        by_quantizer.setdefault(pair.quantizer, []).append(name)
+    by_quantizer = pairs_by_quantizer(pairs)
     marked = dict(pairs)
     for name, found in list(planned.items()):
-        first = _paired_readers(found.output, by_quantizer, marked)
+        first = pairs_reading(found.output, by_quantizer, marked)
         if not first:
             continue
         pair = marked[first[0]]
@@ -310,7 +308,7 @@ def linear_epilogues(analysis: Analysis, names: dict[ir.Node, str], planned: dic
             planned[name] = dataclasses.replace(found, quantize=pair)
             ended = first
         else:
-            last = _paired_readers(add[0].outputs[0], by_quantizer, marked)
+            last = pairs_reading(add[0].outputs[0], by_quantizer, marked)
             planned[name] = dataclasses.replace(found, requantize=pair, bias=add[1], output=add[0].outputs[0],
                                                 quantize=marked[last[0]] if last else None)
             absorbed.update((pair.quantizer, dq, add[0]))  # type: ignore[arg-type]
@@ -319,22 +317,6 @@ def linear_epilogues(analysis: Analysis, names: dict[ir.Node, str], planned: dic
         for pair_name in ended:
             marked[pair_name] = dataclasses.replace(marked[pair_name], identity=True)
     return marked
-
-
-def _paired_readers(value: ir.Value, by_quantizer: dict[ir.Node, list[str]],
-                    pairs: dict[str, QuantizeDequantize]) -> list[str]:
-    """The names of the pairs that end the QuantizeLinear which alone reads ``value``, where every
-    reader of its 8-bit output ends one of ``pairs`` (empty otherwise)."""
-    uses = list(value.uses())
-    if value.is_graph_output() or len(uses) != 1 or uses[0].idx != 0:
-        return []
-    quantizer = uses[0].node
-    names = [name for name in by_quantizer.get(quantizer, []) if name in pairs and not pairs[name].identity]
-    data = quantizer.outputs[0]
-    ends = {pairs[name].output.producer() for name in names}
-    if not names or data.is_graph_output() or any(use.node not in ends for use in data.uses()):
-        return []
-    return names
 
 
 def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicConv | None:

@@ -16,6 +16,8 @@ from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
 )
+from inferplex.devices.gpu._qdq_attention import QuantizedAttention
+from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
 from inferplex.devices.gpu._quantized_fusions import (
     DynamicConv,
     DynamicMatMul,
@@ -23,6 +25,8 @@ from inferplex.devices.gpu._quantized_fusions import (
 )
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops._fake_quantize import conv_fake_quantize, quantize_dequantize
+from inferplex.devices.gpu.ops._qdq_attention import quantized_attention
+from inferplex.devices.gpu.ops._qdq_gelu import quantized_gelu
 from inferplex.devices.gpu.ops._fused_quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
     dynamic_quantize_centered,
@@ -178,6 +182,12 @@ class Builder:
         if name in self.fusions.quantize_dequantize:
             self._emit_quantize_dequantize(name, self.fusions.quantize_dequantize[name])
             return
+        if name in self.fusions.quantized_attention:
+            self._emit_quantized_attention(name, node, self.fusions.quantized_attention[name])
+            return
+        if name in self.fusions.quantized_gelu:
+            self._emit_quantized_gelu(name, node, self.fusions.quantized_gelu[name])
+            return
         if name in self.fusions.centered_quantizers:
             self._emit_centered_quantizer(name, node)
             return
@@ -322,6 +332,36 @@ class Builder:
         steps = tuple(None if pair is None else self._fake_quantize_args(pair)
                       for pair in (found.requantize, found.quantize))
         self.env[found.output] = self.call(name, node, quantized_linear, (*args, *steps))
+
+    def _emit_quantized_attention(self, name: str, node: ir.Node, found: QuantizedAttention) -> None:
+        """The QDQ attention chain as one call named after its second MatMul; the scale is the
+        constant as the program holds it (rounded to the compute type)."""
+        factor = None
+        if found.factor is not None:
+            array = self.analysis.constants[found.factor].reshape(-1)[:1].astype(np.float32)
+            factor = float(torch.from_numpy(array).to(self.compute_dtype or torch.float32)[0])
+        steps = tuple(None if pair is None else self._fake_quantize_args(pair) for pair in (
+            found.scores, found.scaled, found.masked, found.probabilities, found.context))
+        mask = None if found.mask is None else self.arg(found.mask)
+        args = (self.arg(found.query), self.arg(found.key_t), self.arg(found.value), mask, factor,
+                found.divide, steps)
+        self.env[found.output] = self.call(name, node, quantized_attention, args)
+
+    def _emit_quantized_gelu(self, name: str, node: ir.Node, found: QuantizedGelu) -> None:
+        """The QDQ GELU formula as one call named after its last Mul.  The constants are the numbers
+        the separate calls compute with: a Div's in the compute type (a tensor operand), the Mul's
+        and Add's in float32 (numbers torch takes in float32)."""
+        def number(value: ir.Value, rounded: bool) -> float:
+            array = self.analysis.constants[value].reshape(-1)[:1].astype(np.float32)
+            tensor = torch.from_numpy(array)
+            return float(tensor.to(self.compute_dtype)[0] if rounded and self.compute_dtype is not None
+                         else tensor[0])
+
+        steps = tuple(None if pair is None else self._fake_quantize_args(pair)
+                      for pair in (found.erf, found.sum, found.product))
+        args = (self.arg(found.input), number(found.factor, found.divide), found.divide,
+                number(found.one, False), number(found.half, False), steps)
+        self.env[found.output] = self.call(name, node, quantized_gelu, args)
 
     def _emit_constant_dequantize(self, name: str, node: ir.Node) -> None:
         """A DequantizeLinear of constants too large to fold at analysis (a big quantized weight)

@@ -103,6 +103,8 @@ from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._norm_fusions import Norm, norm_from
+from inferplex.devices.gpu._qdq_attention import QuantizedAttention, quantized_attentions
+from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
     identity_pairs,
@@ -221,6 +223,10 @@ class Fusions:
     centered_quantizers: dict[str, ir.Value] = field(default_factory=dict)
     """DynamicQuantizeLinear -> its data output, which it hands the ``dynamic_conv`` calls as
     centered float data."""
+    quantized_attention: dict[str, QuantizedAttention] = field(default_factory=dict)
+    """Second MatMul of a QDQ attention chain -> the chain (see :mod:`._qdq_attention`)."""
+    quantized_gelu: dict[str, QuantizedGelu] = field(default_factory=dict)
+    """Last Mul of a QDQ GELU formula -> the formula (see :mod:`._qdq_gelu`)."""
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call (or as its
     source, where the pair changes nothing)."""
@@ -435,9 +441,11 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
                 fusions.absorbed.add(found[0])
     absorb_quantizers(analysis, names, fusions.quantized_matmul, fusions.absorbed)
     _plan_relu_range_convs(analysis, names, fusions)
-    fusions.quantize_dequantize = linear_epilogues(analysis, names, fusions.quantized_matmul, identity_pairs(
+    pairs = linear_epilogues(analysis, names, fusions.quantized_matmul, identity_pairs(
         analysis, quantize_dequantize_pairs(analysis, names, fusions.quantized_matmul, fusions.absorbed)),
         fusions.absorbed)
+    fusions.quantized_attention, pairs = quantized_attentions(analysis, names, pairs, fusions.absorbed)
+    fusions.quantized_gelu, fusions.quantize_dequantize = quantized_gelus(analysis, names, pairs, fusions.absorbed)
     fusions.absorbed.update(settled_quantizers(fusions.quantized_matmul, fusions.quantize_dequantize,
                                                fusions.absorbed))
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)

@@ -37,7 +37,7 @@ import torch
 _log = logging.getLogger("inferplex")
 
 __all__ = ["conv_epilogue", "dequantize", "dynamic_quantize", "dynamic_quantize_centered", "int8_linear",
-           "quantize", "quantize_dequantize", "usable"]
+           "quantize", "quantize_dequantize", "step_arguments", "usable", "usable_compiled"]
 
 _BLOCK = 2048
 """Elements per program of the elementwise kernels."""
@@ -441,7 +441,7 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
             rows, weight, out, columns if columns is not None else scales,
             zero if zero is not None else scales, scales, bias if bias is not None else scales,
             count, width, depth, rows.stride(0), weight.stride(0), out.stride(0), shift,
-            *_step_arguments(mid), *_step_arguments(last),
+            *step_arguments(mid), *step_arguments(last),
             A_UINT8=rows.dtype == torch.uint8, COLUMNS=columns is not None, ZERO=zero is not None,
             SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
             MID=mid is not None, LAST=last is not None, DIVIDE=out_dtype == torch.float32,
@@ -449,7 +449,7 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
     return out.reshape(*a.shape[:-1], width)
 
 
-def _step_arguments(step: Sequence[float] | None) -> tuple[float, float, int, int, int]:
+def step_arguments(step: Sequence[float] | None) -> tuple[float, float, int, int, int]:
     """The kernel's scale, float32 inverse, zero point, low and high of a fake-quantize step."""
     if step is None:
         return 1.0, 1.0, 0, 0, 0

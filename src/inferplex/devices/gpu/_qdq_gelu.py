@@ -1,0 +1,135 @@
+"""Fusion planning for a QDQ model's GELU: the erf formula torch exports (``Div(x, c)`` -> ``Erf`` ->
+``Add 1`` -> ``Mul`` by ``x`` -> ``Mul 0.5``) with the QuantizeLinear -> DequantizeLinear pairs
+``quantize_static`` puts after its steps, emitted as one call
+(:func:`~inferplex.devices.gpu.ops._qdq_gelu.quantized_gelu`).
+
+The pairs keep the float formula's fusion (:mod:`._activation_fusions`) from seeing it; run as
+written it is five passes over the activation and one more per pair.  :func:`quantized_gelus` finds
+it once the pairs are planned: each pair after the Erf, the Add and the product by ``x`` is
+optional, but one at least; the constants are any one-value floats (the call computes the formula as written, with
+them); ``x`` is one value, or the outputs of two DequantizeLinear nodes of one QuantizeLinear (one
+per consumer, as ``quantize_static`` writes them).  The pairs after the last Mul stay as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import onnx_ir as ir
+
+from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
+from inferplex.devices.gpu._graph import constant as _constant
+from inferplex.devices.gpu._graph import runs as _runs
+from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
+from inferplex.devices.gpu._qdq_pairs import PairWalk, QuantizeDequantize, dequantizer, pairs_by_quantizer, take_pairs
+
+if TYPE_CHECKING:
+    from inferplex.devices.gpu.lower import Analysis
+
+__all__ = ["QuantizedGelu", "quantized_gelus"]
+
+_FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+
+
+@dataclass(frozen=True)
+class QuantizedGelu:
+    """``(x * (erf(x / c) + one)) * half`` with the pairs after the erf, the sum and the product."""
+
+    input: ir.Value
+    """``x`` as the Div (or Mul) reads it."""
+    divide: bool
+    """Whether ``x`` is divided by ``factor`` (Div) or multiplied by it (Mul)."""
+    factor: ir.Value
+    one: ir.Value
+    """The Add's constant."""
+    half: ir.Value
+    """The last Mul's constant."""
+    erf: QuantizeDequantize | None
+    sum: QuantizeDequantize | None
+    product: QuantizeDequantize | None
+    output: ir.Value
+    """The last Mul's output."""
+    absorbed: tuple[ir.Node, ...]
+    """The formula's nodes but the last Mul, which emits the call."""
+
+
+def quantized_gelus(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
+                    absorbed: set[ir.Node]) -> tuple[dict[str, QuantizedGelu], dict[str, QuantizeDequantize]]:
+    """The formulas of the module docstring by the last Mul's friendly name, and ``pairs`` without the
+    pairs inside them (absorbed, as their nodes are into ``absorbed``)."""
+    by_quantizer = pairs_by_quantizer(pairs)
+    remaining = dict(pairs)
+    found: dict[str, QuantizedGelu] = {}
+    for _, node in analysis.nodes:
+        if node.op_type != "Erf" or node.domain not in _ONNX_DOMAINS or node in absorbed \
+                or not _runs(analysis, names, node):
+            continue
+        walk = PairWalk(analysis, names, by_quantizer, remaining, absorbed)
+        formula = _formula(analysis, names, node, walk)
+        if formula is None:
+            continue
+        found[names[formula.output.producer()]] = formula  # type: ignore[index]
+        take_pairs(remaining, walk.inner, absorbed)
+        absorbed.update(formula.absorbed)
+    return found, remaining
+
+
+def _one_value(analysis: Analysis, value: ir.Value | None) -> bool:
+    array = _constant(analysis, value)
+    return array is not None and array.size == 1 and array.dtype.kind == "f"
+
+
+def _formula(analysis: Analysis, names: dict[ir.Node, str], erf: ir.Node, walk: PairWalk) -> QuantizedGelu | None:
+    scale = erf.inputs[0].producer() if erf.inputs[0] is not None else None
+    if scale is None or scale.op_type not in ("Div", "Mul") or scale.domain not in _ONNX_DOMAINS \
+            or scale in walk.absorbed or not _runs(analysis, names, scale) or _sole_consumer(scale.outputs[0]) is None:
+        return None
+    x, factor = scale.inputs[0], scale.inputs[1]
+    if scale.op_type == "Mul" and _one_value(analysis, x):
+        x, factor = factor, x
+    info = analysis.infos[names[erf]]
+    if x is None or not _one_value(analysis, factor) or x in analysis.constants or not info.input_dtypes \
+            or info.input_dtypes[0] not in _FLOAT_TYPES:
+        return None
+    erf_pair, value = walk.pair_after(erf.outputs[0])
+    step = walk.next_node(value, ("Add",))
+    if step is None or not _one_value(analysis, step[0].inputs[1 - step[1]]):
+        return None
+    add, one = step[0], step[0].inputs[1 - step[1]]
+    sum_pair, value = walk.pair_after(add.outputs[0])
+    step = walk.next_node(value, ("Mul",))
+    if step is None or not _same_data(analysis, step[0].inputs[1 - step[1]], x):
+        return None
+    product = step[0]
+    product_pair, value = walk.pair_after(product.outputs[0])
+    step = walk.next_node(value, ("Mul",))
+    if step is None or not _one_value(analysis, step[0].inputs[1 - step[1]]):
+        return None
+    last, half = step[0], step[0].inputs[1 - step[1]]
+    shapes = {analysis.infos[names[node]].output_shapes[0] for node in (scale, erf, add, product, last)
+              if analysis.infos[names[node]].output_shapes}
+    if len(shapes) != 1:
+        return None  # a constant that broadcasts x up is not the call's
+    if erf_pair is None and sum_pair is None and product_pair is None:
+        return None  # a float model's formula: the float fusion's, or as written
+    return QuantizedGelu(x, scale.op_type == "Div", factor, one, half, erf_pair, sum_pair,  # type: ignore[arg-type]
+                         product_pair, last.outputs[0], (scale, erf, add, product))
+
+
+def _same_data(analysis: Analysis, a: ir.Value | None, b: ir.Value) -> bool:
+    """Whether ``a`` is ``b``, or both are DequantizeLinear outputs of one 8-bit tensor with the same numbers."""
+    if a is b:
+        return True
+    first, second = dequantizer(a), dequantizer(b)
+    if first is None or second is None or first.inputs[0] is not second.inputs[0]:
+        return False
+    return all(_constant_equal(analysis, x, y) for x, y in zip(first.inputs[1:], second.inputs[1:], strict=False)) \
+        and len(first.inputs) == len(second.inputs)
+
+
+def _constant_equal(analysis: Analysis, a: ir.Value | None, b: ir.Value | None) -> bool:
+    if a is b:
+        return True
+    x, y = _constant(analysis, a), _constant(analysis, b)
+    return x is not None and y is not None and x.dtype == y.dtype and x.shape == y.shape and bool((x == y).all())

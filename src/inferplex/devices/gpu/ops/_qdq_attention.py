@@ -1,0 +1,119 @@
+"""A QDQ model's attention chain as one call (planned by :mod:`.._qdq_attention`).
+
+:func:`quantized_attention` computes ``softmax(Q @ K^T / c + mask) @ V`` with a fake-quantize
+pass after each step where the model has a QuantizeLinear -> DequantizeLinear pair, each step
+rounded to the data's type as the separate calls round it.  On CUDA, outside ``torch.compile``,
+it is one Triton kernel (:mod:`._qdq_attention_kernel`) that writes the result in
+(batch, row, head, width) order, so the Transpose and Reshape after it move nothing; under
+``torch.compile`` the same kernel is the ``inferplex::qdq_attention`` operator; elsewhere the ATen
+ops run one by one.  The scores and probabilities differ from the separate calls' only by the
+order of float32 sums (the matmuls' and the softmax's), which may move a quantized value by one
+step where it lies on a rounding boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
+from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, quantize_dequantize, step_numbers
+
+__all__ = ["quantized_attention"]
+
+_STEPS = 5
+"""The fake-quantize steps, in order: scores, scaled, masked, probabilities, context."""
+
+
+def quantized_attention(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
+                        mask: torch.Tensor | None, factor: float | None, divide: bool,
+                        steps: tuple[FakeQuantizeStep | None, ...]) -> torch.Tensor:
+    """The chain on Q (B, H, Sq, D), K^T (B, H, D, Sk) and V (B, H, Sk, Dv): ``factor`` divides
+    (``divide``) or multiplies the scores (None: no scale step); ``mask`` is added to them;
+    ``steps`` are the five pairs (see :data:`_STEPS`), None where the model has none."""
+    numbers = [step_numbers(step) for step in steps]
+    if _kernel_fits(query, key_t, value, mask) and triton_kernels.usable(query):
+        return _run_kernel(query, key_t, value, mask, factor, divide, numbers)
+    if _kernel_fits(query, key_t, value, mask) and torch.compiler.is_compiling() \
+            and triton_kernels.usable_compiled(query, 0):
+        return quantized_attention_op(query, key_t, value, mask, factor, divide, *numbers)
+    return _aten(query, key_t, value, mask, factor, divide, steps)
+
+
+def _aten(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+          factor: float | None, divide: bool, steps: tuple[FakeQuantizeStep | None, ...]) -> torch.Tensor:
+    def quantized(x: torch.Tensor, step: FakeQuantizeStep | None) -> torch.Tensor:
+        return x if step is None else quantize_dequantize(x, *step)
+
+    scores = quantized(torch.matmul(query, key_t), steps[0])
+    if factor is not None:
+        constant = torch.tensor(factor, dtype=scores.dtype, device=scores.device)
+        scores = quantized(scores / constant if divide else scores * constant, steps[1])
+    if mask is not None:
+        scores = quantized(scores + mask, steps[2])
+    probabilities = quantized(torch.softmax(scores, dim=-1), steps[3])
+    return quantized(torch.matmul(probabilities, value), steps[4])
+
+
+_SHARED_BYTES = 160 * 1024
+"""The most K^T and V a program may hold (the H100's shared memory is 227 KiB a block)."""
+
+
+def _kernel_fits(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None) -> bool:
+    """Whether the kernel takes these tensors: CUDA, one floating type, 4-D, the mask of that type,
+    and K^T and V of one head within :data:`_SHARED_BYTES` (longer sequences run the ATen ops)."""
+    kinds = {query.dtype, key_t.dtype, value.dtype} | ({mask.dtype} if mask is not None else set())
+    if not (query.is_cuda and len(kinds) == 1 and query.dtype in (torch.float32, torch.float16, torch.bfloat16)
+            and query.dim() == key_t.dim() == value.dim() == 4 and (mask is None or mask.dim() <= 4)):
+        return False
+    held = (_pow2(query.shape[3]) + _pow2(value.shape[3])) * _pow2(key_t.shape[3]) * query.element_size()
+    return held <= _SHARED_BYTES
+
+
+def _pow2(n: int) -> int:
+    return max(16, 1 << (max(n, 1) - 1).bit_length())
+
+
+def _run_kernel(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+                factor: float | None, divide: bool, numbers: list[list[float] | None]) -> torch.Tensor:
+    from inferplex.devices.gpu.ops._qdq_attention_kernel import attention
+
+    batch, heads, rows, depth = query.shape
+    keys, width = key_t.shape[3], value.shape[3]
+    out = torch.empty((batch, rows, heads, width), dtype=query.dtype, device=query.device)
+    view = out.permute(0, 2, 1, 3)  # (B, H, Sq, Dv) over (B, Sq, H, Dv) storage
+    if out.numel() == 0:
+        return view
+    block_k = _pow2(keys)
+    block_m = max(16, min(32, 4096 // block_k))  # 32 rows beat 16 and 64 on BERT-base's 128 keys
+    scores = mask.expand(batch, heads, rows, keys) if mask is not None else query
+    step_arguments = [x for numbers_of in numbers for x in triton_kernels.step_arguments(numbers_of)]
+    grid = ((rows + block_m - 1) // block_m, batch * heads)
+    attention[grid](
+        query, key_t, value, scores, view, heads, rows, keys, depth, width,
+        *query.stride(), *key_t.stride(), *value.stride(),
+        *(scores.stride() if mask is not None else (0, 0, 0, 0)), *view.stride(),
+        float(factor) if factor is not None else 1.0, *step_arguments,
+        DIVIDE=query.dtype == torch.float32, IEEE=query.dtype == torch.float32,
+        SCALE=0 if factor is None else (1 if divide else 2), MASK=mask is not None,
+        S1=numbers[0] is not None, S2=numbers[1] is not None, S3=numbers[2] is not None,
+        S4=numbers[3] is not None, S5=numbers[4] is not None,
+        BM=block_m, BK=block_k, BD=_pow2(depth), BV=_pow2(width), num_warps=4 if block_k <= 256 else 8)
+    return view
+
+
+@torch.library.custom_op("inferplex::qdq_attention", mutates_args=())
+def quantized_attention_op(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+                           factor: float | None, divide: bool, scores: list[float] | None,
+                           scaled: list[float] | None, masked: list[float] | None,
+                           probabilities: list[float] | None, context: list[float] | None) -> torch.Tensor:
+    """:func:`quantized_attention`'s kernel as an operator ``torch.compile`` calls as it is."""
+    return _run_kernel(query, key_t, value, mask, factor, divide, [scores, scaled, masked, probabilities, context])
+
+
+@quantized_attention_op.register_fake
+def _quantized_attention_shape(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: Any,
+                               factor: Any, divide: Any, *steps: Any) -> torch.Tensor:
+    batch, heads, rows, _ = query.shape
+    return query.new_empty((batch, rows, heads, value.shape[3])).permute(0, 2, 1, 3)

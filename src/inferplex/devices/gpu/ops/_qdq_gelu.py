@@ -1,0 +1,52 @@
+"""A QDQ model's GELU formula as one call (planned by :mod:`.._qdq_gelu`).
+
+:func:`quantized_gelu` computes ``(x * (erf(x / c) + one)) * half`` (or ``x * c`` for a Mul) with a
+fake-quantize pass after the erf, the sum and the product where the model has a pair there.  On
+CUDA, outside ``torch.compile``, it is one Triton pass (:mod:`._qdq_gelu_kernel`) with the separate
+calls' numbers: each step rounded to the data's type, the erf of libdevice (torch's CUDA erf), the
+division IEEE-rounded.  Elsewhere, and under ``torch.compile`` (whose Inductor fuses the
+elementwise ops itself), the ATen ops run one by one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
+from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, quantize_dequantize, step_numbers
+
+__all__ = ["quantized_gelu"]
+
+_BLOCK = 2048
+
+
+def quantized_gelu(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
+                   steps: tuple[FakeQuantizeStep | None, ...]) -> torch.Tensor:
+    """The formula on ``x``; ``factor`` divides (``divide``) or multiplies ``x``; ``steps``: the pairs
+    after the erf, the sum and the product (None where the model has none).  ``factor``, ``one`` and
+    ``half`` are the constants as the program holds them."""
+    if x.dtype in (torch.float32, torch.float16, torch.bfloat16) and triton_kernels.usable(x, x.numel()):
+        return _run_kernel(x, factor, divide, one, half, steps)
+
+    def quantized(value: torch.Tensor, step: FakeQuantizeStep | None) -> torch.Tensor:
+        return value if step is None else quantize_dequantize(value, *step)
+
+    scaled = x / torch.tensor(factor, dtype=x.dtype, device=x.device) if divide else x * factor
+    total = quantized(quantized(torch.erf(scaled), steps[0]) + one, steps[1])
+    return quantized(x * total, steps[2]) * half
+
+
+def _run_kernel(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
+                steps: tuple[FakeQuantizeStep | None, ...]) -> torch.Tensor:
+    from inferplex.devices.gpu.ops._qdq_gelu_kernel import gelu
+
+    x = x if x.is_contiguous() else x.contiguous()
+    out = torch.empty_like(x)
+    count = x.numel()
+    if count:
+        arguments = [a for step in steps for a in triton_kernels.step_arguments(step_numbers(step))]
+        gelu[((count + _BLOCK - 1) // _BLOCK,)](
+            x, out, count, factor, one, half, *arguments, DIVIDE=x.dtype == torch.float32,
+            SCALE_DIVIDES=divide, ERF=steps[0] is not None, SUM=steps[1] is not None,
+            PRODUCT=steps[2] is not None, BLOCK=_BLOCK)
+    return out
