@@ -15,10 +15,10 @@ import onnx
 import onnx.backend.test.loader
 import onnxruntime as ort
 import pytest
+from cpu_precision import native_default, pin_float32
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from cpu_precision import native_default, pin_float32
 
 ONNX_BACKEND_DATA = Path(onnx.backend.test.loader.DATA_DIR)
 """``onnx/backend/test/data`` of the installed onnx wheel (simple, pytorch-*, light, real)."""

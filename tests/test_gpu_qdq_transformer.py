@@ -190,7 +190,8 @@ def test_qdq_gelu_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, stati
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("precision", ["f32", "f16", "bf16"])
-def test_qdq_attention_on_cuda_in_each_precision_stays_close(causal_model: onnx.ModelProto, precision: str) -> None:
+def test_qdq_attention_on_cuda_in_each_precision_stays_close(causal_model: onnx.ModelProto,
+                                                             precision: str) -> None:
     feeds = _feeds(9)
     (want,) = ort_unfused(causal_model, feeds)
     compiled = ov.Core().compile_model(causal_model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})

@@ -135,7 +135,8 @@ def test_rt_info_is_a_string_mapping(core: ov.Core) -> None:
 # --- IR < 4: initializers listed as inputs are constants -----------------------------------------
 
 
-# (not light_squeezenet: its logits are all about 1e10, so its softmax output is that of the engine's float rounding)
+# (not light_squeezenet: its logits are all about 1e10, so its softmax output is that of the
+# engine's float rounding)
 @pytest.mark.parametrize("name", ["resnet50", "densenet121", "inception_v1"])
 def test_light_models_inputs_are_only_data_and_match_reference(core: ov.Core, name: str) -> None:
     path = ONNX_BACKEND_DATA / "light" / f"light_{name}.onnx"

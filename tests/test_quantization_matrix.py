@@ -33,11 +33,11 @@ at most 5% of them may be a step off.
 
 from __future__ import annotations
 
+import platform
 import time
 from functools import cache
 from pathlib import Path
 from tempfile import TemporaryDirectory
-import platform
 from typing import Any
 
 import numpy as np

@@ -42,3 +42,11 @@ def next_consumer(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node,
             or not runs(analysis, names, consumer[0]):
         return None
     return consumer
+
+
+def running(analysis: Analysis, names: dict[ir.Node, str], op_type: str,
+            skipped: set[ir.Node]) -> list[ir.Node]:
+    """The ONNX-domain nodes of ``op_type`` that run, in order, but those in ``skipped``."""
+    return [node for _, node in analysis.nodes if node.op_type == op_type and node.domain in ONNX_DOMAINS
+            and node not in skipped and runs(analysis, names, node)]
+

@@ -20,11 +20,15 @@ from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
-from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
-from inferplex.devices.gpu._graph import runs as _runs
-from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
-from inferplex.devices.gpu._qdq_pairs import PairWalk, QuantizeDequantize, pairs_by_quantizer, pairs_reading, take_pairs
+from inferplex.devices.gpu._graph import running
+from inferplex.devices.gpu._qdq_pairs import (
+    PairWalk,
+    QuantizeDequantize,
+    pairs_by_quantizer,
+    pairs_reading,
+    take_pairs,
+)
 
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
@@ -65,16 +69,16 @@ class QuantizedAttention:
 
 
 def quantized_attentions(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
-                         absorbed: set[ir.Node]) -> tuple[dict[str, QuantizedAttention], dict[str, QuantizeDequantize]]:
+                         absorbed: set[ir.Node]
+                         ) -> tuple[dict[str, QuantizedAttention], dict[str, QuantizeDequantize]]:
     """The chains of the module docstring by the second MatMul's friendly name, and ``pairs`` without
     the pairs inside them (absorbed, as their nodes are into ``absorbed``) and with the pairs on their
     outputs marked ``identity``."""
     by_quantizer = pairs_by_quantizer(pairs)
     remaining = dict(pairs)
     found: dict[str, QuantizedAttention] = {}
-    for _, node in analysis.nodes:
-        if node.op_type != "MatMul" or node.domain not in _ONNX_DOMAINS or node in absorbed \
-                or not _runs(analysis, names, node):
+    for node in running(analysis, names, "MatMul", absorbed):
+        if node in absorbed:  # taken by a chain found before
             continue
         chain = _chain(analysis, names, node, by_quantizer, remaining, absorbed)
         if chain is None:
@@ -88,7 +92,8 @@ def quantized_attentions(analysis: Analysis, names: dict[ir.Node, str], pairs: d
     return found, remaining
 
 
-def _chain(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node, by_quantizer: dict[ir.Node, list[str]],
+def _chain(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node,
+           by_quantizer: dict[ir.Node, list[str]],
            pairs: dict[str, QuantizeDequantize], absorbed: set[ir.Node]
            ) -> tuple[QuantizedAttention, list[str], list[str]] | None:
     """The chain that starts at ``first``, the names of the pairs inside it and of those that end it."""
@@ -153,7 +158,8 @@ def _shapes_fit(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node, s
     value = analysis.infos[names[second]].input_shapes[1]
     dtypes = analysis.infos[names[first]].input_dtypes
     shapes = (query, key_t, value)
-    if any(shape is None or len(shape) != 4 or any(not isinstance(d, int) for d in shape) for shape in shapes) \
+    if any(shape is None or len(shape) != 4 or any(not isinstance(d, int) for d in shape)
+           for shape in shapes) \
             or not dtypes or dtypes[0] not in _FLOAT_TYPES:
         return False
     assert query is not None and key_t is not None and value is not None
@@ -163,7 +169,8 @@ def _shapes_fit(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node, s
     if mask is None:
         return True
     dims, dtype = mask
-    if dims is None or len(dims) > 4 or any(not isinstance(d, int) for d in dims) or dtype not in _FLOAT_TYPES:
+    if dims is None or len(dims) > 4 or any(not isinstance(d, int) for d in dims) \
+            or dtype not in _FLOAT_TYPES:
         return False
     target = (*query[:3], key_t[3])
     padded = [1] * (4 - len(dims)) + list(dims)

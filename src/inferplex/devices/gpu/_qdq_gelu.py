@@ -6,13 +6,15 @@
 The pairs keep the float formula's fusion (:mod:`._activation_fusions`) from seeing it; run as
 written it is five passes over the activation and one more per pair.  :func:`quantized_gelus` finds
 it once the pairs are planned: each pair after the Erf, the Add and the product by ``x`` is
-optional, but one at least; the constants are any one-value floats (the call computes the formula as written, with
+optional, but one at least; the constants are any one-value floats (the call computes the formula
+as written, with
 them); ``x`` is one value, or the outputs of two DequantizeLinear nodes of one QuantizeLinear (one
 per consumer, as ``quantize_static`` writes them).  The pairs after the last Mul stay as they are.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,14 +22,22 @@ import onnx_ir as ir
 
 from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
+from inferplex.devices.gpu._graph import running
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
-from inferplex.devices.gpu._qdq_pairs import PairWalk, QuantizeDequantize, dequantizer, pairs_by_quantizer, take_pairs
+from inferplex.devices.gpu._qdq_pairs import (
+    PairWalk,
+    QuantizeDequantize,
+    dequantizer,
+    pairs_by_quantizer,
+    take_pairs,
+)
 
 if TYPE_CHECKING:
+    from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["QuantizedGelu", "quantized_gelus"]
+__all__ = ["QuantizedGelu", "quantized_gelus", "quantizing_gelus"]
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
@@ -52,6 +62,9 @@ class QuantizedGelu:
     """The last Mul's output."""
     absorbed: tuple[ir.Node, ...]
     """The formula's nodes but the last Mul, which emits the call."""
+    quantizer: ir.Node | None = None
+    """The QuantizeLinear whose 8-bit data the call writes instead of ``output`` (see
+    :func:`quantizing_gelus`), or None."""
 
 
 def quantized_gelus(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
@@ -61,9 +74,8 @@ def quantized_gelus(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[s
     by_quantizer = pairs_by_quantizer(pairs)
     remaining = dict(pairs)
     found: dict[str, QuantizedGelu] = {}
-    for _, node in analysis.nodes:
-        if node.op_type != "Erf" or node.domain not in _ONNX_DOMAINS or node in absorbed \
-                or not _runs(analysis, names, node):
+    for node in running(analysis, names, "Erf", absorbed):
+        if node in absorbed:  # taken by a chain found before
             continue
         walk = PairWalk(analysis, names, by_quantizer, remaining, absorbed)
         formula = _formula(analysis, names, node, walk)
@@ -80,10 +92,12 @@ def _one_value(analysis: Analysis, value: ir.Value | None) -> bool:
     return array is not None and array.size == 1 and array.dtype.kind == "f"
 
 
-def _formula(analysis: Analysis, names: dict[ir.Node, str], erf: ir.Node, walk: PairWalk) -> QuantizedGelu | None:
+def _formula(analysis: Analysis, names: dict[ir.Node, str], erf: ir.Node,
+             walk: PairWalk) -> QuantizedGelu | None:
     scale = erf.inputs[0].producer() if erf.inputs[0] is not None else None
     if scale is None or scale.op_type not in ("Div", "Mul") or scale.domain not in _ONNX_DOMAINS \
-            or scale in walk.absorbed or not _runs(analysis, names, scale) or _sole_consumer(scale.outputs[0]) is None:
+            or scale in walk.absorbed or not _runs(analysis, names, scale) \
+            or _sole_consumer(scale.outputs[0]) is None:
         return None
     x, factor = scale.inputs[0], scale.inputs[1]
     if scale.op_type == "Mul" and _one_value(analysis, x):
@@ -118,13 +132,15 @@ def _formula(analysis: Analysis, names: dict[ir.Node, str], erf: ir.Node, walk: 
 
 
 def _same_data(analysis: Analysis, a: ir.Value | None, b: ir.Value) -> bool:
-    """Whether ``a`` is ``b``, or both are DequantizeLinear outputs of one 8-bit tensor with the same numbers."""
+    """Whether ``a`` is ``b``, or both are DequantizeLinear outputs of one 8-bit tensor with the same
+    numbers."""
     if a is b:
         return True
     first, second = dequantizer(a), dequantizer(b)
     if first is None or second is None or first.inputs[0] is not second.inputs[0]:
         return False
-    return all(_constant_equal(analysis, x, y) for x, y in zip(first.inputs[1:], second.inputs[1:], strict=False)) \
+    numbers = zip(first.inputs[1:], second.inputs[1:], strict=False)
+    return all(_constant_equal(analysis, x, y) for x, y in numbers) \
         and len(first.inputs) == len(second.inputs)
 
 
@@ -132,4 +148,28 @@ def _constant_equal(analysis: Analysis, a: ir.Value | None, b: ir.Value | None) 
     if a is b:
         return True
     x, y = _constant(analysis, a), _constant(analysis, b)
-    return x is not None and y is not None and x.dtype == y.dtype and x.shape == y.shape and bool((x == y).all())
+    return x is not None and y is not None and x.dtype == y.dtype and x.shape == y.shape \
+        and bool((x == y).all())
+
+
+def quantizing_gelus(gelus: dict[str, QuantizedGelu], planned: dict[str, QuantizedMatMul],
+                     absorbed: set[ir.Node]) -> None:
+    """Where an int8 matmul quantizes a GELU's output itself (its ``source``) and nothing else reads
+    that output or the QuantizeLinear's data, the GELU's call writes the 8-bit data (one pass less
+    over the activation, and a quarter of its bytes written) and the matmul reads it."""
+    by_output = {gelu.output: name for name, gelu in gelus.items()}
+    for name, found in list(planned.items()):
+        source = found.source
+        if source is None or source not in by_output or source.is_graph_output():
+            continue
+        quantizer = found.dequantizers[0].inputs[0].producer() if found.dequantizers[0].inputs[0] else None
+        readers = list(source.uses())
+        if quantizer is None or len(readers) != 1 or readers[0].node is not quantizer \
+                or quantizer.outputs[0].is_graph_output() \
+                or any(use.node is not found.dequantizers[0] for use in quantizer.outputs[0].uses()):
+            continue
+        gelu = by_output[source]
+        gelus[gelu] = dataclasses.replace(gelus[gelu], quantizer=quantizer)
+        planned[name] = dataclasses.replace(found, source=None)
+        absorbed.add(quantizer)
+

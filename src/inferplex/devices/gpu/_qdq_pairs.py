@@ -24,8 +24,20 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["PairWalk", "QuantizeDequantize", "pairs_by_quantizer", "pairs_reading", "take_pairs", "dequantizer", "identity_pairs", "quantize_dequantize_pairs", "quantizer_of",
-           "read_as_by_dequantizers", "relu_range_pair", "settled_quantizers"]
+__all__ = [
+    "PairWalk",
+    "QuantizeDequantize",
+    "dequantizer",
+    "identity_pairs",
+    "pairs_by_quantizer",
+    "pairs_reading",
+    "quantize_dequantize_pairs",
+    "quantizer_of",
+    "read_as_by_dequantizers",
+    "relu_range_pair",
+    "settled_quantizers",
+    "take_pairs",
+]
 
 
 @dataclass(frozen=True)

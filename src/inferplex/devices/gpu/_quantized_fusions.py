@@ -281,7 +281,8 @@ def absorb_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: di
 
 
 def linear_epilogues(analysis: Analysis, names: dict[ir.Node, str], planned: dict[str, QuantizedMatMul],
-                     pairs: dict[str, QuantizeDequantize], absorbed: set[ir.Node]) -> dict[str, QuantizeDequantize]:
+                     pairs: dict[str, QuantizeDequantize],
+                     absorbed: set[ir.Node]) -> dict[str, QuantizeDequantize]:
     """Give the ``planned`` int8 matmuls the fake-quantize pairs that follow them, run in their
     epilogue; return ``pairs`` with those pairs marked ``identity`` (their call's output holds
     their grid already) or left out (absorbed into a call).

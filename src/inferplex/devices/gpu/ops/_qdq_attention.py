@@ -60,11 +60,13 @@ _SHARED_BYTES = 160 * 1024
 """The most K^T and V a program may hold (the H100's shared memory is 227 KiB a block)."""
 
 
-def _kernel_fits(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None) -> bool:
+def _kernel_fits(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
+                 mask: torch.Tensor | None) -> bool:
     """Whether the kernel takes these tensors: CUDA, one floating type, 4-D, the mask of that type,
     and K^T and V of one head within :data:`_SHARED_BYTES` (longer sequences run the ATen ops)."""
     kinds = {query.dtype, key_t.dtype, value.dtype} | ({mask.dtype} if mask is not None else set())
-    if not (query.is_cuda and len(kinds) == 1 and query.dtype in (torch.float32, torch.float16, torch.bfloat16)
+    floats = (torch.float32, torch.float16, torch.bfloat16)
+    if not (query.is_cuda and len(kinds) == 1 and query.dtype in floats
             and query.dim() == key_t.dim() == value.dim() == 4 and (mask is None or mask.dim() <= 4)):
         return False
     held = (_pow2(query.shape[3]) + _pow2(value.shape[3])) * _pow2(key_t.shape[3]) * query.element_size()
@@ -104,12 +106,14 @@ def _run_kernel(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, m
 
 
 @torch.library.custom_op("inferplex::qdq_attention", mutates_args=())
-def quantized_attention_op(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+def quantized_attention_op(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
+                           mask: torch.Tensor | None,
                            factor: float | None, divide: bool, scores: list[float] | None,
                            scaled: list[float] | None, masked: list[float] | None,
                            probabilities: list[float] | None, context: list[float] | None) -> torch.Tensor:
     """:func:`quantized_attention`'s kernel as an operator ``torch.compile`` calls as it is."""
-    return _run_kernel(query, key_t, value, mask, factor, divide, [scores, scaled, masked, probabilities, context])
+    steps = [scores, scaled, masked, probabilities, context]
+    return _run_kernel(query, key_t, value, mask, factor, divide, steps)
 
 
 @quantized_attention_op.register_fake

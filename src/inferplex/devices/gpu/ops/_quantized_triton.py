@@ -274,7 +274,8 @@ def _define(triton: Any, tl: Any, libdevice: Any) -> Any:
             if LAST:
                 values = values.to(kind).to(tl.float32)
                 ratio = libdevice.div_rn(values, last_scale) if DIVIDE else values * last_inverse
-                q = tl.minimum(tl.maximum(libdevice.rint(ratio).to(tl.int32) + last_zero, last_low), last_high)
+                q = libdevice.rint(ratio).to(tl.int32) + last_zero
+                q = tl.minimum(tl.maximum(q, last_low), last_high)
                 values = (q - last_zero).to(tl.float32) * last_scale
             mask = (rows[:, None] < M) & (columns[None, :] < N)
             tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :],
