@@ -24,9 +24,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cuda_graph_timing import graph_us
 
 SHAPES = ((1, 2048, 5632), (1, 5632, 2048), (1, 4096, 4096), (1, 4096, 14336), (1, 14336, 4096),
           (2, 4096, 4096), (4, 4096, 11008), (8, 4096, 4096), (16, 4096, 11008), (64, 4096, 4096),
@@ -35,32 +38,6 @@ SHAPES = ((1, 2048, 5632), (1, 5632, 2048), (1, 4096, 4096), (1, 4096, 14336), (
 
 _CACHE_BYTES = 256 * 2**20
 """More than twice the L2 cache of an H100 (50 MB) or H200."""
-
-
-def _graph_us(fn: Callable[[int], Any], copies: int, calls: int = 20, replays: int = 5) -> float:
-    """µs per call of ``fn(copy)``, the calls of a graph taking turns over ``copies`` weights."""
-    import torch
-
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):  # compile and warm outside the capture
-        fn(0)
-        fn(copies - 1)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for call in range(calls):
-            fn(call % copies)
-    graph.replay()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) * 1000 / calls)
-    return best
 
 
 def _row(m: int, k: int, n: int) -> dict[str, Any]:
@@ -78,9 +55,9 @@ def _row(m: int, k: int, n: int) -> dict[str, Any]:
     weights = [torch.randn(n, k, device="cuda").half() for _ in range(copies)]
     row: dict[str, Any] = {
         "m": m, "k": k, "n": n, "weight_copies": copies,
-        "inferplex_us": _graph_us(lambda i: nbits_linear(a, packed[i], scales[i], None, None, n, k, 4, block),
+        "inferplex_us": graph_us(lambda i: nbits_linear(a, packed[i], scales[i], None, None, n, k, 4, block),
                                   copies),
-        "cublas_f16_us": _graph_us(lambda i: F.linear(a, weights[i]), copies)}
+        "cublas_f16_us": graph_us(lambda i: F.linear(a, weights[i]), copies)}
     weights.clear()  # the float16 copies are not needed past their row
     try:
         tinygemm = []
@@ -90,7 +67,7 @@ def _row(m: int, k: int, n: int) -> dict[str, Any]:
                 (values[:, ::2] << 4 | values[:, 1::2]).to(torch.uint8), 8))
         scale_zero = [torch.randn(k // 128, n, 2, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
         a16 = a.to(torch.bfloat16)
-        row["torch_int4_us"] = _graph_us(
+        row["torch_int4_us"] = graph_us(
             lambda i: torch._weight_int4pack_mm(a16, tinygemm[i], 128, scale_zero[i]), copies)
     except (AttributeError, RuntimeError) as error:  # not in this torch, or not for this GPU
         row["torch_int4_error"] = str(error).splitlines()[0][:120]

@@ -237,3 +237,26 @@ def test_quantized_encoder_on_the_compiled_tier_matches_onnx_runtime(kind: str, 
         _close(np.asarray(compiled(feeds)[0]), ort_unfused(model, feeds)[0], atol=0.1, agree=0.97)
     assert not [r for r in caplog.records if "does not compile as one graph" in r.getMessage()]
     compiled.release()
+
+
+class _LongAttention(nn.Module):
+    """Self-attention over 1,024 tokens of two 64-wide heads: at f32 K^T and V of a head pass what the
+    fused kernel holds, so the chain runs as its separate calls, inside the CUDA graph."""
+
+    def forward(self, x: Any) -> Any:
+        batch, length, hidden = x.shape
+        q = k = v = x.reshape(batch, length, 2, hidden // 2).transpose(1, 2)
+        scores = torch.softmax(q @ k.transpose(-1, -2) / 8.0, dim=-1)
+        return (scores @ v).transpose(1, 2).reshape(batch, length, hidden)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_qdq_attention_past_the_kernels_size_runs_in_a_cuda_graph(tmp_path: Any) -> None:
+    model = quantized(tmp_path, export_onnx(_LongAttention(), (torch.randn(1, 1024, 128),), ["x"], opset=17),
+                      True, per_channel=True)
+    feeds = {"x": np.random.default_rng(11).standard_normal((1, 1024, 128)).astype(np.float32)}
+    (want,) = ort_unfused(model, feeds)
+    compiled = ov.Core().compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": "f32"})
+    for _ in range(3):  # the first run, then CUDA-graph replays
+        _close(np.asarray(compiled(feeds)[0]), want, atol=0.1, agree=0.97)

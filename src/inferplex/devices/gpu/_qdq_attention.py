@@ -14,20 +14,17 @@ after each.  :func:`quantized_attentions` finds the chain once the pairs are pla
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
 from inferplex.devices.gpu._graph import constant as _constant
-from inferplex.devices.gpu._graph import running
 from inferplex.devices.gpu._qdq_pairs import (
     PairWalk,
     QuantizeDequantize,
-    pairs_by_quantizer,
+    find_chains,
     pairs_reading,
-    take_pairs,
 )
 
 if TYPE_CHECKING:
@@ -74,30 +71,12 @@ def quantized_attentions(analysis: Analysis, names: dict[ir.Node, str], pairs: d
     """The chains of the module docstring by the second MatMul's friendly name, and ``pairs`` without
     the pairs inside them (absorbed, as their nodes are into ``absorbed``) and with the pairs on their
     outputs marked ``identity``."""
-    by_quantizer = pairs_by_quantizer(pairs)
-    remaining = dict(pairs)
-    found: dict[str, QuantizedAttention] = {}
-    for node in running(analysis, names, "MatMul", absorbed):
-        if node in absorbed:  # taken by a chain found before
-            continue
-        chain = _chain(analysis, names, node, by_quantizer, remaining, absorbed)
-        if chain is None:
-            continue
-        attention, inner, ends = chain
-        found[names[attention.output.producer()]] = attention  # type: ignore[index]
-        take_pairs(remaining, inner, absorbed)
-        for pair_name in ends:
-            remaining[pair_name] = dataclasses.replace(remaining[pair_name], identity=True)
-        absorbed.update(attention.absorbed)
-    return found, remaining
+    return find_chains(analysis, names, pairs, absorbed, "MatMul", _chain)
 
 
 def _chain(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node,
-           by_quantizer: dict[ir.Node, list[str]],
-           pairs: dict[str, QuantizeDequantize], absorbed: set[ir.Node]
-           ) -> tuple[QuantizedAttention, list[str], list[str]] | None:
-    """The chain that starts at ``first``, the names of the pairs inside it and of those that end it."""
-    walk = PairWalk(analysis, names, by_quantizer, pairs, absorbed)
+           walk: PairWalk) -> tuple[QuantizedAttention, list[str]] | None:
+    """The chain that starts at ``first``, and the names of the pairs on its output."""
     scores, value = walk.pair_after(first.outputs[0])
     nodes: list[ir.Node] = [first]
     step = walk.next_node(value, ("Div", "Mul", "Add", "Softmax"))
@@ -138,8 +117,8 @@ def _chain(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node,
     second = step[0]
     if not _shapes_fit(analysis, names, first, second, mask_type):
         return None
-    ends = pairs_reading(second.outputs[0], by_quantizer, pairs)
-    context = pairs[ends[0]] if ends else None
+    ends = pairs_reading(second.outputs[0], walk.by_quantizer, walk.pairs)
+    context = walk.pairs[ends[0]] if ends else None
     if any(name in walk.inner for name in ends):
         return None
     if not (walk.inner or ends):
@@ -147,7 +126,7 @@ def _chain(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node,
     attention = QuantizedAttention(first.inputs[0], first.inputs[1], second.inputs[1], scores, divide,  # type: ignore[arg-type]
                                    factor, scaled, mask, masked, probabilities, context, second.outputs[0],
                                    tuple(nodes))
-    return attention, walk.inner, ends
+    return attention, ends
 
 
 def _shapes_fit(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node, second: ir.Node,

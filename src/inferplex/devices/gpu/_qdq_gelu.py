@@ -14,7 +14,6 @@ per consumer, as ``quantize_static`` writes them).  The pairs after the last Mul
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,22 +21,19 @@ import onnx_ir as ir
 
 from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
-from inferplex.devices.gpu._graph import running
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._qdq_pairs import (
     PairWalk,
     QuantizeDequantize,
     dequantizer,
-    pairs_by_quantizer,
-    take_pairs,
+    find_chains,
 )
 
 if TYPE_CHECKING:
-    from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["QuantizedGelu", "quantized_gelus", "quantizing_gelus"]
+__all__ = ["QuantizedGelu", "quantized_gelus"]
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
@@ -62,29 +58,18 @@ class QuantizedGelu:
     """The last Mul's output."""
     absorbed: tuple[ir.Node, ...]
     """The formula's nodes but the last Mul, which emits the call."""
-    quantizer: ir.Node | None = None
-    """The QuantizeLinear whose 8-bit data the call writes instead of ``output`` (see
-    :func:`quantizing_gelus`), or None."""
 
 
 def quantized_gelus(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
                     absorbed: set[ir.Node]) -> tuple[dict[str, QuantizedGelu], dict[str, QuantizeDequantize]]:
     """The formulas of the module docstring by the last Mul's friendly name, and ``pairs`` without the
     pairs inside them (absorbed, as their nodes are into ``absorbed``)."""
-    by_quantizer = pairs_by_quantizer(pairs)
-    remaining = dict(pairs)
-    found: dict[str, QuantizedGelu] = {}
-    for node in running(analysis, names, "Erf", absorbed):
-        if node in absorbed:  # taken by a chain found before
-            continue
-        walk = PairWalk(analysis, names, by_quantizer, remaining, absorbed)
-        formula = _formula(analysis, names, node, walk)
-        if formula is None:
-            continue
-        found[names[formula.output.producer()]] = formula  # type: ignore[index]
-        take_pairs(remaining, walk.inner, absorbed)
-        absorbed.update(formula.absorbed)
-    return found, remaining
+    def formula(analysis: Analysis, names: dict[ir.Node, str], erf: ir.Node,
+                walk: PairWalk) -> tuple[QuantizedGelu, list[str]] | None:
+        found = _formula(analysis, names, erf, walk)
+        return None if found is None else (found, [])
+
+    return find_chains(analysis, names, pairs, absorbed, "Erf", formula)
 
 
 def _one_value(analysis: Analysis, value: ir.Value | None) -> bool:
@@ -150,26 +135,4 @@ def _constant_equal(analysis: Analysis, a: ir.Value | None, b: ir.Value | None) 
     x, y = _constant(analysis, a), _constant(analysis, b)
     return x is not None and y is not None and x.dtype == y.dtype and x.shape == y.shape \
         and bool((x == y).all())
-
-
-def quantizing_gelus(gelus: dict[str, QuantizedGelu], planned: dict[str, QuantizedMatMul],
-                     absorbed: set[ir.Node]) -> None:
-    """Where an int8 matmul quantizes a GELU's output itself (its ``source``) and nothing else reads
-    that output or the QuantizeLinear's data, the GELU's call writes the 8-bit data (one pass less
-    over the activation, and a quarter of its bytes written) and the matmul reads it."""
-    by_output = {gelu.output: name for name, gelu in gelus.items()}
-    for name, found in list(planned.items()):
-        source = found.source
-        if source is None or source not in by_output or source.is_graph_output():
-            continue
-        quantizer = found.dequantizers[0].inputs[0].producer() if found.dequantizers[0].inputs[0] else None
-        readers = list(source.uses())
-        if quantizer is None or len(readers) != 1 or readers[0].node is not quantizer \
-                or quantizer.outputs[0].is_graph_output() \
-                or any(use.node is not found.dequantizers[0] for use in quantizer.outputs[0].uses()):
-            continue
-        gelu = by_output[source]
-        gelus[gelu] = dataclasses.replace(gelus[gelu], quantizer=quantizer)
-        planned[name] = dataclasses.replace(found, source=None)
-        absorbed.add(quantizer)
 

@@ -9,14 +9,16 @@ planning of :mod:`.optimize` (the int8 matmuls and dynamic chains are in :mod:`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import onnx_ir as ir
 
 from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
+from inferplex.devices.gpu._graph import running
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 
@@ -28,6 +30,7 @@ __all__ = [
     "PairWalk",
     "QuantizeDequantize",
     "dequantizer",
+    "find_chains",
     "identity_pairs",
     "pairs_by_quantizer",
     "pairs_reading",
@@ -273,4 +276,43 @@ def take_pairs(pairs: dict[str, QuantizeDequantize], names: list[str], absorbed:
     for name in names:
         pair = pairs.pop(name)
         absorbed.update((pair.quantizer, pair.output.producer()))  # type: ignore[arg-type]
+
+
+class _Chain(Protocol):
+    @property
+    def output(self) -> ir.Value: ...
+
+    @property
+    def absorbed(self) -> tuple[ir.Node, ...]: ...
+
+
+ChainT = TypeVar("ChainT", bound=_Chain)
+
+
+def find_chains(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
+                absorbed: set[ir.Node], start: str,
+                find: Callable[[Analysis, dict[ir.Node, str], ir.Node, PairWalk],
+                               tuple[ChainT, list[str]] | None]
+                ) -> tuple[dict[str, ChainT], dict[str, QuantizeDequantize]]:
+    """The chains ``find`` finds from each running ``start`` node (a chain of ops with pairs between,
+    emitted as one call by the node that makes its ``output``), and ``pairs`` without the pairs inside
+    them (their nodes go into ``absorbed``, with the chain's own) and with the pairs on their outputs
+    that ``find`` names marked ``identity`` (the call runs their fake-quantize)."""
+    by_quantizer = pairs_by_quantizer(pairs)
+    remaining = dict(pairs)
+    found: dict[str, ChainT] = {}
+    for node in running(analysis, names, start, absorbed):
+        if node in absorbed:  # taken by a chain found before
+            continue
+        walk = PairWalk(analysis, names, by_quantizer, remaining, absorbed)
+        result = find(analysis, names, node, walk)
+        if result is None:
+            continue
+        chain, ends = result
+        found[names[chain.output.producer()]] = chain  # type: ignore[index]
+        take_pairs(remaining, walk.inner, absorbed)
+        for name in ends:
+            remaining[name] = dataclasses.replace(remaining[name], identity=True)
+        absorbed.update(chain.absorbed)
+    return found, remaining
 

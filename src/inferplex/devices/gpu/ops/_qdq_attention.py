@@ -13,6 +13,7 @@ step where it lies on a rounding boundary.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -48,7 +49,9 @@ def _aten(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: t
 
     scores = quantized(torch.matmul(query, key_t), steps[0])
     if factor is not None:
-        constant = torch.tensor(factor, dtype=scores.dtype, device=scores.device)
+        # a one-value tensor made on the device (no copy from the host, which a CUDA graph's
+        # capture refuses), divided by as the Div divides by its constant
+        constant = torch.full((), factor, dtype=scores.dtype, device=scores.device)
         scores = quantized(scores / constant if divide else scores * constant, steps[1])
     if mask is not None:
         scores = quantized(scores + mask, steps[2])
@@ -56,21 +59,47 @@ def _aten(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: t
     return quantized(torch.matmul(probabilities, value), steps[4])
 
 
-_SHARED_BYTES = 160 * 1024
-"""The most K^T and V a program may hold (the H100's shared memory is 227 KiB a block)."""
+_SHARED_SHARE = 0.7
+"""The share of a block's shared memory (the device's opt-in limit) that K^T and V of one head may
+take: Triton's pipelining needs the rest."""
+
+_MAX_OFFSET = 2**31 - 1
+"""The kernel indexes with 32-bit offsets."""
 
 
 def _kernel_fits(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
                  mask: torch.Tensor | None) -> bool:
     """Whether the kernel takes these tensors: CUDA, one floating type, 4-D, the mask of that type,
-    and K^T and V of one head within :data:`_SHARED_BYTES` (longer sequences run the ATen ops)."""
+    every element within 32-bit offsets, and K^T and V of one head within :data:`_SHARED_SHARE` of
+    the device's shared memory (longer sequences run the ATen ops)."""
     kinds = {query.dtype, key_t.dtype, value.dtype} | ({mask.dtype} if mask is not None else set())
     floats = (torch.float32, torch.float16, torch.bfloat16)
+    tensors = (query, key_t, value) if mask is None else (query, key_t, value, mask)
     if not (query.is_cuda and len(kinds) == 1 and query.dtype in floats
-            and query.dim() == key_t.dim() == value.dim() == 4 and (mask is None or mask.dim() <= 4)):
+            and query.dim() == key_t.dim() == value.dim() == 4 and (mask is None or mask.dim() <= 4)
+            and all(_last_offset(x) <= _MAX_OFFSET for x in tensors)
+            and query.numel() // max(query.shape[3], 1) * value.shape[3] <= _MAX_OFFSET):
         return False
     held = (_pow2(query.shape[3]) + _pow2(value.shape[3])) * _pow2(key_t.shape[3]) * query.element_size()
-    return held <= _SHARED_BYTES
+    return held <= _SHARED_SHARE * _shared_memory(query.device)
+
+
+def _last_offset(x: torch.Tensor) -> int:
+    """The offset of ``x``'s last element from its first, in elements."""
+    return sum((size - 1) * abs(stride) for size, stride in zip(x.shape, x.stride(), strict=True) if size)
+
+
+@functools.cache
+def _shared_memory(device: torch.device) -> int:
+    """Bytes of shared memory a block may use on ``device`` (its opt-in limit)."""
+    properties = torch.cuda.get_device_properties(device)
+    return int(getattr(properties, "shared_memory_per_block_optin", 0) or properties.shared_memory_per_block)
+
+
+def _rows_per_program(block_k: int) -> int:
+    """Query rows per program for a key block of ``block_k``: 32, fewer for long sequences so a row
+    block of scores stays within 4,096 values (``bench/gpu_qdq_kernels.py --tilings`` compares)."""
+    return max(16, min(32, 4096 // block_k))
 
 
 def _pow2(n: int) -> int:
@@ -88,7 +117,7 @@ def _run_kernel(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, m
     if out.numel() == 0:
         return view
     block_k = _pow2(keys)
-    block_m = max(16, min(32, 4096 // block_k))  # 32 rows beat 16 and 64 on BERT-base's 128 keys
+    block_m = _rows_per_program(block_k)
     scores = mask.expand(batch, heads, rows, keys) if mask is not None else query
     step_arguments = [x for numbers_of in numbers for x in triton_kernels.step_arguments(numbers_of)]
     grid = ((rows + block_m - 1) // block_m, batch * heads)

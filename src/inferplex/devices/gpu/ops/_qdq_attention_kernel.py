@@ -9,13 +9,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-
-@triton.jit
-def _fake_quantize(values, scale, inverse, zero, low, high, KIND: tl.constexpr, DIVIDE: tl.constexpr):  # noqa: N803
-    """``quantize_dequantize``'s numbers: float32 divided, f16/bf16 times the float32 inverse."""
-    ratio = libdevice.div_rn(values, scale) if DIVIDE else values * inverse
-    q = tl.minimum(tl.maximum(libdevice.rint(ratio).to(tl.int32) + zero, low), high)
-    return libdevice.mul_rn((q - zero).to(tl.float32), scale).to(KIND).to(tl.float32)
+from inferplex.devices.gpu.ops._triton_fake_quantize import fake_quantize
 
 
 @triton.jit
@@ -49,25 +43,25 @@ def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, 
         s = tl.dot(q, kt)
     s = s.to(KIND).to(tl.float32)
     if S1:
-        s = _fake_quantize(s, s1_scale, s1_inverse, s1_zero, s1_low, s1_high, KIND, DIVIDE)
+        s = fake_quantize(s, s1_scale, s1_inverse, s1_zero, s1_low, s1_high, KIND, DIVIDE)
     if SCALE == 1:
         s = libdevice.div_rn(s, factor).to(KIND).to(tl.float32)
     elif SCALE == 2:
         s = libdevice.mul_rn(s, factor).to(KIND).to(tl.float32)
     if S2:
-        s = _fake_quantize(s, s2_scale, s2_inverse, s2_zero, s2_low, s2_high, KIND, DIVIDE)
+        s = fake_quantize(s, s2_scale, s2_inverse, s2_zero, s2_low, s2_high, KIND, DIVIDE)
     if MASK:
         added = tl.load(mask_ptr + b * sm_b + h * sm_h + r[:, None] * sm_s + k[None, :] * sm_k,
                         mask=in_rows[:, None] & in_keys[None, :], other=0.0).to(tl.float32)
         s = libdevice.add_rn(s, added).to(KIND).to(tl.float32)
         if S3:
-            s = _fake_quantize(s, s3_scale, s3_inverse, s3_zero, s3_low, s3_high, KIND, DIVIDE)
+            s = fake_quantize(s, s3_scale, s3_inverse, s3_zero, s3_low, s3_high, KIND, DIVIDE)
     s = tl.where(in_keys[None, :], s, float("-inf"))
     top = tl.max(s, axis=1)
     e = tl.where(in_keys[None, :], libdevice.exp(s - top[:, None]), 0.0)
     p = libdevice.div_rn(e, tl.sum(e, axis=1)[:, None]).to(KIND).to(tl.float32)
     if S4:
-        p = _fake_quantize(p, s4_scale, s4_inverse, s4_zero, s4_low, s4_high, KIND, DIVIDE)
+        p = fake_quantize(p, s4_scale, s4_inverse, s4_zero, s4_low, s4_high, KIND, DIVIDE)
     p = tl.where(in_keys[None, :], p, 0.0)
     v = tl.load(v_ptr + b * sv_b + h * sv_h + k[:, None] * sv_s + c[None, :] * sv_d,
                 mask=in_keys[:, None] & (c < width)[None, :], other=0.0)
@@ -77,6 +71,6 @@ def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, 
         o = tl.dot(p.to(v.dtype), v)
     o = o.to(KIND).to(tl.float32)
     if S5:
-        o = _fake_quantize(o, s5_scale, s5_inverse, s5_zero, s5_low, s5_high, KIND, DIVIDE)
+        o = fake_quantize(o, s5_scale, s5_inverse, s5_zero, s5_low, s5_high, KIND, DIVIDE)
     tl.store(out_ptr + b * so_b + h * so_h + r[:, None] * so_s + c[None, :] * so_d, o.to(KIND),
              mask=in_rows[:, None] & (c < width)[None, :])

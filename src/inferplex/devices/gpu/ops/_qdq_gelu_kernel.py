@@ -8,18 +8,17 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._qdq_attention_kernel import _fake_quantize
+from inferplex.devices.gpu.ops._triton_fake_quantize import fake_quantize
 
 
 @triton.jit
 def gelu(x_ptr, out_ptr, count, factor, one, half,  # noqa: N803
          e_scale, e_inverse, e_zero, e_low, e_high,
          s_scale, s_inverse, s_zero, s_low, s_high,
-         p_scale, p_inverse, p_zero, p_low, p_high, q_scale, q_zero, q_low, q_high,
+         p_scale, p_inverse, p_zero, p_low, p_high,
          DIVIDE: tl.constexpr, SCALE_DIVIDES: tl.constexpr, ERF: tl.constexpr, SUM: tl.constexpr,
-         PRODUCT: tl.constexpr, QUANTIZE: tl.constexpr, BLOCK: tl.constexpr):
-    # the data's type: x's, also where the call writes the 8-bit data of a QuantizeLinear (QUANTIZE)
-    KIND: tl.constexpr = x_ptr.dtype.element_ty  # noqa: N806
+         PRODUCT: tl.constexpr, BLOCK: tl.constexpr):
+    KIND: tl.constexpr = out_ptr.dtype.element_ty  # noqa: N806
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = offsets < count
     x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
@@ -29,17 +28,11 @@ def gelu(x_ptr, out_ptr, count, factor, one, half,  # noqa: N803
         t = libdevice.mul_rn(x, factor).to(KIND).to(tl.float32)
     e = libdevice.erf(t).to(KIND).to(tl.float32)
     if ERF:
-        e = _fake_quantize(e, e_scale, e_inverse, e_zero, e_low, e_high, KIND, DIVIDE)
+        e = fake_quantize(e, e_scale, e_inverse, e_zero, e_low, e_high, KIND, DIVIDE)
     s = libdevice.add_rn(e, one).to(KIND).to(tl.float32)
     if SUM:
-        s = _fake_quantize(s, s_scale, s_inverse, s_zero, s_low, s_high, KIND, DIVIDE)
+        s = fake_quantize(s, s_scale, s_inverse, s_zero, s_low, s_high, KIND, DIVIDE)
     p = libdevice.mul_rn(x, s).to(KIND).to(tl.float32)
     if PRODUCT:
-        p = _fake_quantize(p, p_scale, p_inverse, p_zero, p_low, p_high, KIND, DIVIDE)
-    result = libdevice.mul_rn(p, half).to(KIND)
-    if QUANTIZE:  # QuantizeLinear's numbers: the division IEEE-rounded, half to even, saturated
-        q = libdevice.rint(libdevice.div_rn(result.to(tl.float32), q_scale)) + q_zero
-        tl.store(out_ptr + offsets, tl.minimum(tl.maximum(q, q_low), q_high).to(out_ptr.dtype.element_ty),
-                 mask=inside)
-    else:
-        tl.store(out_ptr + offsets, result, mask=inside)
+        p = fake_quantize(p, p_scale, p_inverse, p_zero, p_low, p_high, KIND, DIVIDE)
+    tl.store(out_ptr + offsets, libdevice.mul_rn(p, half).to(KIND), mask=inside)

@@ -1,0 +1,179 @@
+"""The Triton kernels of QDQ transformers on CUDA against what a float16 model runs in their place.
+
+Each call is timed as CUDA-graph replays (20 calls a graph, the best of 5 replays, µs per call) on
+BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
+
+* ``int8 linear``: the GPU device's int8 matmul (``devices/gpu/ops/_quantized_triton.int8_linear``)
+  with int8 rows (``quantize_static``'s QDQ matmuls) and uint8 rows (``quantize_dynamic``'s), against
+  ``F.linear`` in float16 (the f16 model) and ``torch._int_mm`` (cuBLASLt's int8 matmul, int32 out);
+* ``attention``: the QDQ attention kernel (``ops/_qdq_attention.py``, a pair after the scores, the
+  scale, the softmax and the context) against ``F.scaled_dot_product_attention`` in float16 (the f16
+  model's attention) and against the same chain as separate ATen calls (what ran before);
+* ``gelu``: the QDQ GELU kernel (``ops/_qdq_gelu.py``, pairs after the erf, the sum and the product)
+  against ``F.gelu`` in float16 and the same formula as separate ATen calls.
+
+``--tilings`` adds the int8 kernel's tilings (128 x 128 x 128 tiles with 4 or 8 warps, 3 or 4
+stages, for int8 and uint8 rows) and the attention kernel's query rows per program.  Values are
+random: only the time is measured (the tests check the numbers against ONNX Runtime).  JSON goes to
+``$OUT/gpu_qdq_kernels.json`` when ``OUT`` is set.
+
+    python bench/gpu_qdq_kernels.py
+    python bench/gpu_qdq_kernels.py --tilings
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cuda_graph_timing import graph_us
+
+LINEAR_SHAPES = ((4096, 768, 2304), (4096, 768, 768), (4096, 768, 3072), (4096, 3072, 768))
+"""(rows, depth, outputs) of BERT-base's four matmuls at batch 32, sequence 128."""
+
+BATCH, HEADS, LENGTH, WIDTH = 32, 12, 128, 64
+
+
+def _graph_us(fn: Callable[[], Any]) -> float:
+    return graph_us(lambda _: fn())
+
+
+def _step(scale: float, zero: int, low: int, high: int) -> tuple[Any, ...]:
+    import torch
+
+    return torch.tensor(scale, device="cuda"), scale, zero, low, high
+
+
+def _linear_rows(tilings: bool) -> list[dict[str, Any]]:
+    return [_linear_row(m, k, n, tilings) for m, k, n in LINEAR_SHAPES]
+
+
+def _linear_row(m: int, k: int, n: int, tilings: bool) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+
+    weight = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda")
+    signed = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    unsigned = torch.randint(0, 256, (m, k), dtype=torch.uint8, device="cuda")
+    scales = torch.rand(n, device="cuda") * 1e-3
+    columns = weight.sum(dim=1, dtype=torch.int32).reshape(1, -1)
+    zero = torch.tensor(7, dtype=torch.uint8, device="cuda")
+    a16, w16 = signed.half(), weight.half()
+    row = {"shape": f"{m} x {k} x {n}",
+           "f16 linear": _graph_us(lambda: F.linear(a16, w16)),
+           "_int_mm": _graph_us(lambda: torch._int_mm(signed, weight.t())),
+           "int8 rows": _graph_us(lambda: kernels.int8_linear(signed, weight, None, None, 0, scales, None,
+                                                              torch.float16)),
+           "uint8 rows": _graph_us(lambda: kernels.int8_linear(unsigned, weight, columns, zero, 128, scales,
+                                                               None, torch.float16))}
+    if tilings:
+        row.update(_tilings(kernels, signed, unsigned, weight, columns, zero, scales))
+    return row
+
+
+def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any, zero: Any,
+             scales: Any) -> dict[str, float]:
+    """The int8 kernel with 128 x 128 x 128 tiles under each warp and stage count, for both row types."""
+    import torch
+
+    m, k = signed.shape
+    n = weight.shape[0]
+    out = torch.empty((m, n), dtype=torch.float16, device="cuda")
+    found = {}
+    for name, rows in (("int8", signed), ("uint8", unsigned)):
+        for warps, stages in ((4, 4), (8, 3)):
+            def run(rows: Any = rows, warps: int = warps, stages: int = stages) -> None:
+                kernels._triton().linear[((m + 127) // 128 * ((n + 127) // 128),)](
+                    rows, weight, out, columns, zero, scales, scales, m, n, k, rows.stride(0),
+                    weight.stride(0), out.stride(0), 128 if rows.dtype == torch.uint8 else 0,
+                    *kernels.step_arguments(None), *kernels.step_arguments(None),
+                    A_UINT8=rows.dtype == torch.uint8, COLUMNS=rows.dtype == torch.uint8,
+                    ZERO=rows.dtype == torch.uint8, SCALES=True, BIAS=False, EVEN_K=k % 128 == 0,
+                    MID=False, LAST=False, DIVIDE=False, BM=128, BN=128, BK=128, GROUP=8,
+                    num_warps=warps, num_stages=stages)
+            found[f"{name} {warps}w{stages}s"] = _graph_us(run)
+    return found
+
+
+def _attention_row(tilings: bool) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    from inferplex.devices.gpu.ops import _qdq_attention as attention
+
+    # Q, K and V as views of one QKV projection's output, as a model's Reshape and Transpose leave them
+    packed = torch.randn(BATCH, LENGTH, 3, HEADS, WIDTH, device="cuda").half()
+    query, key, value = (packed[:, :, i].permute(0, 2, 1, 3) for i in range(3))
+    key_t = key.transpose(-1, -2)
+    steps = (_step(0.05, 3, -128, 127), _step(0.01, 0, -128, 127), None, _step(1 / 255, 0, 0, 255),
+             _step(0.004, -2, -128, 127))
+    numbers = [attention.step_numbers(step) for step in steps]
+    row = {"shape": f"{BATCH} x {HEADS} x {LENGTH} x {WIDTH}",
+           "sdpa f16": _graph_us(lambda: F.scaled_dot_product_attention(query, key, value)),
+           "separate calls": _graph_us(lambda: attention._aten(query, key_t, value, None, 8.0, True, steps)),
+           "kernel": _graph_us(lambda: attention._run_kernel(query, key_t, value, None, 8.0, True, numbers))}
+    if tilings:
+        for block_m in (16, 32, 64):
+            original = attention._rows_per_program
+            attention._rows_per_program = lambda keys, block_m=block_m: block_m  # type: ignore[assignment]
+            try:
+                row[f"kernel, {block_m} rows"] = _graph_us(
+                    lambda: attention._run_kernel(query, key_t, value, None, 8.0, True, numbers))
+            finally:
+                attention._rows_per_program = original  # type: ignore[assignment]
+    return row
+
+
+def _gelu_row() -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    from inferplex.devices.gpu.ops import _qdq_gelu as gelu
+
+    x = (torch.randn(BATCH, LENGTH, 4 * HEADS * WIDTH, device="cuda") * 3).half()
+    steps = (_step(2 / 255, 0, -128, 127), _step(2 / 255, -128, -128, 127), _step(0.05, 5, -128, 127))
+    return {"shape": f"{BATCH} x {LENGTH} x {4 * HEADS * WIDTH}",
+            "F.gelu f16": _graph_us(lambda: F.gelu(x)),
+            "separate calls": _graph_us(lambda: gelu._aten(x, 1.4140625, True, 1.0, 0.5, steps)),
+            "kernel": _graph_us(lambda: gelu._run_kernel(x, 1.4140625, True, 1.0, 0.5, steps))}
+
+
+def _print(title: str, rows: list[dict[str, Any]], baseline: str) -> None:
+    print(f"\n{title} (µs; ratio: {baseline} / column)")
+    for row in rows:
+        cells = [f"{name} {value:.1f} ({row[baseline] / value:.2f}x)" for name, value in row.items()
+                 if name != "shape"]
+        print(f"  {row['shape']}: " + " | ".join(cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tilings", action="store_true",
+                        help="the int8 kernel's and the attention's tilings")
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("needs a CUDA GPU")
+    results = {"linear": _linear_rows(args.tilings), "attention": [_attention_row(args.tilings)],
+               "gelu": [_gelu_row()]}
+    _print("int8 linear", results["linear"], "f16 linear")
+    _print("attention", results["attention"], "sdpa f16")
+    _print("gelu", results["gelu"], "F.gelu f16")
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "gpu_qdq_kernels.json").write_text(json.dumps(
+            {"device": torch.cuda.get_device_name(), **results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
