@@ -13,8 +13,9 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
   against ``F.gelu`` in float16 and the same formula as separate ATen calls.
 
 ``--tilings`` adds the int8 kernel's tilings (128 x 128 x 128 tiles with 4 or 8 warps, 3 or 4
-stages, for int8 and uint8 rows) and the attention kernel's query rows per program.  Values are
-random: only the time is measured (the tests check the numbers against ONNX Runtime).  JSON goes to
+stages, for int8 and uint8 rows, with pointer loads and with Hopper's tensor copies) and the
+attention kernel's query rows per program.  Values are random: only the time is measured (the tests
+check the numbers against ONNX Runtime).  JSON goes to
 ``$OUT/gpu_qdq_kernels.json`` when ``OUT`` is set.
 
     python bench/gpu_qdq_kernels.py
@@ -51,6 +52,10 @@ def _step(scale: float, zero: int, low: int, high: int) -> tuple[Any, ...]:
     return torch.tensor(scale, device="cuda"), scale, zero, low, high
 
 
+_PAIR = [0.05, 3, -128, 127]
+"""A fake-quantize step (scale, zero point, low, high) as a QDQ model's matmul epilogue runs it."""
+
+
 def _linear_rows(tilings: bool) -> list[dict[str, Any]]:
     return [_linear_row(m, k, n, tilings) for m, k, n in LINEAR_SHAPES]
 
@@ -67,40 +72,51 @@ def _linear_row(m: int, k: int, n: int, tilings: bool) -> dict[str, Any]:
     scales = torch.rand(n, device="cuda") * 1e-3
     columns = weight.sum(dim=1, dtype=torch.int32).reshape(1, -1)
     zero = torch.tensor(7, dtype=torch.uint8, device="cuda")
+    bias = torch.randn(n, device="cuda").half()
     a16, w16 = signed.half(), weight.half()
     row = {"shape": f"{m} x {k} x {n}",
            "f16 linear": _graph_us(lambda: F.linear(a16, w16)),
            "_int_mm": _graph_us(lambda: torch._int_mm(signed, weight.t())),
            "int8 rows": _graph_us(lambda: kernels.int8_linear(signed, weight, None, None, 0, scales, None,
                                                               torch.float16)),
+           "int8 rows, bias and pairs": _graph_us(lambda: kernels.int8_linear(
+               signed, weight, None, None, 0, scales, bias, torch.float16, _PAIR, _PAIR)),
            "uint8 rows": _graph_us(lambda: kernels.int8_linear(unsigned, weight, columns, zero, 128, scales,
                                                                None, torch.float16))}
     if tilings:
-        row.update(_tilings(kernels, signed, unsigned, weight, columns, zero, scales))
+        row.update(_tilings(kernels, signed, unsigned, weight, columns, zero, scales, bias))
     return row
 
 
 def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any, zero: Any,
-             scales: Any) -> dict[str, float]:
-    """The int8 kernel with 128 x 128 x 128 tiles under each warp and stage count, for both row types."""
+             scales: Any, bias: Any) -> dict[str, float]:
+    """The int8 kernel with 128 x 128 x 128 tiles under each warp and stage count, for both row types,
+    with pointer loads and (on GPUs that have them) Hopper's tensor copies."""
     import torch
 
     m, k = signed.shape
     n = weight.shape[0]
     out = torch.empty((m, n), dtype=torch.float16, device="cuda")
     found = {}
-    for name, rows in (("int8", signed), ("uint8", unsigned)):
-        for warps, stages in ((4, 4), (8, 3)):
-            def run(rows: Any = rows, warps: int = warps, stages: int = stages) -> None:
-                kernels._triton().linear[((m + 127) // 128 * ((n + 127) // 128),)](
-                    rows, weight, out, columns, zero, scales, scales, m, n, k, rows.stride(0),
-                    weight.stride(0), out.stride(0), 128 if rows.dtype == torch.uint8 else 0,
-                    *kernels.step_arguments(None), *kernels.step_arguments(None),
-                    A_UINT8=rows.dtype == torch.uint8, COLUMNS=rows.dtype == torch.uint8,
-                    ZERO=rows.dtype == torch.uint8, SCALES=True, BIAS=False, EVEN_K=k % 128 == 0,
-                    MID=False, LAST=False, DIVIDE=False, BM=128, BN=128, BK=128, GROUP=8,
-                    num_warps=warps, num_stages=stages)
-            found[f"{name} {warps}w{stages}s"] = _graph_us(run)
+    for name, rows in (("int8", signed), ("uint8", unsigned), ("int8 with bias and pairs", signed)):
+        epilogue = name.endswith("pairs")
+        descriptors = kernels._tensor_descriptors(rows, weight, 128, 128, 128)
+        for loads, sources in (("pointers", (rows, weight)), ("tensor copies", descriptors)):
+            if sources is None:
+                continue
+            for warps, stages in ((4, 4), (8, 3), (4, 3)):
+                def run(rows: Any = rows, sources: Any = sources, tma: bool = loads == "tensor copies",
+                        warps: int = warps, stages: int = stages, epilogue: bool = epilogue) -> None:
+                    kernels._triton().linear[((m + 127) // 128 * ((n + 127) // 128),)](
+                        *sources, out, columns, zero, scales, bias, m, n, k, rows.stride(0),
+                        weight.stride(0), out.stride(0), 128 if rows.dtype == torch.uint8 else 0,
+                        *kernels.step_arguments(_PAIR if epilogue else None),
+                        *kernels.step_arguments(_PAIR if epilogue else None),
+                        A_UINT8=rows.dtype == torch.uint8, COLUMNS=rows.dtype == torch.uint8,
+                        ZERO=rows.dtype == torch.uint8, SCALES=True, BIAS=epilogue, EVEN_K=k % 128 == 0,
+                        MID=epilogue, LAST=epilogue, DIVIDE=False, TMA=tma, BM=128, BN=128,
+                        BK=128, GROUP=8, num_warps=warps, num_stages=stages)
+                found[f"{name} {loads} {warps}w{stages}s"] = _graph_us(run)
     return found
 
 

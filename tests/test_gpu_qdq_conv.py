@@ -67,10 +67,12 @@ def _cnn_feeds(seed: int) -> dict[str, np.ndarray]:
 
 
 def _check_cnn_fused(model: onnx.ModelProto, records: dict[str, str]) -> None:
-    """Every QuantizeLinear ran inside a call: the pairs after the two Convs that ``quantize_static``
-    gave a Relu's range ran inside the Conv's call (recorded as the Conv), the others as one
-    fake-quantize call each (recorded as the DequantizeLinear); every weight's DequantizeLinear
-    was folded at compile time, and the Convs ran."""
+    """Every QuantizeLinear ran inside a call: the pairs after the Convs ran inside the Conv's call
+    (recorded as the Conv): the two that ``quantize_static`` gave a Relu's range in cuDNN's fused
+    call, the body Conv's with the residual Add and the Add's pair in one pass after the
+    convolution; the others ran as one fake-quantize call each (recorded as the
+    DequantizeLinear); every weight's DequantizeLinear was folded at compile time, and the Convs
+    ran."""
     constants = {i.name for i in model.graph.initializer}
     quantizers = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
     pairs = {n.name for n in model.graph.node if n.op_type == "DequantizeLinear"
@@ -78,11 +80,22 @@ def _check_cnn_fused(model: onnx.ModelProto, records: dict[str, str]) -> None:
     weights = [n.name for n in model.graph.node
                if n.op_type == "DequantizeLinear" and n.input[0] in constants]
     convs = [n.name for n in model.graph.node if n.op_type == "Conv"]
+    adds = [n.name for n in model.graph.node if n.op_type == "Add"]
     relu_ranges = relu_range_dequantizers(model)
     assert len(quantizers) >= 5 and len(convs) == 3 and len(weights) >= 6 and len(relu_ranges) == 2
-    assert not ({q.name for q in quantizers} | relu_ranges) & set(records)
-    # the head's Gemm quantizes its own input (an int8 matmul): the other pairs run as FakeQuantize
-    assert sum(records.get(name) == "FakeQuantize" for name in pairs - relu_ranges) >= len(pairs) - 3
+    assert len(adds) == 1 and not ({q.name for q in quantizers} | set(adds)) & set(records)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    nodes = {n.name: n for n in model.graph.node}
+
+    def quantized_op(dequantizer: str) -> str | None:
+        source = producers.get(producers[nodes[dequantizer].input[0]].input[0])
+        return source.op_type if source is not None else None
+
+    inside = {name for name in pairs if quantized_op(name) in ("Conv", "Add")}
+    assert relu_ranges < inside and len(inside) == 4
+    assert not any(records.get(name) == "FakeQuantize" for name in inside)
+    # of the others, the pooled value's pair changes nothing (MaxPool keeps the grid) and runs no call
+    assert sum(records.get(name) == "FakeQuantize" for name in pairs - inside) == len(pairs - inside) - 1
     assert all(records[name] == "constant folded" for name in weights)
     assert all(records[name] == "Conv" for name in convs)
 
@@ -126,7 +139,7 @@ def test_static_qdq_cnn_loaded_from_the_cache_runs_fused(core: ov.Core, tmp_path
     assert core.compile_model(model, "GPU.0", config).get_property("LOADED_FROM_CACHE")
     np.testing.assert_array_equal(warm, cold)
     quantizers = {n.name for n in model.graph.node if n.op_type == "QuantizeLinear"}
-    assert not quantizers & set(records) and list(records.values()).count("FakeQuantize") >= 4
+    assert not quantizers & set(records) and list(records.values()).count("FakeQuantize") == 3
 
 
 def _pair_model(data_type: int, scales: tuple[float, float], readers: int) -> onnx.ModelProto:

@@ -14,6 +14,7 @@ import torch.fx
 from inferplex.devices.gpu._activation_fusions import gelu
 from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention
+from inferplex.devices.gpu._qdq_conv import QuantizedConv
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
@@ -34,6 +35,7 @@ from inferplex.devices.gpu.ops._fused_quantized import (
     quantized_linear_arrays,
 )
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention
+from inferplex.devices.gpu.ops._qdq_conv import quantized_conv
 from inferplex.devices.gpu.ops._qdq_gelu import quantized_gelu
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
@@ -187,6 +189,9 @@ class Builder:
             return
         if name in self.fusions.quantized_gelu:
             self._emit_quantized_gelu(name, node, self.fusions.quantized_gelu[name])
+            return
+        if name in self.fusions.quantized_conv:
+            self._emit_quantized_conv(self.fusions.quantized_conv[name])
             return
         if name in self.fusions.centered_quantizers:
             self._emit_centered_quantizer(name, node)
@@ -362,6 +367,17 @@ class Builder:
         args = (self.arg(found.input), number(found.factor, found.divide), found.divide,
                 number(found.one, False), number(found.half, False), steps)
         self.env[found.output] = self.call(name, node, quantized_gelu, args)
+
+    def _emit_quantized_conv(self, found: QuantizedConv) -> None:
+        """A QDQ Conv, its pair and (where the chain has them) the Add and its pair as one call named
+        after the Conv (see :mod:`._qdq_conv`)."""
+        name, conv = found.conv_name, found.conv
+        bias = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 else None
+        other = self.arg(found.other) if found.other is not None else None
+        second = self._fake_quantize_args(found.second) if found.second is not None else None
+        args = (self._conv_input(name, conv), self.arg(conv.inputs[1]), bias, other,
+                self._fake_quantize_args(found.first), second)
+        self.env[found.output] = self.call(name, conv, quantized_conv(self.analysis.infos[name]), args)
 
     def _emit_constant_dequantize(self, name: str, node: ir.Node) -> None:
         """A DequantizeLinear of constants too large to fold at analysis (a big quantized weight)

@@ -20,7 +20,10 @@
   after the Conv (the Relu is folded into the range, which saturates every value
   <= 0 to 0), so the Relu put back into the convolution's epilogue changes no
   value.  Off CUDA the Relu is one more elementwise op; planning it there too
-  lets the emulated GPU run, and test, the program CUDA runs.
+  lets the emulated GPU run, and test, the program CUDA runs.  A 2-D Conv whose
+  pair has another zero point (no Relu in its range), and a same-shaped Add and
+  pair after that pair, become one call too (:mod:`._qdq_conv`): the convolution,
+  then its bias, the pairs and the Add in one pass.
 * MatMul by a constant matrix followed by Add of a constant bias vector becomes
   one ``F.linear``, which runs as a single GEMM with the bias in its epilogue.
 * Attention written out, ``MatMul(Q, K^T)``, then an optional ``Div``/``Mul`` by a
@@ -104,6 +107,7 @@ from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._norm_fusions import Norm, norm_from
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention, quantized_attentions
+from inferplex.devices.gpu._qdq_conv import QuantizedConv, quantized_convs
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
@@ -227,6 +231,8 @@ class Fusions:
     """Second MatMul of a QDQ attention chain -> the chain (see :mod:`._qdq_attention`)."""
     quantized_gelu: dict[str, QuantizedGelu] = field(default_factory=dict)
     """Last Mul of a QDQ GELU formula -> the formula (see :mod:`._qdq_gelu`)."""
+    quantized_conv: dict[str, QuantizedConv] = field(default_factory=dict)
+    """The Add (or Conv) that ends a QDQ Conv's chain -> the chain (see :mod:`._qdq_conv`)."""
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call (or as its
     source, where the pair changes nothing)."""
@@ -445,8 +451,10 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
         analysis, quantize_dequantize_pairs(analysis, names, fusions.quantized_matmul, fusions.absorbed)),
         fusions.absorbed)
     fusions.quantized_attention, pairs = quantized_attentions(analysis, names, pairs, fusions.absorbed)
-    fusions.quantized_gelu, fusions.quantize_dequantize = quantized_gelus(analysis, names, pairs,
-                                                                          fusions.absorbed)
+    fusions.quantized_gelu, pairs = quantized_gelus(analysis, names, pairs, fusions.absorbed)
+    sources = {found.source for found in fusions.quantized_matmul.values() if found.source is not None}
+    fusions.quantized_conv, fusions.quantize_dequantize = quantized_convs(
+        analysis, names, pairs, fusions.absorbed, fusions.conv_bn, sources)
     fusions.absorbed.update(settled_quantizers(fusions.quantized_matmul, fusions.quantize_dequantize,
                                                fusions.absorbed))
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)

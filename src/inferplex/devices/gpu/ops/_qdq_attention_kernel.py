@@ -9,13 +9,13 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._triton_fake_quantize import fake_quantize
+from inferplex.devices.gpu.ops._triton_rounding import divide, fake_quantize
 
 
 @triton.jit
 def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, width,  # noqa: N803
               sq_b, sq_h, sq_s, sq_d, sk_b, sk_h, sk_d, sk_s, sv_b, sv_h, sv_s, sv_d,
-              sm_b, sm_h, sm_s, sm_k, so_b, so_h, so_s, so_d, factor,
+              sm_b, sm_h, sm_s, sm_k, so_b, so_h, so_s, so_d, factor, factor_inverse,
               s1_scale, s1_inverse, s1_zero, s1_low, s1_high,
               s2_scale, s2_inverse, s2_zero, s2_low, s2_high,
               s3_scale, s3_inverse, s3_zero, s3_low, s3_high,
@@ -45,7 +45,7 @@ def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, 
     if S1:
         s = fake_quantize(s, s1_scale, s1_inverse, s1_zero, s1_low, s1_high, KIND, DIVIDE)
     if SCALE == 1:
-        s = libdevice.div_rn(s, factor).to(KIND).to(tl.float32)
+        s = divide(s, factor, factor_inverse).to(KIND).to(tl.float32)
     elif SCALE == 2:
         s = libdevice.mul_rn(s, factor).to(KIND).to(tl.float32)
     if S2:
@@ -59,7 +59,8 @@ def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, 
     s = tl.where(in_keys[None, :], s, float("-inf"))
     top = tl.max(s, axis=1)
     e = tl.where(in_keys[None, :], libdevice.exp(s - top[:, None]), 0.0)
-    p = libdevice.div_rn(e, tl.sum(e, axis=1)[:, None]).to(KIND).to(tl.float32)
+    total = tl.sum(e, axis=1)[:, None]
+    p = divide(e, total, libdevice.div_rn(1.0, total)).to(KIND).to(tl.float32)
     if S4:
         p = fake_quantize(p, s4_scale, s4_inverse, s4_zero, s4_low, s4_high, KIND, DIVIDE)
     p = tl.where(in_keys[None, :], p, 0.0)

@@ -50,7 +50,7 @@ def _run_kernel(x: torch.Tensor, factor: float, divide: bool, one: float, half: 
     if count:
         arguments = [a for step in steps for a in triton_kernels.step_arguments(step_numbers(step))]
         gelu[((count + _BLOCK - 1) // _BLOCK,)](
-            x, out, count, factor, one, half, *arguments, DIVIDE=x.dtype == torch.float32,
-            SCALE_DIVIDES=divide, ERF=steps[0] is not None, SUM=steps[1] is not None,
-            PRODUCT=steps[2] is not None, BLOCK=_BLOCK)
+            x, out, count, factor, triton_kernels.float32_inverse(factor), one, half, *arguments,
+            DIVIDE=x.dtype == torch.float32, SCALE_DIVIDES=divide, ERF=steps[0] is not None,
+            SUM=steps[1] is not None, PRODUCT=steps[2] is not None, BLOCK=_BLOCK)
     return out

@@ -8,11 +8,11 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._triton_fake_quantize import fake_quantize
+from inferplex.devices.gpu.ops._triton_rounding import divide, fake_quantize
 
 
 @triton.jit
-def gelu(x_ptr, out_ptr, count, factor, one, half,  # noqa: N803
+def gelu(x_ptr, out_ptr, count, factor, factor_inverse, one, half,  # noqa: N803
          e_scale, e_inverse, e_zero, e_low, e_high,
          s_scale, s_inverse, s_zero, s_low, s_high,
          p_scale, p_inverse, p_zero, p_low, p_high,
@@ -23,7 +23,7 @@ def gelu(x_ptr, out_ptr, count, factor, one, half,  # noqa: N803
     inside = offsets < count
     x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
     if SCALE_DIVIDES:
-        t = libdevice.div_rn(x, factor).to(KIND).to(tl.float32)
+        t = divide(x, factor, factor_inverse).to(KIND).to(tl.float32)
     else:
         t = libdevice.mul_rn(x, factor).to(KIND).to(tl.float32)
     e = libdevice.erf(t).to(KIND).to(tl.float32)

@@ -1,0 +1,212 @@
+"""The Triton kernels of :mod:`._quantized_triton` (imported only where Triton runs; that module
+says what each computes and launches them).  Their rounding steps are :mod:`._triton_rounding`'s,
+bit for bit what IEEE arithmetic and the ATen forms give."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from inferplex.devices.gpu.ops._triton_rounding import (
+    dequantized,
+    divide,
+    fake_quantize,
+    quantized_level,
+    to_integer,
+)
+
+
+@triton.jit
+def quantize(x_ptr, out_ptr, scale_ptr, zero_ptr, count, zero, low, high,  # noqa: N803
+             ZERO: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    point = tl.load(zero_ptr).to(tl.float32) if ZERO else zero
+    scale = tl.load(scale_ptr).to(tl.float32)
+    level = quantized_level(divide(x, scale, libdevice.div_rn(1.0, scale)), point, low, high)
+    tl.store(out_ptr + offsets, to_integer(level).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def dequantize(x_ptr, out_ptr, scale_ptr, zero_ptr, count, ZERO: tl.constexpr,  # noqa: N803
+               BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    values = tl.load(x_ptr + offsets, mask=mask, other=0).to(tl.int32)
+    if ZERO:
+        values = values - tl.load(zero_ptr).to(tl.int32)
+    result = values.to(tl.float32) * tl.load(scale_ptr).to(tl.float32)
+    tl.store(out_ptr + offsets, result.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
+                    BLOCK: tl.constexpr):
+    # the minimum and maximum of one slice of per_program elements; NaN where the slice holds one
+    # (as torch.aminmax propagates it)
+    start = tl.program_id(0) * per_program
+    lows = tl.full((BLOCK,), float("inf"), tl.float32)
+    highs = tl.full((BLOCK,), float("-inf"), tl.float32)
+    nans = tl.zeros((BLOCK,), tl.int32)
+    for step in range(0, per_program, BLOCK):
+        offsets = start + step + tl.arange(0, BLOCK)
+        mask = offsets < count
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        lows = tl.where(mask, tl.minimum(lows, x), lows)
+        highs = tl.where(mask, tl.maximum(highs, x), highs)
+        nans = nans | (x != x).to(tl.int32)
+    nan = tl.max(nans, axis=0) > 0
+    tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.min(lows, axis=0)))
+    tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.max(highs, axis=0)))
+
+
+@triton.jit
+def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, count, parts,
+                     CENTERED: tl.constexpr, PARTS: tl.constexpr,  # noqa: N803
+                     BLOCK: tl.constexpr):
+    # every program reduces the partial results (a few hundred values, read from L2)
+    part = tl.arange(0, PARTS)
+    lows = tl.load(low_ptr + part, mask=part < parts, other=float("inf"))
+    highs = tl.load(high_ptr + part, mask=part < parts, other=float("-inf"))
+    nan = tl.max(((lows != lows) | (highs != highs)).to(tl.int32), axis=0) > 0
+    low = tl.where(nan, float("nan"), tl.min(lows, axis=0))
+    high = tl.where(nan, float("nan"), tl.max(highs, axis=0))
+    negated_low = tl.maximum(-low, 0.0)
+    span = tl.maximum(high, 0.0) + negated_low
+    scale = tl.where(span == 0.0, 1.0, libdevice.div_rn(span, 255.0))
+    zero = libdevice.rint(tl.minimum(libdevice.div_rn(negated_low, scale), 255.0))
+    if tl.program_id(0) == 0:
+        tl.store(scale_ptr, scale)
+        if not CENTERED:
+            tl.store(zero_ptr, zero.to(tl.uint8))
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    level = quantized_level(divide(x.to(tl.float32), scale, libdevice.div_rn(1.0, scale)), zero, 0.0, 255.0)
+    if CENTERED:  # level - zero, at most 255 in magnitude: exact in every floating type
+        tl.store(out_ptr + offsets, (level - zero).to(x.dtype), mask=mask)
+    else:
+        tl.store(out_ptr + offsets, to_integer(level).to(tl.uint8), mask=mask)
+
+
+@triton.jit
+def fake_quantize_pass(x_ptr, out_ptr, count, scale, inverse, zero, low, high,  # noqa: N803
+                       DIVIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    values = dequantized(x.to(tl.float32), scale, inverse, zero, low, high, DIVIDE)
+    tl.store(out_ptr + offsets, values.to(x.dtype), mask=mask)
+
+
+@triton.jit
+def conv_epilogue(acc_ptr, out_ptr, scale_ptr, bias_ptr, count, channels, inner, inverse,  # noqa: N803
+                  CHANNELS_LAST: tl.constexpr, BIAS: tl.constexpr, RELU: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    acc = tl.load(acc_ptr + offsets, mask=mask, other=0.0)
+    # the factor rounded to the data's type once, as the ATen form's ``.to(dtype)``
+    factor = (tl.load(scale_ptr).to(tl.float32) * inverse).to(acc.dtype).to(tl.float32)
+    values = acc.to(tl.float32) * factor
+    if BIAS:
+        channel = offsets % channels if CHANNELS_LAST else (offsets // inner) % channels
+        values = tl.load(bias_ptr + channel, mask=mask, other=0.0).to(tl.float32) + values
+    if RELU:  # NaN stays NaN, as torch.relu keeps it
+        values = tl.where(values < 0.0, 0.0, values)
+    tl.store(out_ptr + offsets, values.to(acc.dtype), mask=mask)
+
+
+@triton.jit
+def conv_quantize(acc_ptr, bias_ptr, other_ptr, out_ptr, count, channels, inner,  # noqa: N803
+                  f_scale, f_inverse, f_zero, f_low, f_high, s_scale, s_inverse, s_zero, s_low, s_high,
+                  CHANNELS_LAST: tl.constexpr, BIAS: tl.constexpr, ADD: tl.constexpr,
+                  DIVIDE: tl.constexpr, BLOCK: tl.constexpr):
+    # a convolution's output: + bias, rounded; the first pair; + other, rounded; the second pair
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    kind = out_ptr.dtype.element_ty
+    values = tl.load(acc_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    if BIAS:
+        channel = offsets % channels if CHANNELS_LAST else (offsets // inner) % channels
+        bias = tl.load(bias_ptr + channel, mask=mask, other=0.0).to(tl.float32)
+        values = (values + bias).to(kind).to(tl.float32)
+    values = fake_quantize(values, f_scale, f_inverse, f_zero, f_low, f_high, kind, DIVIDE)
+    if ADD:
+        other = tl.load(other_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        values = fake_quantize((values + other).to(kind).to(tl.float32), s_scale, s_inverse, s_zero, s_low,
+                               s_high, kind, DIVIDE)
+    tl.store(out_ptr + offsets, values.to(kind), mask=mask)
+
+
+@triton.jit
+def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, M, N, K,  # noqa: N803
+           stride_am, stride_wn, stride_om, shift,
+           mid_scale, mid_inverse, mid_zero, mid_low, mid_high,
+           last_scale, last_inverse, last_zero, last_low, last_high,
+           A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
+           ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+           MID: tl.constexpr, LAST: tl.constexpr, DIVIDE: tl.constexpr, TMA: tl.constexpr,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+    # with TMA, a_ptr and w_ptr are tensor descriptors of the rows and the weight (Hopper's tensor
+    # copies; reads past their edges give 0, which adds nothing: past K the weight is 0, past M
+    # or N nothing is stored).  The epilogue: the scales; with MID, rounded to the output type and
+    # fake-quantized (a QuantizeLinear -> DequantizeLinear pair on the matmul's output) before the
+    # bias; with LAST, rounded and fake-quantized after it.  Each step rounds where the separate
+    # calls would: to the output type between them, as ``quantize_dequantize`` does.
+    pid = tl.program_id(0)
+    blocks_m, blocks_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    group = pid // (GROUP * blocks_n)
+    first = group * GROUP
+    size = tl.minimum(blocks_m - first, GROUP)
+    pid_m = first + (pid % (GROUP * blocks_n)) % size
+    pid_n = (pid % (GROUP * blocks_n)) // size
+    rm = (pid_m * BM + tl.arange(0, BM)) % M
+    rn = (pid_n * BN + tl.arange(0, BN)) % N
+    acc = tl.zeros((BM, BN), dtype=tl.int32)
+    if TMA:
+        for k in range(0, tl.cdiv(K, BK)):
+            a = a_ptr.load([pid_m * BM, k * BK])
+            if A_UINT8:
+                a = (a ^ 0x80).to(tl.int8, bitcast=True)
+            acc = tl.dot(a, w_ptr.load([pid_n * BN, k * BK]).T, acc, out_dtype=tl.int32)
+    else:
+        rk = tl.arange(0, BK)
+        a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
+        w_ptrs = w_ptr + rn[None, :] * stride_wn + rk[:, None]
+        for k in range(0, tl.cdiv(K, BK)):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                w = tl.load(w_ptrs)
+            else:
+                inside = rk < K - k * BK
+                a = tl.load(a_ptrs, mask=inside[None, :], other=128 if A_UINT8 else 0)
+                w = tl.load(w_ptrs, mask=inside[:, None], other=0)
+            if A_UINT8:  # uint8 moved down by 128: x ^ 0x80 read as int8
+                a = (a ^ 0x80).to(tl.int8, bitcast=True)
+            acc += tl.dot(a, w)
+            a_ptrs += BK
+            w_ptrs += BK
+    rows = pid_m * BM + tl.arange(0, BM)
+    columns = pid_n * BN + tl.arange(0, BN)
+    if COLUMNS:  # the shift and zero point times each column's sum, exact in int32
+        offset = shift - tl.load(zero_ptr).to(tl.int32) if ZERO else shift
+        acc += offset * tl.load(column_ptr + rn)[None, :]
+    values = acc.to(tl.float32)
+    if SCALES:
+        values = values * tl.load(scale_ptr + rn)[None, :].to(tl.float32)
+    else:
+        values = values * tl.load(scale_ptr).to(tl.float32)
+    kind = out_ptr.dtype.element_ty
+    if MID:
+        values = fake_quantize(values.to(kind).to(tl.float32), mid_scale, mid_inverse, mid_zero, mid_low,
+                               mid_high, kind, DIVIDE)
+    if BIAS:
+        values = values + tl.load(bias_ptr + rn)[None, :].to(tl.float32)
+    if LAST:
+        values = fake_quantize(values.to(kind).to(tl.float32), last_scale, last_inverse, last_zero, last_low,
+                               last_high, kind, DIVIDE)
+    mask = (rows[:, None] < M) & (columns[None, :] < N)
+    tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :], values.to(kind), mask=mask)

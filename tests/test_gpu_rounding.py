@@ -1,0 +1,141 @@
+"""The QDQ kernels' rounding steps on CUDA: the exact division and rounding of
+``devices/gpu/ops/_triton_rounding`` against the GPU's IEEE division (``div_rn``) and ``rint`` over
+every float32 bit pattern, and the kernels that use them against their ATen forms, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+_BLOCK = 4096
+_HALF = 2**31
+
+
+@pytest.mark.parametrize("divisor", [3.0, 7.0, 0.1, 0.05, 0.004, 2 / 255, 0.0123456, 1.4142135, 1.4140625,
+                                     11.313708, 1.0000001, 1.9999999, 8.0, 0.125, 3e30])
+def test_exact_division_is_ieee_division_on_every_float32(divisor: float) -> None:
+    from triton_rounding_checks import count_division_mismatches
+
+    d = np.float32(divisor)
+    counts = torch.zeros(2, dtype=torch.int32, device="cuda")
+    for start in (0, _HALF):
+        count_division_mismatches[(_HALF // _BLOCK,)](counts, start, float(d), float(np.float32(1) / d),
+                                                      BLOCK=_BLOCK)
+    differing, differing_normal = counts.tolist()
+    assert differing_normal == 0, f"x / {d!r}: {differing_normal} quotients of normal size differ from div_rn"
+    assert differing < 2**32 // 16  # only the tiny ones: under 2**-100 lie about 1/20 of all patterns
+
+
+def test_rounding_half_to_even_is_rint_on_every_float32() -> None:
+    from triton_rounding_checks import count_rounding_mismatches
+
+    counts = torch.zeros(2, dtype=torch.int32, device="cuda")
+    for start in (0, _HALF):
+        count_rounding_mismatches[(_HALF // _BLOCK,)](counts, start, BLOCK=_BLOCK)
+    assert counts.tolist() == [0, 0]
+
+
+def _near_ties(scale: float, dtype: torch.dtype, count: int = 1 << 18) -> torch.Tensor:
+    """Values at (k + 1/2) * scale in ``dtype``, each with its two neighbours, and random ones."""
+    generator = torch.Generator(device="cuda").manual_seed(5)
+    k = torch.randint(-140, 300, (count,), device="cuda", generator=generator).float()
+    ties = ((k + 0.5) * scale).to(dtype)
+    wide = ties.float()
+    up = torch.nextafter(wide, torch.full_like(wide, float("inf"))).to(dtype)
+    down = torch.nextafter(wide, torch.full_like(wide, float("-inf"))).to(dtype)
+    noise = (torch.randn(count, device="cuda", generator=generator) * scale * 100).to(dtype)
+    specials = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), 1e30, -1e30], device="cuda").to(dtype)
+    return torch.cat([ties, up, down, noise, specials])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("scale", "zero", "qtype"), [(0.0123456, 3, torch.int8), (2 / 255, 0, torch.uint8),
+                                                      (0.03125, 1, torch.int8)])
+def test_quantize_kernel_is_onnx_quantize_linear_bit_for_bit(dtype: torch.dtype, scale: float, zero: int,
+                                                             qtype: torch.dtype) -> None:
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+
+    x = _near_ties(scale, dtype)
+    low, high = (-128, 127) if qtype == torch.int8 else (0, 255)
+    scale_tensor = torch.tensor(scale, device="cuda")
+    want = torch.clamp(torch.round(x.float() / scale_tensor) + zero, low, high).to(qtype)  # saturates inf too
+    got = kernels.quantize(x, scale_tensor, torch.tensor(zero, dtype=qtype, device="cuda"), qtype)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("scale", "zero", "low", "high"), [(0.0123456, 3, -128, 127), (2 / 255, 0, 0, 255),
+                                                            (0.05, -7, -128, 127)])
+def test_fake_quantize_kernel_matches_its_aten_form_bit_for_bit(dtype: torch.dtype, scale: float, zero: int,
+                                                                low: int, high: int) -> None:
+    from inferplex.devices.gpu.ops import _fake_quantize
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+
+    x = _near_ties(scale, dtype)
+    got = kernels.quantize_dequantize(x, scale, kernels.float32_inverse(scale), zero, low, high)
+    want = _fake_quantize._quantize_dequantize_elementwise(x, torch.tensor(scale, device="cuda"), scale, zero,
+                                                           low, high)
+    inside = x.float().abs() < 1e29  # past int32, the ATen form's integer conversion wraps
+    assert torch.equal(got[inside], want[inside])
+    top, bottom = (high - zero) * np.float32(scale), (low - zero) * np.float32(scale)
+    saturated = torch.where(x[~inside] > 0, top, bottom)
+    assert torch.equal(got[~inside], saturated.to(dtype))  # ONNX saturates
+
+
+@pytest.mark.parametrize("rows_type", [torch.int8, torch.uint8])
+@pytest.mark.parametrize(("rows", "depth"), [(4096, 768), (1000, 208), (600, 3072)])
+def test_int8_linear_with_tensor_copies_matches_pointer_loads(
+        monkeypatch: pytest.MonkeyPatch, rows_type: torch.dtype, rows: int, depth: int) -> None:
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("tensor copies need compute capability 9.0")
+    generator = torch.Generator(device="cuda").manual_seed(3)
+    low, high = (-128, 128) if rows_type == torch.int8 else (0, 256)
+    a = torch.randint(low, high, (rows, depth), device="cuda", generator=generator).to(rows_type)
+    weight = torch.randint(-128, 128, (1000, depth), device="cuda", generator=generator).to(torch.int8)
+    columns = weight.sum(dim=1, dtype=torch.int32).reshape(1, -1) if rows_type == torch.uint8 else None
+    zero = torch.tensor(9, dtype=torch.uint8, device="cuda") if rows_type == torch.uint8 else None
+    scales = torch.rand(1000, device="cuda", generator=generator) * 1e-4
+    bias = torch.randn(1000, device="cuda", generator=generator).half()
+    steps = {}
+    if rows_type == torch.int8:  # the QDQ epilogue's two pairs
+        steps = {"mid": [0.0123456, 3, -128, 127], "last": [0.05, -7, -128, 127]}
+    shift = 128 if rows_type == torch.uint8 else 0
+    got = kernels.int8_linear(a, weight, columns, zero, shift, scales, bias, torch.float16, **steps)
+    monkeypatch.setattr(kernels, "_tensor_descriptors", lambda *_: None)
+    want = kernels.int8_linear(a, weight, columns, zero, shift, scales, bias, torch.float16, **steps)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("residual", [False, True])
+def test_conv_quantize_pass_matches_conv2d_and_its_pairs_bit_for_bit(dtype: torch.dtype, channels_last: bool,
+                                                                     residual: bool) -> None:
+    """The pass after a QDQ convolution (bias, pair, Add, pair) against ``conv2d`` with its bias and
+    the pairs as separate ATen calls (``_qdq_conv`` plans this chain for the QDQ ResNets)."""
+    from inferplex.devices.gpu.ops import _fake_quantize
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+
+    generator = torch.Generator(device="cuda").manual_seed(8)
+    memory = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.randn(4, 32, 28, 28, device="cuda", generator=generator).to(dtype).to(memory_format=memory)
+    w = torch.randn(48, 32, 3, 3, device="cuda", generator=generator) * 0.1
+    w = w.to(dtype).to(memory_format=memory)
+    b = torch.randn(48, device="cuda", generator=generator).to(dtype)
+    other = torch.randn(4, 48, 28, 28, device="cuda", generator=generator).to(dtype) if residual else None
+    first, second = [0.0123456, 3, -128, 127], [0.05, 0, 0, 255]
+
+    def pair(value: torch.Tensor, step: list[float]) -> torch.Tensor:
+        return _fake_quantize.quantize_dequantize(value, torch.tensor(step[0], device="cuda"), *step)
+
+    want = pair(torch.nn.functional.conv2d(x, w, b, padding=1), first)
+    if other is not None:
+        want = pair(want + other, second)
+    got = kernels.conv_quantize(torch.nn.functional.conv2d(x, w, None, padding=1), b, other, first,
+                                second if residual else None)
+    assert torch.equal(got, want)
