@@ -10,7 +10,9 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
   scale, the softmax and the context) against ``F.scaled_dot_product_attention`` in float16 (the f16
   model's attention) and against the same chain as separate ATen calls (what ran before);
 * ``gelu``: the QDQ GELU kernel (``ops/_qdq_gelu.py``, pairs after the erf, the sum and the product)
-  against ``F.gelu`` in float16 and the same formula as separate ATen calls.
+  against ``F.gelu`` in float16 and the same formula as separate ATen calls; and, as an int8
+  matmul's input, the kernel followed by QuantizeLinear's pass against the kernel writing the 8-bit
+  data itself.
 
 ``--tilings`` adds the int8 kernel's tilings (128 x 128 x 128 tiles with 4 or 8 warps, 3 or 4
 stages, for int8 and uint8 rows, with pointer loads and with Hopper's tensor copies) and the
@@ -154,13 +156,25 @@ def _gelu_row() -> dict[str, Any]:
     import torch.nn.functional as F
 
     from inferplex.devices.gpu.ops import _qdq_gelu as gelu
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
 
     x = (torch.randn(BATCH, LENGTH, 4 * HEADS * WIDTH, device="cuda") * 3).half()
     steps = (_step(2 / 255, 0, -128, 127), _step(2 / 255, -128, -128, 127), _step(0.05, 5, -128, 127))
+    scale = torch.tensor(0.0123, device="cuda")
+    zero = torch.tensor(3, dtype=torch.uint8, device="cuda")
+
+    def then_quantize() -> Any:
+        value = gelu._run_kernel(x, 1.4140625, True, 1.0, 0.5, steps, None)
+        return kernels.quantize(value, scale, zero, torch.uint8)
+
     return {"shape": f"{BATCH} x {LENGTH} x {4 * HEADS * WIDTH}",
             "F.gelu f16": _graph_us(lambda: F.gelu(x)),
             "separate calls": _graph_us(lambda: gelu._aten(x, 1.4140625, True, 1.0, 0.5, steps)),
-            "kernel": _graph_us(lambda: gelu._run_kernel(x, 1.4140625, True, 1.0, 0.5, steps))}
+            "kernel": _graph_us(lambda: gelu._run_kernel(x, 1.4140625, True, 1.0, 0.5, steps, None)),
+            # an int8 matmul's input: the kernel, then QuantizeLinear's pass; or the kernel writing it
+            "kernel, then quantize": _graph_us(then_quantize),
+            "quantizing kernel": _graph_us(lambda: gelu._run_kernel(x, 1.4140625, True, 1.0, 0.5, steps,
+                                                                     (0.0123, 3, torch.uint8)))}
 
 
 def _print(title: str, rows: list[dict[str, Any]], baseline: str) -> None:

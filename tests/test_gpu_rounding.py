@@ -139,3 +139,28 @@ def test_conv_quantize_pass_matches_conv2d_and_its_pairs_bit_for_bit(dtype: torc
     got = kernels.conv_quantize(torch.nn.functional.conv2d(x, w, None, padding=1), b, other, first,
                                 second if residual else None)
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("qtype", [torch.uint8, torch.int8])
+def test_quantizing_gelu_kernel_writes_quantize_linears_data_bit_for_bit(dtype: torch.dtype,
+                                                                        qtype: torch.dtype) -> None:
+    """The QDQ GELU that writes the 8-bit data of the QuantizeLinear after it (an int8 matmul's
+    input) against the GELU kernel's value and that QuantizeLinear as an ATen formula."""
+    from inferplex.devices.gpu.ops import _qdq_gelu
+
+    generator = torch.Generator(device="cuda").manual_seed(4)
+    x = (torch.randn(64, 128, 3072, device="cuda", generator=generator) * 3).to(dtype)
+
+    def step(scale: float, zero: int) -> tuple[torch.Tensor, float, int, int, int]:
+        return torch.tensor(scale, device="cuda"), scale, zero, -128, 127
+
+    steps = (step(2 / 255, 0), step(2 / 255, -128), step(0.05, 5))
+    quantize = (0.0123456, 3, qtype) if qtype == torch.uint8 else (0.0123456, -7, qtype)
+    got = _qdq_gelu._run_kernel(x, 1.4140625, True, 1.0, 0.5, steps, quantize)
+    low, high = (0, 255) if qtype == torch.uint8 else (-128, 127)
+    value = _qdq_gelu._run_kernel(x, 1.4140625, True, 1.0, 0.5, steps, None)
+    want = torch.clamp(torch.round(value.float() / torch.tensor(quantize[0], device="cuda")) + quantize[1],
+                       low, high).to(qtype)
+    assert torch.equal(got, want)
+    assert (want.to(torch.int32) == quantize[1]).float().mean() < 0.5  # the values spread over the range

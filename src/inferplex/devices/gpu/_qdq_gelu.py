@@ -14,6 +14,7 @@ per consumer, as ``quantize_static`` writes them).  The pairs after the last Mul
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,9 +32,10 @@ from inferplex.devices.gpu._qdq_pairs import (
 )
 
 if TYPE_CHECKING:
+    from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["QuantizedGelu", "quantized_gelus"]
+__all__ = ["QuantizedGelu", "quantized_gelus", "quantizing_gelus"]
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
@@ -58,6 +60,9 @@ class QuantizedGelu:
     """The last Mul's output."""
     absorbed: tuple[ir.Node, ...]
     """The formula's nodes but the last Mul, which emits the call."""
+    quantizer: ir.Node | None = None
+    """The QuantizeLinear whose 8-bit data the call writes instead of ``output`` (see
+    :func:`quantizing_gelus`), or None."""
 
 
 def quantized_gelus(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
@@ -136,3 +141,26 @@ def _constant_equal(analysis: Analysis, a: ir.Value | None, b: ir.Value | None) 
     return x is not None and y is not None and x.dtype == y.dtype and x.shape == y.shape \
         and bool((x == y).all())
 
+
+
+def quantizing_gelus(gelus: dict[str, QuantizedGelu], planned: dict[str, QuantizedMatMul],
+                     absorbed: set[ir.Node]) -> None:
+    """Where an int8 matmul quantizes a GELU's output itself (its ``source``) and nothing else reads
+    that output or the QuantizeLinear's data, the GELU's call writes the 8-bit data (one pass less
+    over the activation, and half its bytes written) and the matmul reads it."""
+    by_output = {gelu.output: name for name, gelu in gelus.items()}
+    for name, found in list(planned.items()):
+        source = found.source
+        if source is None or source not in by_output or source.is_graph_output():
+            continue
+        data = found.dequantizers[0].inputs[0]
+        quantizer = data.producer() if data is not None else None
+        readers = list(source.uses())
+        if quantizer is None or len(readers) != 1 or readers[0].node is not quantizer \
+                or quantizer.outputs[0].is_graph_output() \
+                or any(use.node is not found.dequantizers[0] for use in quantizer.outputs[0].uses()):
+            continue
+        gelu = by_output[source]
+        gelus[gelu] = dataclasses.replace(gelus[gelu], quantizer=quantizer)
+        planned[name] = dataclasses.replace(found, source=None)
+        absorbed.add(quantizer)

@@ -364,9 +364,18 @@ class Builder:
 
         steps = tuple(None if pair is None else self._fake_quantize_args(pair)
                       for pair in (found.erf, found.sum, found.product))
+        quantize = None
+        if found.quantizer is not None:  # the call writes the QuantizeLinear's 8-bit data
+            inputs, constants = found.quantizer.inputs, self.analysis.constants
+            zero_value = inputs[2] if len(inputs) > 2 else None
+            zero = 0 if zero_value is None else int(constants[zero_value].reshape(-1)[0])
+            signed = zero_value is not None and constants[zero_value].dtype == np.int8
+            scale = float(constants[inputs[1]].reshape(-1)[0])
+            quantize = (scale, zero, torch.int8 if signed else torch.uint8)
         args = (self.arg(found.input), number(found.factor, found.divide), found.divide,
-                number(found.one, False), number(found.half, False), steps)
-        self.env[found.output] = self.call(name, node, quantized_gelu, args)
+                number(found.one, False), number(found.half, False), steps, quantize)
+        output = found.output if found.quantizer is None else found.quantizer.outputs[0]
+        self.env[output] = self.call(name, node, quantized_gelu, args)
 
     def _emit_quantized_conv(self, found: QuantizedConv) -> None:
         """A QDQ Conv, its pair and (where the chain has them) the Add and its pair as one call named

@@ -108,7 +108,7 @@ from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._norm_fusions import Norm, norm_from
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention, quantized_attentions
 from inferplex.devices.gpu._qdq_conv import QuantizedConv, quantized_convs
-from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus
+from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus, quantizing_gelus
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
     identity_pairs,
@@ -457,6 +457,7 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
         analysis, names, pairs, fusions.absorbed, fusions.conv_bn, sources)
     fusions.absorbed.update(settled_quantizers(fusions.quantized_matmul, fusions.quantize_dequantize,
                                                fusions.absorbed))
+    quantizing_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)
     return fusions
 

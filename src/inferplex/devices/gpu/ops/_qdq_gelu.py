@@ -21,13 +21,21 @@ _BLOCK = 2048
 
 
 def quantized_gelu(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
-                   steps: tuple[FakeQuantizeStep | None, ...]) -> torch.Tensor:
+                   steps: tuple[FakeQuantizeStep | None, ...],
+                   quantize: tuple[float, int, torch.dtype] | None = None) -> torch.Tensor:
     """The formula on ``x``; ``factor`` divides (``divide``) or multiplies ``x``; ``steps``: the pairs
     after the erf, the sum and the product (None where the model has none).  ``factor``, ``one`` and
-    ``half`` are the constants as the program holds them."""
+    ``half`` are the constants as the program holds them.  With ``quantize`` (scale, zero point,
+    int8 or uint8) the result is a QuantizeLinear's 8-bit data of the formula's value."""
     if x.dtype in (torch.float32, torch.float16, torch.bfloat16) and triton_kernels.usable(x, x.numel()):
-        return _run_kernel(x, factor, divide, one, half, steps)
-    return _aten(x, factor, divide, one, half, steps)
+        return _run_kernel(x, factor, divide, one, half, steps, quantize)
+    value = _aten(x, factor, divide, one, half, steps)
+    if quantize is None:
+        return value
+    scale, zero, dtype = quantize
+    low, high = (-128, 127) if dtype == torch.int8 else (0, 255)
+    divisor = torch.full((), scale, dtype=torch.float32, device=x.device)  # divided, as QuantizeLinear does
+    return torch.clamp(torch.round(value.to(torch.float32) / divisor) + zero, low, high).to(dtype)
 
 
 def _aten(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
@@ -41,16 +49,21 @@ def _aten(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
 
 
 def _run_kernel(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
-                steps: tuple[FakeQuantizeStep | None, ...]) -> torch.Tensor:
+                steps: tuple[FakeQuantizeStep | None, ...],
+                quantize: tuple[float, int, torch.dtype] | None) -> torch.Tensor:
     from inferplex.devices.gpu.ops._qdq_gelu_kernel import gelu
 
     x = x if x.is_contiguous() else x.contiguous()
-    out = torch.empty_like(x)
+    out = torch.empty_like(x, dtype=quantize[2] if quantize is not None else x.dtype)
     count = x.numel()
     if count:
         arguments = [a for step in steps for a in triton_kernels.step_arguments(step_numbers(step))]
+        scale, zero, dtype = quantize if quantize is not None else (1.0, 0, torch.uint8)
+        low, high = (-128, 127) if dtype == torch.int8 else (0, 255)
         gelu[((count + _BLOCK - 1) // _BLOCK,)](
             x, out, count, factor, triton_kernels.float32_inverse(factor), one, half, *arguments,
+            *triton_kernels.step_arguments([scale, zero, low, high]),
             DIVIDE=x.dtype == torch.float32, SCALE_DIVIDES=divide, ERF=steps[0] is not None,
-            SUM=steps[1] is not None, PRODUCT=steps[2] is not None, BLOCK=_BLOCK)
+            SUM=steps[1] is not None, PRODUCT=steps[2] is not None, QUANTIZE=quantize is not None,
+            BLOCK=_BLOCK)
     return out
