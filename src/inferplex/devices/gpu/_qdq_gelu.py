@@ -9,7 +9,9 @@ it once the pairs are planned: each pair after the Erf, the Add and the product 
 optional, but one at least; the constants are any one-value floats (the call computes the formula
 as written, with
 them); ``x`` is one value, or the outputs of two DequantizeLinear nodes of one QuantizeLinear (one
-per consumer, as ``quantize_static`` writes them).  The pairs after the last Mul stay as they are.
+per consumer, as ``quantize_static`` writes them).  The pairs after the last Mul stay as they are;
+where the formula's value only feeds an int8 matmul's QuantizeLinear, the call writes that
+QuantizeLinear's 8-bit data instead (:func:`quantizing_gelus`).
 """
 
 from __future__ import annotations
@@ -140,7 +142,6 @@ def _constant_equal(analysis: Analysis, a: ir.Value | None, b: ir.Value | None) 
     x, y = _constant(analysis, a), _constant(analysis, b)
     return x is not None and y is not None and x.dtype == y.dtype and x.shape == y.shape \
         and bool((x == y).all())
-
 
 
 def quantizing_gelus(gelus: dict[str, QuantizedGelu], planned: dict[str, QuantizedMatMul],

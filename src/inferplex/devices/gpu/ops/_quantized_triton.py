@@ -47,10 +47,10 @@ _BLOCK = 2048
 
 _SMALL_ROWS = 256
 """Up to this many rows :func:`int8_linear` takes 64 x 64 output tiles (4 warps, 4 pipeline
-stages), else 128 x 128 (8 warps and 3 stages for int8 rows, 4 and 4 for uint8 ones), both with
-128-deep steps: small tiles keep the GPU's
-cores busy when there are few rows, large ones reuse each loaded tile more when there are many
-(``bench/RESULTS.md`` has the tilings compared)."""
+stages), else 128 x 128: loaded through Hopper's tensor copies where the GPU has them (4 warps, 3
+stages), else by pointers (8 warps and 3 stages for int8 rows, 4 and 4 for uint8 ones); all with
+128-deep steps.  Small tiles keep the GPU's cores busy when there are few rows, large ones reuse
+each loaded tile more when there are many (``bench/RESULTS.md`` has the tilings compared)."""
 
 
 @functools.cache
