@@ -81,14 +81,20 @@ def _close(got: np.ndarray, want: np.ndarray, atol: float, agree: float) -> None
     assert np.mean(np.abs(got - want) <= 1e-4) >= agree, np.abs(got - want).max()
 
 
-def test_static_qdq_encoder_matches_onnx_runtime(core: ov.Core, static_model: onnx.ModelProto) -> None:
-    feeds = _feeds(3)
-    got, records = profiled(core, static_model, feeds)
-    (want,) = ort_unfused(static_model, feeds)
-    # LayerNormalization's output: a step of a requantized value moves it by about a hundredth
+def _matches_onnx_runtime(core: ov.Core, model: onnx.ModelProto, seed: int
+                          ) -> tuple[Counter[str], Counter[str], dict[str, str]]:
+    """Run a static QDQ model on GPU.0 against ONNX Runtime (LayerNormalization's output: a step of
+    a requantized value moves it by about a hundredth); the model's op counts, the op types that
+    ran, and the profile's records."""
+    feeds = _feeds(seed)
+    got, records = profiled(core, model, feeds)
+    (want,) = ort_unfused(model, feeds)
     _close(got, want, atol=0.1, agree=0.97)
-    ops = Counter(n.op_type for n in static_model.graph.node)
-    ran = Counter(records.values())
+    return Counter(n.op_type for n in model.graph.node), Counter(records.values()), records
+
+
+def test_static_qdq_encoder_matches_onnx_runtime(core: ov.Core, static_model: onnx.ModelProto) -> None:
+    ops, ran, _ = _matches_onnx_runtime(core, static_model, 3)
     # every QuantizeLinear joins a call or changes nothing; pairs after data movement run no call
     assert ran["QuantizeLinear"] == 0 and ran["DequantizeLinear"] == 0
     assert 0 < ran["FakeQuantize"] < ops["QuantizeLinear"] - ops["Transpose"]
@@ -151,12 +157,7 @@ def test_qdq_attention_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, 
     softmax) keep the chain from ``scaled_dot_product_attention``; it runs as one call, named after
     its second MatMul, and no Softmax, scale, mask Add or pair of the chain runs on its own."""
     model = request.getfixturevalue(model_name)
-    feeds = _feeds(8)
-    got, records = profiled(core, model, feeds)
-    (want,) = ort_unfused(model, feeds)
-    _close(got, want, atol=0.1, agree=0.97)
-    ops = Counter(n.op_type for n in model.graph.node)
-    ran = Counter(records.values())
+    ops, ran, records = _matches_onnx_runtime(core, model, 8)
     assert ops["Softmax"] >= 1 and ran["Softmax"] == 0
     softmax_inputs = {n.input[0] for n in model.graph.node if n.op_type == "Softmax"}
     producers = {out: n for n in model.graph.node for out in n.output}

@@ -2,7 +2,7 @@
 each gives what IEEE arithmetic and ONNX's QuantizeLinear give, bit for bit, from a few full-rate
 float instructions.  The direct forms (``div_rn``'s division routine, ``rint`` and the float-integer
 conversions, which run on the GPU's slower pipes) bound the QuantizeLinear and DynamicQuantizeLinear
-passes (``bench/RESULTS.md``: 428 -> 242 µs and 280 -> 101 µs a model on an H100).
+passes (``bench/RESULTS.md`` has them measured before and after).
 
 * :func:`divide`: ``x / divisor`` rounded to nearest even, from the divisor's float32 reciprocal;
 * :func:`round_half_even`: ``rint`` below 2**22 in magnitude (the callers clamp first);
