@@ -12,7 +12,11 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
 * ``gelu``: the QDQ GELU kernel (``ops/_qdq_gelu.py``, pairs after the erf, the sum and the product)
   against ``F.gelu`` in float16 and the same formula as separate ATen calls; and, as an int8
   matmul's input, the kernel followed by QuantizeLinear's pass against the kernel writing the 8-bit
-  data itself.
+  data itself;
+* ``layer norm``: the QDQ residual Add, pair, LayerNormalization, its pair and the next int8 matmul's
+  QuantizeLinear as one kernel (``ops/_qdq_layer_norm.py``) against the f16 model's Add and
+  ``F.layer_norm``, and against the same chain as separate calls (what ran before: the Add, a
+  fake-quantize, ``F.layer_norm``, a fake-quantize and QuantizeLinear's pass).
 
 ``--tilings`` adds the int8 kernel's tilings (128 x 128 x 128 tiles with 4 or 8 warps, 3 or 4
 stages, for int8 and uint8 rows, with pointer loads and with Hopper's tensor copies) and the
@@ -177,6 +181,32 @@ def _gelu_row() -> dict[str, Any]:
                                                                      (0.0123, 3, torch.uint8)))}
 
 
+def _layer_norm_row() -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    from inferplex.devices.gpu.ops import _qdq_layer_norm as norm
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+    from inferplex.devices.gpu.ops._fake_quantize import quantize_dequantize
+
+    hidden = HEADS * WIDTH
+    a, b = ((torch.randn(BATCH, LENGTH, hidden, device="cuda") * 2).half() for _ in range(2))
+    weight, bias = torch.rand(hidden, device="cuda").half() + 0.5, torch.randn(hidden, device="cuda").half()
+    steps = (_step(0.06, 2, -128, 127), _step(0.04, -3, -128, 127))
+    quantize = (0.04, -3, torch.int8)
+    scale, zero = torch.tensor(0.04, device="cuda"), torch.tensor(-3, dtype=torch.int8, device="cuda")
+
+    def separate_calls() -> Any:  # as the program ran them: the int8 matmul's quantizing pass last
+        y = F.layer_norm(quantize_dequantize(a + b, *steps[0]), (hidden,), weight, bias)
+        return quantize_dequantize(y, *steps[1]), kernels.quantize(y, scale, zero, torch.int8)
+
+    return {"shape": f"{BATCH} x {LENGTH} x {hidden}",
+            "add + F.layer_norm f16": _graph_us(lambda: F.layer_norm(a + b, (hidden,), weight, bias)),
+            "separate calls": _graph_us(separate_calls),
+            "kernel": _graph_us(lambda: norm.quantized_layer_norm(a, b, weight, bias, 1e-5, *steps,
+                                                                   quantize))}
+
+
 def _print(title: str, rows: list[dict[str, Any]], baseline: str) -> None:
     print(f"\n{title} (µs; ratio: {baseline} / column)")
     for row in rows:
@@ -196,10 +226,11 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     results = {"linear": _linear_rows(args.tilings), "attention": [_attention_row(args.tilings)],
-               "gelu": [_gelu_row()]}
+               "gelu": [_gelu_row()], "layer norm": [_layer_norm_row()]}
     _print("int8 linear", results["linear"], "f16 linear")
     _print("attention", results["attention"], "sdpa f16")
     _print("gelu", results["gelu"], "F.gelu f16")
+    _print("layer norm", results["layer norm"], "add + F.layer_norm f16")
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_qdq_kernels.json").write_text(json.dumps(
             {"device": torch.cuda.get_device_name(), **results}, indent=1))

@@ -167,25 +167,88 @@ def test_qdq_attention_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, 
         assert ops["Add"] > ran["Add"]  # the mask's Add joined the call
 
 
-@pytest.mark.parametrize("precision", ["f32", "f16"])
-def test_qdq_gelu_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, static_model: onnx.ModelProto,
-                                                            precision: str) -> None:
-    """GELU's formula with a pair after its Erf, Add and product runs as one call, named after its
-    last Mul: neither the Erf, the Div before it nor the pairs between run on their own."""
-    feeds = _feeds(10)
-    got, records = profiled(core, static_model, feeds, {"INFERENCE_PRECISION_HINT": precision})
-    (want,) = ort_unfused(static_model, feeds)
+def _at_precision_matches_onnx_runtime(core: ov.Core, model: onnx.ModelProto, precision: str,
+                                       seed: int) -> dict[str, str]:
+    """Run a static QDQ model on GPU.0 at ``precision`` (f32 or f16) against ONNX Runtime; the
+    profile's records."""
+    feeds = _feeds(seed)
+    got, records = profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": precision})
+    (want,) = ort_unfused(model, feeds)
     if precision == "f32":
         _close(got, want, atol=0.1, agree=0.97)
     else:
         np.testing.assert_allclose(got, want, rtol=0, atol=0.25)
         assert np.abs(got - want).mean() < 0.03
+    return records
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_qdq_gelu_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, static_model: onnx.ModelProto,
+                                                            precision: str) -> None:
+    """GELU's formula with a pair after its Erf, Add and product runs as one call, named after its
+    last Mul: neither the Erf, the Div before it nor the pairs between run on their own."""
+    records = _at_precision_matches_onnx_runtime(core, static_model, precision, 10)
     erfs = [n for n in static_model.graph.node if n.op_type == "Erf"]
     producers = {out: n for n in static_model.graph.node for out in n.output}
     divs = {producers[erf.input[0]].name for erf in erfs}
     readers = {name: n for n in static_model.graph.node for name in n.input}
     after_erf = {readers[erf.output[0]].name for erf in erfs}  # the pairs' quantizers
     assert len(erfs) == 2 and not ({erf.name for erf in erfs} | divs | after_erf) & set(records)
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_qdq_layer_norm_runs_with_its_residual_add_and_pairs_as_one_call(
+        core: ov.Core, static_model: onnx.ModelProto, precision: str) -> None:
+    """Each LayerNormalization, the residual Add and pair before it and the QuantizeLinear after it
+    (which feeds the next int8 matmul and, through a pair, the next residual Add) run as one call
+    named after the normalization; the model's result stays ONNX Runtime's."""
+    records = _at_precision_matches_onnx_runtime(core, static_model, precision, 12)
+    nodes = static_model.graph.node
+    producers = {out: n for n in nodes for out in n.output}
+    readers: dict[str, list[Any]] = {}
+    for n in nodes:
+        for name in n.input:
+            readers.setdefault(name, []).append(n)
+    norms = [n for n in nodes if n.op_type == "LayerNormalization"]
+    assert len(norms) == 4 and all(records.get(n.name) == "LayerNormalization" for n in norms)
+    for norm in norms:
+        (quantizer,) = readers[norm.output[0]]
+        before = producers[producers[producers[norm.input[0]].input[0]].input[0]]  # DQ <- Q <- Add
+        assert quantizer.op_type == "QuantizeLinear" and quantizer.name not in records
+        assert before.op_type == "Add" and before.name not in records
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("width", [768, 600])
+def test_layer_norm_kernel_matches_the_calls_it_fuses(kind: str, width: int) -> None:
+    """The one-pass kernel against the Add, fake-quantizes, ``F.layer_norm`` and QuantizeLinear it
+    replaces: the normalized values within their last place of ``F.layer_norm``'s; the 8-bit data
+    exactly QuantizeLinear's of the call's own normalized values; the fake-quantized output that
+    of the normalized values, but for a value a step away where a separately compiled variant of
+    the kernel rounds a normalized value the other way in its last place."""
+    from inferplex.devices.gpu.ops import _qdq_layer_norm as norm
+    from inferplex.devices.gpu.ops._fake_quantize import quantize_dequantize, quantize_linear
+
+    dtype = getattr(torch, kind)
+    generator = torch.Generator(device="cuda").manual_seed(13)
+    a, b = ((torch.randn(2048, width, device="cuda", generator=generator) * 2).to(dtype) for _ in range(2))
+    weight = (torch.rand(width, device="cuda", generator=generator) + 0.5).to(dtype)
+    bias = torch.randn(width, device="cuda", generator=generator).to(dtype)
+    first, last = (torch.tensor(0.06, device="cuda"), 0.06, 2, -128, 127), \
+        (torch.tensor(0.04, device="cuda"), 0.04, -3, -128, 127)
+    step = float(torch.tensor(0.04).to(dtype))
+    cases = ((b, first, (0.04, -3, torch.int8)), (None, None, (0.04, 0, torch.uint8)),
+             (b, None, (0.05, 7, torch.uint8)))
+    for other, sum_step, quantize in cases:
+        normalized, data = norm.quantized_layer_norm(a, other, weight, bias, 1e-5, sum_step, None, quantize)
+        want = norm.separate_calls(a, other, weight, bias, 1e-5, sum_step, None, None)
+        torch.testing.assert_close(normalized, want, rtol=torch.finfo(dtype).eps, atol=1e-5)
+        assert data.dtype == quantize[2] and torch.equal(data, quantize_linear(normalized, *quantize))
+        value, _ = norm.quantized_layer_norm(a, other, weight, bias, 1e-5, sum_step, last, quantize)
+        apart = (value.double() - quantize_dequantize(normalized, *last).double()).abs()
+        assert float(apart.max()) <= step * 1.01 and float((apart > 0).double().mean()) <= 1e-4
 
 
 @pytest.mark.gpu

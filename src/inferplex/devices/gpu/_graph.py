@@ -10,7 +10,7 @@ import onnx_ir as ir
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["ONNX_DOMAINS", "constant", "next_consumer", "runs", "sole_consumer"]
+__all__ = ["ONNX_DOMAINS", "constant", "next_consumer", "running", "runs", "same_shapes", "sole_consumer"]
 
 ONNX_DOMAINS = ("", "ai.onnx")
 
@@ -50,3 +50,8 @@ def running(analysis: Analysis, names: dict[ir.Node, str], op_type: str,
     return [node for _, node in analysis.nodes if node.op_type == op_type and node.domain in ONNX_DOMAINS
             and node not in skipped and runs(analysis, names, node)]
 
+
+def same_shapes(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) -> bool:
+    """Whether a two-input node's inputs have one known shape (no broadcasting)."""
+    shapes = analysis.infos[names[node]].input_shapes
+    return len(shapes) == 2 and shapes[0] is not None and None not in shapes[0] and shapes[0] == shapes[1]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
+from inferplex.devices.gpu._graph import same_shapes
 from inferplex.devices.gpu._qdq_pairs import (
     PairWalk,
     QuantizeDequantize,
@@ -69,7 +70,7 @@ def quantized_convs(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[s
         value = conv.outputs[0]
         first, after = walk.pair_after(value)
         step = walk.next_node(after, ("Add",)) if first is not None else None
-        if first is not None and step is not None and _same_shapes(analysis, names, step[0]) \
+        if first is not None and step is not None and same_shapes(analysis, names, step[0]) \
                 and step[0].outputs[0] not in read:
             add = step[0]
             ends = pairs_reading(add.outputs[0], by_quantizer, walk.pairs)
@@ -84,8 +85,3 @@ def quantized_convs(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[s
 
     return find_chains(analysis, names, pairs, absorbed, "Conv", chain)
 
-
-def _same_shapes(analysis: Analysis, names: dict[ir.Node, str], add: ir.Node) -> bool:
-    """Whether the Add's two inputs have one known shape (no broadcasting)."""
-    shapes = analysis.infos[names[add]].input_shapes
-    return len(shapes) == 2 and shapes[0] is not None and None not in shapes[0] and shapes[0] == shapes[1]

@@ -16,6 +16,7 @@ from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention
 from inferplex.devices.gpu._qdq_conv import QuantizedConv
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
+from inferplex.devices.gpu._qdq_layer_norm import QuantizedLayerNorm
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
 )
@@ -37,6 +38,7 @@ from inferplex.devices.gpu.ops._fused_quantized import (
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention
 from inferplex.devices.gpu.ops._qdq_conv import quantized_conv
 from inferplex.devices.gpu.ops._qdq_gelu import quantized_gelu
+from inferplex.devices.gpu.ops._qdq_layer_norm import quantized_layer_norm
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
     ConvRelu,
@@ -192,6 +194,9 @@ class Builder:
             return
         if name in self.fusions.quantized_conv:
             self._emit_quantized_conv(self.fusions.quantized_conv[name])
+            return
+        if name in self.fusions.quantized_layer_norm:
+            self._emit_quantized_layer_norm(self.fusions.quantized_layer_norm[name])
             return
         if name in self.fusions.centered_quantizers:
             self._emit_centered_quantizer(name, node)
@@ -364,18 +369,42 @@ class Builder:
 
         steps = tuple(None if pair is None else self._fake_quantize_args(pair)
                       for pair in (found.erf, found.sum, found.product))
-        quantize = None
-        if found.quantizer is not None:  # the call writes the QuantizeLinear's 8-bit data
-            inputs, constants = found.quantizer.inputs, self.analysis.constants
-            zero_value = inputs[2] if len(inputs) > 2 else None
-            zero = 0 if zero_value is None else int(constants[zero_value].reshape(-1)[0])
-            signed = zero_value is not None and constants[zero_value].dtype == np.int8
-            scale = float(constants[inputs[1]].reshape(-1)[0])
-            quantize = (scale, zero, torch.int8 if signed else torch.uint8)
+        # with a quantizer, the call writes its 8-bit data
+        quantize = None if found.quantizer is None else self._quantize_numbers(found.quantizer)
         args = (self.arg(found.input), number(found.factor, found.divide), found.divide,
                 number(found.one, False), number(found.half, False), steps, quantize)
         output = found.output if found.quantizer is None else found.quantizer.outputs[0]
         self.env[output] = self.call(name, node, quantized_gelu, args)
+
+    def _quantize_numbers(self, quantizer: ir.Node) -> tuple[float, int, torch.dtype]:
+        """The scale, zero point and 8-bit type of a per-tensor QuantizeLinear of constant numbers,
+        which a fused call runs on its result."""
+        inputs, constants = quantizer.inputs, self.analysis.constants
+        zero_value = inputs[2] if len(inputs) > 2 else None
+        zero = 0 if zero_value is None else int(constants[zero_value].reshape(-1)[0])
+        signed = zero_value is not None and constants[zero_value].dtype == np.int8
+        return float(constants[inputs[1]].reshape(-1)[0]), zero, torch.int8 if signed else torch.uint8
+
+    def _emit_quantized_layer_norm(self, found: QuantizedLayerNorm) -> None:
+        """The Add, LayerNormalization and pairs of a QDQ layer as one call named after the
+        normalization (see :mod:`._qdq_layer_norm`); it binds the normalization's output to the
+        fake-quantized value and, where an int8 matmul reads it, the QuantizeLinear's data."""
+        name, norm = found.norm_name, found.norm
+        attribute = norm.attributes.get("epsilon")
+        epsilon = float(attribute.value) if attribute is not None else 1e-5
+        steps = tuple(None if pair is None else self._fake_quantize_args(pair)
+                      for pair in (found.sum_pair, found.output_pair))
+        quantize = self._quantize_numbers(found.quantizer) if found.writes_data else None
+        args = (self.arg(found.first), self.arg(found.second), self.arg(norm.inputs[1]),
+                self.arg(norm.inputs[2]), epsilon, *steps, quantize)
+        call = self.call(name, norm, quantized_layer_norm, args)
+        if not found.writes_data:
+            self.env[found.output] = call
+            return
+        for index, value in enumerate((found.output, found.quantizer.outputs[0])):
+            out = self.graph.call_function(_pick, (call, index))
+            out.meta.update(onnx_name=name, onnx_op=norm.op_type)
+            self.env[value] = out
 
     def _emit_quantized_conv(self, found: QuantizedConv) -> None:
         """A QDQ Conv, its pair and (where the chain has them) the Add and its pair as one call named

@@ -67,7 +67,11 @@
   after a MatMul) joins the epilogue, and the QuantizeLinear that makes the
   activation (same scale and zero point, read by nothing else) runs inside the
   call.  Dequantization is linear, so this is the same sum as the float MatMul
-  on dequantized values (see ``quantized_linear``).
+  on dequantized values (see ``quantized_linear``).  A QDQ attention chain, GELU formula
+  and LayerNormalization (with the residual Add before it) with the pairs between their
+  steps become one call each (:mod:`._qdq_attention`, :mod:`._qdq_gelu`,
+  :mod:`._qdq_layer_norm`); the GELU and the normalization then write the int8
+  matmul's 8-bit input themselves.
 * Every other QuantizeLinear -> DequantizeLinear pair of float32 data on one
   constant per-tensor scale and zero point, 8-bit, the quantized data read by
   nothing else (what a QDQ model puts before each Conv, Add or pool), becomes one
@@ -109,6 +113,7 @@ from inferplex.devices.gpu._norm_fusions import Norm, norm_from
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention, quantized_attentions
 from inferplex.devices.gpu._qdq_conv import QuantizedConv, quantized_convs
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus, quantizing_gelus
+from inferplex.devices.gpu._qdq_layer_norm import QuantizedLayerNorm, quantized_layer_norms
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
     identity_pairs,
@@ -231,6 +236,8 @@ class Fusions:
     """Second MatMul of a QDQ attention chain -> the chain (see :mod:`._qdq_attention`)."""
     quantized_gelu: dict[str, QuantizedGelu] = field(default_factory=dict)
     """Last Mul of a QDQ GELU formula -> the formula (see :mod:`._qdq_gelu`)."""
+    quantized_layer_norm: dict[str, QuantizedLayerNorm] = field(default_factory=dict)
+    """A QDQ LayerNormalization -> its chain (see :mod:`._qdq_layer_norm`)."""
     quantized_conv: dict[str, QuantizedConv] = field(default_factory=dict)
     """The Add (or Conv) that ends a QDQ Conv's chain -> the chain (see :mod:`._qdq_conv`)."""
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
@@ -452,6 +459,8 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
         fusions.absorbed)
     fusions.quantized_attention, pairs = quantized_attentions(analysis, names, pairs, fusions.absorbed)
     fusions.quantized_gelu, pairs = quantized_gelus(analysis, names, pairs, fusions.absorbed)
+    fusions.quantized_layer_norm, pairs = quantized_layer_norms(
+        analysis, names, pairs, fusions.quantized_matmul, fusions.absorbed)
     sources = {found.source for found in fusions.quantized_matmul.values() if found.source is not None}
     fusions.quantized_conv, fusions.quantize_dequantize = quantized_convs(
         analysis, names, pairs, fusions.absorbed, fusions.conv_bn, sources)

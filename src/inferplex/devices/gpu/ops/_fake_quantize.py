@@ -14,11 +14,17 @@ import torch
 
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
 
-__all__ = ["FakeQuantizeStep", "conv_fake_quantize", "quantize_dequantize", "step_numbers"]
+__all__ = ["FakeQuantizeStep", "QuantizeStep", "conv_fake_quantize", "quantize_dequantize", "quantize_linear",
+           "step_numbers"]
 
 FakeQuantizeStep = tuple[torch.Tensor, float, int, int, int]
 """A fake-quantize's arguments after the data, as :func:`quantize_dequantize` takes them: the
 scale as a float32 tensor and as a number, the zero point, and the range's low and high."""
+
+
+QuantizeStep = tuple[float, int, torch.dtype]
+"""A QuantizeLinear per tensor that a fused call runs on its result: the scale, the zero point, and
+int8 or uint8."""
 
 
 def step_numbers(step: FakeQuantizeStep | None) -> list[float] | None:
@@ -57,6 +63,15 @@ def quantize_dequantize(x: torch.Tensor, scale: torch.Tensor, scale_value: float
 
 
 _ELEMENTWISE_FAKE_QUANTIZE = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def quantize_linear(x: torch.Tensor, scale: float, zero: int, dtype: torch.dtype) -> torch.Tensor:
+    """QuantizeLinear's 8-bit data of float ``x`` as ATen ops: ``clamp(round(x / scale) + zero)``,
+    divided in float32 as ONNX divides, rounded half to even (the fused calls' form where their
+    Triton kernel does not run)."""
+    low, high = (-128, 127) if dtype == torch.int8 else (0, 255)
+    divisor = torch.full((), scale, dtype=torch.float32, device=x.device)
+    return torch.clamp(torch.round(x.to(torch.float32) / divisor) + zero, low, high).to(dtype)
 
 
 def _quantize_dequantize_elementwise(x: torch.Tensor, scale: torch.Tensor, scale_value: float,

@@ -13,7 +13,13 @@ from __future__ import annotations
 import torch
 
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
-from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, quantize_dequantize, step_numbers
+from inferplex.devices.gpu.ops._fake_quantize import (
+    FakeQuantizeStep,
+    QuantizeStep,
+    quantize_dequantize,
+    quantize_linear,
+    step_numbers,
+)
 
 __all__ = ["quantized_gelu"]
 
@@ -22,7 +28,7 @@ _BLOCK = 2048
 
 def quantized_gelu(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
                    steps: tuple[FakeQuantizeStep | None, ...],
-                   quantize: tuple[float, int, torch.dtype] | None = None) -> torch.Tensor:
+                   quantize: QuantizeStep | None = None) -> torch.Tensor:
     """The formula on ``x``; ``factor`` divides (``divide``) or multiplies ``x``; ``steps``: the pairs
     after the erf, the sum and the product (None where the model has none).  ``factor``, ``one`` and
     ``half`` are the constants as the program holds them.  With ``quantize`` (scale, zero point,
@@ -30,12 +36,7 @@ def quantized_gelu(x: torch.Tensor, factor: float, divide: bool, one: float, hal
     if x.dtype in (torch.float32, torch.float16, torch.bfloat16) and triton_kernels.usable(x, x.numel()):
         return _run_kernel(x, factor, divide, one, half, steps, quantize)
     value = _aten(x, factor, divide, one, half, steps)
-    if quantize is None:
-        return value
-    scale, zero, dtype = quantize
-    low, high = (-128, 127) if dtype == torch.int8 else (0, 255)
-    divisor = torch.full((), scale, dtype=torch.float32, device=x.device)  # divided, as QuantizeLinear does
-    return torch.clamp(torch.round(value.to(torch.float32) / divisor) + zero, low, high).to(dtype)
+    return value if quantize is None else quantize_linear(value, *quantize)
 
 
 def _aten(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
@@ -50,7 +51,7 @@ def _aten(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
 
 def _run_kernel(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
                 steps: tuple[FakeQuantizeStep | None, ...],
-                quantize: tuple[float, int, torch.dtype] | None) -> torch.Tensor:
+                quantize: QuantizeStep | None) -> torch.Tensor:
     from inferplex.devices.gpu.ops._qdq_gelu_kernel import gelu
 
     x = x if x.is_contiguous() else x.contiguous()

@@ -1,0 +1,145 @@
+"""Fusion planning for a QDQ model's LayerNormalization with the residual Add before it and the pairs
+around both: ``[Add(a, b) -> [pair] ->] LayerNormalization -> QuantizeLinear``, emitted as one call
+(:func:`~inferplex.devices.gpu.ops._qdq_layer_norm.quantized_layer_norm`).
+
+``quantize_static`` writes this in every transformer layer: the residual Add, its pair, the
+LayerNormalization, and one QuantizeLinear on its output whose 8-bit data feeds the next int8
+matmul and, through a DequantizeLinear, the next residual Add.  Run as written these are five passes
+over the activation: the Add, two fake-quantizes, the normalization and the matmul's quantizing
+pass.  The call makes them one: it writes the fake-quantized value for the float readers and, where
+an int8 matmul reads the 8-bit data, that data too (the matmul then reads it as it is).
+
+The chain's QuantizeLinear must alone read the normalization's output, and each reader of its data
+must be a DequantizeLinear that ends a pair (a float reader) or that a planned int8 matmul absorbed.
+The Add, where there is one, must add two tensors of one shape and be read by the normalization (or
+its pair) alone.  The normalization takes the last axis, a scale and bias as inputs, float32
+statistics (``stash_type`` 1) and has no mean or inverse-deviation outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import onnx_ir as ir
+
+from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
+from inferplex.devices.gpu._graph import runs as _runs
+from inferplex.devices.gpu._graph import same_shapes
+from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
+from inferplex.devices.gpu._qdq_pairs import PairWalk, QuantizeDequantize, find_chains, pairs_by_quantizer
+
+if TYPE_CHECKING:
+    from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
+    from inferplex.devices.gpu.lower import Analysis
+
+__all__ = ["QuantizedLayerNorm", "quantized_layer_norms"]
+
+_FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+
+
+@dataclass(frozen=True)
+class QuantizedLayerNorm:
+    """``LayerNormalization(pair(a + b))`` (or of ``a`` alone), fake-quantized and quantized by its
+    QuantizeLinear."""
+
+    norm: ir.Node
+    norm_name: str
+    first: ir.Value
+    """``a``: the Add's first input, or the normalization's input where there is no Add."""
+    second: ir.Value | None
+    """``b``: the Add's second input, or None."""
+    sum_pair: QuantizeDequantize | None
+    """The pair between the Add and the normalization, or None."""
+    output_pair: QuantizeDequantize | None
+    """The pair the float readers of the quantized output read through (its numbers), or None where
+    only int8 matmuls read the 8-bit data."""
+    quantizer: ir.Node
+    """The QuantizeLinear on the normalization's output."""
+    writes_data: bool
+    """Whether the call writes the QuantizeLinear's 8-bit data (an int8 matmul reads it)."""
+    output: ir.Value
+    """The normalization's output: the call binds it to the fake-quantized value, which the pairs
+    on it (marked identity) then pass on."""
+    absorbed: tuple[ir.Node, ...]
+
+
+def quantized_layer_norms(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
+                          planned: dict[str, QuantizedMatMul], absorbed: set[ir.Node]
+                          ) -> tuple[dict[str, QuantizedLayerNorm], dict[str, QuantizeDequantize]]:
+    """The chains of the module docstring by the normalization's friendly name, and ``pairs`` without
+    the pairs inside them (absorbed) and with those on the output marked identity.  The ``planned``
+    int8 matmuls that quantized the normalization's output themselves read the call's 8-bit data
+    instead (their ``source`` is cleared)."""
+    by_quantizer = pairs_by_quantizer(pairs)
+    quantizing = {found.dequantizers[0]: name for name, found in planned.items() if found.source is not None}
+
+    def chain(analysis: Analysis, names: dict[ir.Node, str], norm: ir.Node,
+              walk: PairWalk) -> tuple[QuantizedLayerNorm, list[str]] | None:
+        if not _plain_layer_norm(analysis, names, norm):
+            return None
+        use = _sole_consumer(norm.outputs[0])
+        quantizer = use[0] if use is not None and use[1] == 0 else None
+        if quantizer is None or quantizer.op_type != "QuantizeLinear" or quantizer in walk.absorbed \
+                or quantizer.outputs[0].is_graph_output():
+            return None
+        ends = [name for name in by_quantizer.get(quantizer, []) if name in walk.pairs
+                and not walk.pairs[name].identity]
+        end_nodes = {walk.pairs[name].output.producer() for name in ends}
+        readers = [use.node for use in quantizer.outputs[0].uses()]
+        writes_data = any(node in quantizing for node in readers)
+        if not readers or any(node not in end_nodes and node not in quantizing for node in readers):
+            return None
+        first, second, sum_pair, inner, add = _sum_before(analysis, names, norm, walk)
+        walk.inner.extend(inner)
+        own = tuple(node for node in (add, quantizer if writes_data else None) if node is not None)
+        return QuantizedLayerNorm(norm, names[norm], first, second, sum_pair,
+                                  walk.pairs[ends[0]] if ends else None, quantizer, writes_data,
+                                  norm.outputs[0], own), ends
+
+    found, remaining = find_chains(analysis, names, pairs, absorbed, "LayerNormalization", chain)
+    for norm in found.values():
+        for reader in (use.node for use in norm.quantizer.outputs[0].uses()):
+            if reader in quantizing:  # the matmul reads the call's 8-bit data
+                planned[quantizing[reader]] = dataclasses.replace(planned[quantizing[reader]], source=None)
+    return found, remaining
+
+
+def _plain_layer_norm(analysis: Analysis, names: dict[ir.Node, str], norm: ir.Node) -> bool:
+    """A normalization over the last axis of float data with a scale and bias of its width and one
+    output."""
+    info = analysis.infos[names[norm]]
+    axis = norm.attributes.get("axis")
+    stash = norm.attributes.get("stash_type")
+    rank = info.rank(0)
+    shapes = info.input_shapes
+    width = shapes[0][-1] if shapes and shapes[0] else None
+    if not isinstance(width, int) or len(shapes) != 3 or any(shape != (width,) for shape in shapes[1:]):
+        return False  # a scale or bias that broadcasts takes the normalization's own lowering
+    return norm.domain in _ONNX_DOMAINS and len(norm.inputs) == 3 and None not in norm.inputs \
+        and bool(info.input_dtypes) and info.input_dtypes[0] in _FLOAT_TYPES \
+        and (axis is None or axis.value == -1 or (rank is not None and axis.value == rank - 1)) \
+        and (stash is None or stash.value == 1) \
+        and all(not value.name or not list(value.uses()) for value in norm.outputs[1:] if value is not None)
+
+
+def _sum_before(analysis: Analysis, names: dict[ir.Node, str], norm: ir.Node, walk: PairWalk
+                ) -> tuple[ir.Value, ir.Value | None, QuantizeDequantize | None, list[str], ir.Node | None]:
+    """(a, b, the pair between, its name, the Add) where the normalization reads ``pair(a + b)`` or
+    ``a + b`` as the module docstring says; else (its input, None, None, [], None)."""
+    value = norm.inputs[0]
+    alone = (value, None, None, [], None)
+    pair_names = [name for name, pair in walk.pairs.items() if pair.output is value and not pair.identity]
+    pair = walk.pairs[pair_names[0]] if pair_names else None
+    total = value if pair is None else pair.source
+    if pair is not None and (len(list(pair.quantizer.outputs[0].uses())) != 1 or len(list(value.uses())) != 1
+                             or pair.quantizer.outputs[0].is_graph_output() or value.is_graph_output()):
+        return alone  # type: ignore[return-value]
+    reader = (norm, 0) if pair is None else (pair.quantizer, 0)
+    add = total.producer() if total is not None else None
+    if add is None or _sole_consumer(total) != reader or add.op_type != "Add" \
+            or add.domain not in _ONNX_DOMAINS or add in walk.absorbed or not _runs(analysis, names, add) \
+            or None in add.inputs or not same_shapes(analysis, names, add):
+        return alone  # type: ignore[return-value]
+    return add.inputs[0], add.inputs[1], pair, pair_names[:1], add  # type: ignore[return-value]
