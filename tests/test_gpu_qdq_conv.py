@@ -302,8 +302,9 @@ def test_dynamic_quantized_cnn_matches_onnx_runtime(core: ov.Core, tmp_path: Any
 def _conv_integer_chain(weight: np.ndarray, weight_zero: np.ndarray | None,
                         tail: str = "bias") -> onnx.ModelProto:
     """DynamicQuantizeLinear, ConvInteger (zero points of both), Cast, Mul by the scales' product,
-    then per ``tail`` the Add of a per-channel bias ("bias"), that and a Relu ("bias-relu"), or a
-    Relu alone ("relu"): ``quantize_dynamic``'s Conv written out, and the Relu after it."""
+    then per ``tail`` the Add of a per-channel bias ("bias"), a residual Add of a second input
+    ``r`` ("residual") and a Relu ("relu"), in that order: ``quantize_dynamic``'s Conv written out,
+    and a residual block's Add and Relu after it."""
     channels = weight.shape[0]
     bias = np.linspace(-1, 1, channels, dtype=np.float32).reshape(1, -1, 1, 1)
     inits = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.array(0.01, np.float32), "ws")]
@@ -319,15 +320,19 @@ def _conv_integer_chain(weight: np.ndarray, weight_zero: np.ndarray | None,
     if "bias" in tail:
         inits.append(numpy_helper.from_array(bias, "b"))
         nodes.append(helper.make_node("Add", ["scaled", "b"], ["biased"], name="bias"))
+    inputs = [("x", TensorProto.FLOAT, ["N", weight.shape[1], 10, 10])]
+    if "residual" in tail:
+        nodes.append(helper.make_node("Add", [nodes[-1].output[0], "r"], ["summed"], name="residual"))
+        inputs.append(("r", TensorProto.FLOAT, ["N", channels, 10, 10]))
     if "relu" in tail:
         nodes.append(helper.make_node("Relu", [nodes[-1].output[0]], ["y"], name="relu"))
     nodes[-1].output[0] = "y"
-    return make_model(nodes, [("x", TensorProto.FLOAT, ["N", weight.shape[1], 10, 10])],
-                      [("y", TensorProto.FLOAT, ["N", channels, 10, 10])], inits, opset=13)
+    return make_model(nodes, inputs, [("y", TensorProto.FLOAT, ["N", channels, 10, 10])], inits, opset=13)
 
 
 def _conv_integer_chain_reference(x: np.ndarray, weight: np.ndarray, weight_zero: np.ndarray,
-                                  bias: np.ndarray | None, relu: bool) -> np.ndarray:
+                                  bias: np.ndarray | None, residual: np.ndarray | None,
+                                  relu: bool) -> np.ndarray:
     """:func:`_conv_integer_chain` in numpy (float64 sums of the ONNX ops' integers), for a weight
     zero point per output channel, which ONNX Runtime's ConvInteger refuses."""
     low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
@@ -339,38 +344,78 @@ def _conv_integer_chain_reference(x: np.ndarray, weight: np.ndarray, weight_zero
     centered = weight.astype(np.float64) - weight_zero.reshape(-1, 1, 1, 1)
     sums = np.einsum("nchwij,ocij->nohw", windows, centered).astype(np.float32)
     result = sums * (scale * np.float32(0.01)) + (bias if bias is not None else np.float32(0))
+    result = result + residual if residual is not None else result
     return np.maximum(result, 0) if relu else result
+
+
+def _two_conv_integer_chains() -> onnx.ModelProto:
+    """A residual block's downsampling form as ``quantize_dynamic`` writes it: two ConvInteger chains
+    (3x3 and 1x1) of one DynamicQuantizeLinear, each scaled and biased, added, then a Relu."""
+    rng = np.random.default_rng(29)
+    inits = [numpy_helper.from_array(rng.integers(-127, 128, (12, 16, 3, 3), dtype=np.int8), "w3"),
+             numpy_helper.from_array(rng.integers(-127, 128, (12, 16, 1, 1), dtype=np.int8), "w1"),
+             numpy_helper.from_array(np.array(0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.linspace(-1, 1, 12, dtype=np.float32).reshape(1, -1, 1, 1), "b")]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"], name="dql"),
+             helper.make_node("Mul", ["xs", "ws"], ["scale"], name="scales")]
+    for k, pads in (("3", [1, 1, 1, 1]), ("1", [0, 0, 0, 0])):
+        nodes += [helper.make_node("ConvInteger", ["xq", f"w{k}", "xz"], [f"acc{k}"], name=f"conv{k}",
+                                   pads=pads),
+                  helper.make_node("Cast", [f"acc{k}"], [f"f{k}"], name=f"cast{k}", to=TensorProto.FLOAT),
+                  helper.make_node("Mul", [f"f{k}", "scale"], [f"s{k}"], name=f"mul{k}"),
+                  helper.make_node("Add", [f"s{k}", "b"], [f"b{k}"], name=f"bias{k}")]
+    nodes += [helper.make_node("Add", ["b3", "b1"], ["sum"], name="residual"),
+              helper.make_node("Relu", ["sum"], ["y"], name="relu")]
+    return make_model(nodes, [("x", TensorProto.FLOAT, ["N", 16, 10, 10])],
+                      [("y", TensorProto.FLOAT, ["N", 12, 10, 10])], inits, opset=13)
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_two_conv_integer_chains_added_run_as_two_calls(core: ov.Core, precision: str) -> None:
+    """The residual Add of two ConvInteger chains joins the later chain's call (the earlier one's
+    value is made by then), with the Relu; the result matches ONNX Runtime."""
+    model = _two_conv_integer_chains()
+    feeds = {"x": np.random.default_rng(30).standard_normal((2, 16, 10, 10)).astype(np.float32)}
+    got, records = profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": precision})
+    want = ort_unfused(model, feeds)[0]
+    tolerance = (1e-6 if precision == "f32" else 1e-2) * np.abs(want).max()
+    np.testing.assert_allclose(got, want, rtol=0, atol=tolerance)
+    assert records["conv3"] == records["conv1"] == "ConvInteger"
+    assert not {"bias3", "bias1", "residual", "relu"} & set(records)
 
 
 @pytest.mark.parametrize("precision", ["f32", "f16"])
 @pytest.mark.parametrize(("zero", "tail"), [("none", "bias"), ("tensor", "bias"), ("channel", "bias"),
-                                            ("tensor", "bias-relu"), ("channel", "relu")])
+                                            ("tensor", "bias-relu"), ("channel", "relu"),
+                                            ("tensor", "bias-residual-relu"), ("channel", "residual")])
 def test_conv_integer_chain_fuses_and_matches_onnx_runtime(core: ov.Core, zero: str, tail: str,
                                                            precision: str) -> None:
     _check_conv_integer_chain(core, zero, precision, tail)
 
 
 def _check_conv_integer_chain(core: ov.Core, zero: str, precision: str, tail: str) -> None:
-    """:func:`_conv_integer_chain` runs as one call, its bias Add and Relu included, and matches ONNX
-    Runtime (numpy for a weight zero point per channel)."""
+    """:func:`_conv_integer_chain` runs as one call, its bias Add, residual Add and Relu included, and
+    matches ONNX Runtime (numpy for a weight zero point per channel)."""
     rng = np.random.default_rng(28)
     weight = rng.integers(0, 256, (12, 16, 3, 3), dtype=np.uint8)
     weight_zero = {"none": None, "tensor": np.array(128, np.uint8),
                    "channel": rng.integers(100, 156, 12, dtype=np.uint8)}[zero]
     model = _conv_integer_chain(weight, weight_zero, tail)
     feeds = {"x": rng.standard_normal((2, 16, 10, 10)).astype(np.float32)}
+    if "residual" in tail:
+        feeds["r"] = rng.standard_normal((2, 12, 10, 10)).astype(np.float32) * 50
     got, records = profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": precision})
     if zero == "channel":
         bias = next((numpy_helper.to_array(i) for i in model.graph.initializer if i.name == "b"), None)
         want = _conv_integer_chain_reference(feeds["x"], weight, weight_zero, bias,  # type: ignore[arg-type]
-                                             "relu" in tail)
+                                             feeds.get("r"), "relu" in tail)
     else:
         want = ort_unfused(model, feeds)[0]
     if precision == "f32":  # sums below 2**24: the integer sums, scaled and biased as ONNX Runtime does
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
     else:  # f16 data quantizes on a slightly different scale, and each sum rounds to f16
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-2 * np.abs(want).max())
-    assert records["conv"] == "ConvInteger" and not {"cast", "mul", "bias", "relu"} & set(records)
+    assert records["conv"] == "ConvInteger" and not {"cast", "mul", "bias", "residual", "relu"} & set(records)
     if "relu" in tail:
         assert (got >= 0).all() and (got == 0).any()
 
@@ -423,7 +468,7 @@ def test_static_qdq_cnn_on_cuda_matches_onnx_runtime(tmp_path: Any, precision: s
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("precision", ["f32", "f16"])
-@pytest.mark.parametrize("tail", ["bias", "bias-relu", "relu"])
+@pytest.mark.parametrize("tail", ["bias", "bias-relu", "relu", "bias-residual-relu"])
 def test_conv_integer_chain_on_cuda_fuses_and_matches_onnx_runtime(precision: str, tail: str) -> None:
     _check_conv_integer_chain(ov.Core(), "tensor", precision, tail)
 

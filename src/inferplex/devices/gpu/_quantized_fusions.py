@@ -28,6 +28,7 @@ from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
+from inferplex.devices.gpu._graph import same_shapes
 from inferplex.devices.gpu._qdq_pairs import QuantizeDequantize, pairs_by_quantizer, pairs_reading
 from inferplex.devices.gpu._qdq_pairs import dequantizer as _dequantizer
 from inferplex.devices.gpu._qdq_pairs import quantizer_of as _quantizer
@@ -100,8 +101,8 @@ class DynamicMatMul:
 
 @dataclass(frozen=True)
 class DynamicConv:
-    """``Mul(Cast(ConvInteger(x, constant weight, x_zero, w_zero)), scale) (+ bias)`` emitted as one
-    float convolution."""
+    """``Mul(Cast(ConvInteger(x, constant weight, x_zero, w_zero)), scale) (+ bias) (+ residual)``
+    emitted as one float convolution."""
 
     conv: ir.Node
     """The ConvInteger."""
@@ -116,11 +117,14 @@ class DynamicConv:
     bias: ir.Value | None
     """A constant float32 bias of one value per output channel added after the Mul, or None."""
     output: ir.Value
-    """The Mul's output, or the bias Add's, or the Relu's."""
+    """The Mul's output, or the last Add's, or the Relu's."""
     absorbed: tuple[ir.Node, ...]
-    """ConvInteger and Cast (the Mul emits the call), and the Add and the Relu."""
+    """ConvInteger and Cast (the Mul emits the call), and the Adds and the Relu."""
     relu: bool = False
-    """Whether a Relu that alone reads the Mul's (or the Add's) output runs in the call."""
+    """Whether a Relu that alone reads the Mul's (or the Adds') output runs in the call."""
+    residual: ir.Value | None = None
+    """A tensor of the output's shape that an Add adds after the bias (a residual block's
+    shortcut), before the Relu, or None."""
 
 
 _F16_SAFE_DEPTH = 65000
@@ -320,11 +324,14 @@ def linear_epilogues(analysis: Analysis, names: dict[ir.Node, str], planned: dic
     return marked
 
 
-def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) -> DynamicConv | None:
+def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node,
+                 order: dict[ir.Node, int]) -> DynamicConv | None:
     """The ``quantize_dynamic`` convolution chain that ends at ``mul``, or None: a ConvInteger of a
     constant 8-bit weight (zero point constant, per tensor or per output channel) whose output only
     a Cast to float reads, that only ``mul`` reads, by a float32 scale of one value; with the bias
-    Add and then the Relu that alone read its output, where they do."""
+    Add, a residual Add of a same-shaped tensor and then the Relu that alone read its output, where
+    they do.  The call runs where ``mul`` is (``order``: the nodes' places), so the residual must
+    be made before it: of two such chains added together, the later one takes the Add."""
     for index, cast, conv in _cast_integer_products(analysis, names, mul, "ConvInteger"):
         weight = _constant(analysis, conv.inputs[1])
         zero_value = conv.inputs[3] if len(conv.inputs) > 3 else None
@@ -339,11 +346,19 @@ def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) ->
         found = _conv_bias_add(analysis, names, mul, weight.shape[0], weight.ndim)
         bias, last, absorbed = (None, mul, (conv, cast)) if found is None else (
             found[1], found[0], (conv, cast, found[0]))
+        residual = None
+        shortcut = _next(analysis, names, last, ("Add",))
+        other = shortcut[0].inputs[1 - shortcut[1]] if shortcut is not None else None
+        maker = other.producer() if other is not None else None
+        if shortcut is not None and other is not None and same_shapes(analysis, names, shortcut[0]) \
+                and (maker is None or order.get(maker, len(order)) < order[mul]):
+            residual = shortcut[0].inputs[1 - shortcut[1]]
+            last, absorbed = shortcut[0], (*absorbed, shortcut[0])
         relu = _next(analysis, names, last, ("Relu",))
         if relu is not None:
             last, absorbed = relu[0], (*absorbed, relu[0])
         return DynamicConv(conv, names[conv], conv.inputs[1], zero_value, mul.inputs[1 - index],  # type: ignore[arg-type]
-                           bias, last.outputs[0], absorbed, relu is not None)
+                           bias, last.outputs[0], absorbed, relu is not None, residual)
     return None
 
 

@@ -488,7 +488,7 @@ class Builder:
         takes_centered = conv.inputs[0] in self.fusions.centered_quantizers.values()
         zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 and not takes_centered else None
         run = dynamic_quantized_conv(nn.conv(self.analysis.infos[found.conv_name]), channels_last, found.relu)
-        args = (self.arg(conv.inputs[0]), zero, weight, self.arg(found.scale), bias)
+        args = (self.arg(conv.inputs[0]), zero, weight, self.arg(found.scale), bias, self.arg(found.residual))
         self.env[found.output] = self.call(found.conv_name, conv, run, args)
 
     def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:

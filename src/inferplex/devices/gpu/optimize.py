@@ -51,11 +51,12 @@
 * ``Mul(Cast(ConvInteger(x, W)), scale)``, as ``quantize_dynamic`` writes a Conv,
   becomes one float convolution (:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_conv`)
   when W is a constant 8-bit tensor with a constant zero point and the scale one
-  float32 value; a constant per-channel bias Add after the Mul joins the call.
-  The centered weight is made at compile time; the convolution runs in float32
-  at the model's precision, in the compute type under a reduced one.  A
-  DynamicQuantizeLinear whose data only such calls read hands them its data
-  centered on the zero point, in that floating type, from one fake-quantize
+  float32 value; a constant per-channel bias Add after the Mul, a residual Add of
+  a same-shaped tensor after that and a Relu join the call.  The centered weight
+  is made at compile time; the convolution runs in float32 at the model's
+  precision, in the compute type under a reduced one.  A DynamicQuantizeLinear
+  whose data only such calls read hands them its data centered on the zero
+  point, in that floating type, from one fake-quantize
   kernel (no uint8 tensor, no casts).
 * A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
   ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
@@ -402,6 +403,7 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
     """Find the rewrites of the module docstring in an analysis (which is not changed); ``cuda``: the
     program runs on a CUDA GPU (Conv + Relu is fused there only: elsewhere it gains nothing)."""
     names = {node: name for name, node in analysis.nodes}
+    order = {node: index for index, (_, node) in enumerate(analysis.nodes)}
     fusions = Fusions()
     for name, node in analysis.nodes:
         if node.domain not in _ONNX_DOMAINS or not _runs(analysis, names, node) or node in fusions.absorbed:
@@ -442,7 +444,8 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
         elif node.op_type == "Mul" and (dynamic := dynamic_matmul(analysis, names, node)) is not None:
             fusions.dynamic_matmul[name] = dynamic
             fusions.absorbed.update(dynamic.absorbed)
-        elif node.op_type == "Mul" and (integer_conv := dynamic_conv(analysis, names, node)) is not None:
+        elif node.op_type == "Mul" \
+                and (integer_conv := dynamic_conv(analysis, names, node, order)) is not None:
             fusions.dynamic_conv[name] = integer_conv
             fusions.absorbed.update(integer_conv.absorbed)
             if channels_last and analysis.infos[integer_conv.conv_name].rank(0) == 4:

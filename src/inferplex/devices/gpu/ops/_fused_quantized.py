@@ -167,26 +167,29 @@ _WEIGHT_FACTOR_INVERSE = 1.0 / DYNAMIC_CONV_WEIGHT_FACTOR
 
 def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool,
                            relu: bool = False) -> Callable[..., Any]:
-    """``Mul(Cast(ConvInteger(x, w, zero), float), scale) (+ bias)``, as ``quantize_dynamic`` writes a
-    Conv, on the float convolution kernels, and with ``relu`` the Relu after it; ``conv`` runs the
-    ConvInteger's window, and with ``channels_last`` the 8-bit data is brought to NHWC first
-    (cheaper than the float values).
+    """``Mul(Cast(ConvInteger(x, w, zero), float), scale) (+ bias) (+ residual)``, as
+    ``quantize_dynamic`` writes a Conv (and a residual block's Add after it), on the float
+    convolution kernels, and with ``relu`` the Relu after it; ``conv`` runs the ConvInteger's
+    window, and with ``channels_last`` the 8-bit data is brought to NHWC first (cheaper than the
+    float values).
 
     The call takes ``x``: 8-bit data with a per-tensor ``zero`` point computed at run time (or
     None), or the centered data of :func:`dynamic_quantize_centered` with no zero point;
     ``weight``: the constant ``w - w_zero`` made at compile time, float32 at the model's
     precision, else in the compute type times :data:`DYNAMIC_CONV_WEIGHT_FACTOR`; ``scale``: one
-    value; ``bias``: one per output channel, shaped to broadcast over axis 1, or None.  Centered
+    value; ``bias``: one per output channel, shaped to broadcast over axis 1, or None;
+    ``residual``: a tensor of the output's shape added after the bias, or None.  Centered
     values (at most 255 in magnitude) are exact in every floating type.  In float32 the sums are
     ConvInteger's while below 2**24 (see the module docstring), so the result is the Cast, Mul
     and Add's; in f16/bf16 each sum is rounded once to the compute type, which a reduced
     precision allows (and, scaled by 2**-16, cannot overflow as the Cast to f16 of a large sum
-    does), and the convolution runs on the tensor-core kernels; on CUDA the scale, bias and Relu
-    after it are one Triton pass (:func:`~._quantized_triton.conv_epilogue`, the same numbers).
+    does), and the convolution runs on the tensor-core kernels; on CUDA the scale, bias, residual
+    Add and Relu after it are one Triton pass (:func:`~._quantized_triton.conv_epilogue`, the same
+    numbers).
     """
 
     def dynamic_conv(x: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor, scale: torch.Tensor,
-                     bias: torch.Tensor | None) -> torch.Tensor:
+                     bias: torch.Tensor | None, residual: torch.Tensor | None = None) -> torch.Tensor:
         dtype = weight.dtype
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
@@ -194,12 +197,14 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool,
         if zero is not None:
             values = values.sub_(zero.reshape(()).to(dtype))
         acc = conv(values, weight)
-        if dtype == torch.float32:  # the Mul, then the Add, each rounded as ONNX Runtime rounds them
+        if dtype == torch.float32:  # the Mul, then the Adds, each rounded as ONNX Runtime rounds them
             acc = acc.mul_(scale.reshape(()))
             acc = acc if bias is None else acc.add_(bias)
+            acc = acc if residual is None else acc.add_(residual)
             return acc.relu_() if relu else acc
         if triton_kernels.usable(acc):
-            return triton_kernels.conv_epilogue(acc, scale.reshape(()), _WEIGHT_FACTOR_INVERSE, bias, relu)
+            return triton_kernels.conv_epilogue(acc, scale.reshape(()), _WEIGHT_FACTOR_INVERSE, bias, relu,
+                                                residual)
         # scale / 2**-16 as one product in the scale's type where that is float32 or the compute
         # type: times a power of two is exact, and rounded once to the compute type it is the
         # value the float32 division and cast gave, in one kernel where there were three
@@ -208,6 +213,7 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool,
             scale = scale.to(torch.float32)
         factor = (scale * _WEIGHT_FACTOR_INVERSE).to(dtype)
         acc = acc.mul_(factor) if bias is None else torch.addcmul(bias, acc, factor)
+        acc = acc if residual is None else acc.add_(residual)
         return acc.relu_() if relu else acc
 
     return dynamic_conv

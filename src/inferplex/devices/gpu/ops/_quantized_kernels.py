@@ -102,9 +102,9 @@ def fake_quantize_pass(x_ptr, out_ptr, count, scale, inverse, zero, low, high,  
 
 
 @triton.jit
-def conv_epilogue(acc_ptr, out_ptr, scale_ptr, bias_ptr, count, channels, inner, inverse,  # noqa: N803
-                  CHANNELS_LAST: tl.constexpr, BIAS: tl.constexpr, RELU: tl.constexpr,
-                  BLOCK: tl.constexpr):
+def conv_epilogue(acc_ptr, out_ptr, scale_ptr, bias_ptr, other_ptr, count, channels, inner,  # noqa: N803
+                  inverse, CHANNELS_LAST: tl.constexpr, BIAS: tl.constexpr, ADD: tl.constexpr,
+                  RELU: tl.constexpr, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < count
     acc = tl.load(acc_ptr + offsets, mask=mask, other=0.0)
@@ -114,6 +114,9 @@ def conv_epilogue(acc_ptr, out_ptr, scale_ptr, bias_ptr, count, channels, inner,
     if BIAS:
         channel = offsets % channels if CHANNELS_LAST else (offsets // inner) % channels
         values = tl.load(bias_ptr + channel, mask=mask, other=0.0).to(tl.float32) + values
+    if ADD:  # the residual Add after the call's value, rounded as the separate Add rounds it
+        other = tl.load(other_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        values = libdevice.add_rn(values.to(acc.dtype).to(tl.float32), other)
     if RELU:  # NaN stays NaN, as torch.relu keeps it
         values = tl.where(values < 0.0, 0.0, values)
     tl.store(out_ptr + offsets, values.to(acc.dtype), mask=mask)

@@ -214,19 +214,25 @@ def quantize_dequantize(x: torch.Tensor, scale_value: float, inverse: float, zer
 
 
 def conv_epilogue(acc: torch.Tensor, scale: torch.Tensor, inverse: float, bias: torch.Tensor | None,
-                  relu: bool) -> torch.Tensor:
-    """``relu?(acc * (scale * inverse) + bias)`` of a convolution's 16-bit output ``acc`` (N x C x
-    spatial, contiguous or channels-last), one pass: the factor is rounded once to ``acc``'s type,
-    the product and the sum are computed in float32 and rounded once (``torch.addcmul``'s numbers);
-    ``scale``: one value; ``bias``: one per channel, or None."""
+                  relu: bool, other: torch.Tensor | None = None) -> torch.Tensor:
+    """``relu?(acc * (scale * inverse) + bias [+ other])`` of a convolution's 16-bit output ``acc``
+    (N x C x spatial, contiguous or channels-last), one pass: the factor is rounded once to
+    ``acc``'s type, the product and the sum are computed in float32 and rounded once
+    (``torch.addcmul``'s numbers), then ``other`` (a residual of ``acc``'s shape and type) is added
+    and rounded as a separate Add rounds it; ``scale``: one value; ``bias``: one per channel, or
+    None."""
     acc = _dense(acc)
+    channels_last = not acc.is_contiguous()
+    if other is not None and other.stride() != acc.stride():  # read at the same offsets as acc
+        other = torch.empty_like(acc).copy_(other)
     out = torch.empty_like(acc)
     count = acc.numel()
     if count:
         inner = count // (acc.shape[0] * acc.shape[1]) if acc.shape[0] * acc.shape[1] else 1
         _triton().conv_epilogue[_elementwise_grid(count)](
-            acc, out, scale, bias if bias is not None else scale, count, acc.shape[1], inner, inverse,
-            CHANNELS_LAST=not acc.is_contiguous(), BIAS=bias is not None, RELU=relu, BLOCK=_BLOCK)
+            acc, out, scale, bias if bias is not None else scale, other if other is not None else acc, count,
+            acc.shape[1], inner, inverse, CHANNELS_LAST=channels_last, BIAS=bias is not None,
+            ADD=other is not None, RELU=relu, BLOCK=_BLOCK)
     return out
 
 
