@@ -164,3 +164,27 @@ def test_quantizing_gelu_kernel_writes_quantize_linears_data_bit_for_bit(dtype: 
                        low, high).to(qtype)
     assert torch.equal(got, want)
     assert (want.to(torch.int32) == quantize[1]).float().mean() < 0.5  # the values spread over the range
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("channels_last", "other_channels_last"),
+                         [(False, False), (True, True), (True, False)])
+def test_conv_epilogue_with_residual_matches_its_separate_calls(dtype: torch.dtype, channels_last: bool,
+                                                                other_channels_last: bool) -> None:
+    """The dynamic convolution's epilogue with the residual Add and Relu against the epilogue, then
+    the Add and the Relu as ATen calls, bit for bit (the residual in either memory layout)."""
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+
+    generator = torch.Generator(device="cuda").manual_seed(6)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    acc = (torch.randn(4, 48, 28, 28, device="cuda", generator=generator) * 3e4).to(dtype)
+    acc = acc.contiguous(memory_format=layout)
+    other = torch.randn(4, 48, 28, 28, device="cuda", generator=generator).to(dtype)
+    other_layout = torch.channels_last if other_channels_last else torch.contiguous_format
+    other = other.contiguous(memory_format=other_layout)
+    scale = torch.tensor(3e-3, device="cuda")
+    bias = torch.randn(1, 48, 1, 1, device="cuda", generator=generator).to(dtype)
+    inverse = 2.0 ** 16
+    got = kernels.conv_epilogue(acc, scale, inverse, bias, True, other)
+    want = torch.relu(kernels.conv_epilogue(acc, scale, inverse, bias, False) + other)
+    assert torch.equal(got, want)
