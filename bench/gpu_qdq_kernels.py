@@ -14,7 +14,7 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
   matmul's input, the kernel followed by QuantizeLinear's pass against the kernel writing the 8-bit
   data itself;
 * ``layer norm``: the QDQ residual Add, pair, LayerNormalization, its pair and the next int8 matmul's
-  QuantizeLinear as one kernel (``ops/_qdq_layer_norm.py``) against the f16 model's Add and
+  QuantizeLinear as one kernel (``ops/_residual_layer_norm.py``) against the f16 model's Add and
   ``F.layer_norm``, and against the same chain as separate calls (what ran before: the Add, a
   fake-quantize, ``F.layer_norm``, a fake-quantize and QuantizeLinear's pass).
 
@@ -185,8 +185,8 @@ def _layer_norm_row() -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    from inferplex.devices.gpu.ops import _qdq_layer_norm as norm
     from inferplex.devices.gpu.ops import _quantized_triton as kernels
+    from inferplex.devices.gpu.ops import _residual_layer_norm as norm
     from inferplex.devices.gpu.ops._fake_quantize import quantize_dequantize
 
     hidden = HEADS * WIDTH
@@ -203,7 +203,7 @@ def _layer_norm_row() -> dict[str, Any]:
     return {"shape": f"{BATCH} x {LENGTH} x {hidden}",
             "add + F.layer_norm f16": _graph_us(lambda: F.layer_norm(a + b, (hidden,), weight, bias)),
             "separate calls": _graph_us(separate_calls),
-            "kernel": _graph_us(lambda: norm.quantized_layer_norm(a, b, weight, bias, 1e-5, *steps,
+            "kernel": _graph_us(lambda: norm.residual_layer_norm(a, b, weight, bias, 1e-5, *steps,
                                                                    quantize))}
 
 

@@ -154,3 +154,53 @@ def test_norms_on_cuda_match_onnx_runtime(norm: str) -> None:
     (want,) = ort_run(model, feeds)
     for _ in range(3):  # the first run, then CUDA-graph replays
         np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=1e-4, atol=1e-4)
+
+
+class _Residual(nn.Module):
+    """A residual Add then LayerNormalization (opset 17's op): post-norm (BERT's: only the norm reads
+    the sum) or pre-norm (the sum is also the block's output)."""
+
+    def __init__(self, post: bool) -> None:
+        super().__init__()
+        self.post, self.inner, self.down = post, nn.Linear(32, 32), nn.Linear(32, 8)
+        self.norm = _layer_norm(True)
+
+    def forward(self, x: Any) -> Any:
+        total = x + self.inner(x)
+        normalized = self.norm(total)
+        return self.down(normalized) if self.post else (self.down(normalized), total)
+
+
+def _residual_model(post: bool) -> onnx.ModelProto:
+    torch.manual_seed(10)
+    return export_onnx(_Residual(post), (torch.randn(2, 3, 32),), ["x"], {"x": {0: "B", 1: "S"}}, opset=17)
+
+
+def _residual_add(model: onnx.ModelProto) -> str:
+    norm = next(n for n in model.graph.node if n.op_type == "LayerNormalization")
+    return next(n.name for n in model.graph.node if norm.input[0] in n.output)
+
+
+@pytest.mark.parametrize("post", [True, False])
+def test_residual_add_joins_the_layer_norm_only_when_the_norm_alone_reads_it(core: ov.Core,
+                                                                             post: bool) -> None:
+    model = _residual_model(post)
+    feeds = {"x": (np.random.default_rng(8).standard_normal((2, 5, 32)) * 3).astype(np.float32)}
+    got, records = profiled(core, model, feeds, _F32)
+    np.testing.assert_allclose(got, ort_run(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    assert records.get(next(n.name for n in model.graph.node if n.op_type == "LayerNormalization")) \
+        == "LayerNormalization"
+    assert (_residual_add(model) in records) is not post
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["f32", "f16", "bf16"])
+def test_residual_layer_norm_on_cuda_matches_onnx_runtime(precision: str) -> None:
+    model = _residual_model(True)
+    feeds = {"x": (np.random.default_rng(9).standard_normal((8, 33, 32)) * 3).astype(np.float32)}
+    compiled = ov.Core().compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})
+    (want,) = ort_run(model, feeds)
+    tolerance = {"f32": 1e-4, "f16": 2e-2, "bf16": 1e-1}[precision]
+    for _ in range(3):  # the first run, then CUDA-graph replays
+        np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=tolerance, atol=tolerance)

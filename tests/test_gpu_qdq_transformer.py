@@ -197,7 +197,7 @@ def test_qdq_gelu_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, stati
 
 
 @pytest.mark.parametrize("precision", ["f32", "f16"])
-def test_qdq_layer_norm_runs_with_its_residual_add_and_pairs_as_one_call(
+def test_residual_layer_norm_runs_with_its_residual_add_and_pairs_as_one_call(
         core: ov.Core, static_model: onnx.ModelProto, precision: str) -> None:
     """Each LayerNormalization, the residual Add and pair before it and the QuantizeLinear after it
     (which feeds the next int8 matmul and, through a pair, the next residual Add) run as one call
@@ -228,7 +228,7 @@ def test_layer_norm_kernel_matches_the_calls_it_fuses(kind: str, width: int) -> 
     exactly QuantizeLinear's of the call's own normalized values; the fake-quantized output that
     of the normalized values, but for a value a step away where a separately compiled variant of
     the kernel rounds a normalized value the other way in its last place."""
-    from inferplex.devices.gpu.ops import _qdq_layer_norm as norm
+    from inferplex.devices.gpu.ops import _residual_layer_norm as norm
     from inferplex.devices.gpu.ops._fake_quantize import quantize_dequantize, quantize_linear
 
     dtype = getattr(torch, kind)
@@ -239,14 +239,17 @@ def test_layer_norm_kernel_matches_the_calls_it_fuses(kind: str, width: int) -> 
     first, last = (torch.tensor(0.06, device="cuda"), 0.06, 2, -128, 127), \
         (torch.tensor(0.04, device="cuda"), 0.04, -3, -128, 127)
     step = float(torch.tensor(0.04).to(dtype))
+    plain = norm.residual_layer_norm(a, b, weight, bias, 1e-5, None, None, None)  # a float model's
+    torch.testing.assert_close(plain, norm.separate_calls(a, b, weight, bias, 1e-5, None, None, None),
+                               rtol=torch.finfo(dtype).eps, atol=1e-5)
     cases = ((b, first, (0.04, -3, torch.int8)), (None, None, (0.04, 0, torch.uint8)),
              (b, None, (0.05, 7, torch.uint8)))
     for other, sum_step, quantize in cases:
-        normalized, data = norm.quantized_layer_norm(a, other, weight, bias, 1e-5, sum_step, None, quantize)
+        normalized, data = norm.residual_layer_norm(a, other, weight, bias, 1e-5, sum_step, None, quantize)
         want = norm.separate_calls(a, other, weight, bias, 1e-5, sum_step, None, None)
         torch.testing.assert_close(normalized, want, rtol=torch.finfo(dtype).eps, atol=1e-5)
         assert data.dtype == quantize[2] and torch.equal(data, quantize_linear(normalized, *quantize))
-        value, _ = norm.quantized_layer_norm(a, other, weight, bias, 1e-5, sum_step, last, quantize)
+        value, _ = norm.residual_layer_norm(a, other, weight, bias, 1e-5, sum_step, last, quantize)
         apart = (value.double() - quantize_dequantize(normalized, *last).double()).abs()
         assert float(apart.max()) <= step * 1.01 and float((apart > 0).double().mean()) <= 1e-4
 

@@ -16,7 +16,6 @@ from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention
 from inferplex.devices.gpu._qdq_conv import QuantizedConv
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
-from inferplex.devices.gpu._qdq_layer_norm import QuantizedLayerNorm
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
 )
@@ -25,6 +24,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     DynamicMatMul,
     QuantizedMatMul,
 )
+from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops._fake_quantize import conv_fake_quantize, quantize_dequantize
 from inferplex.devices.gpu.ops._fused_quantized import (
@@ -38,7 +38,7 @@ from inferplex.devices.gpu.ops._fused_quantized import (
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention
 from inferplex.devices.gpu.ops._qdq_conv import quantized_conv
 from inferplex.devices.gpu.ops._qdq_gelu import quantized_gelu
-from inferplex.devices.gpu.ops._qdq_layer_norm import quantized_layer_norm
+from inferplex.devices.gpu.ops._residual_layer_norm import residual_layer_norm
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
     ConvRelu,
@@ -195,8 +195,8 @@ class Builder:
         if name in self.fusions.quantized_conv:
             self._emit_quantized_conv(self.fusions.quantized_conv[name])
             return
-        if name in self.fusions.quantized_layer_norm:
-            self._emit_quantized_layer_norm(self.fusions.quantized_layer_norm[name])
+        if name in self.fusions.residual_layer_norm:
+            self._emit_residual_layer_norm(self.fusions.residual_layer_norm[name])
             return
         if name in self.fusions.centered_quantizers:
             self._emit_centered_quantizer(name, node)
@@ -385,20 +385,20 @@ class Builder:
         signed = zero_value is not None and constants[zero_value].dtype == np.int8
         return float(constants[inputs[1]].reshape(-1)[0]), zero, torch.int8 if signed else torch.uint8
 
-    def _emit_quantized_layer_norm(self, found: QuantizedLayerNorm) -> None:
-        """The Add, LayerNormalization and pairs of a QDQ layer as one call named after the
-        normalization (see :mod:`._qdq_layer_norm`); it binds the normalization's output to the
+    def _emit_residual_layer_norm(self, found: ResidualLayerNorm) -> None:
+        """The residual Add and LayerNormalization (and a QDQ layer's pairs) as one call named after
+        the normalization (see :mod:`._residual_layer_norm`); it binds the normalization's output to the
         fake-quantized value and, where an int8 matmul reads it, the QuantizeLinear's data."""
         name, norm = found.norm_name, found.norm
         attribute = norm.attributes.get("epsilon")
         epsilon = float(attribute.value) if attribute is not None else 1e-5
         steps = tuple(None if pair is None else self._fake_quantize_args(pair)
                       for pair in (found.sum_pair, found.output_pair))
-        quantize = self._quantize_numbers(found.quantizer) if found.writes_data else None
+        quantize = self._quantize_numbers(found.quantizer) if found.quantizer and found.writes_data else None
         args = (self.arg(found.first), self.arg(found.second), self.arg(norm.inputs[1]),
                 self.arg(norm.inputs[2]), epsilon, *steps, quantize)
-        call = self.call(name, norm, quantized_layer_norm, args)
-        if not found.writes_data:
+        call = self.call(name, norm, residual_layer_norm, args)
+        if quantize is None or found.quantizer is None:
             self.env[found.output] = call
             return
         for index, value in enumerate((found.output, found.quantizer.outputs[0])):

@@ -37,6 +37,9 @@
   :mod:`._activation_fusions`) becomes one ``F.gelu`` call.
 * LayerNorm and RMSNorm written out as reductions and elementwise ops (see
   :mod:`._norm_fusions`) become one ``F.layer_norm`` or ``F.rms_norm`` call.
+* A LayerNormalization of a same-shaped residual Add that nothing else reads
+  becomes one call with the Add (:mod:`._residual_layer_norm`; one Triton pass on
+  CUDA).
 * ``channels_last``: 4-D Conv weights are stored NHWC and each 4-D Conv's input
   is brought to NHWC (a no-op when it already is, so only the first Conv of a
   chain copies); graph outputs are made contiguous again.  Values keep their
@@ -71,7 +74,7 @@
   on dequantized values (see ``quantized_linear``).  A QDQ attention chain, GELU formula
   and LayerNormalization (with the residual Add before it) with the pairs between their
   steps become one call each (:mod:`._qdq_attention`, :mod:`._qdq_gelu`,
-  :mod:`._qdq_layer_norm`); the GELU and the normalization then write the int8
+  :mod:`._residual_layer_norm`); the GELU and the normalization then write the int8
   matmul's 8-bit input themselves.
 * Every other QuantizeLinear -> DequantizeLinear pair of float32 data on one
   constant per-tensor scale and zero point, 8-bit, the quantized data read by
@@ -114,7 +117,6 @@ from inferplex.devices.gpu._norm_fusions import Norm, norm_from
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention, quantized_attentions
 from inferplex.devices.gpu._qdq_conv import QuantizedConv, quantized_convs
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus, quantizing_gelus
-from inferplex.devices.gpu._qdq_layer_norm import QuantizedLayerNorm, quantized_layer_norms
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
     identity_pairs,
@@ -133,6 +135,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     linear_epilogues,
     quantized_matmul,
 )
+from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm, residual_layer_norms
 
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
@@ -237,8 +240,9 @@ class Fusions:
     """Second MatMul of a QDQ attention chain -> the chain (see :mod:`._qdq_attention`)."""
     quantized_gelu: dict[str, QuantizedGelu] = field(default_factory=dict)
     """Last Mul of a QDQ GELU formula -> the formula (see :mod:`._qdq_gelu`)."""
-    quantized_layer_norm: dict[str, QuantizedLayerNorm] = field(default_factory=dict)
-    """A QDQ LayerNormalization -> its chain (see :mod:`._qdq_layer_norm`)."""
+    residual_layer_norm: dict[str, ResidualLayerNorm] = field(default_factory=dict)
+    """A LayerNormalization with the residual Add before it (and a QDQ model's pairs) -> its chain
+    (see :mod:`._residual_layer_norm`)."""
     quantized_conv: dict[str, QuantizedConv] = field(default_factory=dict)
     """The Add (or Conv) that ends a QDQ Conv's chain -> the chain (see :mod:`._qdq_conv`)."""
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
@@ -462,7 +466,7 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
         fusions.absorbed)
     fusions.quantized_attention, pairs = quantized_attentions(analysis, names, pairs, fusions.absorbed)
     fusions.quantized_gelu, pairs = quantized_gelus(analysis, names, pairs, fusions.absorbed)
-    fusions.quantized_layer_norm, pairs = quantized_layer_norms(
+    fusions.residual_layer_norm, pairs = residual_layer_norms(
         analysis, names, pairs, fusions.quantized_matmul, fusions.absorbed)
     sources = {found.source for found in fusions.quantized_matmul.values() if found.source is not None}
     fusions.quantized_conv, fusions.quantize_dequantize = quantized_convs(

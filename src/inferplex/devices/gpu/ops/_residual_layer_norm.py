@@ -1,9 +1,9 @@
 """A QDQ model's residual Add, LayerNormalization and the pairs around them as one call (planned by
-:mod:`.._qdq_layer_norm`).
+:mod:`.._residual_layer_norm`).
 
-:func:`quantized_layer_norm` computes ``LayerNormalization(pair(a + b))`` over the last axis, its
+:func:`residual_layer_norm` computes ``LayerNormalization(pair(a + b))`` over the last axis, its
 output's fake-quantize and, where an int8 matmul reads it, its QuantizeLinear's 8-bit data.  On CUDA,
-outside ``torch.compile``, it is one Triton pass (:mod:`._qdq_layer_norm_kernel`): the Add and the
+outside ``torch.compile``, it is one Triton pass (:mod:`._residual_layer_norm_kernel`): the Add and the
 normalization's output rounded to the data's type where the separate calls round them, the
 statistics in float32 (the normalization's own rounding may differ from ATen's in the last place).
 Elsewhere, and under ``torch.compile`` (whose Inductor fuses these ops itself), the ATen ops run
@@ -24,7 +24,7 @@ from inferplex.devices.gpu.ops._fake_quantize import (
     step_numbers,
 )
 
-__all__ = ["quantized_layer_norm", "separate_calls"]
+__all__ = ["residual_layer_norm", "separate_calls"]
 
 _WIDEST = 16384
 """The widest row the kernel holds in registers; wider rows take the ATen ops."""
@@ -32,7 +32,7 @@ _WIDEST = 16384
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def quantized_layer_norm(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
+def residual_layer_norm(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
                          epsilon: float, sum_step: FakeQuantizeStep | None,
                          output_step: FakeQuantizeStep | None, quantize: QuantizeStep | None
                          ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -50,7 +50,7 @@ def quantized_layer_norm(a: torch.Tensor, b: torch.Tensor | None, weight: torch.
 def separate_calls(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
                    epsilon: float, sum_step: FakeQuantizeStep | None, output_step: FakeQuantizeStep | None,
                    quantize: QuantizeStep | None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """:func:`quantized_layer_norm` as the ops it fuses, one call each."""
+    """:func:`residual_layer_norm` as the ops it fuses, one call each."""
     width = a.shape[-1] if a.dim() else 1
     x = a if b is None else a + b
     if sum_step is not None:
@@ -63,7 +63,7 @@ def separate_calls(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor
 def _run_kernel(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
                 epsilon: float, sum_step: FakeQuantizeStep | None, output_step: FakeQuantizeStep | None,
                 quantize: QuantizeStep | None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    from inferplex.devices.gpu.ops._qdq_layer_norm_kernel import layer_norm
+    from inferplex.devices.gpu.ops._residual_layer_norm_kernel import layer_norm
 
     a = a if a.is_contiguous() else a.contiguous()
     b = b if b is None or b.is_contiguous() else b.contiguous()

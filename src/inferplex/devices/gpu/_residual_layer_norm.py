@@ -1,19 +1,24 @@
-"""Fusion planning for a QDQ model's LayerNormalization with the residual Add before it and the pairs
-around both: ``[Add(a, b) -> [pair] ->] LayerNormalization -> QuantizeLinear``, emitted as one call
-(:func:`~inferplex.devices.gpu.ops._qdq_layer_norm.quantized_layer_norm`).
+"""Fusion planning for LayerNormalization with the residual Add before it, as one call
+(:func:`~inferplex.devices.gpu.ops._residual_layer_norm.residual_layer_norm`):
+``Add(a, b) -> LayerNormalization`` in a float model, and in a QDQ model
+``[Add(a, b) -> [pair] ->] LayerNormalization -> QuantizeLinear``.
 
-``quantize_static`` writes this in every transformer layer: the residual Add, its pair, the
-LayerNormalization, and one QuantizeLinear on its output whose 8-bit data feeds the next int8
-matmul and, through a DequantizeLinear, the next residual Add.  Run as written these are five passes
-over the activation: the Add, two fake-quantizes, the normalization and the matmul's quantizing
-pass.  The call makes them one: it writes the fake-quantized value for the float readers and, where
-an int8 matmul reads the 8-bit data, that data too (the matmul then reads it as it is).
+A post-norm transformer layer (BERT's) adds the residual and normalizes the sum, which nothing else
+reads: two passes over the activation, the Add and the normalization, that the call makes one.
 
-The chain's QuantizeLinear must alone read the normalization's output, and each reader of its data
-must be a DequantizeLinear that ends a pair (a float reader) or that a planned int8 matmul absorbed.
-The Add, where there is one, must add two tensors of one shape and be read by the normalization (or
-its pair) alone.  The normalization takes the last axis, a scale and bias as inputs, float32
-statistics (``stash_type`` 1) and has no mean or inverse-deviation outputs.
+``quantize_static`` writes the residual Add, its pair, the LayerNormalization, and one QuantizeLinear
+on its output whose 8-bit data feeds the next int8 matmul and, through a DequantizeLinear, the next
+residual Add.  Run as written these are five passes over the activation: the Add, two
+fake-quantizes, the normalization and the matmul's quantizing pass.  The call makes them one: it
+writes the fake-quantized value for the float readers and, where an int8 matmul reads the 8-bit
+data, that data too (the matmul then reads it as it is).
+
+A QDQ chain's QuantizeLinear must alone read the normalization's output, and each reader of its
+data must be a DequantizeLinear that ends a pair (a float reader) or that a planned int8 matmul
+absorbed; without one, the chain needs the Add.  The Add must add two tensors of one shape and be
+read by the normalization (or its pair) alone.  The normalization takes the last axis, a scale and
+bias of its width as inputs, float32 statistics (``stash_type`` 1) and has no mean or
+inverse-deviation outputs.
 """
 
 from __future__ import annotations
@@ -34,15 +39,15 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["QuantizedLayerNorm", "quantized_layer_norms"]
+__all__ = ["ResidualLayerNorm", "residual_layer_norms"]
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
 @dataclass(frozen=True)
-class QuantizedLayerNorm:
-    """``LayerNormalization(pair(a + b))`` (or of ``a`` alone), fake-quantized and quantized by its
-    QuantizeLinear."""
+class ResidualLayerNorm:
+    """``LayerNormalization(pair(a + b))`` (or of ``a`` alone, or without the pair), and in a QDQ
+    model fake-quantized and quantized by its QuantizeLinear."""
 
     norm: ir.Node
     norm_name: str
@@ -55,19 +60,19 @@ class QuantizedLayerNorm:
     output_pair: QuantizeDequantize | None
     """The pair the float readers of the quantized output read through (its numbers), or None where
     only int8 matmuls read the 8-bit data."""
-    quantizer: ir.Node
-    """The QuantizeLinear on the normalization's output."""
+    quantizer: ir.Node | None
+    """The QuantizeLinear on the normalization's output, or None (a float model's)."""
     writes_data: bool
     """Whether the call writes the QuantizeLinear's 8-bit data (an int8 matmul reads it)."""
     output: ir.Value
-    """The normalization's output: the call binds it to the fake-quantized value, which the pairs
-    on it (marked identity) then pass on."""
+    """The normalization's output: the call binds it to the fake-quantized value where there is a
+    QuantizeLinear, which the pairs on it (marked identity) then pass on."""
     absorbed: tuple[ir.Node, ...]
 
 
-def quantized_layer_norms(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
+def residual_layer_norms(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
                           planned: dict[str, QuantizedMatMul], absorbed: set[ir.Node]
-                          ) -> tuple[dict[str, QuantizedLayerNorm], dict[str, QuantizeDequantize]]:
+                          ) -> tuple[dict[str, ResidualLayerNorm], dict[str, QuantizeDequantize]]:
     """The chains of the module docstring by the normalization's friendly name, and ``pairs`` without
     the pairs inside them (absorbed) and with those on the output marked identity.  The ``planned``
     int8 matmuls that quantized the normalization's output themselves read the call's 8-bit data
@@ -76,13 +81,19 @@ def quantized_layer_norms(analysis: Analysis, names: dict[ir.Node, str], pairs: 
     quantizing = {found.dequantizers[0]: name for name, found in planned.items() if found.source is not None}
 
     def chain(analysis: Analysis, names: dict[ir.Node, str], norm: ir.Node,
-              walk: PairWalk) -> tuple[QuantizedLayerNorm, list[str]] | None:
+              walk: PairWalk) -> tuple[ResidualLayerNorm, list[str]] | None:
         if not _plain_layer_norm(analysis, names, norm):
             return None
         use = _sole_consumer(norm.outputs[0])
-        quantizer = use[0] if use is not None and use[1] == 0 else None
-        if quantizer is None or quantizer.op_type != "QuantizeLinear" or quantizer in walk.absorbed \
-                or quantizer.outputs[0].is_graph_output():
+        quantizer = use[0] if use is not None and use[1] == 0 and use[0].op_type == "QuantizeLinear" else None
+        if quantizer is None:  # a float normalization: one call with the residual Add, where there is one
+            first, second, sum_pair, inner, add = _sum_before(analysis, names, norm, walk)
+            if add is None:
+                return None
+            walk.inner.extend(inner)
+            return ResidualLayerNorm(norm, names[norm], first, second, sum_pair, None, None, False,
+                                     norm.outputs[0], (add,)), []
+        if quantizer in walk.absorbed or quantizer.outputs[0].is_graph_output():
             return None
         ends = [name for name in by_quantizer.get(quantizer, []) if name in walk.pairs
                 and not walk.pairs[name].identity]
@@ -94,13 +105,14 @@ def quantized_layer_norms(analysis: Analysis, names: dict[ir.Node, str], pairs: 
         first, second, sum_pair, inner, add = _sum_before(analysis, names, norm, walk)
         walk.inner.extend(inner)
         own = tuple(node for node in (add, quantizer if writes_data else None) if node is not None)
-        return QuantizedLayerNorm(norm, names[norm], first, second, sum_pair,
+        return ResidualLayerNorm(norm, names[norm], first, second, sum_pair,
                                   walk.pairs[ends[0]] if ends else None, quantizer, writes_data,
                                   norm.outputs[0], own), ends
 
     found, remaining = find_chains(analysis, names, pairs, absorbed, "LayerNormalization", chain)
     for norm in found.values():
-        for reader in (use.node for use in norm.quantizer.outputs[0].uses()):
+        readers = norm.quantizer.outputs[0].uses() if norm.quantizer is not None else ()
+        for reader in (use.node for use in readers):
             if reader in quantizing:  # the matmul reads the call's 8-bit data
                 planned[quantizing[reader]] = dataclasses.replace(planned[quantizing[reader]], source=None)
     return found, remaining

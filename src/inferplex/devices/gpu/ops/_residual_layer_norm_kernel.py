@@ -1,4 +1,4 @@
-"""The Triton kernel of :func:`~inferplex.devices.gpu.ops._qdq_layer_norm.quantized_layer_norm`
+"""The Triton kernel of :func:`~inferplex.devices.gpu.ops._residual_layer_norm.residual_layer_norm`
 (imported only where Triton runs): one program a row, the whole row in registers; the Add and each
 fake-quantize rounded to the data's type as the separate calls round them."""
 
