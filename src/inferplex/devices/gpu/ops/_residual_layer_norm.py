@@ -1,8 +1,9 @@
-"""A QDQ model's residual Add, LayerNormalization and the pairs around them as one call (planned by
-:mod:`.._residual_layer_norm`).
+"""A residual Add and the LayerNormalization after it (with a QDQ model's pairs around them) as one
+call (planned by :mod:`.._residual_layer_norm`).
 
-:func:`residual_layer_norm` computes ``LayerNormalization(pair(a + b))`` over the last axis, its
-output's fake-quantize and, where an int8 matmul reads it, its QuantizeLinear's 8-bit data.  On CUDA,
+:func:`residual_layer_norm` computes ``LayerNormalization(pair(a + b))`` over the last axis (the
+pair where the model has one) and, in a QDQ model, its output's fake-quantize and, where an int8
+matmul reads it, its QuantizeLinear's 8-bit data.  On CUDA,
 outside ``torch.compile``, it is one Triton pass (:mod:`._residual_layer_norm_kernel`): the Add and the
 normalization's output rounded to the data's type where the separate calls round them, the
 statistics in float32 (the normalization's own rounding may differ from ATen's in the last place).
