@@ -204,3 +204,20 @@ def test_residual_layer_norm_on_cuda_matches_onnx_runtime(precision: str) -> Non
     tolerance = {"f32": 1e-4, "f16": 2e-2, "bf16": 1e-1}[precision]
     for _ in range(3):  # the first run, then CUDA-graph replays
         np.testing.assert_allclose(np.asarray(compiled(feeds)[0]), want, rtol=tolerance, atol=tolerance)
+
+
+def test_layer_norm_whose_mean_is_a_graph_output_keeps_its_own_lowering(core: ov.Core) -> None:
+    """A residual Add before a LayerNormalization whose mean is also a graph output: the fused call
+    makes no statistics, so the two run as written, with ONNX Runtime's results."""
+    inits = [numpy_helper.from_array(np.linspace(0.5, 1.5, 8, dtype=np.float32), "scale"),
+             numpy_helper.from_array(np.linspace(-1, 1, 8, dtype=np.float32), "bias")]
+    nodes = [helper.make_node("Add", ["x", "r"], ["sum"], name="residual"),
+             helper.make_node("LayerNormalization", ["sum", "scale", "bias"], ["y", "mean"], name="norm")]
+    ports = [("x", TensorProto.FLOAT, [3, 8]), ("r", TensorProto.FLOAT, [3, 8])]
+    outputs = [("y", TensorProto.FLOAT, [3, 8]), ("mean", TensorProto.FLOAT, [3, 1])]
+    model = make_model(nodes, ports, outputs, inits, opset=17)
+    rng = np.random.default_rng(11)
+    feeds = {name: rng.standard_normal((3, 8)).astype(np.float32) for name in ("x", "r")}
+    got = core.compile_model(model, "GPU.0", _F32)(feeds)
+    for value, want in zip((got[0], got[1]), ort_run(model, feeds), strict=True):
+        np.testing.assert_allclose(np.asarray(value), want, rtol=1e-5, atol=1e-5)

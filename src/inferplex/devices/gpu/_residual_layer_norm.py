@@ -133,7 +133,8 @@ def _plain_layer_norm(analysis: Analysis, names: dict[ir.Node, str], norm: ir.No
         and bool(info.input_dtypes) and info.input_dtypes[0] in _FLOAT_TYPES \
         and (axis is None or axis.value == -1 or (rank is not None and axis.value == rank - 1)) \
         and (stash is None or stash.value == 1) \
-        and all(not value.name or not list(value.uses()) for value in norm.outputs[1:] if value is not None)
+        and all(not list(value.uses()) and not value.is_graph_output() for value in norm.outputs[1:]
+                if value is not None)
 
 
 def _sum_before(analysis: Analysis, names: dict[ir.Node, str], norm: ir.Node, walk: PairWalk
