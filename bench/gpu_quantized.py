@@ -42,7 +42,10 @@ switch keeps, which should be the faster of the two.  On CUDA the inputs are tor
 already on the GPU (no host copy in); outputs come back to the host as ``infer`` returns
 them.  ``--calls`` adds, per row, the calls one profiled run of the eager lowering makes (one
 per fused call or unfused node; the profiled program is compiled apart, with no compiled
-tier, and not timed), the most frequent op types first.  JSON goes to
+tier, and not timed), the most frequent op types first.  ``--gpu-time`` adds, per row on CUDA,
+the GPU time of one inference: the kernels' device time summed by ``torch.profiler`` over 20
+synchronous runs (the steadiest measure of the device's own work; host time and transfers out of
+the device are not in it), and ``vs f16`` of it (float-f16's over the row's).  JSON goes to
 ``$OUT/gpu_quantized.json`` when ``OUT`` is set.
 
     python bench/gpu_quantized.py                    # both models on CUDA
@@ -50,6 +53,7 @@ tier, and not timed), the most frequent op types first.  JSON goes to
     python bench/gpu_quantized.py --quick            # tiny shapes on the emulated GPU, to check the script
     python bench/gpu_quantized.py --models decoder --variants float-f16,nbits4-f16,nbits4 --tokens 1
     python bench/gpu_quantized.py --models resnet18 --variants float-f16,qdq-static-f16 --calls
+    python bench/gpu_quantized.py --models encoder --variants float-f16,qdq-static-f16,dynamic-f16 --gpu-time
     python bench/gpu_quantized.py --models resnet18 --variants float-f16,dynamic-f16 --hints THROUGHPUT \
         --torch-compile NO,YES,AUTO
 
@@ -285,10 +289,26 @@ def _measure(ov: Any, core: Any, variant: str, hint: str, setting: str, paths: d
     sync_ms = _sync_ms(request, feeds, args.warmup, args.iters)
     items = _queue_items_per_s(ov, compiled, feeds, items_per_run, args.jobs, args.iters)
     row = {"sync_ms": sync_ms, "items_per_s": items, "compile_s": compile_s, "tier": tier}
+    if args.gpu_time and not args.quick:
+        row["gpu_us"] = _gpu_us(request, feeds)
     if args.calls:
         # the eager lowering's calls; no background compile of this program outlives the row
         row["calls"] = _calls(core, path, {**config, "ENABLE_PROFILING": True, "TORCH_COMPILE": "NO"}, feeds)
     return row
+
+
+def _gpu_us(request: Any, feeds: dict[str, Any], runs: int = 20) -> float:
+    """µs of CUDA kernel and copy time per synchronous inference, summed by ``torch.profiler``."""
+    import torch
+
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        for _ in range(runs):
+            request.infer(feeds)
+        torch.cuda.synchronize()
+    device = sum(event.device_time for event in profile.events()
+                 if event.device_type == torch.autograd.DeviceType.CUDA)
+    return device / runs
 
 
 def _calls(core: Any, path: str, config: dict[str, Any], feeds: dict[str, Any]) -> dict[str, int]:
@@ -310,6 +330,8 @@ def _print(rows: list[dict[str, Any]]) -> None:
           f"{'compile s':>11}  tier")
     baseline = {(r["model"], r["hint"], r["torch_compile"]): r.get("items_per_s") for r in rows
                 if r["variant"] == "float-f16"}
+    gpu_baseline = {(r["model"], r["hint"], r["torch_compile"]): r.get("gpu_us") for r in rows
+                    if r["variant"] == "float-f16"}
     for r in rows:
         lead = f"{r['model']:<10}{r['hint']:<12}{r['torch_compile']:<9}{r['variant']:<16}"
         if "error" in r:
@@ -319,6 +341,10 @@ def _print(rows: list[dict[str, Any]]) -> None:
         ratio = f"{r['items_per_s'] / base:.2f}x" if base else "-"
         print(f"{lead}{r['sync_ms']:>10.3f}{r['items_per_s']:>12.1f}{ratio:>8}{r['compile_s']:>11.2f}"
               f"  {r['tier']}")
+        if "gpu_us" in r:
+            base_us = gpu_baseline.get((r["model"], r["hint"], r["torch_compile"]))
+            gpu_ratio = f"{base_us / r['gpu_us']:.2f}x" if base_us else "-"
+            print(f"{'':<10}GPU µs per inference: {r['gpu_us']:.0f} ({gpu_ratio} float-f16's)")
         if "calls" in r:
             print(f"{'':<10}calls: {sum(r['calls'].values())} "
                   + ", ".join(f"{op} {count}" for op, count in r["calls"].items()))
@@ -343,6 +369,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny shapes on an emulated GPU.0")
     parser.add_argument("--calls", action="store_true",
                         help="per row, the calls of one profiled run by op type (fusions show there)")
+    parser.add_argument("--gpu-time", action="store_true",
+                        help="per row on CUDA, the GPU time of one inference (torch.profiler)")
     args = parser.parse_args()
     import torch
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,7 +11,7 @@ import onnx_ir as ir
 import torch
 import torch.fx
 
-from inferplex.devices.gpu._activation_fusions import gelu
+from inferplex.devices.gpu._activation_fusions import Gelu, gelu
 from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention
 from inferplex.devices.gpu._qdq_conv import QuantizedConv
@@ -41,6 +41,7 @@ from inferplex.devices.gpu.ops._qdq_gelu import quantized_gelu
 from inferplex.devices.gpu.ops._residual_layer_norm import residual_layer_norm
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
+    Attention,
     ConvRelu,
     Fusions,
     WeightCache,
@@ -111,6 +112,7 @@ class Builder:
         self.compute_dtype = compute_dtype
         self.cache = cache
         self.fusions = fusions
+        self._emitters = self._fused_emitters()
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
         self.env: dict[ir.Value, torch.fx.Node] = {}
@@ -170,57 +172,28 @@ class Builder:
         call.meta.update(onnx_name=name, onnx_op=node.op_type)
         return call
 
+    def _fused_emitters(self) -> tuple[tuple[Mapping[str, Any], Callable[[str, ir.Node, Any], None]], ...]:
+        """The planned fusions (friendly name of the node that emits each -> its plan) with the
+        method that emits it, in the order a node is looked up."""
+        fusions = self.fusions
+        return ((fusions.conv_relu, self._emit_conv_relu), (fusions.conv_bn, self._emit_conv_bn),
+                (fusions.linear, self._emit_linear), (fusions.quantized_matmul, self._emit_quantized_matmul),
+                (fusions.quantize_dequantize, self._emit_quantize_dequantize),
+                (fusions.quantized_attention, self._emit_quantized_attention),
+                (fusions.quantized_gelu, self._emit_quantized_gelu),
+                (fusions.quantized_conv, self._emit_quantized_conv),
+                (fusions.residual_layer_norm, self._emit_residual_layer_norm),
+                (fusions.centered_quantizers, self._emit_centered_quantizer),
+                (fusions.dynamic_conv, self._emit_dynamic_conv),
+                (fusions.dynamic_matmul, self._emit_dynamic_matmul),
+                (fusions.gelu, self._emit_gelu), (fusions.norm, self._emit_norm),
+                (fusions.attention, self._emit_attention))
+
     def emit(self, name: str, node: ir.Node) -> None:
-        if name in self.fusions.conv_relu:
-            self._emit_conv_relu(node, self.fusions.conv_relu[name])
-            return
-        if name in self.fusions.conv_bn:
-            self._emit_conv_bn(name, node, self.fusions.conv_bn[name])
-            return
-        if name in self.fusions.linear:
-            self._emit_linear(name, node, *self.fusions.linear[name])
-            return
-        if name in self.fusions.quantized_matmul:
-            self._emit_quantized_matmul(name, node, self.fusions.quantized_matmul[name])
-            return
-        if name in self.fusions.quantize_dequantize:
-            self._emit_quantize_dequantize(name, self.fusions.quantize_dequantize[name])
-            return
-        if name in self.fusions.quantized_attention:
-            self._emit_quantized_attention(name, node, self.fusions.quantized_attention[name])
-            return
-        if name in self.fusions.quantized_gelu:
-            self._emit_quantized_gelu(name, node, self.fusions.quantized_gelu[name])
-            return
-        if name in self.fusions.quantized_conv:
-            self._emit_quantized_conv(self.fusions.quantized_conv[name])
-            return
-        if name in self.fusions.residual_layer_norm:
-            self._emit_residual_layer_norm(self.fusions.residual_layer_norm[name])
-            return
-        if name in self.fusions.centered_quantizers:
-            self._emit_centered_quantizer(name, node)
-            return
-        if name in self.fusions.dynamic_conv:
-            self._emit_dynamic_conv(self.fusions.dynamic_conv[name])
-            return
-        if name in self.fusions.dynamic_matmul:
-            self._emit_dynamic_matmul(self.fusions.dynamic_matmul[name])
-            return
-        if name in self.fusions.gelu:
-            formula = self.fusions.gelu[name]
-            self.env[formula.output] = self.call(name, node, gelu,
-                                                 (self.arg(formula.input), formula.approximate))
-            return
-        if name in self.fusions.norm:
-            self._emit_norm(name, node, self.fusions.norm[name])
-            return
-        if name in self.fusions.attention:
-            found = self.fusions.attention[name]
-            values = (found.query, found.key_t, found.value, found.mask)
-            self.env[found.output] = self.call(name, node, scaled_dot_product_attention,
-                                               (*map(self.arg, values), found.scale))
-            return
+        for planned, emit_fused in self._emitters:
+            if name in planned:
+                emit_fused(name, node, planned[name])
+                return
         if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx") \
                 and all(v is None or v in self.analysis.constants for v in node.inputs):
             self._emit_constant_dequantize(name, node)
@@ -238,12 +211,20 @@ class Builder:
             out.meta.update(onnx_name=name, onnx_op=node.op_type)
             self.env[value] = out
 
+    def _emit_gelu(self, name: str, node: ir.Node, formula: Gelu) -> None:
+        self.env[formula.output] = self.call(name, node, gelu, (self.arg(formula.input), formula.approximate))
+
+    def _emit_attention(self, name: str, node: ir.Node, found: Attention) -> None:
+        values = (found.query, found.key_t, found.value, found.mask)
+        self.env[found.output] = self.call(name, node, scaled_dot_product_attention,
+                                           (*map(self.arg, values), found.scale))
+
     def _emit_conv_bn(self, name: str, conv: ir.Node, bn: ir.Node) -> None:
         weight, bias = self._folded_conv_bn(name, conv, bn)
         self.env[bn.outputs[0]] = self.call(name, conv, self.analysis.functions[name],
                                             (self._conv_input(name, conv), weight, bias))
 
-    def _emit_conv_relu(self, end: ir.Node, found: ConvRelu) -> None:
+    def _emit_conv_relu(self, name: str, end: ir.Node, found: ConvRelu) -> None:
         """The Conv (its BatchNormalization folded), the Add and the Relu (or the pair whose range
         holds it, the Relu then run in the convolution's epilogue, see
         :func:`~inferplex.devices.gpu.ops._fake_quantize.conv_fake_quantize`) up to ``end``: one call
@@ -302,7 +283,8 @@ class Builder:
             args = (self.arg(found.input), weight, found.epsilon)
             self.env[found.output] = self.call(name, node, rms_norm, args)
 
-    def _emit_linear(self, name: str, matmul: ir.Node, add: ir.Node, bias_index: int) -> None:
+    def _emit_linear(self, name: str, matmul: ir.Node, found: tuple[ir.Node, int]) -> None:
+        add, bias_index = found
         args = (self.arg(matmul.inputs[0]), self.arg(matmul.inputs[1]), self.arg(add.inputs[bias_index]))
         self.env[add.outputs[0]] = self.call(name, matmul, linear, args)
 
@@ -385,7 +367,7 @@ class Builder:
         signed = zero_value is not None and constants[zero_value].dtype == np.int8
         return float(constants[inputs[1]].reshape(-1)[0]), zero, torch.int8 if signed else torch.uint8
 
-    def _emit_residual_layer_norm(self, found: ResidualLayerNorm) -> None:
+    def _emit_residual_layer_norm(self, name: str, node: ir.Node, found: ResidualLayerNorm) -> None:
         """The residual Add and LayerNormalization (and a QDQ layer's pairs) as one call named after
         the normalization (see :mod:`._residual_layer_norm`); it binds the normalization's output to the
         fake-quantized value and, where an int8 matmul reads it, the QuantizeLinear's data."""
@@ -406,7 +388,7 @@ class Builder:
             out.meta.update(onnx_name=name, onnx_op=norm.op_type)
             self.env[value] = out
 
-    def _emit_quantized_conv(self, found: QuantizedConv) -> None:
+    def _emit_quantized_conv(self, name: str, node: ir.Node, found: QuantizedConv) -> None:
         """A QDQ Conv, its pair and (where the chain has them) the Add and its pair as one call named
         after the Conv (see :mod:`._qdq_conv`)."""
         name, conv = found.conv_name, found.conv
@@ -432,7 +414,7 @@ class Builder:
         self.env[value] = self.buffer(("dequantized", value), tuple(node.inputs), make,
                                       value in self.fusions.channels_last_weights, keeps_float32(value))
 
-    def _emit_quantize_dequantize(self, name: str, found: QuantizeDequantize) -> None:
+    def _emit_quantize_dequantize(self, name: str, node: ir.Node, found: QuantizeDequantize) -> None:
         """One fake-quantize call for the pair; its profiling record is the DequantizeLinear's,
         of type FakeQuantize (OpenVINO's name for the same operation).  Pairs that share their
         QuantizeLinear (one DequantizeLinear per consumer) share the call."""
@@ -456,7 +438,7 @@ class Builder:
         scale = self.buffer(("value", scale_value, "float32"), (scale_value,), lambda: array, keep_type=True)
         return scale, float(array), found.zero_point, found.low, found.high
 
-    def _emit_centered_quantizer(self, name: str, node: ir.Node) -> None:
+    def _emit_centered_quantizer(self, name: str, node: ir.Node, data: ir.Value) -> None:
         """DynamicQuantizeLinear handing centered float data to the dynamic convolutions (which
         then get no zero point, see :meth:`_emit_dynamic_conv`)."""
         call = self.call(name, node, dynamic_quantize_centered, (self.arg(node.inputs[0]),))
@@ -465,7 +447,7 @@ class Builder:
             out.meta.update(onnx_name=name, onnx_op=node.op_type)
             self.env[value] = out
 
-    def _emit_dynamic_conv(self, found: DynamicConv) -> None:
+    def _emit_dynamic_conv(self, name: str, node: ir.Node, found: DynamicConv) -> None:
         constants, reduced = self.analysis.constants, self.compute_dtype is not None
         weight_value, zero_value = found.weight, found.weight_zero
 
@@ -491,7 +473,7 @@ class Builder:
         args = (self.arg(conv.inputs[0]), zero, weight, self.arg(found.scale), bias, self.arg(found.residual))
         self.env[found.output] = self.call(found.conv_name, conv, run, args)
 
-    def _emit_dynamic_matmul(self, found: DynamicMatMul) -> None:
+    def _emit_dynamic_matmul(self, name: str, node: ir.Node, found: DynamicMatMul) -> None:
         constants = self.analysis.constants
         weight_array = constants[found.weight]
         weight = self.buffer(("dynamic_matmul", found.weight, "weight"), (found.weight,),
