@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from quantized_models import ort_unfused, profiled, quantized
+from quantized_models import PROFILED, ort_unfused, profiled, quantized
 from torch_export import export_onnx
 
 import inferplex as ov
@@ -182,18 +182,75 @@ def _at_precision_matches_onnx_runtime(core: ov.Core, model: onnx.ModelProto, pr
     return records
 
 
+def _gelus(model: onnx.ModelProto) -> list[tuple[Any, set[str], Any]]:
+    """Each GELU formula of a static QDQ model: the Div before its Erf, the names of the nodes from
+    the Div to its last Mul, and the last Mul."""
+    nodes = model.graph.node
+    producers = {out: n for n in nodes for out in n.output}
+    readers: dict[str, list[Any]] = {}
+    for n in nodes:
+        for name in n.input:
+            readers.setdefault(name, []).append(n)
+
+    def after(node: Any) -> Any:  # the next node past the pair on node's output, if there is one
+        (reader,) = readers[node.output[0]]
+        if reader.op_type == "QuantizeLinear":
+            (dq,) = readers[reader.output[0]]
+            (reader,) = readers[dq.output[0]]
+        return reader
+
+    found = []
+    for erf in (n for n in nodes if n.op_type == "Erf"):
+        div, add = producers[erf.input[0]], after(erf)
+        product = after(add)
+        last = after(product)
+        assert (div.op_type, add.op_type, product.op_type, last.op_type) == ("Div", "Add", "Mul", "Mul")
+        names = {div.name, erf.name, add.name, product.name, last.name, readers[erf.output[0]][0].name}
+        found.append((div, names, last))
+    return found
+
+
 @pytest.mark.parametrize("precision", ["f32", "f16"])
-def test_qdq_gelu_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, static_model: onnx.ModelProto,
-                                                            precision: str) -> None:
-    """GELU's formula with a pair after its Erf, Add and product runs as one call, named after its
-    last Mul: neither the Erf, the Div before it nor the pairs between run on their own."""
+def test_qdq_gelu_runs_in_the_matmul_before_it_and_matches_onnx_runtime(
+        core: ov.Core, static_model: onnx.ModelProto, precision: str) -> None:
+    """GELU's formula with a pair after its Erf, Add and product, whose input is the pair after the
+    feed-forward's up projection (MatMul, pair, bias Add, pair), runs inside that projection's
+    call: none of the formula's nodes, nor the pairs between, run on their own."""
     records = _at_precision_matches_onnx_runtime(core, static_model, precision, 10)
-    erfs = [n for n in static_model.graph.node if n.op_type == "Erf"]
     producers = {out: n for n in static_model.graph.node for out in n.output}
-    divs = {producers[erf.input[0]].name for erf in erfs}
-    readers = {name: n for n in static_model.graph.node for name in n.input}
-    after_erf = {readers[erf.output[0]].name for erf in erfs}  # the pairs' quantizers
-    assert len(erfs) == 2 and not ({erf.name for erf in erfs} | divs | after_erf) & set(records)
+    gelus = _gelus(static_model)
+    assert len(gelus) == 2
+    for div, names, _ in gelus:
+        assert not names & set(records)
+        before = [div]
+        for _ in range(6):  # back through the pair, the bias Add (and its bias) and the pair
+            before = [producers[name] for node in before for name in node.input if name in producers]
+        (matmul,) = [node for node in before if node.op_type == "MatMul"]
+        assert records.get(matmul.name) == "MatMul"
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_qdq_gelu_whose_input_is_a_graph_output_runs_as_its_own_call(
+        core: ov.Core, static_model: onnx.ModelProto, precision: str) -> None:
+    """Where the model also gives the GELU's input as an output, the formula runs as one call of
+    its own, named after its last Mul (the Erf, the Div and the pairs between run in it), and both
+    outputs are ONNX Runtime's."""
+    model = onnx.ModelProto()
+    model.CopyFrom(static_model)
+    gelus = _gelus(model)
+    model.graph.output.append(onnx.helper.make_tensor_value_info(gelus[0][0].input[0], onnx.TensorProto.FLOAT,
+                                                                 None))
+    feeds = _feeds(11)
+    request = core.compile_model(model, "GPU.0", {**PROFILED, "INFERENCE_PRECISION_HINT": precision}
+                                 ).create_infer_request()
+    got, gelu_input = (np.asarray(value) for value in request.infer(feeds).values())
+    records = {r.node_name: r.node_type for r in request.get_profiling_info()}
+    want, want_input = ort_unfused(model, feeds)
+    atol = 0.1 if precision == "f32" else 0.25
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol)
+    np.testing.assert_allclose(gelu_input, want_input, rtol=0, atol=atol)
+    _, names, last = gelus[0]
+    assert records.get(last.name) == "Mul" and not (names - {last.name}) & set(records)
 
 
 @pytest.mark.parametrize("precision", ["f32", "f16"])

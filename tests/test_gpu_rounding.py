@@ -188,3 +188,33 @@ def test_conv_epilogue_with_residual_matches_its_separate_calls(dtype: torch.dty
     got = kernels.conv_epilogue(acc, scale, inverse, bias, True, other)
     want = torch.relu(kernels.conv_epilogue(acc, scale, inverse, bias, False) + other)
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("quantize", [None, (0.0123456, 3, torch.uint8), (0.03, -7, torch.int8)])
+def test_int8_linear_with_gelu_table_matches_the_matmul_then_the_gelu_bit_for_bit(
+        dtype: torch.dtype, quantize: tuple[float, int, torch.dtype] | None) -> None:
+    """An int8 matmul whose epilogue looks the QDQ GELU up by its last pair's level against the
+    matmul writing that pair's values and the GELU kernel reading them (a QDQ feed-forward layer's
+    up projection and activation)."""
+    from inferplex.devices.gpu.ops import _qdq_gelu
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+
+    generator = torch.Generator(device="cuda").manual_seed(9)
+    a = torch.randint(-128, 128, (4096, 768), device="cuda", generator=generator).to(torch.int8)
+    weight = torch.randint(-128, 128, (3072, 768), device="cuda", generator=generator).to(torch.int8)
+    scales = torch.rand(3072, device="cuda", generator=generator) * 2e-5
+    bias = torch.randn(3072, device="cuda", generator=generator).to(dtype)
+
+    def step(scale: float, zero: int) -> tuple[torch.Tensor, float, int, int, int]:
+        return torch.tensor(scale, device="cuda"), scale, zero, -128, 127
+
+    last = step(0.06, -4)
+    gelu = (1.4140625, True, 1.0, 0.5, (step(2 / 255, 0), step(2 / 255, -128), step(0.05, 5)), quantize)
+    table = _qdq_gelu.gelu_table(last, dtype, *gelu)
+    numbers = {"mid": [0.0123456, 3, -128, 127], "last": list(last[1:])}
+    got = kernels.int8_linear(a, weight, None, None, 0, scales, bias, dtype, **numbers, table=table)
+    values = kernels.int8_linear(a, weight, None, None, 0, scales, bias, dtype, **numbers)
+    want = _qdq_gelu.quantized_gelu(values, *gelu)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    assert torch.unique(values).numel() > 64  # the outputs spread over the pair's levels

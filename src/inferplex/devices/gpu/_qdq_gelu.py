@@ -12,6 +12,11 @@ them); ``x`` is one value, or the outputs of two DequantizeLinear nodes of one Q
 per consumer, as ``quantize_static`` writes them).  The pairs after the last Mul stay as they are;
 where the formula's value only feeds an int8 matmul's QuantizeLinear, the call writes that
 QuantizeLinear's 8-bit data instead (:func:`quantizing_gelus`).
+
+Where ``x`` is the last pair of an int8 matmul's epilogue, ``x`` has one of that pair's 256
+levels, and so has the formula's value one of 256 values: the matmul looks it up in a table of
+them, computed once by the same call, and writes the formula's value (or its 8-bit data) itself;
+the formula runs no call of its own (:func:`tabled_gelus`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["QuantizedGelu", "quantized_gelus", "quantizing_gelus"]
+__all__ = ["QuantizedGelu", "quantized_gelus", "quantizing_gelus", "tabled_gelus"]
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
@@ -165,3 +170,30 @@ def quantizing_gelus(gelus: dict[str, QuantizedGelu], planned: dict[str, Quantiz
         gelus[gelu] = dataclasses.replace(gelus[gelu], quantizer=quantizer)
         planned[name] = dataclasses.replace(found, source=None)
         absorbed.add(quantizer)
+
+
+def tabled_gelus(gelus: dict[str, QuantizedGelu], planned: dict[str, QuantizedMatMul],
+                 absorbed: set[ir.Node]) -> None:
+    """Give each formula whose ``x`` only an int8 matmul's last pair (its ``quantize``) gives, and
+    only the formula reads, to that matmul (its ``gelu``): the matmul's epilogue then looks the
+    formula's value up by the pair's level (see the module docstring).  The formula leaves
+    ``gelus``; its last Mul and the pair's nodes join ``absorbed``."""
+    by_input = {gelu.input: name for name, gelu in gelus.items()}
+    for name, found in list(planned.items()):
+        pair = found.quantize
+        if pair is None or found.output.is_graph_output():
+            continue
+        data = pair.quantizer.outputs[0]
+        dequantizers = [use.node for use in data.uses()]
+        inputs = [dq.outputs[0] for dq in dequantizers]
+        gelu_name = next((by_input[value] for value in inputs if value in by_input), None)
+        if gelu_name is None:
+            continue
+        gelu = gelus[gelu_name]
+        readers = (gelu.absorbed[0], gelu.absorbed[-1])  # the Div (or Mul) by the factor, the product by x
+        if data.is_graph_output() or any(value.is_graph_output() or any(
+                use.node not in readers for use in value.uses()) for value in inputs):
+            continue
+        planned[name] = dataclasses.replace(found, gelu=gelu)
+        del gelus[gelu_name]
+        absorbed.update((pair.quantizer, *dequantizers, gelu.output.producer()))  # type: ignore[arg-type]

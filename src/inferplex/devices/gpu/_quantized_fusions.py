@@ -35,6 +35,7 @@ from inferplex.devices.gpu._qdq_pairs import quantizer_of as _quantizer
 from inferplex.devices.gpu._qdq_pairs import read_as_by_dequantizers as _read_as_by_dequantizers
 
 if TYPE_CHECKING:
+    from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
     from inferplex.devices.gpu.lower import Analysis
 
 __all__ = [
@@ -78,6 +79,10 @@ class QuantizedMatMul:
     writes MatMul -> pair -> bias Add), or None (see :func:`linear_epilogues`)."""
     quantize: QuantizeDequantize | None = None
     """The pair on ``output`` that the call runs last (its pairs then change nothing), or None."""
+    gelu: QuantizedGelu | None = None
+    """The GELU formula that alone reads ``quantize``'s output, which the call computes from the
+    pair's levels by a table (see :func:`~._qdq_gelu.tabled_gelus`), or None: the call then
+    gives the formula's output (or its quantizer's 8-bit data), not ``output``."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from inferplex.devices.gpu._quantized_fusions import (
 )
 from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm
 from inferplex.devices.gpu.ops import nn
-from inferplex.devices.gpu.ops._fake_quantize import conv_fake_quantize, quantize_dequantize
+from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, conv_fake_quantize, quantize_dequantize
 from inferplex.devices.gpu.ops._fused_quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
     dynamic_quantize_centered,
@@ -37,7 +37,7 @@ from inferplex.devices.gpu.ops._fused_quantized import (
 )
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention
 from inferplex.devices.gpu.ops._qdq_conv import quantized_conv
-from inferplex.devices.gpu.ops._qdq_gelu import quantized_gelu
+from inferplex.devices.gpu.ops._qdq_gelu import gelu_table, quantized_gelu
 from inferplex.devices.gpu.ops._residual_layer_norm import residual_layer_norm
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
@@ -323,7 +323,36 @@ class Builder:
             args = (self.arg(found.source), *args, scale, zero - (0 if found.activation_signed else 128))
         steps = tuple(None if pair is None else self._fake_quantize_args(pair)
                       for pair in (found.requantize, found.quantize))
-        self.env[found.output] = self.call(name, node, quantized_linear, (*args, *steps))
+        gelu = found.gelu
+        if gelu is None:
+            self.env[found.output] = self.call(name, node, quantized_linear, (*args, *steps))
+            return
+        output = gelu.output if gelu.quantizer is None else gelu.quantizer.outputs[0]
+        table = self._gelu_table(name, found)
+        self.env[output] = self.call(name, node, quantized_linear, (*args, *steps, table))
+
+    def _gelu_table(self, name: str, found: QuantizedMatMul) -> torch.fx.Node:
+        """The table of the GELU formula an int8 matmul computes (see :func:`tabled_gelus`): the
+        formula's call, run once here on the device, at each level of the matmul's last pair."""
+        gelu, pair = found.gelu, found.quantize
+        assert gelu is not None and pair is not None
+
+        def make() -> np.ndarray:
+            with torch.no_grad():
+                table = gelu_table(self._step_tensors(pair), self.compute_dtype or torch.float32,
+                                   *self._gelu_numbers(gelu, self._step_tensors))
+            return torch_to_numpy(table.cpu())
+
+        pairs = (pair, gelu.erf, gelu.sum, gelu.product)
+        sources = (gelu.factor, gelu.one, gelu.half, *(p.scale for p in pairs if p is not None),
+                   *(gelu.quantizer.inputs[1:] if gelu.quantizer is not None else ()))
+        return self.buffer(("gelu_table", name), sources, make, keep_type=True)
+
+    def _step_tensors(self, found: QuantizeDequantize) -> FakeQuantizeStep:
+        """:meth:`_fake_quantize_args` as tensors and numbers, for a call run while building."""
+        value = float(self.analysis.constants[found.scale].reshape(()))
+        scale = torch.tensor(value, dtype=torch.float32, device=self.device)
+        return scale, value, found.zero_point, found.low, found.high
 
     def _emit_quantized_attention(self, name: str, node: ir.Node, found: QuantizedAttention) -> None:
         """The QDQ attention chain as one call named after its second MatMul; the scale is the
@@ -340,23 +369,27 @@ class Builder:
         self.env[found.output] = self.call(name, node, quantized_attention, args)
 
     def _emit_quantized_gelu(self, name: str, node: ir.Node, found: QuantizedGelu) -> None:
-        """The QDQ GELU formula as one call named after its last Mul.  The constants are the numbers
-        the separate calls compute with: a Div's in the compute type (a tensor operand), the Mul's
-        and Add's in float32 (numbers torch takes in float32)."""
+        """The QDQ GELU formula as one call named after its last Mul."""
+        args = (self.arg(found.input), *self._gelu_numbers(found, self._fake_quantize_args))
+        output = found.output if found.quantizer is None else found.quantizer.outputs[0]
+        self.env[output] = self.call(name, node, quantized_gelu, args)
+
+    def _gelu_numbers(self, found: QuantizedGelu,
+                      step: Callable[[QuantizeDequantize], Any]) -> tuple[Any, ...]:
+        """:func:`quantized_gelu`'s arguments after ``x``: the constants as the separate calls compute
+        with them (a Div's in the compute type, a tensor operand; the Mul's and Add's in float32,
+        numbers torch takes in float32), each pair's arguments by ``step``, and where the call
+        writes the quantizer's 8-bit data, its numbers."""
         def number(value: ir.Value, rounded: bool) -> float:
             array = self.analysis.constants[value].reshape(-1)[:1].astype(np.float32)
             tensor = torch.from_numpy(array)
             return float(tensor.to(self.compute_dtype)[0] if rounded and self.compute_dtype is not None
                          else tensor[0])
 
-        steps = tuple(None if pair is None else self._fake_quantize_args(pair)
-                      for pair in (found.erf, found.sum, found.product))
-        # with a quantizer, the call writes its 8-bit data
+        steps = tuple(None if pair is None else step(pair) for pair in (found.erf, found.sum, found.product))
         quantize = None if found.quantizer is None else self._quantize_numbers(found.quantizer)
-        args = (self.arg(found.input), number(found.factor, found.divide), found.divide,
-                number(found.one, False), number(found.half, False), steps, quantize)
-        output = found.output if found.quantizer is None else found.quantizer.outputs[0]
-        self.env[output] = self.call(name, node, quantized_gelu, args)
+        return (number(found.factor, found.divide), found.divide, number(found.one, False),
+                number(found.half, False), steps, quantize)
 
     def _quantize_numbers(self, quantizer: ir.Node) -> tuple[float, int, torch.dtype]:
         """The scale, zero point and 8-bit type of a per-tensor QuantizeLinear of constant numbers,

@@ -75,7 +75,9 @@
   and LayerNormalization (with the residual Add before it) with the pairs between their
   steps become one call each (:mod:`._qdq_attention`, :mod:`._qdq_gelu`,
   :mod:`._residual_layer_norm`); the GELU and the normalization then write the int8
-  matmul's 8-bit input themselves.
+  matmul's 8-bit input themselves.  A GELU whose input is the last pair of an int8
+  matmul's epilogue runs in that epilogue, as a table of its value at each of the
+  pair's 256 levels (:func:`._qdq_gelu.tabled_gelus`).
 * Every other QuantizeLinear -> DequantizeLinear pair of float32 data on one
   constant per-tensor scale and zero point, 8-bit, the quantized data read by
   nothing else (what a QDQ model puts before each Conv, Add or pool), becomes one
@@ -116,7 +118,7 @@ from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._norm_fusions import Norm, norm_from
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention, quantized_attentions
 from inferplex.devices.gpu._qdq_conv import QuantizedConv, quantized_convs
-from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus, quantizing_gelus
+from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus, quantizing_gelus, tabled_gelus
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
     identity_pairs,
@@ -474,6 +476,7 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
     fusions.absorbed.update(settled_quantizers(fusions.quantized_matmul, fusions.quantize_dequantize,
                                                fusions.absorbed))
     quantizing_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
+    tabled_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)
     return fusions
 

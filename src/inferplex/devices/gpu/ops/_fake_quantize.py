@@ -15,7 +15,7 @@ import torch
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
 
 __all__ = ["FakeQuantizeStep", "QuantizeStep", "conv_fake_quantize", "quantize_dequantize", "quantize_linear",
-           "step_numbers"]
+           "quantized_levels", "step_numbers"]
 
 FakeQuantizeStep = tuple[torch.Tensor, float, int, int, int]
 """A fake-quantize's arguments after the data, as :func:`quantize_dequantize` takes them: the
@@ -84,20 +84,30 @@ def _quantize_dequantize_elementwise(x: torch.Tensor, scale: torch.Tensor, scale
     even, the zero point added and clamped, the zero point taken off and times ``s``, rounded
     once to ``x``'s type.  The clamped value goes through int32 as the kernel's goes through
     int64, so a ratio that rounds to ``-0`` gives ``+0`` as in the kernel even where a compiler
-    drops the ``+ 0`` of a zero point 0 (float arithmetic would keep the sign).  NaN, which the
-    kernel saturates to ``low``, is not mirrored.  On CUDA, Inductor's Triton kernels divide
-    float32 approximately (``div.full``, within 2 ulp) unless its
-    ``eager_numerics.division_rounding`` is set: there a float32 ``x / scale`` within that of a
-    half may round the other way, as the division before the kernel in the eager form did
-    under torch.compile already; f16/bf16 data is only multiplied, exactly.
+    drops the ``+ 0`` of a zero point 0 (float arithmetic would keep the sign).  NaN gives 0
+    (the zero point's level), as in the Triton kernels, where torch's kernel saturates it to
+    ``low``.  On CUDA, Inductor's Triton kernels divide float32 approximately (``div.full``,
+    within 2 ulp) unless its ``eager_numerics.division_rounding`` is set: there a float32
+    ``x / scale`` within that of a half may round the other way, as the division before the
+    kernel in the eager form did under torch.compile already; f16/bf16 data is only multiplied,
+    exactly.
     """
+    levels = quantized_levels(x, scale, scale_value, zero_point, low, high)
+    return ((levels - zero_point).to(torch.float32) * scale).to(x.dtype)
+
+
+def quantized_levels(x: torch.Tensor, scale: torch.Tensor, scale_value: float, zero_point: int,
+                     low: int, high: int) -> torch.Tensor:
+    """The int32 levels :func:`quantize_dequantize`'s pair stores before it dequantizes them (its
+    arguments): ``clamp(round(x / s) + z, low, high)``, float32 data divided by the scale, f16/bf16
+    data times its float32 inverse, rounded half to even; NaN gives the zero point, as in the
+    Triton kernels."""
     if x.dtype == torch.float32:
-        values = torch.clamp(torch.round(x / scale) + zero_point, low, high)
-        return (values.to(torch.int32) - zero_point).to(torch.float32) * scale
-    step = np.float32(scale_value)
-    inverse = float(np.float32(1.0) / step)
-    values = torch.clamp(torch.round(x.to(torch.float32) * inverse) + zero_point, low, high)
-    return ((values.to(torch.int32) - zero_point).to(torch.float32) * float(step)).to(x.dtype)
+        ratio = x / scale
+    else:
+        ratio = x.to(torch.float32) * triton_kernels.float32_inverse(scale_value)
+    ratio = torch.where(torch.isnan(ratio), 0.0, ratio)
+    return torch.clamp(torch.round(ratio) + zero_point, low, high).to(torch.int32)
 
 
 def conv_fake_quantize(conv_relu: Callable[..., Any]) -> Callable[..., Any]:

@@ -17,7 +17,12 @@ import torch
 import torch.nn.functional as F
 
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
-from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, quantize_dequantize, step_numbers
+from inferplex.devices.gpu.ops._fake_quantize import (
+    FakeQuantizeStep,
+    quantize_dequantize,
+    quantized_levels,
+    step_numbers,
+)
 from inferplex.devices.gpu.ops.quantized import dynamic_parameters
 
 __all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dynamic_quantize_centered", "dynamic_quantized_conv",
@@ -66,7 +71,8 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
                      scales: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
                      a_scale: torch.Tensor | None = None, a_zero: int = 0,
                      requantize: FakeQuantizeStep | None = None,
-                     quantize: FakeQuantizeStep | None = None) -> torch.Tensor:
+                     quantize: FakeQuantizeStep | None = None,
+                     table: torch.Tensor | None = None) -> torch.Tensor:
     """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
 
     ``a``: 8-bit data (..., K); ``weight``: int8 N x K (the matmul's K x N operand transposed)
@@ -86,18 +92,23 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     output, then ``bias`` is added to its result in ``out_dtype``, as the Add does) and
     ``quantize`` (the pair on the result): the numbers of the separate calls
     (:func:`~._fake_quantize.quantize_dequantize`, the Add), with no pass over the output between.
+    With ``table`` (a function's value at each of ``quantize``'s levels, low to high), the call
+    gives the table's value at each output's level instead: that function of the fake-quantized
+    output, in the table's type.
     """
     elements = _out_elements(a, weight)
     steps = {"mid": step_numbers(requantize), "last": step_numbers(quantize)}
     if triton_kernels.usable(a, elements):  # the same numbers in two kernels
         if a_scale is not None:
             a = triton_kernels.quantize(a, a_scale, a_zero, torch.int8)
-        return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype, **steps)
+        return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype, **steps,
+                                          table=table)
     if a_scale is not None:
         values = torch.round(a.to(torch.float32) / a_scale) + a_zero
         a = values.clamp(-128, 127).to(torch.int8)
     if triton_kernels.usable_compiled(a, elements):  # the quantize above joins its producer's kernel
-        return triton_kernels.int8_linear_op(a, weight, correction, None, 1, scales, bias, out_dtype, **steps)
+        return triton_kernels.int8_linear_op(a, weight, correction, None, 1, scales, bias, out_dtype, **steps,
+                                             table=table)
     acc = _int8_rows_matmul(a, weight)
     if correction is not None:
         acc = acc + correction
@@ -109,7 +120,11 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
         result = quantize_dequantize(result, *requantize)
         if bias is not None:
             result = result + bias
-    return result if quantize is None else quantize_dequantize(result, *quantize)
+    if quantize is None:
+        return result
+    if table is None:
+        return quantize_dequantize(result, *quantize)
+    return table[(quantized_levels(result, *quantize) - quantize[3]).long()]
 
 
 def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,

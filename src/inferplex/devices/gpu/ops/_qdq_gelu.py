@@ -6,6 +6,10 @@ CUDA, outside ``torch.compile``, it is one Triton pass (:mod:`._qdq_gelu_kernel`
 calls' numbers: each step rounded to the data's type, the erf of libdevice (torch's CUDA erf), the
 division IEEE-rounded.  Elsewhere, and under ``torch.compile`` (whose Inductor fuses the
 elementwise ops itself), the ATen ops run one by one.
+
+:func:`gelu_table` gives the call's result for each level of the pair that hands it ``x``: an
+int8 matmul whose epilogue ends with that pair looks the result up there (see
+:func:`~inferplex.devices.gpu._qdq_gelu.tabled_gelus`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from inferplex.devices.gpu.ops._fake_quantize import (
     step_numbers,
 )
 
-__all__ = ["quantized_gelu"]
+__all__ = ["gelu_table", "quantized_gelu"]
 
 _BLOCK = 2048
 
@@ -37,6 +41,18 @@ def quantized_gelu(x: torch.Tensor, factor: float, divide: bool, one: float, hal
         return _run_kernel(x, factor, divide, one, half, steps, quantize)
     value = _aten(x, factor, divide, one, half, steps)
     return value if quantize is None else quantize_linear(value, *quantize)
+
+
+def gelu_table(levels: FakeQuantizeStep, dtype: torch.dtype, factor: float, divide: bool, one: float,
+               half: float, steps: tuple[FakeQuantizeStep | None, ...],
+               quantize: QuantizeStep | None = None) -> torch.Tensor:
+    """:func:`quantized_gelu` (its arguments after ``x``) of each value the pair ``levels`` gives in
+    ``dtype``: ``(level - zero) * scale`` in float32, rounded to ``dtype``, for each level from low
+    to high, on the scale's device; one result per level."""
+    scale, _, zero, low, high = levels
+    level = torch.arange(low, high + 1, dtype=torch.int32, device=scale.device)
+    x = ((level - zero).to(torch.float32) * scale).to(dtype)
+    return quantized_gelu(x, factor, divide, one, half, steps, quantize)
 
 
 def _aten(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,

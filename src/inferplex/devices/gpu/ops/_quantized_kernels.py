@@ -4,6 +4,7 @@ bit for bit what IEEE arithmetic and the ATen forms give."""
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
@@ -13,8 +14,12 @@ from inferplex.devices.gpu.ops._triton_rounding import (
     divide,
     fake_quantize,
     quantized_level,
+    quantized_steps,
     to_integer,
 )
+
+FLOAT_TYPES = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+"""Triton's float types by torch's, for the kernels that take the program's type as a constant."""
 
 
 @triton.jit
@@ -145,20 +150,23 @@ def conv_quantize(acc_ptr, bias_ptr, other_ptr, out_ptr, count, channels, inner,
 
 
 @triton.jit
-def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, M, N, K,  # noqa: N803
+def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, table_ptr, M, N, K,  # noqa: N803
            stride_am, stride_wn, stride_om, shift,
            mid_scale, mid_inverse, mid_zero, mid_low, mid_high,
            last_scale, last_inverse, last_zero, last_low, last_high,
            A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
            ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
-           MID: tl.constexpr, LAST: tl.constexpr, DIVIDE: tl.constexpr, TMA: tl.constexpr,
+           MID: tl.constexpr, LAST: tl.constexpr, TABLE: tl.constexpr, KIND: tl.constexpr,
+           DIVIDE: tl.constexpr, TMA: tl.constexpr,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     # with TMA, a_ptr and w_ptr are tensor descriptors of the rows and the weight (Hopper's tensor
     # copies; reads past their edges give 0, which adds nothing: past K the weight is 0, past M
-    # or N nothing is stored).  The epilogue: the scales; with MID, rounded to the output type and
-    # fake-quantized (a QuantizeLinear -> DequantizeLinear pair on the matmul's output) before the
-    # bias; with LAST, rounded and fake-quantized after it.  Each step rounds where the separate
-    # calls would: to the output type between them, as ``quantize_dequantize`` does.
+    # or N nothing is stored).  The epilogue: the scales; with MID, rounded to KIND (the program's
+    # float type) and fake-quantized (a QuantizeLinear -> DequantizeLinear pair on the matmul's
+    # output) before the bias; with LAST, rounded and fake-quantized after it.  Each step rounds
+    # where the separate calls would: to KIND between them, as ``quantize_dequantize`` does.  With
+    # TABLE, LAST's level (less its low end) picks the stored value in ``table_ptr`` instead: the
+    # value of a function of the fake-quantized output, computed for each of its 256 levels.
     pid = tl.program_id(0)
     blocks_m, blocks_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     group = pid // (GROUP * blocks_n)
@@ -202,14 +210,18 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, M, 
         values = values * tl.load(scale_ptr + rn)[None, :].to(tl.float32)
     else:
         values = values * tl.load(scale_ptr).to(tl.float32)
-    kind = out_ptr.dtype.element_ty
     if MID:
-        values = fake_quantize(values.to(kind).to(tl.float32), mid_scale, mid_inverse, mid_zero, mid_low,
-                               mid_high, kind, DIVIDE)
+        values = fake_quantize(values.to(KIND).to(tl.float32), mid_scale, mid_inverse, mid_zero, mid_low,
+                               mid_high, KIND, DIVIDE)
     if BIAS:
         values = values + tl.load(bias_ptr + rn)[None, :].to(tl.float32)
-    if LAST:
-        values = fake_quantize(values.to(kind).to(tl.float32), last_scale, last_inverse, last_zero, last_low,
-                               last_high, kind, DIVIDE)
+    if TABLE:
+        steps = quantized_steps(values.to(KIND).to(tl.float32), last_scale, last_inverse, last_zero, last_low,
+                                last_high, DIVIDE)
+        values = tl.load(table_ptr + to_integer(steps + (last_zero - last_low) * 1.0))
+    elif LAST:
+        values = fake_quantize(values.to(KIND).to(tl.float32), last_scale, last_inverse, last_zero, last_low,
+                               last_high, KIND, DIVIDE)
     mask = (rows[:, None] < M) & (columns[None, :] < N)
-    tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :], values.to(kind), mask=mask)
+    tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :], values.to(out_ptr.dtype.element_ty),
+             mask=mask)

@@ -260,7 +260,7 @@ def conv_quantize(acc: torch.Tensor, bias: torch.Tensor | None, other: torch.Ten
 def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                 zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                 out_dtype: torch.dtype, mid: Sequence[float] | None = None,
-                last: Sequence[float] | None = None) -> torch.Tensor:
+                last: Sequence[float] | None = None, table: torch.Tensor | None = None) -> torch.Tensor:
     """``((rows(a) @ weight.T + offset * columns) * scales + bias)`` in ``out_dtype``, one kernel.
 
     ``a``: 8-bit data (..., K), uint8 moved down by 128 in the kernel; ``weight``: int8 N x K;
@@ -271,13 +271,16 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
     ``mid`` and ``last`` are fake-quantize steps ``(scale, zero point, low, high)`` the epilogue
     runs on the output rounded to ``out_dtype``: ``mid`` before the bias, ``last`` after it, each
     with :func:`quantize_dequantize`'s numbers (see :class:`~.._fake_quantize.FakeQuantizeStep`).
+    With ``table`` (one value per level of ``last``'s range, low to high), each output is the
+    table's value at its ``last`` level instead, in the table's type: a function of the
+    fake-quantized output, computed beforehand for each of its levels.
     """
     rows = a.reshape(-1, a.shape[-1])
     if rows.stride(-1) != 1:
         rows = rows.contiguous()
     count, depth = rows.shape
     width = weight.shape[0]
-    out = torch.empty((count, width), dtype=out_dtype, device=a.device)
+    out = torch.empty((count, width), dtype=out_dtype if table is None else table.dtype, device=a.device)
     if count:
         descriptors = None
         if count <= _SMALL_ROWS:
@@ -291,14 +294,17 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
                 warps, stages = (4, 4) if rows.dtype == torch.uint8 else (8, 3)
         grid = (_cdiv(count, block_m) * _cdiv(width, block_n),)
         a_source, w_source = descriptors or (rows, weight)
-        _triton().linear[grid](
+        kernels = _triton()
+        kernels.linear[grid](
             a_source, w_source, out, columns if columns is not None else scales,
             zero if zero is not None else scales, scales, bias if bias is not None else scales,
+            table if table is not None else scales,
             count, width, depth, rows.stride(0), weight.stride(0), out.stride(0), shift,
             *step_arguments(mid), *step_arguments(last),
             A_UINT8=rows.dtype == torch.uint8, COLUMNS=columns is not None, ZERO=zero is not None,
             SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
-            MID=mid is not None, LAST=last is not None, DIVIDE=out_dtype == torch.float32,
+            MID=mid is not None, LAST=last is not None, TABLE=table is not None,
+            KIND=kernels.FLOAT_TYPES[out_dtype], DIVIDE=out_dtype == torch.float32,
             TMA=descriptors is not None, BM=block_m, BN=block_n, BK=128, GROUP=8, num_warps=warps,
             num_stages=stages)
     return out.reshape(*a.shape[:-1], width)
@@ -351,18 +357,18 @@ def float32_inverse(value: float) -> float:
 def int8_linear_op(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                    zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                    out_dtype: torch.dtype, mid: list[float] | None = None,
-                   last: list[float] | None = None) -> torch.Tensor:
+                   last: list[float] | None = None, table: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`int8_linear` as an operator ``torch.compile`` calls as it is (Inductor would otherwise
     write the int32 sums of ``torch._int_mm`` out and read them back for the epilogue)."""
-    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype, mid, last)
+    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype, mid, last, table)
 
 
 @int8_linear_op.register_fake
 def _int8_linear_shape(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                        zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                        out_dtype: torch.dtype, mid: list[float] | None = None,
-                       last: list[float] | None = None) -> torch.Tensor:
-    return a.new_empty((*a.shape[:-1], weight.shape[0]), dtype=out_dtype)
+                       last: list[float] | None = None, table: torch.Tensor | None = None) -> torch.Tensor:
+    return a.new_empty((*a.shape[:-1], weight.shape[0]), dtype=out_dtype if table is None else table.dtype)
 
 
 def _cdiv(a: int, b: int) -> int:

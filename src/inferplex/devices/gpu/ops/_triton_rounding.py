@@ -8,7 +8,8 @@ passes (``bench/RESULTS.md`` has them measured before and after).
 * :func:`round_half_even`: ``rint`` below 2**22 in magnitude (the callers clamp first);
 * :func:`to_integer`: a float32 holding an integer within +-2**22 as int32;
 * :func:`quantized_level`: QuantizeLinear's saturated integer, as float32;
-* :func:`dequantized` and :func:`fake_quantize`: a QuantizeLinear -> DequantizeLinear pair.
+* :func:`dequantized` and :func:`fake_quantize`: a QuantizeLinear -> DequantizeLinear pair, and
+  :func:`quantized_steps` the pair's level before it is dequantized.
 
 Explicitly rounded operations (``mul_rn``, ``add_rn``) keep the compiler from fusing a product
 into the addition after it, which would round once where the separate calls round twice.
@@ -80,10 +81,17 @@ def dequantized(values, scale, inverse, zero, low, high, DIVIDE: tl.constexpr): 
     high - zero]``, rounded, times the scale (the same numbers: the bounds are integers).  NaN
     gives 0, the zero point's value (converting NaN to an integer gives 0 before the zero point is
     added)."""
+    return libdevice.mul_rn(quantized_steps(values, scale, inverse, zero, low, high, DIVIDE), scale)
+
+
+@triton.jit
+def quantized_steps(values, scale, inverse, zero, low, high, DIVIDE: tl.constexpr):  # noqa: N803
+    """The whole steps of :func:`dequantized` before they are times the scale: the level a
+    QuantizeLinear stores less the zero point, as float32 (NaN gives 0)."""
     ratio = divide(values, scale, inverse) if DIVIDE else libdevice.mul_rn(values, inverse)
     point = zero * 1.0  # the integers as float32 (an argument equal to 1 arrives as a constant)
     steps = round_half_even(tl.minimum(tl.maximum(ratio, low * 1.0 - point), high * 1.0 - point))
-    return libdevice.mul_rn(tl.where(ratio == ratio, steps, 0.0), scale)
+    return tl.where(ratio == ratio, steps, 0.0)
 
 
 @triton.jit
