@@ -130,6 +130,11 @@ class DynamicConv:
     residual: ir.Value | None = None
     """A tensor of the output's shape that an Add adds after the bias (a residual block's
     shortcut), before the Relu, or None."""
+    weight_scale: ir.Value | None = None
+    """The constant one-value weight scale where ``scale`` is ``Mul`` of it and the scale of the
+    DynamicQuantizeLinear that makes the input (``quantize_dynamic``'s form), or None: a program
+    in a reduced precision then runs the float convolution on the dequantized input with the
+    scale in its weight (see :func:`~.ops._fused_quantized.dequantized_conv`)."""
 
 
 _F16_SAFE_DEPTH = 65000
@@ -362,8 +367,27 @@ def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node,
         relu = _next(analysis, names, last, ("Relu",))
         if relu is not None:
             last, absorbed = relu[0], (*absorbed, relu[0])
-        return DynamicConv(conv, names[conv], conv.inputs[1], zero_value, mul.inputs[1 - index],  # type: ignore[arg-type]
-                           bias, last.outputs[0], absorbed, relu is not None, residual)
+        scale = mul.inputs[1 - index]
+        return DynamicConv(conv, names[conv], conv.inputs[1], zero_value, scale,  # type: ignore[arg-type]
+                           bias, last.outputs[0], absorbed, relu is not None, residual,
+                           _weight_scale(analysis, conv, scale))  # type: ignore[arg-type]
+    return None
+
+
+def _weight_scale(analysis: Analysis, conv: ir.Node, scale: ir.Value) -> ir.Value | None:
+    """The constant float32 one-value factor of ``scale`` where ``scale`` is ``Mul`` of it and the
+    scale output of the DynamicQuantizeLinear whose data ``conv`` reads, else None."""
+    product, quantizer = scale.producer(), conv.inputs[0].producer() if conv.inputs[0] is not None else None
+    if product is None or quantizer is None or product.op_type != "Mul" \
+            or product.domain not in _ONNX_DOMAINS or quantizer.op_type != "DynamicQuantizeLinear" \
+            or len(quantizer.outputs) < 2:
+        return None
+    for index in (0, 1):
+        factor = product.inputs[1 - index]
+        array = _constant(analysis, factor)
+        if product.inputs[index] is quantizer.outputs[1] and array is not None and array.size == 1 \
+                and array.dtype == np.float32:
+            return factor
     return None
 
 

@@ -29,6 +29,7 @@ from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, conv_fake_quantize, quantize_dequantize
 from inferplex.devices.gpu.ops._fused_quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
+    dequantized_conv,
     dynamic_quantize_centered,
     dynamic_quantized_conv,
     dynamic_quantized_linear,
@@ -473,14 +474,53 @@ class Builder:
 
     def _emit_centered_quantizer(self, name: str, node: ir.Node, data: ir.Value) -> None:
         """DynamicQuantizeLinear handing centered float data to the dynamic convolutions (which
-        then get no zero point, see :meth:`_emit_dynamic_conv`)."""
-        call = self.call(name, node, dynamic_quantize_centered, (self.arg(node.inputs[0]),))
+        then get no zero point, see :meth:`_emit_dynamic_conv`), dequantized where they run as
+        float convolutions."""
+        call = self.call(name, node, dynamic_quantize_centered,
+                         (self.arg(node.inputs[0]), self._dequantized_input(data)))
         for index, value in enumerate(node.outputs):
             out = self.graph.call_function(_pick, (call, index))
             out.meta.update(onnx_name=name, onnx_op=node.op_type)
             self.env[value] = out
 
+    def _dequantized_input(self, data: ir.Value) -> bool:
+        """Whether the dynamic convolutions reading a centered quantizer's ``data`` run as float
+        convolutions on its dequantized values (:func:`dequantized_conv`): in a reduced precision,
+        where each one's scale is the quantizer's times a constant weight scale."""
+        readers = [found for found in self.fusions.dynamic_conv.values() if found.conv.inputs[0] is data]
+        return self.compute_dtype is not None and all(found.weight_scale is not None for found in readers)
+
+    def _emit_dequantized_conv(self, found: DynamicConv) -> None:
+        """A dynamic convolution as the float convolution of the dequantized input and the weight
+        times its scale (see :meth:`_dequantized_input`)."""
+        constants = self.analysis.constants
+        weight_value, zero_value, scale_value = found.weight, found.weight_zero, found.weight_scale
+
+        def scaled_weight() -> np.ndarray:
+            weight = constants[weight_value].astype(np.float32)
+            if zero_value is not None:
+                zero = constants[zero_value].astype(np.float32).reshape(-1)
+                weight -= zero.reshape((-1,) + (1,) * (weight.ndim - 1)) if zero.size > 1 else zero[0]
+            return weight * constants[scale_value].astype(np.float32).reshape(())  # type: ignore[index]
+
+        channels_last = found.conv_name in self.fusions.channels_last_convs
+        weight = self.buffer(("dequantized_conv", weight_value, zero_value, scale_value),
+                             (weight_value, zero_value, scale_value), scaled_weight, channels_last)
+        bias_value = found.bias
+        bias = None if bias_value is None else self.buffer(
+            ("dequantized_conv", "bias", bias_value), (bias_value,),
+            lambda: constants[bias_value].reshape(-1))
+        info = self.analysis.infos[found.conv_name]
+        run = dequantized_conv(nn.conv(info), nn.conv_relu(info), channels_last, found.relu)
+        args = (self.arg(found.conv.inputs[0]), weight, bias, self.arg(found.residual))
+        self.env[found.output] = self.call(found.conv_name, found.conv, run, args)
+
     def _emit_dynamic_conv(self, name: str, node: ir.Node, found: DynamicConv) -> None:
+        conv = found.conv
+        if conv.inputs[0] in self.fusions.centered_quantizers.values() \
+                and self._dequantized_input(conv.inputs[0]):  # type: ignore[arg-type]
+            self._emit_dequantized_conv(found)
+            return
         constants, reduced = self.analysis.constants, self.compute_dtype is not None
         weight_value, zero_value = found.weight, found.weight_zero
 
@@ -498,7 +538,6 @@ class Builder:
         bias = None if bias_value is None else self.buffer(
             ("dynamic_conv", "bias", bias_value), (bias_value,),
             lambda: constants[bias_value].reshape((1, -1) + (1,) * (constants[weight_value].ndim - 2)))
-        conv = found.conv
         # data a centered quantizer made is already ``x - zero``, in the weight's floating type
         takes_centered = conv.inputs[0] in self.fusions.centered_quantizers.values()
         zero = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 and not takes_centered else None

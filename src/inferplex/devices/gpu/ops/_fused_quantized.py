@@ -25,15 +25,18 @@ from inferplex.devices.gpu.ops._fake_quantize import (
 )
 from inferplex.devices.gpu.ops.quantized import dynamic_parameters
 
-__all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dynamic_quantize_centered", "dynamic_quantized_conv",
+__all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dequantized_conv", "dynamic_quantize_centered",
+           "dynamic_quantized_conv",
            "dynamic_quantized_linear", "quantized_linear", "quantized_linear_arrays"]
 
 
-def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def dynamic_quantize_centered(x: torch.Tensor,
+                              dequantized: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """DynamicQuantizeLinear's data, centered, and scale: ``y - zero`` in ``x``'s floating type
     (exact: at most 255 in magnitude), for convolutions that read nothing else of it (see
     :func:`dynamic_quantized_conv`; the zero point, which they do not read, is not made: the
-    lowering's third output is None).
+    lowering's third output is None).  With ``dequantized``, ``(y - zero) * scale`` rounded once
+    to ``x``'s type: the input of :func:`dequantized_conv`.
 
     ``clamp(round(x / scale) + zero, 0, 255) - zero`` runs as the division and one fake-quantize
     kernel (scale 1, which rounds half to even and adds the zero point after rounding, as ONNX
@@ -42,12 +45,15 @@ def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     fake-quantize kernel and would call it as an opaque op, with the mask it writes besides).
     """
     if triton_kernels.usable(x):
-        return triton_kernels.dynamic_quantize_centered(x)
+        return triton_kernels.dynamic_quantize_centered(x, dequantized)
     scale, zero = dynamic_parameters(x)
     if torch.compiler.is_compiling():
-        return torch.clamp(torch.round(x / scale) + zero, 0, 255) - zero, scale
-    one = torch.ones((), dtype=torch.float32, device=x.device)
-    return torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255), scale
+        centered = torch.clamp(torch.round(x / scale) + zero, 0, 255) - zero
+    else:
+        one = torch.ones((), dtype=torch.float32, device=x.device)
+        centered = torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255)
+    # a one-value float32 tensor: the product is computed in float32 and rounded once to x's type
+    return (centered * scale.reshape(()) if dequantized else centered), scale
 
 
 _CUDA_MIN_ROWS = 17
@@ -232,3 +238,30 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool,
         return acc.relu_() if relu else acc
 
     return dynamic_conv
+
+
+def dequantized_conv(conv: Callable[..., Any], conv_relu: Callable[..., Any], channels_last: bool,
+                     relu: bool) -> Callable[..., Any]:
+    """:func:`dynamic_quantized_conv`'s chain in a reduced precision where its scale is the input's
+    DynamicQuantizeLinear scale times a constant weight scale: ``conv(x * s_x, w * s_w) (+ bias)
+    (+ residual)`` (and the Relu), the same sum, as the float model's convolution.
+
+    The call takes ``x``: :func:`dynamic_quantize_centered`'s dequantized data; ``weight``: the
+    constant ``(w - w_zero) * s_w`` in the compute type; ``bias``: one per output channel, or
+    None; ``residual``: a tensor of the output's shape, or None.  ``conv`` and ``conv_relu`` are
+    the Conv's float lowerings (``conv_relu`` puts the bias, the residual and the Relu in one
+    cuDNN call on CUDA): no pass over the output follows, where the centered form's integer sums
+    need one for the scale.  Each product is rounded to the compute type where the centered form
+    rounds each sum once, as a reduced precision allows.
+    """
+
+    def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+            residual: torch.Tensor | None = None) -> torch.Tensor:
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        if relu:
+            return conv_relu(x, weight, bias, residual)
+        y = conv(x, weight, bias)
+        return y if residual is None else y + residual
+
+    return run

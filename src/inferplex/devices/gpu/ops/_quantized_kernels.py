@@ -69,7 +69,7 @@ def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
 
 @triton.jit
 def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, count, parts,
-                     CENTERED: tl.constexpr, PARTS: tl.constexpr,  # noqa: N803
+                     CENTERED: tl.constexpr, DEQUANTIZED: tl.constexpr, PARTS: tl.constexpr,  # noqa: N803
                      BLOCK: tl.constexpr):
     # every program reduces the partial results (a few hundred values, read from L2)
     part = tl.arange(0, PARTS)
@@ -90,7 +90,9 @@ def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, cou
     mask = offsets < count
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     level = quantized_level(divide(x.to(tl.float32), scale, libdevice.div_rn(1.0, scale)), zero, 0.0, 255.0)
-    if CENTERED:  # level - zero, at most 255 in magnitude: exact in every floating type
+    if DEQUANTIZED:  # (level - zero) * scale, rounded once to x's type
+        tl.store(out_ptr + offsets, libdevice.mul_rn(level - zero, scale).to(x.dtype), mask=mask)
+    elif CENTERED:  # level - zero, at most 255 in magnitude: exact in every floating type
         tl.store(out_ptr + offsets, (level - zero).to(x.dtype), mask=mask)
     else:
         tl.store(out_ptr + offsets, to_integer(level).to(tl.uint8), mask=mask)

@@ -147,10 +147,12 @@ def dynamic_quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return _dynamic_quantize(x, centered=False)
 
 
-def dynamic_quantize_centered(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """DynamicQuantizeLinear's data minus its zero point, in ``x``'s floating type, and its scale
-    (what ``_fused_quantized.dynamic_quantize_centered`` hands the dynamic convolutions)."""
-    out, scale, _ = _dynamic_quantize(x, centered=True)
+def dynamic_quantize_centered(x: torch.Tensor,
+                              dequantized: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear's data minus its zero point, in ``x``'s floating type (times the
+    scale, rounded once, where ``dequantized``), and its scale (what
+    ``_fused_quantized.dynamic_quantize_centered`` hands the dynamic convolutions)."""
+    out, scale, _ = _dynamic_quantize(x, centered=True, dequantized=dequantized)
     return out, scale
 
 
@@ -166,7 +168,8 @@ _QUANTIZE_BLOCK = 8192
 partial results)."""
 
 
-def _dynamic_quantize(x: torch.Tensor, centered: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _dynamic_quantize(x: torch.Tensor, centered: bool,
+                      dequantized: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x = _dense(x)
     lows, highs = _minmax_partials(x)
     out = torch.empty_like(x) if centered else torch.empty_like(x, dtype=torch.uint8)
@@ -174,7 +177,7 @@ def _dynamic_quantize(x: torch.Tensor, centered: bool) -> tuple[torch.Tensor, to
     zero = torch.empty((), dtype=torch.uint8, device=x.device)
     count, parts = x.numel(), lows.numel()
     _triton().dynamic_quantize[_elementwise_grid(max(count, 1), _QUANTIZE_BLOCK)](
-        x, out, lows, highs, scale, zero, count, parts, CENTERED=centered,
+        x, out, lows, highs, scale, zero, count, parts, CENTERED=centered, DEQUANTIZED=dequantized,
         PARTS=max(2, 1 << (parts - 1).bit_length()), BLOCK=_QUANTIZE_BLOCK)
     return out, scale, zero
 
