@@ -313,6 +313,43 @@ def test_layer_norm_kernel_matches_the_calls_it_fuses(kind: str, width: int) -> 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize(("divide", "scaled"), [(True, True), (False, True), (True, False)])
+def test_qdq_attention_kernel_with_its_scores_table_matches_it_without(kind: str, divide: bool,
+                                                                        scaled: bool) -> None:
+    """The attention kernel looking its scaled scores up by the scores' level (``scores_table``)
+    against the same kernel computing them, with and without a mask: the same values but for a
+    few context values a step or two away, where the two compiled variants sum a score or a row in
+    another order and round it the other way in its last place (a probability's level then moves
+    by one)."""
+    from inferplex.devices.gpu.ops import _qdq_attention as attention
+
+    dtype = getattr(torch, kind)
+    generator = torch.Generator(device="cuda").manual_seed(15)
+    packed = torch.randint(-40, 40, (8, 128, 3, 12, 64), device="cuda", generator=generator) * 0.05
+    packed = packed.to(dtype)
+    query, key, value = (packed[:, :, i].permute(0, 2, 1, 3) for i in range(3))
+    mask = torch.randn(8, 1, 128, 128, device="cuda", generator=generator).to(dtype)
+
+    def step(scale: float, zero: int, low: int, high: int) -> tuple[torch.Tensor, float, int, int, int]:
+        return torch.tensor(scale, device="cuda"), scale, zero, low, high
+
+    steps = (step(0.3, 3, -128, 127), step(0.04, 0, -128, 127) if scaled else None, None,
+             step(1 / 255, 0, 0, 255), step(0.01, -2, -128, 127))
+    numbers = [attention.step_numbers(one) for one in steps]
+    factor = 8.0 if divide else 0.125
+    table = attention.scores_table(dtype, factor, divide, steps)
+    key_t = key.transpose(-1, -2)
+    for added in (None, mask):
+        want = attention._run_kernel(query, key_t, value, added, factor, divide, numbers)
+        got = attention._run_kernel(query, key_t, value, added, factor, divide, numbers, table)
+        apart = (got.double() - want.double()).abs()
+        moved = float((apart > 0).double().mean())
+        assert float(apart.max()) <= 0.0201 and moved <= 1e-3, (float(apart.max()), moved)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("precision", ["f32", "f16", "bf16"])
 def test_qdq_attention_on_cuda_in_each_precision_stays_close(causal_model: onnx.ModelProto,
                                                              precision: str) -> None:

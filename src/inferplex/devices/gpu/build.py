@@ -36,7 +36,7 @@ from inferplex.devices.gpu.ops._fused_quantized import (
     quantized_linear,
     quantized_linear_arrays,
 )
-from inferplex.devices.gpu.ops._qdq_attention import quantized_attention
+from inferplex.devices.gpu.ops._qdq_attention import quantized_attention, scores_table
 from inferplex.devices.gpu.ops._qdq_conv import quantized_conv
 from inferplex.devices.gpu.ops._qdq_gelu import gelu_table, quantized_gelu
 from inferplex.devices.gpu.ops._residual_layer_norm import residual_layer_norm
@@ -365,9 +365,24 @@ class Builder:
         steps = tuple(None if pair is None else self._fake_quantize_args(pair) for pair in (
             found.scores, found.scaled, found.masked, found.probabilities, found.context))
         mask = None if found.mask is None else self.arg(found.mask)
+        table = None if found.scores is None else self._scores_table(name, found, factor)
         args = (self.arg(found.query), self.arg(found.key_t), self.arg(found.value), mask, factor,
-                found.divide, steps)
+                found.divide, steps, table)
         self.env[found.output] = self.call(name, node, quantized_attention, args)
+
+    def _scores_table(self, name: str, found: QuantizedAttention, factor: float | None) -> torch.fx.Node:
+        """The attention's scaled scores at each level of its scores' pair (see
+        :func:`scores_table`), computed once here on the device."""
+        pairs = (found.scores, found.scaled)
+
+        def make() -> np.ndarray:
+            steps = tuple(None if pair is None else self._step_tensors(pair) for pair in pairs)
+            with torch.no_grad():
+                table = scores_table(self.compute_dtype or torch.float32, factor, found.divide, steps)
+            return torch_to_numpy(table.cpu())
+
+        sources = (found.factor, *(pair.scale for pair in pairs if pair is not None))
+        return self.buffer(("scores_table", name), sources, make, keep_type=True)
 
     def _emit_quantized_gelu(self, name: str, node: ir.Node, found: QuantizedGelu) -> None:
         """The QDQ GELU formula as one call named after its last Mul."""

@@ -1,7 +1,9 @@
 """The Triton kernel of :func:`~inferplex.devices.gpu.ops._qdq_attention.quantized_attention`
 (imported only where Triton runs).  One program takes a block of query rows of one batch and head
 and the whole key sequence: the scores, each step of the chain and its fake-quantize, the softmax
-over the row, and the product with V, rounding to the data's type where the separate calls do."""
+over the row, and the product with V, rounding to the data's type where the separate calls do.
+With TABLE, the steps from the scores' pair to the scaled scores' pair are a lookup by the
+scores' level (see ``scores_table``)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,11 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._triton_rounding import divide, fake_quantize
+from inferplex.devices.gpu.ops._triton_rounding import divide, fake_quantize, quantized_steps, to_integer
 
 
 @triton.jit
-def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, width,  # noqa: N803
+def attention(q_ptr, k_ptr, v_ptr, mask_ptr, table_ptr, out_ptr, heads, rows, keys, depth, width,  # noqa: N803
               sq_b, sq_h, sq_s, sq_d, sk_b, sk_h, sk_d, sk_s, sv_b, sv_h, sv_s, sv_d,
               sm_b, sm_h, sm_s, sm_k, so_b, so_h, so_s, so_d, factor, factor_inverse,
               s1_scale, s1_inverse, s1_zero, s1_low, s1_high,
@@ -22,7 +24,7 @@ def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, 
               s4_scale, s4_inverse, s4_zero, s4_low, s4_high,
               s5_scale, s5_inverse, s5_zero, s5_low, s5_high,
               DIVIDE: tl.constexpr, IEEE: tl.constexpr, SCALE: tl.constexpr,
-              MASK: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr, S3: tl.constexpr,
+              MASK: tl.constexpr, TABLE: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr, S3: tl.constexpr,
               S4: tl.constexpr, S5: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr,
               BD: tl.constexpr, BV: tl.constexpr):
     KIND: tl.constexpr = out_ptr.dtype.element_ty  # noqa: N806
@@ -42,14 +44,18 @@ def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, 
     else:
         s = tl.dot(q, kt)
     s = s.to(KIND).to(tl.float32)
-    if S1:
-        s = fake_quantize(s, s1_scale, s1_inverse, s1_zero, s1_low, s1_high, KIND, DIVIDE)
-    if SCALE == 1:
-        s = divide(s, factor, factor_inverse).to(KIND).to(tl.float32)
-    elif SCALE == 2:
-        s = libdevice.mul_rn(s, factor).to(KIND).to(tl.float32)
-    if S2:
-        s = fake_quantize(s, s2_scale, s2_inverse, s2_zero, s2_low, s2_high, KIND, DIVIDE)
+    if TABLE:  # the scores pair's level picks the scaled (and requantized) score
+        steps = quantized_steps(s, s1_scale, s1_inverse, s1_zero, s1_low, s1_high, DIVIDE)
+        s = tl.load(table_ptr + to_integer(steps + (s1_zero - s1_low) * 1.0)).to(tl.float32)
+    else:
+        if S1:
+            s = fake_quantize(s, s1_scale, s1_inverse, s1_zero, s1_low, s1_high, KIND, DIVIDE)
+        if SCALE == 1:
+            s = divide(s, factor, factor_inverse).to(KIND).to(tl.float32)
+        elif SCALE == 2:
+            s = libdevice.mul_rn(s, factor).to(KIND).to(tl.float32)
+        if S2:
+            s = fake_quantize(s, s2_scale, s2_inverse, s2_zero, s2_low, s2_high, KIND, DIVIDE)
     if MASK:
         added = tl.load(mask_ptr + b * sm_b + h * sm_h + r[:, None] * sm_s + k[None, :] * sm_k,
                         mask=in_rows[:, None] & in_keys[None, :], other=0.0).to(tl.float32)
