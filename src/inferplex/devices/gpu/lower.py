@@ -354,6 +354,8 @@ def lower_model(model: ir.Model, device: Any = "cpu", precision: str = "f32",
         # Constants finished on the device (channels-last copies) were queued on the caller's
         # current stream, the user's own maybe; the workers' streams do not wait for it.
         torch.cuda.current_stream(builder.device).synchronize()
+    # calls whose results nothing reads (a fused call took over what they fed) do not run
+    builder.graph.eliminate_dead_code()
     module = torch.fx.GraphModule(builder.root, builder.graph, class_name="OnnxGraph")
     module.eval()
     forget_source_when_collected(module)
