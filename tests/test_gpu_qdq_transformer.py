@@ -160,7 +160,7 @@ def test_qdq_attention_runs_as_one_call_and_matches_onnx_runtime(core: ov.Core, 
     ops, ran, records = _matches_onnx_runtime(core, model, 8)
     assert ops["Softmax"] >= 1 and ran["Softmax"] == 0
     softmax_inputs = {n.input[0] for n in model.graph.node if n.op_type == "Softmax"}
-    producers = {out: n for n in model.graph.node for out in n.output}
+    producers, _ = _producers_and_readers(model)
     chained = {producers[producers[name].input[0]].name for name in softmax_inputs}  # the pairs' quantizers
     assert not chained & set(records)
     if model_name == "causal_model":
@@ -182,15 +182,21 @@ def _at_precision_matches_onnx_runtime(core: ov.Core, model: onnx.ModelProto, pr
     return records
 
 
+def _producers_and_readers(model: onnx.ModelProto) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The node making each value of ``model`` and the nodes reading it, by the value's name."""
+    producers = {out: n for n in model.graph.node for out in n.output}
+    readers: dict[str, list[Any]] = {}
+    for n in model.graph.node:
+        for name in n.input:
+            readers.setdefault(name, []).append(n)
+    return producers, readers
+
+
 def _gelus(model: onnx.ModelProto) -> list[tuple[Any, set[str], Any]]:
     """Each GELU formula of a static QDQ model: the Div before its Erf, the names of the nodes from
     the Div to its last Mul, and the last Mul."""
     nodes = model.graph.node
-    producers = {out: n for n in nodes for out in n.output}
-    readers: dict[str, list[Any]] = {}
-    for n in nodes:
-        for name in n.input:
-            readers.setdefault(name, []).append(n)
+    producers, readers = _producers_and_readers(model)
 
     def after(node: Any) -> Any:  # the next node past the pair on node's output, if there is one
         (reader,) = readers[node.output[0]]
@@ -217,7 +223,7 @@ def test_qdq_gelu_runs_in_the_matmul_before_it_and_matches_onnx_runtime(
     feed-forward's up projection (MatMul, pair, bias Add, pair), runs inside that projection's
     call: none of the formula's nodes, nor the pairs between, run on their own."""
     records = _at_precision_matches_onnx_runtime(core, static_model, precision, 10)
-    producers = {out: n for n in static_model.graph.node for out in n.output}
+    producers, _ = _producers_and_readers(static_model)
     gelus = _gelus(static_model)
     assert len(gelus) == 2
     for div, names, _ in gelus:
@@ -261,11 +267,7 @@ def test_residual_layer_norm_runs_with_its_residual_add_and_pairs_as_one_call(
     named after the normalization; the model's result stays ONNX Runtime's."""
     records = _at_precision_matches_onnx_runtime(core, static_model, precision, 12)
     nodes = static_model.graph.node
-    producers = {out: n for n in nodes for out in n.output}
-    readers: dict[str, list[Any]] = {}
-    for n in nodes:
-        for name in n.input:
-            readers.setdefault(name, []).append(n)
+    producers, readers = _producers_and_readers(static_model)
     norms = [n for n in nodes if n.op_type == "LayerNormalization"]
     assert len(norms) == 4 and all(records.get(n.name) == "LayerNormalization" for n in norms)
     for norm in norms:

@@ -1,8 +1,9 @@
 """The fused calls the GPU lowering emits for quantized models (see :mod:`.._quantized_fusions`):
 a QDQ model's MatMul of DequantizeLinear outputs as one int8 matmul (:func:`quantized_linear`),
 ``quantize_dynamic``'s ``Mul(Cast(MatMulInteger))`` and ``Mul(Cast(ConvInteger))`` chains
-(:func:`dynamic_quantized_linear`, :func:`dynamic_quantized_conv`), and the DynamicQuantizeLinear
-that hands those convolutions centered data (:func:`dynamic_quantize_centered`).  On CUDA they
+(:func:`dynamic_quantized_linear`, :func:`dynamic_quantized_conv`, or in a reduced precision
+:func:`dequantized_conv`), and the DynamicQuantizeLinear that hands those convolutions centered
+(or dequantized) data (:func:`dynamic_quantize_centered`).  On CUDA they
 run as the Triton kernels of :mod:`._quantized_triton` outside ``torch.compile``, else as ATen
 ops; the numbers are those of :mod:`.quantized`'s lowerings of the ops they replace.
 """
@@ -26,8 +27,8 @@ from inferplex.devices.gpu.ops._fake_quantize import (
 from inferplex.devices.gpu.ops.quantized import dynamic_parameters
 
 __all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dequantized_conv", "dynamic_quantize_centered",
-           "dynamic_quantized_conv",
-           "dynamic_quantized_linear", "quantized_linear", "quantized_linear_arrays"]
+           "dynamic_quantized_conv", "dynamic_quantized_linear", "quantized_linear",
+           "quantized_linear_arrays"]
 
 
 def dynamic_quantize_centered(x: torch.Tensor,

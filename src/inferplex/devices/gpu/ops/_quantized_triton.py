@@ -3,14 +3,16 @@ pass where the ATen form takes several.
 
 * :func:`int8_linear`: an int8 x int8 matmul whose int32 sums get the zero-point correction, the
   float32 scale, the bias and the cast to the output type in the same kernel (the ATen form writes
-  int32 sums and reads them back two or three times);
+  int32 sums and reads them back two or three times), and the pairs after it, or a table looked
+  up by its last pair's level;
 * :func:`quantize` and :func:`dequantize`: QuantizeLinear and DequantizeLinear per tensor, 8-bit;
 * :func:`dynamic_quantize`: DynamicQuantizeLinear as two kernels: one finds the minimum and maximum
   of each slice of the data, the other reduces those few partial results, works out the scale and
   zero point (the ATen form runs a dozen one-value kernels for them) and quantizes.  ATen's
   ``aminmax`` copies a channels-last tensor to contiguous first and reads at a fraction of the
   memory's speed;
-  :func:`dynamic_quantize_centered` the same, data minus zero point, for the dynamic convolutions;
+  :func:`dynamic_quantize_centered` the same, data minus zero point (or dequantized), for the
+  dynamic convolutions;
 * :func:`quantize_dequantize`: the fake-quantize pass, on the data's own type (the ATen kernel
   reads it element by element, unvectorised);
 * :func:`conv_epilogue`: a dynamic convolution's scale, bias and Relu in one pass (the ATen form
