@@ -142,8 +142,10 @@ def _shapes_fit(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node, s
             or not dtypes or dtypes[0] not in _FLOAT_TYPES:
         return False
     assert query is not None and key_t is not None and value is not None
-    if not (query[:2] == key_t[:2] == value[:2] and query[3] == key_t[2] and key_t[3] == value[2]) \
-            or key_t[3] > MAX_KEYS or key_t[3] < 1 or query[3] > 256 or value[3] > 256:
+    if not (query[:2] == key_t[:2] == value[:2] and query[3] == key_t[2] and key_t[3] == value[2]):
+        return False
+    keys, depth, width = (int(d) for d in (key_t[3], query[3], value[3]))  # type: ignore[arg-type]
+    if keys > MAX_KEYS or keys < 1 or depth > 256 or width > 256:
         return False
     if mask is None:
         return True

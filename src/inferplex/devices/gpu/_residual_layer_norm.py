@@ -142,17 +142,19 @@ def _sum_before(analysis: Analysis, names: dict[ir.Node, str], norm: ir.Node, wa
     """(a, b, the pair between, its name, the Add) where the normalization reads ``pair(a + b)`` or
     ``a + b`` as the module docstring says; else (its input, None, None, [], None)."""
     value = norm.inputs[0]
-    alone = (value, None, None, [], None)
+    assert value is not None  # a plain normalization's (see _plain_layer_norm)
+    alone: tuple[ir.Value, ir.Value | None, QuantizeDequantize | None, list[str], ir.Node | None] = (
+        value, None, None, [], None)
     pair_names = [name for name, pair in walk.pairs.items() if pair.output is value and not pair.identity]
     pair = walk.pairs[pair_names[0]] if pair_names else None
     total = value if pair is None else pair.source
     if pair is not None and (len(list(pair.quantizer.outputs[0].uses())) != 1 or len(list(value.uses())) != 1
                              or pair.quantizer.outputs[0].is_graph_output() or value.is_graph_output()):
-        return alone  # type: ignore[return-value]
+        return alone
     reader = (norm, 0) if pair is None else (pair.quantizer, 0)
     add = total.producer() if total is not None else None
     if add is None or _sole_consumer(total) != reader or add.op_type != "Add" \
             or add.domain not in _ONNX_DOMAINS or add in walk.absorbed or not _runs(analysis, names, add) \
             or None in add.inputs or not same_shapes(analysis, names, add):
-        return alone  # type: ignore[return-value]
+        return alone
     return add.inputs[0], add.inputs[1], pair, pair_names[:1], add  # type: ignore[return-value]

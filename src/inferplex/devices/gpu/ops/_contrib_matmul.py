@@ -172,9 +172,10 @@ _NBITS_INPUTS = {1: "B (the packed weight)", 2: "scales", 3: "zero_points", 5: "
 
 def _static_size(shape: tuple[int | str | None, ...] | None) -> int | None:
     """The element count of a shape whose dims are all known, else None."""
-    if shape is None or not all(isinstance(d, int) for d in shape):
+    dims = [d for d in shape or () if isinstance(d, int)]
+    if shape is None or len(dims) != len(shape):
         return None
-    return int(np.prod(shape, dtype=np.int64))
+    return int(np.prod(dims, dtype=np.int64))
 
 
 def _nbits_size_problem(k: int, n: int, bits: int, block: int, sizes: dict[int, int | None],

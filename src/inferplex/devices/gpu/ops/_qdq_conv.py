@@ -36,7 +36,9 @@ def quantized_conv(info: Any) -> Callable[..., torch.Tensor]:
         if x.dtype in _FLOATS and triton_kernels.usable(x):
             y = plain(x, w, None)
             if triton_kernels.usable(y, y.numel()) and (other is None or other.shape == y.shape):
-                return triton_kernels.conv_quantize(y, b, other, step_numbers(first), step_numbers(second))
+                numbers = step_numbers(first)
+                assert numbers is not None
+                return triton_kernels.conv_quantize(y, b, other, numbers, step_numbers(second))
             if b is not None:
                 y = y + b.reshape(1, -1, 1, 1)
         else:
