@@ -153,6 +153,22 @@ def test_profiling_records_ops_and_transfers(core: Any) -> None:
     assert all(r.real_time.total_seconds() >= 0 for r in records)
 
 
+def test_node_whose_output_nothing_reads_does_not_run(core: Any) -> None:
+    """A node whose output no node reads and the graph does not give runs no call (its profile has
+    no record of it); the outputs are ONNX Runtime's."""
+    nodes = [helper.make_node("Exp", ["x"], ["unused"], name="dead_exp"),
+             helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Mul", ["r", "x"], ["y"], name="mul")]
+    graph = helper.make_graph(nodes, "dead", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)}
+    request = core.compile_model(model, "GPU.0", {"ENABLE_PROFILING": True}).create_infer_request()
+    np.testing.assert_allclose(np.asarray(request.infer(feeds)[0]), _ort(model, feeds)[0], rtol=1e-6)
+    names = {r.node_name for r in request.get_profiling_info()}
+    assert {"relu", "mul"} <= names and "dead_exp" not in names
+
+
 def test_keep_on_device_returns_torch_tensors() -> None:
     import onnx_ir as ir
 

@@ -96,6 +96,15 @@ def _quantize_dequantize_elementwise(x: torch.Tensor, scale: torch.Tensor, scale
     return ((levels - zero_point).to(torch.float32) * scale).to(x.dtype)
 
 
+def level_values(step: FakeQuantizeStep, dtype: torch.dtype) -> torch.Tensor:
+    """The value :func:`quantize_dequantize` gives at each level of ``step``'s range, low to high:
+    ``(level - zero) * scale`` in float32, rounded once to ``dtype``, on the scale's device (what a
+    table of a function of the pair's values is computed from)."""
+    scale, _, zero, low, high = step
+    level = torch.arange(low, high + 1, dtype=torch.int32, device=scale.device)
+    return ((level - zero).to(torch.float32) * scale).to(dtype)
+
+
 def quantized_levels(x: torch.Tensor, scale: torch.Tensor, scale_value: float, zero_point: int,
                      low: int, high: int) -> torch.Tensor:
     """The int32 levels :func:`quantize_dequantize`'s pair stores before it dequantizes them (its

@@ -23,7 +23,12 @@ from typing import Any
 import torch
 
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
-from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, quantize_dequantize, step_numbers
+from inferplex.devices.gpu.ops._fake_quantize import (
+    FakeQuantizeStep,
+    level_values,
+    quantize_dequantize,
+    step_numbers,
+)
 
 __all__ = ["quantized_attention", "scores_table"]
 
@@ -53,12 +58,11 @@ def scores_table(dtype: torch.dtype, factor: float | None, divide: bool,
     """The scaled scores (after their pair, where ``steps`` has one) for each level of the scores'
     pair (``steps[0]``), low to high, in ``dtype`` on the pair's scale's device: the separate calls
     on the values the pair gives, ``(level - zero) * scale`` rounded to ``dtype``."""
-    scale, _, zero, low, high = steps[0]  # type: ignore[misc]
-    level = torch.arange(low, high + 1, dtype=torch.int32, device=scale.device)
-    scores = ((level - zero).to(torch.float32) * scale).to(dtype)
+    assert steps[0] is not None
+    scores = level_values(steps[0], dtype)
     if factor is None:
         return scores
-    constant = torch.full((), factor, dtype=dtype, device=scale.device)
+    constant = torch.full((), factor, dtype=dtype, device=scores.device)
     scaled = scores / constant if divide else scores * constant
     return scaled if steps[1] is None else quantize_dequantize(scaled, *steps[1])
 

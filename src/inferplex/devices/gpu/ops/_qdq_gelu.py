@@ -20,6 +20,7 @@ from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
 from inferplex.devices.gpu.ops._fake_quantize import (
     FakeQuantizeStep,
     QuantizeStep,
+    level_values,
     quantize_dequantize,
     quantize_linear,
     step_numbers,
@@ -49,10 +50,7 @@ def gelu_table(levels: FakeQuantizeStep, dtype: torch.dtype, factor: float, divi
     """:func:`quantized_gelu` (its arguments after ``x``) of each value the pair ``levels`` gives in
     ``dtype``: ``(level - zero) * scale`` in float32, rounded to ``dtype``, for each level from low
     to high, on the scale's device; one result per level."""
-    scale, _, zero, low, high = levels
-    level = torch.arange(low, high + 1, dtype=torch.int32, device=scale.device)
-    x = ((level - zero).to(torch.float32) * scale).to(dtype)
-    return quantized_gelu(x, factor, divide, one, half, steps, quantize)
+    return quantized_gelu(level_values(levels, dtype), factor, divide, one, half, steps, quantize)
 
 
 def _aten(x: torch.Tensor, factor: float, divide: bool, one: float, half: float,
