@@ -130,6 +130,35 @@ def test_static_qdq_cnn_under_f16_hint_stays_close(core: ov.Core, tmp_path: Any)
     _check_cnn_fused(model, records)
 
 
+def _stem() -> onnx.ModelProto:
+    """A ResNet's stem: Conv-BN-ReLU and a 3 x 3 max pool of stride 2, whose values are the output."""
+    torch.manual_seed(13)
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+    return export_onnx(net, (torch.randn(2, 3, 13, 13),), ["x"], {"x": {0: "N"}}, opset=13)
+
+
+def test_static_qdq_stem_max_pool_of_the_relu_range_pair_matches_onnx_runtime(core: ov.Core,
+                                                                            tmp_path: Any) -> None:
+    # the stem Conv's pair (a Relu's range) runs on the pooled values, in the MaxPool's call; the
+    # pair after the MaxPool changes nothing, so the output is what that call made
+    model = quantized(tmp_path, _stem(), True, per_channel=True)
+    feeds = {"x": np.random.default_rng(24).standard_normal((3, 3, 13, 13)).astype(np.float32)}
+    (want,) = ort_unfused(model, feeds)
+    step = output_scale(model)
+    got, records = profiled(core, model, feeds)
+    # a convolution summing in another order may move a value on a rounding boundary by a step
+    np.testing.assert_allclose(got, want, rtol=0, atol=step * 1.01)
+    assert np.mean(got != want) < 0.02
+    # f16 activations and weights move some values by a step, and the output is handed out from f16
+    half, _ = profiled(core, model, feeds, {"INFERENCE_PRECISION_HINT": "f16"})
+    np.testing.assert_allclose(half, want, rtol=0, atol=step * 2.01)
+    assert np.abs(half - want).mean() < step / 2
+    pool = next(n for n in model.graph.node if n.op_type == "MaxPool")
+    stem_pair = next(n for n in model.graph.node if n.output[0] == pool.input[0])
+    assert stem_pair.op_type == "DequantizeLinear" and stem_pair.name in relu_range_dequantizers(model)
+    assert records[pool.name] == "MaxPool" and records.get(stem_pair.name) != "FakeQuantize"
+
+
 def test_static_qdq_cnn_loaded_from_the_cache_runs_fused(core: ov.Core, tmp_path: Any) -> None:
     model = quantized(tmp_path, _cnn(), True, per_channel=True)
     feeds = _cnn_feeds(23)

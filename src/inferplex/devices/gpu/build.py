@@ -166,6 +166,7 @@ class Builder(QuantizedEmitters):
         return ((fusions.conv_relu, self._emit_conv_relu), (fusions.conv_bn, self._emit_conv_bn),
                 (fusions.linear, self._emit_linear), (fusions.quantized_matmul, self._emit_quantized_matmul),
                 (fusions.quantize_dequantize, self._emit_quantize_dequantize),
+                (fusions.pooled_pairs, self._emit_pooled_pair),
                 (fusions.quantized_attention, self._emit_quantized_attention),
                 (fusions.quantized_gelu, self._emit_quantized_gelu),
                 (fusions.quantized_conv, self._emit_quantized_conv),

@@ -30,6 +30,7 @@ from inferplex.devices.gpu.ops._fused_quantized import (
     quantized_linear,
     quantized_linear_arrays,
 )
+from inferplex.devices.gpu.ops._pooling import fake_quantized_max_pool
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention, scores_table
 from inferplex.devices.gpu.ops._qdq_conv import quantized_conv
 from inferplex.devices.gpu.ops._qdq_gelu import gelu_table, quantized_gelu
@@ -206,6 +207,12 @@ class QuantizedEmitters:
         args = (self._conv_input(name, conv), self.arg(conv.inputs[1]), bias, other,
                 self._fake_quantize_args(found.first), second)
         self.env[found.output] = self.call(name, conv, quantized_conv(self.analysis.infos[name]), args)
+
+    def _emit_pooled_pair(self, name: str, pool: ir.Node, found: QuantizeDequantize) -> None:
+        """The MaxPool with the pair before it run on its output (see :func:`fake_quantized_max_pool`)."""
+        args = (self.arg(pool.inputs[0]), *self._fake_quantize_args(found))
+        run = fake_quantized_max_pool(self.analysis.infos[name])
+        self.env[pool.outputs[0]] = self.call(name, pool, run, args)
 
     def _emit_quantize_dequantize(self, name: str, node: ir.Node, found: QuantizeDequantize) -> None:
         """One fake-quantize call for the pair; its profiling record is the DequantizeLinear's,

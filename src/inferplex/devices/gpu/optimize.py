@@ -20,7 +20,11 @@
   after the Conv (the Relu is folded into the range, which saturates every value
   <= 0 to 0), so the Relu put back into the convolution's epilogue changes no
   value.  Off CUDA the Relu is one more elementwise op; planning it there too
-  lets the emulated GPU run, and test, the program CUDA runs.  A 2-D Conv whose
+  lets the emulated GPU run, and test, the program CUDA runs.  Where only a MaxPool
+  (without indices) reads that pair, as after a CNN's stem, the MaxPool runs the
+  pair's fake-quantize on its pooled values instead
+  (:func:`~inferplex.devices.gpu.ops._pooling.fake_quantized_max_pool`): the same
+  numbers from a quarter of the data.  A 2-D Conv whose
   pair has another zero point (no Relu in its range), and a same-shaped Add and
   pair after that pair, become one call too (:mod:`._qdq_conv`): the convolution,
   then its bias, the pairs and the Add in one pass.
@@ -250,6 +254,9 @@ class Fusions:
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call (or as its
     source, where the pair changes nothing)."""
+    pooled_pairs: dict[str, QuantizeDequantize] = field(default_factory=dict)
+    """MaxPool -> the pair before it (a ``conv_relu`` chain's, whose call then leaves it out), run on
+    the pooled values (see :func:`~inferplex.devices.gpu.ops._pooling.fake_quantized_max_pool`)."""
     absorbed: set[ir.Node] = field(default_factory=set)
     """Nodes emitted as part of another: they are skipped."""
     channels_last_convs: set[str] = field(default_factory=set)
@@ -329,8 +336,22 @@ def _plan_relu_range_convs(analysis: Analysis, names: dict[ir.Node, str], fusion
         pair = relu_range_pair(analysis, names, found[2], fusions.absorbed)
         if pair is None or pair.quantizer.outputs[0] in read or pair.source in quantized:
             continue
-        fusions.conv_relu[names[pair.output.producer()]] = ConvRelu(name, conv, *found[:2], pair)  # type: ignore[index]
+        pool = _max_pool_after(analysis, names, pair.output)
+        if pool is not None:  # the MaxPool fake-quantizes the pooled values: a quarter of the data
+            fusions.pooled_pairs[names[pool]] = pair
+        fusions.conv_relu[names[pair.output.producer()]] = ConvRelu(  # type: ignore[index]
+            name, conv, *found[:2], pair if pool is None else None)
         fusions.absorbed.update(n for n in (conv, found[0], pair.quantizer) if n is not None)
+
+
+def _max_pool_after(analysis: Analysis, names: dict[ir.Node, str], value: ir.Value) -> ir.Node | None:
+    """The MaxPool that alone reads ``value``, without an indices output, or None."""
+    step = _sole_consumer(value)
+    pool = step[0] if step is not None and step[1] == 0 else None
+    if pool is None or pool.op_type != "MaxPool" or pool.domain not in _ONNX_DOMAINS \
+            or not _runs(analysis, names, pool) or any(output.name for output in pool.outputs[1:]):
+        return None
+    return pool
 
 
 def _bias_add_after(analysis: Analysis, names: dict[ir.Node, str],

@@ -3,7 +3,10 @@
 Pooling whose ONNX output size differs from torch's (asymmetric pads, pads over
 half a kernel, ceil mode's last-window rule) is padded explicitly so torch's
 floor-mode pooling yields exactly ONNX's windows; MaxPool's indices are mapped
-back to ONNX's (whole-input, optionally column-major) numbering.
+back to ONNX's (whole-input, optionally column-major) numbering.  On CUDA, outside
+``torch.compile``, a 2-D MaxPool of channels-last float data without indices is one Triton pass
+(:mod:`._max_pool_kernel`): ATen's channels-last max pool reads at a fraction of the memory's
+speed (``bench/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import onnx_ir as ir
 import torch
 import torch.nn.functional as F
 
+from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
+from inferplex.devices.gpu.ops._fake_quantize import quantize_dequantize, step_numbers
 from inferplex.devices.gpu.ops._window import CONV, Window, floats_only, spatial_rank, symmetric, torch_pad
 from inferplex.devices.gpu.registry import NodeInfo, register
 from inferplex.errors import CompileError
@@ -80,6 +85,23 @@ def _max_pool_supports(info: NodeInfo) -> str | None:
 
 @register("MaxPool", supports=_max_pool_supports)
 def max_pool(info: NodeInfo) -> Callable[..., Any]:
+    return _max_pool(info)
+
+
+def fake_quantized_max_pool(info: NodeInfo) -> Callable[..., torch.Tensor]:
+    """``quantize_dequantize(MaxPool(x), scale, scale_value, zero_point, low, high)``: a QDQ model's
+    pair before a MaxPool (without indices), run on the pooled values instead of the input.
+
+    The fake-quantize never decreases (``round`` and ``clamp`` keep the order), so the largest of a
+    window's fake-quantized values is the fake-quantize of its largest value: the same numbers from
+    a quarter of the data for a 3 x 3 window of stride 2 (a NaN pools to NaN first).  On CUDA the
+    channels-last pass pools and fake-quantizes at once."""
+    return _max_pool(info)
+
+
+def _max_pool(info: NodeInfo) -> Callable[..., Any]:
+    """``run(x, *step)``: the MaxPool of ``x``; with ``step`` (scale tensor, scale, zero point,
+    low, high), :func:`fake_quantized_max_pool`'s fake-quantize of the pooled values."""
     window = Window(info)
     kernel = window.kernel_shape()
     ceil = bool(info.attr("ceil_mode", 0))
@@ -87,13 +109,16 @@ def max_pool(info: NodeInfo) -> Callable[..., Any]:
     column_major = int(info.attr("storage_order", 0)) != 0
     fn = _MAX_POOL[window.spatial]
 
-    def run(x: torch.Tensor) -> Any:
+    def run(x: torch.Tensor, *step: Any) -> Any:
         if x.dtype in (torch.int8, torch.uint8):
             pooled = run(x.to(torch.float32))
             if isinstance(pooled, tuple):
                 return pooled[0].to(x.dtype), pooled[1]
             return pooled.to(x.dtype)
         pads, ends = _pool_plan(window, x.shape[2:], ceil)
+        if not want_indices and _channels_last_kernel_fits(x):
+            numbers = step_numbers(step) if step else None
+            return _channels_last_max_pool(x, kernel, window, pads, ends, numbers)
         padding = _native_pool_ok(window, pads)
         begins = pads[:window.spatial]
         if padding is None:
@@ -103,11 +128,51 @@ def max_pool(info: NodeInfo) -> Callable[..., Any]:
             x_in, use_ceil = x, ceil
             begins = [0] * window.spatial
         if not want_indices:
-            return fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil)
+            pooled = fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil)
+            return quantize_dequantize(pooled, *step) if step else pooled
         y, idx = fn(x_in, kernel, window.strides, padding, window.dilations, use_ceil, True)
         return y, _onnx_indices(idx, x.shape, x_in.shape[2:], begins, column_major)
 
     return run
+
+
+_KERNEL_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _channels_last_kernel_fits(x: torch.Tensor) -> bool:
+    """Whether :func:`_channels_last_max_pool` takes ``x``: 2-D pooling of channels-last float data
+    on CUDA, where the Triton kernels run."""
+    return x.dim() == 4 and x.dtype in _KERNEL_FLOATS and x.is_contiguous(memory_format=torch.channels_last) \
+        and triton_kernels.usable(x, x.numel())
+
+
+def _channels_last_max_pool(x: torch.Tensor, kernel: Sequence[int], window: Window, pads: Sequence[int],
+                            ends: Sequence[int], step: Sequence[float] | None = None) -> torch.Tensor:
+    """MaxPool of channels-last ``x`` with ONNX's windows: ``pads[:2]`` before each spatial axis,
+    ``ends`` after it (the places past the input count as -inf), as one Triton pass; with ``step``
+    (scale, zero point, low, high), the pooled values fake-quantized in it (the fake-quantize pass's
+    numbers)."""
+    from inferplex.devices.gpu.ops._max_pool_kernel import max_pool as kernel_pass
+
+    batch, channels, height, width = x.shape
+    dims = []
+    for axis, size in enumerate((height, width)):
+        span = size + pads[axis] + ends[axis] - window.dilations[axis] * (kernel[axis] - 1) - 1
+        dims.append(span // window.strides[axis] + 1)
+    out = torch.empty((batch, channels, *dims), dtype=x.dtype, device=x.device,
+                      memory_format=torch.channels_last)
+    pixels = batch * dims[0] * dims[1]
+    if pixels and channels:
+        # 1,024 values a program of 4 warps, up to 64 channels wide: the fastest tiling measured
+        # for a stem's pool at batch 1 to 64 (``bench/RESULTS.md``)
+        block_c = min(64, 1 << (channels - 1).bit_length())
+        block_p = max(1, 1024 // block_c)
+        grid = (-(-pixels // block_p), -(-channels // block_c))
+        kernel_pass[grid](x, out, pixels, channels, height, width, dims[0], dims[1], *window.strides,
+                          pads[0], pads[1], *window.dilations, *triton_kernels.step_arguments(step),
+                          KH=kernel[0], KW=kernel[1], QUANTIZE=step is not None,
+                          DIVIDE=x.dtype == torch.float32, BLOCK_P=block_p, BLOCK_C=block_c, num_warps=4)
+    return out
 
 
 def _onnx_indices(idx: torch.Tensor, shape: Sequence[int], padded: Sequence[int],
