@@ -1,6 +1,6 @@
-"""MaxPool of channels-last data on CUDA (the Triton pass of ``devices/gpu/ops/_pooling``): whole
-models against ONNX Runtime over ONNX's window forms, and the pass against ATen's max pool bit for
-bit, NaNs included."""
+"""MaxPool and AveragePool of channels-last data on CUDA (the Triton passes of
+``devices/gpu/ops/_pooling``): whole models against ONNX Runtime over ONNX's window forms, and the
+passes against ATen's pools bit for bit (NaNs included for the max)."""
 
 from __future__ import annotations
 
@@ -24,25 +24,38 @@ _WINDOWS: list[dict[str, Any]] = [
 ]
 
 
-def _conv_pool_model(channels: int, window: dict[str, Any]) -> onnx.ModelProto:
+_AVERAGE_WINDOWS: list[dict[str, Any]] = [
+    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+    {"kernel_shape": [2, 2], "strides": [2, 2]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 2], "ceil_mode": 1, "count_include_pad": 1},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [3, 2], "strides": [1, 2], "pads": [2, 0, 1, 1], "dilations": [2, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER", "count_include_pad": 1},
+]
+
+
+def _conv_pool_model(channels: int, window: dict[str, Any], pool: str = "MaxPool") -> onnx.ModelProto:
     weight = np.random.default_rng(1).standard_normal((channels, 3, 3, 3)).astype(np.float32) * 0.3
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("MaxPool", ["c"], ["y"], **window)]
+             helper.make_node(pool, ["c"], ["y"], **window)]
     graph = helper.make_graph(nodes, "conv_pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                                  [None, 3, 19, 23])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(weight, "w")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
 
 
-@pytest.mark.parametrize("window", _WINDOWS, ids=lambda w: "-".join(f"{k}{v}" for k, v in w.items()))
+@pytest.mark.parametrize(("pool", "window"), [("MaxPool", w) for w in _WINDOWS]
+                         + [("AveragePool", w) for w in _AVERAGE_WINDOWS],
+                         ids=lambda w: w if isinstance(w, str) else "-".join(f"{k}{v}" for k, v in w.items()))
 @pytest.mark.parametrize("channels", [5, 64, 160])
-def test_channels_last_max_pool_matches_onnx_runtime(channels: int, window: dict[str, Any]) -> None:
+def test_channels_last_pool_matches_onnx_runtime(channels: int, pool: str, window: dict[str, Any]) -> None:
     import onnxruntime as ort
 
     import inferplex as ov
 
-    model = _conv_pool_model(channels, window)
+    model = _conv_pool_model(channels, window, pool)
     x = np.random.default_rng(0).standard_normal((3, 3, 19, 23)).astype(np.float32)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})[0]
@@ -113,3 +126,33 @@ def test_fake_quantized_max_pool_pass_equals_the_pool_then_the_fake_quantize(
     scale_tensor = torch.tensor(scale, dtype=torch.float32, device="cuda")
     want = quantize_dequantize(F.max_pool2d(x, 3, 2, 1), scale_tensor, scale, zero, low, high)
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_average_pool_pass_equals_aten(dtype: torch.dtype) -> None:
+    import torch.nn.functional as F
+
+    from inferplex.devices.gpu.ops import _pooling
+
+    class Window:
+        def __init__(self, strides: list[int]) -> None:
+            self.strides, self.dilations = strides, [1, 1]
+
+    cases = [((4, 64, 28, 28), (3, 3), (1, 1), (1, 1)), ((2, 96, 17, 19), (3, 3), (2, 2), (1, 1)),
+             ((2, 130, 9, 10), (2, 2), (2, 2), (0, 0)), ((3, 7, 11, 11), (5, 3), (2, 1), (2, 1))]
+    generator = torch.Generator(device="cuda").manual_seed(2)
+    for shape, kernel, strides, pads in cases:
+        x = torch.randn(shape, device="cuda", dtype=dtype, generator=generator)
+        x = x.contiguous(memory_format=torch.channels_last)
+        for ceil in (False, True):
+            for count_pads in (False, True):
+                onnx_pads = [pads[0], pads[1], pads[0], pads[1]]
+                ends = []
+                for axis, size in enumerate(shape[2:]):
+                    out = _pooling._pool_output(size, pads[axis], pads[axis], kernel[axis], strides[axis], 1,
+                                                ceil)
+                    ends.append((out - 1) * strides[axis] + kernel[axis] - size - pads[axis])
+                got = _pooling._channels_last_average_pool(x, kernel, Window(list(strides)),  # type: ignore[arg-type]
+                                                           onnx_pads, ends, count_pads)
+                want = F.avg_pool2d(x, kernel, strides, pads, ceil, count_pads)
+                assert got.shape == want.shape and torch.equal(got, want), (shape, kernel, ceil, count_pads)

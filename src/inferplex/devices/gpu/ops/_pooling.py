@@ -4,9 +4,9 @@ Pooling whose ONNX output size differs from torch's (asymmetric pads, pads over
 half a kernel, ceil mode's last-window rule) is padded explicitly so torch's
 floor-mode pooling yields exactly ONNX's windows; MaxPool's indices are mapped
 back to ONNX's (whole-input, optionally column-major) numbering.  On CUDA, outside
-``torch.compile``, a 2-D MaxPool of channels-last float data without indices is one Triton pass
-(:mod:`._max_pool_kernel`): ATen's channels-last max pool reads at a fraction of the memory's
-speed (``bench/RESULTS.md``).
+``torch.compile``, a 2-D MaxPool (without indices) or AveragePool of channels-last float data is
+one Triton pass (:mod:`._pool_kernels`): ATen's channels-last pools read at a fraction of the
+memory's speed (``bench/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ _KERNEL_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _channels_last_kernel_fits(x: torch.Tensor) -> bool:
-    """Whether :func:`_channels_last_max_pool` takes ``x``: 2-D pooling of channels-last float data
+    """Whether the Triton pools take ``x``: 2-D pooling of channels-last float data
     on CUDA, where the Triton kernels run."""
     return x.dim() == 4 and x.dtype in _KERNEL_FLOATS and x.is_contiguous(memory_format=torch.channels_last) \
         and triton_kernels.usable(x, x.numel())
@@ -152,8 +152,45 @@ def _channels_last_max_pool(x: torch.Tensor, kernel: Sequence[int], window: Wind
     ``ends`` after it (the places past the input count as -inf), as one Triton pass; with ``step``
     (scale, zero point, low, high), the pooled values fake-quantized in it (the fake-quantize pass's
     numbers)."""
-    from inferplex.devices.gpu.ops._max_pool_kernel import max_pool as kernel_pass
+    from inferplex.devices.gpu.ops._pool_kernels import max_pool as kernel_pass
 
+    def launch(grid: tuple[int, int], out: torch.Tensor, pixels: int, dims: list[int], block_p: int,
+               block_c: int) -> None:
+        kernel_pass[grid](x, out, pixels, x.shape[1], *x.shape[2:], *dims, *window.strides, pads[0], pads[1],
+                          *window.dilations, *triton_kernels.step_arguments(step), KH=kernel[0], KW=kernel[1],
+                          QUANTIZE=step is not None, DIVIDE=x.dtype == torch.float32, BLOCK_P=block_p,
+                          BLOCK_C=block_c, num_warps=4)
+
+    return _channels_last_pool(x, kernel, window, pads, ends, launch)
+
+
+def _channels_last_average_pool(x: torch.Tensor, kernel: Sequence[int], window: Window, pads: Sequence[int],
+                                ends: Sequence[int], count_pads: bool) -> torch.Tensor:
+    """AveragePool of channels-last ``x`` with ONNX's windows (see :func:`_channels_last_max_pool`)
+    as one Triton pass: each window's sum over its number of places inside the input, or inside the
+    input and its pads where ``count_pads`` (the ceil-mode overhang past the end pads never counts),
+    ONNX's rule and ``_padded_sums``'."""
+    from inferplex.devices.gpu.ops._pool_kernels import average_pool as kernel_pass
+
+    height, width = x.shape[2:]
+    if count_pads:
+        bounds = (-pads[0], height + min(ends[0], pads[2]), -pads[1], width + min(ends[1], pads[3]))
+    else:
+        bounds = (0, height, 0, width)
+
+    def launch(grid: tuple[int, int], out: torch.Tensor, pixels: int, dims: list[int], block_p: int,
+               block_c: int) -> None:
+        kernel_pass[grid](x, out, pixels, x.shape[1], height, width, *dims, *window.strides, pads[0], pads[1],
+                          *window.dilations, *bounds, KH=kernel[0], KW=kernel[1], BLOCK_P=block_p,
+                          BLOCK_C=block_c, num_warps=4)
+
+    return _channels_last_pool(x, kernel, window, pads, ends, launch)
+
+
+def _channels_last_pool(x: torch.Tensor, kernel: Sequence[int], window: Window, pads: Sequence[int],
+                        ends: Sequence[int], launch: Callable[..., None]) -> torch.Tensor:
+    """The channels-last output of a 2-D pool with ONNX's windows, filled by
+    ``launch(grid, out, output pixels, output sizes, pixels a program, channels a program)``."""
     batch, channels, height, width = x.shape
     dims = []
     for axis, size in enumerate((height, width)):
@@ -164,14 +201,10 @@ def _channels_last_max_pool(x: torch.Tensor, kernel: Sequence[int], window: Wind
     pixels = batch * dims[0] * dims[1]
     if pixels and channels:
         # 1,024 values a program of 4 warps, up to 64 channels wide: the fastest tiling measured
-        # for a stem's pool at batch 1 to 64 (``bench/RESULTS.md``)
+        # for a stem's max pool at batch 1 to 64 (``bench/RESULTS.md``)
         block_c = min(64, 1 << (channels - 1).bit_length())
         block_p = max(1, 1024 // block_c)
-        grid = (-(-pixels // block_p), -(-channels // block_c))
-        kernel_pass[grid](x, out, pixels, channels, height, width, dims[0], dims[1], *window.strides,
-                          pads[0], pads[1], *window.dilations, *triton_kernels.step_arguments(step),
-                          KH=kernel[0], KW=kernel[1], QUANTIZE=step is not None,
-                          DIVIDE=x.dtype == torch.float32, BLOCK_P=block_p, BLOCK_C=block_c, num_warps=4)
+        launch((-(-pixels // block_p), -(-channels // block_c)), out, pixels, dims, block_p, block_c)
     return out
 
 
@@ -239,7 +272,9 @@ def average_pool(info: NodeInfo) -> Callable[..., Any]:
     fn = _AVG_POOL[window.spatial]
 
     def run(x: torch.Tensor) -> torch.Tensor:
-        pads, _ = _pool_plan(window, x.shape[2:], ceil)
+        pads, ends = _pool_plan(window, x.shape[2:], ceil)
+        if _channels_last_kernel_fits(x):
+            return _channels_last_average_pool(x, kernel, window, pads, ends, count_pads)
         padding = _native_pool_ok(window, pads)
         if padding is not None and all(d == 1 for d in window.dilations):
             return fn(x, kernel, window.strides, padding, ceil, count_pads)
