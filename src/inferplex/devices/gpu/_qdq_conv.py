@@ -15,12 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import onnx_ir as ir
 
-from inferplex.devices.gpu._graph import same_shapes
+from inferplex.devices.gpu._graph import constant, same_shapes
 from inferplex.devices.gpu._qdq_pairs import (
     PairWalk,
     QuantizeDequantize,
+    dequantizer,
     find_chains,
     pairs_by_quantizer,
     pairs_reading,
@@ -29,7 +31,7 @@ from inferplex.devices.gpu._qdq_pairs import (
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["QuantizedConv", "quantized_convs"]
+__all__ = ["Int8Conv", "QuantizedConv", "int8_conv_plan", "quantized_convs"]
 
 
 @dataclass(frozen=True)
@@ -85,3 +87,46 @@ def quantized_convs(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[s
 
     return find_chains(analysis, names, pairs, absorbed, "Conv", chain)
 
+
+
+@dataclass(frozen=True)
+class Int8Conv:
+    """A QDQ Conv whose data and weight are DequantizeLinear outputs the int8 convolution can take
+    (:func:`~inferplex.devices.gpu.ops._int8_conv.int8_conv`)."""
+
+    weight: ir.Value
+    """The constant int8 weight (M x C x kh x kw), zero point 0."""
+    weight_scale: ir.Value
+    """Its constant float32 scale: one value, or one per output channel."""
+    x_scale: ir.Value
+    """The data's constant float32 scale, one value."""
+    x_zero: int
+    x_signed: bool
+    """The data's zero point and whether it is int8 (else uint8)."""
+
+
+def int8_conv_plan(analysis: Analysis, conv: ir.Node) -> Int8Conv | None:
+    """The :class:`Int8Conv` of a 2-D Conv of one group, or None where its data or weight is not
+    such a DequantizeLinear output (then the Conv runs as a float convolution)."""
+    group = conv.attributes.get("group")
+    if len(conv.inputs) < 2 or (group is not None and int(group.value) != 1):
+        return None
+    data, weight = dequantizer(conv.inputs[0]), dequantizer(conv.inputs[1])
+    if data is None or weight is None:
+        return None
+    x_scale, x_zero, x_data = (constant(analysis, data.inputs[i]) if i < len(data.inputs) else None
+                               for i in (1, 2, 0))
+    if x_scale is None or x_scale.dtype != np.float32 or x_scale.size != 1 or x_zero is None \
+            or x_zero.size != 1 or x_zero.dtype not in (np.int8, np.uint8) or x_data is not None:
+        return None  # a per-tensor scale and zero point on 8-bit data computed at run time
+    w_array, w_scale = constant(analysis, weight.inputs[0]), constant(analysis, weight.inputs[1])
+    w_zero = constant(analysis, weight.inputs[2]) if len(weight.inputs) > 2 and weight.inputs[2] is not None \
+        else np.zeros(1, np.int8)
+    if w_array is None or w_array.dtype != np.int8 or w_array.ndim != 4 or w_scale is None \
+            or w_scale.dtype != np.float32 or w_zero is None or w_zero.any():
+        return None
+    axis = weight.attributes.get("axis")
+    if w_scale.size != 1 and (w_scale.size != w_array.shape[0] or axis is None or int(axis.value) % 4 != 0):
+        return None
+    return Int8Conv(weight.inputs[0], weight.inputs[1], data.inputs[1],  # type: ignore[arg-type]
+                    int(x_zero.reshape(-1)[0]), x_zero.dtype == np.int8)

@@ -15,7 +15,6 @@ from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm
 from inferplex.devices.gpu.build_quantized import QuantizedEmitters
 from inferplex.devices.gpu.ops import nn
-from inferplex.devices.gpu.ops._fake_quantize import conv_fake_quantize
 from inferplex.devices.gpu.ops._residual_layer_norm import residual_layer_norm
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
@@ -225,11 +224,11 @@ class Builder(QuantizedEmitters):
             weight = self.arg(conv.inputs[1])
             bias = self.arg(conv.inputs[2]) if len(conv.inputs) > 2 else None
         other = self.arg(found.other) if found.add is not None else None
-        run = nn.conv_relu(self.analysis.infos[name])
         args: tuple[Any, ...] = (self._conv_input(name, conv), weight, bias, other)
         if found.quantize is not None:
-            run, args = conv_fake_quantize(run), (*args, *self._fake_quantize_args(found.quantize))
-        self.env[end.outputs[0]] = self.call(name, conv, run, args)
+            self._emit_relu_range_conv(name, end, conv, args, found.quantize)
+            return
+        self.env[end.outputs[0]] = self.call(name, conv, nn.conv_relu(self.analysis.infos[name]), args)
 
     def _conv_input(self, name: str, conv: ir.Node) -> Any:
         x = self.arg(conv.inputs[0])

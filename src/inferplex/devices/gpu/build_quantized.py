@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention
-from inferplex.devices.gpu._qdq_conv import QuantizedConv
+from inferplex.devices.gpu._qdq_conv import QuantizedConv, int8_conv_plan
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
 from inferplex.devices.gpu._qdq_pairs import QuantizeDequantize
 from inferplex.devices.gpu._quantized_fusions import DynamicConv, DynamicMatMul, QuantizedMatMul
@@ -30,9 +30,10 @@ from inferplex.devices.gpu.ops._fused_quantized import (
     quantized_linear,
     quantized_linear_arrays,
 )
+from inferplex.devices.gpu.ops._int8_conv import int8_conv_arrays
 from inferplex.devices.gpu.ops._pooling import fake_quantized_max_pool
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention, scores_table
-from inferplex.devices.gpu.ops._qdq_conv import quantized_conv
+from inferplex.devices.gpu.ops._qdq_conv import quantized_conv, quantized_relu_conv
 from inferplex.devices.gpu.ops._qdq_gelu import gelu_table, quantized_gelu
 from inferplex.devices.gpu.tensors import torch_to_numpy
 
@@ -205,8 +206,40 @@ class QuantizedEmitters:
         other = self.arg(found.other) if found.other is not None else None
         second = self._fake_quantize_args(found.second) if found.second is not None else None
         args = (self._conv_input(name, conv), self.arg(conv.inputs[1]), bias, other,
-                self._fake_quantize_args(found.first), second)
+                self._fake_quantize_args(found.first), second, self._int8_conv_weight(name, conv))
         self.env[found.output] = self.call(name, conv, quantized_conv(self.analysis.infos[name]), args)
+
+    def _emit_relu_range_conv(self, name: str, end: ir.Node, conv: ir.Node, args: tuple[Any, ...],
+                              pair: QuantizeDequantize) -> None:
+        """A QDQ Conv (and residual Add) whose pair's range holds the Relu, as one call named after
+        the Conv (see :func:`quantized_relu_conv`); ``args``: the data, weight, bias and residual."""
+        run = quantized_relu_conv(self.analysis.infos[name])
+        args = (*args, *self._fake_quantize_args(pair), self._int8_conv_weight(name, conv))
+        self.env[end.outputs[0]] = self.call(name, conv, run, args)
+
+    def _int8_conv_weight(self, name: str, conv: ir.Node) -> tuple[Any, ...] | None:
+        """What the int8 convolution takes of ``conv`` (:data:`~.ops._int8_conv.Int8Weight`: buffers
+        made once, and the data's pair), or None where it cannot take it: a Conv its planner
+        refuses, or the program's type is bfloat16 (whose 8 bits of mantissa cannot hold the data's
+        256 levels apart, so its float values would not give them back)."""
+        found = int8_conv_plan(self.analysis, conv)
+        if found is None or self.compute_dtype not in (None, torch.float16) or name in self.fusions.conv_bn:
+            return None
+        constants = self.analysis.constants
+        sources = (found.weight, found.weight_scale, found.x_scale)
+        arrays: list[np.ndarray] = []
+
+        def made(index: int) -> np.ndarray:
+            if not arrays:  # computed once, only when a tensor is not cached yet
+                arrays.extend(int8_conv_arrays(constants[found.weight], constants[found.weight_scale],
+                                               float(constants[found.x_scale].reshape(()))))
+            return arrays[index]
+
+        weight, columns, scale = (self.buffer(("int8_conv", name, index), sources,
+                                              functools.partial(made, index), keep_type=True)
+                                  for index in range(3))
+        x_scale = float(constants[found.x_scale].reshape(()))
+        return (weight, columns, scale, x_scale, found.x_zero, found.x_signed)
 
     def _emit_pooled_pair(self, name: str, pool: ir.Node, found: QuantizeDequantize) -> None:
         """The MaxPool with the pair before it run on its output (see :func:`fake_quantized_max_pool`)."""

@@ -94,7 +94,10 @@
   the analysis to fold, computed once when the buffers are made) and stored in
   the compute precision, so a QDQ Conv runs as a float (f16 under the f16 hint)
   convolution of the fake-quantized activation and the dequantized weight, the
-  same sum as the ONNX ops.
+  same sum as the ONNX ops.  On CUDA, a QDQ Conv of channels-last f16 or f32 data
+  (64k input channels, one group, a constant int8 weight with zero point 0) runs
+  instead as an int8 convolution of the pair's levels, its chain in the epilogue
+  (:mod:`~inferplex.devices.gpu.ops._int8_conv`): the integer sums exactly.
 
 :class:`WeightCache` holds the device tensors of constants for every lowering
 of one model, so a per-signature specialization reuses the generic lowering's

@@ -1,7 +1,12 @@
-"""A QDQ model's ``Conv -> pair [-> Add -> pair]`` as one call (planned by :mod:`.._qdq_conv`).
+"""A QDQ model's convolutions as one call each, with the chain after them: on CUDA the int8
+convolution (:func:`~._int8_conv.int8_conv`) where it takes the Conv, else the float one.
 
-:func:`quantized_conv` runs the convolution, then its bias, the pair's fake-quantize and, where
-the chain has them, the Add of ``other`` and the second pair.  On CUDA, outside ``torch.compile``,
+:func:`quantized_relu_conv`: ``Conv [-> Add] -> pair`` whose pair's range holds a Relu
+(:func:`~._fake_quantize.conv_fake_quantize`'s chain).
+
+:func:`quantized_conv`: ``Conv -> pair [-> Add -> pair]`` (planned by :mod:`.._qdq_conv`).  The
+float form runs the convolution, then its bias, the pair's fake-quantize and, where the chain has
+them, the Add of ``other`` and the second pair.  On CUDA, outside ``torch.compile``,
 the convolution runs without its bias (cuDNN) and the rest is one Triton pass
 (:func:`~._quantized_triton.conv_quantize`) with the separate calls' numbers: torch's ``conv2d``
 adds the bias after cuDNN's convolution too, in the data's type, and each step is rounded to it.
@@ -17,22 +22,36 @@ from typing import Any
 import torch
 
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
-from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, quantize_dequantize, step_numbers
-from inferplex.devices.gpu.ops.nn import conv
+from inferplex.devices.gpu.ops._fake_quantize import (
+    FakeQuantizeStep,
+    conv_fake_quantize,
+    quantize_dequantize,
+    step_numbers,
+)
+from inferplex.devices.gpu.ops._int8_conv import Int8Weight, int8_conv, takes
+from inferplex.devices.gpu.ops._window import Window
+from inferplex.devices.gpu.ops.nn import conv, conv_relu
 
-__all__ = ["quantized_conv"]
+__all__ = ["quantized_conv", "quantized_relu_conv"]
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def quantized_conv(info: Any) -> Callable[..., torch.Tensor]:
-    """The call of one Conv node's chain: ``run(x, w, b, other, first, second)`` with ``first`` the
-    pair after the convolution and, where the chain has an Add, ``other`` its other input and
-    ``second`` the pair after it (else both None)."""
+    """The call of one Conv node's chain: ``run(x, w, b, other, first, second, int8)`` with ``first``
+    the pair after the convolution and, where the chain has an Add, ``other`` its other input and
+    ``second`` the pair after it (else both None); ``int8``: the int8 convolution's weight, or None."""
     plain = conv(info)
+    window = Window(info)
 
     def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, other: torch.Tensor | None,
-            first: FakeQuantizeStep, second: FakeQuantizeStep | None) -> torch.Tensor:
+            first: FakeQuantizeStep, second: FakeQuantizeStep | None,
+            int8: Int8Weight | None = None) -> torch.Tensor:
+        kernel = (w.shape[2], w.shape[3]) if w.dim() == 4 else (0, 0)
+        pads = window.resolve(x.shape[2:], kernel)
+        if int8 is not None and takes(x, int8, kernel, pads, other):
+            return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, first=first,
+                             other=other, second=second)
         if x.dtype in _FLOATS and triton_kernels.usable(x):
             y = plain(x, w, None)
             if triton_kernels.usable(y, y.numel()) and (other is None or other.shape == y.shape):
@@ -45,5 +64,25 @@ def quantized_conv(info: Any) -> Callable[..., torch.Tensor]:
             y = plain(x, w, b)
         y = quantize_dequantize(y, *first)
         return y if other is None else quantize_dequantize(y + other, *second)  # type: ignore[misc]
+
+    return run
+
+
+def quantized_relu_conv(info: Any) -> Callable[..., torch.Tensor]:
+    """The call of a Conv whose pair's range holds a Relu: ``run(x, w, b, z, *pair, int8)``, the
+    residual ``z`` added before the Relu, ``int8`` as for :func:`quantized_conv`; the float form is
+    :func:`~._fake_quantize.conv_fake_quantize` of :func:`~.nn.conv_relu`."""
+    fallback = conv_fake_quantize(conv_relu(info))
+    window = Window(info)
+
+    def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, z: torch.Tensor | None,
+            scale: torch.Tensor, scale_value: float, zero_point: int, low: int, high: int,
+            int8: Int8Weight | None = None) -> torch.Tensor:
+        kernel = (w.shape[2], w.shape[3]) if w.dim() == 4 else (0, 0)
+        pads = window.resolve(x.shape[2:], kernel)
+        if int8 is not None and takes(x, int8, kernel, pads, z):
+            return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, residual=z,
+                             relu=True, first=(scale, scale_value, zero_point, low, high))
+        return fallback(x, w, b, z, scale, scale_value, zero_point, low, high)
 
     return run

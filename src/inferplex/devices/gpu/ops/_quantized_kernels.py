@@ -152,6 +152,18 @@ def conv_quantize(acc_ptr, bias_ptr, other_ptr, out_ptr, count, channels, inner,
 
 
 @triton.jit
+def grouped_tile(rows, columns, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr):  # noqa: N803
+    """The (row, column) tile of a BM x BN tiling of the output this program computes: programs
+    walk GROUP tile rows a column at a time, so those reuse each weight tile from L2."""
+    pid = tl.program_id(0)
+    blocks_m, blocks_n = tl.cdiv(rows, BM), tl.cdiv(columns, BN)
+    group = pid // (GROUP * blocks_n)
+    first = group * GROUP
+    size = tl.minimum(blocks_m - first, GROUP)
+    return first + (pid % (GROUP * blocks_n)) % size, (pid % (GROUP * blocks_n)) // size
+
+
+@triton.jit
 def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, table_ptr, M, N, K,  # noqa: N803
            stride_am, stride_wn, stride_om, shift,
            mid_scale, mid_inverse, mid_zero, mid_low, mid_high,
@@ -169,13 +181,7 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
     # where the separate calls would: to KIND between them, as ``quantize_dequantize`` does.  With
     # TABLE, LAST's level (less its low end) picks the stored value in ``table_ptr`` instead: the
     # value of a function of the fake-quantized output, computed for each of its 256 levels.
-    pid = tl.program_id(0)
-    blocks_m, blocks_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    group = pid // (GROUP * blocks_n)
-    first = group * GROUP
-    size = tl.minimum(blocks_m - first, GROUP)
-    pid_m = first + (pid % (GROUP * blocks_n)) % size
-    pid_n = (pid % (GROUP * blocks_n)) // size
+    pid_m, pid_n = grouped_tile(M, N, BM, BN, GROUP)
     rm = (pid_m * BM + tl.arange(0, BM)) % M
     rn = (pid_n * BN + tl.arange(0, BN)) % N
     acc = tl.zeros((BM, BN), dtype=tl.int32)

@@ -1,0 +1,174 @@
+"""QDQ convolutions as int8 convolutions on CUDA (``devices/gpu/ops/_int8_conv``): a quantized
+ResNet against ONNX Runtime through the public API, and the kernel against the integer convolution
+of the same levels (exact sums in float64) followed by the chain's steps in torch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from quantized_models import ort_unfused, output_scale, quantized
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+
+
+def _resnet() -> onnx.ModelProto:
+    """A stem, a basic block of 64 channels, a downsampling block to 128 (with its 1 x 1
+    convolution), a global pool and a Linear head: ResNet's convolution forms."""
+    from torch import nn
+    from torch_export import export_onnx
+
+    torch.manual_seed(5)
+
+    def block(inputs: int, outputs: int, stride: int) -> nn.Module:
+        class Block(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.one = nn.Sequential(nn.Conv2d(inputs, outputs, 3, stride, 1), nn.BatchNorm2d(outputs),
+                                         nn.ReLU())
+                self.two = nn.Sequential(nn.Conv2d(outputs, outputs, 3, 1, 1), nn.BatchNorm2d(outputs))
+                self.down = nn.Sequential(nn.Conv2d(inputs, outputs, 1, stride), nn.BatchNorm2d(outputs)) \
+                    if stride != 1 or inputs != outputs else nn.Identity()
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return torch.relu(self.two(self.one(x)) + self.down(x))
+
+        return Block()
+
+    net = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1), nn.BatchNorm2d(64), nn.ReLU(), block(64, 64, 1),
+                        block(64, 128, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+    for module in net.modules():
+        if isinstance(module, nn.BatchNorm2d):  # statistics of a trained model, not the identity
+            module.running_mean.uniform_(-0.2, 0.2)
+            module.running_var.uniform_(0.5, 1.5)
+            module.weight.data.uniform_(0.5, 1.5)
+    return export_onnx(net.eval(), (torch.randn(2, 3, 24, 24),), ["x"], {"x": {0: "N"}})
+
+
+@pytest.mark.parametrize(("per_channel", "activation", "config"), [
+    (True, "QInt8", {"INFERENCE_PRECISION_HINT": "f16"}),
+    (False, "QUInt8", {"INFERENCE_PRECISION_HINT": "f16"}),
+    (True, "QUInt8", {"GPU_CHANNELS_LAST": "YES"}),
+], ids=["per-channel-int8-f16", "per-tensor-uint8-f16", "per-channel-uint8-f32"])
+def test_qdq_resnet_runs_int8_convolutions_and_matches_onnx_runtime(tmp_path: Any, monkeypatch: Any,
+                                                                    per_channel: bool, activation: str,
+                                                                    config: dict[str, str]) -> None:
+    import inferplex as ov
+    from inferplex.devices.gpu.ops import _qdq_conv
+
+    calls: list[tuple[int, ...]] = []
+    original = _qdq_conv.int8_conv
+
+    def spy(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(tuple(x.shape))
+        return original(x, *args, **kwargs)
+
+    monkeypatch.setattr(_qdq_conv, "int8_conv", spy)
+    model = quantized(tmp_path, _resnet(), True, per_channel=per_channel,
+                      activation_type=getattr(quantization.QuantType, activation))
+    x = np.random.default_rng(3).standard_normal((4, 3, 24, 24)).astype(np.float32)
+    compiled = ov.Core().compile_model(model, "GPU.0", config)
+    got = np.asarray(compiled.create_infer_request().infer({compiled.input(0): x})[0], dtype=np.float32)
+    (want,) = ort_unfused(model, {model.graph.input[0].name: x})
+    step = output_scale(model)
+    # every Conv past the stem (3 input channels) ran as an int8 convolution: the block's two,
+    # and the downsampling block's two and its 1 x 1
+    assert len({shape for shape in calls}) >= 2 and len(calls) >= 5
+    # exact integer sums where ONNX Runtime sums float products; in f16 each step also rounds to
+    # f16 and moves some values by a step, as the float convolutions did
+    np.testing.assert_allclose(got, want, rtol=0, atol=step * 3.01)
+    assert np.abs(got - want).mean() < step / 2
+
+
+def _reference(levels: torch.Tensor, zero: int, weight: torch.Tensor, scale: torch.Tensor,
+               bias: torch.Tensor | None, pads: list[int], strides: list[int], dilations: list[int],
+               dtype: torch.dtype, residual: torch.Tensor | None, relu: bool, first: Any, other: Any,
+               second: Any) -> torch.Tensor:
+    """The chain in torch: the integer convolution of ``levels - zero`` (float64, exact), times the
+    scale, + bias (+ residual, Relu) in float32, rounded to ``dtype``, then the pairs."""
+    from inferplex.devices.gpu.ops._fake_quantize import quantize_dequantize
+
+    data = torch.nn.functional.pad(levels.double() - zero, (pads[1], pads[3], pads[0], pads[2]))
+    sums = torch.nn.functional.conv2d(data, weight.double(), stride=strides, dilation=dilations)
+    values = sums.float() * scale.reshape(1, -1, 1, 1)
+    if bias is not None:
+        values = values + bias.float().reshape(1, -1, 1, 1)
+    if residual is not None:
+        values = values + residual.float()
+    if relu:
+        values = torch.relu(values)
+    values = values.to(dtype)
+    if first is not None:
+        values = quantize_dequantize(values, *first)
+    if other is not None:
+        values = quantize_dequantize((values.float() + other.float()).to(dtype), *second)
+    return values
+
+
+def _step(scale: float, zero: int, low: int, high: int) -> tuple[Any, ...]:
+    return torch.tensor(scale, device="cuda"), scale, zero, low, high
+
+
+_FORMS = [  # channels, out channels, kernel, pads (begins, ends), strides, dilations
+    (64, 64, (3, 3), [1, 1, 1, 1], [1, 1], [1, 1]),
+    (64, 96, (3, 3), [1, 1, 1, 1], [2, 2], [1, 1]),
+    (128, 128, (1, 1), [0, 0, 0, 0], [2, 2], [1, 1]),
+    (128, 64, (3, 2), [2, 0, 1, 1], [1, 2], [2, 1]),
+]
+
+
+@pytest.mark.parametrize("form", _FORMS,
+                         ids=lambda f: f"{f[0]}-{f[1]}-{f[2][0]}x{f[2][1]}-s{f[4][0]}-d{f[5][0]}")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["f16", "f32"])
+@pytest.mark.parametrize("chain", ["relu-range", "pair-add-pair", "sums"])
+@pytest.mark.parametrize("signed", [True, False], ids=["int8", "uint8"])
+def test_int8_conv_matches_the_integer_convolution_and_its_chain(form: Any, dtype: torch.dtype, chain: str,
+                                                                  signed: bool) -> None:
+    from inferplex.devices.gpu.ops._int8_conv import int8_conv, int8_conv_arrays, takes
+
+    channels, out_channels, kernel, pads, strides, dilations = form
+    generator = torch.Generator().manual_seed(channels + out_channels)
+    low, high = (-128, 127) if signed else (0, 255)
+    zero = -3 if signed else 131
+    x_scale = 0.037
+    levels = torch.randint(low, high + 1, (3, channels, 11, 13), generator=generator, dtype=torch.int32)
+    x = ((levels - zero).double() * x_scale).to(dtype)  # the pair's float values, as the data arrives
+    weight = torch.randint(-127, 128, (out_channels, channels, *kernel), generator=generator,
+                           dtype=torch.int8)
+    w_scale = (torch.rand(out_channels, generator=generator) * 0.004 + 0.001).numpy()
+    bias = torch.randn(out_channels, generator=generator).to(dtype)
+    rows, sums, scale = int8_conv_arrays(weight.numpy(), w_scale, x_scale)
+    packed = (torch.from_numpy(rows).cuda(), torch.from_numpy(sums).cuda(), torch.from_numpy(scale).cuda(),
+              x_scale, zero, signed)
+    cuda_x = x.cuda().contiguous(memory_format=torch.channels_last)
+    assert takes(cuda_x, packed, kernel, pads)
+    reference_args: dict[str, Any] = {"residual": None, "relu": False, "first": None, "other": None,
+                                      "second": None}
+    if chain == "relu-range":
+        out_size = int8_conv(cuda_x, packed, kernel, None, pads, strides, dilations).shape
+        residual = torch.randn(out_size, generator=generator).to(dtype).cuda().contiguous(
+            memory_format=torch.channels_last)
+        reference_args.update(residual=residual, relu=True,
+                              first=_step(0.02, -128 if signed else 0, low, high))
+    elif chain == "pair-add-pair":
+        out_size = int8_conv(cuda_x, packed, kernel, None, pads, strides, dilations).shape
+        other = torch.randn(out_size, generator=generator).to(dtype).cuda().contiguous(
+            memory_format=torch.channels_last)
+        reference_args.update(first=_step(0.03, 2, low, high), other=other, second=_step(0.05, 7, low, high))
+    got = int8_conv(cuda_x, packed, kernel, bias.cuda(), pads, strides, dilations, **reference_args)
+    want = _reference(levels.cuda(), zero, weight.cuda(), torch.from_numpy(scale).cuda(), bias.cuda(), pads,
+                      strides, dilations, dtype, **reference_args)
+    assert got.shape == want.shape and got.dtype == dtype
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    if chain == "sums":  # the sums are exact; the float32 epilogue may fuse a multiply-add
+        torch.testing.assert_close(got.float(), want.float(), rtol=1e-6 if dtype == torch.float32 else 1e-3,
+                                   atol=1e-5)
+    else:  # a value within float32 rounding of a pair's boundary may land a step away
+        step = 0.05 if chain == "pair-add-pair" else 0.02
+        difference = (got.float() - want.float()).abs()
+        assert difference.max() <= step * 1.01 + 1e-3 and (difference > 1e-3).float().mean() < 1e-3
