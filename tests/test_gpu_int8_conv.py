@@ -58,31 +58,57 @@ def _resnet() -> onnx.ModelProto:
 def test_qdq_resnet_runs_int8_convolutions_and_matches_onnx_runtime(tmp_path: Any, monkeypatch: Any,
                                                                     per_channel: bool, activation: str,
                                                                     config: dict[str, str]) -> None:
-    import inferplex as ov
     from inferplex.devices.gpu.ops import _qdq_conv
 
-    calls: list[tuple[int, ...]] = []
+    calls: list[tuple[tuple[int, ...], torch.dtype]] = []
     original = _qdq_conv.int8_conv
 
     def spy(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        calls.append(tuple(x.shape))
+        calls.append((tuple(x.shape), x.dtype))
         return original(x, *args, **kwargs)
 
     monkeypatch.setattr(_qdq_conv, "int8_conv", spy)
     model = quantized(tmp_path, _resnet(), True, per_channel=per_channel,
                       activation_type=getattr(quantization.QuantType, activation))
     x = np.random.default_rng(3).standard_normal((4, 3, 24, 24)).astype(np.float32)
-    compiled = ov.Core().compile_model(model, "GPU.0", config)
-    got = np.asarray(compiled.create_infer_request().infer({compiled.input(0): x})[0], dtype=np.float32)
+    got = _infer(model, config, x)
     (want,) = ort_unfused(model, {model.graph.input[0].name: x})
     step = output_scale(model)
     # every Conv past the stem (3 input channels) ran as an int8 convolution: the block's two,
-    # and the downsampling block's two and its 1 x 1
-    assert len({shape for shape in calls}) >= 2 and len(calls) >= 5
+    # and the downsampling block's two and its 1 x 1; each block's second Conv read the levels
+    # its first wrote (int8 data, the pads around it)
+    assert len(calls) >= 5 and {dtype for _, dtype in calls} == {torch.int8, _FLOAT[config.get(
+        "INFERENCE_PRECISION_HINT", "f32")]}
+    assert sum(dtype == torch.int8 for _, dtype in calls) >= 2
     # exact integer sums where ONNX Runtime sums float products; in f16 each step also rounds to
     # f16 and moves some values by a step, as the float convolutions did
     np.testing.assert_allclose(got, want, rtol=0, atol=step * 3.01)
     assert np.abs(got - want).mean() < step / 2
+
+
+_FLOAT = {"f16": torch.float16, "f32": torch.float32}
+
+
+def _infer(model: onnx.ModelProto, config: dict[str, str], x: np.ndarray) -> np.ndarray:
+    import inferplex as ov
+
+    compiled = ov.Core().compile_model(model, "GPU.0", config)
+    return np.asarray(compiled.create_infer_request().infer({compiled.input(0): x})[0], dtype=np.float32)
+
+
+@pytest.mark.parametrize("activation", ["QInt8", "QUInt8"])
+def test_qdq_resnet_handing_levels_between_convolutions_changes_no_value(tmp_path: Any, monkeypatch: Any,
+                                                                        activation: str) -> None:
+    from inferplex.devices.gpu import optimize
+
+    model = quantized(tmp_path, _resnet(), True, per_channel=True,
+                      activation_type=getattr(quantization.QuantType, activation))
+    x = np.random.default_rng(4).standard_normal((4, 3, 24, 24)).astype(np.float32)
+    config = {"INFERENCE_PRECISION_HINT": "f16"}
+    handed = _infer(model, config, x)
+    monkeypatch.setattr(optimize, "level_handoffs", lambda *args: ({}, {}))
+    # each Conv then makes its levels from the float values the one before wrote
+    np.testing.assert_array_equal(_infer(model, config, x), handed)
 
 
 def _reference(levels: torch.Tensor, zero: int, weight: torch.Tensor, scale: torch.Tensor,

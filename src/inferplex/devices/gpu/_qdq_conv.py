@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx_ir as ir
 
-from inferplex.devices.gpu._graph import constant, same_shapes
+from inferplex.devices.gpu._graph import constant, same_shapes, sole_consumer
 from inferplex.devices.gpu._qdq_pairs import (
     PairWalk,
     QuantizeDequantize,
@@ -31,7 +31,7 @@ from inferplex.devices.gpu._qdq_pairs import (
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["Int8Conv", "QuantizedConv", "int8_conv_plan", "quantized_convs"]
+__all__ = ["Int8Conv", "QuantizedConv", "int8_conv_plan", "level_handoffs", "quantized_convs"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +130,41 @@ def int8_conv_plan(analysis: Analysis, conv: ir.Node) -> Int8Conv | None:
         return None
     return Int8Conv(weight.inputs[0], weight.inputs[1], data.inputs[1],  # type: ignore[arg-type]
                     int(x_zero.reshape(-1)[0]), x_zero.dtype == np.int8)
+
+
+def level_handoffs(analysis: Analysis, producers: dict[str, tuple[ir.Node, ir.Value]],
+                   readers: dict[ir.Node, str]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """The Convs whose pair's levels the next Conv reads as they are: (writers, readers), each by
+    friendly name to the reader's pads (ONNX's begins then ends).  ``producers``: the Convs whose call
+    can write levels (friendly name -> the Conv and its pair's output); ``readers``: the Convs whose
+    call can read them (Conv -> friendly name).  A producer's pair output that only a reader reads,
+    as its data, where the int8 convolution takes both and the reader's pads are written out (not
+    ``auto_pad``'s), is such a handoff.  On CUDA the producer then writes the int8 levels with the
+    reader's pads around them in its epilogue, where it wrote the pair's float values, and the
+    reader skips the pass that made the levels from those (see
+    :func:`~inferplex.devices.gpu.ops._int8_conv.int8_conv`)."""
+    writes: dict[str, list[int]] = {}
+    reads: dict[str, list[int]] = {}
+    for name, (conv, output) in producers.items():
+        use = sole_consumer(output)
+        reader = use[0] if use is not None and use[1] == 0 and use[0] in readers else None
+        if reader is None or int8_conv_plan(analysis, conv) is None:
+            continue
+        plan, pads = int8_conv_plan(analysis, reader), _written_pads(reader)
+        weight = None if plan is None else constant(analysis, plan.weight)
+        if pads is not None and weight is not None and weight.shape[1] % 64 == 0:
+            writes[name] = reads[readers[reader]] = pads
+    return writes, reads
+
+
+def _written_pads(conv: ir.Node) -> list[int] | None:
+    """A 2-D Conv's pads (ONNX's begins then ends) where the node writes them out, or VALID."""
+    auto_pad = conv.attributes.get("auto_pad")
+    mode = auto_pad.value if auto_pad is not None else "NOTSET"
+    if mode == "VALID":
+        return [0, 0, 0, 0]
+    if mode != "NOTSET":
+        return None
+    pads = conv.attributes.get("pads")
+    values = [int(p) for p in pads.value] if pads is not None else [0, 0, 0, 0]
+    return values if len(values) == 4 else None

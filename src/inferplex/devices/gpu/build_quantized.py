@@ -206,7 +206,8 @@ class QuantizedEmitters:
         other = self.arg(found.other) if found.other is not None else None
         second = self._fake_quantize_args(found.second) if found.second is not None else None
         args = (self._conv_input(name, conv), self.arg(conv.inputs[1]), bias, other,
-                self._fake_quantize_args(found.first), second, self._int8_conv_weight(name, conv))
+                self._fake_quantize_args(found.first), second, self._int8_conv_weight(name, conv),
+                self.fusions.level_reads.get(name))
         self.env[found.output] = self.call(name, conv, quantized_conv(self.analysis.infos[name]), args)
 
     def _emit_relu_range_conv(self, name: str, end: ir.Node, conv: ir.Node, args: tuple[Any, ...],
@@ -214,7 +215,8 @@ class QuantizedEmitters:
         """A QDQ Conv (and residual Add) whose pair's range holds the Relu, as one call named after
         the Conv (see :func:`quantized_relu_conv`); ``args``: the data, weight, bias and residual."""
         run = quantized_relu_conv(self.analysis.infos[name])
-        args = (*args, *self._fake_quantize_args(pair), self._int8_conv_weight(name, conv))
+        args = (*args, *self._fake_quantize_args(pair), self._int8_conv_weight(name, conv),
+                self.fusions.level_reads.get(name), self.fusions.level_writes.get(name))
         self.env[end.outputs[0]] = self.call(name, conv, run, args)
 
     def _int8_conv_weight(self, name: str, conv: ir.Node) -> tuple[Any, ...] | None:

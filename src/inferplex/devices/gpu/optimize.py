@@ -124,7 +124,7 @@ from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._norm_fusions import Norm, norm_from
 from inferplex.devices.gpu._qdq_attention import QuantizedAttention, quantized_attentions
-from inferplex.devices.gpu._qdq_conv import QuantizedConv, quantized_convs
+from inferplex.devices.gpu._qdq_conv import QuantizedConv, level_handoffs, quantized_convs
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus, quantizing_gelus, tabled_gelus
 from inferplex.devices.gpu._qdq_pairs import (
     QuantizeDequantize,
@@ -257,6 +257,11 @@ class Fusions:
     quantize_dequantize: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call (or as its
     source, where the pair changes nothing)."""
+    level_writes: dict[str, list[int]] = field(default_factory=dict)
+    """Conv -> the pads of the next Conv, which reads its pair's int8 levels as they are (see
+    :func:`~._qdq_conv.level_handoffs`)."""
+    level_reads: dict[str, list[int]] = field(default_factory=dict)
+    """Conv -> its pads, with which the Conv before writes the levels it reads."""
     pooled_pairs: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """MaxPool -> the pair before it (a ``conv_relu`` chain's, whose call then leaves it out), run on
     the pooled values (see :func:`~inferplex.devices.gpu.ops._pooling.fake_quantized_max_pool`)."""
@@ -345,6 +350,18 @@ def _plan_relu_range_convs(analysis: Analysis, names: dict[ir.Node, str], fusion
         fusions.conv_relu[names[pair.output.producer()]] = ConvRelu(  # type: ignore[index]
             name, conv, *found[:2], pair if pool is None else None)
         fusions.absorbed.update(n for n in (conv, found[0], pair.quantizer) if n is not None)
+
+
+def _plan_level_handoffs(analysis: Analysis, fusions: Fusions) -> None:
+    """``fusions.level_writes`` and ``level_reads``: among the QDQ Convs the int8 convolution may run
+    (a relu-range chain's, or :mod:`._qdq_conv`'s), those that hand the next one its levels."""
+    relu_range = {found.conv_name: found for found in fusions.conv_relu.values()
+                  if found.quantize is not None and found.conv_name not in fusions.conv_bn}
+    producers = {name: (found.conv, found.quantize.output) for name, found in relu_range.items()
+                 if found.quantize is not None}
+    readers = {found.conv: name for name, found in relu_range.items()}
+    readers.update({found.conv: found.conv_name for found in fusions.quantized_conv.values()})
+    fusions.level_writes, fusions.level_reads = level_handoffs(analysis, producers, readers)
 
 
 def _max_pool_after(analysis: Analysis, names: dict[ir.Node, str], value: ir.Value) -> ir.Node | None:
@@ -497,6 +514,7 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
     sources = {found.source for found in fusions.quantized_matmul.values() if found.source is not None}
     fusions.quantized_conv, fusions.quantize_dequantize = quantized_convs(
         analysis, names, pairs, fusions.absorbed, fusions.conv_bn, sources)
+    _plan_level_handoffs(analysis, fusions)
     fusions.absorbed.update(settled_quantizers(fusions.quantized_matmul, fusions.quantize_dequantize,
                                                fusions.absorbed))
     quantizing_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)

@@ -82,21 +82,42 @@ def takes(x: torch.Tensor, weight: Int8Weight | None, kernel: tuple[int, int], p
 def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias: torch.Tensor | None,
               pads: list[int], strides: list[int], dilations: list[int], residual: torch.Tensor | None = None,
               relu: bool = False, first: FakeQuantizeStep | None = None, other: torch.Tensor | None = None,
-              second: FakeQuantizeStep | None = None) -> torch.Tensor:
+              second: FakeQuantizeStep | None = None, padded: bool = False, writes: list[int] | None = None,
+              out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """The Conv of ``x`` (its pair's float values, see the module docstring) by a ``kernel``-sized
-    window and its chain, as a channels-last tensor of ``x``'s type: ``residual`` is added before
-    the Relu, ``other`` after the ``first`` pair, then the ``second`` (see
-    :mod:`._int8_conv_kernel`).  ``pads``: ONNX's begins then ends."""
+    window and its chain, as a channels-last tensor of ``x``'s type (or ``out_dtype``): ``residual``
+    is added before the Relu, ``other`` after the ``first`` pair, then the ``second`` (see
+    :mod:`._int8_conv_kernel`).  ``pads``: ONNX's begins then ends.
+
+    A Conv can hand the next one its levels: with ``writes`` (the next Conv's pads) the result is
+    the ``first`` pair's levels as :func:`quantize_padded` makes them, with those pads around them,
+    not the pair's float values; the next Conv takes them with ``padded`` (``x`` is then such
+    levels, with ``pads`` around them, and ``out_dtype`` the program's float type)."""
     from inferplex.devices.gpu.ops import _int8_conv_kernel as kernels
 
-    rows_weight, columns, scale = weight[:3]
-    levels, zero = quantize_padded(x, weight, pads)
-    batch, padded_size, channels = levels.shape[0], levels.shape[1:3], levels.shape[3]
-    sizes = [(padded - dilations[axis] * (kernel[axis] - 1) - 1) // strides[axis] + 1
-             for axis, padded in enumerate(padded_size)]
+    rows_weight, columns, scale, _, x_zero, x_signed = weight
+    if padded:
+        levels, zero = x, x_zero - (0 if x_signed else 128)
+    else:
+        levels, zero = quantize_padded(x, weight, pads)
+        out_dtype = x.dtype
+    assert out_dtype is not None
+    batch, channels, padded_size = levels.shape[0], levels.shape[1], levels.shape[2:]
+    sizes = [(size - dilations[axis] * (kernel[axis] - 1) - 1) // strides[axis] + 1
+             for axis, size in enumerate(padded_size)]
     out_channels = rows_weight.shape[0]
-    out = torch.empty((batch, out_channels, *sizes), dtype=x.dtype, device=x.device,
-                      memory_format=torch.channels_last)
+    if writes is None:
+        out = torch.empty((batch, out_channels, *sizes), dtype=out_dtype, device=levels.device,
+                          memory_format=torch.channels_last)
+        out_pads, out_zero = [0, 0, 0, 0], 0
+    else:
+        assert first is not None and other is None
+        out_pads = writes
+        out_zero = int(first[2]) - (0 if first[3] < 0 else 128)  # the level of 0.0, as int8
+        stored = (sizes[0] + writes[0] + writes[2], sizes[1] + writes[1] + writes[3])
+        out = torch.empty((batch, out_channels, *stored), dtype=torch.int8, device=levels.device,
+                          memory_format=torch.channels_last)
+        out.fill_(out_zero)
     rows = batch * sizes[0] * sizes[1]
     if rows == 0 or out_channels == 0:
         return out
@@ -106,27 +127,29 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
     kernels.conv[grid](
         levels, rows_weight, out, columns, scale, bias if bias is not None else scale,
         extra if extra is not None else out, rows, *padded_size, channels, *sizes, out_channels,
-        rows_weight.shape[1], zero, *strides, *dilations,
+        rows_weight.shape[1], zero, *strides, *dilations, out_pads[0], out_pads[1],
+        sizes[0] + out_pads[0] + out_pads[2], sizes[1] + out_pads[1] + out_pads[3], out_zero,
         *triton_kernels.step_arguments(step_numbers(first)),
         *triton_kernels.step_arguments(step_numbers(second)),
         KW=kernel[1], ZERO=zero != 0, BIAS=bias is not None, RESIDUAL=residual is not None, RELU=relu,
-        FIRST=first is not None, ADD=other is not None, KIND=triton_kernels._triton().FLOAT_TYPES[x.dtype],
-        DIVIDE=x.dtype == torch.float32, BM=block_m, BN=block_n, BK=block_k, GROUP=8, num_warps=warps,
-        num_stages=stages)
+        FIRST=first is not None, ADD=other is not None, LEVELS=writes is not None,
+        KIND=triton_kernels._triton().FLOAT_TYPES[out_dtype], DIVIDE=out_dtype == torch.float32,
+        BM=block_m, BN=block_n, BK=block_k, GROUP=8, num_warps=warps, num_stages=stages)
     return out
 
 
 def quantize_padded(x: torch.Tensor, weight: Int8Weight, pads: list[int]) -> tuple[torch.Tensor, int]:
-    """The levels of ``x`` on its pair (``weight``'s), int8 (uint8 levels moved down by 128), batch x
-    padded rows x padded columns x channels with ``pads`` (ONNX's begins then ends) holding the
-    level of 0.0; and that level."""
+    """The levels of ``x`` on its pair (``weight``'s), int8 (uint8 levels moved down by 128), with
+    ``pads`` (ONNX's begins then ends) around them holding the level of 0.0, as a channels-last
+    batch x channels x padded rows x padded columns tensor; and that level."""
     from inferplex.devices.gpu.ops import _int8_conv_kernel as kernels
 
     x_scale, x_zero, x_signed = weight[3:]
     zero = x_zero - (0 if x_signed else 128)
     batch, channels, height, width = x.shape
     padded_size = (height + pads[0] + pads[2], width + pads[1] + pads[3])
-    levels = torch.empty((batch, *padded_size, channels), dtype=torch.int8, device=x.device)
+    levels = torch.empty((batch, channels, *padded_size), dtype=torch.int8, device=x.device,
+                         memory_format=torch.channels_last)
     pixels = batch * padded_size[0] * padded_size[1]
     if pixels:
         kernels.quantize_padded[(-(-pixels // _QUANTIZE_PIXELS), channels // _CHANNEL_STEP)](

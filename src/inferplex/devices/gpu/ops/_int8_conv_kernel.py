@@ -9,7 +9,13 @@ import triton
 import triton.language as tl
 
 from inferplex.devices.gpu.ops._quantized_kernels import grouped_tile
-from inferplex.devices.gpu.ops._triton_rounding import divide, fake_quantize, quantized_level, to_integer
+from inferplex.devices.gpu.ops._triton_rounding import (
+    divide,
+    fake_quantize,
+    quantized_level,
+    quantized_steps,
+    to_integer,
+)
 
 
 @triton.jit
@@ -37,11 +43,11 @@ def quantize_padded(x_ptr, out_ptr, pixels, channels, height, width, padded_heig
 @triton.jit
 def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # noqa: N803
          rows, height, width, channels, out_height, out_width, out_channels, depth, zero,
-         stride_h, stride_w, dilation_h, dilation_w,
+         stride_h, stride_w, dilation_h, dilation_w, out_top, out_left, stored_height, stored_width, out_zero,
          f_scale, f_inverse, f_zero, f_low, f_high, s_scale, s_inverse, s_zero, s_low, s_high,
          KW: tl.constexpr, ZERO: tl.constexpr, BIAS: tl.constexpr,
          RESIDUAL: tl.constexpr, RELU: tl.constexpr, FIRST: tl.constexpr, ADD: tl.constexpr,
-         KIND: tl.constexpr, DIVIDE: tl.constexpr,
+         LEVELS: tl.constexpr, KIND: tl.constexpr, DIVIDE: tl.constexpr,
          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     # Rows are output pixels (batch, row, column flattened), columns output channels, the depth the
     # window's places times the input channels, walked place by place, BK channels a step (the
@@ -52,6 +58,9 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
     # int32.  Offsets are int32 (the caller keeps the data and the weight within it), the output's
     # int64.  The epilogue: times the scale (per column); + bias; + the residual (RESIDUAL, before
     # the Relu); the Relu; rounded to KIND; the first pair (FIRST); + other and the second pair (ADD).
+    # With LEVELS the first pair's levels are stored instead, as int8 (moved down by 128 for uint8:
+    # ``out_zero`` is the level of 0.0 so moved), in stored_height x stored_width images whose
+    # output pixels start at (out_top, out_left): the next Conv's data with its pads.
     pid_m, pid_n = grouped_tile(rows, out_channels, BM, BN, GROUP)
     rm = (pid_m * BM + tl.arange(0, BM)) % rows
     plane = out_height * out_width
@@ -86,10 +95,17 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
     if RELU:
         values = tl.maximum(values, 0.0)
     values = values.to(KIND).to(tl.float32)
-    if FIRST:
-        values = fake_quantize(values, f_scale, f_inverse, f_zero, f_low, f_high, KIND, DIVIDE)
-    if ADD:
-        other = tl.load(other_ptr + targets, mask=mask, other=0.0).to(tl.float32)
-        values = fake_quantize((values + other).to(KIND).to(tl.float32), s_scale, s_inverse, s_zero, s_low,
-                               s_high, KIND, DIVIDE)
-    tl.store(out_ptr + targets, values.to(out_ptr.dtype.element_ty), mask=mask)
+    if LEVELS:
+        steps = quantized_steps(values, f_scale, f_inverse, f_zero, f_low, f_high, DIVIDE)
+        row = place // out_width
+        stored = ((image * stored_height + row + out_top) * stored_width + place - row * out_width + out_left)
+        tl.store(out_ptr + stored.to(tl.int64)[:, None] * out_channels + columns[None, :],
+                 to_integer(steps + out_zero * 1.0).to(tl.int8), mask=mask)
+    else:
+        if FIRST:
+            values = fake_quantize(values, f_scale, f_inverse, f_zero, f_low, f_high, KIND, DIVIDE)
+        if ADD:
+            other = tl.load(other_ptr + targets, mask=mask, other=0.0).to(tl.float32)
+            values = fake_quantize((values + other).to(KIND).to(tl.float32), s_scale, s_inverse, s_zero,
+                                   s_low, s_high, KIND, DIVIDE)
+        tl.store(out_ptr + targets, values.to(out_ptr.dtype.element_ty), mask=mask)

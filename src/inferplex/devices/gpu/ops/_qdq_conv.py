@@ -38,16 +38,22 @@ _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def quantized_conv(info: Any) -> Callable[..., torch.Tensor]:
-    """The call of one Conv node's chain: ``run(x, w, b, other, first, second, int8)`` with ``first``
-    the pair after the convolution and, where the chain has an Add, ``other`` its other input and
-    ``second`` the pair after it (else both None); ``int8``: the int8 convolution's weight, or None."""
+    """The call of one Conv node's chain: ``run(x, w, b, other, first, second, int8, reads)`` with
+    ``first`` the pair after the convolution and, where the chain has an Add, ``other`` its other
+    input and ``second`` the pair after it (else both None); ``int8``: the int8 convolution's
+    weight, or None; ``reads``: the pads the Conv before writes ``x``'s levels with where it hands
+    them over (see :func:`~._int8_conv.int8_conv`), or None."""
     plain = conv(info)
     window = Window(info)
 
     def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, other: torch.Tensor | None,
             first: FakeQuantizeStep, second: FakeQuantizeStep | None,
-            int8: Int8Weight | None = None) -> torch.Tensor:
+            int8: Int8Weight | None = None, reads: list[int] | None = None) -> torch.Tensor:
         kernel = (w.shape[2], w.shape[3]) if w.dim() == 4 else (0, 0)
+        if x.dtype == torch.int8:  # the Conv before handed over the levels, with ``reads`` around them
+            assert int8 is not None and reads is not None
+            return int8_conv(x, int8, kernel, b, reads, window.strides, window.dilations, first=first,
+                             other=other, second=second, padded=True, out_dtype=w.dtype)
         pads = window.resolve(x.shape[2:], kernel)
         if int8 is not None and takes(x, int8, kernel, pads, other):
             return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, first=first,
@@ -69,20 +75,29 @@ def quantized_conv(info: Any) -> Callable[..., torch.Tensor]:
 
 
 def quantized_relu_conv(info: Any) -> Callable[..., torch.Tensor]:
-    """The call of a Conv whose pair's range holds a Relu: ``run(x, w, b, z, *pair, int8)``, the
-    residual ``z`` added before the Relu, ``int8`` as for :func:`quantized_conv`; the float form is
+    """The call of a Conv whose pair's range holds a Relu: ``run(x, w, b, z, *pair, int8, reads,
+    writes)``, the residual ``z`` added before the Relu, ``int8`` and ``reads`` as for
+    :func:`quantized_conv`; ``writes``: the next Conv's pads where this one hands it the pair's
+    levels (then, where the int8 convolution runs, the result is those levels with the pads around
+    them, see :func:`~._int8_conv.int8_conv`), or None.  The float form is
     :func:`~._fake_quantize.conv_fake_quantize` of :func:`~.nn.conv_relu`."""
     fallback = conv_fake_quantize(conv_relu(info))
     window = Window(info)
 
     def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, z: torch.Tensor | None,
             scale: torch.Tensor, scale_value: float, zero_point: int, low: int, high: int,
-            int8: Int8Weight | None = None) -> torch.Tensor:
+            int8: Int8Weight | None = None, reads: list[int] | None = None,
+            writes: list[int] | None = None) -> torch.Tensor:
         kernel = (w.shape[2], w.shape[3]) if w.dim() == 4 else (0, 0)
+        first = (scale, scale_value, zero_point, low, high)
+        if x.dtype == torch.int8:  # the Conv before handed over the levels, with ``reads`` around them
+            assert int8 is not None and reads is not None
+            return int8_conv(x, int8, kernel, b, reads, window.strides, window.dilations, residual=z,
+                             relu=True, first=first, padded=True, writes=writes, out_dtype=w.dtype)
         pads = window.resolve(x.shape[2:], kernel)
         if int8 is not None and takes(x, int8, kernel, pads, z):
             return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, residual=z,
-                             relu=True, first=(scale, scale_value, zero_point, low, high))
+                             relu=True, first=first, writes=writes)
         return fallback(x, w, b, z, scale, scale_value, zero_point, low, high)
 
     return run
