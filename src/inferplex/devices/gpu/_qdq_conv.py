@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx_ir as ir
 
-from inferplex.devices.gpu._graph import constant, same_shapes, sole_consumer
+from inferplex.devices.gpu._graph import constant, same_shapes
 from inferplex.devices.gpu._qdq_pairs import (
     PairWalk,
     QuantizeDequantize,
@@ -132,28 +132,36 @@ def int8_conv_plan(analysis: Analysis, conv: ir.Node) -> Int8Conv | None:
                     int(x_zero.reshape(-1)[0]), x_zero.dtype == np.int8)
 
 
-def level_handoffs(analysis: Analysis, producers: dict[str, tuple[ir.Node, ir.Value]],
+def level_handoffs(analysis: Analysis, producers: dict[str, tuple[ir.Node, QuantizeDequantize]],
                    readers: dict[ir.Node, str]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """The Convs whose pair's levels the next Conv reads as they are: (writers, readers), each by
-    friendly name to the reader's pads (ONNX's begins then ends).  ``producers``: the Convs whose call
-    can write levels (friendly name -> the Conv and its pair's output); ``readers``: the Convs whose
-    call can read them (Conv -> friendly name).  A producer's pair output that only a reader reads,
-    as its data, where the int8 convolution takes both and the reader's pads are written out (not
-    ``auto_pad``'s), is such a handoff.  On CUDA the producer then writes the int8 levels with the
-    reader's pads around them in its epilogue, where it wrote the pair's float values, and the
-    reader skips the pass that made the levels from those (see
-    :func:`~inferplex.devices.gpu.ops._int8_conv.int8_conv`)."""
+    """The Convs whose pair's levels the next Convs read as they are: (writers, readers), each by
+    friendly name to the pads (ONNX's begins then ends) the levels are written with, the largest of
+    the readers' on each side.  ``producers``: the Convs whose call can write levels (friendly name
+    -> the Conv and its chain's last pair); ``readers``: the Convs whose call can read them (Conv ->
+    friendly name).  A producer's pair output that only readers read, each as its data, where the
+    int8 convolution takes them all and each reader's pads are written out (not ``auto_pad``'s), is
+    such a handoff.  On CUDA the producer then writes the int8 levels with those pads around them in
+    its epilogue, where it wrote the pair's float values, and the readers skip the pass that made
+    their levels from those (see :func:`~inferplex.devices.gpu.ops._int8_conv.int8_conv`)."""
     writes: dict[str, list[int]] = {}
     reads: dict[str, list[int]] = {}
-    for name, (conv, output) in producers.items():
-        use = sole_consumer(output)
-        reader = use[0] if use is not None and use[1] == 0 and use[0] in readers else None
-        if reader is None or int8_conv_plan(analysis, conv) is None:
+    for name, (conv, pair) in producers.items():
+        output, quantized, source = pair.output, pair.quantizer.outputs[0], pair.source
+        if any(value.is_graph_output() or len(list(value.uses())) != 1 for value in (quantized, source)) \
+                or output.is_graph_output():
+            continue  # the float values before the pair, or its 8-bit data, are read elsewhere
+        uses = [(use.node, use.idx) for use in output.uses()]
+        takers = [node for node, index in uses if index == 0 and node in readers]
+        if not takers or len(takers) != len(uses) or int8_conv_plan(analysis, conv) is None:
             continue
-        plan, pads = int8_conv_plan(analysis, reader), _written_pads(reader)
-        weight = None if plan is None else constant(analysis, plan.weight)
-        if pads is not None and weight is not None and weight.shape[1] % 64 == 0:
-            writes[name] = reads[readers[reader]] = pads
+        pads = [_written_pads(reader) for reader in takers]
+        plans = [int8_conv_plan(analysis, reader) for reader in takers]
+        weights = [None if plan is None else constant(analysis, plan.weight) for plan in plans]
+        if any(p is None for p in pads) or any(w is None or w.shape[1] % 64 for w in weights):
+            continue
+        widest = [max(side) for side in zip(*pads, strict=True)]
+        writes[name] = widest
+        reads.update((readers[reader], widest) for reader in takers)
     return writes, reads
 
 

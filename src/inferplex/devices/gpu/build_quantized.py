@@ -207,7 +207,7 @@ class QuantizedEmitters:
         second = self._fake_quantize_args(found.second) if found.second is not None else None
         args = (self._conv_input(name, conv), self.arg(conv.inputs[1]), bias, other,
                 self._fake_quantize_args(found.first), second, self._int8_conv_weight(name, conv),
-                self.fusions.level_reads.get(name))
+                self.fusions.level_reads.get(name), self.fusions.level_writes.get(name))
         self.env[found.output] = self.call(name, conv, quantized_conv(self.analysis.infos[name]), args)
 
     def _emit_relu_range_conv(self, name: str, end: ir.Node, conv: ir.Node, args: tuple[Any, ...],

@@ -258,10 +258,10 @@ class Fusions:
     """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call (or as its
     source, where the pair changes nothing)."""
     level_writes: dict[str, list[int]] = field(default_factory=dict)
-    """Conv -> the pads of the next Conv, which reads its pair's int8 levels as they are (see
-    :func:`~._qdq_conv.level_handoffs`)."""
+    """Conv -> the pads it writes its pair's int8 levels with, which the next Convs read as they are
+    (see :func:`~._qdq_conv.level_handoffs`)."""
     level_reads: dict[str, list[int]] = field(default_factory=dict)
-    """Conv -> its pads, with which the Conv before writes the levels it reads."""
+    """Conv -> the pads around the levels the Conv before writes for it."""
     pooled_pairs: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """MaxPool -> the pair before it (a ``conv_relu`` chain's, whose call then leaves it out), run on
     the pooled values (see :func:`~inferplex.devices.gpu.ops._pooling.fake_quantized_max_pool`)."""
@@ -357,8 +357,10 @@ def _plan_level_handoffs(analysis: Analysis, fusions: Fusions) -> None:
     (a relu-range chain's, or :mod:`._qdq_conv`'s), those that hand the next one its levels."""
     relu_range = {found.conv_name: found for found in fusions.conv_relu.values()
                   if found.quantize is not None and found.conv_name not in fusions.conv_bn}
-    producers = {name: (found.conv, found.quantize.output) for name, found in relu_range.items()
+    producers = {name: (found.conv, found.quantize) for name, found in relu_range.items()
                  if found.quantize is not None}
+    producers.update({found.conv_name: (found.conv, found.second or found.first)
+                      for found in fusions.quantized_conv.values()})
     readers = {found.conv: name for name, found in relu_range.items()}
     readers.update({found.conv: found.conv_name for found in fusions.quantized_conv.values()})
     fusions.level_writes, fusions.level_reads = level_handoffs(analysis, producers, readers)

@@ -82,28 +82,29 @@ def takes(x: torch.Tensor, weight: Int8Weight | None, kernel: tuple[int, int], p
 def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias: torch.Tensor | None,
               pads: list[int], strides: list[int], dilations: list[int], residual: torch.Tensor | None = None,
               relu: bool = False, first: FakeQuantizeStep | None = None, other: torch.Tensor | None = None,
-              second: FakeQuantizeStep | None = None, padded: bool = False, writes: list[int] | None = None,
-              out_dtype: torch.dtype | None = None) -> torch.Tensor:
+              second: FakeQuantizeStep | None = None, levels_pads: list[int] | None = None,
+              writes: list[int] | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """The Conv of ``x`` (its pair's float values, see the module docstring) by a ``kernel``-sized
     window and its chain, as a channels-last tensor of ``x``'s type (or ``out_dtype``): ``residual``
     is added before the Relu, ``other`` after the ``first`` pair, then the ``second`` (see
     :mod:`._int8_conv_kernel`).  ``pads``: ONNX's begins then ends.
 
-    A Conv can hand the next one its levels: with ``writes`` (the next Conv's pads) the result is
-    the ``first`` pair's levels as :func:`quantize_padded` makes them, with those pads around them,
-    not the pair's float values; the next Conv takes them with ``padded`` (``x`` is then such
-    levels, with ``pads`` around them, and ``out_dtype`` the program's float type)."""
+    A Conv can hand the next ones its levels: with ``writes`` (pads at least as wide as theirs) the
+    result is its last pair's levels as :func:`quantize_padded` makes them, with those pads around
+    them, not the pair's float values; a next Conv takes them with ``levels_pads`` (``x`` is then
+    such levels, with ``levels_pads`` around them, and ``out_dtype`` the program's float type)."""
     from inferplex.devices.gpu.ops import _int8_conv_kernel as kernels
 
     rows_weight, columns, scale, _, x_zero, x_signed = weight
-    if padded:
-        levels, zero = x, x_zero - (0 if x_signed else 128)
+    if levels_pads is not None:
+        levels, zero, around = x, x_zero - (0 if x_signed else 128), levels_pads
     else:
-        levels, zero = quantize_padded(x, weight, pads)
+        (levels, zero), around = quantize_padded(x, weight, pads), pads
         out_dtype = x.dtype
     assert out_dtype is not None
     batch, channels, padded_size = levels.shape[0], levels.shape[1], levels.shape[2:]
-    sizes = [(size - dilations[axis] * (kernel[axis] - 1) - 1) // strides[axis] + 1
+    sizes = [(size - around[axis] - around[axis + 2] + pads[axis] + pads[axis + 2]
+              - dilations[axis] * (kernel[axis] - 1) - 1) // strides[axis] + 1
              for axis, size in enumerate(padded_size)]
     out_channels = rows_weight.shape[0]
     if writes is None:
@@ -111,9 +112,10 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
                           memory_format=torch.channels_last)
         out_pads, out_zero = [0, 0, 0, 0], 0
     else:
-        assert first is not None and other is None
+        last = second if second is not None else first
+        assert last is not None
         out_pads = writes
-        out_zero = int(first[2]) - (0 if first[3] < 0 else 128)  # the level of 0.0, as int8
+        out_zero = int(last[2]) - (0 if last[3] < 0 else 128)  # the level of 0.0, as int8
         stored = (sizes[0] + writes[0] + writes[2], sizes[1] + writes[1] + writes[3])
         out = torch.empty((batch, out_channels, *stored), dtype=torch.int8, device=levels.device,
                           memory_format=torch.channels_last)
@@ -127,7 +129,8 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
     kernels.conv[grid](
         levels, rows_weight, out, columns, scale, bias if bias is not None else scale,
         extra if extra is not None else out, rows, *padded_size, channels, *sizes, out_channels,
-        rows_weight.shape[1], zero, *strides, *dilations, out_pads[0], out_pads[1],
+        rows_weight.shape[1], zero, *strides, *dilations, around[0] - pads[0], around[1] - pads[1],
+        out_pads[0], out_pads[1],
         sizes[0] + out_pads[0] + out_pads[2], sizes[1] + out_pads[1] + out_pads[3], out_zero,
         *triton_kernels.step_arguments(step_numbers(first)),
         *triton_kernels.step_arguments(step_numbers(second)),

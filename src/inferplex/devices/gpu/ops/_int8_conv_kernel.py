@@ -43,7 +43,8 @@ def quantize_padded(x_ptr, out_ptr, pixels, channels, height, width, padded_heig
 @triton.jit
 def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # noqa: N803
          rows, height, width, channels, out_height, out_width, out_channels, depth, zero,
-         stride_h, stride_w, dilation_h, dilation_w, out_top, out_left, stored_height, stored_width, out_zero,
+         stride_h, stride_w, dilation_h, dilation_w, in_top, in_left,
+         out_top, out_left, stored_height, stored_width, out_zero,
          f_scale, f_inverse, f_zero, f_low, f_high, s_scale, s_inverse, s_zero, s_low, s_high,
          KW: tl.constexpr, ZERO: tl.constexpr, BIAS: tl.constexpr,
          RESIDUAL: tl.constexpr, RELU: tl.constexpr, FIRST: tl.constexpr, ADD: tl.constexpr,
@@ -52,13 +53,14 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
     # Rows are output pixels (batch, row, column flattened), columns output channels, the depth the
     # window's places times the input channels, walked place by place, BK channels a step (the
     # weight is stored the same way: out_channels x (kernel rows, kernel columns, channels)).  x is
-    # :func:`quantize_padded`'s int8 levels (height x width with the pads), so every place a row
-    # reads is inside it, its pads holding ``zero``: with ``zero`` times each column's weight sum
+    # :func:`quantize_padded`'s int8 levels (height x width with the pads; a row's window starts
+    # ``in_top`` and ``in_left`` into them where they have wider pads than this Conv), so every
+    # place a row reads is inside it, its pads holding ``zero``: with ``zero`` times each column's weight sum
     # (``column_ptr``) taken off, the sums are those of (level - zero point) x weight, exact in
     # int32.  Offsets are int32 (the caller keeps the data and the weight within it), the output's
     # int64.  The epilogue: times the scale (per column); + bias; + the residual (RESIDUAL, before
     # the Relu); the Relu; rounded to KIND; the first pair (FIRST); + other and the second pair (ADD).
-    # With LEVELS the first pair's levels are stored instead, as int8 (moved down by 128 for uint8:
+    # With LEVELS the last pair's levels are stored instead, as int8 (moved down by 128 for uint8:
     # ``out_zero`` is the level of 0.0 so moved), in stored_height x stored_width images whose
     # output pixels start at (out_top, out_left): the next Conv's data with its pads.
     pid_m, pid_n = grouped_tile(rows, out_channels, BM, BN, GROUP)
@@ -66,8 +68,8 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
     plane = out_height * out_width
     image = rm // plane
     place = rm - image * plane
-    top = image * height + (place // out_width) * stride_h
-    left = (place % out_width) * stride_w
+    top = image * height + (place // out_width) * stride_h + in_top
+    left = (place % out_width) * stride_w + in_left
     rk = tl.arange(0, BK)
     rn = (pid_n * BN + tl.arange(0, BN)) % out_channels
     chunks = channels // BK
@@ -95,17 +97,22 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
     if RELU:
         values = tl.maximum(values, 0.0)
     values = values.to(KIND).to(tl.float32)
-    if LEVELS:
+    if ADD:  # the first pair, + other, rounded; the second pair is the last
+        values = fake_quantize(values, f_scale, f_inverse, f_zero, f_low, f_high, KIND, DIVIDE)
+        values = (values + tl.load(other_ptr + targets, mask=mask, other=0.0).to(tl.float32)).to(KIND)
+        values = values.to(tl.float32)
+        if LEVELS:
+            steps = quantized_steps(values, s_scale, s_inverse, s_zero, s_low, s_high, DIVIDE)
+        else:
+            values = fake_quantize(values, s_scale, s_inverse, s_zero, s_low, s_high, KIND, DIVIDE)
+    elif LEVELS:
         steps = quantized_steps(values, f_scale, f_inverse, f_zero, f_low, f_high, DIVIDE)
+    elif FIRST:
+        values = fake_quantize(values, f_scale, f_inverse, f_zero, f_low, f_high, KIND, DIVIDE)
+    if LEVELS:
         row = place // out_width
         stored = ((image * stored_height + row + out_top) * stored_width + place - row * out_width + out_left)
         tl.store(out_ptr + stored.to(tl.int64)[:, None] * out_channels + columns[None, :],
                  to_integer(steps + out_zero * 1.0).to(tl.int8), mask=mask)
     else:
-        if FIRST:
-            values = fake_quantize(values, f_scale, f_inverse, f_zero, f_low, f_high, KIND, DIVIDE)
-        if ADD:
-            other = tl.load(other_ptr + targets, mask=mask, other=0.0).to(tl.float32)
-            values = fake_quantize((values + other).to(KIND).to(tl.float32), s_scale, s_inverse, s_zero,
-                                   s_low, s_high, KIND, DIVIDE)
         tl.store(out_ptr + targets, values.to(out_ptr.dtype.element_ty), mask=mask)

@@ -38,26 +38,28 @@ _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def quantized_conv(info: Any) -> Callable[..., torch.Tensor]:
-    """The call of one Conv node's chain: ``run(x, w, b, other, first, second, int8, reads)`` with
-    ``first`` the pair after the convolution and, where the chain has an Add, ``other`` its other
-    input and ``second`` the pair after it (else both None); ``int8``: the int8 convolution's
+    """The call of one Conv node's chain: ``run(x, w, b, other, first, second, int8, reads, writes)``
+    with ``first`` the pair after the convolution and, where the chain has an Add, ``other`` its
+    other input and ``second`` the pair after it (else both None); ``int8``: the int8 convolution's
     weight, or None; ``reads``: the pads the Conv before writes ``x``'s levels with where it hands
-    them over (see :func:`~._int8_conv.int8_conv`), or None."""
+    them over, ``writes`` the pads this one writes its last pair's levels with where it hands them
+    to the next Convs (see :func:`~._int8_conv.int8_conv`), or None."""
     plain = conv(info)
     window = Window(info)
 
     def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, other: torch.Tensor | None,
             first: FakeQuantizeStep, second: FakeQuantizeStep | None,
-            int8: Int8Weight | None = None, reads: list[int] | None = None) -> torch.Tensor:
+            int8: Int8Weight | None = None, reads: list[int] | None = None,
+            writes: list[int] | None = None) -> torch.Tensor:
         kernel = (w.shape[2], w.shape[3]) if w.dim() == 4 else (0, 0)
         if x.dtype == torch.int8:  # the Conv before handed over the levels, with ``reads`` around them
             assert int8 is not None and reads is not None
-            return int8_conv(x, int8, kernel, b, reads, window.strides, window.dilations, first=first,
-                             other=other, second=second, padded=True, out_dtype=w.dtype)
+            return int8_conv(x, int8, kernel, b, window.pads, window.strides, window.dilations, first=first,
+                             other=other, second=second, levels_pads=reads, writes=writes, out_dtype=w.dtype)
         pads = window.resolve(x.shape[2:], kernel)
         if int8 is not None and takes(x, int8, kernel, pads, other):
             return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, first=first,
-                             other=other, second=second)
+                             other=other, second=second, writes=writes)
         if x.dtype in _FLOATS and triton_kernels.usable(x):
             y = plain(x, w, None)
             if triton_kernels.usable(y, y.numel()) and (other is None or other.shape == y.shape):
@@ -92,8 +94,8 @@ def quantized_relu_conv(info: Any) -> Callable[..., torch.Tensor]:
         first = (scale, scale_value, zero_point, low, high)
         if x.dtype == torch.int8:  # the Conv before handed over the levels, with ``reads`` around them
             assert int8 is not None and reads is not None
-            return int8_conv(x, int8, kernel, b, reads, window.strides, window.dilations, residual=z,
-                             relu=True, first=first, padded=True, writes=writes, out_dtype=w.dtype)
+            return int8_conv(x, int8, kernel, b, window.pads, window.strides, window.dilations, residual=z,
+                             relu=True, first=first, levels_pads=reads, writes=writes, out_dtype=w.dtype)
         pads = window.resolve(x.shape[2:], kernel)
         if int8 is not None and takes(x, int8, kernel, pads, z):
             return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, residual=z,
