@@ -97,7 +97,9 @@
   same sum as the ONNX ops.  On CUDA, a QDQ Conv of channels-last f16 or f32 data
   (64k input channels, one group, a constant int8 weight with zero point 0) runs
   instead as an int8 convolution of the pair's levels, its chain in the epilogue
-  (:mod:`~inferplex.devices.gpu.ops._int8_conv`): the integer sums exactly.
+  (:mod:`~inferplex.devices.gpu.ops._int8_conv`): the integer sums exactly.  A
+  Conv whose pair only such Convs read hands them its int8 levels, written with
+  their pads in its epilogue (:func:`._qdq_conv.level_handoffs`).
 
 :class:`WeightCache` holds the device tensors of constants for every lowering
 of one model, so a per-signature specialization reuses the generic lowering's

@@ -15,9 +15,11 @@ chain a QLinearConv); the float convolution of the dequantized values rounds eac
   pair (:mod:`._qdq_conv`'s chain), each step rounded where the separate calls round.
 
 The data arrives as the float values of its pair (the call before the Conv runs the pair and
-writes float data every reader can take); :func:`int8_conv` turns them into the pair's levels in
-one pass (:func:`~._quantized_triton.quantize`, exact: a level times the scale and rounded to
-float16 divides back to the level) before the kernel.
+writes float data every reader can take); :func:`quantize_padded` turns them into the pair's levels,
+with the Conv's pads around them, in one pass before the kernel (exact: a level times the scale and
+rounded to float16 divides back to the level).  Where the Conv before is one too and only Convs read
+its pair (:func:`~inferplex.devices.gpu._qdq_conv.level_handoffs`), it writes those levels in its
+epilogue instead of the float values, and that pass does not run: the same numbers.
 
 It takes channels-last 2-D data of 64k input channels (64 or 128 a step) with one group; elsewhere
 (other layouts, ranks, groups, devices without Triton, and under ``torch.compile``, whose Inductor

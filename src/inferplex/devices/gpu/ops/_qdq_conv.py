@@ -51,15 +51,9 @@ def quantized_conv(info: Any) -> Callable[..., torch.Tensor]:
             first: FakeQuantizeStep, second: FakeQuantizeStep | None,
             int8: Int8Weight | None = None, reads: list[int] | None = None,
             writes: list[int] | None = None) -> torch.Tensor:
-        kernel = (w.shape[2], w.shape[3]) if w.dim() == 4 else (0, 0)
-        if x.dtype == torch.int8:  # the Conv before handed over the levels, with ``reads`` around them
-            assert int8 is not None and reads is not None
-            return int8_conv(x, int8, kernel, b, window.pads, window.strides, window.dilations, first=first,
-                             other=other, second=second, levels_pads=reads, writes=writes, out_dtype=w.dtype)
-        pads = window.resolve(x.shape[2:], kernel)
-        if int8 is not None and takes(x, int8, kernel, pads, other):
-            return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, first=first,
-                             other=other, second=second, writes=writes)
+        found = _int8_path(window, x, w, b, int8, reads, writes, other=other, first=first, second=second)
+        if found is not None:
+            return found
         if x.dtype in _FLOATS and triton_kernels.usable(x):
             y = plain(x, w, None)
             if triton_kernels.usable(y, y.numel()) and (other is None or other.shape == y.shape):
@@ -90,16 +84,26 @@ def quantized_relu_conv(info: Any) -> Callable[..., torch.Tensor]:
             scale: torch.Tensor, scale_value: float, zero_point: int, low: int, high: int,
             int8: Int8Weight | None = None, reads: list[int] | None = None,
             writes: list[int] | None = None) -> torch.Tensor:
-        kernel = (w.shape[2], w.shape[3]) if w.dim() == 4 else (0, 0)
         first = (scale, scale_value, zero_point, low, high)
-        if x.dtype == torch.int8:  # the Conv before handed over the levels, with ``reads`` around them
-            assert int8 is not None and reads is not None
-            return int8_conv(x, int8, kernel, b, window.pads, window.strides, window.dilations, residual=z,
-                             relu=True, first=first, levels_pads=reads, writes=writes, out_dtype=w.dtype)
-        pads = window.resolve(x.shape[2:], kernel)
-        if int8 is not None and takes(x, int8, kernel, pads, z):
-            return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, residual=z,
-                             relu=True, first=first, writes=writes)
-        return fallback(x, w, b, z, scale, scale_value, zero_point, low, high)
+        found = _int8_path(window, x, w, b, int8, reads, writes, residual=z, relu=True, first=first)
+        return found if found is not None else fallback(x, w, b, z, scale, scale_value, zero_point, low, high)
 
     return run
+
+
+def _int8_path(window: Window, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+               int8: Int8Weight | None, reads: list[int] | None, writes: list[int] | None,
+               **chain: Any) -> torch.Tensor | None:
+    """The int8 convolution of ``x`` and ``chain`` (:func:`~._int8_conv.int8_conv`'s keywords) where
+    it runs this Conv, always where the Conv before handed over ``x``'s levels (int8 data with
+    ``reads`` around them), else None (the caller's float form runs)."""
+    kernel = (w.shape[2], w.shape[3]) if w.dim() == 4 else (0, 0)
+    if x.dtype == torch.int8:
+        assert int8 is not None and reads is not None
+        return int8_conv(x, int8, kernel, b, window.pads, window.strides, window.dilations, levels_pads=reads,
+                         writes=writes, out_dtype=w.dtype, **chain)
+    pads = window.resolve(x.shape[2:], kernel)
+    extra = chain.get("residual", chain.get("other"))
+    if int8 is None or not takes(x, int8, kernel, pads, extra):
+        return None
+    return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, writes=writes, **chain)
