@@ -65,20 +65,17 @@ def int8_conv_arrays(weight: np.ndarray, w_scale: np.ndarray, x_scale: float
     return rows, sums, np.ascontiguousarray(scale, dtype=np.float32)
 
 
-def takes(x: torch.Tensor, weight: Int8Weight | None, kernel: tuple[int, int], pads: list[int],
-          other: torch.Tensor | None = None) -> bool:
+def takes(x: torch.Tensor, weight: Int8Weight | None, kernel: tuple[int, int], pads: list[int]) -> bool:
     """Whether :func:`int8_conv` runs this Conv: 4-D channels-last float16 or float32 data on CUDA
     with Triton, outside ``torch.compile``, of channels the kernel steps through, within 32-bit
-    offsets with its pads, and ``other`` (if any) channels-last too."""
+    offsets with its pads."""
     if weight is None or x.dim() != 4 or x.dtype not in _FLOATS or x.shape[1] % _CHANNEL_STEP \
             or x.shape[1] * kernel[0] * kernel[1] != weight[0].shape[1]:
         return False
     batch, channels, height, width = x.shape
     padded = batch * channels * (height + pads[0] + pads[2]) * (width + pads[1] + pads[3])
     return padded < _INT32_OFFSETS and weight[0].numel() < _INT32_OFFSETS \
-        and x.is_contiguous(memory_format=torch.channels_last) \
-        and (other is None or other.is_contiguous(memory_format=torch.channels_last)) \
-        and triton_kernels.usable(x, x.numel())
+        and x.is_contiguous(memory_format=torch.channels_last) and triton_kernels.usable(x, x.numel())
 
 
 def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias: torch.Tensor | None,
@@ -109,6 +106,9 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
               - dilations[axis] * (kernel[axis] - 1) - 1) // strides[axis] + 1
              for axis, size in enumerate(padded_size)]
     out_channels = rows_weight.shape[0]
+    if writes is not None and batch * out_channels * (sizes[0] + writes[0] + writes[2]) \
+            * (sizes[1] + writes[1] + writes[3]) >= _INT32_OFFSETS:
+        writes = None  # levels past 32-bit offsets: the float values, which the next Convs quantize
     if writes is None:
         out = torch.empty((batch, out_channels, *sizes), dtype=out_dtype, device=levels.device,
                           memory_format=torch.channels_last)
@@ -127,6 +127,8 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
         return out
     block_m, block_n, block_k, warps, stages = _tiling(channels, out_channels)
     extra = residual if residual is not None else other
+    if extra is not None:  # the kernel reads it in the output's order
+        extra = extra.contiguous(memory_format=torch.channels_last)
     grid = (-(-rows // block_m) * -(-out_channels // block_n),)
     kernels.conv[grid](
         levels, rows_weight, out, columns, scale, bias if bias is not None else scale,

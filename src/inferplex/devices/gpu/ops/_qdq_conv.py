@@ -103,7 +103,6 @@ def _int8_path(window: Window, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor
         return int8_conv(x, int8, kernel, b, window.pads, window.strides, window.dilations, levels_pads=reads,
                          writes=writes, out_dtype=w.dtype, **chain)
     pads = window.resolve(x.shape[2:], kernel)
-    extra = chain.get("residual", chain.get("other"))
-    if int8 is None or not takes(x, int8, kernel, pads, extra):
+    if int8 is None or not takes(x, int8, kernel, pads):
         return None
     return int8_conv(x, int8, kernel, b, pads, window.strides, window.dilations, writes=writes, **chain)
