@@ -20,13 +20,13 @@ when ``OUT`` is set.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_output import write_json
 
 _SHAPES = [  # batch, channels, size, out channels, kernel, stride, pad
     (32, 64, 56, 64, 3, 1, 1), (32, 64, 56, 128, 3, 2, 1), (32, 64, 56, 128, 1, 2, 0),
@@ -78,9 +78,7 @@ def main() -> None:
               f"{row['kernel_us']:8.1f} {row['ratio']:8.2f}x", flush=True)
     total_cudnn, total_ours = sum(r["cudnn_f16_us"] for r in rows), sum(r["int8_conv_us"] for r in rows)
     print(f"{'sum':36} {total_cudnn:10.1f} {total_ours:10.1f} {'':8} {total_cudnn / total_ours:8.2f}x")
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "gpu_int8_conv.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    write_json("gpu_int8_conv.json", {"device": torch.cuda.get_device_name(), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -21,14 +21,13 @@ checks the numbers against ONNX Runtime).  JSON goes to ``$OUT/gpu_nbits.json`` 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from bench_output import write_json
 from cuda_graph_timing import graph_us
 
 SHAPES = ((1, 2048, 5632), (1, 5632, 2048), (1, 4096, 4096), (1, 4096, 14336), (1, 14336, 4096),
@@ -88,9 +87,7 @@ def main() -> None:
         ours, f16, int4 = row["inferplex_us"], row["cublas_f16_us"], row.get("torch_int4_us")
         print(f"{m:>5}{k:>7}{n:>7}{ours:>14.1f}{f16:>15.1f}{int4 if int4 else float('nan'):>15.1f}"
               f"{f16 / ours:>7.2f}x{(int4 / ours if int4 else float('nan')):>8.2f}x")
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "gpu_nbits.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    write_json("gpu_nbits.json", {"device": torch.cuda.get_device_name(), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -23,13 +23,13 @@ time over inferplex's.  JSON goes to ``$OUT/gpu_pooling.json`` when ``OUT`` is s
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_output import write_json
 
 _CASES = [("max 3x3/2", (batch, 64, 112, 112), (3, 3), (2, 2), (1, 1)) for batch in (1, 8, 32, 64)] + [
     ("avg 3x3/1", (32, 192, 35, 35), (3, 3), (1, 1), (1, 1)),
@@ -86,9 +86,7 @@ def main() -> None:
         print(f"{name:<11}{tuple(shape)!s:<22}{mine:>10.1f}{times['aten_channels_last_us']:>10.1f}"
               f"{times['aten_contiguous_us']:>11.1f}{times['torch_compile_us']:>10.1f}  "
               f"{times['aten_channels_last_us'] / mine:>11.2f}x {times['torch_compile_us'] / mine:>12.2f}x")
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "gpu_pooling.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    write_json("gpu_pooling.json", {"device": torch.cuda.get_device_name(), "rows": rows})
 
 
 if __name__ == "__main__":

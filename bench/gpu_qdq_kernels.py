@@ -31,15 +31,14 @@ check the numbers against ONNX Runtime).  JSON goes to
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from bench_output import write_json
 from cuda_graph_timing import graph_us
 
 LINEAR_SHAPES = ((4096, 768, 2304), (4096, 768, 768), (4096, 768, 3072), (4096, 3072, 768))
@@ -231,9 +230,7 @@ def main() -> None:
     _print("attention", results["attention"], "sdpa f16")
     _print("gelu", results["gelu"], "F.gelu f16")
     _print("layer norm", results["layer norm"], "add + F.layer_norm f16")
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "gpu_qdq_kernels.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name(), **results}, indent=1))
+    write_json("gpu_qdq_kernels.json", {"device": torch.cuda.get_device_name(), **results})
 
 
 if __name__ == "__main__":

@@ -63,7 +63,6 @@ Without CUDA the script runs ``--quick`` on an emulated ``GPU.0`` (torch on the 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -77,6 +76,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_output import write_json
 
 VARIANTS = ("float-f16", "float-f32", "qdq-static", "qdq-static-f16", "dynamic", "dynamic-f16", "nbits4",
             "nbits4-f16")
@@ -406,10 +407,8 @@ def main() -> None:
                             row["error"] = f"{type(e).__name__}: {e}"[:300]
                         rows.append(row)
     _print(rows)
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "gpu_quantized.json").write_text(json.dumps(
-            {"device": torch.cuda.get_device_name() if cuda else "emulated", "rows": rows},
-            indent=1))
+    device = torch.cuda.get_device_name() if cuda else "emulated"
+    write_json("gpu_quantized.json", {"device": device, "rows": rows})
 
 
 if __name__ == "__main__":
