@@ -138,9 +138,10 @@ def level_handoffs(analysis: Analysis, producers: dict[str, tuple[ir.Node, Quant
     friendly name to the pads (ONNX's begins then ends) the levels are written with, the largest of
     the readers' on each side.  ``producers``: the Convs whose call can write levels (friendly name
     -> the Conv and its chain's last pair); ``readers``: the Convs whose call can read them (Conv ->
-    friendly name).  A producer's pair output that only readers read, each as its data, where the
-    int8 convolution takes them all and each reader's pads are written out (not ``auto_pad``'s), is
-    such a handoff.  On CUDA the producer then writes the int8 levels with those pads around them in
+    friendly name).  A producer's pair that alone reads its float values, whose QuantizeLinear only
+    its DequantizeLinear reads and whose output only readers read, each as its data, where the int8
+    convolution takes them all and each reader's pads are written out (not ``auto_pad``'s), is such
+    a handoff.  On CUDA the producer then writes the int8 levels with those pads around them in
     its epilogue, where it wrote the pair's float values, and the readers skip the pass that made
     their levels from those (see :func:`~inferplex.devices.gpu.ops._int8_conv.int8_conv`)."""
     writes: dict[str, list[int]] = {}
