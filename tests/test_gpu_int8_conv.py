@@ -198,3 +198,94 @@ def test_int8_conv_matches_the_integer_convolution_and_its_chain(form: Any, dtyp
         step = 0.05 if chain == "pair-add-pair" else 0.02
         difference = (got.float() - want.float()).abs()
         assert difference.max() <= step * 1.01 + 1e-3 and (difference > 1e-3).float().mean() < 1e-3
+
+
+@pytest.mark.parametrize("precision", ["f16", "bf16"])
+def test_dynamic_resnet_runs_int8_convolutions_and_matches_onnx_runtime(tmp_path: Any, monkeypatch: Any,
+                                                                        precision: str) -> None:
+    from inferplex.devices.gpu.ops import _fused_quantized
+
+    calls: list[torch.dtype] = []
+    original = _fused_quantized.int8_conv
+
+    def spy(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(x.dtype)
+        return original(x, *args, **kwargs)
+
+    monkeypatch.setattr(_fused_quantized, "int8_conv", spy)
+    model = quantized(tmp_path, _resnet(), False)
+    x = np.random.default_rng(6).standard_normal((4, 3, 24, 24)).astype(np.float32)
+    got = _infer(model, {"INFERENCE_PRECISION_HINT": precision}, x)
+    (want,) = ort_unfused(model, {model.graph.input[0].name: x})
+    # the five Convs past the stem (3 input channels) read their quantizer's levels: the blocks'
+    # two each and the downsampling block's 1 x 1, which shares its quantizer with the block's first
+    # (each time the program runs)
+    assert calls and set(calls) == {torch.int8} and len(calls) % 5 == 0
+    # exact integer sums where ONNX Runtime sums them too; each output is rounded to the program's
+    # type, and the quantizers then see those values (a level moves where one sits on a boundary)
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got, want, rtol=0, atol=(2e-2 if precision == "f16" else 5e-2) * scale)
+    assert np.abs(got - want).mean() < (2e-3 if precision == "f16" else 8e-3) * scale
+
+
+def _dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
+    """ONNX's DynamicQuantizeLinear in float32 numpy: uint8 levels, scale and zero point."""
+    low, high = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))
+    scale = np.float32((high - low) / np.float32(255))
+    zero = int(np.clip(np.rint(-low / scale), 0, 255))
+    return np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int32), scale, zero
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=["f16", "bf16", "f32"])
+@pytest.mark.parametrize("pads", [[1, 1, 1, 1], [2, 0, 1, 3]], ids=["pad1", "asymmetric"])
+def test_dynamic_levels_are_dynamic_quantize_linear_with_pads(dtype: torch.dtype, pads: list[int]) -> None:
+    from inferplex.devices.gpu.ops._int8_conv import dynamic_takes, quantize_dynamic_padded
+
+    generator = torch.Generator().manual_seed(7)
+    x = (torch.randn(3, 128, 9, 11, generator=generator) * 2 + 0.7).to(dtype)
+    cuda_x = x.cuda().contiguous(memory_format=torch.channels_last)
+    assert dynamic_takes(cuda_x, pads)
+    levels, scale, zero = quantize_dynamic_padded(cuda_x, pads)
+    want, want_scale, want_zero = _dynamic_quantize_linear(x.float().numpy())
+    assert levels.dtype == torch.int8 and levels.is_contiguous(memory_format=torch.channels_last)
+    assert float(scale) == want_scale and int(zero) == want_zero - 128
+    got = levels.cpu().to(torch.int32).numpy() + 128
+    inside = got[:, :, pads[0]:pads[0] + 9, pads[1]:pads[1] + 11]
+    np.testing.assert_array_equal(inside, want)
+    around = np.ones(got.shape, bool)
+    around[:, :, pads[0]:pads[0] + 9, pads[1]:pads[1] + 11] = False
+    assert (got[around] == want_zero).all()  # the pads hold the level of 0.0
+
+
+@pytest.mark.parametrize("form", _FORMS,
+                         ids=lambda f: f"{f[0]}-{f[1]}-{f[2][0]}x{f[2][1]}-s{f[4][0]}-d{f[5][0]}")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_int8_conv_of_dynamic_levels_matches_the_integer_convolution(form: Any, dtype: torch.dtype) -> None:
+    from inferplex.devices.gpu.ops._int8_conv import int8_conv, int8_conv_arrays, quantize_dynamic_padded
+
+    channels, out_channels, kernel, pads, strides, dilations = form
+    generator = torch.Generator().manual_seed(channels * 3 + out_channels)
+    x = torch.randn(3, channels, 11, 13, generator=generator).to(dtype)
+    weight = torch.randint(-127, 128, (out_channels, channels, *kernel), generator=generator,
+                           dtype=torch.int8)
+    w_scale = np.array([0.0031], np.float32)
+    bias = torch.randn(out_channels, generator=generator).to(dtype).cuda()
+    rows, sums, weight_scale = int8_conv_arrays(weight.numpy(), w_scale, 1.0)
+    packed = (torch.from_numpy(rows).cuda(), torch.from_numpy(sums).cuda(),
+              torch.from_numpy(weight_scale).cuda(), 1.0, 0, True)
+    wider = [side + 1 for side in pads]  # a quantizer writes the widest of its readers' pads
+    levels, x_scale, x_zero = quantize_dynamic_padded(x.cuda().contiguous(memory_format=torch.channels_last),
+                                                      wider)
+    out_size = int8_conv(levels, packed, kernel, bias, pads, strides, dilations, levels_pads=wider,
+                         out_dtype=dtype, x_parameters=(x_scale, x_zero)).shape
+    residual = torch.randn(out_size, generator=generator).to(dtype).cuda().contiguous(
+        memory_format=torch.channels_last)
+    got = int8_conv(levels, packed, kernel, bias, pads, strides, dilations, residual=residual, relu=True,
+                    levels_pads=wider, out_dtype=dtype, x_parameters=(x_scale, x_zero))
+    inside = levels[:, :, wider[0]:levels.shape[2] - wider[2], wider[1]:levels.shape[3] - wider[3]]
+    scale = x_scale.reshape(1) * torch.from_numpy(weight_scale).cuda()  # the Mul of the two scales
+    want = _reference(inside.to(torch.int32), int(x_zero), weight.cuda(), scale, bias, pads, strides,
+                      dilations, dtype, residual, True, None, None, None)
+    assert got.shape == want.shape and got.dtype == dtype
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2 if dtype == torch.bfloat16 else 1e-3,
+                               atol=1e-5)

@@ -10,7 +10,8 @@ import onnx_ir as ir
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["ONNX_DOMAINS", "constant", "next_consumer", "running", "runs", "same_shapes", "sole_consumer"]
+__all__ = ["ONNX_DOMAINS", "constant", "next_consumer", "running", "runs", "same_shapes", "sole_consumer",
+           "written_pads"]
 
 ONNX_DOMAINS = ("", "ai.onnx")
 
@@ -55,3 +56,16 @@ def same_shapes(analysis: Analysis, names: dict[ir.Node, str], node: ir.Node) ->
     """Whether a two-input node's inputs have one known shape (no broadcasting)."""
     shapes = analysis.infos[names[node]].input_shapes
     return len(shapes) == 2 and shapes[0] is not None and None not in shapes[0] and shapes[0] == shapes[1]
+
+
+def written_pads(conv: ir.Node) -> list[int] | None:
+    """A 2-D Conv's pads (ONNX's begins then ends) where the node writes them out, or VALID."""
+    auto_pad = conv.attributes.get("auto_pad")
+    mode = auto_pad.value if auto_pad is not None else "NOTSET"
+    if mode == "VALID":
+        return [0, 0, 0, 0]
+    if mode != "NOTSET":
+        return None
+    pads = conv.attributes.get("pads")
+    values = [int(p) for p in pads.value] if pads is not None else [0, 0, 0, 0]
+    return values if len(values) == 4 else None

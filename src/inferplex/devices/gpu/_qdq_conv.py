@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx_ir as ir
 
-from inferplex.devices.gpu._graph import constant, same_shapes
+from inferplex.devices.gpu._graph import constant, same_shapes, written_pads
 from inferplex.devices.gpu._qdq_pairs import (
     PairWalk,
     QuantizeDequantize,
@@ -155,7 +155,7 @@ def level_handoffs(analysis: Analysis, producers: dict[str, tuple[ir.Node, Quant
         takers = [node for node, index in uses if index == 0 and node in readers]
         if not takers or len(takers) != len(uses) or int8_conv_plan(analysis, conv) is None:
             continue
-        pads = [_written_pads(reader) for reader in takers]
+        pads = [written_pads(reader) for reader in takers]
         plans = [int8_conv_plan(analysis, reader) for reader in takers]
         weights = [None if plan is None else constant(analysis, plan.weight) for plan in plans]
         if any(p is None for p in pads) or any(w is None or w.shape[1] % 64 for w in weights):
@@ -164,16 +164,3 @@ def level_handoffs(analysis: Analysis, producers: dict[str, tuple[ir.Node, Quant
         writes[name] = widest
         reads.update((readers[reader], widest) for reader in takers)
     return writes, reads
-
-
-def _written_pads(conv: ir.Node) -> list[int] | None:
-    """A 2-D Conv's pads (ONNX's begins then ends) where the node writes them out, or VALID."""
-    auto_pad = conv.attributes.get("auto_pad")
-    mode = auto_pad.value if auto_pad is not None else "NOTSET"
-    if mode == "VALID":
-        return [0, 0, 0, 0]
-    if mode != "NOTSET":
-        return None
-    pads = conv.attributes.get("pads")
-    values = [int(p) for p in pads.value] if pads is not None else [0, 0, 0, 0]
-    return values if len(values) == 4 else None

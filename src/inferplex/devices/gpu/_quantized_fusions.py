@@ -28,7 +28,7 @@ from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
-from inferplex.devices.gpu._graph import same_shapes
+from inferplex.devices.gpu._graph import same_shapes, written_pads
 from inferplex.devices.gpu._qdq_pairs import QuantizeDequantize, pairs_by_quantizer, pairs_reading
 from inferplex.devices.gpu._qdq_pairs import dequantizer as _dequantizer
 from inferplex.devices.gpu._qdq_pairs import quantizer_of as _quantizer
@@ -46,6 +46,7 @@ __all__ = [
     "centered_quantizers",
     "dynamic_conv",
     "dynamic_matmul",
+    "level_quantizers",
     "linear_epilogues",
     "quantized_matmul",
 ]
@@ -424,6 +425,42 @@ def centered_quantizers(analysis: Analysis, names: dict[ir.Node, str],
         if list(data.uses()) and _read_only_by(data, convs, 0) and _read_only_by(zero, convs, 2):
             found[name] = data
     return found
+
+
+def level_quantizers(analysis: Analysis, planned: dict[str, DynamicConv], centered: dict[str, ir.Value]
+                     ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """The ``centered`` quantizers whose readers the int8 convolution may all run, which hand them
+    their levels: (quantizers, convolutions), each by friendly name to the pads the levels are
+    written with (ONNX's begins then ends, the widest of the readers').  A reader must be a 2-D
+    ConvInteger of one group with its pads written out, whose constant int8 weight has a zero
+    point of 0 and a multiple of 64 input channels, and whose scale is the quantizer's times a
+    constant weight scale (:attr:`DynamicConv.weight_scale`).  Where the program runs in a
+    reduced precision, on CUDA, the quantizer then writes the levels and the convolutions read
+    them (see :func:`~.ops._fused_quantized.dequantized_conv`)."""
+    writes: dict[str, list[int]] = {}
+    reads: dict[str, list[int]] = {}
+    for name, data in centered.items():
+        readers = [found for found in planned.values() if found.conv.inputs[0] is data]
+        pads = [_int8_pads(analysis, found) for found in readers]
+        if not readers or any(p is None for p in pads):
+            continue
+        widest = [max(side) for side in zip(*pads, strict=True)]
+        writes[name] = widest
+        reads.update((found.conv_name, widest) for found in readers)
+    return writes, reads
+
+
+def _int8_pads(analysis: Analysis, found: DynamicConv) -> list[int] | None:
+    """The pads of a dynamic convolution the int8 convolution can run (see :func:`level_quantizers`),
+    else None."""
+    conv, weight = found.conv, _constant(analysis, found.weight)
+    zero = _constant(analysis, found.weight_zero)
+    group = conv.attributes.get("group")
+    if found.weight_scale is None or weight is None or weight.dtype != np.int8 or weight.ndim != 4 \
+            or weight.shape[1] % 64 or (group is not None and int(group.value) != 1) \
+            or (found.weight_zero is not None and (zero is None or zero.any())):
+        return None
+    return written_pads(conv)
 
 
 def _read_only_by(value: ir.Value, nodes: set[ir.Node], index: int) -> bool:

@@ -35,6 +35,7 @@ from inferplex.devices.gpu.ops._pooling import fake_quantized_max_pool
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention, scores_table
 from inferplex.devices.gpu.ops._qdq_conv import quantized_conv, quantized_relu_conv
 from inferplex.devices.gpu.ops._qdq_gelu import gelu_table, quantized_gelu
+from inferplex.devices.gpu.ops._window import Window
 from inferplex.devices.gpu.tensors import torch_to_numpy
 
 if TYPE_CHECKING:
@@ -276,9 +277,11 @@ class QuantizedEmitters:
     def _emit_centered_quantizer(self, name: str, node: ir.Node, data: ir.Value) -> None:
         """DynamicQuantizeLinear handing centered float data to the dynamic convolutions (which
         then get no zero point, see :meth:`_emit_dynamic_conv`), dequantized where they run as
-        float convolutions."""
-        call = self.call(name, node, dynamic_quantize_centered,
-                         (self.arg(node.inputs[0]), self._dequantized_input(data)))
+        float convolutions; or, where those may all run as int8 convolutions, its levels (see
+        :func:`~._quantized_fusions.level_quantizers`)."""
+        dequantized = self._dequantized_input(data)
+        pads = self.fusions.level_writes.get(name) if dequantized else None
+        call = self.call(name, node, dynamic_quantize_centered, (self.arg(node.inputs[0]), dequantized, pads))
         self.bind(name, node.op_type, call, node.outputs)
 
     def _dequantized_input(self, data: ir.Value) -> bool:
@@ -309,9 +312,34 @@ class QuantizedEmitters:
             ("dequantized_conv", "bias", bias_value), (bias_value,),
             lambda: constants[bias_value].reshape(-1))
         info = self.analysis.infos[found.conv_name]
-        run = dequantized_conv(nn.conv(info), nn.conv_relu(info), channels_last, found.relu)
-        args = (self.arg(found.conv.inputs[0]), weight, bias, self.arg(found.residual))
+        run = dequantized_conv(nn.conv(info), nn.conv_relu(info), Window(info), channels_last, found.relu)
+        args: tuple[Any, ...] = (self.arg(found.conv.inputs[0]), weight, bias, self.arg(found.residual))
+        reads = self.fusions.level_reads.get(found.conv_name)
+        quantizer = found.conv.inputs[0].producer() if found.conv.inputs[0] is not None else None
+        if reads is not None and quantizer is not None:
+            args = (*args, self._dynamic_int8_weight(found), self.arg(quantizer.outputs[1]),
+                    self.arg(quantizer.outputs[2]), reads)
         self.env[found.output] = self.call(found.conv_name, found.conv, run, args)
+
+    def _dynamic_int8_weight(self, found: DynamicConv) -> tuple[Any, ...]:
+        """What the int8 convolution takes of a dynamic convolution whose quantizer hands it its
+        levels (:data:`~.ops._int8_conv.Int8Weight`, with the weight's scale alone: the data's
+        comes with its levels)."""
+        constants = self.analysis.constants
+        weight_value, scale_value = found.weight, found.weight_scale
+        assert scale_value is not None  # level_quantizers plans only such convolutions
+        arrays: list[np.ndarray] = []
+
+        def made(index: int) -> np.ndarray:
+            if not arrays:  # computed once, only when a tensor is not cached yet
+                arrays.extend(int8_conv_arrays(constants[weight_value], constants[scale_value], 1.0))
+            return arrays[index]
+
+        weight, columns, scale = (self.buffer(("dynamic_int8_conv", weight_value, scale_value, index),
+                                              (weight_value, scale_value), functools.partial(made, index),
+                                              keep_type=True)
+                                  for index in range(3))
+        return (weight, columns, scale, 1.0, 0, True)
 
     def _emit_dynamic_conv(self, name: str, node: ir.Node, found: DynamicConv) -> None:
         conv = found.conv

@@ -143,6 +143,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     centered_quantizers,
     dynamic_conv,
     dynamic_matmul,
+    level_quantizers,
     linear_epilogues,
     quantized_matmul,
 )
@@ -260,10 +261,11 @@ class Fusions:
     """DequantizeLinear -> the QuantizeLinear pair it emits as one fake-quantize call (or as its
     source, where the pair changes nothing)."""
     level_writes: dict[str, list[int]] = field(default_factory=dict)
-    """Conv -> the pads it writes its pair's int8 levels with, which the next Convs read as they are
-    (see :func:`~._qdq_conv.level_handoffs`)."""
+    """Conv or DynamicQuantizeLinear -> the pads it writes int8 levels with, which the next
+    convolutions read as they are (see :func:`~._qdq_conv.level_handoffs` and
+    :func:`~._quantized_fusions.level_quantizers`)."""
     level_reads: dict[str, list[int]] = field(default_factory=dict)
-    """Conv -> the pads around the levels the Conv before writes for it."""
+    """Conv or ConvInteger -> the pads around the levels the node before writes for it."""
     pooled_pairs: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """MaxPool -> the pair before it (a ``conv_relu`` chain's, whose call then leaves it out), run on
     the pooled values (see :func:`~inferplex.devices.gpu.ops._pooling.fake_quantized_max_pool`)."""
@@ -524,6 +526,9 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
     quantizing_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
     tabled_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)
+    writes, reads = level_quantizers(analysis, fusions.dynamic_conv, fusions.centered_quantizers)
+    fusions.level_writes.update(writes)
+    fusions.level_reads.update(reads)
     return fusions
 
 

@@ -24,6 +24,8 @@ from inferplex.devices.gpu.ops._fake_quantize import (
     quantized_levels,
     step_numbers,
 )
+from inferplex.devices.gpu.ops._int8_conv import Int8Weight, dynamic_takes, int8_conv, quantize_dynamic_padded
+from inferplex.devices.gpu.ops._window import Window
 from inferplex.devices.gpu.ops.quantized import dynamic_parameters
 
 __all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dequantized_conv", "dynamic_quantize_centered",
@@ -31,13 +33,18 @@ __all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dequantized_conv", "dynamic_quantize_c
            "quantized_linear_arrays"]
 
 
-def dynamic_quantize_centered(x: torch.Tensor,
-                              dequantized: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def dynamic_quantize_centered(x: torch.Tensor, dequantized: bool = False, pads: list[int] | None = None
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """DynamicQuantizeLinear's data, centered, and scale: ``y - zero`` in ``x``'s floating type
     (exact: at most 255 in magnitude), for convolutions that read nothing else of it (see
     :func:`dynamic_quantized_conv`; the zero point, which they do not read, is not made: the
-    lowering's third output is None).  With ``dequantized``, ``(y - zero) * scale`` rounded once
+    third output is None).  With ``dequantized``, ``(y - zero) * scale`` rounded once
     to ``x``'s type: the input of :func:`dequantized_conv`.
+
+    With ``pads`` (the widest of the reading convolutions', which run as int8 convolutions
+    where they get int8 data, see :func:`dequantized_conv`), on CUDA where the int8 convolution
+    takes ``x``: the levels with those pads around them, the scale and the zero point, as
+    :func:`~._int8_conv.quantize_dynamic_padded` makes them.
 
     ``clamp(round(x / scale) + zero, 0, 255) - zero`` runs as the division and one fake-quantize
     kernel (scale 1, which rounds half to even and adds the zero point after rounding, as ONNX
@@ -45,8 +52,10 @@ def dynamic_quantize_centered(x: torch.Tensor,
     out as those elementwise ops, which Inductor fuses into one pass (it has no lowering of the
     fake-quantize kernel and would call it as an opaque op, with the mask it writes besides).
     """
+    if pads is not None and dynamic_takes(x, pads):
+        return quantize_dynamic_padded(x, pads)
     if triton_kernels.usable(x):
-        return triton_kernels.dynamic_quantize_centered(x, dequantized)
+        return (*triton_kernels.dynamic_quantize_centered(x, dequantized), None)
     scale, zero = dynamic_parameters(x)
     if torch.compiler.is_compiling():
         centered = torch.clamp(torch.round(x / scale) + zero, 0, 255) - zero
@@ -54,7 +63,7 @@ def dynamic_quantize_centered(x: torch.Tensor,
         one = torch.ones((), dtype=torch.float32, device=x.device)
         centered = torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255)
     # a one-value float32 tensor: the product is computed in float32 and rounded once to x's type
-    return (centered * scale.reshape(()) if dequantized else centered), scale
+    return (centered * scale.reshape(()) if dequantized else centered), scale, None
 
 
 _CUDA_MIN_ROWS = 17
@@ -241,8 +250,8 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool,
     return dynamic_conv
 
 
-def dequantized_conv(conv: Callable[..., Any], conv_relu: Callable[..., Any], channels_last: bool,
-                     relu: bool) -> Callable[..., Any]:
+def dequantized_conv(conv: Callable[..., Any], conv_relu: Callable[..., Any], window: Window,
+                     channels_last: bool, relu: bool) -> Callable[..., Any]:
     """:func:`dynamic_quantized_conv`'s chain in a reduced precision where its scale is the input's
     DynamicQuantizeLinear scale times a constant weight scale: ``conv(x * s_x, w * s_w) (+ bias)
     (+ residual)`` (and the Relu), the same sum, as the float model's convolution.
@@ -254,10 +263,25 @@ def dequantized_conv(conv: Callable[..., Any], conv_relu: Callable[..., Any], ch
     cuDNN call on CUDA): no pass over the output follows, where the centered form's integer sums
     need one for the scale.  Each product is rounded to the compute type where the centered form
     rounds each sum once, as a reduced precision allows.
+
+    Where the quantizer handed over its levels (int8 ``x``, with ``reads`` around them, and its
+    scale and zero point: ``x_scale`` and ``x_zero``), the call is the int8 convolution of those
+    levels by ``int8``'s weight (the weight's scale its own, see
+    :func:`~._int8_conv.int8_conv`), whose epilogue adds the bias and the residual and runs the
+    Relu: the integer sums are exact, and the float32 products and sums are the Cast, Mul and
+    Adds' up to float32 rounding, rounded once to the compute type (``window``: the Conv's).
     """
 
     def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-            residual: torch.Tensor | None = None) -> torch.Tensor:
+            residual: torch.Tensor | None = None, int8: Int8Weight | None = None,
+            x_scale: torch.Tensor | None = None, x_zero: torch.Tensor | None = None,
+            reads: list[int] | None = None) -> torch.Tensor:
+        if x.dtype == torch.int8:
+            assert int8 is not None and reads is not None and x_scale is not None and x_zero is not None
+            kernel = (int(weight.shape[2]), int(weight.shape[3]))
+            return int8_conv(x, int8, kernel, bias, window.pads, window.strides, window.dilations,
+                             residual=residual, relu=relu, levels_pads=reads, out_dtype=weight.dtype,
+                             x_parameters=(x_scale, x_zero))
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         if relu:

@@ -34,9 +34,14 @@ import torch
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
 from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, step_numbers
 
-__all__ = ["Int8Weight", "int8_conv", "int8_conv_arrays", "quantize_padded", "takes"]
+__all__ = ["Int8Weight", "dynamic_takes", "int8_conv", "int8_conv_arrays", "quantize_dynamic_padded",
+           "quantize_padded", "takes"]
 
 _FLOATS = (torch.float32, torch.float16)
+
+_DYNAMIC_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+"""The data types DynamicQuantizeLinear's pass takes (it reads the data itself, where a QDQ Conv's
+pass must give back levels from their float values, which bfloat16 cannot hold apart)."""
 
 _INT32_OFFSETS = 2**31
 
@@ -82,7 +87,8 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
               pads: list[int], strides: list[int], dilations: list[int], residual: torch.Tensor | None = None,
               relu: bool = False, first: FakeQuantizeStep | None = None, other: torch.Tensor | None = None,
               second: FakeQuantizeStep | None = None, levels_pads: list[int] | None = None,
-              writes: list[int] | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+              writes: list[int] | None = None, out_dtype: torch.dtype | None = None,
+              x_parameters: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """The Conv of ``x`` (its pair's float values, see the module docstring) by a ``kernel``-sized
     window and its chain, as a channels-last tensor of ``x``'s type (or ``out_dtype``): ``residual``
     is added before the Relu, ``other`` after the ``first`` pair, then the ``second`` (see
@@ -91,7 +97,9 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
     A Conv can hand the next ones its levels: with ``writes`` (pads at least as wide as theirs) the
     result is its last pair's levels as :func:`quantize_padded` makes them, with those pads around
     them, not the pair's float values; a next Conv takes them with ``levels_pads`` (``x`` is then
-    such levels, with ``levels_pads`` around them, and ``out_dtype`` the program's float type)."""
+    such levels, with ``levels_pads`` around them, and ``out_dtype`` the program's float type).
+    With ``x_parameters`` the levels are :func:`quantize_dynamic_padded`'s, with the scale and the
+    zero point it made (``weight``'s scale is then the weight's alone, and its pair unused)."""
     from inferplex.devices.gpu.ops import _int8_conv_kernel as kernels
 
     rows_weight, columns, scale, _, x_zero, x_signed = weight
@@ -132,13 +140,14 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
     grid = (-(-rows // block_m) * -(-out_channels // block_n),)
     kernels.conv[grid](
         levels, rows_weight, out, columns, scale, bias if bias is not None else scale,
-        extra if extra is not None else out, rows, *padded_size, channels, *sizes, out_channels,
-        rows_weight.shape[1], zero, *strides, *dilations, around[0] - pads[0], around[1] - pads[1],
-        out_pads[0], out_pads[1],
+        extra if extra is not None else out, *(x_parameters or (scale, columns)), rows, *padded_size,
+        channels, *sizes, out_channels, rows_weight.shape[1], zero, *strides, *dilations,
+        around[0] - pads[0], around[1] - pads[1], out_pads[0], out_pads[1],
         sizes[0] + out_pads[0] + out_pads[2], sizes[1] + out_pads[1] + out_pads[3], out_zero,
         *triton_kernels.step_arguments(step_numbers(first)),
         *triton_kernels.step_arguments(step_numbers(second)),
-        KW=kernel[1], ZERO=zero != 0, BIAS=bias is not None, RESIDUAL=residual is not None, RELU=relu,
+        KW=kernel[1], ZERO=zero != 0, DYNAMIC=x_parameters is not None, BIAS=bias is not None,
+        RESIDUAL=residual is not None, RELU=relu,
         FIRST=first is not None, ADD=other is not None, LEVELS=writes is not None,
         KIND=triton_kernels._triton().FLOAT_TYPES[out_dtype], DIVIDE=out_dtype == torch.float32,
         BM=block_m, BN=block_n, BK=block_k, GROUP=8, num_warps=warps, num_stages=stages)
@@ -161,8 +170,46 @@ def quantize_padded(x: torch.Tensor, weight: Int8Weight, pads: list[int]) -> tup
     if pixels:
         kernels.quantize_padded[(-(-pixels // _QUANTIZE_PIXELS), channels // _CHANNEL_STEP)](
             x, levels, pixels, channels, height, width, *padded_size, pads[0], pads[1], x_scale,
-            triton_kernels.float32_inverse(x_scale), zero, BLOCK_P=_QUANTIZE_PIXELS, BLOCK_C=_CHANNEL_STEP)
+            triton_kernels.float32_inverse(x_scale), zero, x, x, 1, x, x, DYNAMIC=False, PARTS=2,
+            BLOCK_P=_QUANTIZE_PIXELS, BLOCK_C=_CHANNEL_STEP)
     return levels, zero
+
+
+def dynamic_takes(x: torch.Tensor, pads: list[int]) -> bool:
+    """Whether :func:`quantize_dynamic_padded` takes ``x`` with ``pads`` around it for the int8
+    convolutions: 4-D channels-last float data on CUDA with Triton, outside ``torch.compile``, of
+    channels the kernel steps through, within 32-bit offsets with its pads."""
+    if x.dim() != 4 or x.dtype not in _DYNAMIC_FLOATS or x.shape[1] % _CHANNEL_STEP or x.numel() == 0:
+        return False
+    batch, channels, height, width = x.shape
+    padded = batch * channels * (height + pads[0] + pads[2]) * (width + pads[1] + pads[3])
+    return padded < _INT32_OFFSETS and x.is_contiguous(memory_format=torch.channels_last) \
+        and triton_kernels.usable(x, x.numel())
+
+
+def quantize_dynamic_padded(x: torch.Tensor, pads: list[int]
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear of ``x`` (where :func:`dynamic_takes` it) as the int8 convolutions
+    read it: its uint8 levels moved down by 128 into int8, with ``pads`` (ONNX's begins then ends)
+    around them holding the level of 0.0, as a channels-last tensor; its float32 scale; and its
+    zero point moved down by 128, as int32 (the ``x_parameters`` of :func:`int8_conv`).  The
+    levels, scale and zero point are DynamicQuantizeLinear's (the formulas of
+    ``quantized.dynamic_parameters``), from one reduction pass and one quantizing pass."""
+    from inferplex.devices.gpu.ops import _int8_conv_kernel as kernels
+
+    batch, channels, height, width = x.shape
+    padded_size = (height + pads[0] + pads[2], width + pads[1] + pads[3])
+    levels = torch.empty((batch, channels, *padded_size), dtype=torch.int8, device=x.device,
+                         memory_format=torch.channels_last)
+    scale = torch.empty((), dtype=torch.float32, device=x.device)
+    zero = torch.empty((), dtype=torch.int32, device=x.device)
+    lows, highs = triton_kernels.minmax_partials(x)
+    pixels = batch * padded_size[0] * padded_size[1]
+    kernels.quantize_padded[(-(-pixels // _QUANTIZE_PIXELS), channels // _CHANNEL_STEP)](
+        x, levels, pixels, channels, height, width, *padded_size, pads[0], pads[1], 1.0, 1.0, 0,
+        lows, highs, lows.numel(), scale, zero, DYNAMIC=True, PARTS=triton_kernels.parts_block(lows.numel()),
+        BLOCK_P=_QUANTIZE_PIXELS, BLOCK_C=_CHANNEL_STEP)
+    return levels, scale, zero
 
 
 def _tiling(channels: int, out_channels: int) -> tuple[int, int, int, int, int]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._quantized_kernels import grouped_tile
+from inferplex.devices.gpu.ops._quantized_kernels import dynamic_parameters, grouped_tile
 from inferplex.devices.gpu.ops._triton_rounding import (
     divide,
     fake_quantize,
@@ -20,10 +21,23 @@ from inferplex.devices.gpu.ops._triton_rounding import (
 
 @triton.jit
 def quantize_padded(x_ptr, out_ptr, pixels, channels, height, width, padded_height, padded_width,  # noqa: N803
-                    pad_h, pad_w, scale, inverse, zero, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+                    pad_h, pad_w, scale, inverse, zero, low_ptr, high_ptr, parts, scale_ptr, zero_ptr,
+                    DYNAMIC: tl.constexpr, PARTS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
     # out (batch x padded rows x padded columns x channels, int8) = QuantizeLinear of channels-last
     # x onto [-128, 127] with ``zero``; the places of the pads hold ``zero`` (the level of 0.0).
+    # With DYNAMIC, DynamicQuantizeLinear's: the scale and the zero point come from the minimum and
+    # maximum partials (their uint8 levels moved down by 128), and the first program stores them
+    # (float32, and the moved zero point as int32) for the convolutions.
     # Each program is a tile of the output's pixels by channels.
+    if DYNAMIC:
+        scale, unsigned_zero = dynamic_parameters(low_ptr, high_ptr, parts, PARTS)
+        point = unsigned_zero - 128.0
+        inverse = libdevice.div_rn(1.0, scale)
+        if (tl.program_id(0) == 0) & (tl.program_id(1) == 0):
+            tl.store(scale_ptr, scale)
+            tl.store(zero_ptr, point.to(tl.int32))
+    else:
+        point = zero * 1.0
     p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     column = p % padded_width - pad_w
@@ -35,18 +49,18 @@ def quantize_padded(x_ptr, out_ptr, pixels, channels, height, width, padded_heig
     stored = pixel_inside[:, None] & (c < channels)[None, :]
     x = tl.load(x_ptr + (((image * height + row) * width + column) * channels)[:, None] + c[None, :],
                 mask=inside[:, None] & stored, other=0.0).to(tl.float32)
-    point = zero * 1.0
     level = tl.where(inside[:, None], quantized_level(divide(x, scale, inverse), point, -128.0, 127.0), point)
     tl.store(out_ptr + (p * channels)[:, None] + c[None, :], to_integer(level).to(tl.int8), mask=stored)
 
 
 @triton.jit
 def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # noqa: N803
-         rows, height, width, channels, out_height, out_width, out_channels, depth, zero,
+         x_scale_ptr, x_zero_ptr, rows, height, width, channels, out_height, out_width, out_channels,
+         depth, zero,
          stride_h, stride_w, dilation_h, dilation_w, in_top, in_left,
          out_top, out_left, stored_height, stored_width, out_zero,
          f_scale, f_inverse, f_zero, f_low, f_high, s_scale, s_inverse, s_zero, s_low, s_high,
-         KW: tl.constexpr, ZERO: tl.constexpr, BIAS: tl.constexpr,
+         KW: tl.constexpr, ZERO: tl.constexpr, DYNAMIC: tl.constexpr, BIAS: tl.constexpr,
          RESIDUAL: tl.constexpr, RELU: tl.constexpr, FIRST: tl.constexpr, ADD: tl.constexpr,
          LEVELS: tl.constexpr, KIND: tl.constexpr, DIVIDE: tl.constexpr,
          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
@@ -55,11 +69,13 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
     # weight is stored the same way: out_channels x (kernel rows, kernel columns, channels)).  x is
     # :func:`quantize_padded`'s int8 levels (height x width with the pads; a row's window starts
     # ``in_top`` and ``in_left`` into them where they have wider pads than this Conv), so every
-    # place a row reads is inside it, its pads holding ``zero``: with ``zero`` times each column's weight sum
-    # (``column_ptr``) taken off, the sums are those of (level - zero point) x weight, exact in
-    # int32.  Offsets are int32 (the caller keeps the data and the weight within it), the output's
-    # int64.  The epilogue: times the scale (per column); + bias; + the residual (RESIDUAL, before
-    # the Relu); the Relu; rounded to KIND; the first pair (FIRST); + other and the second pair (ADD).
+    # place a row reads is inside it, its pads holding ``zero``: with ``zero`` times each column's
+    # weight sum (``column_ptr``) taken off, the sums are those of (level - zero point) x weight,
+    # exact in int32 (with DYNAMIC the zero point and the data's scale are read from
+    # ``x_zero_ptr`` and ``x_scale_ptr``, and ``scale_ptr`` holds the weight's).  Offsets are int32
+    # (the caller keeps the data and the weight within it), the output's int64.  The epilogue:
+    # times the scale (per column); + bias; + the residual (RESIDUAL, before the Relu); the Relu;
+    # rounded to KIND; the first pair (FIRST); + other and the second pair (ADD).
     # With LEVELS the last pair's levels are stored instead, as int8 (moved down by 128 for uint8:
     # ``out_zero`` is the level of 0.0 so moved), in stored_height x stored_width images whose
     # output pixels start at (out_top, out_left): the next Conv's data with its pads.
@@ -83,9 +99,14 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
         a = tl.load(x_ptr + base[:, None] + rk[None, :])
         w = tl.load(w_ptr + rn[None, :] * depth + step * BK + rk[:, None])
         acc = tl.dot(a, w, acc, out_dtype=tl.int32)
-    if ZERO:
-        acc -= zero * tl.load(column_ptr + rn)[None, :]
-    values = acc.to(tl.float32) * tl.load(scale_ptr + rn)[None, :]
+    if DYNAMIC:  # the data's scale and (moved) zero point as its quantizer stored them
+        acc -= tl.load(x_zero_ptr) * tl.load(column_ptr + rn)[None, :]
+        scale = tl.load(x_scale_ptr) * tl.load(scale_ptr + rn)
+    else:
+        if ZERO:
+            acc -= zero * tl.load(column_ptr + rn)[None, :]
+        scale = tl.load(scale_ptr + rn)
+    values = acc.to(tl.float32) * scale[None, :]
     if BIAS:
         values = values + tl.load(bias_ptr + rn)[None, :].to(tl.float32)
     out_rows = pid_m * BM + tl.arange(0, BM)

@@ -68,10 +68,10 @@ def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
 
 
 @triton.jit
-def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, count, parts,
-                     CENTERED: tl.constexpr, DEQUANTIZED: tl.constexpr, PARTS: tl.constexpr,  # noqa: N803
-                     BLOCK: tl.constexpr):
-    # every program reduces the partial results (a few hundred values, read from L2)
+def dynamic_parameters(low_ptr, high_ptr, parts, PARTS: tl.constexpr):  # noqa: N803
+    """DynamicQuantizeLinear's float32 scale and zero point (a float32 integer in [0, 255]) from
+    :func:`minmax_partials`' ``parts`` results (PARTS: a power of two at least as large); each
+    program reduces them again (a few hundred values, read from L2)."""
     part = tl.arange(0, PARTS)
     lows = tl.load(low_ptr + part, mask=part < parts, other=float("inf"))
     highs = tl.load(high_ptr + part, mask=part < parts, other=float("-inf"))
@@ -82,6 +82,14 @@ def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, cou
     span = tl.maximum(high, 0.0) + negated_low
     scale = tl.where(span == 0.0, 1.0, libdevice.div_rn(span, 255.0))
     zero = libdevice.rint(tl.minimum(libdevice.div_rn(negated_low, scale), 255.0))
+    return scale, zero
+
+
+@triton.jit
+def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, count, parts,
+                     CENTERED: tl.constexpr, DEQUANTIZED: tl.constexpr, PARTS: tl.constexpr,  # noqa: N803
+                     BLOCK: tl.constexpr):
+    scale, zero = dynamic_parameters(low_ptr, high_ptr, parts, PARTS)
     if tl.program_id(0) == 0:
         tl.store(scale_ptr, scale)
         if not CENTERED:

@@ -159,7 +159,7 @@ def dynamic_quantize_centered(x: torch.Tensor,
 
 
 _REDUCE_BLOCK = 4096
-"""Elements each step of :func:`_minmax_partials`' loop reads (a slice is a multiple of it)."""
+"""Elements each step of :func:`minmax_partials`' loop reads (a slice is a multiple of it)."""
 
 _MAX_PARTS = 512
 """At most this many slices (and partial results) per tensor: enough to fill the GPU, few enough for
@@ -173,18 +173,24 @@ partial results)."""
 def _dynamic_quantize(x: torch.Tensor, centered: bool,
                       dequantized: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x = _dense(x)
-    lows, highs = _minmax_partials(x)
+    lows, highs = minmax_partials(x)
     out = torch.empty_like(x) if centered else torch.empty_like(x, dtype=torch.uint8)
     scale = torch.empty((), dtype=torch.float32, device=x.device)
     zero = torch.empty((), dtype=torch.uint8, device=x.device)
     count, parts = x.numel(), lows.numel()
     _triton().dynamic_quantize[_elementwise_grid(max(count, 1), _QUANTIZE_BLOCK)](
         x, out, lows, highs, scale, zero, count, parts, CENTERED=centered, DEQUANTIZED=dequantized,
-        PARTS=max(2, 1 << (parts - 1).bit_length()), BLOCK=_QUANTIZE_BLOCK)
+        PARTS=parts_block(parts), BLOCK=_QUANTIZE_BLOCK)
     return out, scale, zero
 
 
-def _minmax_partials(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def parts_block(parts: int) -> int:
+    """The power of two (at least 2) a kernel reducing :func:`minmax_partials`' ``parts`` results
+    reads them in (its ``PARTS``)."""
+    return max(2, 1 << (parts - 1).bit_length())
+
+
+def minmax_partials(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The float32 minimum and maximum of each slice of dense ``x``'s storage (at most
     :data:`_MAX_PARTS` slices; ``[inf]`` and ``[-inf]`` for no elements): their minimum and maximum
     are ``torch.aminmax(x)``'s."""
