@@ -228,6 +228,25 @@ def test_dynamic_resnet_runs_int8_convolutions_and_matches_onnx_runtime(tmp_path
     assert np.abs(got - want).mean() < (2e-3 if precision == "f16" else 8e-3) * scale
 
 
+def test_dynamic_resnet_recording_value_ranges_in_the_convolutions_changes_no_value(tmp_path: Any,
+                                                                                   monkeypatch: Any) -> None:
+    from inferplex.devices.gpu import optimize
+
+    model = quantized(tmp_path, _resnet(), False)
+    x = np.random.default_rng(9).standard_normal((4, 3, 24, 24)).astype(np.float32)
+    config = {"INFERENCE_PRECISION_HINT": "f16"}
+    recorded = _infer(model, config, x)
+    planned = optimize.level_quantizers
+
+    def without_ranges(*args: Any) -> Any:
+        writes, reads, _ = planned(*args)
+        return writes, reads, set()
+
+    monkeypatch.setattr(optimize, "level_quantizers", without_ranges)
+    # each quantizer then finds its data's range in a pass of its own: the same scale and levels
+    np.testing.assert_array_equal(_infer(model, config, x), recorded)
+
+
 def _dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
     """ONNX's DynamicQuantizeLinear in float32 numpy: uint8 levels, scale and zero point."""
     low, high = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))

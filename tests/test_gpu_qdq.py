@@ -234,6 +234,19 @@ def test_dynamic_quantized_mlp_matches_onnx_runtime(core: ov.Core, tmp_path: Any
     assert len(after) == 6 and (not after & ran if fused else after <= ran)
 
 
+@pytest.mark.parametrize("precision", ["f16", "bf16"])
+def test_dynamic_quantized_layers_left_unfused_keep_their_sums_in_a_reduced_precision(
+        core: ov.Core, tmp_path: Any, precision: str) -> None:
+    # a width of 20 keeps each MatMulInteger -> Cast -> Mul as written: its int32 sums (here past
+    # 65504) must not pass through float16 on their way to the scale
+    model = quantized(tmp_path, _mlp(features=256, hidden=20, out=10), False)
+    feeds = {"x": (np.random.default_rng(8).standard_normal((16, 256)) * 4).astype(np.float32)}
+    got, _ = _run(core, model, feeds, {"INFERENCE_PRECISION_HINT": precision})
+    (want,) = ort_unfused(model, feeds)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=3e-2 * np.abs(want).max())
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("rows", [1, 8, 9, 32])  # 2 x rows: below and above the kernel's 16

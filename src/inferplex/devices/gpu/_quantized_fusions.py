@@ -428,10 +428,12 @@ def centered_quantizers(analysis: Analysis, names: dict[ir.Node, str],
 
 
 def level_quantizers(analysis: Analysis, planned: dict[str, DynamicConv], centered: dict[str, ir.Value]
-                     ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+                     ) -> tuple[dict[str, list[int]], dict[str, list[int]], set[str]]:
     """The ``centered`` quantizers whose readers the int8 convolution may all run, which hand them
     their levels: (quantizers, convolutions), each by friendly name to the pads the levels are
-    written with (ONNX's begins then ends, the widest of the readers').  A reader must be a 2-D
+    written with (ONNX's begins then ends, the widest of the readers'); and the convolutions among
+    those that make such a quantizer's data, which record its value range as they write it (the
+    quantizer then skips the pass that finds it).  A reader must be a 2-D
     ConvInteger of one group with its pads written out, whose constant int8 weight has a zero
     point of 0 and a multiple of 64 input channels, and whose scale is the quantizer's times a
     constant weight scale (:attr:`DynamicConv.weight_scale`).  Where the program runs in a
@@ -447,7 +449,11 @@ def level_quantizers(analysis: Analysis, planned: dict[str, DynamicConv], center
         widest = [max(side) for side in zip(*pads, strict=True)]
         writes[name] = widest
         reads.update((found.conv_name, widest) for found in readers)
-    return writes, reads
+    quantized = {data.producer().inputs[0] for name, data in centered.items()  # type: ignore[union-attr]
+                 if name in writes}
+    ranged = {found.conv_name for found in planned.values()
+              if found.output in quantized and found.conv_name in reads}
+    return writes, reads, ranged
 
 
 def _int8_pads(analysis: Analysis, found: DynamicConv) -> list[int] | None:

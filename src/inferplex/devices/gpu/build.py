@@ -73,6 +73,17 @@ def cast_value(value: Any, dtype: torch.dtype) -> Any:
     return None if value is None else cast_to(value, dtype)
 
 
+_INTEGER_PRODUCTS = {"MatMulInteger", "ConvInteger"}
+
+
+def _casts_integer_sums(node: ir.Node) -> bool:
+    """Whether ``node`` is a Cast of a MatMulInteger's or ConvInteger's int32 sums: in a reduced
+    precision its float32 values stay float32 (sums of 8-bit products pass float16's range), and
+    the nodes that read them (the Mul by the scales) give the compute type."""
+    source = node.inputs[0].producer() if node.op_type == "Cast" and node.inputs and node.inputs[0] else None
+    return source is not None and source.op_type in _INTEGER_PRODUCTS and source.domain in ("", "ai.onnx")
+
+
 def _lower_float32(tensor: Any, dtype: torch.dtype) -> Any:
     if isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32:
         return tensor.to(dtype)
@@ -96,6 +107,10 @@ class Builder(QuantizedEmitters):
         self.env: dict[ir.Value, torch.fx.Node] = {}
         self.buffer_nodes: dict[Any, torch.fx.Node] = {}
         self.fake_quantized: dict[tuple[Any, ...], torch.fx.Node] = {}
+        self.value_ranges: dict[ir.Value, torch.fx.Node] = {}
+        self.range_block: torch.fx.Node | None = None
+        self.integer_sums: set[ir.Value] = set()
+        """Float32 values of :func:`_casts_integer_sums` Casts, kept float32 in a reduced precision."""
         """One fake-quantize call per float value and numbers, whichever pairs end in it."""
 
     def buffer(self, key: Any, sources: Iterable[ir.Value | None], make_array: Callable[[], np.ndarray],
@@ -191,10 +206,15 @@ class Builder(QuantizedEmitters):
             args[0] = self.graph.call_function(to_channels_last, (args[0],))
         call = self.call(name, node, self.analysis.functions[name], tuple(args))
         outputs = list(node.outputs)
+        sums = _casts_integer_sums(node)
+        lowered = self.compute_dtype is not None and (
+            (node.op_type in _TYPE_MAKERS and not sums) or any(v in self.integer_sums for v in node.inputs))
         for index, value in enumerate(outputs):
             out = call if len(outputs) == 1 else self.graph.call_function(_pick, (call, index))
-            if self.compute_dtype is not None and node.op_type in _TYPE_MAKERS:
+            if lowered:
                 out = self.graph.call_function(_lower_float32, (out, self.compute_dtype))
+            elif sums:
+                self.integer_sums.add(value)
             out.meta.update(onnx_name=name, onnx_op=node.op_type)
             self.env[value] = out
 

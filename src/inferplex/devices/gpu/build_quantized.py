@@ -6,6 +6,7 @@ once here), fake-quantize pairs, and ``quantize_dynamic``'s convolutions and mat
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from inferplex.devices.gpu.ops._pooling import fake_quantized_max_pool
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention, scores_table
 from inferplex.devices.gpu.ops._qdq_conv import quantized_conv, quantized_relu_conv
 from inferplex.devices.gpu.ops._qdq_gelu import gelu_table, quantized_gelu
+from inferplex.devices.gpu.ops._quantized_triton import fresh_value_range
 from inferplex.devices.gpu.ops._window import Window
 from inferplex.devices.gpu.tensors import torch_to_numpy
 
@@ -57,6 +59,8 @@ class QuantizedEmitters:
         graph: torch.fx.Graph
         env: dict[ir.Value, torch.fx.Node]
         fake_quantized: dict[tuple[Any, ...], torch.fx.Node]
+        value_ranges: dict[ir.Value, torch.fx.Node]
+        range_block: torch.fx.Node | None
 
         def buffer(self, key: Any, sources: Iterable[ir.Value | None], make_array: Callable[[], np.ndarray],
                    channels_last: bool = False, keep_type: bool = False) -> torch.fx.Node: ...
@@ -281,7 +285,9 @@ class QuantizedEmitters:
         :func:`~._quantized_fusions.level_quantizers`)."""
         dequantized = self._dequantized_input(data)
         pads = self.fusions.level_writes.get(name) if dequantized else None
-        call = self.call(name, node, dynamic_quantize_centered, (self.arg(node.inputs[0]), dequantized, pads))
+        value_range = self.value_ranges.get(node.inputs[0]) if pads is not None else None  # type: ignore[arg-type]
+        call = self.call(name, node, dynamic_quantize_centered,
+                         (self.arg(node.inputs[0]), dequantized, pads, value_range))
         self.bind(name, node.op_type, call, node.outputs)
 
     def _dequantized_input(self, data: ir.Value) -> bool:
@@ -312,14 +318,31 @@ class QuantizedEmitters:
             ("dequantized_conv", "bias", bias_value), (bias_value,),
             lambda: constants[bias_value].reshape(-1))
         info = self.analysis.infos[found.conv_name]
-        run = dequantized_conv(nn.conv(info), nn.conv_relu(info), Window(info), channels_last, found.relu)
+        ranged = found.conv_name in self.fusions.ranged_convs
+        run = dequantized_conv(nn.conv(info), nn.conv_relu(info), Window(info), channels_last, found.relu,
+                               ranged)
         args: tuple[Any, ...] = (self.arg(found.conv.inputs[0]), weight, bias, self.arg(found.residual))
         reads = self.fusions.level_reads.get(found.conv_name)
         quantizer = found.conv.inputs[0].producer() if found.conv.inputs[0] is not None else None
         if reads is not None and quantizer is not None:
+            out_range = self._range_slot(found.conv_name) if ranged else None
             args = (*args, self._dynamic_int8_weight(found), self.arg(quantizer.outputs[1]),
-                    self.arg(quantizer.outputs[2]), reads)
-        self.env[found.output] = self.call(found.conv_name, found.conv, run, args)
+                    self.arg(quantizer.outputs[2]), reads, out_range)
+        call = self.call(found.conv_name, found.conv, run, args)
+        if not ranged:
+            self.env[found.output] = call
+            return
+        self.env[found.output] = self.graph.call_function(operator.getitem, (call, 0))
+        self.value_ranges[found.output] = self.graph.call_function(operator.getitem, (call, 1))
+
+    def _range_slot(self, conv_name: str) -> torch.fx.Node:
+        """The fresh value range a ranged convolution (:attr:`Fusions.ranged_convs`) records its
+        output's in: a row of one zeroed block made once per run for all of them."""
+        if self.range_block is None:
+            self.range_block = self.graph.call_function(
+                fresh_value_range, (self.device, len(self.fusions.ranged_convs)))
+        index = sorted(self.fusions.ranged_convs).index(conv_name)
+        return self.graph.call_function(operator.getitem, (self.range_block, index))
 
     def _dynamic_int8_weight(self, found: DynamicConv) -> tuple[Any, ...]:
         """What the int8 convolution takes of a dynamic convolution whose quantizer hands it its

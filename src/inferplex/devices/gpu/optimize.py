@@ -266,6 +266,9 @@ class Fusions:
     :func:`~._quantized_fusions.level_quantizers`)."""
     level_reads: dict[str, list[int]] = field(default_factory=dict)
     """Conv or ConvInteger -> the pads around the levels the node before writes for it."""
+    ranged_convs: set[str] = field(default_factory=set)
+    """ConvIntegers whose int8 convolution records the value range of its output for the
+    DynamicQuantizeLinear that reads it (see :func:`~._quantized_fusions.level_quantizers`)."""
     pooled_pairs: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """MaxPool -> the pair before it (a ``conv_relu`` chain's, whose call then leaves it out), run on
     the pooled values (see :func:`~inferplex.devices.gpu.ops._pooling.fake_quantized_max_pool`)."""
@@ -526,7 +529,8 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
     quantizing_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
     tabled_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)
-    writes, reads = level_quantizers(analysis, fusions.dynamic_conv, fusions.centered_quantizers)
+    writes, reads, fusions.ranged_convs = level_quantizers(analysis, fusions.dynamic_conv,
+                                                           fusions.centered_quantizers)
     fusions.level_writes.update(writes)
     fusions.level_reads.update(reads)
     return fusions

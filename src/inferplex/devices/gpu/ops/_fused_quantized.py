@@ -33,7 +33,8 @@ __all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dequantized_conv", "dynamic_quantize_c
            "quantized_linear_arrays"]
 
 
-def dynamic_quantize_centered(x: torch.Tensor, dequantized: bool = False, pads: list[int] | None = None
+def dynamic_quantize_centered(x: torch.Tensor, dequantized: bool = False, pads: list[int] | None = None,
+                              value_range: torch.Tensor | None = None
                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """DynamicQuantizeLinear's data, centered, and scale: ``y - zero`` in ``x``'s floating type
     (exact: at most 255 in magnitude), for convolutions that read nothing else of it (see
@@ -44,7 +45,8 @@ def dynamic_quantize_centered(x: torch.Tensor, dequantized: bool = False, pads: 
     With ``pads`` (the widest of the reading convolutions', which run as int8 convolutions
     where they get int8 data, see :func:`dequantized_conv`), on CUDA where the int8 convolution
     takes ``x``: the levels with those pads around them, the scale and the zero point, as
-    :func:`~._int8_conv.quantize_dynamic_padded` makes them.
+    :func:`~._int8_conv.quantize_dynamic_padded` makes them (from ``value_range`` where the
+    convolution that made ``x`` recorded it).
 
     ``clamp(round(x / scale) + zero, 0, 255) - zero`` runs as the division and one fake-quantize
     kernel (scale 1, which rounds half to even and adds the zero point after rounding, as ONNX
@@ -53,7 +55,7 @@ def dynamic_quantize_centered(x: torch.Tensor, dequantized: bool = False, pads: 
     fake-quantize kernel and would call it as an opaque op, with the mask it writes besides).
     """
     if pads is not None and dynamic_takes(x, pads):
-        return quantize_dynamic_padded(x, pads)
+        return quantize_dynamic_padded(x, pads, value_range)
     if triton_kernels.usable(x):
         return (*triton_kernels.dynamic_quantize_centered(x, dequantized), None)
     scale, zero = dynamic_parameters(x)
@@ -251,7 +253,7 @@ def dynamic_quantized_conv(conv: Callable[..., Any], channels_last: bool,
 
 
 def dequantized_conv(conv: Callable[..., Any], conv_relu: Callable[..., Any], window: Window,
-                     channels_last: bool, relu: bool) -> Callable[..., Any]:
+                     channels_last: bool, relu: bool, ranged: bool = False) -> Callable[..., Any]:
     """:func:`dynamic_quantized_conv`'s chain in a reduced precision where its scale is the input's
     DynamicQuantizeLinear scale times a constant weight scale: ``conv(x * s_x, w * s_w) (+ bias)
     (+ residual)`` (and the Relu), the same sum, as the float model's convolution.
@@ -270,18 +272,28 @@ def dequantized_conv(conv: Callable[..., Any], conv_relu: Callable[..., Any], wi
     :func:`~._int8_conv.int8_conv`), whose epilogue adds the bias and the residual and runs the
     Relu: the integer sums are exact, and the float32 products and sums are the Cast, Mul and
     Adds' up to float32 rounding, rounded once to the compute type (``window``: the Conv's).
+    With ``ranged`` the call gives the result and its value range, which the int8 convolution
+    records in ``out_range`` (a fresh one, see :func:`~._quantized_triton.fresh_value_range`) as
+    it writes it (None where the float convolution ran): the DynamicQuantizeLinear that reads the
+    result takes it.
     """
 
     def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
             residual: torch.Tensor | None = None, int8: Int8Weight | None = None,
             x_scale: torch.Tensor | None = None, x_zero: torch.Tensor | None = None,
-            reads: list[int] | None = None) -> torch.Tensor:
+            reads: list[int] | None = None, out_range: torch.Tensor | None = None) -> Any:
         if x.dtype == torch.int8:
             assert int8 is not None and reads is not None and x_scale is not None and x_zero is not None
             kernel = (int(weight.shape[2]), int(weight.shape[3]))
-            return int8_conv(x, int8, kernel, bias, window.pads, window.strides, window.dilations,
-                             residual=residual, relu=relu, levels_pads=reads, out_dtype=weight.dtype,
-                             x_parameters=(x_scale, x_zero))
+            y = int8_conv(x, int8, kernel, bias, window.pads, window.strides, window.dilations,
+                          residual=residual, relu=relu, levels_pads=reads, out_dtype=weight.dtype,
+                          x_parameters=(x_scale, x_zero), out_range=out_range)
+            return (y, out_range) if ranged else y
+        y = float_form(x, weight, bias, residual)
+        return (y, None) if ranged else y
+
+    def float_form(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                   residual: torch.Tensor | None) -> torch.Tensor:
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         if relu:

@@ -88,7 +88,8 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
               relu: bool = False, first: FakeQuantizeStep | None = None, other: torch.Tensor | None = None,
               second: FakeQuantizeStep | None = None, levels_pads: list[int] | None = None,
               writes: list[int] | None = None, out_dtype: torch.dtype | None = None,
-              x_parameters: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+              x_parameters: tuple[torch.Tensor, torch.Tensor] | None = None,
+              out_range: torch.Tensor | None = None) -> torch.Tensor:
     """The Conv of ``x`` (its pair's float values, see the module docstring) by a ``kernel``-sized
     window and its chain, as a channels-last tensor of ``x``'s type (or ``out_dtype``): ``residual``
     is added before the Relu, ``other`` after the ``first`` pair, then the ``second`` (see
@@ -99,7 +100,9 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
     them, not the pair's float values; a next Conv takes them with ``levels_pads`` (``x`` is then
     such levels, with ``levels_pads`` around them, and ``out_dtype`` the program's float type).
     With ``x_parameters`` the levels are :func:`quantize_dynamic_padded`'s, with the scale and the
-    zero point it made (``weight``'s scale is then the weight's alone, and its pair unused)."""
+    zero point it made (``weight``'s scale is then the weight's alone, and its pair unused).
+    With ``out_range`` (a value range, see :func:`~._quantized_triton.fresh_value_range`; not with
+    ``writes``) the float result's minimum and maximum are merged into it as they are stored."""
     from inferplex.devices.gpu.ops import _int8_conv_kernel as kernels
 
     rows_weight, columns, scale, _, x_zero, x_signed = weight
@@ -140,7 +143,8 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
     grid = (-(-rows // block_m) * -(-out_channels // block_n),)
     kernels.conv[grid](
         levels, rows_weight, out, columns, scale, bias if bias is not None else scale,
-        extra if extra is not None else out, *(x_parameters or (scale, columns)), rows, *padded_size,
+        extra if extra is not None else out, *(x_parameters or (scale, columns)),
+        out_range if out_range is not None else scale, rows, *padded_size,
         channels, *sizes, out_channels, rows_weight.shape[1], zero, *strides, *dilations,
         around[0] - pads[0], around[1] - pads[1], out_pads[0], out_pads[1],
         sizes[0] + out_pads[0] + out_pads[2], sizes[1] + out_pads[1] + out_pads[3], out_zero,
@@ -149,6 +153,7 @@ def int8_conv(x: torch.Tensor, weight: Int8Weight, kernel: tuple[int, int], bias
         KW=kernel[1], ZERO=zero != 0, DYNAMIC=x_parameters is not None, BIAS=bias is not None,
         RESIDUAL=residual is not None, RELU=relu,
         FIRST=first is not None, ADD=other is not None, LEVELS=writes is not None,
+        RANGE=out_range is not None and writes is None,
         KIND=triton_kernels._triton().FLOAT_TYPES[out_dtype], DIVIDE=out_dtype == torch.float32,
         BM=block_m, BN=block_n, BK=block_k, GROUP=8, num_warps=warps, num_stages=stages)
     return out
@@ -170,7 +175,7 @@ def quantize_padded(x: torch.Tensor, weight: Int8Weight, pads: list[int]) -> tup
     if pixels:
         kernels.quantize_padded[(-(-pixels // _QUANTIZE_PIXELS), channels // _CHANNEL_STEP)](
             x, levels, pixels, channels, height, width, *padded_size, pads[0], pads[1], x_scale,
-            triton_kernels.float32_inverse(x_scale), zero, x, x, 1, x, x, DYNAMIC=False, PARTS=2,
+            triton_kernels.float32_inverse(x_scale), zero, x, x, x, DYNAMIC=False,
             BLOCK_P=_QUANTIZE_PIXELS, BLOCK_C=_CHANNEL_STEP)
     return levels, zero
 
@@ -187,14 +192,15 @@ def dynamic_takes(x: torch.Tensor, pads: list[int]) -> bool:
         and triton_kernels.usable(x, x.numel())
 
 
-def quantize_dynamic_padded(x: torch.Tensor, pads: list[int]
+def quantize_dynamic_padded(x: torch.Tensor, pads: list[int], value_range: torch.Tensor | None = None
                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """DynamicQuantizeLinear of ``x`` (where :func:`dynamic_takes` it) as the int8 convolutions
     read it: its uint8 levels moved down by 128 into int8, with ``pads`` (ONNX's begins then ends)
     around them holding the level of 0.0, as a channels-last tensor; its float32 scale; and its
     zero point moved down by 128, as int32 (the ``x_parameters`` of :func:`int8_conv`).  The
     levels, scale and zero point are DynamicQuantizeLinear's (the formulas of
-    ``quantized.dynamic_parameters``), from one reduction pass and one quantizing pass."""
+    ``quantized.dynamic_parameters``), from ``x``'s value range (where the int8 convolution that
+    made ``x`` recorded it, else a reduction pass finds it) and one quantizing pass."""
     from inferplex.devices.gpu.ops import _int8_conv_kernel as kernels
 
     batch, channels, height, width = x.shape
@@ -203,12 +209,12 @@ def quantize_dynamic_padded(x: torch.Tensor, pads: list[int]
                          memory_format=torch.channels_last)
     scale = torch.empty((), dtype=torch.float32, device=x.device)
     zero = torch.empty((), dtype=torch.int32, device=x.device)
-    lows, highs = triton_kernels.minmax_partials(x)
+    if value_range is None:
+        value_range = triton_kernels.value_range(x)
     pixels = batch * padded_size[0] * padded_size[1]
     kernels.quantize_padded[(-(-pixels // _QUANTIZE_PIXELS), channels // _CHANNEL_STEP)](
         x, levels, pixels, channels, height, width, *padded_size, pads[0], pads[1], 1.0, 1.0, 0,
-        lows, highs, lows.numel(), scale, zero, DYNAMIC=True, PARTS=triton_kernels.parts_block(lows.numel()),
-        BLOCK_P=_QUANTIZE_PIXELS, BLOCK_C=_CHANNEL_STEP)
+        value_range, scale, zero, DYNAMIC=True, BLOCK_P=_QUANTIZE_PIXELS, BLOCK_C=_CHANNEL_STEP)
     return levels, scale, zero
 
 

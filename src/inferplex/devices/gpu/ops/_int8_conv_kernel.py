@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._quantized_kernels import dynamic_parameters, grouped_tile
+from inferplex.devices.gpu.ops._quantized_kernels import grouped_tile, range_parameters, record_range
 from inferplex.devices.gpu.ops._triton_rounding import (
     divide,
     fake_quantize,
@@ -21,16 +21,16 @@ from inferplex.devices.gpu.ops._triton_rounding import (
 
 @triton.jit
 def quantize_padded(x_ptr, out_ptr, pixels, channels, height, width, padded_height, padded_width,  # noqa: N803
-                    pad_h, pad_w, scale, inverse, zero, low_ptr, high_ptr, parts, scale_ptr, zero_ptr,
-                    DYNAMIC: tl.constexpr, PARTS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+                    pad_h, pad_w, scale, inverse, zero, range_ptr, scale_ptr, zero_ptr,
+                    DYNAMIC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
     # out (batch x padded rows x padded columns x channels, int8) = QuantizeLinear of channels-last
     # x onto [-128, 127] with ``zero``; the places of the pads hold ``zero`` (the level of 0.0).
-    # With DYNAMIC, DynamicQuantizeLinear's: the scale and the zero point come from the minimum and
-    # maximum partials (their uint8 levels moved down by 128), and the first program stores them
-    # (float32, and the moved zero point as int32) for the convolutions.
+    # With DYNAMIC, DynamicQuantizeLinear's: the scale and the zero point come from the data's value
+    # range (their uint8 levels moved down by 128), and the first program stores them (float32,
+    # and the moved zero point as int32) for the convolutions.
     # Each program is a tile of the output's pixels by channels.
     if DYNAMIC:
-        scale, unsigned_zero = dynamic_parameters(low_ptr, high_ptr, parts, PARTS)
+        scale, unsigned_zero = range_parameters(range_ptr)
         point = unsigned_zero - 128.0
         inverse = libdevice.div_rn(1.0, scale)
         if (tl.program_id(0) == 0) & (tl.program_id(1) == 0):
@@ -54,15 +54,22 @@ def quantize_padded(x_ptr, out_ptr, pixels, channels, height, width, padded_heig
 
 
 @triton.jit
+def _min_max(a_low, a_high, b_low, b_high):
+    # the minimum and maximum of two pairs, NaN where either holds one
+    return tl.minimum(a_low, b_low, propagate_nan=tl.PropagateNan.ALL), \
+        tl.maximum(a_high, b_high, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # noqa: N803
-         x_scale_ptr, x_zero_ptr, rows, height, width, channels, out_height, out_width, out_channels,
-         depth, zero,
+         x_scale_ptr, x_zero_ptr, range_ptr, rows, height, width, channels, out_height, out_width,
+         out_channels, depth, zero,
          stride_h, stride_w, dilation_h, dilation_w, in_top, in_left,
          out_top, out_left, stored_height, stored_width, out_zero,
          f_scale, f_inverse, f_zero, f_low, f_high, s_scale, s_inverse, s_zero, s_low, s_high,
          KW: tl.constexpr, ZERO: tl.constexpr, DYNAMIC: tl.constexpr, BIAS: tl.constexpr,
          RESIDUAL: tl.constexpr, RELU: tl.constexpr, FIRST: tl.constexpr, ADD: tl.constexpr,
-         LEVELS: tl.constexpr, KIND: tl.constexpr, DIVIDE: tl.constexpr,
+         LEVELS: tl.constexpr, RANGE: tl.constexpr, KIND: tl.constexpr, DIVIDE: tl.constexpr,
          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     # Rows are output pixels (batch, row, column flattened), columns output channels, the depth the
     # window's places times the input channels, walked place by place, BK channels a step (the
@@ -78,7 +85,8 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
     # rounded to KIND; the first pair (FIRST); + other and the second pair (ADD).
     # With LEVELS the last pair's levels are stored instead, as int8 (moved down by 128 for uint8:
     # ``out_zero`` is the level of 0.0 so moved), in stored_height x stored_width images whose
-    # output pixels start at (out_top, out_left): the next Conv's data with its pads.
+    # output pixels start at (out_top, out_left): the next Conv's data with its pads.  With RANGE
+    # the stored values' minimum and maximum are merged into the value range at ``range_ptr``.
     pid_m, pid_n = grouped_tile(rows, out_channels, BM, BN, GROUP)
     rm = (pid_m * BM + tl.arange(0, BM)) % rows
     plane = out_height * out_width
@@ -137,3 +145,9 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
                  to_integer(steps + out_zero * 1.0).to(tl.int8), mask=mask)
     else:
         tl.store(out_ptr + targets, values.to(out_ptr.dtype.element_ty), mask=mask)
+        if RANGE:  # the stored values' range, for the DynamicQuantizeLinear that reads them
+            lows, highs = tl.reduce((tl.where(mask, values, float("inf")),
+                                     tl.where(mask, values, float("-inf"))), 1, _min_max)
+            low, high = tl.reduce((lows, highs), 0, _min_max)
+            nan = ((low != low) | (high != high)).to(tl.int32)
+            record_range(range_ptr, low, high, nan)

@@ -48,9 +48,9 @@ def dequantize(x_ptr, out_ptr, scale_ptr, zero_ptr, count, ZERO: tl.constexpr,  
 
 @triton.jit
 def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
-                    BLOCK: tl.constexpr):
+                    RANGE: tl.constexpr, BLOCK: tl.constexpr):
     # the minimum and maximum of one slice of per_program elements; NaN where the slice holds one
-    # (as torch.aminmax propagates it)
+    # (as torch.aminmax propagates it); with RANGE merged into the value range at low_ptr instead
     start = tl.program_id(0) * per_program
     lows = tl.full((BLOCK,), float("inf"), tl.float32)
     highs = tl.full((BLOCK,), float("-inf"), tl.float32)
@@ -62,9 +62,33 @@ def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
         lows = tl.where(mask, tl.minimum(lows, x), lows)
         highs = tl.where(mask, tl.maximum(highs, x), highs)
         nans = nans | (x != x).to(tl.int32)
-    nan = tl.max(nans, axis=0) > 0
-    tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.min(lows, axis=0)))
-    tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.max(highs, axis=0)))
+    if RANGE:
+        record_range(low_ptr, tl.min(lows, axis=0), tl.max(highs, axis=0), tl.max(nans, axis=0))
+    else:
+        nan = tl.max(nans, axis=0) > 0
+        tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.min(lows, axis=0)))
+        tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.max(highs, axis=0)))
+
+
+@triton.jit
+def record_range(range_ptr, low, high, nan):
+    """Merge a block's minimum, maximum and NaN count into the value range at ``range_ptr``: three
+    float32 values, ``max(0, -minimum)``, ``max(0, maximum)`` and a flag (1 where a NaN was
+    seen), which start at 0 (all DynamicQuantizeLinear reads of a range: its span always holds
+    0).  Relaxed atomics: the kernel that reads the range runs after this one ends."""
+    tl.atomic_max(range_ptr, -low, sem="relaxed")
+    tl.atomic_max(range_ptr + 1, high, sem="relaxed")
+    tl.atomic_max(range_ptr + 2, tl.minimum(nan, 1).to(tl.float32), sem="relaxed")
+
+
+@triton.jit
+def range_parameters(range_ptr):
+    """DynamicQuantizeLinear's float32 scale and zero point (see :func:`dynamic_parameters`) from a
+    value range :func:`record_range` made."""
+    nan = tl.load(range_ptr + 2) > 0.0
+    low = tl.where(nan, float("nan"), -tl.load(range_ptr))
+    high = tl.where(nan, float("nan"), tl.load(range_ptr + 1))
+    return _scale_and_zero(low, high)
 
 
 @triton.jit
@@ -78,6 +102,11 @@ def dynamic_parameters(low_ptr, high_ptr, parts, PARTS: tl.constexpr):  # noqa: 
     nan = tl.max(((lows != lows) | (highs != highs)).to(tl.int32), axis=0) > 0
     low = tl.where(nan, float("nan"), tl.min(lows, axis=0))
     high = tl.where(nan, float("nan"), tl.max(highs, axis=0))
+    return _scale_and_zero(low, high)
+
+
+@triton.jit
+def _scale_and_zero(low, high):
     negated_low = tl.maximum(-low, 0.0)
     span = tl.maximum(high, 0.0) + negated_low
     scale = tl.where(span == 0.0, 1.0, libdevice.div_rn(span, 255.0))

@@ -159,7 +159,7 @@ def dynamic_quantize_centered(x: torch.Tensor,
 
 
 _REDUCE_BLOCK = 4096
-"""Elements each step of :func:`minmax_partials`' loop reads (a slice is a multiple of it)."""
+"""Elements each step of :func:`_minmax_partials`' loop reads (a slice is a multiple of it)."""
 
 _MAX_PARTS = 512
 """At most this many slices (and partial results) per tensor: enough to fill the GPU, few enough for
@@ -173,24 +173,18 @@ partial results)."""
 def _dynamic_quantize(x: torch.Tensor, centered: bool,
                       dequantized: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x = _dense(x)
-    lows, highs = minmax_partials(x)
+    lows, highs = _minmax_partials(x)
     out = torch.empty_like(x) if centered else torch.empty_like(x, dtype=torch.uint8)
     scale = torch.empty((), dtype=torch.float32, device=x.device)
     zero = torch.empty((), dtype=torch.uint8, device=x.device)
     count, parts = x.numel(), lows.numel()
     _triton().dynamic_quantize[_elementwise_grid(max(count, 1), _QUANTIZE_BLOCK)](
         x, out, lows, highs, scale, zero, count, parts, CENTERED=centered, DEQUANTIZED=dequantized,
-        PARTS=parts_block(parts), BLOCK=_QUANTIZE_BLOCK)
+        PARTS=max(2, 1 << (parts - 1).bit_length()), BLOCK=_QUANTIZE_BLOCK)
     return out, scale, zero
 
 
-def parts_block(parts: int) -> int:
-    """The power of two (at least 2) a kernel reducing :func:`minmax_partials`' ``parts`` results
-    reads them in (its ``PARTS``)."""
-    return max(2, 1 << (parts - 1).bit_length())
-
-
-def minmax_partials(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _minmax_partials(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The float32 minimum and maximum of each slice of dense ``x``'s storage (at most
     :data:`_MAX_PARTS` slices; ``[inf]`` and ``[-inf]`` for no elements): their minimum and maximum
     are ``torch.aminmax(x)``'s."""
@@ -206,8 +200,33 @@ def minmax_partials(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     parts = _cdiv(count, per_program)
     lows = torch.empty(parts, dtype=torch.float32, device=x.device)
     highs = torch.empty(parts, dtype=torch.float32, device=x.device)
-    _triton().minmax_partials[(parts,)](x, lows, highs, count, per_program, BLOCK=_REDUCE_BLOCK)
+    _triton().minmax_partials[(parts,)](x, lows, highs, count, per_program, RANGE=False, BLOCK=_REDUCE_BLOCK)
     return lows, highs
+
+
+def value_range(x: torch.Tensor, found: torch.Tensor | None = None) -> torch.Tensor:
+    """The value range of dense ``x``'s storage (see :func:`fresh_value_range`): its minimum, its
+    maximum and whether it holds a NaN, in one pass of :func:`_minmax_partials`' slices, merged into
+    ``found`` where given."""
+    found = fresh_value_range(x.device) if found is None else found
+    count = x.numel()
+    if count > _MAX_ELEMENTS // 2:  # the slices' offsets would pass 32 bits: ATen over the storage
+        low, high = torch.aminmax(x.as_strided((count,), (1,)))
+        nan = (torch.isnan(low) | torch.isnan(high)).float()
+        found.copy_(torch.maximum(found, torch.stack((-low.float(), high.float(), nan)).nan_to_num(0.0)))
+    elif count:
+        per_program = _cdiv(_cdiv(count, _MAX_PARTS), _REDUCE_BLOCK) * _REDUCE_BLOCK
+        _triton().minmax_partials[(_cdiv(count, per_program),)](x, found, found, count, per_program,
+                                                                RANGE=True, BLOCK=_REDUCE_BLOCK)
+    return found
+
+
+def fresh_value_range(device: torch.device, count: int | None = None) -> torch.Tensor:
+    """A value range that has seen nothing yet: three float32 zeros, which :func:`value_range`'s
+    pass and the int8 convolution's epilogue raise to ``max(0, -minimum)``, ``max(0, maximum)``
+    and a NaN flag (see :func:`~._quantized_kernels.record_range`); with ``count``, that many
+    (count x 3), made by one memset for the calls of one run."""
+    return torch.zeros((3,) if count is None else (count, 3), dtype=torch.float32, device=device)
 
 
 def quantize_dequantize(x: torch.Tensor, scale_value: float, inverse: float, zero: int, low: int,
