@@ -234,6 +234,41 @@ def test_dynamic_quantized_mlp_matches_onnx_runtime(core: ov.Core, tmp_path: Any
     assert len(after) == 6 and (not after & ran if fused else after <= ran)
 
 
+def _gelu_mlp() -> onnx.ModelProto:
+    torch.manual_seed(12)
+    net = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 64), nn.GELU(approximate="tanh"),
+                        nn.Linear(64, 32))
+    return export_onnx(net, (torch.randn(4, 64),), ["x"], {"x": {0: "N"}}, opset=17)
+
+
+def test_dynamic_quantized_linear_multiplies_the_data_scale_itself(core: ov.Core, tmp_path: Any) -> None:
+    model = quantized(tmp_path, _gelu_mlp(), False)
+    feeds = {"x": np.random.default_rng(9).standard_normal((24, 64)).astype(np.float32)}
+    got, ran = _run(core, model, feeds)
+    (want,) = ort_unfused(model, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    # the Mul of the data's scale and the weight's joins each MatMulInteger's call
+    scale_products = {n.name for n in model.graph.node
+                      if n.op_type == "Mul" and n.name.endswith("_scales_mul")}
+    assert len(scale_products) == 3 and not scale_products & ran
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+@pytest.mark.parametrize("rows", [24, 300])  # the kernel's small-row form and its tensor-copy form
+def test_dynamic_quantized_gelu_mlp_on_cuda_matches_onnx_runtime(tmp_path: Any, precision: str,
+                                                                        rows: int) -> None:
+    model = quantized(tmp_path, _gelu_mlp(), False)
+    feeds = {"x": np.random.default_rng(rows).standard_normal((rows, 64)).astype(np.float32)}
+    (want,) = ort_unfused(model, feeds)
+    compiled = ov.Core().compile_model(model, "GPU.0", {"INFERENCE_PRECISION_HINT": precision})
+    got = np.asarray(compiled(feeds)[0], dtype=np.float32)
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got, want, rtol=0, atol=(1e-2 if precision == "f32" else 3e-2) * scale)
+    assert np.abs(got - want).mean() < (1e-4 if precision == "f32" else 3e-3) * scale
+
+
 @pytest.mark.parametrize("precision", ["f16", "bf16"])
 def test_dynamic_quantized_layers_left_unfused_keep_their_sums_in_a_reduced_precision(
         core: ov.Core, tmp_path: Any, precision: str) -> None:

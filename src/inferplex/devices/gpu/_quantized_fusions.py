@@ -103,6 +103,10 @@ class DynamicMatMul:
     """The Mul's output, or the bias Add's."""
     absorbed: tuple[ir.Node, ...]
     """MatMulInteger and Cast (the Mul emits the call, where the scale is ready too), and the Add."""
+    weight_scale: ir.Value | None = None
+    """The constant float32 weight scale (one value, or one per column) where ``scale`` is ``Mul``
+    of it and the scale of the DynamicQuantizeLinear that makes the data, or None: the call then
+    multiplies the two itself (that Mul does not run)."""
 
 
 @dataclass(frozen=True)
@@ -226,8 +230,9 @@ def dynamic_matmul(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node) 
             bias, output, absorbed = None, mul.outputs[0], (matmul, cast)
         else:
             bias, output, absorbed = found[1], found[0].outputs[0], (matmul, cast, found[0])
-        return DynamicMatMul(matmul, names[matmul], matmul.inputs[1], mul.inputs[1 - index],  # type: ignore[arg-type]
-                             bias, output, absorbed)
+        scale = mul.inputs[1 - index]
+        return DynamicMatMul(matmul, names[matmul], matmul.inputs[1], scale, bias, output,  # type: ignore[arg-type]
+                             absorbed, _weight_scale(analysis, matmul, scale, (1, weight.shape[1])))  # type: ignore[arg-type]
     return None
 
 
@@ -375,10 +380,13 @@ def dynamic_conv(analysis: Analysis, names: dict[ir.Node, str], mul: ir.Node,
     return None
 
 
-def _weight_scale(analysis: Analysis, conv: ir.Node, scale: ir.Value) -> ir.Value | None:
-    """The constant float32 one-value factor of ``scale`` where ``scale`` is ``Mul`` of it and the
-    scale output of the DynamicQuantizeLinear whose data ``conv`` reads, else None."""
-    product, quantizer = scale.producer(), conv.inputs[0].producer() if conv.inputs[0] is not None else None
+def _weight_scale(analysis: Analysis, product_node: ir.Node, scale: ir.Value,
+                  sizes: tuple[int, ...] = (1,)) -> ir.Value | None:
+    """The constant float32 factor of ``scale`` (of one of ``sizes`` values) where ``scale`` is
+    ``Mul`` of it and the scale output of the DynamicQuantizeLinear whose data ``product_node``
+    (a ConvInteger or MatMulInteger) reads, else None."""
+    data = product_node.inputs[0]
+    product, quantizer = scale.producer(), data.producer() if data is not None else None
     if product is None or quantizer is None or product.op_type != "Mul" \
             or product.domain not in _ONNX_DOMAINS or quantizer.op_type != "DynamicQuantizeLinear" \
             or len(quantizer.outputs) < 2:
@@ -386,8 +394,8 @@ def _weight_scale(analysis: Analysis, conv: ir.Node, scale: ir.Value) -> ir.Valu
     for index in (0, 1):
         factor = product.inputs[1 - index]
         array = _constant(analysis, factor)
-        if product.inputs[index] is quantizer.outputs[1] and array is not None and array.size == 1 \
-                and array.dtype == np.float32:
+        if product.inputs[index] is quantizer.outputs[1] and array is not None and array.size in sizes \
+                and array.dtype == np.float32 and array.ndim <= 1:
             return factor
     return None
 

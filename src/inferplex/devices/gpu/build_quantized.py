@@ -406,6 +406,14 @@ class QuantizedEmitters:
         bias_value = found.bias
         bias = None if bias_value is None else self.buffer(
             ("value", bias_value, "float32"), (bias_value,), lambda: constants[bias_value], keep_type=True)
-        args = (self.arg(matmul.inputs[0]), zero, weight, sums, self.arg(found.scale), bias,
-                self.compute_dtype or torch.float32)
+        scale_value, scale = found.weight_scale, self.arg(found.scale)
+        quantizer = matmul.inputs[0].producer() if matmul.inputs[0] is not None else None
+        if scale_value is not None and quantizer is not None:  # the call multiplies the data's scale by it
+            scale = self.buffer(("value", scale_value, "float32"), (scale_value,),
+                                lambda: constants[scale_value].reshape(-1), keep_type=True)
+            x_scale = self.arg(quantizer.outputs[1])
+        else:
+            x_scale = None
+        args = (self.arg(matmul.inputs[0]), zero, weight, sums, scale, bias,
+                self.compute_dtype or torch.float32, x_scale)
         self.env[found.output] = self.call(found.matmul_name, matmul, dynamic_quantized_linear, args)

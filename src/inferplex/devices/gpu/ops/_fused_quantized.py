@@ -115,18 +115,18 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     output, in the table's type.
     """
     elements = _out_elements(a, weight)
-    steps = {"mid": step_numbers(requantize), "last": step_numbers(quantize)}
+    mid, last = step_numbers(requantize), step_numbers(quantize)
     if triton_kernels.usable(a, elements):  # the same numbers in two kernels
         if a_scale is not None:
             a = triton_kernels.quantize(a, a_scale, a_zero, torch.int8)
-        return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype, **steps,
-                                          table=table)
+        return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype, mid, last,
+                                          table)
     if a_scale is not None:
         values = torch.round(a.to(torch.float32) / a_scale) + a_zero
         a = values.clamp(-128, 127).to(torch.int8)
     if triton_kernels.usable_compiled(a, elements):  # the quantize above joins its producer's kernel
-        return triton_kernels.int8_linear_op(a, weight, correction, None, 1, scales, bias, out_dtype, **steps,
-                                             table=table)
+        return triton_kernels.int8_linear_op(a, weight, correction, None, 1, scales, bias, out_dtype, mid,
+                                             last, table)
     acc = _int8_rows_matmul(a, weight)
     if correction is not None:
         acc = acc + correction
@@ -147,7 +147,7 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
 
 def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,
                              column_sums: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
-                             out_dtype: torch.dtype) -> torch.Tensor:
+                             out_dtype: torch.dtype, x_scale: torch.Tensor | None = None) -> torch.Tensor:
     """``Cast(MatMulInteger(a, weight, zero), float) * scale (+ bias)``, as ``quantize_dynamic``
     writes a MatMul (and the Add of a Gemm's bias).
 
@@ -156,16 +156,20 @@ def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight:
     ``column_sums`` (1 x N); ``scale``: float32, per tensor or per output column; ``bias``:
     float32, one per output column, or None.  The integer product is exact as in
     :func:`integer_matmul`; the float32 product (and sum) is the Cast, Mul (and Add)'s up to
-    float32 rounding.
+    float32 rounding.  With ``x_scale`` (the data's scale, one value) ``scale`` is the weight's and
+    the call multiplies them, as the model's Mul of the two does.
     """
     shift = 128 if a.dtype == torch.uint8 else 0
     columns = column_sums if shift or zero is not None else None
     elements = _out_elements(a, weight)
     if triton_kernels.usable(a, elements):  # the same numbers in one kernel
-        return triton_kernels.int8_linear(a, weight, columns, zero, shift, scale.reshape(-1), bias, out_dtype)
+        return triton_kernels.int8_linear(a, weight, columns, zero, shift, scale.reshape(-1), bias, out_dtype,
+                                          x_scale=x_scale)
     if triton_kernels.usable_compiled(a, elements):
         return triton_kernels.int8_linear_op(a, weight, columns, zero, shift, scale.reshape(-1), bias,
-                                             out_dtype)
+                                             out_dtype, x_scale=x_scale)
+    if x_scale is not None:
+        scale = x_scale.to(torch.float32).reshape(()) * scale
     acc = _int8_rows_matmul(a, weight)
     offset = shift if zero is None else shift - zero.to(torch.int32).reshape(())
     acc = acc + offset * column_sums

@@ -201,14 +201,14 @@ def grouped_tile(rows, columns, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.co
 
 
 @triton.jit
-def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, table_ptr, M, N, K,  # noqa: N803
-           stride_am, stride_wn, stride_om, shift,
+def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, table_ptr, x_scale_ptr,  # noqa: N803
+           M, N, K, stride_am, stride_wn, stride_om, shift,
            mid_scale, mid_inverse, mid_zero, mid_low, mid_high,
            last_scale, last_inverse, last_zero, last_low, last_high,
            A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
            ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
-           MID: tl.constexpr, LAST: tl.constexpr, TABLE: tl.constexpr, KIND: tl.constexpr,
-           DIVIDE: tl.constexpr, TMA: tl.constexpr,
+           MID: tl.constexpr, LAST: tl.constexpr, TABLE: tl.constexpr, X_SCALE: tl.constexpr,
+           KIND: tl.constexpr, DIVIDE: tl.constexpr, TMA: tl.constexpr,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     # with TMA, a_ptr and w_ptr are tensor descriptors of the rows and the weight (Hopper's tensor
     # copies; reads past their edges give 0, which adds nothing: past K the weight is 0, past M
@@ -218,6 +218,8 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
     # where the separate calls would: to KIND between them, as ``quantize_dequantize`` does.  With
     # TABLE, LAST's level (less its low end) picks the stored value in ``table_ptr`` instead: the
     # value of a function of the fake-quantized output, computed for each of its 256 levels.
+    # With X_SCALE the scales are the weight's, times the data's at ``x_scale_ptr`` (the model's
+    # Mul of the two, in float32).
     pid_m, pid_n = grouped_tile(M, N, BM, BN, GROUP)
     rm = (pid_m * BM + tl.arange(0, BM)) % M
     rn = (pid_n * BN + tl.arange(0, BN)) % N
@@ -252,9 +254,12 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
         acc += offset * tl.load(column_ptr + rn)[None, :]
     values = acc.to(tl.float32)
     if SCALES:
-        values = values * tl.load(scale_ptr + rn)[None, :].to(tl.float32)
+        scales = tl.load(scale_ptr + rn)[None, :].to(tl.float32)
     else:
-        values = values * tl.load(scale_ptr).to(tl.float32)
+        scales = tl.load(scale_ptr).to(tl.float32)
+    if X_SCALE:
+        scales = libdevice.mul_rn(tl.load(x_scale_ptr).to(tl.float32), scales)
+    values = values * scales
     if MID:
         values = fake_quantize(values.to(KIND).to(tl.float32), mid_scale, mid_inverse, mid_zero, mid_low,
                                mid_high, KIND, DIVIDE)

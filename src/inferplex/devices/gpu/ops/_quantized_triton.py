@@ -290,7 +290,8 @@ def conv_quantize(acc: torch.Tensor, bias: torch.Tensor | None, other: torch.Ten
 def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                 zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                 out_dtype: torch.dtype, mid: Sequence[float] | None = None,
-                last: Sequence[float] | None = None, table: torch.Tensor | None = None) -> torch.Tensor:
+                last: Sequence[float] | None = None, table: torch.Tensor | None = None,
+                x_scale: torch.Tensor | None = None) -> torch.Tensor:
     """``((rows(a) @ weight.T + offset * columns) * scales + bias)`` in ``out_dtype``, one kernel.
 
     ``a``: 8-bit data (..., K), uint8 moved down by 128 in the kernel; ``weight``: int8 N x K;
@@ -304,6 +305,9 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
     With ``table`` (one value per level of ``last``'s range, low to high), each output is the
     table's value at its ``last`` level instead, in the table's type: a function of the
     fake-quantized output, computed beforehand for each of its levels.
+
+    With ``x_scale`` (a one-value float32 tensor: the data's scale) ``scales`` are the weight's and
+    the kernel multiplies them by it, in float32.
     """
     rows = a.reshape(-1, a.shape[-1])
     if rows.stride(-1) != 1:
@@ -328,13 +332,14 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
         kernels.linear[grid](
             a_source, w_source, out, columns if columns is not None else scales,
             zero if zero is not None else scales, scales, bias if bias is not None else scales,
-            table if table is not None else scales,
+            table if table is not None else scales, x_scale if x_scale is not None else scales,
             count, width, depth, rows.stride(0), weight.stride(0), out.stride(0), shift,
             *step_arguments(mid), *step_arguments(last),
             A_UINT8=rows.dtype == torch.uint8, COLUMNS=columns is not None, ZERO=zero is not None,
             SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
             MID=mid is not None, LAST=last is not None, TABLE=table is not None,
-            KIND=kernels.FLOAT_TYPES[out_dtype], DIVIDE=out_dtype == torch.float32,
+            X_SCALE=x_scale is not None, KIND=kernels.FLOAT_TYPES[out_dtype],
+            DIVIDE=out_dtype == torch.float32,
             TMA=descriptors is not None, BM=block_m, BN=block_n, BK=128, GROUP=8, num_warps=warps,
             num_stages=stages)
     return out.reshape(*a.shape[:-1], width)
@@ -387,17 +392,19 @@ def float32_inverse(value: float) -> float:
 def int8_linear_op(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                    zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                    out_dtype: torch.dtype, mid: list[float] | None = None,
-                   last: list[float] | None = None, table: torch.Tensor | None = None) -> torch.Tensor:
+                   last: list[float] | None = None, table: torch.Tensor | None = None,
+                   x_scale: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`int8_linear` as an operator ``torch.compile`` calls as it is (Inductor would otherwise
     write the int32 sums of ``torch._int_mm`` out and read them back for the epilogue)."""
-    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype, mid, last, table)
+    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype, mid, last, table, x_scale)
 
 
 @int8_linear_op.register_fake
 def _int8_linear_shape(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | None,
                        zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                        out_dtype: torch.dtype, mid: list[float] | None = None,
-                       last: list[float] | None = None, table: torch.Tensor | None = None) -> torch.Tensor:
+                       last: list[float] | None = None, table: torch.Tensor | None = None,
+                       x_scale: torch.Tensor | None = None) -> torch.Tensor:
     return a.new_empty((*a.shape[:-1], weight.shape[0]), dtype=out_dtype if table is None else table.dtype)
 
 
