@@ -5,8 +5,9 @@
 (``quantize_static``'s QDQ format), :func:`dynamic_matmul` and :func:`dynamic_conv` the
 ``Mul(Cast(MatMulInteger))`` and ``Mul(Cast(ConvInteger))`` chains of ``quantize_dynamic``, and
 :func:`absorb_quantizers` which DequantizeLinear nodes the fused calls make
-redundant, and :func:`centered_quantizers` the
-DynamicQuantizeLinear nodes that hand dynamic convolutions centered float data.
+redundant, :func:`centered_quantizers` the
+DynamicQuantizeLinear nodes that hand dynamic convolutions centered float data, and
+:func:`level_quantizers` those that hand them int8 levels instead.
 The calls themselves are
 :func:`~inferplex.devices.gpu.ops._fused_quantized.quantized_linear`,
 :func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_linear`,

@@ -64,7 +64,11 @@
   precision, in the compute type under a reduced one.  A DynamicQuantizeLinear
   whose data only such calls read hands them its data centered on the zero
   point, in that floating type, from one fake-quantize
-  kernel (no uint8 tensor, no casts).
+  kernel (no uint8 tensor, no casts); where those calls may all run as int8
+  convolutions (:func:`~._quantized_fusions.level_quantizers`), it hands them its
+  padded levels, scale and zero point instead, and the dynamic convolution that
+  makes its data records their value range for it.  Where the scale is the
+  quantizer's times a constant weight scale, the MatMul's call multiplies the two.
 * A MatMul (or a plain Gemm) of two DequantizeLinear outputs, as
   ``onnxruntime.quantization.quantize_static(quant_format=QDQ)`` writes it, becomes
   one int8 matmul (:func:`~inferplex.devices.gpu.ops._fused_quantized.quantized_linear`):

@@ -1,4 +1,4 @@
-"""A QDQ model's convolution on 8-bit data, as one Triton kernel on CUDA
+"""A quantized model's convolution on 8-bit data (QDQ or ``quantize_dynamic``'s), as one Triton kernel on CUDA
 (:mod:`._int8_conv_kernel`): an implicit GEMM on the tensor cores' int8 path (twice their float16
 rate) whose epilogue runs the chain after the Conv.
 
@@ -20,6 +20,11 @@ with the Conv's pads around them, in one pass before the kernel (exact: a level 
 rounded to float16 divides back to the level).  Where the Conv before is one too and only Convs read
 its pair (:func:`~inferplex.devices.gpu._qdq_conv.level_handoffs`), it writes those levels in its
 epilogue instead of the float values, and that pass does not run: the same numbers.
+
+``quantize_dynamic``'s convolution (ConvInteger of DynamicQuantizeLinear's data, times
+``x_scale * w_scale``) is the same integer convolution, with the data's scale and zero point known
+only at run time: :func:`quantize_dynamic_padded` writes the levels and those two on the device, and
+the kernel reads them (``x_parameters``).
 
 It takes channels-last 2-D data of 64k input channels (64 or 128 a step) with one group; elsewhere
 (other layouts, ranks, groups, devices without Triton, and under ``torch.compile``, whose Inductor
