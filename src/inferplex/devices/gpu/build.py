@@ -107,11 +107,14 @@ class Builder(QuantizedEmitters):
         self.env: dict[ir.Value, torch.fx.Node] = {}
         self.buffer_nodes: dict[Any, torch.fx.Node] = {}
         self.fake_quantized: dict[tuple[Any, ...], torch.fx.Node] = {}
+        """One fake-quantize call per float value and numbers, whichever pairs end in it."""
         self.value_ranges: dict[ir.Value, torch.fx.Node] = {}
+        """A ranged dynamic convolution's output -> the value range its call records (see
+        :meth:`_emit_dequantized_conv`)."""
         self.range_block: torch.fx.Node | None = None
+        """The zeroed block of those value ranges, made once per run (see :meth:`_range_slot`)."""
         self.integer_sums: set[ir.Value] = set()
         """Float32 values of :func:`_casts_integer_sums` Casts, kept float32 in a reduced precision."""
-        """One fake-quantize call per float value and numbers, whichever pairs end in it."""
 
     def buffer(self, key: Any, sources: Iterable[ir.Value | None], make_array: Callable[[], np.ndarray],
                channels_last: bool = False, keep_type: bool = False) -> torch.fx.Node:
