@@ -247,9 +247,10 @@ def test_dynamic_quantized_linear_multiplies_the_data_scale_itself(core: ov.Core
     got, ran = _run(core, model, feeds)
     (want,) = ort_unfused(model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
-    # the Mul of the data's scale and the weight's joins each MatMulInteger's call
-    scale_products = {n.name for n in model.graph.node
-                      if n.op_type == "Mul" and n.name.endswith("_scales_mul")}
+    # the Mul of the data's scale (a DynamicQuantizeLinear's second output) and the weight's joins
+    # each MatMulInteger's call
+    data_scales = {n.output[1] for n in model.graph.node if n.op_type == "DynamicQuantizeLinear"}
+    scale_products = {n.name for n in model.graph.node if n.op_type == "Mul" and data_scales & set(n.input)}
     assert len(scale_products) == 3 and not scale_products & ran
 
 

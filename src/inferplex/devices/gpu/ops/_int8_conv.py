@@ -188,8 +188,10 @@ def quantize_padded(x: torch.Tensor, weight: Int8Weight, pads: list[int]) -> tup
 def dynamic_takes(x: torch.Tensor, pads: list[int]) -> bool:
     """Whether :func:`quantize_dynamic_padded` takes ``x`` with ``pads`` around it for the int8
     convolutions: 4-D channels-last float data on CUDA with Triton, outside ``torch.compile``, of
-    channels the kernel steps through, within 32-bit offsets with its pads."""
-    if x.dim() != 4 or x.dtype not in _DYNAMIC_FLOATS or x.shape[1] % _CHANNEL_STEP or x.numel() == 0:
+    channels the kernel steps through, within 32-bit offsets with its pads (and within what
+    :func:`~._quantized_triton.value_range` takes)."""
+    if x.dim() != 4 or x.dtype not in _DYNAMIC_FLOATS or x.shape[1] % _CHANNEL_STEP or x.numel() == 0 \
+            or x.numel() > triton_kernels.RANGE_ELEMENTS:
         return False
     batch, channels, height, width = x.shape
     padded = batch * channels * (height + pads[0] + pads[2]) * (width + pads[1] + pads[3])

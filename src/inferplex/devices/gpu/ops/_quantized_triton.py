@@ -204,17 +204,18 @@ def _minmax_partials(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return lows, highs
 
 
-def value_range(x: torch.Tensor, found: torch.Tensor | None = None) -> torch.Tensor:
-    """The value range of dense ``x``'s storage (see :func:`fresh_value_range`): its minimum, its
-    maximum and whether it holds a NaN, in one pass of :func:`_minmax_partials`' slices, merged into
-    ``found`` where given."""
-    found = fresh_value_range(x.device) if found is None else found
+RANGE_ELEMENTS = _MAX_ELEMENTS // 2
+"""The most elements :func:`value_range` takes (its slices' offsets stay within 32 bits)."""
+
+
+def value_range(x: torch.Tensor) -> torch.Tensor:
+    """The value range of dense ``x``'s storage (see :func:`fresh_value_range`; at most
+    :data:`RANGE_ELEMENTS` elements): its minimum, its maximum and whether it holds a NaN, in one
+    pass of :func:`_minmax_partials`' slices."""
+    found = fresh_value_range(x.device)
     count = x.numel()
-    if count > _MAX_ELEMENTS // 2:  # the slices' offsets would pass 32 bits: ATen over the storage
-        low, high = torch.aminmax(x.as_strided((count,), (1,)))
-        nan = (torch.isnan(low) | torch.isnan(high)).float()
-        found.copy_(torch.maximum(found, torch.stack((-low.float(), high.float(), nan)).nan_to_num(0.0)))
-    elif count:
+    assert count <= RANGE_ELEMENTS, "the callers take no larger tensors"
+    if count:
         per_program = _cdiv(_cdiv(count, _MAX_PARTS), _REDUCE_BLOCK) * _REDUCE_BLOCK
         _triton().minmax_partials[(_cdiv(count, per_program),)](x, found, found, count, per_program,
                                                                 RANGE=True, BLOCK=_REDUCE_BLOCK)
