@@ -37,12 +37,14 @@ from inferplex.devices.gpu._qdq_pairs import read_as_by_dequantizers as _read_as
 
 if TYPE_CHECKING:
     from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
+    from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm
     from inferplex.devices.gpu.lower import Analysis
 
 __all__ = [
     "DynamicConv",
     "DynamicMatMul",
     "QuantizedMatMul",
+    "RowQuantizer",
     "absorb_quantizers",
     "centered_quantizers",
     "dynamic_conv",
@@ -50,6 +52,7 @@ __all__ = [
     "level_quantizers",
     "linear_epilogues",
     "quantized_matmul",
+    "row_quantizers",
 ]
 
 
@@ -141,6 +144,17 @@ class DynamicConv:
     DynamicQuantizeLinear that makes the input (``quantize_dynamic``'s form), or None: a program
     in a reduced precision then runs the float convolution on the dequantized input with the
     scale in its weight (see :func:`~.ops._fused_quantized.dequantized_conv`)."""
+
+
+@dataclass(frozen=True)
+class RowQuantizer:
+    """A DynamicQuantizeLinear whose data only planned dynamic matmuls read, emitted as
+    :func:`~.ops._fused_quantized.dynamic_quantize_rows` (see :func:`row_quantizers`)."""
+
+    input: ir.Value
+    """What the call quantizes."""
+    data: ir.Value
+    """The quantizer's data output: the levels."""
 
 
 _F16_SAFE_DEPTH = 65000
@@ -481,3 +495,29 @@ def _int8_pads(analysis: Analysis, found: DynamicConv) -> list[int] | None:
 def _read_only_by(value: ir.Value, nodes: set[ir.Node], index: int) -> bool:
     """Whether ``value`` is no graph output and only ``nodes`` read it, as their input ``index``."""
     return not value.is_graph_output() and all(use.node in nodes and use.idx == index for use in value.uses())
+
+
+def row_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: dict[str, DynamicMatMul],
+                   norms: dict[str, ResidualLayerNorm]) -> tuple[dict[str, RowQuantizer], set[str]]:
+    """The DynamicQuantizeLinear nodes (by friendly name) whose data only ``planned`` matmuls read,
+    as their input 0: they hand those their levels as the int8 matmul reads them; and the float
+    normalizations among ``norms`` (by name) whose output such a quantizer reads, whose call
+    writes the minimum and maximum of each part of it (the quantizer then skips the pass that
+    finds them)."""
+    matmuls = {found.matmul for found in planned.values()}
+    found: dict[str, RowQuantizer] = {}
+    partial_norms: set[str] = set()
+    for name, node in analysis.nodes:
+        if node.op_type != "DynamicQuantizeLinear" or node.domain not in _ONNX_DOMAINS \
+                or not _runs(analysis, names, node) or node.inputs[0] is None or not node.outputs:
+            continue
+        data = node.outputs[0]
+        if not list(data.uses()) or not _read_only_by(data, matmuls, 0):
+            continue
+        source = node.inputs[0]
+        found[name] = RowQuantizer(source, data)
+        producer = source.producer()
+        norm = names.get(producer) if producer is not None else None
+        if norm is not None and norm in norms and norms[norm].quantizer is None:
+            partial_norms.add(norm)
+    return found, partial_norms

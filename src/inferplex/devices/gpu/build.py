@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm
 from inferplex.devices.gpu.build_quantized import QuantizedEmitters
 from inferplex.devices.gpu.ops import nn
-from inferplex.devices.gpu.ops._residual_layer_norm import residual_layer_norm
+from inferplex.devices.gpu.ops._residual_layer_norm import ranged_layer_norm, residual_layer_norm
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
     Attention,
@@ -111,6 +112,9 @@ class Builder(QuantizedEmitters):
         self.value_ranges: dict[ir.Value, torch.fx.Node] = {}
         """A ranged dynamic convolution's output -> the value range its call records (see
         :meth:`_emit_dequantized_conv`)."""
+        self.partials: dict[ir.Value, torch.fx.Node] = {}
+        """A float normalization's output -> the partial minima and maxima its call writes for the
+        DynamicQuantizeLinear that reads it (see :attr:`Fusions.partial_norms`)."""
         self.range_block: torch.fx.Node | None = None
         """The zeroed block of those value ranges, made once per run (see :meth:`_range_slot`)."""
         self.integer_sums: set[ir.Value] = set()
@@ -189,6 +193,7 @@ class Builder(QuantizedEmitters):
                 (fusions.quantized_conv, self._emit_quantized_conv),
                 (fusions.residual_layer_norm, self._emit_residual_layer_norm),
                 (fusions.centered_quantizers, self._emit_centered_quantizer),
+                (fusions.row_quantizers, self._emit_row_quantizer),
                 (fusions.dynamic_conv, self._emit_dynamic_conv),
                 (fusions.dynamic_matmul, self._emit_dynamic_matmul),
                 (fusions.gelu, self._emit_gelu), (fusions.norm, self._emit_norm),
@@ -308,9 +313,14 @@ class Builder(QuantizedEmitters):
         steps = tuple(None if pair is None else self._fake_quantize_args(pair)
                       for pair in (found.sum_pair, found.output_pair))
         quantize = self._quantize_numbers(found.quantizer) if found.quantizer and found.writes_data else None
-        args = (self.arg(found.first), self.arg(found.second), self.arg(norm.inputs[1]),
-                self.arg(norm.inputs[2]), epsilon, *steps, quantize)
-        call = self.call(name, norm, residual_layer_norm, args)
+        inputs = (self.arg(found.first), self.arg(found.second), self.arg(norm.inputs[1]),
+                  self.arg(norm.inputs[2]), epsilon)
+        if name in self.fusions.partial_norms:  # a float normalization a DynamicQuantizeLinear reads
+            call = self.call(name, norm, ranged_layer_norm, inputs)
+            self.env[found.output] = self.graph.call_function(operator.getitem, (call, 0))
+            self.partials[found.output] = self.graph.call_function(operator.getitem, (call, 1))
+            return
+        call = self.call(name, norm, residual_layer_norm, (*inputs, *steps, quantize))
         if quantize is None or found.quantizer is None:
             self.env[found.output] = call
             return

@@ -19,13 +19,14 @@ from inferplex.devices.gpu._qdq_attention import QuantizedAttention
 from inferplex.devices.gpu._qdq_conv import QuantizedConv, int8_conv_plan
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
 from inferplex.devices.gpu._qdq_pairs import QuantizeDequantize
-from inferplex.devices.gpu._quantized_fusions import DynamicConv, DynamicMatMul, QuantizedMatMul
+from inferplex.devices.gpu._quantized_fusions import DynamicConv, DynamicMatMul, QuantizedMatMul, RowQuantizer
 from inferplex.devices.gpu.ops import nn
 from inferplex.devices.gpu.ops._fake_quantize import FakeQuantizeStep, quantize_dequantize
 from inferplex.devices.gpu.ops._fused_quantized import (
     DYNAMIC_CONV_WEIGHT_FACTOR,
     dequantized_conv,
     dynamic_quantize_centered,
+    dynamic_quantize_rows,
     dynamic_quantized_conv,
     dynamic_quantized_linear,
     quantized_linear,
@@ -60,6 +61,7 @@ class QuantizedEmitters:
         env: dict[ir.Value, torch.fx.Node]
         fake_quantized: dict[tuple[Any, ...], torch.fx.Node]
         value_ranges: dict[ir.Value, torch.fx.Node]
+        partials: dict[ir.Value, torch.fx.Node]
         range_block: torch.fx.Node | None
 
         def buffer(self, key: Any, sources: Iterable[ir.Value | None], make_array: Callable[[], np.ndarray],
@@ -71,6 +73,7 @@ class QuantizedEmitters:
                  args: tuple[Any, ...]) -> torch.fx.Node: ...
 
         def bind(self, name: str, op_type: str, call: torch.fx.Node, values: Iterable[ir.Value]) -> None: ...
+
 
         def _conv_input(self, name: str, conv: ir.Node) -> Any: ...
 
@@ -344,6 +347,14 @@ class QuantizedEmitters:
         index = sorted(self.fusions.ranged_convs).index(conv_name)
         return self.graph.call_function(operator.getitem, (self.range_block, index))
 
+    def _emit_row_quantizer(self, name: str, node: ir.Node, found: RowQuantizer) -> None:
+        """A DynamicQuantizeLinear handing its levels to the dynamic matmuls that alone read its
+        data (see :func:`~._quantized_fusions.row_quantizers`), from the partial minima and maxima
+        the normalization before wrote where it did."""
+        partials = self.partials.get(found.input)
+        call = self.call(name, node, dynamic_quantize_rows, (self.arg(found.input), partials))
+        self.bind(name, node.op_type, call, node.outputs)
+
     def _dynamic_int8_weight(self, found: DynamicConv) -> tuple[Any, ...]:
         """What the int8 convolution takes of a dynamic convolution whose quantizer hands it its
         levels (:data:`~.ops._int8_conv.Int8Weight`, with the weight's scale alone: the data's
@@ -414,6 +425,7 @@ class QuantizedEmitters:
             x_scale = self.arg(quantizer.outputs[1])
         else:
             x_scale = None
+        levels = any(found.data is matmul.inputs[0] for found in self.fusions.row_quantizers.values())
         args = (self.arg(matmul.inputs[0]), zero, weight, sums, scale, bias,
-                self.compute_dtype or torch.float32, x_scale)
+                self.compute_dtype or torch.float32, x_scale, levels)
         self.env[found.output] = self.call(found.matmul_name, matmul, dynamic_quantized_linear, args)

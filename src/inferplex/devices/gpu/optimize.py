@@ -54,7 +54,10 @@
   MatMul, becomes one call (:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_linear`)
   when W is a constant 2-D int8 tensor with zero point 0, K and N multiples of
   8, a's zero point one value and the scale one value or one per column; a
-  constant bias Add after the Mul joins the call.
+  constant bias Add after the Mul joins the call.  A DynamicQuantizeLinear whose
+  data only such calls read hands them its levels as the int8 matmul reads them
+  (:func:`~._quantized_fusions.row_quantizers`); the LayerNormalization call whose
+  output it reads writes the partial minima and maxima it needs.
 * ``Mul(Cast(ConvInteger(x, W)), scale)``, as ``quantize_dynamic`` writes a Conv,
   becomes one float convolution (:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_conv`)
   when W is a constant 8-bit tensor with a constant zero point and the scale one
@@ -143,6 +146,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     DynamicConv,
     DynamicMatMul,
     QuantizedMatMul,
+    RowQuantizer,
     absorb_quantizers,
     centered_quantizers,
     dynamic_conv,
@@ -150,6 +154,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     level_quantizers,
     linear_epilogues,
     quantized_matmul,
+    row_quantizers,
 )
 from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm, residual_layer_norms
 
@@ -273,6 +278,12 @@ class Fusions:
     ranged_convs: set[str] = field(default_factory=set)
     """ConvIntegers whose int8 convolution records the value range of its output for the
     DynamicQuantizeLinear that reads it (see :func:`~._quantized_fusions.level_quantizers`)."""
+    row_quantizers: dict[str, RowQuantizer] = field(default_factory=dict)
+    """DynamicQuantizeLinear -> what it quantizes for the ``dynamic_matmul`` calls that alone read
+    its data, handing them its levels (see :func:`~._quantized_fusions.row_quantizers`)."""
+    partial_norms: set[str] = field(default_factory=set)
+    """Float LayerNormalizations (``residual_layer_norm`` calls) that write the minimum and maximum
+    of each part of their output for the ``row_quantizers`` that read it."""
     pooled_pairs: dict[str, QuantizeDequantize] = field(default_factory=dict)
     """MaxPool -> the pair before it (a ``conv_relu`` chain's, whose call then leaves it out), run on
     the pooled values (see :func:`~inferplex.devices.gpu.ops._pooling.fake_quantized_max_pool`)."""
@@ -537,6 +548,8 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
                                                            fusions.centered_quantizers)
     fusions.level_writes.update(writes)
     fusions.level_reads.update(reads)
+    fusions.row_quantizers, fusions.partial_norms = row_quantizers(
+        analysis, names, fusions.dynamic_matmul, fusions.residual_layer_norm)
     return fusions
 
 

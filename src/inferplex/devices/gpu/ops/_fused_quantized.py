@@ -29,7 +29,7 @@ from inferplex.devices.gpu.ops._window import Window
 from inferplex.devices.gpu.ops.quantized import dynamic_parameters
 
 __all__ = ["DYNAMIC_CONV_WEIGHT_FACTOR", "dequantized_conv", "dynamic_quantize_centered",
-           "dynamic_quantized_conv", "dynamic_quantized_linear", "quantized_linear",
+           "dynamic_quantize_rows", "dynamic_quantized_conv", "dynamic_quantized_linear", "quantized_linear",
            "quantized_linear_arrays"]
 
 
@@ -66,6 +66,22 @@ def dynamic_quantize_centered(x: torch.Tensor, dequantized: bool = False, pads: 
         centered = torch.fake_quantize_per_tensor_affine(x / scale, one, zero.to(torch.int32), 0, 255)
     # a one-value float32 tensor: the product is computed in float32 and rounded once to x's type
     return (centered * scale.reshape(()) if dequantized else centered), scale, None
+
+
+def dynamic_quantize_rows(x: torch.Tensor, partials: torch.Tensor | None = None
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear of ``x`` for the dynamic matmuls that alone read its data (see
+    :func:`dynamic_quantized_linear`'s ``levels``): the data, scale and zero point.  On CUDA,
+    outside ``torch.compile``, the data are the uint8 levels moved down by 128 into int8, which the
+    int8 matmul reads as they are, from two passes, or one where the call that made ``x`` wrote
+    the minimum and maximum of each part of it (``partials``, see
+    :func:`~._residual_layer_norm.ranged_layer_norm`); elsewhere the DynamicQuantizeLinear
+    lowering's uint8 data.  The numbers are DynamicQuantizeLinear's either way."""
+    if triton_kernels.usable(x) and x.numel() <= triton_kernels.RANGE_ELEMENTS:
+        return triton_kernels.dynamic_quantize_rows(x, partials)
+    scale, zero = dynamic_parameters(x)
+    y = torch.clamp(torch.round(x / scale) + zero, 0, 255).to(torch.uint8)
+    return y, scale, zero.to(torch.uint8)
 
 
 _CUDA_MIN_ROWS = 17
@@ -147,7 +163,8 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
 
 def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,
                              column_sums: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
-                             out_dtype: torch.dtype, x_scale: torch.Tensor | None = None) -> torch.Tensor:
+                             out_dtype: torch.dtype, x_scale: torch.Tensor | None = None,
+                             levels: bool = False) -> torch.Tensor:
     """``Cast(MatMulInteger(a, weight, zero), float) * scale (+ bias)``, as ``quantize_dynamic``
     writes a MatMul (and the Add of a Gemm's bias).
 
@@ -157,9 +174,10 @@ def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight:
     float32, one per output column, or None.  The integer product is exact as in
     :func:`integer_matmul`; the float32 product (and sum) is the Cast, Mul (and Add)'s up to
     float32 rounding.  With ``x_scale`` (the data's scale, one value) ``scale`` is the weight's and
-    the call multiplies them, as the model's Mul of the two does.
+    the call multiplies them, as the model's Mul of the two does.  With ``levels``, ``a`` comes
+    from :func:`dynamic_quantize_rows`: int8 data are uint8 levels moved down by 128.
     """
-    shift = 128 if a.dtype == torch.uint8 else 0
+    shift = 128 if a.dtype == torch.uint8 or levels else 0
     columns = column_sums if shift or zero is not None else None
     elements = _out_elements(a, weight)
     if triton_kernels.usable(a, elements):  # the same numbers in one kernel

@@ -116,21 +116,23 @@ def _scale_and_zero(low, high):
 
 @triton.jit
 def dynamic_quantize(x_ptr, out_ptr, low_ptr, high_ptr, scale_ptr, zero_ptr, count, parts,
-                     CENTERED: tl.constexpr, DEQUANTIZED: tl.constexpr, PARTS: tl.constexpr,  # noqa: N803
-                     BLOCK: tl.constexpr):
+                     CENTERED: tl.constexpr, DEQUANTIZED: tl.constexpr, SHIFTED: tl.constexpr,  # noqa: N803
+                     PARTS: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < count
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)  # in flight while the partials are reduced
     scale, zero = dynamic_parameters(low_ptr, high_ptr, parts, PARTS)
     if tl.program_id(0) == 0:
         tl.store(scale_ptr, scale)
         if not CENTERED:
             tl.store(zero_ptr, zero.to(tl.uint8))
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < count
-    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     level = quantized_level(divide(x.to(tl.float32), scale, libdevice.div_rn(1.0, scale)), zero, 0.0, 255.0)
     if DEQUANTIZED:  # (level - zero) * scale, rounded once to x's type
         tl.store(out_ptr + offsets, libdevice.mul_rn(level - zero, scale).to(x.dtype), mask=mask)
     elif CENTERED:  # level - zero, at most 255 in magnitude: exact in every floating type
         tl.store(out_ptr + offsets, (level - zero).to(x.dtype), mask=mask)
+    elif SHIFTED:  # the uint8 level moved down by 128 into int8, as the int8 matmul reads it
+        tl.store(out_ptr + offsets, (to_integer(level) - 128).to(tl.int8), mask=mask)
     else:
         tl.store(out_ptr + offsets, to_integer(level).to(tl.uint8), mask=mask)
 

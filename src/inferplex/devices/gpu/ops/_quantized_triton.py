@@ -12,7 +12,8 @@ pass where the ATen form takes several.
   ``aminmax`` copies a channels-last tensor to contiguous first and reads at a fraction of the
   memory's speed;
   :func:`dynamic_quantize_centered` the same, data minus zero point (or dequantized), for the
-  dynamic convolutions;
+  dynamic convolutions; :func:`dynamic_quantize_rows` the same as the int8 matmul reads it, from
+  the partial results of the normalization before where it wrote them;
 * :func:`quantize_dequantize`: the fake-quantize pass, on the data's own type (the ATen kernel
   reads it element by element, unvectorised);
 * :func:`conv_epilogue`: a dynamic convolution's scale, bias and Relu in one pass (the ATen form
@@ -41,8 +42,8 @@ import torch
 _log = logging.getLogger("inferplex")
 
 __all__ = ["conv_epilogue", "conv_quantize", "dequantize", "dynamic_quantize", "dynamic_quantize_centered",
-           "float32_inverse", "int8_linear", "quantize", "quantize_dequantize", "step_arguments", "usable",
-           "usable_compiled"]
+           "dynamic_quantize_rows", "float32_inverse", "int8_linear", "quantize", "quantize_dequantize",
+           "step_arguments", "usable", "usable_compiled"]
 
 _BLOCK = 2048
 """Elements per program of the elementwise kernels."""
@@ -165,22 +166,40 @@ _MAX_PARTS = 512
 """At most this many slices (and partial results) per tensor: enough to fill the GPU, few enough for
 every program of the quantizing kernel to reduce them again from L2."""
 
+PARTIALS_LIMIT = 1024
+"""The most partial results :func:`dynamic_quantize_rows` takes from the call before it."""
+
 _QUANTIZE_BLOCK = 8192
 """Elements per program of the dynamic quantizing kernel (large: each program first reads the
 partial results)."""
 
 
-def _dynamic_quantize(x: torch.Tensor, centered: bool,
-                      dequantized: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def dynamic_quantize_rows(x: torch.Tensor, partials: torch.Tensor | None = None
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DynamicQuantizeLinear of float ``x`` as the int8 matmul reads it: the uint8 levels moved down
+    by 128 into int8, the float32 scale and the uint8 zero point; from ``partials`` (2 x parts
+    float32: the minimum and maximum of each part of ``x``, NaN where a part holds one, at most
+    :data:`PARTIALS_LIMIT` parts) where the call that made ``x`` wrote them, else from a reduction
+    pass.  At most :data:`RANGE_ELEMENTS` elements."""
+    assert x.numel() <= RANGE_ELEMENTS, "the callers take no larger tensors"
+    assert partials is None or partials.shape[1] <= PARTIALS_LIMIT
+    return _dynamic_quantize(x, centered=False, shifted=True,
+                             partials=None if partials is None else (partials[0], partials[1]))
+
+
+def _dynamic_quantize(x: torch.Tensor, centered: bool, dequantized: bool = False, shifted: bool = False,
+                      partials: tuple[torch.Tensor, torch.Tensor] | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x = _dense(x)
-    lows, highs = _minmax_partials(x)
-    out = torch.empty_like(x) if centered else torch.empty_like(x, dtype=torch.uint8)
+    lows, highs = _minmax_partials(x) if partials is None else partials
+    kind = x.dtype if centered else torch.int8 if shifted else torch.uint8
+    out = torch.empty_like(x, dtype=kind)
     scale = torch.empty((), dtype=torch.float32, device=x.device)
     zero = torch.empty((), dtype=torch.uint8, device=x.device)
     count, parts = x.numel(), lows.numel()
     _triton().dynamic_quantize[_elementwise_grid(max(count, 1), _QUANTIZE_BLOCK)](
         x, out, lows, highs, scale, zero, count, parts, CENTERED=centered, DEQUANTIZED=dequantized,
-        PARTS=max(2, 1 << (parts - 1).bit_length()), BLOCK=_QUANTIZE_BLOCK)
+        SHIFTED=shifted, PARTS=max(2, 1 << (parts - 1).bit_length()), BLOCK=_QUANTIZE_BLOCK)
     return out, scale, zero
 
 

@@ -8,7 +8,8 @@ outside ``torch.compile``, it is one Triton pass (:mod:`._residual_layer_norm_ke
 normalization's output rounded to the data's type where the separate calls round them, the
 statistics in float32 (the normalization's own rounding may differ from ATen's in the last place).
 Elsewhere, and under ``torch.compile`` (whose Inductor fuses these ops itself), the ATen ops run
-one by one.
+one by one.  :func:`ranged_layer_norm` is the float form that also writes the minimum and maximum
+of each program's rows, for the DynamicQuantizeLinear that reads its output.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from inferplex.devices.gpu.ops._fake_quantize import (
     step_numbers,
 )
 
-__all__ = ["residual_layer_norm", "separate_calls"]
+__all__ = ["ranged_layer_norm", "residual_layer_norm", "separate_calls"]
 
 _WIDEST = 16384
 """The widest row the kernel holds in registers; wider rows take the ATen ops."""
@@ -40,12 +41,34 @@ def residual_layer_norm(a: torch.Tensor, b: torch.Tensor | None, weight: torch.T
     """``LayerNormalization(pair(a + b), weight, bias)`` over the last axis (``b`` None: of ``a``),
     then ``output_step``'s fake-quantize (None: none).  With ``quantize`` (scale, zero point, int8 or
     uint8), (that value, the QuantizeLinear's 8-bit data of the normalization's output)."""
-    width = a.shape[-1] if a.dim() else 1
-    if a.dtype in _FLOATS and width <= _WIDEST and weight.numel() == width and bias.numel() == width \
-            and (b is None or (b.shape == a.shape and b.dtype == a.dtype)) \
-            and triton_kernels.usable(a, a.numel()):
+    if _kernel_takes(a, b, weight, bias):
         return _run_kernel(a, b, weight, bias, epsilon, sum_step, output_step, quantize)
     return separate_calls(a, b, weight, bias, epsilon, sum_step, output_step, quantize)
+
+
+def ranged_layer_norm(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
+                      epsilon: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A float model's :func:`residual_layer_norm` and the minimum and maximum of each part of its
+    output (a 2 x parts float32 tensor, see :func:`~._quantized_triton.dynamic_quantize_rows`),
+    which the kernel writes as it writes the output, for the DynamicQuantizeLinear that reads the
+    output; None where the ATen ops ran (the quantizer then finds the range itself)."""
+    if _kernel_takes(a, b, weight, bias) and a.numel() <= triton_kernels.RANGE_ELEMENTS \
+            and 0 < _programs(a) <= triton_kernels.PARTIALS_LIMIT:
+        partials = torch.empty((2, _programs(a)), dtype=torch.float32, device=a.device)
+        out = _run_kernel(a, b, weight, bias, epsilon, None, None, None, partials)
+        assert isinstance(out, torch.Tensor)  # no QuantizeLinear: the output alone
+        return out, partials
+    out = separate_calls(a, b, weight, bias, epsilon, None, None, None)
+    assert isinstance(out, torch.Tensor)
+    return out, None
+
+
+def _kernel_takes(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor) -> bool:
+    """Whether the kernel takes these tensors: a float type, rows of at most :data:`_WIDEST`, a
+    scale and bias of the row's width, ``b`` of ``a``'s shape and type, on CUDA with Triton."""
+    width = a.shape[-1] if a.dim() else 1
+    return a.dtype in _FLOATS and width <= _WIDEST and weight.numel() == width and bias.numel() == width \
+        and (b is None or (b.shape == a.shape and b.dtype == a.dtype)) and triton_kernels.usable(a, a.numel())
 
 
 def separate_calls(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
@@ -61,9 +84,39 @@ def separate_calls(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor
     return value if quantize is None else (value, quantize_linear(y, *quantize))
 
 
+_FLOAT_ROWS = 4
+"""Rows a program of the float form (no pair, no QuantizeLinear): the fastest measured
+(``bench/RESULTS.md``); more where that leaves more programs than a DynamicQuantizeLinear takes
+partial results from, up to :data:`_PROGRAM_ELEMENTS`.  The QDQ forms take one."""
+
+_PROGRAM_ELEMENTS = 16384
+"""The most elements a program of the float form holds."""
+
+
+def _rows_per_program(a: torch.Tensor, quantized: bool) -> int:
+    """Rows a program: a function of the shape and the form alone, so that a call gives the same
+    numbers whether or not it writes its partial results."""
+    block = 1 << (a.shape[-1] - 1).bit_length()
+    if quantized or block * _FLOAT_ROWS > _PROGRAM_ELEMENTS:
+        return 1
+    rows, step = a.numel() // a.shape[-1], _FLOAT_ROWS
+    while -(-rows // step) > triton_kernels.PARTIALS_LIMIT and block * step * 2 <= _PROGRAM_ELEMENTS:
+        step *= 2
+    return step
+
+
+def _programs(a: torch.Tensor, quantized: bool = False) -> int:
+    """The kernel's programs for ``a`` in the float form (or a QDQ one, where ``quantized``)."""
+    if not a.shape[-1]:
+        return 0
+    rows, step = a.numel() // a.shape[-1], _rows_per_program(a, quantized)
+    return (rows + step - 1) // step
+
+
 def _run_kernel(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
                 epsilon: float, sum_step: FakeQuantizeStep | None, output_step: FakeQuantizeStep | None,
-                quantize: QuantizeStep | None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                quantize: QuantizeStep | None, partials: torch.Tensor | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     from inferplex.devices.gpu.ops._residual_layer_norm_kernel import layer_norm
 
     a = a if a.is_contiguous() else a.contiguous()
@@ -73,15 +126,20 @@ def _run_kernel(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, b
     scale, zero, dtype = quantize if quantize is not None else (1.0, 0, torch.uint8)
     data = torch.empty_like(a, dtype=dtype) if quantize is not None else out
     rows = a.numel() // width if width else 0
+    quantized = sum_step is not None or output_step is not None or quantize is not None
     if rows:
         low, high = (-128, 127) if dtype == torch.int8 else (0, 255)
         block = 1 << (width - 1).bit_length()
-        layer_norm[(rows,)](
-            a, b if b is not None else a, weight.contiguous(), bias.contiguous(), out, data, width, epsilon,
+        step = _rows_per_program(a, quantized)
+        layer_norm[(_programs(a, quantized),)](
+            a, b if b is not None else a, weight.contiguous(), bias.contiguous(), out, data,
+            partials[0] if partials is not None else out, partials[1] if partials is not None else out,
+            rows, width, epsilon,
             *triton_kernels.step_arguments(step_numbers(sum_step)),
             *triton_kernels.step_arguments(step_numbers(output_step)),
             *triton_kernels.step_arguments([scale, zero, low, high]),
             ADD=b is not None, SUM=sum_step is not None, OUTPUT=output_step is not None,
-            QUANTIZE=quantize is not None, DIVIDE=a.dtype == torch.float32, BLOCK=block,
-            num_warps=4 if block <= 1024 else 8 if block <= 4096 else 16)
+            QUANTIZE=quantize is not None, PARTIALS=partials is not None, DIVIDE=a.dtype == torch.float32,
+            ROWS=step, BLOCK=block,
+            num_warps=4 if block * step <= 4096 else 8 if block * step <= 16384 else 16)
     return out if quantize is None else (out, data)

@@ -1,6 +1,7 @@
 """The Triton kernel of :func:`~inferplex.devices.gpu.ops._residual_layer_norm.residual_layer_norm`
-(imported only where Triton runs): one program a row, the whole row in registers; the Add and each
-fake-quantize rounded to the data's type as the separate calls round them."""
+(imported only where Triton runs): one program a few whole rows, held in registers; the Add and each
+fake-quantize rounded to the data's type as the separate calls round them; with PARTIALS the
+minimum and maximum of each program's output written for a DynamicQuantizeLinear."""
 
 from __future__ import annotations
 
@@ -12,32 +13,47 @@ from inferplex.devices.gpu.ops._triton_rounding import divide, fake_quantize, qu
 
 
 @triton.jit
-def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, width, epsilon,  # noqa: N803
+def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, high_ptr,  # noqa: N803
+               rows, width, epsilon,
                s_scale, s_inverse, s_zero, s_low, s_high,
                o_scale, o_inverse, o_zero, o_low, o_high,
                q_scale, q_inverse, q_zero, q_low, q_high,
                ADD: tl.constexpr, SUM: tl.constexpr, OUTPUT: tl.constexpr, QUANTIZE: tl.constexpr,
-               DIVIDE: tl.constexpr, BLOCK: tl.constexpr):
+               PARTIALS: tl.constexpr, DIVIDE: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    # ROWS rows a program; with PARTIALS the minimum and maximum of the program's output (NaN where
+    # it holds one) at low_ptr and high_ptr, as minmax_partials writes them for the
+    # DynamicQuantizeLinear that reads the output
     KIND: tl.constexpr = out_ptr.dtype.element_ty  # noqa: N806
-    start = tl.program_id(0).to(tl.int64) * width
+    first = tl.program_id(0) * ROWS
+    row = tl.arange(0, ROWS)
     columns = tl.arange(0, BLOCK)
-    inside = columns < width
-    x = tl.load(a_ptr + start + columns, mask=inside, other=0.0).to(tl.float32)
+    inside = (first + row < rows)[:, None] & (columns < width)[None, :]
+    # a 64-bit start and 32-bit offsets within the program's rows
+    start = first.to(tl.int64) * width
+    a_ptr, b_ptr, out_ptr, data_ptr = a_ptr + start, b_ptr + start, out_ptr + start, data_ptr + start
+    offsets = row[:, None] * width + columns[None, :]
+    x = tl.load(a_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
     if ADD:
-        other = tl.load(b_ptr + start + columns, mask=inside, other=0.0).to(tl.float32)
+        other = tl.load(b_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
         x = libdevice.add_rn(x, other).to(KIND).to(tl.float32)
     if SUM:
         x = fake_quantize(x, s_scale, s_inverse, s_zero, s_low, s_high, KIND, DIVIDE)
     # each rounding spelled out, so that no variant of the kernel contracts it differently
-    mean = libdevice.div_rn(tl.sum(x, axis=0), width * 1.0)
+    mean = libdevice.div_rn(tl.sum(x, axis=1), width * 1.0)[:, None]
     centered = tl.where(inside, x - mean, 0.0)
-    variance = libdevice.div_rn(tl.sum(libdevice.mul_rn(centered, centered), axis=0), width * 1.0)
+    variance = libdevice.div_rn(tl.sum(libdevice.mul_rn(centered, centered), axis=1), width * 1.0)[:, None]
     deviation = libdevice.rsqrt(libdevice.add_rn(variance, epsilon))
-    weight = tl.load(weight_ptr + columns, mask=inside, other=0.0).to(tl.float32)
-    shift = tl.load(bias_ptr + columns, mask=inside, other=0.0).to(tl.float32)
+    weight = tl.load(weight_ptr + columns, mask=columns < width, other=0.0).to(tl.float32)[None, :]
+    shift = tl.load(bias_ptr + columns, mask=columns < width, other=0.0).to(tl.float32)[None, :]
     y = libdevice.fma(weight, libdevice.mul_rn(centered, deviation), shift).to(KIND).to(tl.float32)
     value = fake_quantize(y, o_scale, o_inverse, o_zero, o_low, o_high, KIND, DIVIDE) if OUTPUT else y
-    tl.store(out_ptr + start + columns, value.to(KIND), mask=inside)
+    tl.store(out_ptr + offsets, value.to(KIND), mask=inside)
+    if PARTIALS:
+        nan = tl.max(tl.max((inside & (value != value)).to(tl.int32), axis=1), axis=0) > 0
+        low = tl.min(tl.min(tl.where(inside, value, float("inf")), axis=1), axis=0)
+        high = tl.max(tl.max(tl.where(inside, value, float("-inf")), axis=1), axis=0)
+        tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), low))
+        tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), high))
     if QUANTIZE:  # QuantizeLinear's numbers on the normalization's output: divided, half to even
         level = quantized_level(divide(y, q_scale, q_inverse), q_zero * 1.0, q_low * 1.0, q_high * 1.0)
-        tl.store(data_ptr + start + columns, to_integer(level).to(data_ptr.dtype.element_ty), mask=inside)
+        tl.store(data_ptr + offsets, to_integer(level).to(data_ptr.dtype.element_ty), mask=inside)
