@@ -8,7 +8,8 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
   ``F.linear`` in float16 (the f16 model) and ``torch._int_mm`` (cuBLASLt's int8 matmul, int32 out);
 * ``attention``: the QDQ attention kernel (``ops/_qdq_attention.py``, a pair after the scores, the
   scale, the softmax and the context) against ``F.scaled_dot_product_attention`` in float16 (the f16
-  model's attention) and against the same chain as separate ATen calls (what ran before);
+  model's attention) and against the same chain as separate ATen calls (what ran before); and both
+  with a padding mask (one row per sequence, broadcast over heads and query rows);
 * ``gelu``: the QDQ GELU kernel (``ops/_qdq_gelu.py``, pairs after the erf, the sum and the product)
   against ``F.gelu`` in float16 and the same formula as separate ATen calls; and, as an int8
   matmul's input, the kernel followed by QuantizeLinear's pass against the kernel writing the 8-bit
@@ -142,6 +143,13 @@ def _attention_row(tilings: bool) -> dict[str, Any]:
            "sdpa f16": _graph_us(lambda: F.scaled_dot_product_attention(query, key, value)),
            "separate calls": _graph_us(lambda: attention._aten(query, key_t, value, None, 8.0, True, steps)),
            "kernel": _graph_us(lambda: attention._run_kernel(query, key_t, value, None, 8.0, True, numbers))}
+    # BERT's padding mask: one row of values per sequence, broadcast over the heads and query rows
+    padding = torch.zeros(BATCH, 1, 1, LENGTH, device="cuda").half()
+    padding[::2, ..., LENGTH * 3 // 4:] = -1e4
+    row["sdpa f16, padding mask"] = _graph_us(
+        lambda: F.scaled_dot_product_attention(query, key, value, attn_mask=padding))
+    row["kernel, padding mask"] = _graph_us(
+        lambda: attention._run_kernel(query, key_t, value, padding, 8.0, True, numbers))
     if tilings:
         for block_m in (16, 32, 64):
             original = attention._rows_per_program

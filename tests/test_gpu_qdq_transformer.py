@@ -352,6 +352,39 @@ def test_qdq_attention_kernel_with_its_scores_table_matches_it_without(kind: str
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+def test_qdq_attention_kernel_with_a_padding_mask_matches_it_with_the_mask_written_out(kind: str) -> None:
+    """A padding mask (one row of values per batch, broadcast over the heads and query rows: strides
+    of 0) gives what the mask written out per score gives, and what the separate calls give."""
+    from inferplex.devices.gpu.ops import _qdq_attention as attention
+
+    dtype = getattr(torch, kind)
+    generator = torch.Generator(device="cuda").manual_seed(16)
+    packed = (torch.randint(-40, 40, (4, 96, 3, 12, 64), device="cuda", generator=generator) * 0.05).to(dtype)
+    query, key, value = (packed[:, :, i].permute(0, 2, 1, 3) for i in range(3))
+    padding = torch.zeros(4, 1, 1, 96, device="cuda", dtype=dtype)
+    padding[1, ..., 70:] = -1e4
+    padding[3, ..., 5:] = -1e4
+
+    def step(scale: float, zero: int, low: int, high: int) -> tuple[torch.Tensor, float, int, int, int]:
+        return torch.tensor(scale, device="cuda"), scale, zero, low, high
+
+    steps = (step(0.3, 3, -128, 127), None, step(0.5, 10, -128, 127), step(1 / 255, 0, 0, 255),
+             step(0.01, -2, -128, 127))
+    numbers = [attention.step_numbers(one) for one in steps]
+    key_t = key.transpose(-1, -2)
+    written = padding.expand(4, 12, 96, 96).contiguous()
+    got = attention._run_kernel(query, key_t, value, padding, 8.0, True, numbers)
+    want = attention._run_kernel(query, key_t, value, written, 8.0, True, numbers)
+    apart = (got.double() - want.double()).abs()
+    assert float(apart.max()) <= 0.0201 and float((apart > 0).double().mean()) <= 1e-3
+    separate = attention._aten(query, key_t, value, padding, 8.0, True, steps)
+    apart = (got.double() - separate.double()).abs()
+    assert float(apart.max()) <= 0.0201 and float((apart > 0).double().mean()) <= 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("precision", ["f32", "f16", "bf16"])
 def test_qdq_attention_on_cuda_in_each_precision_stays_close(causal_model: onnx.ModelProto,
                                                              precision: str) -> None:
