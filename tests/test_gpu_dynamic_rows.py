@@ -104,14 +104,14 @@ def test_dynamic_rows_are_dynamic_quantize_linear(dtype: torch.dtype, handed: bo
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=["f16", "bf16", "f32"])
 @pytest.mark.parametrize("rows", [257, 5000])  # 4 rows a program; 8 where 4 leave more than 1,024 programs
 def test_layer_norm_writes_the_partial_minima_and_maxima_of_its_output(dtype: torch.dtype, rows: int) -> None:
-    from inferplex.devices.gpu.ops._residual_layer_norm import ranged_layer_norm, residual_layer_norm
+    from inferplex.devices.gpu.ops._residual_layer_norm import layer_norm_with_partials, residual_layer_norm
 
     generator = torch.Generator().manual_seed(4)
     a, b = (torch.randn(rows, 768, generator=generator).to(dtype).cuda() for _ in range(2))
     a[rows // 2, 5] = float("nan")  # that row's output is NaN: so is its part's minimum and maximum
     weight = (torch.rand(768, generator=generator) * 3).to(dtype).cuda()
     bias = torch.randn(768, generator=generator).to(dtype).cuda()
-    out, partials = ranged_layer_norm(a, b, weight, bias, 1e-5)
+    out, partials = layer_norm_with_partials(a, b, weight, bias, 1e-5)
     plain = residual_layer_norm(a, b, weight, bias, 1e-5, None, None, None)
     assert isinstance(plain, torch.Tensor) and partials is not None
     torch.testing.assert_close(out, plain, rtol=0, atol=0, equal_nan=True)

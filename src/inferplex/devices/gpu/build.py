@@ -16,7 +16,7 @@ from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm
 from inferplex.devices.gpu.build_quantized import QuantizedEmitters
 from inferplex.devices.gpu.ops import nn
-from inferplex.devices.gpu.ops._residual_layer_norm import ranged_layer_norm, residual_layer_norm
+from inferplex.devices.gpu.ops._residual_layer_norm import layer_norm_with_partials, residual_layer_norm
 from inferplex.devices.gpu.ops.control_flow import outer_values
 from inferplex.devices.gpu.optimize import (
     Attention,
@@ -316,7 +316,7 @@ class Builder(QuantizedEmitters):
         inputs = (self.arg(found.first), self.arg(found.second), self.arg(norm.inputs[1]),
                   self.arg(norm.inputs[2]), epsilon)
         if name in self.fusions.partial_norms:  # a float normalization a DynamicQuantizeLinear reads
-            call = self.call(name, norm, ranged_layer_norm, inputs)
+            call = self.call(name, norm, layer_norm_with_partials, inputs)
             self.env[found.output] = self.graph.call_function(operator.getitem, (call, 0))
             self.partials[found.output] = self.graph.call_function(operator.getitem, (call, 1))
             return

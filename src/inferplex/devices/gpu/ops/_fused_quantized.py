@@ -75,7 +75,7 @@ def dynamic_quantize_rows(x: torch.Tensor, partials: torch.Tensor | None = None
     outside ``torch.compile``, the data are the uint8 levels moved down by 128 into int8, which the
     int8 matmul reads as they are, from two passes, or one where the call that made ``x`` wrote
     the minimum and maximum of each part of it (``partials``, see
-    :func:`~._residual_layer_norm.ranged_layer_norm`); elsewhere the DynamicQuantizeLinear
+    :func:`~._residual_layer_norm.layer_norm_with_partials`); elsewhere the DynamicQuantizeLinear
     lowering's uint8 data.  The numbers are DynamicQuantizeLinear's either way."""
     if triton_kernels.usable(x) and x.numel() <= triton_kernels.RANGE_ELEMENTS:
         return triton_kernels.dynamic_quantize_rows(x, partials)

@@ -8,8 +8,8 @@ outside ``torch.compile``, it is one Triton pass (:mod:`._residual_layer_norm_ke
 normalization's output rounded to the data's type where the separate calls round them, the
 statistics in float32 (the normalization's own rounding may differ from ATen's in the last place).
 Elsewhere, and under ``torch.compile`` (whose Inductor fuses these ops itself), the ATen ops run
-one by one.  :func:`ranged_layer_norm` is the float form that also writes the minimum and maximum
-of each program's rows, for the DynamicQuantizeLinear that reads its output.
+one by one.  :func:`layer_norm_with_partials` is the float form that also writes the minimum and
+maximum of each program's rows, for the DynamicQuantizeLinear that reads its output.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from inferplex.devices.gpu.ops._fake_quantize import (
     step_numbers,
 )
 
-__all__ = ["ranged_layer_norm", "residual_layer_norm", "separate_calls"]
+__all__ = ["layer_norm_with_partials", "residual_layer_norm", "separate_calls"]
 
 _WIDEST = 16384
 """The widest row the kernel holds in registers; wider rows take the ATen ops."""
@@ -46,8 +46,8 @@ def residual_layer_norm(a: torch.Tensor, b: torch.Tensor | None, weight: torch.T
     return separate_calls(a, b, weight, bias, epsilon, sum_step, output_step, quantize)
 
 
-def ranged_layer_norm(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
-                      epsilon: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+def layer_norm_with_partials(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor,
+                             bias: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor | None]:
     """A float model's :func:`residual_layer_norm` and the minimum and maximum of each part of its
     output (a 2 x parts float32 tensor, see :func:`~._quantized_triton.dynamic_quantize_rows`),
     which the kernel writes as it writes the output, for the DynamicQuantizeLinear that reads the
