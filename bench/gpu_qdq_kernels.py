@@ -17,7 +17,9 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
 * ``layer norm``: the QDQ residual Add, pair, LayerNormalization, its pair and the next int8 matmul's
   QuantizeLinear as one kernel (``ops/_residual_layer_norm.py``) against the f16 model's Add and
   ``F.layer_norm``, and against the same chain as separate calls (what ran before: the Add, a
-  fake-quantize, ``F.layer_norm``, a fake-quantize and QuantizeLinear's pass).
+  fake-quantize, ``F.layer_norm``, a fake-quantize and QuantizeLinear's pass); and the same kernel's
+  float form (a float model's Add and normalization), alone and writing the partial minima and
+  maxima a dynamic matmul's quantizer reads.
 
 ``--tilings`` adds the int8 kernel's tilings (128 x 128 x 128 tiles with 4 or 8 warps, 3 or 4
 stages, for int8 and uint8 rows, with pointer loads and with Hopper's tensor copies) and the
@@ -211,7 +213,13 @@ def _layer_norm_row() -> dict[str, Any]:
             "add + F.layer_norm f16": _graph_us(lambda: F.layer_norm(a + b, (hidden,), weight, bias)),
             "separate calls": _graph_us(separate_calls),
             "kernel": _graph_us(lambda: norm.residual_layer_norm(a, b, weight, bias, 1e-5, *steps,
-                                                                   quantize))}
+                                                                   quantize)),
+            # a float model's: the Add and the normalization, and with the partial minima and maxima
+            # a dynamic matmul's quantizer reads
+            "float kernel": _graph_us(lambda: norm.residual_layer_norm(a, b, weight, bias, 1e-5, None, None,
+                                                                         None)),
+            "float kernel with partials": _graph_us(lambda: norm.layer_norm_with_partials(a, b, weight, bias,
+                                                                                          1e-5))}
 
 
 def _print(title: str, rows: list[dict[str, Any]], baseline: str) -> None:

@@ -74,7 +74,6 @@ class QuantizedEmitters:
 
         def bind(self, name: str, op_type: str, call: torch.fx.Node, values: Iterable[ir.Value]) -> None: ...
 
-
         def _conv_input(self, name: str, conv: ir.Node) -> Any: ...
 
     def _emit_quantized_matmul(self, name: str, node: ir.Node, found: QuantizedMatMul) -> None:
