@@ -408,6 +408,22 @@ def test_export_import_round_trip(engine: str) -> None:
         _check(imported)
 
 
+def test_exported_model_is_bytes_and_reads_as_a_stream(tmp_path: Path) -> None:
+    # OpenVINO 2024 returns bytes (programs write them to a file as they are), 2026 an io.BytesIO
+    blob = ov.Core().compile_model(_mlp(), "CPU").export_model()
+    whole = bytes(blob)
+    assert blob.getvalue() == whole and bytes(blob.getbuffer()) == whole
+    assert blob.tell() == 0 and blob.read(8) == whole[:8] and blob.tell() == 8
+    assert blob.read() == whole[8:] and blob.read() == b""
+    assert blob.seek(-4, 2) == len(whole) - 4 and blob.read() == whole[-4:]
+    with pytest.raises(ValueError, match="outside the exported model's bytes"):
+        blob.seek(-1)
+    path = tmp_path / "model.blob"
+    path.write_bytes(blob)
+    for source in (blob, path.read_bytes(), io.BytesIO(blob.getvalue())):  # read to its end: still whole
+        _check(ov.Core().import_model(source, "CPU"))
+
+
 @pytest.mark.usefixtures("emulated_gpus")
 def test_import_refuses_other_devices_and_bad_blobs() -> None:
     blob = ov.Core().compile_model(_mlp(), "CPU").export_model()

@@ -27,12 +27,49 @@ from inferplex.engine.runner import Runner
 from inferplex.engine.trace import Timeline
 from inferplex.errors import PropertyError
 
-__all__ = ["CompiledModel"]
+__all__ = ["CompiledModel", "ExportedModelBytes"]
 
 _log = logging.getLogger("inferplex")
 
 _CHANGEABLE = ("MULTI_DEVICE_PRIORITIES", "SCHEDULE_POLICY")
 """The keys a compiled model's SUPPORTED_PROPERTIES marks RW: those MULTI and AUTO change after compiling."""
+
+
+class ExportedModelBytes(bytes):
+    """What ``CompiledModel.export_model()`` returns: the exported bytes, which programs written for
+    OpenVINO 2024 write to a file as they are, that also read as the ``io.BytesIO`` OpenVINO 2026
+    returns (``getvalue``, ``getbuffer``, ``read``, ``seek``, ``tell``)."""
+
+    _position = 0
+
+    def getvalue(self) -> bytes:
+        return bytes(self)
+
+    def getbuffer(self) -> memoryview:
+        return memoryview(self)
+
+    def read(self, size: int | None = -1) -> bytes:
+        """The next ``size`` bytes (all that are left where ``size`` is negative or None)."""
+        end = len(self) if size is None or size < 0 else min(len(self), self._position + size)
+        start, self._position = self._position, max(self._position, end)
+        return bytes(self[start:end])
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._position, 2: len(self)}.get(whence)
+        if base is None or base + offset < 0:
+            raise ValueError(f"seek to {offset} from whence {whence} is outside the exported model's bytes "
+                             "(whence: 0 from the start, 1 from the position, 2 from the end)")
+        self._position = base + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
 
 
 def _release(runner: Runner, completions: Completions) -> None:
@@ -155,8 +192,9 @@ class CompiledModel:
             return {}
         return {node: sub.device for sub in getattr(plan, "subgraphs", ()) for node in sub.nodes}
 
-    def export_model(self, model_stream: Any = None) -> bytes | None:
-        """The compiled model as bytes for ``Core.import_model`` (OpenVINO's ``export_model``).
+    def export_model(self, model_stream: Any = None) -> ExportedModelBytes | None:
+        """The compiled model as bytes for ``Core.import_model`` (OpenVINO's ``export_model``),
+        readable as a stream too (see :class:`ExportedModelBytes`).
 
         With ``model_stream`` (a binary stream such as ``io.BytesIO``) the bytes
         are written there and None is returned.  The blob holds the model and the
@@ -186,7 +224,7 @@ class CompiledModel:
         if callbacks:  # OpenVINO's [encrypt, decrypt]: the blob leaves encrypted
             data = bytes(callbacks[0](data))
         if model_stream is None:
-            return data
+            return ExportedModelBytes(data)
         model_stream.write(data)
         return None
 

@@ -76,6 +76,8 @@ def _imported_program(plugin: DevicePlugin, blob: bytes, device: str, settings: 
 
 def _blob_of(model_stream: Any) -> Any:
     """The bytes of an exported model given as bytes, io.BytesIO, another binary stream or a Tensor."""
+    if isinstance(model_stream, (bytes, bytearray, memoryview)):  # export_model's result whole, read or not
+        return model_stream
     if isinstance(model_stream, io.BytesIO):
         return model_stream.getvalue()
     if callable(getattr(model_stream, "read", None)):
