@@ -116,7 +116,7 @@ def _max_pool(info: NodeInfo) -> Callable[..., Any]:
                 return pooled[0].to(x.dtype), pooled[1]
             return pooled.to(x.dtype)
         pads, ends = _pool_plan(window, x.shape[2:], ceil)
-        if not want_indices and _channels_last_kernel_fits(x):
+        if not want_indices and _channels_last_kernel_fits(x, kernel):
             numbers = step_numbers(step) if step else None
             return _channels_last_max_pool(x, kernel, window, pads, ends, numbers)
         padding = _native_pool_ok(window, pads)
@@ -139,11 +139,16 @@ def _max_pool(info: NodeInfo) -> Callable[..., Any]:
 _KERNEL_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _channels_last_kernel_fits(x: torch.Tensor) -> bool:
-    """Whether the Triton pools take ``x``: 2-D pooling of channels-last float data
-    on CUDA, where the Triton kernels run."""
-    return x.dim() == 4 and x.dtype in _KERNEL_FLOATS and x.is_contiguous(memory_format=torch.channels_last) \
-        and triton_kernels.usable(x, x.numel())
+_KERNEL_PLACES = 64
+"""The most places a window of the Triton pools holds: they unroll the window, and their compile
+time grows faster than it (``bench/RESULTS.md``); larger windows keep ATen's pools."""
+
+
+def _channels_last_kernel_fits(x: torch.Tensor, kernel: Sequence[int]) -> bool:
+    """Whether the Triton pools take ``x`` and a window of ``kernel``: 2-D pooling of channels-last
+    float data on CUDA, where the Triton kernels run, of at most :data:`_KERNEL_PLACES` places."""
+    return x.dim() == 4 and x.dtype in _KERNEL_FLOATS and kernel[0] * kernel[1] <= _KERNEL_PLACES \
+        and x.is_contiguous(memory_format=torch.channels_last) and triton_kernels.usable(x, x.numel())
 
 
 def _channels_last_max_pool(x: torch.Tensor, kernel: Sequence[int], window: Window, pads: Sequence[int],
@@ -273,7 +278,7 @@ def average_pool(info: NodeInfo) -> Callable[..., Any]:
 
     def run(x: torch.Tensor) -> torch.Tensor:
         pads, ends = _pool_plan(window, x.shape[2:], ceil)
-        if _channels_last_kernel_fits(x):
+        if _channels_last_kernel_fits(x, kernel):
             return _channels_last_average_pool(x, kernel, window, pads, ends, count_pads)
         padding = _native_pool_ok(window, pads)
         if padding is not None and all(d == 1 for d in window.dilations):
