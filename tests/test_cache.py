@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import inferplex as ov
-from inferplex.errors import CompileError, PropertyError
+from inferplex.errors import CompileError, ModelError, PropertyError
 
 from conftest import make_model, ort_run
 
@@ -416,8 +416,9 @@ def test_exported_model_is_bytes_and_reads_as_a_stream(tmp_path: Path) -> None:
     assert blob.tell() == 0 and blob.read(8) == whole[:8] and blob.tell() == 8
     assert blob.read() == whole[8:] and blob.read() == b""
     assert blob.seek(-4, 2) == len(whole) - 4 and blob.read() == whole[-4:]
-    with pytest.raises(ValueError, match="outside the exported model's bytes"):
-        blob.seek(-1)
+    for offset, whence in ((-1, 0), (0, 3)):
+        with pytest.raises(ModelError, match=r"outside the exported model's bytes.*whence: 0 from the start"):
+            blob.seek(offset, whence)
     path = tmp_path / "model.blob"
     path.write_bytes(blob)
     for source in (blob, path.read_bytes(), io.BytesIO(blob.getvalue())):  # read to its end: still whole

@@ -25,7 +25,7 @@ from inferplex.engine.completions import Completions
 from inferplex.engine.request import OutputSpec
 from inferplex.engine.runner import Runner
 from inferplex.engine.trace import Timeline
-from inferplex.errors import PropertyError
+from inferplex.errors import ModelError, PropertyError
 
 __all__ = ["CompiledModel", "ExportedModelBytes"]
 
@@ -55,9 +55,11 @@ class ExportedModelBytes(bytes):
         return bytes(self[start:end])
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        """Move to ``offset`` from ``whence``; a position before the start, or a whence other than 0, 1
+        or 2, raises :class:`~inferplex.errors.ModelError` (a ValueError, as ``io.BytesIO`` raises)."""
         base = {0: 0, 1: self._position, 2: len(self)}.get(whence)
         if base is None or base + offset < 0:
-            raise ValueError(f"seek to {offset} from whence {whence} is outside the exported model's bytes "
+            raise ModelError(f"seek to {offset} from whence {whence} is outside the exported model's bytes "
                              "(whence: 0 from the start, 1 from the position, 2 from the end)")
         self._position = base + offset
         return self._position
