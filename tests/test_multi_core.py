@@ -243,8 +243,7 @@ def test_device_properties_naming_no_device_are_refused(core: ov.Core, key: str)
     with pytest.raises(PropertyError, match=rf"'{key}'"):
         core.set_property({"DEVICE_PROPERTIES": {key: {}}, "NUM_STREAMS": 1})
     for virtual in ("MULTI", "AUTO", "HETERO"):
-        with pytest.raises(PropertyError, match="no property 'DEVICE_PROPERTIES' set"):
-            core.get_property(virtual, "DEVICE_PROPERTIES")
+        assert core.get_property(virtual, "DEVICE_PROPERTIES") == {}  # nothing set by the refusals
     assert "NUM_STREAMS" not in core.registry.global_config("CPU")
 
 
@@ -316,8 +315,8 @@ def test_a_global_setting_goes_to_the_devices_that_take_it(core: ov.Core) -> Non
     fresh.set_property({"SCHEDULE_POLICY": "ROUND_ROBIN", "MODEL_DISTRIBUTION_POLICY": "PIPELINE_PARALLEL"})
     assert fresh.get_property("MULTI", "SCHEDULE_POLICY") == "ROUND_ROBIN"
     assert fresh.get_property("HETERO", "MODEL_DISTRIBUTION_POLICY") == {"PIPELINE_PARALLEL"}
-    with pytest.raises(PropertyError, match="no property 'SCHEDULE_POLICY' set"):
-        fresh.get_property("HETERO", "SCHEDULE_POLICY")
+    with pytest.raises(PropertyError, match="HETERO has no property 'SCHEDULE_POLICY'; it has: "):
+        fresh.get_property("HETERO", "SCHEDULE_POLICY")  # MULTI's and AUTO's key
     with pytest.raises(PropertyError, match="unknown property 'NOT_A_KEY' for any device"):
         fresh.set_property({"NOT_A_KEY": 1, "SCHEDULE_POLICY": "DEVICE_PRIORITY"})
     assert fresh.get_property("MULTI", "SCHEDULE_POLICY") == "ROUND_ROBIN"  # nothing set by the refusal

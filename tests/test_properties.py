@@ -248,8 +248,7 @@ def test_virtual_device_properties() -> None:
     assert core.get_property("HETERO", "MULTI_DEVICE_PRIORITIES") == "CPU"
     assert core.get_property("MULTI", "FULL_DEVICE_NAME") == "Multi-device"
     assert "MEMORY_LIMIT" in core.get_property("AUTO", "SUPPORTED_PROPERTIES")
-    with pytest.raises(PropertyError, match="'PERFORMANCE_HINT'"):
-        core.get_property("AUTO", "PERFORMANCE_HINT")  # never set
+    assert core.get_property("AUTO", "PERFORMANCE_HINT") == "LATENCY"  # never set: what AUTO does
     with pytest.raises(PropertyError, match="needs properties"):
         core.set_property("CPU")
 
@@ -345,3 +344,36 @@ def test_core_wide_properties_read_with_one_argument_as_in_openvino() -> None:
     assert core.get_property("CPU", "CACHE_DIR") == "models-cache"
     with pytest.raises(PropertyError, match="no property 'NOT_A_KEY'"):
         core.get_property("NOT_A_KEY")
+
+
+# --- virtual devices' properties before any set_property ------------------------------------------
+
+@pytest.mark.parametrize("virtual", ["AUTO", "MULTI", "HETERO"])
+def test_every_listed_virtual_device_property_reads_back(virtual: str) -> None:
+    # OpenVINO answers every key a device lists in SUPPORTED_PROPERTIES, set or not
+    core = ov.Core()
+    keys = core.get_property(virtual, "SUPPORTED_PROPERTIES")
+    values = {key: core.get_property(virtual, key) for key in keys}
+    assert values["MULTI_DEVICE_PRIORITIES"] == ""
+    assert values["LOG_LEVEL"] == ov.properties.log.Level.NO
+    assert values["MODEL_PRIORITY"] == ov.properties.hint.Priority.MEDIUM
+    assert values["PERFORMANCE_HINT_NUM_REQUESTS"] == 0
+    assert values["ENABLE_PROFILING"] is False
+    assert values["NUM_STREAMS"] == core.get_property("CPU", "NUM_STREAMS")
+
+
+def test_unset_virtual_device_hints_say_what_a_compile_does() -> None:
+    core = ov.Core()
+    hint = ov.properties.hint.PerformanceMode
+    assert core.get_property("AUTO", "PERFORMANCE_HINT") == hint.LATENCY
+    assert core.get_property("MULTI", "PERFORMANCE_HINT") == hint.CUMULATIVE_THROUGHPUT
+    assert core.get_property("AUTO", "ENABLE_STARTUP_FALLBACK") is True
+    assert core.get_property("AUTO", "SCHEDULE_POLICY") == "DEVICE_PRIORITY"
+    core.set_property("AUTO", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    assert core.get_property("AUTO", "PERFORMANCE_HINT") == hint.THROUGHPUT
+    assert core.get_property("MULTI", "PERFORMANCE_HINT") == hint.CUMULATIVE_THROUGHPUT
+
+
+def test_unknown_virtual_device_property_names_the_accepted_keys() -> None:
+    with pytest.raises(PropertyError, match=r"AUTO has no property 'NOT_A_KEY'; it has: .*PERFORMANCE_HINT"):
+        ov.Core().get_property("AUTO", "NOT_A_KEY")

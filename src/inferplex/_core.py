@@ -393,13 +393,16 @@ class Core(VirtualSettings):
             return self._engine_settings.read(name, self._engine_scopes(spec), device_name)
         if device_name in VIRTUAL_DEVICES:
             if name == "SUPPORTED_PROPERTIES":
-                return [*sorted(self._virtual_keys(device_name)), *engine_settings.LISTED, "FULL_DEVICE_NAME",
-                        "SUPPORTED_PROPERTIES"]
+                return [*self._readable_virtual_keys(device_name), *engine_settings.LISTED,
+                        "FULL_DEVICE_NAME", "SUPPORTED_PROPERTIES"]
             if name in self._virtual_config[device_name]:
                 return self._virtual_config[device_name][name]
             if name == "FULL_DEVICE_NAME":
                 return {"HETERO": "Heterogeneous", "MULTI": "Multi-device", "AUTO": "Auto"}[device_name]
-            raise PropertyError(f"{device_name} has no property {key!r} set")
+            if name not in self._virtual_keys(device_name):
+                raise PropertyError(f"{device_name} has no property {key!r}; it has: "
+                                    f"{', '.join(sorted(self._virtual_keys(device_name)))}")
+            return self._unset_virtual_value(device_name, name)
         if name == "AVAILABLE_DEVICES":
             return self._registry.plugin(device_name.split(".")[0]).devices()
         value = self._registry.device_property(device_name, name)

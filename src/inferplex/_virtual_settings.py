@@ -21,6 +21,7 @@ from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
 from inferplex.config.schema import HETERO_PROPERTIES, MULTI_PROPERTIES, canonical_key, normalize_config
 from inferplex.devices.registry import DeviceRegistry
 from inferplex.errors import DeviceNameError, PropertyError
+from inferplex.scheduling.options import SchedulerOptions
 
 __all__ = ["VirtualSettings", "auto_spec"]
 
@@ -77,6 +78,20 @@ class VirtualSettings:
     def _own_keys(virtual: str) -> tuple[str, ...]:
         return HETERO_PROPERTIES if virtual == "HETERO" else MULTI_PROPERTIES
 
+    def _readable_virtual_keys(self, virtual: str) -> list[str]:
+        """The keys ``virtual``'s SUPPORTED_PROPERTIES lists, each of which reads back: its own,
+        those of the device families present on this machine, and any set on it."""
+        keys = list(self._own_keys(virtual))
+        for family in self._registry.families():
+            try:
+                plugin = self._registry.plugin(family)
+                if plugin.devices():
+                    keys.extend(self._registry.accepted_keys(plugin))
+            except Exception:  # noqa: BLE001 - an unavailable family was reported by _virtual_keys
+                continue
+        keys.extend(self._virtual_config[virtual])
+        return sorted(dict.fromkeys(keys))
+
     def _virtual_keys(self, virtual: str) -> tuple[str, ...]:
         """The keys ``virtual`` takes: its own, and every device family's (each member gets
         those it takes, see DeviceRegistry.member_config)."""
@@ -87,6 +102,25 @@ class VirtualSettings:
             except Exception as error:  # noqa: BLE001 - like available_devices: skip it
                 _log.warning("inferplex: device family %s is unavailable: %s", family, error)
         return tuple(dict.fromkeys(keys))
+
+    def _unset_virtual_value(self, virtual: str, key: str) -> Any:
+        """What ``virtual``'s ``key`` reads when it was never set: what a compile without it does
+        (its own keys, :data:`_UNSET_OWN`), or for a device family's key the value of the first
+        available family that takes it (the members compile with their own defaults)."""
+        if key == "PERFORMANCE_HINT":  # MULTI spreads requests over its devices; AUTO and HETERO serve one
+            return "CUMULATIVE_THROUGHPUT" if virtual == "MULTI" else "LATENCY"
+        if key in self._own_keys(virtual) and key in _UNSET_OWN:
+            unset = _UNSET_OWN[key]
+            return dict(unset) if isinstance(unset, dict) else unset
+        for family in self._registry.families():
+            try:
+                plugin = self._registry.plugin(family)
+                if key in self._registry.accepted_keys(plugin) and plugin.devices():
+                    return self._registry.device_property(family, key)
+            except Exception:  # noqa: BLE001 - an unavailable family was reported by _virtual_keys
+                continue
+        raise PropertyError(f"{virtual} has no property {key!r} set, and no available device family "
+                            "takes it; read a device's with get_property('CPU', key)")
 
     def _device_parsers(self) -> dict[str, Callable[[Any], Any]]:
         """Every available device family's parsers of its own keys (for virtual devices' configs)."""
@@ -133,6 +167,32 @@ class VirtualSettings:
         if members:
             return [(name, self._registry.member_config(name, settings)) for name in members]
         return [(str(spec.virtual), settings), *settings.get("DEVICE_PROPERTIES", {}).items()]
+
+
+_SCHEDULING = SchedulerOptions()
+_UNSET_OWN: dict[str, Any] = {
+    "PERFORMANCE_HINT_NUM_REQUESTS": 0,
+    "EXECUTION_MODE_HINT": "PERFORMANCE",
+    "MODEL_PRIORITY": "MEDIUM",
+    "ENABLE_PROFILING": False,
+    "MULTI_DEVICE_PRIORITIES": "",
+    "DEVICE_PROPERTIES": {},
+    "MODEL_DISTRIBUTION_POLICY": "",
+    "HETERO_PLACEMENT": "SUPPORT",
+    "SCHEDULE_POLICY": _SCHEDULING.policy,
+    "ENABLE_STARTUP_FALLBACK": True,
+    "ENABLE_RUNTIME_FALLBACK": _SCHEDULING.runtime_fallback,
+    "EXCLUSIVE_ASYNC_REQUESTS": _SCHEDULING.exclusive,
+    "MULTI_REQUEST_TIMEOUT": 0.0,
+    "MULTI_QUARANTINE_TIME": _SCHEDULING.quarantine_time,
+    "MULTI_CHECK_HOST_GAIN": _SCHEDULING.check_host_gain,
+    "WORKER_PROCESSES": "AUTO",
+    "CACHE_DIR": "",
+    "LOG_LEVEL": "LOG_NONE",
+}
+"""A virtual device's own keys as they read before any ``set_property``: what its compiles do
+without them (no request timeout; a device list only once one is set).  PERFORMANCE_HINT, which
+differs by virtual device, is read in ``_unset_virtual_value``."""
 
 
 def auto_spec(spec: DeviceSpec, settings: Mapping[str, Any]) -> DeviceSpec:
