@@ -12,33 +12,60 @@ onnx-ir values; element types and shapes are inferred as each node is made
 (ONNX's per-node shape inference), so a mismatch is reported at the call that
 makes it.  An input may be a node, a node's output port, a numpy array or a
 number (a constant; a Python number takes the element type of the other
-operand).  The functions follow OpenVINO's latest opset; ``inferplex.opset1``
-keeps opset 1's ``max_pool`` (one output, no dilations).
+operand).  The functions follow OpenVINO's latest opset (``inferplex.opset9`` to
+``opset17`` are this module); ``inferplex.opset1`` (opsets 1 to 7) keeps opset 1's ``max_pool``
+(one output, no dilations), and it and ``inferplex.opset8`` leave out the functions of later
+opsets (:data:`SINCE_OPSET`) and take ``range`` without ``output_type``.  Where OpenVINO's
+Python API changed a function's arguments between opsets (``interpolate``, ``mvn``), the one
+function here takes each form.
 """
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
-from inferplex import _opset_more as _more
-from inferplex._opset_more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
-from inferplex.api.build import OPSET
+from inferplex._opsets import index as _index
+from inferplex._opsets import interpolate as _interpolate
+from inferplex._opsets import math as _math
+from inferplex._opsets import more as _more
+from inferplex._opsets import nn as _nn
+from inferplex._opsets import shapes as _shapes
+from inferplex._opsets import slicing as _slicing
+from inferplex._opsets.build import NodeInput
+from inferplex._opsets.build import is_graph_input as _is_graph_input
+from inferplex._opsets.build import make_op as _op
+from inferplex._opsets.build import value_of as _value
+from inferplex._opsets.index import *  # noqa: F403 - re-exported: gathers, scatters, one_hot
+from inferplex._opsets.interpolate import *  # noqa: F403 - re-exported: interpolate
+from inferplex._opsets.math import *  # noqa: F403 - re-exported: more element-wise ops and reductions
+from inferplex._opsets.more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
+from inferplex._opsets.nn import *  # noqa: F403 - re-exported: normalizations, group conv, attention
+from inferplex._opsets.shapes import *  # noqa: F403 - re-exported: broadcast, pad, range, ...
+from inferplex._opsets.slicing import *  # noqa: F403 - re-exported: slice, strided_slice, roll
 from inferplex.api.nodes import Constant, Node, Parameter, Result, to_ir_dtype
 from inferplex.errors import InputError
 
 __all__ = [
     "add", "avg_pool", "concat", "constant", "convolution", "divide", "matmul", "max_pool", "multiply",
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
-    *_more.__all__,
 ]
+__all__ += _more.__all__
+__all__ += _math.__all__
+__all__ += _shapes.__all__
+__all__ += _slicing.__all__
+__all__ += _index.__all__
+__all__ += _nn.__all__
+__all__ += _interpolate.__all__
 
-NodeInput = Any
-"""A Node, an output port, a numpy array or a number."""
+SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan": 10,
+               "group_normalization": 12, "scaled_dot_product_attention": 13}
+"""The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
+(``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 
 _AUTO_PAD = {"explicit": "NOTSET", "notset": "NOTSET", "same_upper": "SAME_UPPER",
              "same_lower": "SAME_LOWER", "valid": "VALID"}
@@ -168,7 +195,7 @@ def _swap_last(value: ir.Value, label: str, helpers: list[ir.Node]) -> ir.Value:
         raise InputError("matmul with a transpose needs inputs of known rank")
     if rank < 2:
         return value  # OpenVINO ignores the transpose of a 1-D input
-    perm = [*range(rank - 2), rank - 1, rank - 2]
+    perm = [*builtins.range(rank - 2), rank - 1, rank - 2]  # this module's range is the op
     node = _op("Transpose", "Transpose", [value], {"perm": perm}, label)
     helpers.extend(node._onnx_nodes)  # noqa: SLF001
     return node._outputs[0]  # noqa: SLF001
@@ -225,71 +252,3 @@ def _binary(type_name: str, op_type: str, left: NodeInput, right: NodeInput, aut
     like = _value(left) if _is_graph_input(left) else _value(right) if _is_graph_input(right) else None
     dtype = like.dtype if like is not None else None
     return _op(type_name, op_type, [_value(left, dtype), _value(right, dtype)], {}, name)
-
-
-def _is_graph_input(item: Any) -> bool:
-    return isinstance(item, Node) or isinstance(getattr(item, "_value", None), ir.Value)
-
-
-def _value(item: NodeInput, dtype: ir.DataType | None = None) -> ir.Value:
-    """The onnx-ir value behind a node, port, array or number."""
-    if isinstance(item, Node):
-        return item._outputs[0]  # noqa: SLF001 - same layer
-    if isinstance(getattr(item, "_value", None), ir.Value):  # an output port
-        return item._value  # noqa: SLF001
-    if isinstance(item, ir.Value):
-        return item
-    array = np.asarray(item)
-    if array.dtype == object:
-        raise InputError(f"{type(item).__name__} is not a node, port, array or number")
-    if dtype is not None and not isinstance(item, np.ndarray):  # Python numbers and lists follow the node
-        array = array.astype(dtype.numpy())
-    return Constant(array)._outputs[0]  # noqa: SLF001
-
-
-def _op(type_name: str, op_type: str, inputs: Sequence[ir.Value], attrs: dict[str, Any], name: str | None,
-        num_outputs: int = 1) -> Node:
-    """One ONNX node for an OpenVINO op, its output types and shapes inferred now."""
-    node = ir.node(op_type, list(inputs), attributes=attrs, num_outputs=num_outputs)
-    built = Node(type_name, node.outputs, [node], name=name)
-    node.name = built.get_friendly_name()
-    _infer(built, node, inputs, attrs)
-    return built
-
-
-def _infer(built: Node, node: ir.Node, inputs: Sequence[ir.Value], attrs: dict[str, Any]) -> None:
-    names = [f"in{i}" for i in range(len(inputs))]
-    outs = [f"out{i}" for i in range(len(node.outputs))]
-    proto = onnx.helper.make_node(node.op_type, names, outs, **attrs)
-    types, data = {}, {}
-    for label, value in zip(names, inputs, strict=True):
-        dims = None if value.shape is None else [d if isinstance(d, int) else d.value for d in value.shape]
-        types[label] = onnx.helper.make_tensor_type_proto(int(value.dtype or 0), dims)
-        if value.const_value is not None and value.const_value.nbytes <= 1024:
-            data[label] = onnx.numpy_helper.from_array(value.const_value.numpy(), label)
-    try:
-        schema = onnx.defs.get_schema(node.op_type, OPSET)
-        inferred = onnx.shape_inference.infer_node_outputs(
-            schema, proto, types, data, opset_imports=[onnx.helper.make_opsetid("", OPSET)])
-    except (onnx.shape_inference.InferenceError, onnx.defs.SchemaError,
-            onnx.checker.ValidationError) as error:  # ValidationError: a type the op does not take
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        shapes = ", ".join(_show(v) for v in inputs)
-        raise InputError(f"{built.get_type_name()} {built.get_friendly_name()!r} cannot take inputs "
-                         f"{shapes}: {detail}") from error
-    for label, value in zip(outs, node.outputs, strict=True):
-        tensor = inferred[label].tensor_type if label in inferred else None
-        if tensor is None:
-            continue
-        value.type = ir.TensorType(ir.DataType(tensor.elem_type)) if tensor.elem_type else None
-        if tensor.HasField("shape"):
-            value.shape = ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                                    for d in tensor.shape.dim])
-
-
-def _show(value: ir.Value) -> str:
-    from inferplex.api.nodes import dims_of
-    from inferplex.api.reshape import format_dims
-
-    dtype = value.dtype.name.lower() if value.dtype is not None else "?"
-    return f"{dtype}{format_dims(dims_of(value))}"

@@ -1,14 +1,28 @@
-"""OpenVINO's opset 1 functions: as :mod:`inferplex.opset`, with opset 1's one-output ``max_pool``."""
+"""OpenVINO's opset 1 to 7 functions: those of :mod:`inferplex.opset` that opset 7 has, with opset 1's
+one-output ``max_pool`` and ``range`` with no ``output_type``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from inferplex import _opset_more as _more
-from inferplex._opset_more import *  # noqa: F403 - element-wise ops, splits, reductions
+from inferplex._opsets import index as _index
+from inferplex._opsets import interpolate as _interpolate
+from inferplex._opsets import math as _math
+from inferplex._opsets import more as _more
+from inferplex._opsets import nn as _nn
+from inferplex._opsets import shapes as _shapes
+from inferplex._opsets import slicing as _slicing
+from inferplex._opsets.index import *  # noqa: F403 - gathers, scatters, one_hot
+from inferplex._opsets.interpolate import *  # noqa: F403 - interpolate
+from inferplex._opsets.math import *  # noqa: F403 - more element-wise ops and reductions
+from inferplex._opsets.more import *  # noqa: F403 - element-wise ops, splits, reductions
+from inferplex._opsets.nn import *  # noqa: F403 - normalizations, group convolution
+from inferplex._opsets.shapes import *  # noqa: F403 - broadcast, pad, ...
+from inferplex._opsets.slicing import *  # noqa: F403 - strided_slice, roll
 from inferplex.api.nodes import Node
 from inferplex.opset import (
+    SINCE_OPSET,
     add,
     avg_pool,
     concat,
@@ -31,8 +45,14 @@ from inferplex.opset import (
 __all__ = [
     "add", "avg_pool", "concat", "constant", "convolution", "divide", "matmul", "max_pool", "multiply",
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
-    *_more.__all__,
+    *(name for module in (_more, _math, _shapes, _slicing, _index, _nn, _interpolate)
+      for name in module.__all__ if SINCE_OPSET.get(name, 1) <= 7),
 ]
+
+range = _shapes.range_untyped  # type: ignore[assignment]  # opsets 1-11: no output_type
+for _later in SINCE_OPSET:  # the functions of opset 8 and later
+    if _later not in __all__:
+        globals().pop(_later, None)
 
 
 def max_pool(data: Any, strides: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],

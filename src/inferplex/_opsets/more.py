@@ -54,8 +54,15 @@ erf = _unary("Erf", "Erf")
 sign = _unary("Sign", "Sign")
 softplus = _unary("SoftPlus", "Softplus")
 hswish = _unary("HSwish", "HardSwish")
-mish = _unary("Mish", "Mish")
 logical_not = _unary("LogicalNot", "Not")
+
+
+def mish(data: NodeInput, name: str | None = None) -> Node:
+    """``x * tanh(softplus(x))`` (ONNX has Mish from opset 18 only)."""
+    from inferplex._opsets.build import make_op, step, value_of
+
+    x = value_of(data)
+    return make_op("Mish", "Mul", [x, step("Tanh", [step("Softplus", [x])])], {}, name)
 
 
 def _binary(type_name: str, op_type: str) -> Any:
@@ -325,18 +332,28 @@ def tile(data: NodeInput, repeats: NodeInput, name: str | None = None) -> Node:
 def topk(data: NodeInput, k: NodeInput, axis: int, mode: str, sort: str, index_element_type: Any = "i32",
          stable: bool = False, name: str | None = None) -> Node:
     """The ``k`` largest (``mode="max"``) or smallest (``"min"``) values along ``axis`` and their
-    indices; ``sort`` "value" orders them by value ("index" and "none" are not ONNX's and refused)."""
+    indices; ``sort`` "value" (or "none") orders them by value, "index" by their position.  ``k`` is
+    a number or a 0-d or 1-element tensor.  Equal values keep their order (ONNX TopK is stable)."""
+    from inferplex._opsets.build import constant_data, int64, step
     from inferplex.opset import _op, _value
 
     if str(mode).lower() not in ("max", "min"):
         raise InputError(f"topk mode {mode!r}; accepted: 'max', 'min'")
-    if str(sort).lower() != "value":
-        raise InputError(f"topk sort {sort!r}: ONNX TopK orders by value; accepted: 'value'")
-    constant = isinstance(k, (int, np.integer, list, tuple, np.ndarray))
-    count = _value(np.asarray(k, dtype=np.int64).reshape(1) if constant else k, ir.DataType.INT64)
+    order = str(sort).lower()
+    if order not in ("value", "index", "none"):
+        raise InputError(f"topk sort {sort!r}; accepted: 'value', 'index', 'none'")
+    fixed = constant_data(k)
+    count = _value(np.asarray(fixed, dtype=np.int64).reshape(1)) if fixed is not None else int64(k)
+    if count.shape is None or len(count.shape) != 1:  # ONNX TopK takes K as a 1-element 1-D tensor
+        count = step("Reshape", [count, np.array([1], np.int64)])
     node = _op("TopK", "TopK", [_value(data), count],
                {"axis": int(axis), "largest": int(str(mode).lower() == "max"), "sorted": 1}, name,
                num_outputs=2)
+    if order == "index":  # re-order the k found by their indices
+        attrs = {"axis": int(axis), "largest": 0, "sorted": 1}
+        by_index = _op("TopK", "TopK", [node._outputs[1], count], attrs, None, num_outputs=2)  # noqa: SLF001
+        values = step("GatherElements", [node._outputs[0], by_index._outputs[1]], {"axis": int(axis)})  # noqa: SLF001
+        node._outputs[:] = [values, by_index._outputs[0]]  # noqa: SLF001
     if to_ir_dtype(index_element_type) != ir.DataType.INT64:
         cast = convert(node._outputs[1], index_element_type)  # noqa: SLF001
         node._outputs[1] = cast._outputs[0]  # noqa: SLF001

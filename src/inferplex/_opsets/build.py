@@ -1,0 +1,160 @@
+"""The one way opset functions make ONNX nodes: inputs as onnx-ir values, one node per call, its
+output types and shapes inferred at once (ONNX's per-node inference), so a mismatch is reported by
+the call that makes it.  Shared by :mod:`inferplex.opset` and the other modules of this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from inferplex.api.build import OPSET
+from inferplex.api.nodes import Constant, Node
+from inferplex.errors import InputError
+
+NodeInput = Any
+"""A Node, an output port, a numpy array or a number."""
+
+INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+
+
+def is_graph_input(item: Any) -> bool:
+    """Whether ``item`` is a node or an output port (not a constant given as data)."""
+    return isinstance(item, Node) or isinstance(getattr(item, "_value", None), ir.Value)
+
+
+def value_of(item: NodeInput, dtype: ir.DataType | None = None) -> ir.Value:
+    """The onnx-ir value behind a node, port, array or number; ``dtype`` types Python numbers and lists."""
+    if isinstance(item, Node):
+        return item._outputs[0]  # noqa: SLF001 - same layer
+    if isinstance(getattr(item, "_value", None), ir.Value):  # an output port
+        return item._value  # noqa: SLF001
+    if isinstance(item, ir.Value):
+        return item
+    array = np.asarray(item)
+    if array.dtype == object:
+        raise InputError(f"{type(item).__name__} is not a node, port, array or number")
+    if dtype is not None and not isinstance(item, np.ndarray):  # Python numbers and lists follow the node
+        array = array.astype(dtype.numpy())
+    return Constant(array)._outputs[0]  # noqa: SLF001
+
+
+def make_op(type_name: str, op_type: str, inputs: Sequence[ir.Value | None], attrs: dict[str, Any],
+            name: str | None, num_outputs: int = 1) -> Node:
+    """One ONNX node for an OpenVINO op (``None`` for an optional input left out)."""
+    node = ir.node(op_type, list(inputs), attributes=attrs, num_outputs=num_outputs)
+    built = Node(type_name, node.outputs, [node], name=name)
+    node.name = built.get_friendly_name()
+    _infer(built, node, inputs, attrs)
+    return built
+
+
+def step(op_type: str, inputs: Sequence[NodeInput | None], attrs: dict[str, Any] | None = None) -> ir.Value:
+    """The one output of one ONNX node: a step of an op built from several."""
+    values = [None if item is None else value_of(item) for item in inputs]
+    return make_op(op_type, op_type, values, attrs or {}, None)._outputs[0]  # noqa: SLF001
+
+
+def as_op(type_name: str, value: ir.Value, name: str | None) -> Node:
+    """The node that produces ``value``, as the OpenVINO op ``type_name`` named ``name``."""
+    producer = value.producer()
+    built = Node(type_name, [value], [producer] if producer is not None else [], name=name)
+    if producer is not None:
+        producer.name = built.get_friendly_name()
+    return built
+
+
+def constant_data(item: NodeInput) -> np.ndarray | None:
+    """The data of a constant input (array, number, Constant node or its port); None when computed."""
+    if isinstance(item, Node) or isinstance(getattr(item, "_value", None), ir.Value) or isinstance(
+            item, ir.Value):
+        tensor = value_of(item).const_value
+        return None if tensor is None else tensor.numpy()
+    array = np.asarray(getattr(item, "data", item) if not isinstance(item, np.ndarray) else item)
+    return None if array.dtype == object else array
+
+
+def constant_ints(item: NodeInput, what: str) -> list[int]:
+    """The integers of a constant input; InputError naming ``what`` when it is computed."""
+    data = constant_data(item)
+    if data is None:
+        raise InputError(f"{what} must be constant (a list, an array or a constant node); "
+                         "a computed value has no ONNX equivalent here")
+    return [int(v) for v in np.asarray(data).reshape(-1)]
+
+
+def rank_of(value: ir.Value, what: str) -> int:
+    if value.shape is None:
+        raise InputError(f"{what} needs an input of known rank")
+    return len(value.shape)
+
+
+def static_dims(value: ir.Value, what: str) -> list[int]:
+    """Every dim of ``value``; InputError naming ``what`` when one is dynamic."""
+    dims = [d if isinstance(d, int) else None for d in (value.shape or [])]
+    if value.shape is None or None in dims:
+        raise InputError(f"{what} needs an input of static shape, got {show(value)}")
+    return dims  # type: ignore[return-value]
+
+
+def int64(item: NodeInput) -> ir.Value:
+    """``item`` as int64 (constants converted here, computed values through a Cast)."""
+    data = constant_data(item)
+    if data is not None:
+        return value_of(np.asarray(data, dtype=np.int64))
+    value = value_of(item)
+    if value.dtype == ir.DataType.INT64:
+        return value
+    return step("Cast", [value], {"to": int(ir.DataType.INT64)})
+
+
+def like(value: ir.Value, number: Any) -> ir.Value:
+    """A constant of ``value``'s element type."""
+    dtype = value.dtype.numpy() if value.dtype is not None else np.float32
+    return value_of(np.asarray(number, dtype=dtype))
+
+
+def _infer(built: Node, node: ir.Node, inputs: Sequence[ir.Value | None], attrs: dict[str, Any]) -> None:
+    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
+    outs = [f"out{i}" for i in range(len(node.outputs))]
+    proto = onnx.helper.make_node(node.op_type, names, outs, **attrs)
+    types, data = {}, {}
+    for label, value in zip(names, inputs, strict=True):
+        if value is None:
+            continue
+        dims = None if value.shape is None else [d if isinstance(d, int) else d.value for d in value.shape]
+        types[label] = onnx.helper.make_tensor_type_proto(int(value.dtype or 0), dims)
+        if value.const_value is not None and value.const_value.nbytes <= 1024:
+            data[label] = onnx.numpy_helper.from_array(value.const_value.numpy(), label)
+    try:
+        schema = onnx.defs.get_schema(node.op_type, OPSET)
+        inferred = onnx.shape_inference.infer_node_outputs(
+            schema, proto, types, data, opset_imports=[onnx.helper.make_opsetid("", OPSET)])
+    except (onnx.shape_inference.InferenceError, onnx.defs.SchemaError,
+            onnx.checker.ValidationError) as error:  # ValidationError: a type the op does not take
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        shapes = ", ".join(show(v) for v in inputs if v is not None)
+        raise InputError(f"{built.get_type_name()} {built.get_friendly_name()!r} cannot take inputs "
+                         f"{shapes}: {detail}") from error
+    for label, value in zip(outs, node.outputs, strict=True):
+        tensor = inferred[label].tensor_type if label in inferred else None
+        if tensor is None:
+            continue
+        value.type = ir.TensorType(ir.DataType(tensor.elem_type)) if tensor.elem_type else None
+        if tensor.HasField("shape"):
+            value.shape = ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                                    for d in tensor.shape.dim])
+
+
+def show(value: ir.Value) -> str:
+    """``f32[1,3,?,?]``: a value's element type and dims, for messages."""
+    from inferplex.api.nodes import dims_of
+    from inferplex.api.reshape import format_dims
+
+    dtype = value.dtype.name.lower() if value.dtype is not None else "?"
+    return f"{dtype}{format_dims(dims_of(value))}"
