@@ -369,9 +369,11 @@ def test_compiled_model_latency_and_userdata(compiled: ov.CompiledModel) -> None
     request = compiled.create_infer_request()
     assert request.get_compiled_model() is compiled
     feeds = _feeds(19)
+    seen: list[object] = []
+    request.set_callback(seen.append, None)
     request.start_async(feeds, userdata={"frame": 7})
     request.wait()
-    assert request.userdata == {"frame": 7} and request.latency > 0
+    assert request.userdata == {"frame": 7} == seen[0] and request.latency > 0
     _matches(request.results, STATIC, feeds)
     again = request.get_compiled_model().create_infer_request().infer(feeds)
     _matches(again, STATIC, feeds)

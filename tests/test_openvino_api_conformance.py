@@ -8,6 +8,8 @@ symbols, the opset functions, packed sub-byte data, and the error class.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -522,11 +524,20 @@ def test_async_queue_wait_all_raises_what_a_callback_raised() -> None:
             raise ValueError("callback failed on job 1")
 
     queue.set_callback(callback)
+    raised: list[ValueError] = []
+    started: list[int] = []
     for job in range(4):
-        queue.start_async({"x": np.ones(2, np.float32)}, job)
-    with pytest.raises(ValueError, match="job 1"):
+        try:  # OpenVINO raises it from the next start_async (which starts nothing) or wait_all
+            queue.start_async({"x": np.ones(2, np.float32)}, job)
+            started.append(job)
+        except ValueError as error:
+            raised.append(error)
+    try:
         queue.wait_all()
-    assert sorted(seen) == [0, 1, 2, 3]  # the other jobs still ran
+    except ValueError as error:
+        raised.append(error)
+    assert len(raised) == 1 and "job 1" in str(raised[0])  # raised once
+    assert sorted(seen) == started and len(started) >= 3  # the other jobs still ran
     queue.start_async({"x": np.ones(2, np.float32)}, 5)
     queue.wait_all()  # raised once: the next wait is clean
 
@@ -619,7 +630,16 @@ def test_an_unknown_tensor_name_is_refused_in_openvino_s_words_from_a_callback()
     compiled = ov.Core().compile_model(ov.Model([opset.relu(param)], [param]), "CPU")
     queue = ov.AsyncInferQueue(compiled, 2)
     queue.set_callback(lambda request, _: request.get_tensor("Unknown"))
+    raised: list[RuntimeError] = []
     for _ in range(4):
-        queue.start_async({"data": np.ones(2, np.float32)})
-    with pytest.raises(RuntimeError, match=r"Port for tensor name Unknown was not found.*inputs: data"):
+        try:  # as OpenVINO, the next start_async or wait_all raises what a callback raised
+            queue.start_async({"data": np.ones(2, np.float32)})
+        except RuntimeError as error:
+            raised.append(error)
+    try:
         queue.wait_all()
+    except RuntimeError as error:
+        raised.append(error)
+    assert raised
+    for error in raised:
+        assert re.search(r"Port for tensor name Unknown was not found.*inputs: data", str(error))

@@ -237,14 +237,21 @@ def test_a_raising_callback_does_not_stall_the_queue(compiled: ov.CompiledModel,
             raise RuntimeError(f"user callback failure {userdata}")
 
     queue.set_callback(on_done)
+    started: list[int] = []
     for index, given in enumerate(feeds):
-        queue.start_async(given, userdata=index)
-    with pytest.raises(RuntimeError, match="user callback failure"):  # OpenVINO's wait_all raises it too
+        try:  # as OpenVINO, the next start_async raises a callback's exception, and starts nothing
+            queue.start_async(given, userdata=index)
+            started.append(index)
+        except RuntimeError as error:
+            assert "user callback failure" in str(error)
+    try:
         queue.wait_all()
-    assert ended == Counter(range(200))
+    except RuntimeError as error:  # OpenVINO's wait_all raises it too (if no start_async did)
+        assert "user callback failure" in str(error)
+    assert ended == Counter(started) and len(started) < 200
     assert queue.is_ready()
-    queue.wait_all()  # raised once: the next wait has nothing to raise
-    for index in (0, 1, 3, 199):
+    queue.wait_all()  # each exception is raised once: the next wait has nothing to raise
+    for index in (*started[:2], started[-1]):
         np.testing.assert_allclose(outputs[index], reference.run(None, feeds[index])[1], rtol=1e-6)
 
 
@@ -261,7 +268,8 @@ def test_a_raising_request_callback_does_not_block_wait(compiled: ov.CompiledMod
     request.set_callback(explode, 7)
     feeds = _inputs(6)
     request.start_async(feeds)
-    request.wait()
+    with pytest.raises(RuntimeError, match="user callback failure"):  # as OpenVINO's wait raises it
+        request.wait()
     assert calls == [7]
     _assert_matches(request.results, reference, feeds)
 
@@ -421,7 +429,7 @@ def test_get_idle_request_id_in_a_callback_waits_for_a_job_that_is_still_running
     queue.start_async(held, "held")
     queue.start_async(_inputs(0), "free")
     queue.wait_all()
-    assert len(found) == 1 and queue[found[0]].userdata == "held"
+    assert len(found) == 1 and queue.userdata[found[0]] == "held"
     compiled.release()
 
 
@@ -594,8 +602,8 @@ def test_throughput_hint_runs_requests_concurrently(core: ov.Core,
     for index, given in enumerate(feeds):
         queue.start_async(given, userdata=index)
     queue.wait_all()
-    for request in queue:  # a broken barrier would have failed these requests
-        _assert_matches(request.results, reference, feeds[request.userdata])
+    for request, userdata in zip(queue, queue.userdata, strict=True):  # a broken barrier fails them
+        _assert_matches(request.results, reference, feeds[userdata])
     assert len(set(workers)) >= 2  # distinct streams (ONNX Runtime sessions) ran them
 
 

@@ -18,6 +18,13 @@ the callback, and the job is not started.
 ``wait_all`` inside one of this queue's callbacks, and ``get_idle_request_id``
 where every busy job is a callback waiting the same way, raise
 :class:`~inferplex.errors.RequestBusyError` instead of hanging.
+
+An exception a callback raises never stalls the queue: every job still ends and
+its job becomes idle.  As in OpenVINO, the first such exception is raised as it
+is by the next ``start_async`` (which then starts nothing), ``get_idle_request_id``,
+``is_ready`` or ``wait_all`` called outside the callbacks; it is raised once (a
+second raise aborts OpenVINO's process), and later ones are dropped until then.
+Each job's userdata is the queue's (``queue.userdata``), not its request's.
 """
 
 from __future__ import annotations
@@ -65,7 +72,8 @@ class AsyncInferQueue:
         self._callback: Callable[[InferRequest, Any], None] | None = None
         self._in_callback = threading.local()  # .active: this thread runs one of our callbacks
         self._callbacks_waiting = 0  # our callbacks blocked in get_idle_request_id
-        self._callback_error: Exception | None = None  # the first a callback raised: wait_all raises it
+        self._callback_error: Exception | None = None  # the first a callback raised: raised once
+        self._userdata: list[Any] = [None] * count  # each job's last userdata, as its callback gets it
         for request in self._requests:
             request._completion_hook = self._on_done
             request.set_callback(None)
@@ -75,12 +83,13 @@ class AsyncInferQueue:
         self._callback = callback
 
     def _on_done(self, request: InferRequest) -> None:
+        index = self._index[id(request)]
         callback = self._callback
         if callback is not None:
             self._in_callback.active = True
             try:
-                callback(request, request.userdata)
-            except Exception as error:  # noqa: BLE001 - must not stall the queue; wait_all raises it
+                callback(request, self._userdata[index])
+            except Exception as error:  # noqa: BLE001 - must not stall the queue; raised later, once
                 _log.debug("inferplex: an AsyncInferQueue callback raised", exc_info=True)
                 with self._lock:
                     if self._callback_error is None:
@@ -90,11 +99,12 @@ class AsyncInferQueue:
         while True:
             with self._lock:
                 if not self._queued:
-                    self._idle.append(self._index[id(request)])
+                    self._idle.append(index)
                     if self._waiters:
                         self._wake_all()
                     return
                 staged, userdata = self._queued.popleft()
+                self._userdata[index] = userdata
             try:  # checked when queued: placing it fails only on what the check cannot see
                 bound = request._tensors.bind(staged, share=True)
             except Exception:  # noqa: BLE001 - must not reach the thread delivering this callback
@@ -104,7 +114,7 @@ class AsyncInferQueue:
         # A queued job takes this request at once; it ends exactly once, through _on_done,
         # even if its submit fails (which must not reach the thread delivering this callback).
         try:
-            request._start_bound(bound, userdata)
+            request._start_bound(bound)
         except Exception:  # noqa: BLE001 - already ended with this error
             _log.debug("inferplex: a queued AsyncInferQueue job failed to start", exc_info=True)
 
@@ -117,6 +127,7 @@ class AsyncInferQueue:
 
         On a thread running a completion callback a job that finds no idle
         request is queued with its inputs copied, and starts when one is idle.
+        Elsewhere it first raises what a callback raised, if one did (see the module docstring).
         """
         with self._lock:
             if self._idle:
@@ -127,6 +138,9 @@ class AsyncInferQueue:
                 while not self._idle:
                     self._wait_for(None)
                 index = self._idle.pop(0)
+            if index is not None and self._callback_error is not None and not on_completion_thread():
+                self._idle.insert(0, index)  # OpenVINO raises it after taking an idle job, then starts none
+                self._raise_callback_error()
         staged = None
         if index is None:
             staged = self._staged(inputs)
@@ -153,7 +167,8 @@ class AsyncInferQueue:
                     self._wake_all()
             raise
         # From here the request ends exactly once, through _on_done, even if submit fails.
-        request._start_bound(bound, userdata)
+        self._userdata[index] = userdata
+        request._start_bound(bound)
 
     def _staged(self, inputs: Any) -> dict[int, Any]:
         """Copies of a queued job's inputs, checked now: the job starts later, on whichever
@@ -168,14 +183,20 @@ class AsyncInferQueue:
         return staged
 
     def is_ready(self) -> bool:
+        """Whether a job is idle; first raises what a callback raised, if one did."""
         with self._lock:
+            if not getattr(self._in_callback, "active", False):
+                self._raise_callback_error()
             return bool(self._idle)
 
     def get_idle_request_id(self) -> int:
-        """The index of an idle job, waiting while all are busy."""
+        """The index of an idle job, waiting while all are busy; then raises what a callback
+        raised, if one did (as OpenVINO does)."""
         with self._lock:
             if self._idle or not getattr(self._in_callback, "active", False):
                 self._wait_for(lambda: bool(self._idle))
+                if not getattr(self._in_callback, "active", False):
+                    self._raise_callback_error()
                 return self._idle[0]
             self._callbacks_waiting += 1
             self._wake_all()  # the others recheck whether everyone now waits
@@ -195,15 +216,19 @@ class AsyncInferQueue:
     def wait_all(self) -> None:
         """Wait until every job, queued ones included, has ended and run its callback.
 
-        The first exception a callback raised since the last ``wait_all`` is raised here, as
-        OpenVINO's AsyncInferQueue raises it (the other jobs still ran)."""
+        The first exception a callback raised and not raised yet is raised here, as OpenVINO's
+        AsyncInferQueue raises it (the other jobs still ran)."""
         if getattr(self._in_callback, "active", False):
             raise RequestBusyError("wait_all() was called inside this AsyncInferQueue's callback: the "
                                    "job running it is idle only once the callback returns, so the "
                                    "wait would never end; call wait_all() outside the callbacks")
         with self._lock:
             self._wait_for(lambda: len(self._idle) == len(self._requests) and not self._queued)
-            error, self._callback_error = self._callback_error, None
+            self._raise_callback_error()
+
+    def _raise_callback_error(self) -> None:
+        """With the lock held: raise the first exception a callback raised, once."""
+        error, self._callback_error = self._callback_error, None
         if error is not None:
             raise error
 
@@ -247,4 +272,6 @@ class AsyncInferQueue:
 
     @property
     def userdata(self) -> list[Any]:
-        return [r.userdata for r in self._requests]
+        """Each job's last userdata (None where none was given yet), in job order."""
+        with self._lock:
+            return list(self._userdata)

@@ -271,8 +271,9 @@ def _show(dims: tuple[Any, ...]) -> str:
 
 
 class OVDict(Mapping[Port, Any]):
-    """Results of one inference, as OpenVINO's ``OVDict``: indexable by output port, index or name,
-    and read-only (assigning an item is a TypeError naming ``OVDict``, as in OpenVINO).
+    """Results of one inference, as OpenVINO's ``OVDict``: indexable by output port, index (negative
+    ones count from the end, as in a list) or name, and read-only (assigning an item is a TypeError
+    naming ``OVDict``, as in OpenVINO).
 
     As in OpenVINO, its keys are the output ports: iterating, ``keys()``,
     ``items()`` and ``to_dict()`` give ports; ``names()`` gives each output's
@@ -294,10 +295,12 @@ class OVDict(Mapping[Port, Any]):
     def _name(self, key: Any) -> str:
         if isinstance(key, Port):
             key = key.any_name
-        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-            if 0 <= key < len(self._ports):
+        if isinstance(key, (int, np.integer)):  # as a list is indexed (OpenVINO's: -1 is the last; bools too)
+            count = len(self._ports)
+            if -count <= key < count:
                 return self._ports[key].any_name
-            raise KeyError(f"output index {key} out of range; the model has {len(self._ports)} outputs")
+            raise KeyError(f"output index {key} out of range; the model has {count} outputs "
+                           f"(indices {-count}..{count - 1})")
         if isinstance(key, str) and key in self._outputs:
             return key
         raise KeyError(f"no output {key!r}; outputs: {', '.join(self._outputs)}")

@@ -3,17 +3,25 @@
 Every started request ends exactly once, through its
 :class:`~inferplex.engine.request.Request` future.  When an asynchronous request
 ends, its completion runs on the compiled model's completion executor (never
-on a device's thread): first the user's callback (whose exceptions are logged,
-never allowed to stall anything), then the request is marked ended, so
-``wait()`` returns after the callback has run.  The results are readable from
-the moment the request has ended on its device, inside its own callback too.
-A failed request raises its error from ``wait()``, ``infer()`` and ``results``.
+on a device's thread): first the user's callback, then the request is marked
+ended, so ``wait()`` returns after the callback has run.  The results are
+readable from the moment the request has ended on its device, inside its own
+callback too.  A failed request raises its error from ``wait()``, ``infer()``
+and ``results``.
+
+As in OpenVINO, an exception the callback raises never stalls anything: the
+request still ends, and ``wait()`` and ``wait_for()`` raise an
+:class:`~inferplex.errors.InferenceError` chained to it, on every call, until
+the request is started again.  The userdata the callback gets is the one the
+request holds (its ``userdata``): ``set_callback(callback, userdata)`` sets it,
+and so does ``start_async(inputs, userdata)`` where ``userdata`` is not None.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from functools import partial
 from time import perf_counter
@@ -54,14 +62,14 @@ class InferRequest(TensorAccess):
         self._tensors = RequestTensors(compiled._inputs, compiled._outputs, compiled._runner.pin_host_memory)
         self._request: Request | None = None
         self._callback: Callable[[Any], None] | None = None
-        self._callback_userdata: Any = None
+        self._userdata: Any = None
+        self._callback_error: BaseException | None = None  # what the last run's callback raised
         self._completion_hook: Callable[[InferRequest], None] | None = None
         self._ended = Latch(is_set=True)
         self._completing: int | None = None  # the thread running this request's completion
         self._lock = threading.Lock()
         self._latency_ms = 0.0
         self._output_names = [port.any_name for port in compiled._outputs]
-        self.userdata: Any = None
 
     def get_compiled_model(self) -> CompiledModel:
         """The compiled model this request belongs to."""
@@ -100,6 +108,7 @@ class InferRequest(TensorAccess):
                                        "starting it again, or use more requests (AsyncInferQueue)")
             request = Request(bound, self._compiled._timeline, self._compiled._expected, on_end)
             self._request = request
+            self._callback_error = None
             return request
 
     def infer(self, inputs: Any = None, share_inputs: bool = False, share_outputs: bool = False,
@@ -133,13 +142,33 @@ class InferRequest(TensorAccess):
     def start_async(self, inputs: Any = None, userdata: Any = None, share_inputs: bool = False) -> None:
         """Start without waiting; the callback runs when the request ends.
 
+        ``userdata``: where not None, it replaces the userdata the request
+        holds, which this run's callback and later ones get (OpenVINO's rule:
+        ``set_callback(cb, "a"); start_async(x, "b"); start_async(x)`` calls
+        ``cb("b")`` twice).  With no callback set it is dropped, with a
+        RuntimeWarning, as OpenVINO drops it.
+
         ``share_inputs`` as in :meth:`infer`: with False (the default) the
         inputs are copied and the caller may reuse its arrays at once; with
         True arrays read in place must stay unchanged until the request ends.
         """
-        self._start_bound(self._bind(inputs, share_inputs), userdata)
+        bound = self._bind(inputs, share_inputs)
+        if userdata is not None:
+            if self._callback is not None:
+                self._userdata = userdata
+            else:
+                warnings.warn("There is no callback function! start_async() was given userdata, which "
+                              "only a callback receives, so it is dropped; call "
+                              "set_callback(callback, userdata) first", RuntimeWarning, stacklevel=2)
+        self._start_bound(bound)
 
-    def _start_bound(self, bound: dict[str, Any], userdata: Any) -> None:
+    @property
+    def userdata(self) -> Any:
+        """The userdata the callback gets (read-only, as in OpenVINO): the last non-None one given to
+        ``start_async`` or ``set_callback`` (``set_callback`` sets it even to None); None at first."""
+        return self._userdata
+
+    def _start_bound(self, bound: dict[str, Any]) -> None:
         if not self._tensors.numpy_bound:  # numpy arrays alone have no CUDA stream to note
             note_caller_streams(bound)  # the run starts on another thread: see note_caller_streams
         completions = self._compiled._completions
@@ -153,7 +182,6 @@ class InferRequest(TensorAccess):
                 completions.submit(partial(self._complete, request))
 
         request = self._begin(bound, ended)
-        self.userdata = userdata
         lifecycle.started()
         try:
             self._compiled._runner.submit(request)
@@ -173,11 +201,13 @@ class InferRequest(TensorAccess):
                     self._tensors.ran(result.outputs)
                 except Exception:  # noqa: BLE001 - the results stay readable; only the copy failed
                     _log.exception("inferplex: writing results into the output tensors failed")
-            if self._callback is not None:
+            callback = self._callback
+            if callback is not None:
                 try:
-                    self._callback(self._callback_userdata)
-                except Exception:  # noqa: BLE001 - a user callback must not stall requests
-                    _log.exception("inferplex: an InferRequest callback raised")
+                    callback(self._userdata)
+                except Exception as raised:  # noqa: BLE001 - must not stall requests; wait() raises it
+                    _log.debug("inferplex: an InferRequest callback raised", exc_info=True)
+                    self._callback_error = raised
         finally:
             self._completing = None
             hook = self._completion_hook
@@ -191,29 +221,49 @@ class InferRequest(TensorAccess):
                 lifecycle.ended()
 
     def wait(self) -> None:
-        """Block until the request ends; raise its error if it failed."""
+        """Block until the request ends; raise its error if it failed, or if its callback raised.
+
+        A request never started returns at once."""
         if self._completing != threading.get_ident():  # inside its own callback it has ended
             with blocking():
                 self._ended.wait()
         self._raise_failure()
 
     def wait_for(self, timeout: int | float) -> bool:
-        """Wait up to ``timeout`` milliseconds (-1: without limit); True when the request has ended."""
+        """Wait up to ``timeout`` milliseconds (-1: without limit); True when the request has ended.
+
+        False at once for a request never started (OpenVINO's answer: it has no run to end).
+        Raises as :meth:`wait` does once the request has ended."""
+        if self._request is None:
+            return False
         if self._completing == threading.get_ident():
             return True
         with blocking():
-            return self._ended.wait(None if timeout < 0 else timeout / 1000.0)
+            ended = self._ended.wait(None if timeout < 0 else timeout / 1000.0)
+        if ended:
+            self._raise_failure()
+        return ended
 
     def _raise_failure(self) -> None:
+        """Raise the ended request's error, else an error chained to what its callback raised."""
         request = self._request
         if request is not None and request.future.done():
             error = request.future.exception()
             if error is not None:
                 raise error
+        raised = self._callback_error
+        if raised is not None:
+            raise InferenceError(
+                f"the callback of this InferRequest raised {type(raised).__name__}: {raised}. The run "
+                "itself ended and its results are readable; catch exceptions inside the callback, "
+                "or start the request again (which clears this error)") from raised
 
     def set_callback(self, callback: Callable[[Any], None] | None, userdata: Any = None) -> None:
-        """``callback(userdata)`` is called when an async run ends (also on failure)."""
-        self._callback, self._callback_userdata = callback, userdata
+        """``callback(userdata)`` is called when an async run ends (also on failure).
+
+        ``userdata`` becomes the request's :attr:`userdata` (``start_async`` may replace it).
+        What the callback raises is raised by the next ``wait()``/``wait_for()``."""
+        self._callback, self._userdata = callback, userdata
 
     def cancel(self) -> None:
         """Requests already handed to a device run to the end; nothing to cancel here."""
@@ -233,11 +283,16 @@ class InferRequest(TensorAccess):
 
     @property
     def results(self) -> InferResults:
-        """Outputs of the last run, by name, index or port (readable in its callback too)."""
+        """Outputs of the last run, by name, index or port (readable in its callback too).
+
+        Before any run, as in OpenVINO, the request's output tensors: zeros of each output's
+        shape, with 0 for a dynamic dimension (an empty tensor), or the tensors set on them."""
         result = self._result()
+        ports = self._compiled._outputs
         if result is None:
-            raise InputError("this request has not run yet; call infer() or start_async()")
-        return InferResults(self._compiled._outputs, result.outputs)
+            return InferResults(ports, {port.any_name: np.asarray(self._tensors.output_tensor(port))
+                                        for port in ports})
+        return InferResults(ports, result.outputs)
 
     def _results(self, share_outputs: bool, decode_strings: bool,
                  ran: RunResult | None = None) -> InferResults:
