@@ -63,9 +63,8 @@ PUBLIC = [
 
 ERRORS = [
     "AffinityError", "CompileError", "DeviceError", "DeviceNameError", "InferenceError", "InferplexError",
-    "InputError", "InputTypeError", "MemoryPlanError", "ModelError", "PluginError", "PropertyError",
-    "PropertyTypeError",
-    "RequestBusyError", "UnsupportedOpError",
+    "InputError", "InputIndexError", "InputTypeError", "MemoryPlanError", "ModelError", "PluginError",
+    "PropertyError", "PropertyTypeError", "RequestBusyError", "UnsupportedOpError",
 ]
 
 

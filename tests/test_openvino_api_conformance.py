@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 import pytest
+from cpu_precision import native_default
 
 import inferplex as ov
 from inferplex import opset
@@ -385,6 +386,19 @@ def test_evaluate_runs_the_model_into_given_tensors() -> None:
     np.testing.assert_array_equal(out.data, x + y)
     with pytest.raises(RuntimeError, match="Cannot evaluate model"):
         model.evaluate([out], [ov.Tensor(ov.Type.f32, [3, 1]), ov.Tensor(ov.Type.f32, [3, 1])])
+
+
+def test_evaluate_computes_at_f32_whatever_the_cpus_default_precision() -> None:
+    rng = np.random.default_rng(3)
+    weights = rng.standard_normal((64, 32)).astype(np.float32)
+    x = opset.parameter([4, 64], np.float32, name="x")
+    model = ov.Model(opset.relu(opset.matmul(x, opset.constant(weights), False, False)), [x])
+    data = rng.standard_normal((4, 64)).astype(np.float32)
+    out = ov.Tensor(ov.Type.f32, [4, 32])
+    with native_default():  # bf16 where the CPU has it, as a program's CPU runs by default
+        assert model.evaluate([out], [ov.Tensor(data)])
+    expected = np.maximum(data.astype(np.float64) @ weights, 0.0)
+    np.testing.assert_allclose(out.data, expected, rtol=1e-5, atol=1e-5)  # bf16 is off by ~0.05
 
 
 def test_model_rt_info_paths_survive_save_and_read(tmp_path: object) -> None:

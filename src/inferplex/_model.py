@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from inferplex._ports import Op, Port, find_port
+from inferplex._ports import Op, Port, find_port, op_of, source_node
 from inferplex.errors import InputError, InputTypeError, ModelError
 
 __all__ = ["Model"]
@@ -112,22 +112,41 @@ class Model:
         return self.get_parameters()
 
     def get_results(self) -> list[Any]:
-        """The outputs as Result nodes."""
+        """The outputs as Result nodes (``input_value(0)`` is the output of the op they read)."""
         from inferplex.api.nodes import Result
 
-        return [Result(value, name=value.name) for value in self.ir.graph.outputs]
+        return [Result.view(value) for value in self.ir.graph.outputs]
 
     @property
     def results(self) -> list[Any]:
         return self.get_results()
 
     def get_ops(self) -> list[Op]:
-        """Every op of the main graph, in graph order (the ops that take affinities and placement)."""
-        return [Op(node) for node in self.ir.graph]
+        """Every op of the main graph, in graph order: the ops that take affinities and placement.
+
+        Unlike OpenVINO's, the list leaves out the Parameters, Constants and Results, which run
+        nowhere (``get_ordered_ops`` lists them).
+        """
+        return [op_of(node) for node in self.ir.graph]
 
     def get_ordered_ops(self) -> list[Any]:
-        """Parameters, the ops in topological order, then Results (OpenVINO's order)."""
-        ops = [Op(node) for node in _topological(self.ir.graph)]
+        """Parameters, then the ops in topological order, each after the Constants (initializers)
+        it is the first to read, then Results: OpenVINO's order."""
+        graph = self.ir.graph
+        listed: set[int] = set()
+        ops: list[Any] = []
+
+        def constants(values: Any) -> None:
+            for value in values:
+                if (value is not None and id(value) not in listed and value.producer() is None
+                        and value.is_initializer() and not value.is_graph_input()):
+                    listed.add(id(value))
+                    ops.append(source_node(value))
+
+        for node in _topological(graph):
+            constants(node.inputs)
+            ops.append(op_of(node))
+        constants(graph.outputs)
         return [*self.get_parameters(), *ops, *self.get_results()]
 
     def is_dynamic(self) -> bool:

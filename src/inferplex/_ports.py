@@ -4,6 +4,12 @@ A port reads its value's element type and shape when asked (``live``, after a
 reshape or a PrePostProcessor build) or as they were when it was taken
 (``snapshot``, a compiled model's ports).  An op's ``rt_info`` is stored in the
 node's ``metadata_props``, so manual affinities survive a save/load round trip.
+
+Walking a graph goes through :func:`source_node`: a value is made by an op
+(:class:`Op`), is an initializer (a ``Constant``) or a graph input (a
+``Parameter``); the graph's outputs are ``Result`` nodes.  ONNX files often give
+no type or shape for the values between ops: the first time a walk asks for one,
+ONNX shape inference fills in those of the whole graph (declared ones stay).
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from inferplex.api.nodes import Constant, Node, Parameter, Result
 from inferplex.api.reshape import as_dimension
 from inferplex.api.shapes import PartialShape, Shape
 from inferplex.api.types import Type
 from inferplex.config.any_value import OVAny
-from inferplex.errors import InputError
+from inferplex.errors import InputError, InputIndexError
 
-__all__ = ["ElementType", "Input", "Op", "Port", "RTMap", "find_port"]
+__all__ = ["ElementType", "Input", "Op", "Port", "RTMap", "find_port", "op_of", "source_node"]
 
 _NAMES_KEY = "names"
 """metadata_props key of a value's extra tensor names (OpenVINO tensors have several; ONNX one)."""
@@ -35,6 +42,43 @@ ElementType = Type
 
 def _element_type(value: ir.Value) -> Type:
     return Type.dynamic if value.dtype is None else Type(value.dtype)
+
+
+_TYPED_KEY = "inferplex.types_inferred"
+"""Graph ``meta`` flag: shape inference filled in the values' missing types (cleared by edits)."""
+_IR_VERSION = 10
+"""IR version of the shell model that shape inference reads a graph through."""
+
+
+def _typed(value: ir.Value) -> ir.Value:
+    """``value``, with the type and shape ONNX shape inference finds where its graph gives none."""
+    graph = value.graph
+    if (value.type is not None and value.shape is not None) or graph is None or graph.meta.get(_TYPED_KEY):
+        return value
+    graph.meta[_TYPED_KEY] = True
+    from inferplex.shape_inference import infer, proto_dims, weightless_copy
+
+    try:
+        inferred = infer(weightless_copy(ir.Model(graph, ir_version=_IR_VERSION)), strict=False)
+    except Exception:  # noqa: BLE001 - what inference cannot find stays unknown, as declared
+        return value
+    infos = {info.name: info.type.tensor_type for info in [*inferred.graph.value_info, *inferred.graph.output]
+             if info.type.HasField("tensor_type")}
+    for node in graph:
+        for output in node.outputs:
+            tensor = infos.get(output.name or "")
+            if tensor is None:
+                continue
+            if output.type is None and tensor.elem_type:
+                output.type = ir.TensorType(ir.DataType(tensor.elem_type))
+            if output.shape is None and tensor.HasField("shape") and output.type is not None:
+                output.shape = ir.Shape(list(proto_dims(tensor.shape)))
+    return value
+
+
+def graph_changed(graph: ir.Graph) -> None:
+    """Forget what shape inference found for ``graph``: an edit added values to it."""
+    graph.meta.pop(_TYPED_KEY, None)
 
 
 def _dims(value: ir.Value) -> tuple[Dim, ...] | None:
@@ -73,6 +117,8 @@ class Port:
 
     def _refresh(self) -> None:
         value, kind, index = self._value, self.kind, self.index
+        if self._node is not None:  # an op's output: between ops, ONNX files often give no type
+            _typed(value)
         self._name = value.name or f"{kind}_{index}"
         self._element = _element_type(value)
         self._dims = _dims(value)
@@ -84,9 +130,7 @@ class Port:
     def get_node(self) -> Any:
         """The node this port belongs to: a Parameter for a model input, a Result for an output."""
         if self._node is None:
-            from inferplex.api.nodes import Parameter, Result
-
-            return Parameter.view(self._value) if self.kind == "input" else Result(self._value)
+            return Parameter.view(self._value) if self.kind == "input" else Result.view(self._value)
         return self._node
 
     @property
@@ -140,14 +184,25 @@ class Port:
         self.set_names(self.names | {str(n) for n in names})
 
     def get_target_inputs(self) -> set[Input]:
-        """The node inputs this output feeds (in a built graph or a model)."""
-        return {Input(Op(node), index) for node, index in self._value.uses()}
+        """The inputs this output feeds: of ops (in a model, or built on it) and of the model's Results."""
+        targets = set()
+        for node, index in self._value.uses():
+            op = op_of(node)
+            position = sum(1 for value in node.inputs[:index] if value is not None)
+            targets.add(Input(op, position))
+        graph = self._value.graph
+        if self._value.is_graph_output() and graph is not None:
+            targets.update(Input(Result.view(value), 0) for value in graph.outputs if value is self._value)
+        return targets
 
     def replace(self, replacement: Port) -> None:
-        """Feed every consumer of this output from ``replacement`` instead; the replacement
-        takes this output's names too (as OpenVINO's ``Output.replace``)."""
-        names = self.names
-        ir.convenience.replace_all_uses_with(self._value, replacement._value)
+        """Feed every consumer of this output, the model's Results included, from ``replacement``
+        instead; the replacement takes this output's names too (as OpenVINO's ``Output.replace``;
+        the replacement's own op keeps reading this output)."""
+        names, owner = self.names, replacement.get_node()
+        for target in self.get_target_inputs():
+            if target.get_node() != owner:
+                target.replace_source_output(replacement)
         replacement.add_names(names)
 
     @property
@@ -303,7 +358,7 @@ class Input:
         return self._index
 
     def get_element_type(self) -> Type:
-        return _element_type(self._source())
+        return _element_type(_typed(self._source()))
 
     def get_partial_shape(self) -> PartialShape:
         return self.get_source_output().get_partial_shape()
@@ -312,14 +367,10 @@ class Input:
         return self.get_source_output().get_shape()
 
     def get_source_output(self) -> Port:
-        """The output this input reads: a node's output, or a model input's Parameter."""
+        """The output this input reads: an op's, a Constant's or a model input's (its Parameter's)."""
         value = self._source()
-        producer = value.producer()
-        if producer is None:
-            from inferplex.api.nodes import Parameter
-
-            return Parameter.view(value).output(0)
-        return Op(producer).output(value.index() or 0)
+        port: Port = source_node(value).output(value.index() or 0)
+        return port
 
     def get_tensor(self) -> Any:
         return self.get_source_output().get_tensor()
@@ -339,86 +390,68 @@ class Input:
         return f"<Input: {self._owner.get_type_name()} input[{self._index}]>"
 
 
-class Op:
-    """One operation of the model (OpenVINO's ``Node``)."""
+class Op(Node):
+    """One operation of the model (OpenVINO's ``Node``): a view of one ONNX node.
+
+    Views of the same node compare and hash equal; the op's ``rt_info`` is the
+    node's ``metadata_props``; :meth:`get_attributes` gives the ONNX attributes.
+    """
 
     def __init__(self, node: ir.Node) -> None:
-        self._node = node
+        Node.__init__(self, node.op_type, node.outputs, [node], name=node.name or node.op_type)
 
     @property
     def node(self) -> ir.Node:
         """The underlying onnx-ir node."""
         return self._node
 
+    @property
+    def _node(self) -> ir.Node:
+        return self._onnx_nodes[0]
+
     def get_friendly_name(self) -> str:
         return self._node.name or ""
 
-    @property
-    def friendly_name(self) -> str:
-        return self.get_friendly_name()
-
-    def get_type_name(self) -> str:
-        return self._node.op_type
+    def set_friendly_name(self, name: str) -> None:
+        self._node.name = str(name)
 
     def get_domain(self) -> str:
         return self._node.domain
 
-    def get_rt_info(self) -> MutableMapping[str, str]:
+    def get_rt_info(self) -> MutableMapping[str, str]:  # type: ignore[override]
         return RTMap(self._node.metadata_props)
 
     def get_name(self) -> str:
         return self.get_friendly_name()
 
-    def set_friendly_name(self, name: str) -> None:
-        self._node.name = str(name)
+    def get_type_info(self) -> Any:
+        """The op type and the ONNX opset it is read in (``opset13``; ``com.microsoft.opset1``)."""
+        info = super().get_type_info()
+        node, graph = self._node, self._node.graph
+        version = node.version if node.version is not None else \
+            (graph.opset_imports.get(node.domain) if graph is not None else None)
+        prefix = "" if node.domain in ("", "ai.onnx") else f"{node.domain}."
+        info.version_id = f"{prefix}opset{version}" if version is not None else ""
+        return info
 
-    def get_input_size(self) -> int:
-        return sum(1 for value in self._node.inputs if value is not None)
 
-    def _input_values(self) -> list[ir.Value]:
-        return [value for value in self._node.inputs if value is not None]
+class _ConstantOp(Op, Constant):
+    """An ONNX ``Constant`` node: OpenVINO's Constant, whose ``get_data`` gives its value."""
 
-    def _replace_input(self, index: int, value: ir.Value) -> None:
-        self._node.replace_input_with(index, value)
 
-    def input(self, index: int) -> Input:
-        if not 0 <= index < self.get_input_size():
-            raise InputError(f"{self._node.op_type} {self.get_friendly_name()!r} has "
-                             f"{self.get_input_size()} input(s); index {index} is out of range")
-        return Input(self, index)
+def op_of(node: ir.Node) -> Op:
+    """The op of an ONNX node (a Constant for ONNX's ``Constant``)."""
+    return _ConstantOp(node) if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else Op(node)
 
-    def inputs(self) -> list[Input]:
-        return [Input(self, i) for i in range(self.get_input_size())]
 
-    def input_value(self, index: int) -> Port:
-        return self.input(index).get_source_output()
-
-    def output(self, index: int = 0) -> Port:
-        outputs = self._node.outputs
-        if not 0 <= index < len(outputs):
-            raise InputError(f"{self._node.op_type} {self.get_friendly_name()!r} has {len(outputs)} "
-                             f"output(s); index {index} is out of range")
-        return Port(outputs[index], index, "output", live=True, node=self)
-
-    def outputs(self) -> list[Port]:
-        return [self.output(i) for i in range(len(self._node.outputs))]
-
-    def get_output_size(self) -> int:
-        return len(self._node.outputs)
-
-    def get_output_element_type(self, index: int = 0) -> Any:
-        return self.output(index).get_element_type()
-
-    def get_output_partial_shape(self, index: int = 0) -> Any:
-        return self.output(index).get_partial_shape()
-
-    def get_output_shape(self, index: int = 0) -> Any:
-        return self.output(index).get_shape()
-
-    def __repr__(self) -> str:
-        """OpenVINO's form: the op type, its name and its outputs (``<Add: 'sum' (<ConstOutput: ...>)>``)."""
-        outputs = ", ".join(repr(port) for port in self.outputs())
-        return f"<{self._node.op_type}: {self._node.name!r} ({outputs})>"
+def source_node(value: ir.Value) -> Node:
+    """The node ``value`` is the output of: its op, or the Constant or Parameter it is."""
+    producer = value.producer()
+    if producer is not None:
+        return op_of(producer)
+    if value.const_value is not None and not value.is_graph_input():
+        return Constant.view(value)
+    return Parameter.view(value)
 
 
 def find_port(ports: Sequence[Port], key: int | np.integer[Any] | str | Port | None, kind: str) -> Port:
@@ -437,7 +470,8 @@ def find_port(ports: Sequence[Port], key: int | np.integer[Any] | str | Port | N
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         if 0 <= key < len(ports):
             return ports[int(key)]
-        raise InputError(f"{kind} index {int(key)} is out of range; the model has {len(ports)} {kind}s")
+        raise InputIndexError(f"{kind} index {int(key)} is out of range; the model has {len(ports)} "
+                              f"{kind}s (indices 0..{len(ports) - 1})")
     for port in ports:
         if port.any_name == key:
             return port

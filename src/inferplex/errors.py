@@ -34,6 +34,7 @@ __all__ = [
     "InferenceError",
     "InferplexError",
     "InputError",
+    "InputIndexError",
     "InputTypeError",
     "MemoryPlanError",
     "ModelError",
@@ -77,6 +78,11 @@ class InputError(InferplexError, ValueError):
 class InputTypeError(InputError, TypeError):
     """An argument's Python type is not one the call takes (a dict key of the wrong type, inputs
     that are not arrays, a model that is not a path or bytes); a TypeError, as OpenVINO raises."""
+
+
+class InputIndexError(InputError, IndexError):
+    """A port index is out of range (``model.input(5)`` on a one-input model); an IndexError, as
+    OpenVINO raises."""
 
 
 class UnsupportedOpError(InferplexError):

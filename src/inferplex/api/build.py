@@ -5,11 +5,14 @@ constants become initializers; every value gets a unique name (a parameter
 keeps its own, an unnamed output takes its node's friendly name).  The graph is
 assembled as an ``onnx_ir.GraphView`` and copied once (serialized and read
 back), so the built nodes stay free: the same nodes may go into several models.
+The copy remembers which built value each of its values copies, so a node built
+later on a built one reads the model's copy when it joins the model (:func:`attach`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx_ir as ir
@@ -17,24 +20,94 @@ import onnx_ir as ir
 from inferplex.api.nodes import Node, Parameter, Result
 from inferplex.errors import ModelError
 
-__all__ = ["IR_VERSION", "OPSET", "build_model"]
+__all__ = ["IR_VERSION", "OPSET", "attach", "build_model"]
 
 OPSET = 17
 """ONNX opset of built models: Softmax along one axis (13+), Reshape's allowzero (14+)."""
 IR_VERSION = 8
 """The ONNX IR version that goes with opset 17."""
+_COPIES_KEY = "inferplex.copies"
+"""Graph ``meta`` key (in memory only): the built values the graph's values are copies of."""
 
 
 def build_model(results: Any, parameters: Any, name: str | None) -> ir.Model:
     """An ``onnx_ir.Model`` computing ``results`` from ``parameters``."""
     outputs = _result_values(results)
     inputs = _parameter_values(parameters)
-    nodes, initializers = _collect([value for value, _ in outputs], inputs)
+    known = {id(v): v for v in inputs}
+    nodes, initializers, undeclared = _collect([value for value, _ in outputs], lambda v: known.get(id(v)))
+    if undeclared:
+        raise ModelError(f"the results depend on Parameter {', '.join(repr(n) for n in undeclared)}, "
+                         "not in the model's parameters; add it to the parameters list")
     outputs_named, identities = _name_values(inputs, initializers, nodes, outputs)
     view = ir.GraphView(inputs, outputs_named, nodes=[*nodes, *identities], initializers=initializers,
                         opset_imports={"": OPSET}, name=name or "model")
     model = ir.Model(view, ir_version=IR_VERSION, producer_name="inferplex")  # type: ignore[arg-type]
-    return ir.serde.deserialize_model(ir.serde.serialize_model(model))
+    copy = ir.serde.deserialize_model(ir.serde.serialize_model(model))
+    copies: weakref.WeakKeyDictionary[ir.Value, ir.Value] = weakref.WeakKeyDictionary()
+    copies.update(zip(inputs, copy.graph.inputs, strict=True))
+    saved = copy.graph.initializers
+    copies.update((v, saved[v.name]) for v in initializers if v.name is not None and v.name in saved)
+    for built, copied in zip(nodes, copy.graph, strict=False):
+        copies.update(zip(built.outputs, copied.outputs, strict=True))
+    copy.graph.meta[_COPIES_KEY] = copies
+    return copy
+
+
+def attach(graph: ir.Graph, value: ir.Value) -> tuple[ir.Value, list[ir.Node]]:
+    """``value`` as a value of ``graph``, and the built nodes added to the graph to compute it.
+
+    A value of the graph is itself; a built value the graph was made from is its copy;
+    a value built nodes compute (on the graph's values) joins the graph with those
+    nodes and their constants, named uniquely.  ModelError when they read a Parameter
+    the model does not have, or another model's values.
+    """
+    def resolve(item: ir.Value) -> ir.Value | None:
+        if item.graph is graph:
+            return item
+        copies = graph.meta.get(_COPIES_KEY)
+        copied = copies.get(item) if copies is not None else None
+        return copied if copied is not None and copied.graph is graph else None
+
+    found = resolve(value)
+    if found is not None:
+        return found, []
+    nodes, initializers, undeclared = _collect([value], resolve)
+    if undeclared:
+        raise ModelError(f"the new ops read Parameter {', '.join(repr(n) for n in undeclared)}, which is "
+                         "not in the model; add it with model.add_parameters([...]) first")
+    foreign = [node.name or node.op_type for node in nodes if node.graph is not None]
+    if foreign:
+        raise ModelError(f"the new ops read the output of {', '.join(repr(n) for n in foreign)}, an op of "
+                         "another model; build them on this model's ops")
+    _name_attached(graph, nodes, initializers)
+    for constant in initializers:
+        graph.register_initializer(constant)
+    graph.extend(nodes)
+    graph.sort()
+    return value, nodes
+
+
+def _name_attached(graph: ir.Graph, nodes: Sequence[ir.Node], initializers: Sequence[ir.Value]) -> None:
+    """Names for the nodes and values joining ``graph``, unique among its own."""
+    value_names = {v.name for v in graph.inputs} | set(graph.initializers) | \
+        {v.name for node in graph for v in node.outputs}
+    node_names = {node.name for node in graph}
+    for constant in initializers:
+        constant.name = _unique(constant.name or "Constant", value_names)
+    for node in nodes:
+        node.name = _unique(node.name or node.op_type, node_names)
+        for index, output in enumerate(node.outputs):
+            output.name = _unique(output.name or (node.name if index == 0 else f"{node.name}:{index}"),
+                                  value_names)
+
+
+def _unique(base: str, taken: set[str | None]) -> str:
+    name, suffix = base, 1
+    while name in taken:
+        name, suffix = f"{base}_{suffix}", suffix + 1
+    taken.add(name)
+    return name
 
 
 def _result_values(results: Any) -> list[tuple[ir.Value, str | None]]:
@@ -71,9 +144,14 @@ def _parameter_values(parameters: Any) -> list[ir.Value]:
     return values
 
 
-def _collect(outputs: Sequence[ir.Value], inputs: Sequence[ir.Value]) -> tuple[list[ir.Node], list[ir.Value]]:
-    """Nodes reachable from ``outputs`` (topological order) and the constants they read."""
-    known = {id(v) for v in inputs}
+def _collect(outputs: Sequence[ir.Value], known: Callable[[ir.Value], ir.Value | None]
+             ) -> tuple[list[ir.Node], list[ir.Value], list[str]]:
+    """Nodes reachable from ``outputs`` up to the values ``known`` finds (topological order), the
+    constants they read, and the names of the Parameters they read that ``known`` does not find.
+
+    ``known(value)`` is the value to read instead (``value`` itself, or the copy of it already in
+    the graph being built on), or None; a node reading a value with a copy is rewired to the copy.
+    """
     order: list[ir.Node] = []
     placed: set[int] = set()
     initializers: dict[int, ir.Value] = {}
@@ -86,22 +164,25 @@ def _collect(outputs: Sequence[ir.Value], inputs: Sequence[ir.Value]) -> tuple[l
                 placed.add(id(item))
                 order.append(item)
             continue
+        if known(item) is not None:
+            continue
         producer = item.producer()
         if producer is None:
             if item.const_value is not None:
                 initializers.setdefault(id(item), item)
-            elif id(item) not in known and item.name not in undeclared:
+            elif (item.name or "?") not in undeclared:
                 undeclared.append(item.name or "?")
             continue
         if id(producer) in placed:
             continue
+        for index, value in enumerate(producer.inputs):
+            copy = known(value) if value is not None else None
+            if copy is not None and copy is not value:
+                producer.replace_input_with(index, copy)
         pending.append(producer)
         pending.extend(v for v in reversed(producer.inputs) if v is not None and
                        (v.producer() is None or id(v.producer()) not in placed))
-    if undeclared:
-        raise ModelError(f"the results depend on Parameter {', '.join(repr(n) for n in undeclared)}, "
-                         "not in the model's parameters; add it to the parameters list")
-    return _ordered(order), list(initializers.values())
+    return _ordered(order), list(initializers.values()), undeclared
 
 
 def _ordered(nodes: list[ir.Node]) -> list[ir.Node]:

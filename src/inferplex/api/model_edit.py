@@ -3,10 +3,13 @@ removed or replaced, indices of results and parameters, validation, evaluation, 
 the model's nested ``rt_info``.
 
 A model built with ``ov.Model(results, parameters)`` is an ONNX graph copied from the
-built nodes (:mod:`inferplex.api.build`), which keep the names the graph gave them; so a
-built node's output is found in the model by its tensor name, or by its op's friendly
-name and output index, and a built Parameter by the Parameter the model was made from.
-The functions take the :class:`~inferplex._model.Model` first; its methods call them.
+built nodes (:mod:`inferplex.api.build`), which remembers the built values it copies; so a
+built node's output is found in the model as its copy, and a built Parameter by the
+Parameter the model was made from.  Nodes built on a model's outputs join its graph when
+a Result or an op's input is made to read them (``add_results``,
+``Input.replace_source_output``), as in OpenVINO, where nodes are shared.
+The functions take the :class:`~inferplex._model.Model` first (the rewiring ones, the graph);
+its methods and those of the ports and nodes call them.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from inferplex._ports import Port, RtValue
+from inferplex._ports import _NAMES_KEY, Port, RtValue, graph_changed
+from inferplex.api.build import attach
+from inferplex.api.nodes import RESULT_KEY, Result
 from inferplex.errors import InputError, InputTypeError, ModelError
 
 __all__ = [
     "add_outputs", "add_parameters", "add_results", "evaluate", "get_parameter_index", "get_result_index",
-    "get_rt_info", "has_rt_info", "remove_parameter", "remove_result", "replace_parameter", "set_rt_info",
-    "validate",
+    "get_rt_info", "has_rt_info", "remove_parameter", "remove_result", "replace_node_input",
+    "replace_parameter", "replace_result_source", "set_rt_info", "validate",
 ]
 
 _RT_PREFIX = "rt_info:"
@@ -50,10 +55,81 @@ def add_outputs(model: Any, outputs: Any) -> list[Port]:
 
 
 def add_results(model: Any, results: Sequence[Any]) -> None:
-    """Add Result nodes (``ops.result(node)``) as model outputs."""
+    """Add Result nodes (``ops.result(node)``) as model outputs; nodes built on the model's
+    outputs for them join the model."""
     for result in results:
-        source = _find_value(model, result.output(0))
-        _append_output(model, source, result.get_friendly_name())
+        port = result.output(0)
+        if port._value.name is None:  # noqa: SLF001 - a new node's output: the Result names it
+            port._value.name = result.get_friendly_name()  # noqa: SLF001
+        _append_output(model, _find_value(model, port), result.get_friendly_name())
+
+
+def replace_result_source(graph: ir.Graph, output: ir.Value, value: ir.Value) -> ir.Value:
+    """Make the graph output ``output`` read ``value`` instead; returns the new graph output.
+
+    The output keeps its names (a new op's output takes them; an existing value is output
+    through an Identity that carries them), so results are still found by the same name.
+    """
+    slot = next((i for i, v in enumerate(graph.outputs) if v is output), None)
+    if slot is None:
+        raise InputError(f"the Result of {output.name!r} is no longer an output of its model")
+    value, added = attach(graph, value)
+    if value is output:
+        return output
+    name, extra = output.name or "output", output.metadata_props.pop(_NAMES_KEY, None)
+    if output.producer() is not None:  # free the name; a graph input or initializer keeps its own
+        output.name = _unique(graph, name)
+    if value.producer() is not None and value.producer() in added:
+        value.name = name if output.name != name else _unique(graph, name)
+    else:
+        value = _identity(graph, value, name if output.name != name else _unique(graph, name))
+    if extra:
+        value.metadata_props[_NAMES_KEY] = extra
+    if RESULT_KEY in output.meta:  # the Result is the same node, now reading ``value``
+        value.meta[RESULT_KEY] = output.meta.pop(RESULT_KEY)
+    graph.outputs[slot] = value
+    graph_changed(graph)
+    return value
+
+
+def replace_node_input(node: ir.Node, index: int, value: ir.Value) -> None:
+    """Make input ``index`` of ``node`` read ``value``; nodes built to compute it join the graph.
+    ModelError, and no change, where ``value`` is computed from ``node`` (a cycle)."""
+    graph = node.graph
+    if graph is None:  # a built node, not in a model yet
+        node.replace_input_with(index, value)
+        return
+    if _computed_from(value, node):
+        raise ModelError(f"{node.op_type} {node.name!r} cannot read a value computed from its own "
+                         "output: the graph would have a cycle")
+    value, _ = attach(graph, value)
+    node.replace_input_with(index, value)
+    graph.sort()
+    graph_changed(graph)
+
+
+def _computed_from(value: ir.Value, node: ir.Node) -> bool:
+    """Whether ``node`` is among the ops ``value`` is computed from."""
+    seen: set[int] = set()
+    pending = [value]
+    while pending:
+        producer = pending.pop().producer()
+        if producer is None or id(producer) in seen:
+            continue
+        if producer is node:
+            return True
+        seen.add(id(producer))
+        pending.extend(v for v in producer.inputs if v is not None)
+    return False
+
+
+def _identity(graph: ir.Graph, value: ir.Value, name: str) -> ir.Value:
+    """A new graph value named ``name`` that copies ``value`` (an Identity node)."""
+    identity = ir.node("Identity", [value], name=f"{name}/result")
+    copy = identity.outputs[0]
+    copy.name, copy.type, copy.shape = name, value.type, value.shape
+    graph.append(identity)
+    return copy
 
 
 def remove_result(model: Any, result: Any) -> None:
@@ -89,12 +165,7 @@ def _source_name(output: ir.Value) -> str | None:
 def _append_output(model: Any, value: ir.Value, name: str | None) -> Port:
     graph = model.ir.graph
     if any(v is value for v in graph.outputs) or value in graph.inputs or (name and name != value.name):
-        identity = ir.node("Identity", [value], name=f"{name or value.name}/result")
-        copy = identity.outputs[0]
-        copy.name = _unique(graph, name or f"{value.name}_output")
-        copy.type, copy.shape = value.type, value.shape
-        graph.append(identity)
-        value = copy
+        value = _identity(graph, value, _unique(graph, name or f"{value.name}_output"))
     graph.outputs.append(value)
     return model.outputs[len(graph.outputs) - 1]
 
@@ -112,8 +183,8 @@ def _find_value(model: Any, key: Any) -> ir.Value:
     graph = model.ir.graph
     if isinstance(key, Port):
         value = key._value  # noqa: SLF001 - the port class of this package
-        if _in_graph(graph, value):
-            return value
+        if value.graph is None or value.graph is graph:
+            return attach(graph, value)[0]  # the graph's value, or built nodes joining the graph
         if value.name:
             return _find_value(model, value.name)
         producer = value.producer()
@@ -136,14 +207,11 @@ def _find_value(model: Any, key: Any) -> ir.Value:
     raise InputError(f"the model has no tensor named {key!r}")
 
 
-def _in_graph(graph: ir.Graph, value: ir.Value) -> bool:
-    producer = value.producer()
-    return (producer is not None and producer.graph is graph) or any(v is value for v in graph.inputs)
-
-
 def _value_of(item: Any) -> ir.Value | None:
     if isinstance(item, Port):
         return item._value  # noqa: SLF001
+    if isinstance(item, Result):
+        return item.value
     outputs = getattr(item, "_outputs", None)
     return outputs[0] if outputs else None
 
@@ -225,11 +293,12 @@ def validate(model: Any) -> None:
 
 
 def evaluate(model: Any, output_tensors: list[Any], input_tensors: list[Any]) -> bool:
-    """Run the model on the CPU once, writing into ``output_tensors``; True when it ran."""
+    """Run the model on the CPU once, at f32 as OpenVINO's reference evaluation computes (not at
+    the CPU's default bf16 or f16), writing into ``output_tensors``; True when it ran."""
     from inferplex._core import Core
 
     try:
-        compiled = Core().compile_model(model, "CPU")
+        compiled = Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         results = compiled.create_infer_request().infer(list(input_tensors))
     except Exception as error:  # noqa: BLE001 - every failure is OpenVINO's "Cannot evaluate"
         raise ModelError(f"Cannot evaluate model! {type(error).__name__}: {error}") from error

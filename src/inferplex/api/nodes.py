@@ -8,6 +8,8 @@ assembles the nodes reachable from its results into an ONNX graph.
 :class:`Parameter` and :class:`Result` are also what ``Model.get_parameters()``
 and ``get_results()`` return: there they are live views over the model's graph
 inputs and outputs, so ``set_layout`` and ``set_partial_shape`` change the model.
+Two views of one graph input, initializer, output or op compare (and hash) equal,
+as OpenVINO's nodes do, so a set of visited nodes works in a graph walk.
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ from inferplex.api import layout_helpers
 from inferplex.api.layout import Layout
 from inferplex.api.reshape import Dim, parse_shape
 from inferplex.api.types import Type
-from inferplex.errors import InputError
+from inferplex.errors import InputError, InputIndexError
 
-__all__ = ["LAYOUT_KEY", "Constant", "Node", "Parameter", "Result", "to_ir_dtype"]
+__all__ = ["LAYOUT_KEY", "RESULT_KEY", "Constant", "Node", "Parameter", "Result", "to_ir_dtype"]
 
 LAYOUT_KEY = layout_helpers.LAYOUT_KEY
 
 _FRIENDLY_KEY = "friendly_name"
+_RT_INFO_KEY = "inferplex.rt_info"
+"""``meta`` key (in memory, never saved) of a graph input's or initializer's node rt_info."""
+RESULT_KEY = "inferplex.result"
+"""``meta`` key of a graph output's :class:`_ResultSlot`: it moves to the new value on a rewire."""
 _ids = itertools.count(1)
 
 def to_ir_dtype(dtype: Any) -> ir.DataType:
@@ -42,6 +48,14 @@ def to_ir_dtype(dtype: Any) -> ir.DataType:
 
 def _next_name(type_name: str) -> str:
     return f"{type_name}_{next(_ids)}"
+
+
+def _build(function: str, *operands: Any) -> Node:
+    """The node ``inferplex.opset.<function>(*operands)`` builds (the opset module imports this one)."""
+    from inferplex import opset
+
+    node: Node = getattr(opset, function)(*operands)
+    return node
 
 
 class Node:
@@ -80,11 +94,14 @@ class Node:
     def get_rt_info(self) -> dict[str, Any]:
         return self._rt_info
 
+    _version_id = "opset13"
+    """The opset named by :meth:`get_type_info` (OpenVINO's, for Parameter, Constant and Result)."""
+
     def get_type_info(self) -> Any:
         """OpenVINO's DiscreteTypeInfo of this op: its ``name``, ``version_id`` and ``parent``."""
         from types import SimpleNamespace
 
-        return SimpleNamespace(name=self._type_name, version_id="opset13", parent=None)
+        return SimpleNamespace(name=self.get_type_name(), version_id=self._version_id, parent=None)
 
     @property
     def type_info(self) -> Any:
@@ -92,7 +109,23 @@ class Node:
 
     def get_instance_id(self) -> int:
         """An id shared by every view of the same op (two views of one Result compare equal)."""
-        return id(self._main) if self._main is not None else id(self._outputs[0])
+        return id(self._identity())
+
+    def _identity(self) -> object:
+        """The object that is this op, whichever view reached it: its ONNX node, or the value it is."""
+        return self._main if self._main is not None else self._outputs[0]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Node) and self._identity() is other._identity()  # noqa: SLF001
+
+    def __hash__(self) -> int:
+        return id(self._identity())
+
+    def get_attributes(self) -> dict[str, Any]:
+        """The ONNX node's attributes as Python values (ints, floats, strings, lists, numpy arrays)."""
+        if self._main is None:
+            return {}
+        return {name: _attribute_value(attr) for name, attr in self._main.attributes.items()}
 
     @property
     def onnx_nodes(self) -> list[ir.Node]:
@@ -103,8 +136,8 @@ class Node:
         from inferplex._ports import Port
 
         if not 0 <= index < len(self._outputs):
-            raise InputError(f"{self._type_name} {self.get_friendly_name()!r} has "
-                             f"{len(self._outputs)} output(s); index {index} is out of range")
+            raise InputIndexError(f"{self._type_name} {self.get_friendly_name()!r} has "
+                                  f"{len(self._outputs)} output(s); index {index} is out of range")
         return Port(self._outputs[index], index, "output", live=True, node=self)
 
     def outputs(self) -> list[Any]:
@@ -121,7 +154,10 @@ class Node:
     def _replace_input(self, index: int, value: ir.Value) -> None:
         if self._main is None:
             raise InputError(f"{self._type_name} {self.get_friendly_name()!r} has no inputs to replace")
-        self._main.replace_input_with(index, value)
+        from inferplex.api.model_edit import replace_node_input
+
+        position = [i for i, v in enumerate(self._main.inputs) if v is not None][index]
+        replace_node_input(self._main, position, value)
 
     def get_input_size(self) -> int:
         return len(self._input_values())
@@ -131,8 +167,8 @@ class Node:
         from inferplex._ports import Input
 
         if not 0 <= index < self.get_input_size():
-            raise InputError(f"{self._type_name} {self.get_friendly_name()!r} has "
-                             f"{self.get_input_size()} input(s); index {index} is out of range")
+            raise InputIndexError(f"{self._type_name} {self.get_friendly_name()!r} has "
+                                  f"{self.get_input_size()} input(s); index {index} is out of range")
         return Input(self, index)
 
     def inputs(self) -> list[Any]:
@@ -154,51 +190,40 @@ class Node:
     def get_input_shape(self, index: int) -> Any:
         return self.input(index).get_shape()
 
+    def get_input_tensor(self, index: int) -> Any:
+        return self.input(index).get_tensor()
+
+    def input_values(self) -> list[Any]:
+        """The outputs every input reads, in input order."""
+        return [self.input_value(i) for i in range(self.get_input_size())]
+
     # Arithmetic builds ops, as OpenVINO's Node operators do (``param + param`` is an Add).
     def __add__(self, other: Any) -> Node:
-        from inferplex import opset
-
-        return opset.add(self, other)
+        return _build("add", self, other)
 
     def __radd__(self, other: Any) -> Node:
-        from inferplex import opset
-
-        return opset.add(other, self)
+        return _build("add", other, self)
 
     def __sub__(self, other: Any) -> Node:
-        from inferplex import opset
-
-        return opset.subtract(self, other)
+        return _build("subtract", self, other)
 
     def __rsub__(self, other: Any) -> Node:
-        from inferplex import opset
-
-        return opset.subtract(other, self)
+        return _build("subtract", other, self)
 
     def __mul__(self, other: Any) -> Node:
-        from inferplex import opset
-
-        return opset.multiply(self, other)
+        return _build("multiply", self, other)
 
     def __rmul__(self, other: Any) -> Node:
-        from inferplex import opset
-
-        return opset.multiply(other, self)
+        return _build("multiply", other, self)
 
     def __truediv__(self, other: Any) -> Node:
-        from inferplex import opset
-
-        return opset.divide(self, other)
+        return _build("divide", self, other)
 
     def __rtruediv__(self, other: Any) -> Node:
-        from inferplex import opset
-
-        return opset.divide(other, self)
+        return _build("divide", other, self)
 
     def __neg__(self) -> Node:
-        from inferplex import opset
-
-        return opset.negative(self)
+        return _build("negative", self)
 
     def get_output_partial_shape(self, index: int = 0) -> Any:
         return self.output(index).get_partial_shape()
@@ -210,11 +235,21 @@ class Node:
         return self.output(index).get_element_type()
 
     def get_element_type(self) -> Any:
+        """The element type of the only output; InputError for an op with several outputs."""
+        self._check_one_output("get_element_type")
         return self.get_output_element_type(0)
 
     @property
     def shape(self) -> Any:
-        return self.get_output_partial_shape(0)
+        """The static shape of the only output (OpenVINO's ``Node.shape``); InputError when dynamic."""
+        self._check_one_output("shape")
+        return self.get_output_shape(0)
+
+    def _check_one_output(self, what: str) -> None:
+        if self.get_output_size() != 1:
+            raise InputError(f"{what} needs an op with one output; {self.get_type_name()} "
+                             f"{self.get_friendly_name()!r} has {self.get_output_size()}: use "
+                             f"output(index).get_{'shape' if what == 'shape' else 'element_type'}()")
 
     def __repr__(self) -> str:
         shapes = ", ".join(repr(o) for o in self.outputs())
@@ -228,6 +263,8 @@ class Parameter(Node):
     is a live view of one, whose layout and shape setters change the model.
     """
 
+    _version_id = "opset1"
+
     def __init__(self, element_type: Any, shape: Any = (), name: str | None = None) -> None:
         value = ir.Value(name=name or _next_name("Parameter"), type=ir.TensorType(to_ir_dtype(element_type)))
         dims = parse_shape(shape)
@@ -239,7 +276,20 @@ class Parameter(Node):
         """The Parameter of an existing graph input."""
         node = cls.__new__(cls)
         Node.__init__(node, "Parameter", [value], name=value.name)
+        node._rt_info = value.meta.setdefault(_RT_INFO_KEY, {})  # noqa: SLF001 - one per input
         return node
+
+    def output(self, index: int = 0) -> Any:
+        """The output; for a model's input, the same port as ``model.input(i)``."""
+        from inferplex._ports import Port
+
+        position = _position(self.value, self.value.graph.inputs) if self.value.graph is not None else None
+        if index != 0 or position is None:
+            return super().output(index)
+        return Port(self.value, position, "input", live=True)
+
+    def get_attributes(self) -> dict[str, Any]:
+        return _tensor_attributes(self)
 
     @property
     def value(self) -> ir.Value:
@@ -293,10 +343,30 @@ class Constant(Node):
         value.shape = ir.Shape(array.shape)
         super().__init__("Constant", [value], name=name)
 
+    _version_id = "opset1"
+
+    @classmethod
+    def view(cls, value: ir.Value) -> Constant:
+        """The Constant of an existing initializer."""
+        node = cls.__new__(cls)
+        Node.__init__(node, "Constant", [value], name=value.name)
+        node._rt_info = value.meta.setdefault(_RT_INFO_KEY, {})  # noqa: SLF001 - one per initializer
+        return node
+
     def get_data(self) -> np.ndarray:
-        tensor = self._outputs[0].const_value
-        assert tensor is not None
-        return tensor.numpy()
+        """The constant's values (a numpy array; an ONNX ``Constant`` node's value too)."""
+        value = self._outputs[0]
+        if value.const_value is not None:
+            return value.const_value.numpy()
+        producer = value.producer()
+        attributes = producer.attributes if producer is not None else {}
+        for name, attr in attributes.items():
+            if name.startswith("value"):  # Constant's one attribute: value, value_float, value_ints, ...
+                return np.asarray(_attribute_value(attr))
+        raise InputError(f"Constant {self.get_friendly_name()!r} holds no data inferplex can read")
+
+    def get_attributes(self) -> dict[str, Any]:
+        return _tensor_attributes(self)
 
     @property
     def data(self) -> np.ndarray:
@@ -328,22 +398,95 @@ def _constant_array(args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray:
     return np.array(value)
 
 
+class _ResultSlot:
+    """One model output, as OpenVINO's Result node: its rt_info; what it outputs may change."""
+
+    __slots__ = ("rt_info",)
+
+    def __init__(self) -> None:
+        self.rt_info: dict[str, Any] = {}
+
+
 class Result(Node):
-    """A model output: ``opset.result(node)``, or a view from ``Model.get_results()``."""
+    """A model output: ``opset.result(node)``, or a view from ``Model.get_results()``.
+
+    A view follows its graph output: after ``result.input(0).replace_source_output(x)``
+    it outputs ``x`` and keeps the output's names.
+    """
+
+    _version_id = "opset1"
 
     def __init__(self, source: ir.Value, name: str | None = None) -> None:
         super().__init__("Result", [source], name=name)
+        self._graph: ir.Graph | None = None
+        self._slot: _ResultSlot | None = None
+
+    @classmethod
+    def view(cls, value: ir.Value) -> Result:
+        """The Result of one of a graph's outputs (``value``)."""
+        node = cls(value, name=value.name)
+        node._graph = value.graph
+        node._slot = value.meta.setdefault(RESULT_KEY, _ResultSlot())
+        node._rt_info = node._slot.rt_info
+        return node
 
     @property
     def value(self) -> ir.Value:
         """The value this result outputs."""
+        if self._graph is not None:
+            for value in self._graph.outputs:
+                if value.meta.get(RESULT_KEY) is self._slot:
+                    self._outputs[0] = value
+                    break
         return self._outputs[0]
 
-    def _input_values(self) -> list[ir.Value]:
-        return [self._outputs[0]]
+    def _identity(self) -> object:
+        return self._slot if self._slot is not None else self
 
-    def input_value(self, index: int = 0) -> Any:
-        return self.output(index)
+    def get_friendly_name(self) -> str:
+        return (self.value.name or self._friendly) if self._graph is not None else self._friendly
+
+    def output(self, index: int = 0) -> Any:
+        """The output; for a model's Result, the same port as ``model.output(i)``."""
+        from inferplex._ports import Port
+
+        value = self.value
+        position = _position(value, self._graph.outputs) if self._graph is not None else None
+        if index != 0 or position is None:
+            return super().output(index)
+        return Port(value, position, "output", live=True)
+
+    def _input_values(self) -> list[ir.Value]:
+        return [self.value]
+
+    def _replace_input(self, index: int, value: ir.Value) -> None:
+        if self._graph is None:
+            self._outputs[0] = value
+            return
+        from inferplex.api.model_edit import replace_result_source
+
+        self._outputs[0] = replace_result_source(self._graph, self.value, value)
+
+
+def _position(value: ir.Value, values: Sequence[ir.Value]) -> int | None:
+    return next((i for i, v in enumerate(values) if v is value), None)
+
+
+def _tensor_attributes(node: Node) -> dict[str, Any]:
+    """OpenVINO's attributes of a Parameter or Constant: its element type and shape."""
+    shape = node.get_output_partial_shape(0)
+    dims = [int(d.get_length()) for d in shape] if shape.is_static else str(shape)
+    return {"element_type": node.get_output_element_type(0).get_type_name(), "shape": dims}
+
+
+def _attribute_value(attr: Any) -> Any:
+    """An ONNX attribute as a Python value: tensors as numpy arrays, repeated fields as lists."""
+    value = attr.value
+    if isinstance(value, ir.TensorProtocol):
+        return value.numpy()
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [v.numpy() if isinstance(v, ir.TensorProtocol) else v for v in value]
+    return value
 
 
 def dims_of(value: ir.Value) -> list[Dim] | None:
