@@ -56,7 +56,7 @@ from inferplex._binding import (
 )
 from inferplex._ports import Port
 from inferplex.api import packed
-from inferplex.api.tensor import Tensor
+from inferplex.api.tensor import Tensor, tensor_owning
 from inferplex.errors import InputError
 
 __all__ = ["RequestTensors"]
@@ -72,9 +72,11 @@ class _Batch:
         return np.concatenate([np.asarray(as_array(t)) for t in self.tensors], axis=0)
 
 
-def _wrap(array: Any) -> Any:
+def _wrap(array: Any, owned: bool = False) -> Any:
     """An ov.Tensor over ``array``'s memory (a copy where it cannot be shared); the value itself
-    where it already is an ov.Tensor, or where numpy cannot see it (a torch tensor on a GPU)."""
+    where it already is an ov.Tensor, or where numpy cannot see it (a torch tensor on a GPU).
+    ``owned``: the array is the request's own, so the tensor may reallocate it to grow (a caller
+    resizing an input of dynamic shape in place); else it views a caller's memory, and cannot."""
     if is_ov_tensor(array):
         return array
     if not isinstance(array, np.ndarray):
@@ -82,6 +84,8 @@ def _wrap(array: Any) -> Any:
             array = np.asarray(array)
         except (TypeError, RuntimeError):
             return array
+    if owned:
+        return tensor_owning(array)
     if array.dtype == object:  # strings
         return Tensor(array)
     share = array.flags.c_contiguous and array.flags.writeable
@@ -143,6 +147,9 @@ class RequestTensors:
         self._last: dict[str, Any] | None = None
         self.numpy_bound = False
         """Whether the last :meth:`bind` gave numpy arrays alone (it took the fast path)."""
+        self._handed_empty: set[int] = set()
+        """Dynamic inputs never given whose empty tensor was handed out: they count as given once
+        the caller resizes that tensor (or gives a value), so a run before that says they are missing."""
         self._pin = pin
         self._static = {p.index for p in inputs
                         if (dims := port_dims(p)) is not None and all(isinstance(d, int) for d in dims)}
@@ -186,13 +193,20 @@ class RequestTensors:
                              "tensors; read those tensors instead")
         if held is None:
             held = self._default(port)
-            if held is None:
-                return _wrap(_zeros(port))
+            if held is None:  # a dynamic input: an empty tensor the caller may resize and fill
+                if not port.is_tensor:
+                    return _wrap(_zeros(port))
+                held = _zeros(port)
+                self._held[port.index] = held
+                self._owned.add(port.index)
+                self._handed_empty.add(port.index)
         if is_ov_tensor(held) or not isinstance(held, np.ndarray):
             return _wrap(held)
-        tensor = _wrap(held)
-        if is_ov_tensor(tensor) and port.index in self._owned:
-            # Hold the tensor itself: later copies go into the memory the caller writes to.
+        owned = port.index in self._owned
+        tensor = _wrap(held, owned=owned)
+        if is_ov_tensor(tensor) and owned:
+            # Hold the tensor itself: later copies go into the memory the caller writes to, and a
+            # shape the caller sets on it (reallocating it) is what the next run reads.
             self._held[port.index] = tensor
         return tensor
 
@@ -203,6 +217,15 @@ class RequestTensors:
             return None
         self._hold_owned(port.index, _zeros(port))
         return self._held[port.index]
+
+    def _still_empty(self, index: int, held: Any) -> bool:
+        """Whether ``held`` is the empty tensor handed out for a dynamic input never given."""
+        if index not in self._handed_empty:
+            return False
+        if is_ov_tensor(held) and held.size == 0:
+            return True
+        self._handed_empty.discard(index)
+        return False
 
     def bind(self, keyed: Mapping[int, Any], share: bool) -> dict[str, Any]:
         """Place the given values (``{input index: value}``) and return ``{input name: array}`` to run.
@@ -222,7 +245,8 @@ class RequestTensors:
                 converted[index] = convert_input(self.inputs[index], value)
             except InputError as error:
                 refused[index] = str(error)
-        values = {**{i: self._run_value(h) for i, h in self._held.items() if i not in keyed},
+        values = {**{i: self._run_value(h) for i, h in self._held.items()
+                     if i not in keyed and not self._still_empty(i, h)},
                   **converted}
         for port in self.inputs:
             if port.index not in values and port.index not in keyed and self._default(port) is not None:
@@ -367,7 +391,7 @@ class RequestTensors:
         if held is not None:
             return held
         value = _zeros(port) if self._last is None else self._last[port.any_name]
-        tensor = _wrap(value)
+        tensor = _wrap(value, owned=True)  # later results of another shape reallocate it
         if is_ov_tensor(tensor):
             self._out[port.index] = tensor
         return tensor

@@ -9,8 +9,9 @@ elements of it in its shape.  As in OpenVINO:
   ``shape`` (e.g. a uint16 or float16 array as ``Type.bf16``), sharing memory.
 - ``Tensor(type, shape)`` allocates a tensor of zeros.
 - Setting ``shape`` to one that fits the capacity reshapes in place; a larger
-  shape reallocates a tensor that owns its memory, and is an error for one
-  that views a caller's array.
+  shape reallocates a tensor that owns its memory (one made by copying or
+  allocating, and the tensors an InferRequest hands out over its own memory),
+  and is an error for one that views a caller's array.
 - String tensors hold Python strings: ``str_data``/``bytes_data`` read and
   write them; ``data`` gives the bytes, as OpenVINO does.
 
@@ -195,8 +196,9 @@ class Tensor:
             self._set(self._type, _zeros(self._type, size), dims, owned=True)
         else:
             raise InputError(f"set_shape failed: cannot set shape {list(dims)} on a tensor that shares "
-                             "a caller's "
-                             f"memory of {self._buffer.size} elements; it would need {size}")
+                             f"a caller's memory of {self._buffer.size} elements; it would need {size}. "
+                             "Accepted: shapes that fit that memory; for a larger one, copy into a "
+                             "tensor that owns its memory (ov.Tensor(type, shape))")
 
     def get_size(self) -> int:
         return math.prod(self._dims) if self._dims is not None else int(self._array.size)
@@ -294,6 +296,19 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"<Tensor: shape{self.get_shape()} type: {self._type}>"
+
+
+def tensor_owning(array: np.ndarray) -> Tensor:
+    """A tensor over ``array``, which nobody else writes to (an InferRequest's own input or result
+    array): it shares the memory while its shape fits, and a larger shape reallocates it, as
+    OpenVINO's request tensors do.  An array that is not C-contiguous, or holds strings or
+    sub-byte values, is copied."""
+    if not array.flags.c_contiguous or array.dtype.kind in "OUS" \
+            or packed.packed_bits(Type(array.dtype)):
+        return Tensor(array)
+    tensor = Tensor.__new__(Tensor)
+    tensor._set(Type(array.dtype), array.reshape(-1), tuple(array.shape), owned=True)  # noqa: SLF001
+    return tensor
 
 
 def tensor_from_file(path: Any) -> Tensor:
