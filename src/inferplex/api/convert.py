@@ -8,27 +8,39 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
 from inferplex._model import Model
 from inferplex._model_io import load_model
+from inferplex.api.reshape import apply_input_types, parse_shape
+from inferplex.api.shapes import Dimension, PartialShape, Shape
+from inferplex.api.types import Type
 from inferplex.errors import InputError, ModelError
 
 __all__ = ["convert_model"]
 
 _REFUSED = ("output", "example_input", "extension")
+_SHAPE_TEXT = re.compile(r"[\s\[\]\d,?.\-]+")
+"""Text that may be a shape (``"1,3,?,?"``, ``"[1..8,3]"``) rather than an input's name."""
 
 
 def convert_model(input_model: Any, *, input: Any = None, verbose: bool = False,
                   share_weights: bool = True, **options: Any) -> Model:
     """Read an ONNX model (``.onnx`` path, bytes, file object, ``onnx.ModelProto``, ``onnx_ir.Model``).
 
-    ``input`` sets input shapes as OpenVINO's does: one shape (one-input models),
-    ``{name: shape}``, or a list of shapes or ``(name, shape)`` pairs in input order.
+    ``input`` gives input shapes and element types in OpenVINO's forms: for one input a
+    name, a shape (``[1, 3, 224, 224]``, a ``PartialShape``, ``Shape``), a type (``Type.f32``,
+    ``np.float32``) or a tuple of those (``("x", [1, 3, 224, 224], Type.f32)``); for several, a list
+    of such entries (named, or unnamed in input order) or ``{name: shape | type | (shape, type)}``.
+    A shape reshapes the input (``Model.reshape``); a type retypes it, and every op after it then
+    computes in that type, as OpenVINO's does.  Inputs keep the model's order.
     ``verbose`` and ``share_weights`` are accepted; ``output``, ``example_input``
     and ``extension`` are refused (they cut or trace models, which ONNX export does).
     """
@@ -41,7 +53,7 @@ def convert_model(input_model: Any, *, input: Any = None, verbose: bool = False,
                          "accepted: input, verbose, share_weights")
     model = load_model(_source(input_model))
     if input is not None:
-        model.reshape(_input_shapes(model, input))
+        _apply_inputs(model, _input_specs(input))
     return model
 
 
@@ -59,14 +71,119 @@ def _source(source: Any) -> Any:
                      "export it to ONNX first (e.g. torch.onnx.export)")
 
 
-def _input_shapes(model: Model, given: Any) -> Mapping[Any, Any]:
-    """``{name | index: shape}`` from the forms of ``input``; a list of non-scalars is one shape per input."""
+@dataclass(frozen=True)
+class _InputSpec:
+    """What ``input=`` says of one input."""
+
+    key: Any
+    """Its name (or, in a dict, an index or port); None for an entry that counts inputs in order."""
+    shape: Any = None
+    """Its new shape as given (a list, PartialShape, ...); None to keep it."""
+    element: Type | None = None
+    """Its new element type; None to keep it."""
+
+
+_FORMS = ("a name, a shape ([1, 3, 224, 224], PartialShape, Shape), a type (Type.f32, np.float32), a "
+          "tuple of those such as ('x', [1, 3, 224, 224], Type.f32), a list of such entries, or "
+          "{name: shape | type | (shape, type)}")
+
+
+def _is_type(value: Any) -> bool:
+    return isinstance(value, (Type, type, np.dtype)) and not _is_shape(value)
+
+
+def _is_shape(value: Any) -> bool:
+    if isinstance(value, (PartialShape, Shape)):
+        return True
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(dim, (int, np.integer, Dimension)) and not isinstance(dim, bool) for dim in value)
+
+
+def _input_specs(given: Any) -> list[_InputSpec]:
+    """The entries of ``input=``, read as OpenVINO's ``convert_model`` reads them."""
     if isinstance(given, Mapping):
-        return given
-    if isinstance(given, Sequence) and not isinstance(given, str) and given and all(
-            isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) for item in given):
-        return dict(given)  # [("x", [1, 3]), ...]
-    if isinstance(given, Sequence) and not isinstance(given, str) and given and all(
-            not isinstance(item, (int, str)) and item is not None for item in given):
-        return dict(enumerate(given))  # one shape per input, in order
-    return {0: given}
+        specs = []
+        for key, value in given.items():
+            spec = _single(value)
+            if spec.key is not None and spec.key != key:
+                raise InputError(f"input={{{key!r}: ...}} names input {spec.key!r} in its value; "
+                                 "give each input's name once, as the key")
+            specs.append(_InputSpec(key, spec.shape, spec.element))
+        return specs
+    if isinstance(given, (list, tuple)):
+        if not given:
+            return []
+        if isinstance(given[0], (int, np.integer, Dimension)):  # one shape
+            given = [given]
+        if _one_input(given):
+            return [_single(given)]
+        return [_single(item) for item in given]
+    return [_single(given)]
+
+
+def _one_input(items: Sequence[Any]) -> bool:
+    """Whether a list's items describe one input: at most one name, one type and one shape."""
+    kinds = ["name" if isinstance(item, str) else "type" if _is_type(item) else
+             "shape" if _is_shape(item) else "other" for item in items]
+    return "other" not in kinds and len(set(kinds)) == len(kinds)
+
+
+def _single(entry: Any) -> _InputSpec:
+    """One input's entry: a name, a shape, a type, or a tuple of them."""
+    if isinstance(entry, str):
+        return _InputSpec(entry)
+    if _is_type(entry):
+        return _InputSpec(None, element=Type(entry))
+    if not isinstance(entry, (list, tuple, PartialShape, Shape)):
+        raise InputError(f"input entry {entry!r} ({type(entry).__name__}) is not understood; "
+                         f"accepted: {_FORMS}")
+    parts = [entry] if _is_shape(entry) else list(entry)
+    found: dict[str, Any] = {}
+    for part in parts:
+        kind = "name" if isinstance(part, str) else "type" if _is_type(part) else \
+            "shape" if _is_shape(part) or part is None else None
+        if kind is None:
+            raise InputError(f"input entry {entry!r}: {part!r} is not a name, a shape or a type; "
+                             f"accepted: {_FORMS}")
+        if kind in found:
+            hint = " (a type is an ov.Type or a numpy type, not text)" if kind == "name" else ""
+            raise InputError(f"input entry {entry!r} gives more than one {kind}{hint}; give one "
+                             "name, one shape and one type per input")
+        found[kind] = part
+    element = found.get("type")
+    return _InputSpec(found.get("name"), found.get("shape"), None if element is None else Type(element))
+
+
+def _shape_text(spec: _InputSpec) -> _InputSpec:
+    """An entry that is text alone and names no input, read as a shape (``"1,3,?,?"``), as
+    ``Model.reshape`` reads text; OpenVINO reads text as a name only."""
+    if spec.shape is not None or spec.element is not None or not _SHAPE_TEXT.fullmatch(spec.key):
+        return spec  # an unknown name: model.input reports it with the model's input names
+    parse_shape(spec.key)
+    return _InputSpec(None, spec.key)
+
+
+def _apply_inputs(model: Model, specs: list[_InputSpec]) -> None:
+    """Retype, then reshape, the inputs ``specs`` name (or count, in order)."""
+    names = {port.any_name for port in model.inputs}
+    specs = [_shape_text(spec) if isinstance(spec.key, str) and spec.key not in names else spec
+             for spec in specs]
+    named = [spec.key is not None for spec in specs]
+    if any(named) and not all(named):
+        raise InputError("input= mixes named and unnamed entries; name every input, or none "
+                         "(then the entries go to the inputs in order)")
+    count = len(model.inputs)
+    if not any(named) and len(specs) > count:
+        raise InputError(f"input= gives {len(specs)} entries but the model has {count} input(s) "
+                         f"({', '.join(p.any_name for p in model.inputs)})")
+    indexes = [model.input(spec.key).index if spec.key is not None else position
+               for position, spec in enumerate(specs)]
+    types = {index: spec.element.data_type for index, spec in zip(indexes, specs, strict=True)
+             if spec.element is not None}
+    if any(element.is_dynamic() for spec in specs if (element := spec.element) is not None):
+        raise InputError("input= gives Type.dynamic; give a static element type, or none")
+    apply_input_types(model.ir, types)
+    shapes = {index: spec.shape for index, spec in zip(indexes, specs, strict=True)
+              if spec.shape is not None}
+    if shapes:
+        model.reshape(shapes)

@@ -18,7 +18,8 @@ After the inputs change, ONNX shape inference runs over the whole graph (on a
 copy without the large weights, where ONNX Runtime's contrib ops stand as
 standard ops of the same output shapes: :mod:`inferplex.shape_inference`),
 so every downstream port shows the new shapes.  A shape the model cannot take
-(a rank a Conv refuses, a size a Reshape constant contradicts) is an
+(a rank a Conv refuses, channels its weight does not take, a size a Reshape
+constant contradicts: :func:`inferplex.shape_inference.find_conflicts`) is an
 :class:`~inferplex.errors.InputError` naming the input, the shape asked for and
 the shape the model declares; the model is left as it was.
 """
@@ -34,10 +35,12 @@ import onnx
 import onnx_ir as ir
 
 from inferplex.api.shapes import Dimension, PartialShape, Shape, parse_dimension_text, split_shape_text
+from inferplex.api.types import Type
 from inferplex.errors import InputError
-from inferplex.shape_inference import infer, proto_dims, weightless_copy
+from inferplex.shape_inference import find_conflicts, infer, proto_dims, weightless_copy
 
-__all__ = ["Dim", "apply_input_shapes", "as_dimension", "dim_bounds", "format_dims", "parse_shape"]
+__all__ = ["Dim", "apply_input_shapes", "apply_input_types", "as_dimension", "dim_bounds", "format_dims",
+           "parse_shape"]
 
 Dim = int | str | None
 """A dimension as stored: a size, a range or symbol name (``"1..8"``, ``"batch"``), None for any."""
@@ -191,6 +194,44 @@ def apply_input_shapes(model: ir.Model, shapes: Mapping[int, list[Dim] | None]) 
         raise
 
 
+def apply_input_types(model: ir.Model, types: Mapping[int, ir.DataType]) -> None:
+    """Give the main graph's inputs ``{index: element type}`` and infer every type downstream anew,
+    as OpenVINO retypes a Parameter (``convert_model(..., input=[("x", Type.f16)])``): the ops after
+    it compute in the new type, and an op whose inputs then disagree (a float16 input against float32
+    weights) is an InputError naming the input, the type given and the one the model declares.
+
+    On an InputError the model is left as it was.
+    """
+    graph = model.graph
+    changed = {i: t for i, t in types.items() if graph.inputs[i].dtype != t}
+    if not changed:
+        return
+    values = [value for node in graph for value in node.outputs]
+    saved = {id(v): (v.type, v.shape) for v in [*graph.inputs, *values]}
+    declared = {i: graph.inputs[i].dtype for i in changed}
+    asked = "; ".join(f"input {graph.inputs[i].name!r} of type {Type(t)} (the model declares "
+                      f"{Type(declared[i]) if declared[i] is not None else 'no type'})"
+                      for i, t in changed.items())
+    try:
+        for index, element in changed.items():
+            graph.inputs[index].type = ir.TensorType(element)
+        for value in values:
+            value.type, value.shape = None, None
+        try:
+            inferred = _infer(model, strict=True)
+        except onnx.shape_inference.InferenceError as error:
+            raise InputError(f"the model cannot take {asked}: {_first_line(error)}") from error
+        _write_inferred(model, inferred, every_type=True)
+        untyped = [v.name or "?" for v in values if v.type is None and saved[id(v)][0] is not None]
+        if untyped:
+            raise InputError(f"the model cannot take {asked}: the types of {', '.join(untyped[:5])} "
+                             "cannot be inferred after it; keep the input's type")
+    except BaseException:
+        for value in [*graph.inputs, *values]:
+            value.type, value.shape = saved[id(value)]
+        raise
+
+
 def _node_outputs(graph: ir.Graph) -> list[ir.Value]:
     """Outputs of every node, subgraphs included (their shapes may depend on the inputs)."""
     return [value for node in ir.traversal.RecursiveGraphIterator(graph) for value in node.outputs]
@@ -207,47 +248,29 @@ def _infer_into(model: ir.Model, shapes: Mapping[int, list[Dim] | None],
             asked = "; ".join(f"input {model.graph.inputs[i].name!r} {format_dims(d)} (the model "
                               f"declares {format_dims(old_inputs[i])})" for i, d in shapes.items())
             raise InputError(f"the model cannot take {asked}: {_first_line(error)}") from error
+    _write_inferred(model, inferred)
+    problems = find_conflicts(model.graph) if shapes else []
+    if problems:
+        asked = "; ".join(f"input {model.graph.inputs[i].name!r} {format_dims(d)} (the model declares "
+                          f"{format_dims(old_inputs[i])})" for i, d in shapes.items())
+        raise InputError(f"the model cannot take {asked}: {'; '.join(problems)}")
+
+
+def _write_inferred(model: ir.Model, inferred: onnx.ModelProto, every_type: bool = False) -> None:
+    """Copy the shapes ``inferred`` found into the main graph, with the types of untyped values that
+    get a shape (a shape without a type cannot be saved); ``every_type``: of every untyped value."""
     by_name = {info.name: info for info in [*inferred.graph.value_info, *inferred.graph.output]}
     for node in model.graph:
         for value in node.outputs:
             info = by_name.get(value.name or "")
-            if info is not None and info.type.HasField("tensor_type") and \
-                    info.type.tensor_type.HasField("shape"):
+            if info is None or not info.type.HasField("tensor_type"):
+                continue
+            element = info.type.tensor_type.elem_type
+            has_shape = info.type.tensor_type.HasField("shape")
+            if value.type is None and element and (has_shape or every_type):
+                value.type = ir.TensorType(ir.DataType(element))
+            if has_shape:
                 value.shape = ir.Shape(list(proto_dims(info.type.tensor_type.shape)))
-                element = info.type.tensor_type.elem_type
-                if value.type is None and element:  # a shape without a type cannot be saved
-                    value.type = ir.TensorType(ir.DataType(element))
-    problem = _reshape_contradiction(model.graph)
-    if problem:
-        asked = "; ".join(f"input {model.graph.inputs[i].name!r} {format_dims(d)} (the model declares "
-                          f"{format_dims(old_inputs[i])})" for i, d in shapes.items())
-        raise InputError(f"the model cannot take {asked}: {problem}")
-
-
-def _reshape_contradiction(graph: ir.Graph) -> str | None:
-    """A Reshape whose constant target cannot hold its (static) input's elements, described; else None.
-
-    ONNX's shape inference does not compare element counts, so a static batch a
-    Reshape constant fixes would otherwise pass here and fail at inference.
-    """
-    for node in graph:
-        if node.op_type != "Reshape" or len(node.inputs) < 2 or node.inputs[1] is None:
-            continue
-        data, target = node.inputs[0], node.inputs[1].const_value
-        dims = _dims_of(data) if data is not None else None
-        static = [d for d in dims or () if isinstance(d, int)]
-        if target is None or dims is None or len(static) != len(dims):
-            continue
-        wanted = [int(v) for v in target.numpy().reshape(-1)]
-        allowzero = node.attributes.get_int("allowzero", 0)
-        sizes = [static[i] if v == 0 and not allowzero and i < len(static) else v
-                 for i, v in enumerate(wanted)]
-        have, known = int(np.prod(static)), int(np.prod([v for v in sizes if v != -1]))
-        if (-1 not in sizes and known != have) or (-1 in sizes and (known == 0 or have % known)):
-            return (f"Reshape {node.name!r} turns {format_dims(dims)} ({have} elements) into the constant "
-                    f"shape {wanted}")
-    return None
-
 
 
 def _first_line(error: Exception) -> str:

@@ -16,6 +16,10 @@ of ONNX's inference covers the whole graph.  Twins exist for the quantized ops
 ops, with the two normalizations ONNX Runtime registers in the ONNX domain
 (:mod:`._transformer`).  A node with no twin, or of a form its twin does not cover, stays: its
 outputs keep unknown shapes, as before.  Nodes inside control-flow subgraphs are not replaced.
+
+What ONNX's inference lets through that a model cannot run (a Conv's input channels that its
+weight does not take, a window larger than its input) is found by :func:`find_conflicts`
+(:mod:`._conflicts`), over the shapes inference wrote into the graph.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ import onnx_ir as ir
 
 from inferplex._serialize import weights_as_inputs
 from inferplex.shape_inference._attention import ATTENTION_TWINS
+from inferplex.shape_inference._conflicts import find_conflicts
 from inferplex.shape_inference._quantized import QUANTIZED_TWINS
 from inferplex.shape_inference._rewriter import MS, Rewriter, Twin
 from inferplex.shape_inference._transformer import ONNX_DOMAIN_TWINS, TRANSFORMER_TWINS
 
-__all__ = ["WEIGHT_LIMIT_BYTES", "infer", "proto_dims", "replace_contrib_ops", "weightless_copy"]
+__all__ = ["WEIGHT_LIMIT_BYTES", "find_conflicts", "infer", "proto_dims", "replace_contrib_ops",
+           "weightless_copy"]
 
 WEIGHT_LIMIT_BYTES = 1024
 """Initializers up to this size stay in the copy (shape inference may read them: Reshape targets, axes)."""
