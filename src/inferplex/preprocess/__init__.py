@@ -6,7 +6,9 @@ preprocessing is left to the host.  Built: element type and layout
 conversion, resize (linear, nearest, cubic), mean, scale, channel reversal,
 RGB/BGR/RGBX/BGRX colour conversion and crop, plus OpenVINO's implicit
 conversions to the model's element type and layout; on outputs, element type
-and layout conversion.
+and layout conversion.  Resize also resamples as Pillow does
+(``RESIZE_BILINEAR_PILLOW``, ``RESIZE_BICUBIC_PILLOW``), and ``custom(fn)`` steps
+splice in the ops a function builds with ``inferplex.opset`` (on inputs and outputs).
 """
 
 from inferplex.preprocess._info import (

@@ -19,7 +19,7 @@ from inferplex.api.shapes import Dimension, PartialShape
 from inferplex.api.types import Type
 from inferplex.errors import InputError, ModelError
 from inferplex.preprocess._info import ColorFormat, InputInfo, OutputInfo, ResizeAlgorithm, Step
-from inferplex.preprocess._ops import Emitter, PlannedOp, ir_shape
+from inferplex.preprocess._ops import Emitter, PlannedOp, custom_result, ir_shape
 
 _COLORS_BUILT = (ColorFormat.RGB, ColorFormat.BGR, ColorFormat.RGBX, ColorFormat.BGRX)
 
@@ -83,10 +83,11 @@ def plan_input(info: InputInfo, port: Any) -> tuple[_Tracker, PartialShape, Type
     model_layout = info.model().layout or (stored if not stored.empty else None)
     tensor_layout = facts.layout or (Layout("NHWC") if facts.color else None) \
         or model_layout or Layout()
-    model_layout = model_layout or tensor_layout
     user_type = facts.element_type or model_type
     rank = len(facts.shape) if facts.shape is not None and facts.shape.rank.is_static else \
         (len(model_shape) if model_shape.rank.is_static else None)
+    if model_layout is None:  # as OpenVINO: the tensor's layout, through the convert_layout steps
+        model_layout = _layout_after_steps(tensor_layout, info.preprocess().steps, rank)
     track = _Tracker(user_type, tensor_layout, rank, facts.color)
     for step in info.preprocess().steps:
         _plan_pre_step(track, step, model_type, model_layout, model_shape)
@@ -100,6 +101,23 @@ def plan_input(info: InputInfo, port: Any) -> tuple[_Tracker, PartialShape, Type
             shape = op.backward(shape)
         shape = _with_spatial(shape, tensor_layout, facts.spatial)
     return track, shape, user_type, tensor_layout
+
+
+def _layout_after_steps(layout: Layout, steps: list[Step], rank: int | None) -> Layout:
+    """The layout ``convert_layout`` steps turn ``layout`` into: a model input whose layout is not
+    set takes it, so ``convert_layout(Layout("NCHW"))`` after an NHWC tensor says the model is NCHW."""
+    for step in steps:
+        if step.name != "convert_layout" or step.args[0] is None:
+            continue
+        target = step.args[0]
+        if isinstance(target, Layout):
+            layout = target
+        elif not layout.empty and rank is not None and len(target) == rank:
+            names = layout.names(rank)
+            layout = Layout("[" + ",".join(names[i] or "?" for i in target) + "]")
+        else:
+            layout = Layout()
+    return layout
 
 
 def _resize_on_last_axes(ops: list[PlannedOp], rank: int | None) -> list[PlannedOp]:
@@ -160,6 +178,8 @@ def _plan_pre_step(track: _Tracker, step: Step, model_type: Type, model_layout: 
         _plan_color(track, step.args[0])
     elif step.name == "crop":
         track.ops.append(PlannedOp("crop", step.args))
+    elif step.name == "custom":
+        track.ops.append(PlannedOp("custom", step.args))
     elif step.name == "resize":
         algorithm, height, width = step.args
         if height is None:
@@ -202,6 +222,10 @@ def plan_output(info: OutputInfo, port: Any) -> _Tracker:
     facts = info.tensor().facts
     stored = layout_helpers.get_layout(port)
     model_layout = info.model().layout or stored
+    layouts = [step.args[0] for step in info.postprocess().steps if step.name == "convert_layout"]
+    if model_layout.empty and layouts and isinstance(layouts[0], Layout):
+        # As OpenVINO: an output of unknown layout has the layout the first conversion names.
+        model_layout = layouts[0]
     shape = port.get_partial_shape()
     rank = len(shape) if shape.rank.is_static else None
     track = _Tracker(port.get_element_type(), model_layout, rank, None)
@@ -209,6 +233,8 @@ def plan_output(info: OutputInfo, port: Any) -> _Tracker:
     for step in info.postprocess().steps:
         if step.name == "convert_element_type":
             track.cast(step.args[0] or facts.element_type or track.element)
+        elif step.name == "custom":
+            track.ops.append(PlannedOp("custom", step.args))
         else:
             track.convert_layout(step.args[0], tensor_layout)
     if facts.element_type is not None:
@@ -222,6 +248,9 @@ def emit(out: Emitter, ops: list[PlannedOp], value: ir.Value, element: Type,
     """Emit ``ops`` after ``value``; returns the last value, its type and shape."""
     for op in ops:
         value = op.emit(out, value, element, shape)
+        if op.kind == "custom":
+            element, shape = custom_result(value)
+            continue
         shape = op.forward(shape)
         element = op.args[0] if op.kind == "cast" else element
     return value, element, shape

@@ -8,9 +8,11 @@ into ONNX ops.  Every setter returns its object, so calls chain as in OpenVINO:
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from inferplex.api.layout import Layout
 from inferplex.api.shapes import PartialShape
@@ -19,11 +21,17 @@ from inferplex.errors import InputError
 
 
 class ResizeAlgorithm(enum.Enum):
-    """How ``resize`` interpolates (ONNX Resize, half-pixel coordinates, no antialiasing)."""
+    """How ``resize`` interpolates (ONNX Resize, half-pixel coordinates).
+
+    The ``*_PILLOW`` modes resample as Pillow does (antialiased when downscaling; ONNX Resize's
+    ``antialias``, from opset 18: a model of an older opset is converted first); the others
+    do not antialias."""
 
     RESIZE_LINEAR = "linear"
     RESIZE_NEAREST = "nearest"
     RESIZE_CUBIC = "cubic"
+    RESIZE_BILINEAR_PILLOW = "bilinear_pillow"
+    RESIZE_BICUBIC_PILLOW = "bicubic_pillow"
 
 
 class ColorFormat(enum.Enum):
@@ -85,8 +93,21 @@ class _Steps:
         return self._add("convert_element_type", None if type is None else Type(type))
 
     def convert_layout(self, layout: Layout | str | Sequence[int] | None = None) -> Any:
-        """Transpose to ``layout`` (default: the model's), or by a dimension order ``[0, 3, 1, 2]``."""
+        """Transpose to ``layout`` (default: the model's), or by a dimension order ``[0, 3, 1, 2]``.
+
+        On an input whose model layout is not set, the tensor's layout (``tensor().set_layout``)
+        carried through these conversions is the model's, as in OpenVINO: an NHWC tensor with
+        ``convert_layout(Layout("NCHW"))`` feeds an NCHW model."""
         return self._add("convert_layout", _layout_or_order(layout))
+
+    def custom(self, operation: Callable[[Any], Any]) -> Any:
+        """Apply ``operation``, a function from an output port to an output port built with
+        ``inferplex.opset`` functions: ``custom(lambda node: opset.abs(node).output(0))``.
+        Its ops join the graph with the other steps (:mod:`inferplex.preprocess._custom`)."""
+        if not callable(operation):
+            raise InputError(f"custom takes a function from an output to an output (e.g. "
+                             f"lambda node: opset.abs(node).output(0)), got {type(operation).__name__}")
+        return self._add("custom", operation)
 
 
 class PreProcessSteps(_Steps):
@@ -161,6 +182,17 @@ class InputTensorInfo:
     def set_shape(self, shape: Any) -> InputTensorInfo:
         self.facts.shape = PartialShape(shape)
         return self
+
+    def set_from(self, tensor: Any) -> InputTensorInfo:
+        """The element type and shape of ``tensor`` (an ``ov.Tensor`` or a numpy array)."""
+        element, shape = getattr(tensor, "element_type", None), getattr(tensor, "shape", None)
+        if not isinstance(element, Type) or shape is None:
+            if not hasattr(tensor, "__array__"):
+                raise InputError(f"set_from takes an ov.Tensor or a numpy array, got "
+                                 f"{type(tensor).__name__}")
+            array = np.asarray(tensor)
+            element, shape = Type(array.dtype), array.shape
+        return self.set_element_type(element).set_shape(list(shape))
 
     def set_spatial_dynamic_shape(self) -> InputTensorInfo:
         """Height and width are dynamic: any image size is accepted (resize it)."""

@@ -19,8 +19,16 @@ import onnx_ir as ir
 from inferplex.api.shapes import Dimension, PartialShape
 from inferplex.api.types import Type
 from inferplex.errors import ModelError
+from inferplex.preprocess._custom import emit_custom
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
+
+_PILLOW: dict[str, dict[str, Any]] = {
+    "bilinear_pillow": {"mode": "linear", "antialias": 1, "exclude_outside": 1},
+    "bicubic_pillow": {"mode": "cubic", "antialias": 1, "exclude_outside": 1, "cubic_coeff_a": -0.5},
+}
+"""ONNX Resize attributes of Pillow's resampling (OpenVINO's ``RESIZE_*_PILLOW``): a filter widened
+by the downscaling factor, weights renormalised inside the image, and Pillow's cubic a = -0.5."""
 
 
 class Emitter:
@@ -77,19 +85,21 @@ class PlannedOp:
     """One operation: ``kind`` and its arguments (axes may be negative, from the end)."""
 
     kind: str
-    """cast, transpose, resize, sub, div, reverse, first3 or crop."""
+    """cast, transpose, resize, sub, div, reverse, first3, crop or custom (its shape and type are
+    those of the value its function returns: see :func:`custom_result`)."""
     args: tuple[Any, ...] = ()
 
     @property
     def min_opset(self) -> int:
-        """The ONNX opset its nodes need: Resize 11, Slice with steps 10, the others 1."""
+        """The ONNX opset its nodes need: Resize 11 (18 for Pillow's antialiased modes), Slice with
+        steps 10, the others 1."""
         if self.kind == "resize":
-            return 11
+            return 18 if self.args[0] in _PILLOW else 11
         return 10 if self.kind in ("reverse", "first3", "crop") else 1
 
     def forward(self, shape: PartialShape) -> PartialShape:
         """The shape this op makes from ``shape``."""
-        if self.kind in ("cast", "sub", "div", "reverse") or shape.rank.is_dynamic:
+        if self.kind in ("cast", "sub", "div", "reverse", "custom") or shape.rank.is_dynamic:
             return PartialShape(shape)
         dims, rank = list(shape), len(shape)
         if self.kind == "transpose":
@@ -104,8 +114,9 @@ class PlannedOp:
         return PartialShape(dims)
 
     def backward(self, shape: PartialShape) -> PartialShape:
-        """The shape of this op's input, given its output (for an unset tensor shape)."""
-        if self.kind in ("cast", "sub", "div", "reverse") or shape.rank.is_dynamic:
+        """The shape of this op's input, given its output (for an unset tensor shape); a custom
+        function is taken to keep the shape (set the tensor's shape where it does not)."""
+        if self.kind in ("cast", "sub", "div", "reverse", "custom") or shape.rank.is_dynamic:
             return PartialShape(shape)
         dims, rank = list(shape), len(shape)
         if self.kind == "transpose":
@@ -125,6 +136,8 @@ class PlannedOp:
     def emit(self, out: Emitter, value: ir.Value, element: Type, shape: PartialShape) -> ir.Value:
         """Add this op's nodes after ``value`` (of ``element`` type and ``shape``)."""
         result = self.forward(shape)
+        if self.kind == "custom":
+            return emit_custom(out, value, self.args[0])
         if self.kind == "cast":
             return out.op("Cast", [value], self.args[0], result, to=int(self.args[0].data_type))
         if self.kind == "transpose":
@@ -149,8 +162,9 @@ class PlannedOp:
 
     def _resize(self, out: Emitter, value: ir.Value, element: Type, shape: PartialShape,
                 result: PartialShape) -> ir.Value:
-        out.need_opset(11, "resize")
         mode = self.args[0]
+        out.need_opset(self.min_opset, f"resize ({mode})")
+        attributes = _PILLOW.get(mode, {"mode": mode})
         if shape.rank.is_dynamic:
             raise ModelError("resize needs a tensor of known rank; set the tensor's shape")
         if result.is_static:
@@ -165,8 +179,17 @@ class PlannedOp:
             sizes = out.op("Where", [out.const(mask), out.ints(wanted), current], Type.i64,
                            PartialShape([rank]))
         empty = out.const(np.zeros(0, dtype=np.float32)) if out.opset < 13 else None
-        return out.op("Resize", [value, empty, empty, sizes], element, result, mode=mode,
-                      coordinate_transformation_mode="half_pixel")
+        return out.op("Resize", [value, empty, empty, sizes], element, result,
+                      coordinate_transformation_mode="half_pixel", **attributes)
+
+
+def custom_result(value: ir.Value) -> tuple[Type, PartialShape]:
+    """The element type and shape of the value a custom step returned."""
+    if value.dtype is None:
+        raise ModelError(f"a custom step returned {value.name!r}, whose element type is not known")
+    dims = None if value.shape is None else \
+        [d if isinstance(d, int) else Dimension() for d in value.shape]
+    return Type(value.dtype), PartialShape.dynamic() if dims is None else PartialShape(dims)
 
 
 def _cropped(dim: Dimension, begin: int, end: int) -> Dimension:

@@ -13,7 +13,7 @@ from inferplex.api.layout import Layout
 from inferplex.errors import InputError, ModelError
 from inferplex.preprocess._build import emit, new_input, plan_input, plan_output
 from inferplex.preprocess._info import InputInfo, OutputInfo
-from inferplex.preprocess._ops import Emitter, ir_shape
+from inferplex.preprocess._ops import Emitter, PlannedOp, ir_shape
 from inferplex.preprocess._opset import raise_opset
 
 __all__ = ["PrePostProcessor"]
@@ -81,7 +81,9 @@ class PrePostProcessor:
         old = graph.inputs[index]
         out = Emitter(f"{name}/preprocess", opset)
         value = new_input(name, element, shape)
-        final, _, final_shape = emit(out, track.ops, value, element, shape)
+        final, final_type, final_shape = emit(out, track.ops, value, element, shape)
+        if final_type != port.get_element_type():  # a custom step's function changed the type
+            final = PlannedOp("cast", (port.get_element_type(),)).emit(out, final, final_type, final_shape)
         if not final_shape.compatible(port.get_partial_shape()):
             raise ModelError(f"input {name!r}: after preprocessing the tensor has shape "
                              f"{final_shape}, but the model takes {port.get_partial_shape()}; "
