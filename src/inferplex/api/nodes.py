@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx_ir as ir
@@ -256,6 +256,18 @@ class Node:
         return f"<{self._type_name}: {self.get_friendly_name()!r} ({shapes})>"
 
 
+_ViewedNode = TypeVar("_ViewedNode", bound="Node")
+
+
+def _view_of(cls: type[_ViewedNode], type_name: str, value: ir.Value) -> _ViewedNode:
+    """A ``cls`` node over an existing graph value (an input or initializer), not a new one: its
+    rt_info lives on the value, so every view of it shares one."""
+    node = cls.__new__(cls)
+    Node.__init__(node, type_name, [value], name=value.name)
+    node._rt_info = value.meta.setdefault(_RT_INFO_KEY, {})  # noqa: SLF001 - one per value
+    return node
+
+
 class Parameter(Node):
     """A model input (OpenVINO's ``op.Parameter(element_type, shape)``).
 
@@ -274,10 +286,7 @@ class Parameter(Node):
     @classmethod
     def view(cls, value: ir.Value) -> Parameter:
         """The Parameter of an existing graph input."""
-        node = cls.__new__(cls)
-        Node.__init__(node, "Parameter", [value], name=value.name)
-        node._rt_info = value.meta.setdefault(_RT_INFO_KEY, {})  # noqa: SLF001 - one per input
-        return node
+        return _view_of(cls, "Parameter", value)
 
     def output(self, index: int = 0) -> Any:
         """The output; for a model's input, the same port as ``model.input(i)``."""
@@ -348,10 +357,7 @@ class Constant(Node):
     @classmethod
     def view(cls, value: ir.Value) -> Constant:
         """The Constant of an existing initializer."""
-        node = cls.__new__(cls)
-        Node.__init__(node, "Constant", [value], name=value.name)
-        node._rt_info = value.meta.setdefault(_RT_INFO_KEY, {})  # noqa: SLF001 - one per initializer
-        return node
+        return _view_of(cls, "Constant", value)
 
     def get_data(self) -> np.ndarray:
         """The constant's values (a numpy array; an ONNX ``Constant`` node's value too)."""
