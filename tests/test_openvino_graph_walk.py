@@ -253,3 +253,17 @@ def test_affinities_on_every_ordered_op_leave_hetero_working() -> None:
     assert model.get_parameters()[0].get_rt_info()["affinity"] == "CPU"
     compiled = ov.Core().compile_model(model, "HETERO:CPU")
     np.testing.assert_allclose(compiled(X)[0], _expected(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_results_friendly_name_sticks_and_its_output_name_stays() -> None:
+    model = _read()
+    result = model.get_results()[0]
+    output_name = model.output(0).get_any_name()
+    result.set_friendly_name("output_1")
+    assert result.get_friendly_name() == "output_1"
+    assert model.get_results()[0].friendly_name == "output_1"  # every view of the output
+    assert model.output(0).get_any_name() == output_name  # results are still read by it
+    compiled = ov.Core().compile_model(_read(), "CPU")
+    node = compiled.output(0).get_node()
+    node.set_friendly_name("output_2")
+    assert node.friendly_name == "output_2"

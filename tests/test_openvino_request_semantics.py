@@ -259,6 +259,16 @@ def test_results_take_negative_indices_as_a_list_does(compiled: ov.CompiledModel
     np.testing.assert_allclose(request.results[-1], reference[-1])
 
 
+@pytest.mark.parametrize("key", [2.0, None, (0,), b"y"])
+def test_results_refuse_a_key_of_another_type_as_openvino_does(compiled: ov.CompiledModel,
+                                                                key: object) -> None:
+    results = compiled(_x(6))
+    with pytest.raises(TypeError, match="Unknown key type"):
+        results[key]
+    with pytest.raises(TypeError, match="Unknown key type"):
+        _ = key in results
+
+
 # --- a request that has not run ---------------------------------------------------------------------
 
 

@@ -199,7 +199,8 @@ def test_values_of_the_right_type_make_a_pair_and_are_refused_where_set(make: An
 @pytest.mark.parametrize("prop", [props.supported_properties, props.execution_devices, device.full_name,
                                   device.type, props.range_for_streams, props.loaded_from_cache])
 def test_read_only_properties_take_no_value(prop: Any) -> None:
-    with pytest.raises(PropertyError, match=rf"{prop()} is read-only"):
+    # a TypeError, as OpenVINO's read-only property functions raise for a value
+    with pytest.raises(TypeError, match=rf"incompatible function arguments: property {prop()} is read-only"):
         prop("anything")
 
 

@@ -301,7 +301,10 @@ class OVDict(Mapping[Port, Any]):
                 return self._ports[key].any_name
             raise KeyError(f"output index {key} out of range; the model has {count} outputs "
                            f"(indices {-count}..{count - 1})")
-        if isinstance(key, str) and key in self._outputs:
+        if not isinstance(key, str):  # OpenVINO's TypeError, for ``key in results`` too
+            raise InputTypeError(f"Unknown key type: {type(key)}; results are read by output index, "
+                                 "name or port")
+        if key in self._outputs:
             return key
         raise KeyError(f"no output {key!r}; outputs: {', '.join(self._outputs)}")
 

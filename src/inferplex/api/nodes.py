@@ -407,10 +407,11 @@ def _constant_array(args: Sequence[Any], kwargs: dict[str, Any]) -> np.ndarray:
 class _ResultSlot:
     """One model output, as OpenVINO's Result node: its rt_info; what it outputs may change."""
 
-    __slots__ = ("rt_info",)
+    __slots__ = ("friendly_name", "rt_info")
 
     def __init__(self) -> None:
         self.rt_info: dict[str, Any] = {}
+        self.friendly_name: str | None = None  # set_friendly_name's; else the output's name
 
 
 class Result(Node):
@@ -450,7 +451,17 @@ class Result(Node):
         return self._slot if self._slot is not None else self
 
     def get_friendly_name(self) -> str:
-        return (self.value.name or self._friendly) if self._graph is not None else self._friendly
+        if self._graph is None:
+            return self._friendly
+        assert self._slot is not None
+        return self._slot.friendly_name or self.value.name or self._friendly
+
+    def set_friendly_name(self, name: str) -> None:
+        """Sets the display name only: the output's tensor name, by which results are read, stays."""
+        if self._slot is None:
+            super().set_friendly_name(name)
+        else:
+            self._slot.friendly_name = str(name)
 
     def output(self, index: int = 0) -> Any:
         """The output; for a model's Result, the same port as ``model.output(i)``."""

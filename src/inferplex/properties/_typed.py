@@ -68,8 +68,9 @@ class Property(str):
         if not values:
             return key
         if self.read_only:
-            raise PropertyError(f"property {key} is read-only: call it with no value for its key, "
-                                f"then read it with get_property({key!r})")
+            raise PropertyTypeError(f"{_function_name(self)}(): incompatible function arguments: property "
+                                    f"{key} is read-only; call it with no value for its key, then read "
+                                    f"it with get_property({key!r})")
         if self._collect is not None:
             value = self._collect(values)
         elif len(values) == 1:
