@@ -24,6 +24,7 @@ import onnx_ir as ir
 from inferplex._ports import _NAMES_KEY, Port, RtValue, graph_changed
 from inferplex.api.build import attach
 from inferplex.api.nodes import RESULT_KEY, Result
+from inferplex.config.any_value import OVAny
 from inferplex.errors import InputError, InputTypeError, ModelError
 
 __all__ = [
@@ -338,7 +339,8 @@ def has_rt_info(model: Any, path: Any) -> bool:
 
 
 def get_rt_info(model: Any, path: Any = None) -> Any:
-    """The value at ``path`` (an ``OVAny``-like RtValue), or the whole rt_info as nested dicts."""
+    """The value at ``path`` (an ``OVAny``-like RtValue; a section of several values as an OVAny of
+    their dict, ``.astype(dict)``), or the whole rt_info as nested dicts."""
     entries = {k[len(_RT_PREFIX):]: v for k, v in model.ir.metadata_props.items() if k.startswith(_RT_PREFIX)}
     tree: dict[str, Any] = {}
     for key, text in entries.items():
@@ -354,4 +356,4 @@ def get_rt_info(model: Any, path: Any = None) -> Any:
         if not isinstance(node, dict) or part not in node:
             raise InputError(f"the model has no rt_info at {_path(path)}")
         node = node[part]
-    return node
+    return OVAny(node) if isinstance(node, dict) else node  # a section too, as OpenVINO's OVAny
