@@ -619,6 +619,18 @@ def test_interpolate_refuses_what_onnx_resize_cannot_do(options: dict[str, Any],
                         axes=np.array([2, 3]), **arguments)
 
 
+@pytest.mark.parametrize("bounds", [["a"], [0.5]])
+def test_integer_inputs_given_other_values_are_refused_by_name(bounds: list[Any]) -> None:
+    with pytest.raises(InputError, match=r"an integer input .* give integers"):
+        ops.slice(ops.parameter([2, 3], F32), bounds, [2], [1])
+
+
+def test_integer_inputs_given_whole_floats_take_them_as_integers() -> None:
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    picked = _one(lambda x: ops.gather_nd(x, np.array([[1.0]])), data, ops)
+    np.testing.assert_array_equal(picked, data[[1]])
+
+
 # --- which module has what ---------------------------------------------------------------------------
 
 

@@ -106,6 +106,10 @@ def int64(item: NodeInput) -> ir.Value:
     """``item`` as int64 (constants converted here, computed values through a Cast)."""
     data = constant_data(item)
     if data is not None:
+        whole = data.dtype.kind in "iub" or (data.dtype.kind == "f" and bool(np.all(np.mod(data, 1) == 0)))
+        if not whole:
+            raise InputError(f"an integer input (indices, axes, a shape, slice bounds) was given "
+                             f"{data.dtype} values {data.reshape(-1)[:4].tolist()}; give integers")
         return value_of(np.asarray(data, dtype=np.int64))
     value = value_of(item)
     if value.dtype == ir.DataType.INT64:
