@@ -4,15 +4,16 @@ Steps recorded on a :class:`PrePostProcessor` become ONNX ops at ``build()``,
 so every device (and the GPU's fused lowered graph) runs them, and no numpy
 preprocessing is left to the host.  Built: element type and layout
 conversion, resize (linear, nearest, cubic), mean, scale, channel reversal,
-RGB/BGR/RGBX/BGRX colour conversion and crop, plus OpenVINO's implicit
+RGB/BGR/RGBX/BGRX colour conversion, crop and pad, plus OpenVINO's implicit
 conversions to the model's element type and layout; on outputs, element type
 and layout conversion.  Resize also resamples as Pillow does
 (``RESIZE_BILINEAR_PILLOW``, ``RESIZE_BICUBIC_PILLOW``), and ``custom(fn)`` steps
 splice in the ops a function builds with ``inferplex.opset`` (on inputs and outputs).
 """
 
+from inferplex._core import get_version
+from inferplex.preprocess._enums import ColorFormat, PaddingMode, ResizeAlgorithm
 from inferplex.preprocess._info import (
-    ColorFormat,
     InputInfo,
     InputModelInfo,
     InputTensorInfo,
@@ -21,7 +22,6 @@ from inferplex.preprocess._info import (
     OutputTensorInfo,
     PostProcessSteps,
     PreProcessSteps,
-    ResizeAlgorithm,
 )
 from inferplex.preprocess._processor import PrePostProcessor
 
@@ -33,8 +33,10 @@ __all__ = [
     "OutputInfo",
     "OutputModelInfo",
     "OutputTensorInfo",
+    "PaddingMode",
     "PostProcessSteps",
     "PrePostProcessor",
     "PreProcessSteps",
     "ResizeAlgorithm",
+    "get_version",
 ]

@@ -18,10 +18,21 @@ from inferplex.api.layout import Layout
 from inferplex.api.shapes import Dimension, PartialShape
 from inferplex.api.types import Type
 from inferplex.errors import InputError, ModelError
-from inferplex.preprocess._info import ColorFormat, InputInfo, OutputInfo, ResizeAlgorithm, Step
+from inferplex.preprocess._enums import ColorFormat, ResizeAlgorithm
+from inferplex.preprocess._info import InputInfo, OutputInfo, Step
 from inferplex.preprocess._ops import Emitter, PlannedOp, custom_result, ir_shape
+from inferplex.preprocess._pad import check_pad
 
 _COLORS_BUILT = (ColorFormat.RGB, ColorFormat.BGR, ColorFormat.RGBX, ColorFormat.BGRX)
+
+_RESIZE_MODES = {
+    ResizeAlgorithm.RESIZE_LINEAR: "linear",
+    ResizeAlgorithm.RESIZE_NEAREST: "nearest",
+    ResizeAlgorithm.RESIZE_CUBIC: "cubic",
+    ResizeAlgorithm.RESIZE_BILINEAR_PILLOW: "bilinear_pillow",
+    ResizeAlgorithm.RESIZE_BICUBIC_PILLOW: "bicubic_pillow",
+}
+"""The resize mode each algorithm is planned as (ONNX Resize's mode, or one of Pillow's)."""
 
 
 class _Tracker:
@@ -180,12 +191,15 @@ def _plan_pre_step(track: _Tracker, step: Step, model_type: Type, model_layout: 
         track.ops.append(PlannedOp("crop", step.args))
     elif step.name == "custom":
         track.ops.append(PlannedOp("custom", step.args))
+    elif step.name == "pad":
+        check_pad(step.args[0], track.element, track.rank)
+        track.ops.append(PlannedOp("pad", step.args))
     elif step.name == "resize":
         algorithm, height, width = step.args
         if height is None:
             height, width = _model_spatial(model_layout, model_shape)
         h_axis, w_axis = track.axis("H", "resize"), track.axis("W", "resize")
-        mode = ResizeAlgorithm(algorithm).value
+        mode = _RESIZE_MODES[algorithm]
         track.ops.append(PlannedOp("resize", (mode, h_axis, w_axis, height, width)))
 
 

@@ -7,7 +7,6 @@ into ONNX ops.  Every setter returns its object, so calls chain as in OpenVINO:
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,36 +16,9 @@ import numpy as np
 from inferplex.api.layout import Layout
 from inferplex.api.shapes import PartialShape
 from inferplex.api.types import Type
-from inferplex.errors import InputError
-
-
-class ResizeAlgorithm(enum.Enum):
-    """How ``resize`` interpolates (ONNX Resize, half-pixel coordinates).
-
-    The ``*_PILLOW`` modes resample as Pillow does (antialiased when downscaling; ONNX Resize's
-    ``antialias``, from opset 18: a model of an older opset is converted first); the others
-    do not antialias."""
-
-    RESIZE_LINEAR = "linear"
-    RESIZE_NEAREST = "nearest"
-    RESIZE_CUBIC = "cubic"
-    RESIZE_BILINEAR_PILLOW = "bilinear_pillow"
-    RESIZE_BICUBIC_PILLOW = "bicubic_pillow"
-
-
-class ColorFormat(enum.Enum):
-    """Colour formats of image tensors; conversions between RGB, BGR, RGBX and BGRX are built."""
-
-    UNDEFINED = "UNDEFINED"
-    RGB = "RGB"
-    BGR = "BGR"
-    RGBX = "RGBX"
-    BGRX = "BGRX"
-    GRAY = "GRAY"
-    NV12_SINGLE_PLANE = "NV12_SINGLE_PLANE"
-    NV12_TWO_PLANES = "NV12_TWO_PLANES"
-    I420_SINGLE_PLANE = "I420_SINGLE_PLANE"
-    I420_THREE_PLANES = "I420_THREE_PLANES"
+from inferplex.errors import InputError, InputTypeError
+from inferplex.preprocess._enums import ColorFormat, PaddingMode, ResizeAlgorithm, member
+from inferplex.preprocess._pad import pad_arguments
 
 
 @dataclass(frozen=True)
@@ -140,13 +112,22 @@ class PreProcessSteps(_Steps):
 
     def convert_color(self, dst_format: ColorFormat) -> PreProcessSteps:
         """Convert from the tensor's colour format (``set_color_format``) to ``dst_format``."""
-        return self._add("convert_color", ColorFormat(dst_format))
+        return self._add("convert_color", member(ColorFormat, dst_format, "convert_color"))
 
     def crop(self, begin: Sequence[int], end: Sequence[int]) -> PreProcessSteps:
         """Keep ``begin[i]:end[i]`` of every dimension (negative ends count from the end)."""
         if len(begin) != len(end):
             raise InputError(f"crop begin {list(begin)} and end {list(end)} differ in length")
         return self._add("crop", tuple(int(b) for b in begin), tuple(int(e) for e in end))
+
+    def pad(self, pads_begin: Sequence[int], pads_end: Sequence[int], value: float | Sequence[float],
+            mode: PaddingMode) -> PreProcessSteps:
+        """Add ``pads_begin[i]`` elements before and ``pads_end[i]`` after dimension ``i`` (one pad
+        per dimension of the tensor at this step; negative pads remove elements), filled as
+        ``mode`` says: with ``value`` (CONSTANT; other modes ignore it), the edge element (EDGE),
+        or a mirror without the edge (REFLECT) or with it (SYMMETRIC).  The tensor must be a
+        float one there; its shape grows, so set the tensor's shape (``tensor().set_shape``)."""
+        return self._add("pad", *pad_arguments(pads_begin, pads_end, value, mode))
 
 
 class PostProcessSteps(_Steps):
@@ -163,6 +144,8 @@ class TensorFacts:
     spatial: tuple[Any, Any] | None = None
     """(height, width) from ``set_spatial_*_shape``: ints, or None for dynamic."""
     color: ColorFormat | None = None
+    memory_type: str | None = None
+    """From ``set_memory_type``; recorded, not built."""
 
 
 class InputTensorInfo:
@@ -206,7 +189,19 @@ class InputTensorInfo:
     def set_color_format(self, format: ColorFormat,
                          sub_names: Sequence[str] = ()) -> InputTensorInfo:
         del sub_names  # plane names of multi-plane formats, which are not built
-        self.facts.color = ColorFormat(format)
+        self.facts.color = member(ColorFormat, format, "set_color_format")
+        return self
+
+    def set_memory_type(self, memory_type: str) -> InputTensorInfo:
+        """The memory the tensor lives in (OpenVINO's ``"GPU_SURFACE"`` for remote GPU surfaces).
+
+        Recorded only: the model does not change, and tensors are fed as host arrays."""
+        if isinstance(memory_type, bytes):
+            memory_type = memory_type.decode()
+        if not isinstance(memory_type, str):
+            raise InputTypeError(f"set_memory_type takes a string (e.g. 'GPU_SURFACE'), got "
+                                 f"{type(memory_type).__name__} {memory_type!r}")
+        self.facts.memory_type = memory_type
         return self
 
 

@@ -20,6 +20,7 @@ from inferplex.api.shapes import Dimension, PartialShape
 from inferplex.api.types import Type
 from inferplex.errors import ModelError
 from inferplex.preprocess._custom import emit_custom
+from inferplex.preprocess._pad import emit_pad, padded
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -85,22 +86,26 @@ class PlannedOp:
     """One operation: ``kind`` and its arguments (axes may be negative, from the end)."""
 
     kind: str
-    """cast, transpose, resize, sub, div, reverse, first3, crop or custom (its shape and type are
-    those of the value its function returns: see :func:`custom_result`)."""
+    """cast, transpose, resize, sub, div, reverse, first3, crop, pad or custom (its shape and type
+    are those of the value its function returns: see :func:`custom_result`)."""
     args: tuple[Any, ...] = ()
 
     @property
     def min_opset(self) -> int:
-        """The ONNX opset its nodes need: Resize 11 (18 for Pillow's antialiased modes), Slice with
-        steps 10, the others 1."""
+        """The ONNX opset its nodes need: Resize 11 (18 for Pillow's antialiased modes), Pad with
+        its pads as an input 11, Slice with steps 10, the others 1."""
         if self.kind == "resize":
             return 18 if self.args[0] in _PILLOW else 11
+        if self.kind == "pad":
+            return 11
         return 10 if self.kind in ("reverse", "first3", "crop") else 1
 
     def forward(self, shape: PartialShape) -> PartialShape:
         """The shape this op makes from ``shape``."""
         if self.kind in ("cast", "sub", "div", "reverse", "custom") or shape.rank.is_dynamic:
             return PartialShape(shape)
+        if self.kind == "pad":
+            return padded(shape, self.args[0], self.args[1])
         dims, rank = list(shape), len(shape)
         if self.kind == "transpose":
             return PartialShape([dims[p] for p in self.args[0]])
@@ -115,8 +120,10 @@ class PlannedOp:
 
     def backward(self, shape: PartialShape) -> PartialShape:
         """The shape of this op's input, given its output (for an unset tensor shape); a custom
-        function is taken to keep the shape (set the tensor's shape where it does not)."""
-        if self.kind in ("cast", "sub", "div", "reverse", "custom") or shape.rank.is_dynamic:
+        function is taken to keep the shape (set the tensor's shape where it does not), and so is
+        pad, as in OpenVINO, which takes the model's shape for an unset tensor's: a pad that
+        grows a static dimension then needs the tensor's shape set."""
+        if self.kind in ("cast", "sub", "div", "reverse", "custom", "pad") or shape.rank.is_dynamic:
             return PartialShape(shape)
         dims, rank = list(shape), len(shape)
         if self.kind == "transpose":
@@ -138,6 +145,8 @@ class PlannedOp:
         result = self.forward(shape)
         if self.kind == "custom":
             return emit_custom(out, value, self.args[0])
+        if self.kind == "pad":
+            return emit_pad(out, value, element, shape, self.args)
         if self.kind == "cast":
             return out.op("Cast", [value], self.args[0], result, to=int(self.args[0].data_type))
         if self.kind == "transpose":

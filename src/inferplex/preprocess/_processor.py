@@ -23,7 +23,7 @@ class PrePostProcessor:
     """OpenVINO's ``PrePostProcessor`` over an ONNX model.
 
     ``build()`` adds the recorded steps to ``model``'s ONNX graph as ONNX ops
-    (Cast, Transpose, Resize, Sub, Div, Slice), so every device runs them; as
+    (Cast, Transpose, Resize, Sub, Div, Slice, Pad, Concat), so every device runs them; as
     in OpenVINO it changes ``model`` in place and returns it.  The new inputs
     and outputs keep their names, and carry the tensor's layout.
 
@@ -87,7 +87,7 @@ class PrePostProcessor:
         if not final_shape.compatible(port.get_partial_shape()):
             raise ModelError(f"input {name!r}: after preprocessing the tensor has shape "
                              f"{final_shape}, but the model takes {port.get_partial_shape()}; "
-                             "check the tensor's shape and layout, and the resize/crop steps")
+                             "check the tensor's shape and layout, and the resize/crop/pad steps")
         if not track.ops:  # no ops: the input only takes the tensor's (narrower) shape
             old.shape = ir_shape(shape) if shape.refines(port.get_partial_shape()) else old.shape
             return self._store_layout(index, layout)
