@@ -428,11 +428,11 @@ def test_reshape_refuses_key_and_value_types_with_type_error() -> None:
         model.reshape({0: range(1, 3)})
 
 
-def test_model_keyword_constructor_and_stateful_refusal() -> None:
+def test_model_keyword_constructor_and_a_sink_that_is_no_assign() -> None:
     param = opset.parameter([2], np.float32, name="x")
     model = ov.Model(results=[opset.relu(param)], parameters=[param], name="kw")
     assert model.get_friendly_name() == "kw"
-    with pytest.raises(RuntimeError, match="stateful"):
+    with pytest.raises(TypeError, match="Sink node is expected"):
         ov.Model(results=[opset.relu(param)], parameters=[param], sinks=[object()])
 
 

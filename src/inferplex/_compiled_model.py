@@ -26,6 +26,8 @@ from inferplex.engine.request import OutputSpec
 from inferplex.engine.runner import Runner
 from inferplex.engine.trace import Timeline
 from inferplex.errors import ModelError, PropertyError
+from inferplex.state.request_state import VariableState
+from inferplex.state.stateless import state_plan, stateless_copy
 
 __all__ = ["CompiledModel", "ExportedModelBytes"]
 
@@ -97,6 +99,7 @@ class CompiledModel:
         self._expected = _output_spec(self._outputs)
         self._completions = Completions(device_name)
         self._default_request: InferRequest | None = None
+        self._state_plan = state_plan(model.ir)  # its variables: fed and kept by each request
         self._lock = threading.Lock()
         # Holds neither self nor anything that refers to it: the model can be collected.
         self._finalizer = weakref.finalize(self, _release, runner, self._completions)
@@ -133,11 +136,22 @@ class CompiledModel:
         arrays of the input's dtype are read where they are) and results are
         copies unless ``share_outputs=True``.  See :meth:`InferRequest.infer`.
         """
+        return self._own_request().infer(inputs, share_inputs, share_outputs, decode_strings=decode_strings)
+
+    def _own_request(self) -> InferRequest:
+        """The request ``compiled_model(inputs)`` runs on, made at its first use."""
         with self._lock:
             if self._default_request is None:
                 self._default_request = self.create_infer_request()
-        return self._default_request.infer(inputs, share_inputs, share_outputs,
-                                           decode_strings=decode_strings)
+            return self._default_request
+
+    def query_state(self) -> list[VariableState]:
+        """The variables of the request ``compiled_model(inputs)`` runs on (``InferRequest.query_state``)."""
+        return self._own_request().query_state()
+
+    def reset_state(self) -> None:
+        """Unset the variables of the request ``compiled_model(inputs)`` runs on."""
+        self._own_request().reset_state()
 
     def get_runtime_model(self) -> Model:
         """A copy of the model that runs, each op's ``rt_info`` saying where it runs.
@@ -216,7 +230,7 @@ class CompiledModel:
         blob = record.plugin.export_program(record.program)
         fingerprint = record.plugin.cache_fingerprint(record.device, record.config)
         if blob is None and record.loaded and fingerprint is not None:  # its form stayed in the cache
-            blob = export_anew(record.plugin, self._model.ir, record.device, record.config)
+            blob = export_anew(record.plugin, stateless_copy(self._model.ir), record.device, record.config)
         if blob is None or fingerprint is None:
             raise CompileError(f"{record.device} cannot export this compiled model (its programs are not "
                                "cacheable); compile the model again where it is needed")

@@ -52,6 +52,7 @@ from inferplex.errors import (
     PluginError,
     PropertyError,
 )
+from inferplex.state.stateless import stateless_copy
 
 __all__ = ["Core", "Extension", "compile_model", "get_version"]
 
@@ -203,14 +204,15 @@ class Core(VirtualSettings):
         spec = parse_device_string(device_name)
         if spec.virtual is None:
             device = self._registry.full_name(spec.names[0])
-            supported = self._registry.supported_nodes(model.ir, device, config)
+            supported = self._registry.supported_nodes(stateless_copy(model.ir), device, config)
             return {op.get_friendly_name(): device for op in model.get_ops()
                     if op.get_friendly_name() in supported}
         if spec.virtual == "HETERO":
             from inferplex.hetero import query_hetero
 
             virtual = self._virtual(spec, config)
-            return query_hetero(self._registry, model.ir, self._device_list(spec, virtual), virtual)
+            devices = self._device_list(spec, virtual)
+            return query_hetero(self._registry, stateless_copy(model.ir), devices, virtual)
         raise DeviceNameError(f"query_model accepts a device or HETERO:<devices>, not {device_name!r}")
 
     def compile_model(self, model: Any, device_name: str | None = None,
@@ -234,7 +236,7 @@ class Core(VirtualSettings):
                                     "inferplex's model cache (CACHE_DIR) does not encrypt its files: "
                                     "set CACHE_DIR to '' for this compile, or leave the callbacks out")
             model = self._in_output_precision(model, engine, [(device, settings)])
-            program = registry.compile(model.ir, device, settings)
+            program = registry.compile(stateless_copy(model.ir), device, settings)
             pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),
                               exit_timeout=engine.get("EXIT_TIMEOUT"))
             return CompiledModel(model, PoolRunner(pool), device, {**settings, **engine}, timeline,
@@ -246,19 +248,20 @@ class Core(VirtualSettings):
 
     def _compile_virtual(self, registry: DeviceRegistry, model: Model, spec: DeviceSpec,
                          settings: dict[str, Any]) -> Runner:
+        graph = stateless_copy(model.ir)  # a stateful model's variables as inputs and outputs
         if spec.virtual == "HETERO":
             from inferplex.hetero import compile_hetero
 
-            return compile_hetero(registry, model.ir, self._device_list(spec, settings), settings)
+            return compile_hetero(registry, graph, self._device_list(spec, settings), settings)
         if spec.virtual == "MULTI":
             from inferplex.multi import compile_multi
 
             targets = spec.targets or parse_device_list(self._priorities(spec, settings),
                                                         allow_counts=True)
-            return compile_multi(registry, model.ir, targets, settings)
+            return compile_multi(registry, graph, targets, settings)
         from inferplex.multi import compile_auto
 
-        return compile_auto(registry, model.ir, auto_spec(spec, settings), settings)
+        return compile_auto(registry, graph, auto_spec(spec, settings), settings)
 
     @staticmethod
     def _in_output_precision(model: Model, engine: Mapping[str, Any],

@@ -39,6 +39,7 @@ from inferplex.engine.device_pool import as_inference_error
 from inferplex.engine.latch import Latch
 from inferplex.engine.request import Outcome, Request, RunResult
 from inferplex.errors import InferenceError, InputError, RequestBusyError
+from inferplex.state.request_state import RequestStates, VariableState
 
 if TYPE_CHECKING:
     from inferplex._compiled_model import CompiledModel
@@ -70,6 +71,8 @@ class InferRequest(TensorAccess):
         self._lock = threading.Lock()
         self._latency_ms = 0.0
         self._output_names = [port.any_name for port in compiled._outputs]
+        plan = compiled._state_plan
+        self._states = RequestStates(plan) if plan is not None else None
 
     def get_compiled_model(self) -> CompiledModel:
         """The compiled model this request belongs to."""
@@ -106,6 +109,8 @@ class InferRequest(TensorAccess):
             if not self._ended.clear_if_set():
                 raise RequestBusyError("this InferRequest is still running; call wait() before "
                                        "starting it again, or use more requests (AsyncInferQueue)")
+            if self._states is not None:  # the variables' values go in with the inputs
+                bound = {**bound, **self._states.feeds()}
             request = Request(bound, self._compiled._timeline, self._compiled._expected, on_end)
             self._request = request
             self._callback_error = None
@@ -128,6 +133,8 @@ class InferRequest(TensorAccess):
         try:
             result = self._compiled._runner.run(request)  # returns only the result the request ended with
             self._tensors.ran(result.outputs)
+            if self._states is not None:
+                self._states.ran(result.outputs)
         except Exception as error:  # noqa: BLE001 - the request ends with it; results raises it
             request.fail(as_inference_error(error, self._compiled._device_name))
             result = None
@@ -201,6 +208,8 @@ class InferRequest(TensorAccess):
                     self._tensors.ran(result.outputs)
                 except Exception:  # noqa: BLE001 - the results stay readable; only the copy failed
                     _log.exception("inferplex: writing results into the output tensors failed")
+                if self._states is not None:
+                    self._states.ran(result.outputs)
             callback = self._callback
             if callback is not None:
                 try:
@@ -264,6 +273,18 @@ class InferRequest(TensorAccess):
         ``userdata`` becomes the request's :attr:`userdata` (``start_async`` may replace it).
         What the callback raises is raised by the next ``wait()``/``wait_for()``."""
         self._callback, self._userdata = callback, userdata
+
+    # --- variables (stateful models, see inferplex.state) -------------------------------------
+
+    def query_state(self) -> list[VariableState]:
+        """The request's variables, one ``VariableState`` each (none for a model without state)."""
+        return self._states.states() if self._states is not None else []
+
+    def reset_state(self) -> None:
+        """Unset every variable: the next run reads their initial values (zeros where they have none)."""
+        self._check_idle()
+        if self._states is not None:
+            self._states.reset()
 
     def cancel(self) -> None:
         """Requests already handed to a device run to the end; nothing to cancel here."""

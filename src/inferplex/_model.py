@@ -30,34 +30,37 @@ class Model:
     ``ov.Model`` does (``results``: a node, an output port, or a list of them).
     """
 
-    def __init__(self, model: Any = None, parameters: Any = None, name: str | None = None, *,
-                 results: Any = None, sinks: Any = None, variables: Any = None) -> None:
+    def __init__(self, model: Any = None, *args: Any, results: Any = None, sinks: Any = None,
+                 parameters: Any = None, variables: Any = None, name: str | None = None) -> None:
         if results is not None:  # OpenVINO's keyword spelling: Model(results=..., parameters=...)
             model = results
-        if sinks or variables:
-            raise ModelError("Model(sinks=..., variables=...) builds a stateful model (ReadValue/Assign); "
-                             "ONNX models have no state, so inferplex cannot run one")
         if model is None:
-            raise ModelError("Model needs results: Model(results, parameters, name) or "
+            raise ModelError("Model needs results: Model(results, parameters, name), "
+                             "Model(results, sinks, parameters, variables, name) or "
                              "Model(onnx_ir.Model, name)")
         if isinstance(model, ir.Model):
-            if isinstance(parameters, str) and name is None:
-                parameters, name = None, parameters
-            if parameters is not None:
+            args = tuple(arg for arg in args if arg is not None)
+            if args and isinstance(args[0], str) and name is None:
+                args, name = args[1:], args[0]
+            if args or parameters is not None or sinks or variables:
                 raise ModelError("Model(onnx_ir.Model, name) takes no parameters; "
                                  "Model(results, parameters, name) builds a model from nodes")
-        sources: list[Any] = []
-        if not isinstance(model, ir.Model):
+            self.ir = model
+            self._param_sources: list[Any] = []
+            """The built Parameters' values, by input index (``get_parameter_index`` finds them)."""
+        else:
             from inferplex.api.build import build_model
+            from inferplex.state.model_state import add_variables, sink_node
 
-            given = parameters if isinstance(parameters, (list, tuple)) else \
+            given = _constructor_lists(list(args), sinks, parameters, variables, name)
+            sinks, parameters, variables, name = given
+            listed = parameters if isinstance(parameters, (list, tuple)) else \
                 ([] if parameters is None else [parameters])
-            sources = [getattr(p, "_outputs", [None])[0] for p in given]
-            model = build_model(model, parameters, name)
-        self.ir = model
-        self._param_sources: list[Any] = sources
-        """The built Parameters' values, by input index (``get_parameter_index`` finds them)."""
-        self._name = name or model.graph.name or "model"
+            self.ir = build_model(model, parameters, name, [sink_node(sink) for sink in sinks])
+            self._param_sources = [getattr(p, "_outputs", [None])[0] for p in listed]
+            if variables:
+                add_variables(self, variables)
+        self._name = name or self.ir.graph.name or "model"
 
     @property
     def friendly_name(self) -> str:
@@ -161,13 +164,13 @@ class Model:
         """Set input shapes and re-infer every shape downstream (see :mod:`inferplex.api.reshape`).
 
         ``shapes``: one shape for a one-input model (``[1, 3, 224, 224]``,
-        ``"1..8,3,224,224"``, a PartialShape), or ``{name | index | port: shape}``.
+        ``"1..8,3,224,224"``, a PartialShape), or ``{name | index | port: shape}``;
+        ``variable_shapes``: ``{variable id: shape}`` for a stateful model's variables.
         A shape the model cannot take raises InputError and leaves the model as it was.
         """
         from inferplex.api.reshape import apply_input_shapes, parse_shape
+        from inferplex.state.model_state import reshaped_variables
 
-        if variable_shapes:
-            raise InputError("reshape with variable shapes needs stateful models, which ONNX models are not")
         _check_reshape_types(shapes)
         if not isinstance(shapes, Mapping):
             if len(self.ir.graph.inputs) != 1:
@@ -175,7 +178,8 @@ class Model:
                                  "inputs; pass {name or index or port: shape}")
             shapes = {0: shapes}
         new = {self.input(key).index: parse_shape(value) for key, value in shapes.items()}
-        apply_input_shapes(self.ir, new)
+        with reshaped_variables(self.ir, variable_shapes or {}):
+            apply_input_shapes(self.ir, new)
 
     # --- editing, as OpenVINO's Model (see inferplex.api.model_edit) ----------------------
 
@@ -221,6 +225,59 @@ class Model:
         from inferplex.api import model_edit
 
         model_edit.remove_parameter(self, parameter)
+
+    # --- state: sinks and variables (see inferplex.state) ----------------------------------
+
+    def get_sinks(self) -> list[Op]:
+        """The model's ``Assign`` nodes."""
+        from inferplex.state import model_state
+
+        return model_state.get_sinks(self)
+
+    @property
+    def sinks(self) -> list[Op]:
+        return self.get_sinks()
+
+    def add_sinks(self, sinks: Any) -> None:
+        from inferplex.state import model_state
+
+        model_state.add_sinks(self, sinks if isinstance(sinks, (list, tuple)) else [sinks])
+
+    def remove_sink(self, sink: Any) -> None:
+        from inferplex.state import model_state
+
+        model_state.remove_sink(self, sink)
+
+    def get_sink_index(self, sink: Any) -> int:
+        """The position of an ``Assign`` (node or output) among the sinks; -1 when it is not one."""
+        from inferplex.state import model_state
+
+        return model_state.get_sink_index(self, sink)
+
+    def get_variables(self) -> list[Any]:
+        """The model's variables (``op.util.Variable``)."""
+        from inferplex.state import model_state
+
+        return model_state.get_variables(self)
+
+    @property
+    def variables(self) -> list[Any]:
+        return self.get_variables()
+
+    def add_variables(self, variables: Any) -> None:
+        from inferplex.state import model_state
+
+        model_state.add_variables(self, variables if isinstance(variables, (list, tuple)) else [variables])
+
+    def remove_variable(self, variable: Any) -> None:
+        from inferplex.state import model_state
+
+        model_state.remove_variable(self, variable)
+
+    def get_variable_by_id(self, variable_id: str) -> Any:
+        from inferplex.state import model_state
+
+        return model_state.get_variable_by_id(self, variable_id)
 
     def validate_nodes_and_infer_types(self) -> None:
         """Re-infer shapes and types; a ModelError names the node whose inputs do not fit."""
@@ -287,6 +344,35 @@ class Model:
         inputs = ",".join(f"\n{port!r}" for port in self.inputs)
         outputs = ",".join(f"\n{port!r}" for port in self.outputs)
         return f"<Model: {self._name!r}\ninputs[{inputs}\n]\noutputs[{outputs}\n]>"
+
+
+def _constructor_lists(args: list[Any], sinks: Any, parameters: Any, variables: Any, name: str | None
+                       ) -> tuple[list[Any], Any, list[Any], str | None]:
+    """Sinks, parameters, variables and name from ``Model(results, ...)``'s positional forms:
+    ``(parameters, name)``, ``(sinks, parameters, name)``, ``(parameters, variables, name)`` and
+    ``(sinks, parameters, variables, name)``, keywords filling what the positions leave out."""
+    from inferplex.state.variables import Variable
+
+    if args and isinstance(args[-1], str) and name is None:
+        name = args.pop()
+    lists = list(args)
+    if len(lists) > 3:
+        raise ModelError(f"Model(results, ...) takes at most sinks, parameters, variables and a name; got "
+                         f"{len(args) + 1} positional arguments")
+
+    def of_variables(item: Any) -> bool:
+        return isinstance(item, (list, tuple)) and bool(item) and all(isinstance(v, Variable) for v in item)
+
+    if lists and of_variables(lists[-1]) and variables is None:
+        variables = lists.pop()
+    if len(lists) == 2:
+        sinks, parameters = lists
+    elif len(lists) == 1:
+        if parameters is None:
+            parameters = lists[0]
+        else:
+            sinks = lists[0]
+    return list(sinks or []), parameters, list(variables or []), name
 
 
 def _check_reshape_types(shapes: Any) -> None:

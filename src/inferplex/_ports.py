@@ -440,8 +440,24 @@ class _ConstantOp(Op, Constant):
 
 
 def op_of(node: ir.Node) -> Op:
-    """The op of an ONNX node (a Constant for ONNX's ``Constant``)."""
-    return _ConstantOp(node) if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else Op(node)
+    """The op of an ONNX node (a Constant for ONNX's ``Constant``, a ReadValue or Assign that
+    names its variable for the state ops)."""
+    if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+        return _ConstantOp(node)
+    if node.domain == _STATE_DOMAIN:
+        return _VariableOp(node)
+    return Op(node)
+
+
+_STATE_DOMAIN = "ai.inferplex.state"
+""":data:`inferplex.state.variables.STATE_DOMAIN` (which imports this module's neighbours)."""
+
+
+class _VariableOp(Op):
+    """A ``ReadValue`` or ``Assign`` of the model."""
+
+    def get_variable_id(self) -> str:
+        return self._node.attributes.get_string("variable_id", "")
 
 
 def source_node(value: ir.Value) -> Node:

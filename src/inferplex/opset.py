@@ -49,10 +49,28 @@ from inferplex._opsets.shapes import *  # noqa: F403 - re-exported: broadcast, p
 from inferplex._opsets.slicing import *  # noqa: F403 - re-exported: slice, strided_slice, roll
 from inferplex.api.nodes import Constant, Node, Parameter, Result, to_ir_dtype
 from inferplex.errors import InputError
+from inferplex.state.ops import assign, read_value
 
 __all__ = [
-    "add", "avg_pool", "concat", "constant", "convolution", "divide", "matmul", "max_pool", "multiply",
-    "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
+    "add",
+    "assign",
+    "avg_pool",
+    "concat",
+    "constant",
+    "convolution",
+    "divide",
+    "matmul",
+    "max_pool",
+    "multiply",
+    "parameter",
+    "read_value",
+    "relu",
+    "reshape",
+    "result",
+    "sigmoid",
+    "softmax",
+    "subtract",
+    "transpose",
 ]
 __all__ += _more.__all__
 __all__ += _math.__all__

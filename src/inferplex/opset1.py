@@ -24,6 +24,7 @@ from inferplex.api.nodes import Node
 from inferplex.opset import (
     SINCE_OPSET,
     add,
+    assign,
     avg_pool,
     concat,
     constant,
@@ -33,6 +34,7 @@ from inferplex.opset import (
     max_pool_node,
     multiply,
     parameter,
+    read_value,
     relu,
     reshape,
     result,
@@ -45,6 +47,7 @@ from inferplex.opset import (
 __all__ = [
     "add", "avg_pool", "concat", "constant", "convolution", "divide", "matmul", "max_pool", "multiply",
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
+    "read_value", "assign",
     *(name for module in (_more, _math, _shapes, _slicing, _index, _nn, _interpolate)
       for name in module.__all__ if SINCE_OPSET.get(name, 1) <= 7),
 ]

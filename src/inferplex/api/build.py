@@ -20,7 +20,7 @@ import onnx_ir as ir
 from inferplex.api.nodes import Node, Parameter, Result
 from inferplex.errors import ModelError
 
-__all__ = ["IR_VERSION", "OPSET", "attach", "build_model"]
+__all__ = ["IR_VERSION", "OPSET", "attach", "build_model", "unique_name"]
 
 OPSET = 17
 """ONNX opset of built models: Softmax along one axis (13+), Reshape's allowzero (14+)."""
@@ -30,18 +30,22 @@ _COPIES_KEY = "inferplex.copies"
 """Graph ``meta`` key (in memory only): the built values the graph's values are copies of."""
 
 
-def build_model(results: Any, parameters: Any, name: str | None) -> ir.Model:
-    """An ``onnx_ir.Model`` computing ``results`` from ``parameters``."""
+def build_model(results: Any, parameters: Any, name: str | None, sinks: Sequence[ir.Node] = ()) -> ir.Model:
+    """An ``onnx_ir.Model`` computing ``results`` from ``parameters``, with the ``sinks``
+    (``Assign`` nodes, :mod:`inferplex.state`) and what they read among its nodes."""
     outputs = _result_values(results)
     inputs = _parameter_values(parameters)
     known = {id(v): v for v in inputs}
-    nodes, initializers, undeclared = _collect([value for value, _ in outputs], lambda v: known.get(id(v)))
+    reached = [value for value, _ in outputs] + [v for sink in sinks for v in sink.outputs]
+    nodes, initializers, undeclared = _collect(reached, lambda v: known.get(id(v)))
+    nodes += [sink for sink in sinks if not sink.outputs and sink not in nodes]  # an Assign of no value
     if undeclared:
         raise ModelError(f"the results depend on Parameter {', '.join(repr(n) for n in undeclared)}, "
                          "not in the model's parameters; add it to the parameters list")
     outputs_named, identities = _name_values(inputs, initializers, nodes, outputs)
+    imports = {"": OPSET, **{node.domain: 1 for node in nodes if node.domain not in ("", "ai.onnx")}}
     view = ir.GraphView(inputs, outputs_named, nodes=[*nodes, *identities], initializers=initializers,
-                        opset_imports={"": OPSET}, name=name or "model")
+                        opset_imports=imports, name=name or "model")
     model = ir.Model(view, ir_version=IR_VERSION, producer_name="inferplex")  # type: ignore[arg-type]
     copy = ir.serde.deserialize_model(ir.serde.serialize_model(model))
     copies: weakref.WeakKeyDictionary[ir.Value, ir.Value] = weakref.WeakKeyDictionary()
@@ -94,15 +98,16 @@ def _name_attached(graph: ir.Graph, nodes: Sequence[ir.Node], initializers: Sequ
         {v.name for node in graph for v in node.outputs}
     node_names = {node.name for node in graph}
     for constant in initializers:
-        constant.name = _unique(constant.name or "Constant", value_names)
+        constant.name = unique_name(constant.name or "Constant", value_names)
     for node in nodes:
-        node.name = _unique(node.name or node.op_type, node_names)
+        node.name = unique_name(node.name or node.op_type, node_names)
         for index, output in enumerate(node.outputs):
-            output.name = _unique(output.name or (node.name if index == 0 else f"{node.name}:{index}"),
-                                  value_names)
+            output.name = unique_name(output.name or (node.name if index == 0 else f"{node.name}:{index}"),
+                                      value_names)
 
 
-def _unique(base: str, taken: set[str | None]) -> str:
+def unique_name(base: str, taken: set[str | None]) -> str:
+    """``base``, or ``base_1``, ``base_2``, ... : the first not in ``taken``, which it joins."""
     name, suffix = base, 1
     while name in taken:
         name, suffix = f"{base}_{suffix}", suffix + 1

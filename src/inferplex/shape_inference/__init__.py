@@ -14,7 +14,8 @@ names, element types and shapes (their values mean nothing; the copy is never ru
 of ONNX's inference covers the whole graph.  Twins exist for the quantized ops
 (:mod:`._quantized`), the attention ops (:mod:`._attention`) and the fused transformer
 ops, with the two normalizations ONNX Runtime registers in the ONNX domain
-(:mod:`._transformer`).  A node with no twin, or of a form its twin does not cover, stays: its
+(:mod:`._transformer`), and for the state ops ``ReadValue`` and ``Assign`` (:mod:`._state`).
+A node with no twin, or of a form its twin does not cover, stays: its
 outputs keep unknown shapes, as before.  Nodes inside control-flow subgraphs are not replaced.
 
 What ONNX's inference lets through that a model cannot run (a Conv's input channels that its
@@ -32,6 +33,7 @@ from inferplex.shape_inference._attention import ATTENTION_TWINS
 from inferplex.shape_inference._conflicts import find_conflicts
 from inferplex.shape_inference._quantized import QUANTIZED_TWINS
 from inferplex.shape_inference._rewriter import MS, Rewriter, Twin
+from inferplex.shape_inference._state import STATE_TWINS
 from inferplex.shape_inference._transformer import ONNX_DOMAIN_TWINS, TRANSFORMER_TWINS
 
 __all__ = ["WEIGHT_LIMIT_BYTES", "find_conflicts", "infer", "proto_dims", "replace_contrib_ops",
@@ -44,6 +46,7 @@ _TWINS: dict[str, dict[str, Twin]] = {
     MS: {**QUANTIZED_TWINS, **ATTENTION_TWINS, **TRANSFORMER_TWINS},
     "": ONNX_DOMAIN_TWINS,
     "ai.onnx": ONNX_DOMAIN_TWINS,
+    "ai.inferplex.state": STATE_TWINS,
 }
 """Twins by domain, then op type."""
 
