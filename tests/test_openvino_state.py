@@ -358,3 +358,19 @@ def test_a_variable_with_no_type_is_refused_at_compile() -> None:
     model = ov.Model([ops.result(ops.read_value("untyped")), ops.result(ops.relu(x))], [x])
     with pytest.raises(errors.ModelError, match="'untyped' has no element type"):
         ov.Core().compile_model(model, "CPU")
+
+
+def test_a_failed_inference_leaves_the_variables_as_they_were() -> None:
+    """The run fails at a Reshape the given shape does not fit; the Assign's value is not kept."""
+    x = ops.parameter([2, 3], np.float32, name="x")
+    shape = ops.parameter([2], np.int64, name="shape")
+    total = ops.add(ops.read_value(x, "acc", np.float32, [2, 3]), x)
+    out = ops.result(ops.reshape(total, shape, False), "out")
+    model = ov.Model([out], [ops.assign(total, "acc")], [x, shape])
+    request = ov.Core().compile_model(model, "CPU").create_infer_request()
+    good, bad = np.array([3, 2], np.int64), np.array([4, 4], np.int64)
+    np.testing.assert_allclose(request.infer({"x": X, "shape": good})["out"], (2 * X).reshape(3, 2))
+    with pytest.raises(errors.InferplexError):
+        request.infer({"x": X, "shape": bad})
+    np.testing.assert_allclose(request.query_state()[0].state.data, 2 * X)
+    np.testing.assert_allclose(request.infer({"x": X, "shape": good})["out"], (3 * X).reshape(3, 2))
