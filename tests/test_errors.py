@@ -203,10 +203,17 @@ def test_unreadable_file(core: ov.Core, tmp_path: Path) -> None:
 def test_an_openvino_ir_file_is_named_as_such(core: ov.Core, tmp_path: Path) -> None:
     path = tmp_path / "model.xml"
     path.write_text('<?xml version="1.0"?>\n<net name="model" version="11"><layers/></net>\n')
-    with _raises(ModelError, str(path), "OpenVINO IR", "accepted: .onnx files"):
+    with _raises(ModelError, str(path), "OpenVINO IR", str(tmp_path / "model.bin"), "does not exist"):
         core.read_model(path, tmp_path / "model.bin")
-    with _raises(ModelError, "OpenVINO IR", "accepted: .onnx files"):
+    with _raises(ModelError, "OpenVINO IR"):  # no Result (or, without openvino, the package it needs)
         core.read_model(path.read_bytes())
+
+
+def test_xml_that_is_not_an_openvino_ir_is_named_as_such(core: ov.Core, tmp_path: Path) -> None:
+    path = tmp_path / "settings.xml"
+    path.write_text('<?xml version="1.0"?>\n<config><device>CPU</device></config>\n')
+    with _raises(ModelError, str(path), "not an OpenVINO IR", "OpenVINO IR .xml (with its .bin)"):
+        core.read_model(path)
 
 
 def test_a_folder_is_not_a_model(core: ov.Core, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """Reading a :class:`~inferplex._model.Model` from its sources, and saving one.
 
 ``read_model`` (:func:`load_model`) accepts a path, bytes, an ``onnx.ModelProto`` or an
-``onnx_ir.Model``.  On reading, inferplex
+``onnx_ir.Model``.  A path or bytes (or text) whose content is an OpenVINO IR (``.xml``, with its
+``.bin``) is read by :mod:`inferplex.api.ir`, which needs the ``openvino`` package; an ``.xml``
+path whose content is ONNX (what :func:`serialize` writes) reads as ONNX.  On reading ONNX, inferplex
 
 - checks the model with ``onnx.checker`` and names what is malformed, and
   refuses external data whose location leaves the model's folder
@@ -57,12 +59,14 @@ def is_model_source(source: Any) -> bool:
 def load_model(source: Any, weights: Any = None) -> Model:
     """Read a model from a path, bytes, ``onnx.ModelProto`` or ``onnx_ir.Model``.
 
-    Whatever is wrong with the source ends as a :class:`ModelError` naming it:
-    a file that is missing or not a protobuf, text that is not UTF-8, unknown
-    element types, external data that is malformed or leaves the model's
-    folder, what ``onnx.checker`` finds (:mod:`inferplex._model_check`).
+    An OpenVINO IR is read from its .xml path (``weights``: the .bin's path, by default
+    ``<name>.bin`` beside it) or from its xml as bytes or text (``weights``: the .bin's bytes or
+    an ``ov.Tensor`` of them).  For ONNX, ``weights`` is not used: ONNX keeps its weights inside
+    the model or beside it.  Whatever is wrong with the source ends as a :class:`ModelError`
+    naming it: a file that is missing or not a protobuf, text that is not UTF-8, unknown
+    element types, external data that is malformed or leaves the model's folder, what
+    ``onnx.checker`` finds (:mod:`inferplex._model_check`), an IR op inferplex cannot build.
     """
-    del weights  # OpenVINO's read_model(model, weights): ONNX keeps weights inside or beside
     base_dir: Path | None = None
     name: str | None = None
     if isinstance(source, Model):
@@ -70,22 +74,27 @@ def load_model(source: Any, weights: Any = None) -> Model:
     if isinstance(source, ir.Model):
         _check_ir_model(source)
         return Model(_read_ir(lambda: _prepare(source)), None)
+    if isinstance(source, str) and _is_openvino_ir(source[:_IR_HEAD].encode("utf-8", errors="replace")):
+        return _read_openvino_ir(source, weights)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
             raise ModelError(f"model file {str(path)!r} does not exist or is not a file; "
-                             "read_model accepts a path to an .onnx file, bytes, an "
-                             "onnx.ModelProto or an onnx_ir.Model")
+                             f"read_model accepts {_ACCEPTED}")
+        if _is_openvino_ir(_head(path)):
+            return _read_openvino_ir(path, weights)
         proto = _parse(lambda: onnx.load(str(path), load_external_data=False), str(path), path)
         base_dir, name = path.resolve().parent, path.stem
     elif isinstance(source, (bytes, bytearray, memoryview)):
+        if _is_openvino_ir(bytes(source[:_IR_HEAD])):
+            return _read_openvino_ir(bytes(source), weights)
         proto = _parse(lambda: onnx.load_from_string(bytes(source)), "the given bytes", bytes(source[:64]))
     elif isinstance(source, onnx.ModelProto):
         proto = source
     else:
         raise InputTypeError(f"Provided python object type {type(source)} isn't supported as 'model' "
                              "argument. read_model accepts a path (str or os.PathLike), bytes, "
-                             "onnx.ModelProto or onnx_ir.Model")
+                             "onnx.ModelProto or onnx_ir.Model (and OpenVINO IR as a .xml path or its bytes)")
     check_fields(proto)
     check_external_data(proto, base_dir)
     check_model(proto, source if base_dir is not None else None)
@@ -140,23 +149,42 @@ def _parse(load: Any, what: str, source: Path | bytes) -> onnx.ModelProto:
 
 
 def _other_format(source: Path | bytes) -> str:
-    """A hint where the unreadable model is another framework's format that OpenVINO reads."""
-    if isinstance(source, Path):
-        try:
-            with source.open("rb") as file:
-                head = file.read(64)
-        except OSError:
-            return ""
-    else:
-        head = source
-    text = head.lstrip()
-    if text.startswith((b"<?xml", b"<net")):
-        return ("; it is an OpenVINO IR (.xml) file: inferplex reads ONNX models (accepted: .onnx files, "
-                "bytes, onnx.ModelProto, onnx_ir.Model); export the model to ONNX instead")
+    """A hint where the unreadable model is another format: XML that is not an OpenVINO IR, TFLite."""
+    head = _head(source) if isinstance(source, Path) else source
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        return ("; it is XML but not an OpenVINO IR (whose root element is <net>): read_model accepts "
+                f"{_ACCEPTED}")
     if head[4:8] == b"TFL3":
-        return ("; it is a TensorFlow Lite model: inferplex reads ONNX models (accepted: .onnx files, "
-                "bytes, onnx.ModelProto, onnx_ir.Model); convert it to ONNX (tf2onnx) instead")
+        return (f"; it is a TensorFlow Lite model: read_model accepts {_ACCEPTED}; convert it to ONNX "
+                "(tf2onnx) instead")
     return ""
+
+
+_ACCEPTED = ("a path to an .onnx file or an OpenVINO IR .xml (with its .bin), bytes of either, an "
+             "onnx.ModelProto or an onnx_ir.Model")
+_IR_HEAD = 1024
+"""How much of a source decides whether it is an OpenVINO IR."""
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as file:
+            return file.read(_IR_HEAD)
+    except OSError:
+        return b""
+
+
+def _is_openvino_ir(head: bytes) -> bool:
+    from inferplex.api.ir.source import looks_like_ir
+
+    return looks_like_ir(head)
+
+
+def _read_openvino_ir(source: Path | bytes | str, weights: Any) -> Model:
+    """An OpenVINO IR, read with the openvino package and rebuilt with inferplex's opset."""
+    from inferplex.api.ir import read_ir
+
+    return read_ir(source, weights)
 
 
 def _read_ir(read: Callable[[], ir.Model]) -> ir.Model:

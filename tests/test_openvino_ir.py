@@ -1,0 +1,323 @@
+"""OpenVINO IR (.xml/.bin) read by ``read_model``, ``compile_model`` and ``ov.compile_model``.
+
+The IRs are made by OpenVINO itself (``openvino.save_model(openvino.convert_model(...))``, with
+fp16-compressed weights and without) from ONNX models (light backend-test models, a small MLP, a
+torch transformer encoder layer) and from graphs built with ``openvino.opset13``.  inferplex's
+results are checked against ONNX Runtime on the source ONNX model (or, for graphs built in
+OpenVINO, against OpenVINO's CPU), with the names, friendly names, element types, dynamic dims and
+layouts the IR gives, and the errors for what cannot be read.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import inferplex as ov
+from inferplex.errors import InputTypeError, ModelError
+
+from conftest import ONNX_BACKEND_DATA, mlp_model, ort_run
+
+openvino = pytest.importorskip("openvino")
+op = pytest.importorskip("openvino.opset13")
+op6 = pytest.importorskip("openvino.opset6")
+
+F16_ATOL = 2e-3
+"""Absolute tolerance of outputs from f16-compressed weights (values of order 1)."""
+
+
+def _to_ir(source: Any, xml: Path, compress: bool) -> Path:
+    """``source`` (an ONNX path or an openvino.Model) saved as an IR at ``xml``."""
+    model = openvino.convert_model(str(source)) if isinstance(source, Path) else source
+    openvino.save_model(model, str(xml), compress_to_fp16=compress)
+    return xml
+
+
+def _openvino_cpu(xml: Path, feeds: dict[str, Any]) -> list[np.ndarray]:
+    """OpenVINO's own CPU (f32) on the IR: the reference for graphs built in OpenVINO."""
+    compiled = openvino.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    results = compiled(feeds)
+    return [results[i] for i in range(len(compiled.outputs))]
+
+
+def _op_friendly_names(xml: Path) -> set[str]:
+    """The friendly names of the IR's ops that compute (not Parameters, Constants and Results)."""
+    model = openvino.Core().read_model(str(xml))
+    return {node.get_friendly_name() for node in model.get_ordered_ops()
+            if node.get_type_name() not in ("Parameter", "Constant", "Result")}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ir")
+
+
+@pytest.fixture(scope="module")
+def mlp(folder: Path) -> Iterator[tuple[Path, onnx.ModelProto]]:
+    """The dynamic-batch MLP as ONNX and its IRs (``mlp_f16.xml``, ``mlp_f32.xml``)."""
+    proto = mlp_model(batch="N")
+    source = folder / "mlp.onnx"
+    onnx.save(proto, source)
+    for compress, label in ((True, "f16"), (False, "f32")):
+        _to_ir(source, folder / f"mlp_{label}.xml", compress)
+    yield source, proto
+
+
+@pytest.fixture(scope="module")
+def tiny_cnn(folder: Path) -> Path:
+    """A CNN built with openvino.opset13: NCHW input of dynamic batch, named output of two names."""
+    rng = np.random.default_rng(3)
+    image = op.parameter([-1, 3, 8, 8], np.float32, name="image")
+    image.set_layout(openvino.Layout("NCHW"))
+    weights = op.constant(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    conv = op.convolution(image, weights, [1, 1], [1, 1], [1, 1], [1, 1], name="conv")
+    pool = op.max_pool(op.relu(conv, name="act"), [2, 2], [1, 1], [0, 0], [0, 0], [2, 2], name="pool")
+    flat = op.reshape(pool.output(0), op.constant(np.array([0, -1])), True, name="flat")
+    fc = op.matmul(flat, op.constant(rng.standard_normal((10, 64)).astype(np.float32)), False, True,
+                   name="fc")
+    probs = op.softmax(fc, -1, name="probs")
+    probs.output(0).set_names({"probs", "scores"})
+    model = openvino.Model([op.result(probs, name="probs_result")], [image], "tiny_cnn")
+    return _to_ir(model, folder / "tiny_cnn.xml", compress=True)
+
+
+# --- models exported to ONNX, then converted -----------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "compress"), [("resnet50", True), ("shufflenet", False),
+                                                ("inception_v1", True), ("densenet121", False)])
+def test_light_models_from_ir_match_onnx_runtime(core: ov.Core, folder: Path, name: str,
+                                                  compress: bool) -> None:
+    source = ONNX_BACKEND_DATA / "light" / f"light_{name}.onnx"
+    xml = _to_ir(source, folder / f"light_{name}.xml", compress)
+    model = core.read_model(xml)
+    proto = onnx.load(source, load_external_data=False)
+    initializers = {i.name for i in proto.graph.initializer}
+    data_input = next(v for v in proto.graph.input if v.name not in initializers)
+    assert [p.any_name for p in model.inputs] == [data_input.name]
+    assert [p.any_name for p in model.outputs] == [v.name for v in proto.graph.output]
+    dims = tuple(d.dim_value for d in data_input.type.tensor_type.shape.dim)
+    size = int(np.prod(dims))
+    feed = {data_input.name: (np.arange(size).reshape(dims) / size).astype(np.float32)}
+    result = core.compile_model(model, "CPU")(feed)[0]
+    np.testing.assert_allclose(result, ort_run(source, feed)[0], rtol=1e-3, atol=1e-5)
+    assert _op_friendly_names(xml) <= {o.get_friendly_name() for o in model.get_ops()}
+
+
+@pytest.mark.parametrize("compress", [True, False], ids=["f16", "f32"])
+def test_mlp_with_dynamic_batch_from_ir(core: ov.Core, folder: Path, mlp: Any, compress: bool) -> None:
+    source, _ = mlp
+    xml = folder / f"mlp_{'f16' if compress else 'f32'}.xml"
+    model = core.read_model(xml)
+    assert [p.any_name for p in model.inputs] == ["x"] and [p.any_name for p in model.outputs] == ["y"]
+    assert str(model.input("x").get_partial_shape()) == "[?,32]" and model.is_dynamic()
+    assert model.input(0).get_element_type() == ov.Type.f32
+    compiled = core.compile_model(model, "CPU")
+    for batch in (1, 5):
+        x = np.random.default_rng(batch).standard_normal((batch, 32)).astype(np.float32)
+        result = compiled({"x": x})["y"]
+        assert result.shape == (batch, 16)
+        np.testing.assert_allclose(result, ort_run(source, {"x": x})[0], rtol=0,
+                                   atol=F16_ATOL if compress else 1e-5)
+    names = {o.get_friendly_name() for o in model.get_ops()}
+    assert {"up", "bias", "act", "down", "y"} <= names
+    model.reshape({"x": [4, 32]})
+    assert str(model.output("y").get_partial_shape()) == "[4,16]"
+
+
+def test_fp16_weights_keep_their_numbers(core: ov.Core, folder: Path, mlp: Any) -> None:
+    """An f16-compressed IR keeps its weights as f16 constants (cast to f32 in the graph), each
+    equal to the source weight rounded to f16; the uncompressed IR keeps them exactly."""
+    _, proto = mlp
+    source = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
+    for label, dtype in (("f16", np.float16), ("f32", np.float32)):
+        saved = core.read_model(folder / f"mlp_{label}.xml").to_onnx()
+        weights = {tuple(i.dims): numpy_helper.to_array(i) for i in saved.graph.initializer}
+        stored = weights[(64, 32)]  # w1 [32, 64], stored transposed for MatMul(transpose_b)
+        assert stored.dtype == dtype
+        np.testing.assert_array_equal(stored, source["w1"].astype(dtype).T)
+        np.testing.assert_array_equal(weights[(16, 64)], source["w2"].astype(dtype).T)
+
+
+@pytest.fixture(scope="module")
+def encoder(folder: Path) -> Path:
+    """A torch TransformerEncoderLayer (eval mode) exported to ONNX, batch dynamic, sequence 5."""
+    torch = pytest.importorskip("torch")
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+
+        def forward(self, src: Any) -> Any:
+            return self.layer(src)
+
+    torch.manual_seed(0)
+    module = Encoder().eval()
+    path = folder / "encoder.onnx"
+    with warnings.catch_warnings():  # the TorchScript exporter's deprecation and tracer notes
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(2, 5, 32),), str(path), input_names=["src"],
+                          output_names=["out"], dynamic_axes={"src": {0: "batch"}, "out": {0: "batch"}},
+                          opset_version=17, dynamo=False)
+    return path
+
+
+@pytest.mark.parametrize("compress", [True, False], ids=["f16", "f32"])
+def test_transformer_encoder_layer_from_ir(core: ov.Core, folder: Path, encoder: Path,
+                                           compress: bool) -> None:
+    xml = _to_ir(encoder, folder / f"encoder_{compress}.xml", compress)
+    model = core.read_model(xml)
+    assert [p.any_name for p in model.inputs] == ["src"] and [p.any_name for p in model.outputs] == ["out"]
+    assert str(model.input(0).get_partial_shape()) == "[?,5,32]"
+    compiled = core.compile_model(model, "CPU")
+    for batch in (2, 3):
+        src = np.random.default_rng(batch).standard_normal((batch, 5, 32)).astype(np.float32)
+        np.testing.assert_allclose(compiled({"src": src})["out"], ort_run(encoder, {"src": src})[0], rtol=0,
+                                   atol=F16_ATOL if compress else 1e-4)
+    assert _op_friendly_names(xml) <= {o.get_friendly_name() for o in model.get_ops()}
+
+
+# --- graphs built with OpenVINO's opset ----------------------------------------------------------
+
+
+def test_opset_built_model_keeps_names_layout_and_results(core: ov.Core, tiny_cnn: Path) -> None:
+    model = core.read_model(tiny_cnn)
+    assert model.get_friendly_name() == "tiny_cnn"
+    parameter = model.get_parameters()[0]
+    assert parameter.get_friendly_name() == "image" and parameter.get_layout() == ov.Layout("NCHW")
+    assert str(parameter.get_partial_shape()) == "[?,3,8,8]"
+    assert model.output(0).get_names() == {"probs", "scores"}
+    assert model.get_results()[0].get_friendly_name() == "probs_result"
+    assert {"conv", "act", "pool", "flat", "fc", "probs"} <= {o.get_friendly_name() for o in model.get_ops()}
+    assert {"conv", "act", "pool", "fc"} <= set(core.query_model(tiny_cnn, "CPU"))
+    image = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    expected = _openvino_cpu(tiny_cnn, {"image": image})[0]
+    np.testing.assert_allclose(core.compile_model(model, "CPU")({"image": image})["probs"], expected,
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(core.compile_model(tiny_cnn, "HETERO:CPU")(image)[0], expected, rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_every_source_form_reads_the_same_ir(core: ov.Core, tiny_cnn: Path) -> None:
+    xml, weights = tiny_cnn.read_bytes(), tiny_cnn.with_suffix(".bin").read_bytes()
+    image = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    expected = _openvino_cpu(tiny_cnn, {"image": image})[0]
+    sources: dict[str, Callable[[], Any]] = {
+        "str path": lambda: core.read_model(str(tiny_cnn)),
+        "path and bin": lambda: core.read_model(tiny_cnn, tiny_cnn.with_suffix(".bin")),
+        "bytes": lambda: core.read_model(xml, weights),
+        "text and ov.Tensor": lambda: core.read_model(xml.decode(),
+                                                      ov.Tensor(np.frombuffer(weights, np.uint8))),
+        "openvino.Tensor": lambda: core.read_model(xml,
+                                                   openvino.Tensor(np.frombuffer(weights, np.uint8).copy())),
+        "file object": lambda: core.read_model(io.BytesIO(xml), bytearray(weights)),
+        "compile_model buffers": lambda: core.compile_model(model=xml, weights=weights, device_name="CPU"),
+        "compile_model path": lambda: core.compile_model(tiny_cnn, "CPU"),
+        "ov.compile_model": lambda: ov.compile_model(str(tiny_cnn), "CPU"),
+    }
+    for label, read in sources.items():
+        made = read()
+        compiled = made if isinstance(made, ov.CompiledModel) else core.compile_model(made, "CPU")
+        np.testing.assert_allclose(compiled({"image": image})["probs"], expected, rtol=1e-5, atol=1e-6,
+                                   err_msg=label)
+
+
+def test_stateful_ir_keeps_its_variable(core: ov.Core, folder: Path) -> None:
+    step = op.parameter([1, 4], np.float32, name="step")
+    total = op6.read_value(op.constant(np.zeros((1, 4), np.float32)), "total", np.float32, [1, 4])
+    added = op.add(total, step, name="sum")
+    model = openvino.Model([op.result(added)], [op6.assign(added, "total")], [step], "accumulator")
+    read = core.read_model(_to_ir(model, folder / "accumulator.xml", compress=False))
+    assert [v.get_info().variable_id for v in read.get_variables()] == ["total"]
+    request = core.compile_model(read, "CPU").create_infer_request()
+    ones = np.ones((1, 4), np.float32)
+    assert [float(request.infer({"step": ones})[0][0, 0]) for _ in range(3)] == [1.0, 2.0, 3.0]
+    request.reset_state()
+    assert float(request.infer({"step": ones})[0][0, 0]) == 1.0
+
+
+def test_compressed_and_narrow_weight_types_keep_their_values(core: ov.Core, folder: Path) -> None:
+    """int8 weights with a zero point and scale, bf16, u4, i4 and f8 constants: OpenVINO hands out
+    their storage, not their values; each is read as the number it holds."""
+    rng = np.random.default_rng(4)
+    x = op.parameter([2, 8], np.float32, name="x")
+    quantized = op.constant(rng.integers(-128, 127, (4, 8)).astype(np.int8))
+    int8 = op.multiply(op.subtract(op.convert(quantized, "f32"), op.convert(op.constant(np.int8(3)), "f32")),
+                       op.constant(rng.random((4, 1)).astype(np.float32)))
+
+    def typed(element: Any, values: Any) -> Any:
+        return op.convert(openvino.op.Constant(element, openvino.Shape([4, 8]), list(values)), "f32")
+
+    weights = [int8, typed(openvino.Type.bf16, rng.standard_normal(32).astype(np.float32)),
+               typed(openvino.Type.u4, rng.integers(0, 16, 32)),
+               typed(openvino.Type.i4, rng.integers(-8, 8, 32)),
+               typed(openvino.Type.f8e4m3, rng.standard_normal(32))]
+    model = openvino.Model([op.matmul(x, w, False, True) for w in weights], [x], "narrow")
+    xml = _to_ir(model, folder / "narrow.xml", compress=False)
+    feeds = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
+    results = core.compile_model(xml, "CPU")(feeds)
+    for index, expected in enumerate(_openvino_cpu(xml, feeds)):
+        np.testing.assert_allclose(results[index], expected, rtol=1e-6, atol=1e-6, err_msg=str(index))
+
+
+def test_an_onnx_file_named_xml_still_reads_as_onnx(core: ov.Core, folder: Path, mlp: Any) -> None:
+    source, _ = mlp
+    path = folder / "onnx_inside.xml"
+    path.write_bytes(source.read_bytes())
+    assert [p.any_name for p in core.read_model(path).inputs] == ["x"]
+
+
+# --- errors ------------------------------------------------------------------------------------------
+
+
+def _raises(error_type: type[Exception], *fragments: str) -> Any:
+    """pytest.raises for ``error_type`` whose message holds every fragment (literal text)."""
+    return pytest.raises(error_type, match="(?s)" + "".join(f"(?=.*{re.escape(f)})" for f in fragments))
+
+
+def test_missing_weights_are_named(core: ov.Core, folder: Path, tiny_cnn: Path) -> None:
+    lonely = folder / "lonely.xml"
+    lonely.write_bytes(tiny_cnn.read_bytes())
+    with _raises(ModelError, str(lonely), "no weights file", str(folder / "lonely.bin")):
+        core.read_model(lonely)
+    with _raises(ModelError, str(folder / "absent.bin"), "does not exist"):
+        core.read_model(tiny_cnn, folder / "absent.bin")
+    with _raises(ModelError, "no weights were given"):
+        core.read_model(tiny_cnn.read_bytes())
+    with _raises(ModelError, "OpenVINO says", "weights"):
+        core.read_model(tiny_cnn.read_bytes(), b"\0" * 16)
+    with _raises(InputTypeError, "weights", "bytes", "ov.Tensor", "not int"):
+        core.read_model(tiny_cnn.read_bytes(), 3)
+
+
+def test_garbage_ir_is_named(core: ov.Core, folder: Path) -> None:
+    path = folder / "garbage.xml"
+    path.write_text("<?xml version='1.0'?><net name='x' version='11'><layers><layer id='0' oops")
+    with _raises(ModelError, str(path), "cannot be read", "OpenVINO says", "parsing"):
+        core.read_model(path)
+
+
+def test_an_op_inferplex_cannot_build_is_named_with_the_way_out(core: ov.Core, folder: Path) -> None:
+    x = op.parameter([2, 3], np.float32, name="x")
+    buckets = op.bucketize(x, op.constant(np.array([0.0, 1.0], np.float32)), name="buckets")
+    xml = _to_ir(openvino.Model([buckets, op.relu(x)], [x], "bucketed"), folder / "bucketed.xml", True)
+    with _raises(ModelError, str(xml), "cannot read: Bucketize (opset3)", "export the source model to ONNX"):
+        core.read_model(xml)
+
+
+def test_without_openvino_reading_ir_names_the_package(core: ov.Core, tiny_cnn: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino raises ImportError
+    with _raises(ModelError, "OpenVINO IR", "needs the openvino package", "export the source model to ONNX"):
+        core.read_model(tiny_cnn)
