@@ -278,6 +278,78 @@ def test_an_onnx_file_named_xml_still_reads_as_onnx(core: ov.Core, folder: Path,
     assert [p.any_name for p in core.read_model(path).inputs] == ["x"]
 
 
+def _read_matches_openvino(core: ov.Core, model: Any, xml: Path, feeds: dict[str, np.ndarray]) -> None:
+    """``model`` saved at ``xml`` and read by inferplex gives OpenVINO's CPU results."""
+    _to_ir(model, xml, compress=False)
+    results = core.compile_model(core.read_model(xml), "CPU")(feeds)
+    expected = _openvino_cpu(xml, feeds)
+    assert len(expected) == len(model.outputs)
+    for index, value in enumerate(expected):
+        assert results[index].shape == value.shape, index
+        np.testing.assert_allclose(results[index], value, rtol=1e-5, atol=1e-5, err_msg=str(index))
+
+
+def test_recurrent_ops_read_from_ir(core: ov.Core, folder: Path) -> None:
+    """LSTM/GRU/RNN sequences (every direction, GRU's linear_before_reset, clip) and cells, the
+    weights constants in OpenVINO's gate order."""
+    rng = np.random.default_rng(6)
+
+    def rand(*shape: int) -> Any:
+        return op.constant((rng.standard_normal(shape) * 0.5).astype(np.float32))
+
+    batch, steps, size, hidden = 2, 4, 3, 5
+    x = op.parameter([batch, steps, size], np.float32, name="x")
+    cell_x = op.parameter([batch, size], np.float32, name="cell_x")
+    lengths = op.constant(np.array([4, 2], np.int32))
+    lstm = op.lstm_sequence(x, rand(batch, 2, hidden), rand(batch, 2, hidden), lengths,
+                            rand(2, 4 * hidden, size), rand(2, 4 * hidden, hidden), rand(2, 4 * hidden),
+                            hidden, "bidirectional")
+    gru = op.gru_sequence(x, rand(batch, 1, hidden), lengths, rand(1, 3 * hidden, size),
+                          rand(1, 3 * hidden, hidden), rand(1, 4 * hidden), hidden, "reverse",
+                          linear_before_reset=True)
+    rnn = op.rnn_sequence(x, rand(batch, 1, hidden), lengths, rand(1, hidden, size), rand(1, hidden, hidden),
+                          rand(1, hidden), hidden, "forward", ["relu"], clip=1.0)
+    cells = [op.lstm_cell(cell_x, rand(batch, hidden), rand(batch, hidden), rand(4 * hidden, size),
+                          rand(4 * hidden, hidden), rand(4 * hidden), hidden),
+             op.gru_cell(cell_x, rand(batch, hidden), rand(3 * hidden, size), rand(3 * hidden, hidden),
+                         rand(3 * hidden), hidden),
+             op.rnn_cell(cell_x, rand(batch, hidden), rand(hidden, size), rand(hidden, hidden), rand(hidden),
+                         hidden, ["tanh"], [], [])]
+    outputs = [n.output(i) for n in (lstm, gru, rnn, *cells) for i in range(n.get_output_size())]
+    model = openvino.Model(outputs, [x, cell_x], "recurrent")
+    feeds = {"x": rng.standard_normal((batch, steps, size)).astype(np.float32),
+             "cell_x": rng.standard_normal((batch, size)).astype(np.float32)}
+    _read_matches_openvino(core, model, folder / "recurrent.xml", feeds)
+
+
+def test_fourier_window_embedding_and_decoder_ops_read_from_ir(core: ov.Core, folder: Path) -> None:
+    rng = np.random.default_rng(8)
+    signal = op.parameter([2, 3, 4, 2], np.float32, name="signal")
+    image = op.parameter([8, 3, 4, 4], np.float32, name="image")
+    table = op.parameter([6, 3], np.float32, name="table")
+    scores = op.parameter([7, 3, 4], np.float32, name="scores")
+
+    def ints(*values: Any) -> Any:
+        return op.constant(np.array(values, np.int32))
+
+    nodes = [op.dft(signal, ints(1, 2)), op.idft(signal, ints(2), ints(5)),
+             op.rdft(op.relu(image), ints(2, 3)), op.irdft(signal, ints(2)), op.grn(image, 0.5),
+             op.batch_to_space(image, ints(1, 1, 2, 2), ints(0, 0, 0, 1), ints(0, 0, 1, 0)),
+             op.space_to_batch(image, ints(1, 1, 2, 2), ints(0, 0, 1, 0), ints(0, 0, 1, 0)),
+             op.adaptive_avg_pool(image, ints(3, 2)), op.adaptive_max_pool(image, ints(3, 2), "i32"),
+             op.extract_image_patches(image, [2, 2], [2, 1], [1, 1], "same_lower"),
+             op.embedding_bag_offsets_sum(table, ints(0, 2, 3, 5), ints(0, 1, 1), op.constant(np.int32(4))),
+             op.embedding_bag_packed_sum(table, op.constant(np.array([[0, 2], [3, 1]], np.int32))),
+             op.embedding_segments_sum(table, ints(0, 2, 3), ints(0, 0, 2), op.constant(np.int32(3))),
+             op.ctc_greedy_decoder(scores, op.constant(np.ones((7, 3), np.float32)), True),
+             op.ctc_greedy_decoder_seq_len(op.transpose(scores, ints(1, 0, 2)), ints(7, 3, 5), None, False)]
+    outputs = [n.output(i) for n in nodes for i in range(n.get_output_size())]
+    model = openvino.Model(outputs, [signal, image, table, scores], "misc")
+    feeds = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in
+             (("signal", (2, 3, 4, 2)), ("image", (8, 3, 4, 4)), ("table", (6, 3)), ("scores", (7, 3, 4)))}
+    _read_matches_openvino(core, model, folder / "misc.xml", feeds)
+
+
 # --- errors ------------------------------------------------------------------------------------------
 
 
@@ -309,11 +381,22 @@ def test_garbage_ir_is_named(core: ov.Core, folder: Path) -> None:
 
 
 def test_an_op_inferplex_cannot_build_is_named_with_the_way_out(core: ov.Core, folder: Path) -> None:
-    x = op.parameter([2, 3], np.float32, name="x")
-    buckets = op.bucketize(x, op.constant(np.array([0.0, 1.0], np.float32)), name="buckets")
-    xml = _to_ir(openvino.Model([buckets, op.relu(x)], [x], "bucketed"), folder / "bucketed.xml", True)
-    with _raises(ModelError, str(xml), "cannot read: Bucketize (opset3)", "export the source model to ONNX"):
+    x = op.parameter([1, 4, 4, 4], np.float32, name="x")
+    reorganised = op.reorg_yolo(x, [2], name="reorg")
+    xml = _to_ir(openvino.Model([reorganised, op.relu(x)], [x], "reorg"), folder / "reorg.xml", True)
+    with _raises(ModelError, str(xml), "cannot read: ReorgYolo (opset2)", "export the source model to ONNX"):
         core.read_model(xml)
+
+
+def test_bucketize_reads_from_ir(core: ov.Core, folder: Path) -> None:
+    x = op.parameter([2, 3], np.float32, name="x")
+    bounds = np.array([0.0, 1.0], np.float32)
+    buckets = op.bucketize(x, op.constant(bounds), "i32", False, name="buckets")
+    xml = _to_ir(openvino.Model([buckets], [x], "bucketed"), folder / "bucketed.xml", True)
+    data = np.array([[-1.0, 0.0, 0.5], [1.0, 2.0, 0.0]], np.float32)
+    got = core.compile_model(core.read_model(xml), "CPU")([data])[0]
+    np.testing.assert_array_equal(got, np.searchsorted(bounds, data, side="right"))
+    assert got.dtype == np.int32
 
 
 def test_without_openvino_reading_ir_names_the_package(core: ov.Core, tiny_cnn: Path,

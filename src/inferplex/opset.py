@@ -29,24 +29,32 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from inferplex._opsets import blocks as _blocks
+from inferplex._opsets import embedding as _embedding
 from inferplex._opsets import index as _index
 from inferplex._opsets import interpolate as _interpolate
 from inferplex._opsets import math as _math
 from inferplex._opsets import more as _more
 from inferplex._opsets import nn as _nn
+from inferplex._opsets import recurrent as _recurrent
 from inferplex._opsets import shapes as _shapes
 from inferplex._opsets import slicing as _slicing
+from inferplex._opsets import spectral as _spectral
+from inferplex._opsets.blocks import *  # noqa: F403 - re-exported: GRN, Bucketize, BatchToSpace, adaptive pools
 from inferplex._opsets.build import NodeInput
 from inferplex._opsets.build import is_graph_input as _is_graph_input
 from inferplex._opsets.build import make_op as _op
 from inferplex._opsets.build import value_of as _value
+from inferplex._opsets.embedding import *  # noqa: F403 - re-exported: embedding bags, CTC decoders
 from inferplex._opsets.index import *  # noqa: F403 - re-exported: gathers, scatters, one_hot
 from inferplex._opsets.interpolate import *  # noqa: F403 - re-exported: interpolate
 from inferplex._opsets.math import *  # noqa: F403 - re-exported: more element-wise ops and reductions
 from inferplex._opsets.more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
 from inferplex._opsets.nn import *  # noqa: F403 - re-exported: normalizations, group conv, attention
+from inferplex._opsets.recurrent import *  # noqa: F403 - re-exported: LSTM, GRU, RNN sequences and cells
 from inferplex._opsets.shapes import *  # noqa: F403 - re-exported: broadcast, pad, range, ...
 from inferplex._opsets.slicing import *  # noqa: F403 - re-exported: slice, strided_slice, roll
+from inferplex._opsets.spectral import *  # noqa: F403 - re-exported: DFT, IDFT, RDFT, IRDFT
 from inferplex.api.nodes import Constant, Node, Parameter, Result, to_ir_dtype
 from inferplex.errors import InputError
 from inferplex.state.ops import assign, read_value
@@ -79,9 +87,14 @@ __all__ += _slicing.__all__
 __all__ += _index.__all__
 __all__ += _nn.__all__
 __all__ += _interpolate.__all__
+__all__ += _recurrent.__all__
+__all__ += _spectral.__all__
+__all__ += _blocks.__all__
+__all__ += _embedding.__all__
 
 SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan": 10,
-               "group_normalization": 12, "scaled_dot_product_attention": 13}
+               "group_normalization": 12, "scaled_dot_product_attention": 13,
+               "adaptive_avg_pool": 8, "adaptive_max_pool": 8, "rdft": 9, "irdft": 9}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

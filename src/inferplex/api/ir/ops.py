@@ -77,7 +77,8 @@ _REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": 
            "ReduceLogicalOr": "reduce_logical_or"}
 
 VERSIONS = {"AvgPool": {1, 14}, "BatchNormInference": {1, 5}, "Broadcast": {1, 3}, "Gather": {1, 7, 8},
-            "GatherND": {5, 8}, "Gelu": {2, 7}, "Interpolate": {1, 4, 11}, "MaxPool": {1, 8, 14},
+            "GatherND": {5, 8}, "Gelu": {2, 7}, "Interpolate": {1, 4, 11}, "LSTMCell": {1, 4},
+            "LSTMSequence": {5}, "MaxPool": {1, 8, 14},
             "MVN": {2, 6}, "OneHot": {1, 16}, "Pad": {1, 12}, "Range": {1, 4}, "ReadValue": {3, 6},
             "Assign": {3, 6}, "ScatterElementsUpdate": {3, 12}, "ScatterNDUpdate": {3, 4, 15},
             "ShapeOf": {1, 3}, "Softmax": {1, 8}, "Squeeze": {1, 15}, "TopK": {1, 3, 11}}
@@ -269,6 +270,33 @@ def _strided_slice(op: OpView) -> Node:
                                name=op.name)
 
 
+def _recurrent(function: str, inputs: int) -> Build:
+    """LSTM/GRU/RNN sequences and cells: ``inputs`` data inputs, then the attributes; LSTMCell-1's
+    peepholes (a seventh input) must be zeros, its weights in OpenVINO's f, i, c, o order."""
+    def build(op: OpView) -> Node:
+        a = op.attrs
+        if str(a.get("weights_format", "fico")).lower() != "fico" or a.get("input_forget"):
+            raise InputError(f"{op.type_name} with weights_format={a.get('weights_format')!r}, input_forget="
+                             f"{a.get('input_forget')}; accepted: 'fico', input_forget false")
+        if op.size > inputs and np.any(op.constant(inputs, f"{op.type_name} peepholes")):
+            raise InputError(f"{op.type_name} with peepholes: ONNX's LSTM orders them differently; "
+                             "accepted: peepholes of zeros")
+        options = {"hidden_size": int(a["hidden_size"]), "activations": a.get("activations"),
+                   "activations_alpha": a.get("activations_alpha") or [],
+                   "activations_beta": a.get("activations_beta") or [], "clip": float(a.get("clip", 0.0))}
+        if "direction" in a:
+            options["direction"] = str(a["direction"])
+        if "linear_before_reset" in a:
+            options["linear_before_reset"] = bool(a["linear_before_reset"])
+        return getattr(opset, function)(*(op.value(i) for i in range(inputs)), name=op.name, **options)
+    return build
+
+
+def _fourier(function: str) -> Build:
+    return lambda op: getattr(opset, function)(op.value(0), op.ints(1), op.ints(2) if op.size > 2 else None,
+                                               name=op.name)
+
+
 _CASTABLE = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE,
              ir.DataType.BOOL, ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
              ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64,
@@ -291,7 +319,12 @@ def _gelu(op: OpView) -> Node:
 
 _ATTRIBUTE_OPS: dict[str, Build] = {
     "Assign": lambda op: assign(op.value(0), str(op.attrs["variable_id"]), name=op.name),
+    "AdaptiveAvgPool": lambda op: opset.adaptive_avg_pool(op.value(0), op.ints(1), name=op.name),
+    "AdaptiveMaxPool": lambda op: opset.adaptive_max_pool(
+        op.value(0), op.ints(1), op.attrs.get("index_element_type", "i64"), name=op.name),
     "AvgPool": _avg_pool,
+    "BatchToSpace": lambda op: opset.batch_to_space(op.value(0), op.ints(1), op.ints(2), op.ints(3),
+                                                    name=op.name),
     "BatchNormInference": _batch_norm,
     "Broadcast": _broadcast,
     "Clamp": lambda op: opset.clamp(op.value(0), op.attrs["min"], op.attrs["max"], name=op.name),
@@ -303,11 +336,29 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "ConvolutionBackpropData": _backprop("convolution_backprop_data"),
     "CumSum": lambda op: opset.cum_sum(op.value(0), op.ints(1) if op.size > 1 else np.int64(0),
                                        bool(op.attrs["exclusive"]), bool(op.attrs["reverse"]), name=op.name),
+    "CTCGreedyDecoder": lambda op: opset.ctc_greedy_decoder(op.value(0), op.value(1),
+                                                            bool(op.attrs.get("ctc_merge_repeated", True)),
+                                                            name=op.name),
+    "CTCGreedyDecoderSeqLen": lambda op: opset.ctc_greedy_decoder_seq_len(
+        op.value(0), op.value(1), _optional(op, 2), bool(op.attrs.get("merge_repeated", True)),
+        op.attrs.get("classes_index_type", "i32"), op.attrs.get("sequence_length_type", "i32"), name=op.name),
+    "DFT": _fourier("dft"),
     "DepthToSpace": lambda op: opset.depth_to_space(op.value(0), op.attrs["mode"],
                                                     int(op.attrs["block_size"]), name=op.name),
     "Einsum": lambda op: opset.einsum([op.value(i) for i in range(op.size)], op.attrs["equation"],
                                       name=op.name),
+    "EmbeddingBagOffsetsSum": lambda op: opset.embedding_bag_offsets_sum(
+        op.value(0), op.value(1), op.value(2), _optional(op, 3), _optional(op, 4), name=op.name),
+    "EmbeddingBagPackedSum": lambda op: opset.embedding_bag_packed_sum(
+        op.value(0), op.value(1), _optional(op, 2), name=op.name),
+    "EmbeddingSegmentsSum": lambda op: opset.embedding_segments_sum(
+        op.value(0), op.value(1), op.value(2), op.value(3), _optional(op, 4), _optional(op, 5), name=op.name),
+    "Bucketize": lambda op: opset.bucketize(op.value(0), op.value(1), str(op.attrs["output_type"]),
+                                           bool(op.attrs["with_right_bound"]), name=op.name),
     "Elu": lambda op: opset.elu(op.value(0), float(op.attrs["alpha"]), name=op.name),
+    "ExtractImagePatches": lambda op: opset.extract_image_patches(
+        op.value(0), op.attrs["sizes"], op.attrs["strides"], op.attrs["rates"], op.attrs["auto_pad"],
+        name=op.name),
     "FakeQuantize": lambda op: opset.fake_quantize(
         op.value(0), op.value(1), op.value(2), op.value(3), op.value(4), int(op.attrs["levels"]),
         str(op.attrs.get("auto_broadcast", "numpy")), name=op.name),
@@ -316,15 +367,22 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
                                                        name=op.name),
     "GatherND": _gather_nd,
     "Gelu": _gelu,
+    "GRN": lambda op: opset.grn(op.value(0), float(op.attrs["bias"]), name=op.name),
     "GroupConvolution": _convolution("group_convolution"),
+    "GRUCell": _recurrent("gru_cell", 5),
+    "GRUSequence": _recurrent("gru_sequence", 6),
     "GroupConvolutionBackpropData": _backprop("group_convolution_backprop_data"),
     "GroupNormalization": lambda op: opset.group_normalization(
         op.value(0), op.value(1), op.value(2), int(op.attrs["num_groups"]), float(op.attrs["epsilon"]),
         name=op.name),
     "HardSigmoid": lambda op: opset.hard_sigmoid(op.value(0), op.arg(1), op.arg(2), name=op.name),
+    "IDFT": _fourier("idft"),
     "Interpolate": _interpolate,
+    "IRDFT": _fourier("irdft"),
     "IsInf": lambda op: opset.is_inf(op.value(0), dict(op.attrs), name=op.name),
     "LogSoftmax": lambda op: opset.log_softmax(op.value(0), int(op.attrs["axis"]), name=op.name),
+    "LSTMCell": _recurrent("lstm_cell", 6),
+    "LSTMSequence": _recurrent("lstm_sequence", 7),
     "LRN": lambda op: opset.lrn(op.value(0), op.constant(1, "LRN axes"), float(op.attrs["alpha"]),
                                 float(op.attrs["beta"]), float(op.attrs["bias"]), int(op.attrs["size"]),
                                 name=op.name),
@@ -339,7 +397,10 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "Pad": _pad,
     "PRelu": lambda op: opset.prelu(op.value(0), op.value(1), name=op.name),
     "Range": _range,
+    "RDFT": _fourier("rdft"),
     "ReadValue": _read_value,
+    "RNNCell": _recurrent("rnn_cell", 5),
+    "RNNSequence": _recurrent("rnn_sequence", 6),
     "Reshape": lambda op: opset.reshape(op.value(0), op.ints(1), bool(op.attrs["special_zero"]),
                                         name=op.name),
     "ReverseSequence": lambda op: opset.reverse_sequence(op.value(0), op.ints(1), int(op.attrs["batch_axis"]),
@@ -357,6 +418,8 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "Select": lambda op: opset.select(op.value(0), op.value(1), op.value(2),
                                       str(op.attrs.get("auto_broadcast", "numpy")), name=op.name),
     "Selu": lambda op: opset.selu(op.value(0), op.arg(1), op.arg(2), name=op.name),
+    "SpaceToBatch": lambda op: opset.space_to_batch(op.value(0), op.ints(1), op.ints(2), op.ints(3),
+                                                    name=op.name),
     "ShapeOf": lambda op: opset.shape_of(op.value(0), op.attrs.get("output_type", "i64"), name=op.name),
     "ShuffleChannels": lambda op: opset.shuffle_channels(op.value(0), int(op.attrs["axis"]),
                                                          int(op.attrs["group"]), name=op.name),
