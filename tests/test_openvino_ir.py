@@ -31,6 +31,10 @@ from conftest import ONNX_BACKEND_DATA, mlp_model, ort_run
 openvino = pytest.importorskip("openvino")
 op = pytest.importorskip("openvino.opset13")
 op6 = pytest.importorskip("openvino.opset6")
+op1 = pytest.importorskip("openvino.opset1")
+op3 = pytest.importorskip("openvino.opset3")
+op5 = pytest.importorskip("openvino.opset5")
+op8 = pytest.importorskip("openvino.opset8")
 
 F16_ATOL = 2e-3
 """Absolute tolerance of outputs from f16-compressed weights (values of order 1)."""
@@ -350,6 +354,37 @@ def test_fourier_window_embedding_and_decoder_ops_read_from_ir(core: ov.Core, fo
     _read_matches_openvino(core, model, folder / "misc.xml", feeds)
 
 
+def test_colour_and_beam_search_ops_read_from_ir(core: ov.Core, folder: Path) -> None:
+    """NV12 and I420 to RGB and BGR (one plane and separate planes, f32: u8 results may differ by one
+    where a value is within a float rounding of a half), GatherTree and CTCLoss."""
+    rng = np.random.default_rng(10)
+    shapes = {"one": (1, 6, 4, 1), "y": (1, 4, 4, 1), "uv": (1, 2, 2, 2), "u": (1, 2, 2, 1),
+              "v": (1, 2, 2, 1)}
+    planes = {key: op.parameter(list(shape), np.float32, name=key) for key, shape in shapes.items()}
+    ids = op.parameter([5, 2, 3], np.int32, name="ids")
+    parents = op.parameter([5, 2, 3], np.int32, name="parents")
+    logits = op.parameter([2, 5, 4], np.float32, name="logits")
+
+    def ints(*values: int) -> Any:
+        return op.constant(np.array(values, np.int32))
+
+    nodes = [op8.nv12_to_rgb(planes["one"]), op8.nv12_to_bgr(planes["y"], planes["uv"]),
+             op8.i420_to_rgb(planes["one"]), op8.i420_to_bgr(planes["y"], planes["u"], planes["v"]),
+             op.gather_tree(ids, parents, op.constant(np.array([5, 3], np.int32)), op.constant(np.int32(2))),
+             op.ctc_loss(logits, ints(5, 4), op.constant(np.array([[1, 1, 2, 0, 0], [2, 0, 1, 1, 2]],
+                                                                  np.int32)),
+                         ints(3, 4), op.constant(np.int32(3)), True, True, False),
+             op.ctc_loss(logits, ints(4, 5), op.constant(np.array([[1, 2, 1, 0, 0], [2, 2, 0, 0, 1]],
+                                                                  np.int32)),
+                         ints(3, 2), None, False, False, True)]
+    model = openvino.Model([n.output(0) for n in nodes], [*planes.values(), ids, parents, logits], "colour")
+    feeds = {key: rng.integers(0, 256, shape).astype(np.float32) for key, shape in shapes.items()}
+    feeds |= {"ids": rng.integers(0, 5, (5, 2, 3)).astype(np.int32),
+              "parents": rng.integers(0, 3, (5, 2, 3)).astype(np.int32),
+              "logits": rng.standard_normal((2, 5, 4)).astype(np.float32)}
+    _read_matches_openvino(core, model, folder / "colour.xml", feeds)
+
+
 # --- errors ------------------------------------------------------------------------------------------
 
 
@@ -381,11 +416,51 @@ def test_garbage_ir_is_named(core: ov.Core, folder: Path) -> None:
 
 
 def test_an_op_inferplex_cannot_build_is_named_with_the_way_out(core: ov.Core, folder: Path) -> None:
-    x = op.parameter([1, 4, 4, 4], np.float32, name="x")
-    reorganised = op.reorg_yolo(x, [2], name="reorg")
-    xml = _to_ir(openvino.Model([reorganised, op.relu(x)], [x], "reorg"), folder / "reorg.xml", True)
-    with _raises(ModelError, str(xml), "cannot read: ReorgYolo (opset2)", "export the source model to ONNX"):
+    scores = op.parameter([1, 6, 4, 4], np.float32, name="scores")
+    deltas = op.parameter([1, 12, 4, 4], np.float32, name="deltas")
+    attrs = {"base_size": np.uint32(16), "pre_nms_topn": np.uint32(20), "post_nms_topn": np.uint32(5),
+             "nms_thresh": np.float32(0.7), "feat_stride": np.uint32(16), "min_size": np.uint32(4),
+             "ratio": np.array([1.0], np.float32), "scale": np.array([1.0, 2.0, 4.0], np.float32)}
+    proposed = op.proposal(scores, deltas, op.constant(np.array([64, 64, 1], np.float32)), attrs,
+                           name="proposal")
+    model = openvino.Model([proposed.output(0), op.relu(scores).output(0)], [scores, deltas], "proposal")
+    xml = _to_ir(model, folder / "proposal.xml", True)
+    with _raises(ModelError, str(xml), "cannot read: Proposal (opset4)", "export the source model to ONNX"):
         core.read_model(xml)
+
+
+def test_detection_ops_read_from_ir(core: ov.Core, folder: Path) -> None:
+    """NonMaxSuppression (opsets 1, 5 and 9), ROIAlign (3 and 9), ROIPooling, the YOLO layers and
+    the prior boxes (their sizes a ShapeOf of the feature map, as converted models give them)."""
+    rng = np.random.default_rng(9)
+    boxes = op.parameter([2, 6, 4], np.float32, name="boxes")
+    scores = op.parameter([2, 2, 6], np.float32, name="scores")
+    image = op.parameter([2, 8, 6, 8], np.float32, name="image")
+    rois = op.constant(np.array([[0, 0, 3, 3], [1.5, 0.5, 7, 5.5], [2, 1, 9, 12]], np.float32))
+    batch = op.constant(np.array([1, 0, 1], np.int32))
+    size = op.strided_slice(op.shape_of(image), np.array([2]), np.array([4]), np.array([1]), [0], [0])
+    limits = (op.constant(np.int64(3)), op.constant(np.float32(0.2)), op.constant(np.float32(0.1)))
+    nodes = [op.non_max_suppression(boxes, scores, *limits, None, "center", False, "i32"),
+             op5.non_max_suppression(boxes, scores, *limits),
+             op1.non_max_suppression(boxes, scores, *limits),
+             op.roi_align(image, rois, batch, 2, 3, 2, 0.5, "avg", "half_pixel"),
+             op3.roi_align(image, rois, batch, 2, 2, 0, 0.5, "avg"),
+             op.roi_pooling(image, op.constant(np.array([[0, 0, 0, 3, 3], [1, 2, 1, 9, 12]], np.float32)),
+                            [2, 2], 0.5, "max"),
+             op.reorg_yolo(image, [2]), op.region_yolo(image, 2, 1, 2, True, [0, 1], 1, 3),
+             op.region_yolo(image, 2, 1, 9, False, [0, 1], 1, 3),
+             op.prior_box(size, op.constant(np.array([48, 64], np.int64)),
+                          {"offset": 0.5, "min_size": [4.0, 8.0], "max_size": [9.0, 12.0],
+                           "aspect_ratio": [2.0], "flip": True, "clip": True}),
+             op.prior_box_clustered(size, op.constant(np.array([48, 64], np.int64)),
+                                    {"offset": 0.5, "width": [4.0, 2.0], "height": [2.0, 4.0], "step_w": 3.0,
+                                     "variance": [0.1, 0.1, 0.2, 0.2]})]
+    outputs = [n.output(i) for n in nodes for i in range(n.get_output_size())]
+    model = openvino.Model(outputs, [boxes, scores, image], "detection")
+    feeds = {"boxes": rng.uniform(0, 10, (2, 6, 4)).astype(np.float32),
+             "scores": rng.uniform(0, 1, (2, 2, 6)).astype(np.float32),
+             "image": rng.standard_normal((2, 8, 6, 8)).astype(np.float32)}
+    _read_matches_openvino(core, model, folder / "detection.xml", feeds)
 
 
 def test_bucketize_reads_from_ir(core: ov.Core, folder: Path) -> None:

@@ -30,13 +30,17 @@ import numpy as np
 import onnx_ir as ir
 
 from inferplex._opsets import blocks as _blocks
+from inferplex._opsets import colour as _colour
+from inferplex._opsets import detection as _detection
 from inferplex._opsets import embedding as _embedding
 from inferplex._opsets import index as _index
 from inferplex._opsets import interpolate as _interpolate
 from inferplex._opsets import math as _math
 from inferplex._opsets import more as _more
 from inferplex._opsets import nn as _nn
+from inferplex._opsets import priors as _priors
 from inferplex._opsets import recurrent as _recurrent
+from inferplex._opsets import sequence_ops as _sequence_ops
 from inferplex._opsets import shapes as _shapes
 from inferplex._opsets import slicing as _slicing
 from inferplex._opsets import spectral as _spectral
@@ -45,13 +49,17 @@ from inferplex._opsets.build import NodeInput
 from inferplex._opsets.build import is_graph_input as _is_graph_input
 from inferplex._opsets.build import make_op as _op
 from inferplex._opsets.build import value_of as _value
+from inferplex._opsets.colour import *  # noqa: F403 - re-exported: NV12 and I420 to RGB and BGR
+from inferplex._opsets.detection import *  # noqa: F403 - re-exported: NMS, ROI pooling, YOLO layers
 from inferplex._opsets.embedding import *  # noqa: F403 - re-exported: embedding bags, CTC decoders
 from inferplex._opsets.index import *  # noqa: F403 - re-exported: gathers, scatters, one_hot
 from inferplex._opsets.interpolate import *  # noqa: F403 - re-exported: interpolate
 from inferplex._opsets.math import *  # noqa: F403 - re-exported: more element-wise ops and reductions
 from inferplex._opsets.more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
 from inferplex._opsets.nn import *  # noqa: F403 - re-exported: normalizations, group conv, attention
+from inferplex._opsets.priors import *  # noqa: F403 - re-exported: PriorBox, PriorBoxClustered
 from inferplex._opsets.recurrent import *  # noqa: F403 - re-exported: LSTM, GRU, RNN sequences and cells
+from inferplex._opsets.sequence_ops import *  # noqa: F403 - re-exported: RandomUniform, GatherTree
 from inferplex._opsets.shapes import *  # noqa: F403 - re-exported: broadcast, pad, range, ...
 from inferplex._opsets.slicing import *  # noqa: F403 - re-exported: slice, strided_slice, roll
 from inferplex._opsets.spectral import *  # noqa: F403 - re-exported: DFT, IDFT, RDFT, IRDFT
@@ -91,10 +99,16 @@ __all__ += _recurrent.__all__
 __all__ += _spectral.__all__
 __all__ += _blocks.__all__
 __all__ += _embedding.__all__
+__all__ += _detection.__all__
+__all__ += _priors.__all__
+__all__ += _colour.__all__
+__all__ += _sequence_ops.__all__
 
 SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan": 10,
                "group_normalization": 12, "scaled_dot_product_attention": 13,
-               "adaptive_avg_pool": 8, "adaptive_max_pool": 8, "rdft": 9, "irdft": 9}
+               "adaptive_avg_pool": 8, "adaptive_max_pool": 8, "rdft": 9, "irdft": 9,
+               "nv12_to_rgb": 8, "nv12_to_bgr": 8, "i420_to_rgb": 8, "i420_to_bgr": 8,
+               "random_uniform": 8}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

@@ -7,24 +7,32 @@ from collections.abc import Sequence
 from typing import Any
 
 from inferplex._opsets import blocks as _blocks
+from inferplex._opsets import colour as _colour
+from inferplex._opsets import detection as _detection
 from inferplex._opsets import embedding as _embedding
 from inferplex._opsets import index as _index
 from inferplex._opsets import interpolate as _interpolate
 from inferplex._opsets import math as _math
 from inferplex._opsets import more as _more
 from inferplex._opsets import nn as _nn
+from inferplex._opsets import priors as _priors
 from inferplex._opsets import recurrent as _recurrent
+from inferplex._opsets import sequence_ops as _sequence_ops
 from inferplex._opsets import shapes as _shapes
 from inferplex._opsets import slicing as _slicing
 from inferplex._opsets import spectral as _spectral
 from inferplex._opsets.blocks import *  # noqa: F403 - GRN, Bucketize, BatchToSpace, ...
+from inferplex._opsets.colour import *  # noqa: F403 - NV12 and I420 to RGB and BGR
+from inferplex._opsets.detection import *  # noqa: F403 - NMS, ROI pooling, YOLO layers
 from inferplex._opsets.embedding import *  # noqa: F403 - embedding bags, CTC decoders
 from inferplex._opsets.index import *  # noqa: F403 - gathers, scatters, one_hot
 from inferplex._opsets.interpolate import *  # noqa: F403 - interpolate
 from inferplex._opsets.math import *  # noqa: F403 - more element-wise ops and reductions
 from inferplex._opsets.more import *  # noqa: F403 - element-wise ops, splits, reductions
 from inferplex._opsets.nn import *  # noqa: F403 - normalizations, group convolution
+from inferplex._opsets.priors import *  # noqa: F403 - PriorBox, PriorBoxClustered
 from inferplex._opsets.recurrent import *  # noqa: F403 - LSTM, GRU, RNN sequences and cells
+from inferplex._opsets.sequence_ops import *  # noqa: F403 - RandomUniform, GatherTree
 from inferplex._opsets.shapes import *  # noqa: F403 - broadcast, pad, ...
 from inferplex._opsets.slicing import *  # noqa: F403 - strided_slice, roll
 from inferplex._opsets.spectral import *  # noqa: F403 - DFT, IDFT
@@ -57,7 +65,8 @@ __all__ = [
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
     "read_value", "assign",
     *(name for module in (_more, _math, _shapes, _slicing, _index, _nn, _interpolate, _recurrent, _spectral,
-                                   _blocks, _embedding)
+                                   _blocks, _embedding, _detection, _priors, _colour,
+                                   _sequence_ops)
       for name in module.__all__ if SINCE_OPSET.get(name, 1) <= 7),
 ]
 

@@ -20,6 +20,7 @@ import numpy as np
 import onnx_ir as ir
 
 from inferplex import opset
+from inferplex.api.ir.ops_detection import DETECTION_BUILDERS
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 from inferplex.state.ops import assign, read_value
@@ -78,8 +79,9 @@ _REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": 
 
 VERSIONS = {"AvgPool": {1, 14}, "BatchNormInference": {1, 5}, "Broadcast": {1, 3}, "Gather": {1, 7, 8},
             "GatherND": {5, 8}, "Gelu": {2, 7}, "Interpolate": {1, 4, 11}, "LSTMCell": {1, 4},
-            "LSTMSequence": {5}, "MaxPool": {1, 8, 14},
+            "LSTMSequence": {5}, "MaxPool": {1, 8, 14}, "NonMaxSuppression": {1, 3, 4, 5, 9},
             "MVN": {2, 6}, "OneHot": {1, 16}, "Pad": {1, 12}, "Range": {1, 4}, "ReadValue": {3, 6},
+            "ROIAlign": {3, 9},
             "Assign": {3, 6}, "ScatterElementsUpdate": {3, 12}, "ScatterNDUpdate": {3, 4, 15},
             "ShapeOf": {1, 3}, "Softmax": {1, 8}, "Squeeze": {1, 15}, "TopK": {1, 3, 11}}
 """The opset versions read of the ops whose versions differ; other ops are read in every version."""
@@ -447,5 +449,6 @@ BUILDERS: dict[str, Build] = {
     **{type_name: _binary(function) for type_name, function in _BINARY.items()},
     **{type_name: _reduce(function) for type_name, function in _REDUCE.items()},
     **_ATTRIBUTE_OPS,
+    **DETECTION_BUILDERS,
 }
 """OpenVINO op type -> the function that builds it (Parameter, Constant and Result are the reader's)."""

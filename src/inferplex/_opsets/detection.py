@@ -1,0 +1,216 @@
+"""OpenVINO's detection ops: NonMaxSuppression, ROIAlign, ROIPooling, ReorgYolo and RegionYolo as the
+ONNX ops that compute the same numbers (NonMaxSuppression, RoiAlign, MaxRoiPool, SpaceToDepth,
+Sigmoid and Softmax); PriorBox and PriorBoxClustered, whose output depends only on shapes, are in
+:mod:`inferplex._opsets.priors`.
+
+NonMaxSuppression gives OpenVINO's three outputs: ``selected_indices`` [N, 3] (batch, class, box)
+and ``selected_scores`` [N, 3] (batch, class, score) of the N boxes kept, as OpenVINO's CPU gives
+them (no -1 rows), and ``valid_outputs`` [1] = N.  Soft NMS (a ``soft_nms_sigma`` other than 0)
+lowers the scores of overlapping boxes instead of dropping them, which ONNX's NonMaxSuppression
+cannot do: it is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from inferplex._opsets.build import NodeInput, constant_data, int64, make_op, static_dims, step, value_of
+from inferplex.api.nodes import Node, to_ir_dtype
+from inferplex.errors import InputError
+
+__all__ = ["non_max_suppression", "region_yolo", "reorg_yolo", "roi_align", "roi_pooling"]
+
+_INDEX_TYPES = ("i32", "i64")
+_ENCODINGS = {"corner": 0, "center": 1}
+_ALIGNED = {"asymmetric": ("output_half_pixel", 0.0), "half_pixel_for_nn": ("half_pixel", 0.0),
+            "half_pixel": ("half_pixel", 0.5)}
+"""OpenVINO's aligned_mode -> ONNX's coordinate_transformation_mode and what OpenVINO adds to a
+region's corners before scaling them (``(x + 0.5) * spatial_scale - 0.5`` in half_pixel)."""
+_FLOAT = int(ir.DataType.FLOAT)
+
+
+def _ints(values: Any) -> ir.Value:
+    return value_of(np.asarray(values, np.int64))
+
+
+def _float_scalar(item: NodeInput, what: str) -> ir.Value:
+    """A threshold as ONNX's NonMaxSuppression takes it: f32 of one element."""
+    data = constant_data(item)
+    if data is not None:
+        return value_of(np.asarray(data, np.float32).reshape([1]))
+    return step("Reshape", [step("Cast", [value_of(item)], {"to": _FLOAT}), _ints([1])])
+
+
+def non_max_suppression(boxes: NodeInput, scores: NodeInput, max_output_boxes_per_class: NodeInput = None,
+                        iou_threshold: NodeInput = None, score_threshold: NodeInput = None,
+                        soft_nms_sigma: NodeInput = None, box_encoding: Any = "corner",
+                        sort_result_descending: Any = True, output_type: Any = "i64",
+                        name: str | None = None) -> Node:
+    """Greedy non-maximum suppression of ``boxes`` [batch, boxes, 4] by ``scores`` [batch, classes,
+    boxes]: outputs ``selected_indices`` [N, 3], ``selected_scores`` [N, 3] and ``valid_outputs``.
+
+    ``box_encoding`` ``"corner"`` (y1, x1, y2, x2) or ``"center"`` (x, y, width, height); with
+    ``sort_result_descending`` the boxes kept are ordered by score over every batch and class, else
+    by batch, class, then score.  The opset 1 to 4 forms (no ``soft_nms_sigma``: ``box_encoding``
+    sixth) are taken too."""
+    if isinstance(soft_nms_sigma, str):  # opsets 1 to 4: box_encoding, sort_result_descending[, output_type]
+        rest = [box_encoding, sort_result_descending, output_type]
+        box_encoding, soft_nms_sigma = soft_nms_sigma, None
+        sort_result_descending = rest[0] if isinstance(rest[0], bool) else True
+        output_type = rest[1] if isinstance(rest[1], str) else "i64"
+        if output_type not in _INDEX_TYPES:  # opset 1: the eighth argument is the name
+            name, output_type = output_type, "i64"
+        elif name is None and isinstance(rest[2], str) and rest[2] not in _INDEX_TYPES:
+            name = rest[2]
+    encoding = str(box_encoding).lower()
+    if encoding not in _ENCODINGS:
+        raise InputError(f"non_max_suppression box_encoding {box_encoding!r}; accepted: corner, center")
+    kind = str(output_type).lower()
+    if kind not in _INDEX_TYPES:
+        raise InputError(f"non_max_suppression output_type {output_type!r}; accepted: i32, i64")
+    if soft_nms_sigma is not None:
+        sigma = constant_data(soft_nms_sigma)
+        if sigma is None or np.any(np.asarray(sigma) != 0):
+            raise InputError("non_max_suppression with a soft_nms_sigma other than 0 (soft NMS, which lowers "
+                             "the scores of overlapping boxes) has no ONNX equivalent; accepted: None or 0")
+    box_values = value_of(boxes)
+    score_type = int(box_values.dtype or ir.DataType.FLOAT)
+    as_float = [v if v.dtype == ir.DataType.FLOAT else step("Cast", [v], {"to": _FLOAT})
+                for v in (box_values, value_of(scores))]
+    limit = _ints([0]) if max_output_boxes_per_class is None else step(
+        "Reshape", [int64(max_output_boxes_per_class), _ints([1])])
+    iou = _float_scalar(0.0 if iou_threshold is None else iou_threshold, "iou_threshold")
+    least = _float_scalar(0.0 if score_threshold is None else score_threshold, "score_threshold")
+    fixed = constant_data(limit)
+    # OpenVINO's CPU fails on ONNX's NonMaxSuppression of a limit of 0: at least 1, rows dropped after
+    positive = fixed is not None and bool(np.all(fixed > 0))
+    clamped = limit if positive else step("Max", [limit, _ints([1])])
+    selected = step("NonMaxSuppression", [*as_float, clamped, iou, least],
+                    {"center_point_box": _ENCODINGS[encoding]})
+    if not positive:
+        rows = step("Where", [step("Greater", [limit, _ints([0])]), step("Shape", [selected], {"end": 1}),
+                              _ints([0])])
+        selected = step("Slice", [selected, _ints([0]), rows, _ints([0])])
+    picked = step("GatherND", [as_float[1], selected])
+    if sort_result_descending:  # a last -inf keeps TopK's k above 0 (no box kept)
+        count = step("Shape", [picked])
+        padded = step("Concat", [picked, value_of(np.array([-np.inf], np.float32))], {"axis": 0})
+        order = make_op("TopK", "TopK", [padded, step("Add", [count, _ints([1])])],
+                        {"axis": 0, "largest": 1, "sorted": 1}, None, num_outputs=2)
+        order_index = step("Slice", [order._outputs[1], _ints([0]), count, _ints([0])])  # noqa: SLF001
+        selected = step("Gather", [selected, order_index], {"axis": 0})
+        picked = step("Gather", [picked, order_index], {"axis": 0})
+    indices = make_op("NonMaxSuppression", "Cast", [selected], {"to": int(to_ir_dtype(kind))}, name)
+    where = step("Cast", [step("Slice", [selected, _ints([0]), _ints([2]), _ints([1])])], {"to": _FLOAT})
+    scored = step("Concat", [where, step("Unsqueeze", [picked, _ints([1])])], {"axis": 1})
+    if score_type != _FLOAT:
+        scored = step("Cast", [scored], {"to": score_type})
+    valid = step("Cast", [step("Shape", [selected], {"start": 0, "end": 1})], {"to": int(to_ir_dtype(kind))})
+    indices._outputs.extend([scored, valid])  # noqa: SLF001
+    return indices
+
+
+def roi_align(data: NodeInput, rois: NodeInput, batch_indices: NodeInput, pooled_h: int, pooled_w: int,
+              sampling_ratio: int, spatial_scale: float, mode: str, aligned_mode: str | None = "asymmetric",
+              name: str | None = None) -> Node:
+    """Regions ``rois`` [N, 4] (x1, y1, x2, y2) of ``data`` [batch, C, H, W] (image
+    ``batch_indices[n]``) pooled to [N, C, pooled_h, pooled_w] by the average (``mode="avg"``) or
+    maximum (``"max"``) of bilinear samples; ``aligned_mode`` ``"asymmetric"`` (opset 3) or
+    ``"half_pixel"`` (pixel centres shifted by half a pixel)."""
+    kind = str(mode).lower()
+    if kind not in ("avg", "max"):
+        raise InputError(f"roi_align mode {mode!r}; accepted: avg, max")
+    aligned = str(aligned_mode or "asymmetric").lower()
+    if aligned not in _ALIGNED:
+        raise InputError(f"roi_align aligned_mode {aligned_mode!r}; accepted: {', '.join(_ALIGNED)}")
+    if kind == "max":
+        raise InputError("roi_align mode 'max' takes the largest bilinear sample, ONNX's RoiAlign the "
+                         "largest weighted corner; accepted: avg")
+    transform, shift = _ALIGNED[aligned]
+    attrs = {"coordinate_transformation_mode": transform, "mode": kind,
+             "output_height": int(pooled_h), "output_width": int(pooled_w),
+             "sampling_ratio": int(sampling_ratio), "spatial_scale": float(spatial_scale)}
+    x = value_of(data)
+    boxes = value_of(rois, x.dtype)
+    if shift:
+        boxes = step("Add", [boxes, value_of(np.asarray(shift, (x.dtype or ir.DataType.FLOAT).numpy()))])
+    return make_op("ROIAlign", "RoiAlign", [x, boxes, int64(batch_indices)], attrs, name)
+
+
+def roi_pooling(input: NodeInput, coords: NodeInput, output_roi: Sequence[int] | None = None,
+                spatial_scale: Any = None, method: str = "max", name: str | None = None, *,
+                output_size: Sequence[int] | None = None) -> Node:
+    """Regions ``coords`` [N, 5] (batch index, x1, y1, x2, y2) of ``input`` [batch, C, H, W] max-pooled
+    to [N, C, *output_roi] (``output_size`` its other name)."""
+    size = output_roi if output_roi is not None else output_size
+    if size is None or len(list(size)) != 2:
+        raise InputError(f"roi_pooling needs output_roi (or output_size) [height, width], got {size!r}")
+    if spatial_scale is None:
+        raise InputError("roi_pooling needs spatial_scale (the ratio of input size to image size)")
+    if str(method).lower() != "max":
+        raise InputError(f"roi_pooling method {method!r}: bilinear pooling has no ONNX equivalent here; "
+                         "accepted: max")
+    x = value_of(input)
+    return make_op("ROIPooling", "MaxRoiPool", [x, value_of(coords, x.dtype)],
+                   {"pooled_shape": [int(v) for v in size], "spatial_scale": float(spatial_scale)}, name)
+
+
+def reorg_yolo(input: NodeInput, stride: Sequence[int] | int, name: str | None = None) -> Node:
+    """YOLOv2's reorganisation of ``input`` [N, C, H, W] into [N, C * s * s, H / s, W / s] (Darknet's
+    reorg, which reads the data as [N, C / (s * s), H * s, W * s])."""
+    strides = [int(stride)] if isinstance(stride, int | np.integer) else [int(v) for v in stride]
+    if not strides or strides[0] < 1 or any(v != strides[0] for v in strides):
+        raise InputError(f"reorg_yolo stride {stride!r}; accepted: one positive stride (or equal ones)")
+    s = strides[0]
+    x = value_of(input)
+    n, c, h, w = _four_dims(x, "reorg_yolo")
+    if h % s or w % s or c % (s * s):
+        raise InputError(f"reorg_yolo needs H and W divisible by the stride {s} and C by its square, "
+                         f"got [{n},{c},{h},{w}]")
+    # OpenVINO reads the data as [N, C / s², H * s, W * s], moves each s-by-s tile into channels and
+    # writes the result as [N, C * s², H / s, W / s]
+    tiles = step("Reshape", [x, _ints([n, c // (s * s), h * s, w * s])])
+    moved = step("SpaceToDepth", [tiles], {"blocksize": s})
+    return make_op("ReorgYolo", "Reshape", [moved, _ints([n, c * s * s, h // s, w // s])], {}, name)
+
+
+def _four_dims(value: ir.Value, what: str) -> list[int]:
+    dims = static_dims(value, what)
+    if len(dims) != 4:
+        raise InputError(f"{what} needs an input of rank 4 [N, C, H, W], got rank {len(dims)}")
+    return dims
+
+
+def region_yolo(input: NodeInput, coords: int, classes: int, num: int, do_softmax: bool,
+                mask: Sequence[int], axis: int, end_axis: int, anchors: Sequence[float] | None = None,
+                name: str | None = None) -> Node:
+    """YOLO's region layer on ``input`` [N, regions * (coords + 1 + classes), H, W]: sigmoid of each
+    region's x, y and confidence, softmax (``do_softmax``, ``num`` regions, the output flattened
+    from ``axis`` to ``end_axis``) or sigmoid (``len(mask)`` regions) of its class scores."""
+    x = value_of(input)
+    n, c, h, w = _four_dims(x, "region_yolo")
+    regions = int(num) if do_softmax else len(list(mask))
+    entry = int(coords) + 1 + int(classes)
+    if regions * entry != c:
+        raise InputError(f"region_yolo needs {regions} regions of {entry} channels (coords + 1 + classes), "
+                         f"got {c} channels")
+    split = step("Reshape", [x, _ints([n, regions, entry, h, w])])
+    xy = step("Sigmoid", [_part(split, 0, 2)])
+    wh = _part(split, 2, int(coords))
+    confidence = step("Sigmoid", [_part(split, int(coords), int(coords) + 1)])
+    scores = _part(split, int(coords) + 1, entry)
+    scores = step("Softmax", [scores], {"axis": 2}) if do_softmax else step("Sigmoid", [scores])
+    joined = step("Concat", [xy, wh, confidence, scores], {"axis": 2})
+    dims = [n, c, h, w]
+    if do_softmax:
+        first, last = int(axis) % 4, int(end_axis) % 4
+        dims = [*dims[:first], int(np.prod(dims[first:last + 1])), *dims[last + 1:]]
+    return make_op("RegionYolo", "Reshape", [joined, _ints(dims)], {}, name)
+
+
+def _part(value: ir.Value, begin: int, end: int) -> ir.Value:
+    return step("Slice", [value, _ints([begin]), _ints([end]), _ints([2])])
