@@ -479,3 +479,26 @@ def test_without_openvino_reading_ir_names_the_package(core: ov.Core, tiny_cnn: 
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino raises ImportError
     with _raises(ModelError, "OpenVINO IR", "needs the openvino package", "export the source model to ONNX"):
         core.read_model(tiny_cnn)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_if_read_from_ir(core: ov.Core, folder: Path, flag: bool) -> None:
+    """An If made with ``openvino.opset8.if_op``: each body rebuilt by the reader, both branches run."""
+    x = op.parameter([2, 3], np.float32, name="x")
+    y = op.parameter([2, 3], np.float32, name="y")
+    cond = op.parameter([1], np.bool_, name="cond")
+    tx, ty = op.parameter([2, 3], np.float32), op.parameter([2, 3], np.float32)
+    then_body = openvino.Model([op.result(op.add(op.multiply(tx, op.constant(np.float32(2))), ty))], [tx, ty])
+    ex = op.parameter([2, 3], np.float32)
+    else_body = openvino.Model([op.result(op.relu(ex))], [ex])
+    node = op8.if_op(cond)
+    node.set_then_body(then_body)
+    node.set_else_body(else_body)
+    node.set_input(x.output(0), tx, ex)
+    node.set_input(y.output(0), ty, None)
+    out = node.set_output(then_body.get_results()[0], else_body.get_results()[0])
+    model = openvino.Model([op.result(op.sigmoid(out))], [x, y, cond])
+    rng = np.random.default_rng(9)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32),
+             "y": rng.standard_normal((2, 3)).astype(np.float32), "cond": np.array([flag])}
+    _read_matches_openvino(core, model, folder / f"if_{flag}.xml", feeds)

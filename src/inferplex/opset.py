@@ -31,6 +31,8 @@ import onnx_ir as ir
 
 from inferplex._opsets import blocks as _blocks
 from inferplex._opsets import colour as _colour
+from inferplex._opsets import control_flow as _control_flow
+from inferplex._opsets import control_loops as _control_loops
 from inferplex._opsets import detection as _detection
 from inferplex._opsets import embedding as _embedding
 from inferplex._opsets import index as _index
@@ -50,6 +52,8 @@ from inferplex._opsets.build import is_graph_input as _is_graph_input
 from inferplex._opsets.build import make_op as _op
 from inferplex._opsets.build import value_of as _value
 from inferplex._opsets.colour import *  # noqa: F403 - re-exported: NV12 and I420 to RGB and BGR
+from inferplex._opsets.control_flow import *  # noqa: F403 - re-exported: if_op
+from inferplex._opsets.control_loops import *  # noqa: F403 - re-exported: loop, tensor_iterator
 from inferplex._opsets.detection import *  # noqa: F403 - re-exported: NMS, ROI pooling, YOLO layers
 from inferplex._opsets.embedding import *  # noqa: F403 - re-exported: embedding bags, CTC decoders
 from inferplex._opsets.index import *  # noqa: F403 - re-exported: gathers, scatters, one_hot
@@ -103,12 +107,14 @@ __all__ += _detection.__all__
 __all__ += _priors.__all__
 __all__ += _colour.__all__
 __all__ += _sequence_ops.__all__
+__all__ += _control_flow.__all__
+__all__ += _control_loops.__all__
 
 SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan": 10,
                "group_normalization": 12, "scaled_dot_product_attention": 13,
                "adaptive_avg_pool": 8, "adaptive_max_pool": 8, "rdft": 9, "irdft": 9,
                "nv12_to_rgb": 8, "nv12_to_bgr": 8, "i420_to_rgb": 8, "i420_to_bgr": 8,
-               "random_uniform": 8}
+               "random_uniform": 8, "if_op": 8}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

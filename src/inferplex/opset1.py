@@ -8,6 +8,8 @@ from typing import Any
 
 from inferplex._opsets import blocks as _blocks
 from inferplex._opsets import colour as _colour
+from inferplex._opsets import control_flow as _control_flow
+from inferplex._opsets import control_loops as _control_loops
 from inferplex._opsets import detection as _detection
 from inferplex._opsets import embedding as _embedding
 from inferplex._opsets import index as _index
@@ -23,6 +25,8 @@ from inferplex._opsets import slicing as _slicing
 from inferplex._opsets import spectral as _spectral
 from inferplex._opsets.blocks import *  # noqa: F403 - GRN, Bucketize, BatchToSpace, ...
 from inferplex._opsets.colour import *  # noqa: F403 - NV12 and I420 to RGB and BGR
+from inferplex._opsets.control_flow import *  # noqa: F403 - if_op (opset 8: removed below)
+from inferplex._opsets.control_loops import *  # noqa: F403 - loop (opset 5), tensor_iterator
 from inferplex._opsets.detection import *  # noqa: F403 - NMS, ROI pooling, YOLO layers
 from inferplex._opsets.embedding import *  # noqa: F403 - embedding bags, CTC decoders
 from inferplex._opsets.index import *  # noqa: F403 - gathers, scatters, one_hot
@@ -66,7 +70,7 @@ __all__ = [
     "read_value", "assign",
     *(name for module in (_more, _math, _shapes, _slicing, _index, _nn, _interpolate, _recurrent, _spectral,
                                    _blocks, _embedding, _detection, _priors, _colour,
-                                   _sequence_ops)
+                                   _sequence_ops, _control_flow, _control_loops)
       for name in module.__all__ if SINCE_OPSET.get(name, 1) <= 7),
 ]
 

@@ -444,7 +444,34 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
                                                      name=op.name),
 }
 
+def _if(op: OpView) -> Node:
+    """An If, its two bodies rebuilt by the same reader; inputs and outputs as its descriptions say."""
+    from inferplex.api.ir.graph import rebuild
+
+    node = op._node  # type: ignore[attr-defined]  # noqa: SLF001 - the reader's view of the OpenVINO op
+    bodies = [rebuild(node.get_function(side), f"{op.name} {label} body")
+              for side, label in ((0, "then"), (1, "else"))]
+    built = opset.if_op(op.value(0), name=op.name)
+    built.set_then_body(bodies[0])
+    built.set_else_body(bodies[1])
+    feeds: dict[int, list[Any]] = {}
+    picks: dict[int, list[Any]] = {}
+    for side, body in enumerate(bodies):
+        for described in node.get_input_descriptions(side):
+            feeds.setdefault(described.input_index, [None, None])[side] = \
+                body.get_parameters()[described.body_parameter_index]
+        for described in node.get_output_descriptions(side):
+            picks.setdefault(described.output_index, [None, None])[side] = \
+                body.get_results()[described.body_value_index]
+    for index in sorted(feeds):
+        built.set_input(op.value(index), *feeds[index])
+    for index in sorted(picks):
+        built.set_output(*picks[index])
+    return built
+
+
 BUILDERS: dict[str, Build] = {
+    "If": _if,
     **{type_name: _unary(function) for type_name, function in _UNARY.items()},
     **{type_name: _binary(function) for type_name, function in _BINARY.items()},
     **{type_name: _reduce(function) for type_name, function in _REDUCE.items()},
