@@ -502,3 +502,37 @@ def test_if_read_from_ir(core: ov.Core, folder: Path, flag: bool) -> None:
     feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32),
              "y": rng.standard_normal((2, 3)).astype(np.float32), "cond": np.array([flag])}
     _read_matches_openvino(core, model, folder / f"if_{flag}.xml", feeds)
+
+
+@pytest.mark.parametrize("kind", ["loop", "tensor_iterator"])
+def test_loop_and_tensor_iterator_read_from_ir(core: ov.Core, folder: Path, kind: str) -> None:
+    """A running sum over the rows of ``x``: sliced input, merged accumulator, last value and
+    concatenated per-step values (a Loop also with its iteration and condition ports)."""
+    row = op.parameter([1, 3], np.float32, name="row")
+    acc = op.parameter([1, 3], np.float32, name="acc")
+    total = op.add(acc, row)
+    doubled = op.result(op.multiply(total, op.constant(np.float32(2))))
+    x = op.parameter([4, 3], np.float32, name="x")
+    start = op.parameter([1, 3], np.float32, name="start")
+    if kind == "loop":
+        step = op.parameter([1], np.int64, name="step")
+        body = openvino.Model([op.result(total), op.result(op.constant(np.array([True]))), doubled],
+                              [step, row, acc])
+        node = op8.loop(op.constant(np.array(4, np.int64)), op.constant(np.array(True)))
+        node.set_function(body)
+        node.set_special_body_ports([0, 1])
+        concatenated = body.get_results()[2]
+    else:
+        body = openvino.Model([op.result(total), doubled], [row, acc])
+        node = op8.tensor_iterator()
+        node.set_function(body)
+        concatenated = body.get_results()[1]
+    node.set_sliced_input(row, x.output(0), 0, 1, 1, -1, 0)
+    node.set_merged_input(acc, start.output(0), body.get_results()[0].output(0))
+    last = node.get_iter_value(body.get_results()[0].output(0), -1)
+    steps = node.get_concatenated_slices(concatenated.output(0), 0, 1, 1, -1, 0)
+    model = openvino.Model([op.result(last), op.result(steps)], [x, start])
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32),
+             "start": rng.standard_normal((1, 3)).astype(np.float32)}
+    _read_matches_openvino(core, model, folder / f"{kind}.xml", feeds)

@@ -183,6 +183,7 @@ class _View:
 
     def __init__(self, node: Any, reader: _Reader) -> None:
         self._node, self._reader = node, reader
+        self.node = node
         self.type_name = node.get_type_name()
         self.version = _version(node)
         self.attrs = dict(node.get_attributes())

@@ -53,6 +53,9 @@ class OpView(Protocol):
     def ints(self, index: int) -> Any:
         """Input ``index`` as int64 (shapes, axes, bounds, indices): its data where it is constant."""
 
+    node: Any
+    """The OpenVINO op itself (its bodies and port descriptions, for If, Loop and TensorIterator)."""
+
     def used(self, index: int) -> bool:
         """Whether output ``index`` is read (by an op or a Result)."""
 
@@ -448,7 +451,7 @@ def _if(op: OpView) -> Node:
     """An If, its two bodies rebuilt by the same reader; inputs and outputs as its descriptions say."""
     from inferplex.api.ir.graph import rebuild
 
-    node = op._node  # type: ignore[attr-defined]  # noqa: SLF001 - the reader's view of the OpenVINO op
+    node = op.node
     bodies = [rebuild(node.get_function(side), f"{op.name} {label} body")
               for side, label in ((0, "then"), (1, "else"))]
     built = opset.if_op(op.value(0), name=op.name)
@@ -470,8 +473,45 @@ def _if(op: OpView) -> Node:
     return built
 
 
+def _loop(op: OpView) -> Node:
+    """A Loop or TensorIterator, its body rebuilt by the same reader; its sliced, merged and
+    invariant inputs and its last-value and concatenated outputs as its descriptions say."""
+    from inferplex.api.ir.graph import rebuild
+
+    node = op.node
+    body = rebuild(node.get_function(), f"{op.name} body")
+    if op.type_name == "Loop":
+        built = opset.loop(op.value(0), op.value(1), name=op.name)
+        built.set_function(body)
+        built.set_special_body_ports(list(node.get_special_body_ports()))
+    else:
+        built = opset.tensor_iterator(name=op.name)
+        built.set_function(body)
+    parameters, results = body.get_parameters(), body.get_results()
+    for described in node.get_input_descriptions():
+        kind = type(described).__name__
+        parameter, value = parameters[described.body_parameter_index], op.value(described.input_index)
+        if kind == "SliceInputDescription":
+            built.set_sliced_input(parameter, value, described.start, described.stride, described.part_size,
+                                   described.end, described.axis)
+        elif kind == "MergedInputDescription":
+            built.set_merged_input(parameter, value, results[described.body_value_index])
+        else:
+            built.set_invariant_input(parameter, value)
+    for described in sorted(node.get_output_descriptions(), key=lambda d: d.output_index):
+        result = results[described.body_value_index]
+        if type(described).__name__ == "ConcatOutputDescription":
+            built.get_concatenated_slices(result, described.start, described.stride, described.part_size,
+                                          described.end, described.axis)
+        else:
+            built.get_iter_value(result, described.iteration)
+    return built
+
+
 BUILDERS: dict[str, Build] = {
     "If": _if,
+    "Loop": _loop,
+    "TensorIterator": _loop,
     **{type_name: _unary(function) for type_name, function in _UNARY.items()},
     **{type_name: _binary(function) for type_name, function in _BINARY.items()},
     **{type_name: _reduce(function) for type_name, function in _REDUCE.items()},
