@@ -20,6 +20,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import inferplex as ov
+from inferplex import errors, opset
 from inferplex.errors import InferenceError
 
 from conftest import make_model, ort_run
@@ -310,3 +311,25 @@ def test_wait_for_a_request_never_started_is_false(compiled: ov.CompiledModel) -
     request.wait()  # returns at once too
     request.infer(_x(11))
     assert request.wait_for(0) is True
+
+
+def test_every_name_of_a_tensor_keys_inputs_results_and_tensors() -> None:
+    """A tensor with several names (``set_names``, an IR's extra names) is found by any of them, as
+    OpenVINO finds it: ``compiled.input(name)``, the inputs of ``infer``, ``results[name]`` and
+    ``get_tensor(name)``; a name no tensor has still raises."""
+    x = opset.parameter([2], np.float32, name="x")
+    model = ov.Model([opset.result(opset.relu(x), "y")], [x])
+    model.input(0).set_names({"x", "pixels"})
+    model.output(0).set_names({"y", "probs"})
+    compiled = ov.Core().compile_model(model, "CPU")
+    assert compiled.input("pixels").get_names() == {"x", "pixels"}
+    assert compiled.output("probs").any_name == "y"
+    request = compiled.create_infer_request()
+    results = request.infer({"pixels": np.array([-1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(results["probs"], [0.0, 2.0])
+    np.testing.assert_array_equal(request.get_tensor("pixels").data, [-1.0, 2.0])
+    np.testing.assert_array_equal(request.get_tensor("probs").data, [0.0, 2.0])
+    with pytest.raises(errors.InputError, match="unknown input 'nope'"):
+        request.infer({"nope": np.zeros(2, np.float32)})
+    with pytest.raises(KeyError, match="no output 'nope'"):
+        results["nope"]

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from inferplex._ports import Port
+from inferplex._ports import Port, port_named
 from inferplex.api.reshape import dim_bounds
 from inferplex.api.tensor import Tensor
 from inferplex.api.types import Type
@@ -118,6 +118,8 @@ def keyed_inputs(ports: list[Port], inputs: Any, by_name: Mapping[str, int] | No
             elif not isinstance(key, (int, str)) or isinstance(key, bool):
                 raise InputTypeError(f"Incompatible key type for input: {key!r}; keys are input names "
                                      "(str), indices (int) or ports")
+            elif (named := port_named(ports, key)) is not None:  # another of the tensor's names
+                result[named.index] = value
             else:
                 unknown.append(repr(key))
         if unknown:
@@ -306,6 +308,9 @@ class OVDict(Mapping[Port, Any]):
                                  "name or port")
         if key in self._outputs:
             return key
+        named = port_named(self._ports, key)  # another of the tensor's names
+        if named is not None:
+            return named.any_name
         raise KeyError(f"no output {key!r}; outputs: {', '.join(self._outputs)}")
 
     def __getitem__(self, key: Any) -> Any:

@@ -491,4 +491,12 @@ def find_port(ports: Sequence[Port], key: int | np.integer[Any] | str | Port | N
     for port in ports:
         if port.any_name == key:
             return port
+    named = port_named(ports, key)
+    if named is not None:
+        return named
     raise InputError(f"no {kind} named {key!r}; {kind}s: {', '.join(p.any_name for p in ports)}")
+
+
+def port_named(ports: Sequence[Port], name: Any) -> Port | None:
+    """The port one of whose names (``get_names``: the extra ones too) is ``name``; None if none."""
+    return next((port for port in ports if isinstance(name, str) and name in port.get_names()), None)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from inferplex._ports import Port, find_port
+from inferplex._ports import Port, find_port, port_named
 from inferplex._request_tensors import RequestTensors
 from inferplex.errors import InputError
 
@@ -56,6 +56,9 @@ class TensorAccess:
         for port in (*inputs, *outputs):
             if port.any_name == key:
                 return port
+        named = port_named((*inputs, *outputs), key)  # another of the tensor's names
+        if named is not None:
+            return named
         raise InputError(f"Port for tensor name {key} was not found: no input or output is named "
                          f"{key!r}; inputs: {', '.join(p.any_name for p in inputs)}; outputs: "
                          f"{', '.join(p.any_name for p in outputs)}")  # OpenVINO's words first
