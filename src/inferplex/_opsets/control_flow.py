@@ -6,7 +6,7 @@ body Parameter of each, ``set_output(then_result, else_result)`` adds an output 
 port.  The ONNX node is made again each time an output is added (its ports stay valid): each
 branch is a copy of its body in which the body's Parameters are the outer values fed to them
 (ONNX branches take no inputs but read the enclosing graph's values by name; a model built on
-the If holds those values: :func:`inferplex.api.build.outer_values`).
+the If holds those values: :func:`inferplex._subgraphs.outer_values`).
 
 Shared with :mod:`inferplex._opsets.control_loops`: copying a body graph, finding its Parameters
 and Results, and moving an op's output values onto newly made ONNX nodes.
@@ -15,7 +15,7 @@ and Results, and moving an op's output values onto newly made ONNX nodes.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -93,13 +93,8 @@ class IfNode(Node):
     def set_output(self, then_result: Any, else_result: Any) -> Any:
         """Add an output: ``then_result`` of the then body or ``else_result`` of the else body; its port."""
         then_body, else_body = self._both_bodies("set_output")
-        self._results.append((result_index(then_body, then_result, "then body"),
-                              result_index(else_body, else_result, "else body")))
-        try:
-            self._remake()
-        except InputError:
-            self._results.pop()
-            raise
+        appended(self._results, (result_index(then_body, then_result, "then body"),
+                                 result_index(else_body, else_result, "else body")), self._remake)
         return self.output(len(self._results) - 1)
 
     def get_input_descriptions(self, index: int = 0) -> list[tuple[int, int]]:
@@ -140,6 +135,17 @@ class IfNode(Node):
 
 
 # --- shared with the loops -----------------------------------------------------------------------
+
+
+def appended(items: list[Any], item: Any, remake: Callable[[], None]) -> None:
+    """Add ``item`` to an op's inputs or outputs and make its ONNX node again; where that raises an
+    InputError the item is taken out again, so the op stays as it was."""
+    items.append(item)
+    try:
+        remake()
+    except InputError:
+        items.pop()
+        raise
 
 
 def _check_model(body: Any, what: str) -> Any:

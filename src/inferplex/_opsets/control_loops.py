@@ -25,6 +25,7 @@ import onnx_ir as ir
 from inferplex._opsets.build import INT64_MIN, NodeInput, value_of
 from inferplex._opsets.control_flow import (
     _check_model,
+    appended,
     body_copy,
     parameter_index,
     publish,
@@ -153,22 +154,16 @@ class LoopNode(Node):
 
     def _add_input(self, kind: str, parameter: Any, value: NodeInput, detail: Any) -> None:
         index = parameter_index(self._need_body(f"set_{kind}_input"), parameter, self._type_name)
-        self._inputs.append((kind, index, value_of(value), detail))
+        entry = (kind, index, value_of(value), detail)
         if self._results:
-            try:
-                self._remake()
-            except InputError:
-                self._inputs.pop()
-                raise
+            appended(self._inputs, entry, self._remake)
+        else:
+            self._inputs.append(entry)
 
     def _add_output(self, kind: str, result: Any, slicing: _Slicing | None) -> Any:
         body = self._need_body("get_iter_value" if kind == "iter" else "get_concatenated_slices")
-        self._results.append((kind, result_index(body, result, f"{self._type_name} body"), slicing))
-        try:
-            self._remake()
-        except InputError:
-            self._results.pop()
-            raise
+        appended(self._results, (kind, result_index(body, result, f"{self._type_name} body"), slicing),
+                 self._remake)
         return self.output(len(self._results) - 1)
 
     def _remake(self) -> None:

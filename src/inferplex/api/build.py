@@ -17,6 +17,7 @@ from typing import Any
 
 import onnx_ir as ir
 
+from inferplex._subgraphs import outer_values
 from inferplex.api.nodes import Node, Parameter, Result
 from inferplex.errors import ModelError
 
@@ -194,36 +195,6 @@ def _reads(node: ir.Node) -> list[ir.Value | None]:
     """The values ``node`` reads: its inputs, then the outer values its subgraphs read by name
     (an ``If`` branch reads the enclosing graph's values, having no inputs of its own)."""
     return [*node.inputs, *outer_values(node)]
-
-
-def outer_values(node: ir.Node) -> list[ir.Value]:
-    """The values of enclosing graphs that the subgraphs of ``node`` (and theirs) read."""
-    found: list[ir.Value] = []
-
-    def visit(graph: ir.Graph, local: set[int]) -> None:
-        local = local | {id(v) for v in graph.inputs} | {id(v) for v in graph.initializers.values()}
-        for inner in graph:
-            local |= {id(v) for v in inner.outputs}
-        for inner in graph:
-            for value in inner.inputs:
-                if value is not None and id(value) not in local and all(value is not f for f in found):
-                    found.append(value)
-            for attribute in inner.attributes.values():
-                for sub in _subgraphs(attribute):
-                    visit(sub, local)
-
-    for attribute in node.attributes.values():
-        for graph in _subgraphs(attribute):
-            visit(graph, set())
-    return found
-
-
-def _subgraphs(attribute: Any) -> list[ir.Graph]:
-    if attribute.type == ir.AttributeType.GRAPH:
-        return [attribute.as_graph()]
-    if attribute.type == ir.AttributeType.GRAPHS:
-        return list(attribute.as_graphs())
-    return []
 
 
 def _ordered(nodes: list[ir.Node]) -> list[ir.Node]:

@@ -21,6 +21,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from inferplex._subgraphs import outer_values
 from inferplex.devices.gpu.ops._common import (
     EXACT_DTYPES,
     VALUE_KINDS,
@@ -33,38 +34,6 @@ from inferplex.devices.gpu.registry import NodeInfo, find_lowering, node_info, r
 from inferplex.errors import CompileError
 
 __all__ = ["Body", "bodies_reason", "lower_bodies", "outer_values"]
-
-
-def _subgraphs(node: ir.Node) -> list[ir.Graph]:
-    graphs: list[ir.Graph] = []
-    for attribute in node.attributes.values():
-        value = attribute.value
-        if isinstance(value, ir.Graph):
-            graphs.append(value)
-        elif isinstance(value, (list, tuple)):
-            graphs.extend(g for g in value if isinstance(g, ir.Graph))
-    return graphs
-
-
-def outer_values(node: ir.Node) -> list[ir.Value]:
-    """Values ``node``'s subgraphs (at any depth) read from outside them, in first-use order."""
-    found: list[ir.Value] = []
-    seen: set[ir.Value] = set()
-
-    def visit(graph: ir.Graph, local: set[ir.Value]) -> None:
-        local = local | set(graph.inputs) | set(graph.initializers.values())
-        for inner in graph:
-            for value in inner.inputs:
-                if value is not None and value not in local and value not in seen:
-                    seen.add(value)
-                    found.append(value)
-            for sub in _subgraphs(inner):
-                visit(sub, local)
-            local |= {v for v in inner.outputs if v is not None}
-
-    for graph in _subgraphs(node):
-        visit(graph, set())
-    return found
 
 
 _BODY_OPSETS: weakref.WeakKeyDictionary[ir.Graph, dict[str, int]] = weakref.WeakKeyDictionary()
