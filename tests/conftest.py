@@ -65,6 +65,30 @@ def mlp_model(batch: int | str = "N", seed: int = 7) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def transformer_layer_onnx(path: Path, batch_name: str = "batch") -> Path:
+    """A torch TransformerEncoderLayer (32 wide, 4 heads, eval mode) exported to ONNX at ``path``:
+    input ``src`` and output ``out`` of shape (batch, 5, 32), the batch dynamic."""
+    import warnings
+
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+
+        def forward(self, src: Any) -> Any:
+            return self.layer(src)
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():  # the TorchScript exporter's deprecation and tracer notes
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Encoder().eval(), (torch.randn(2, 5, 32),), str(path), input_names=["src"],
+                          output_names=["out"], dynamic_axes={"src": {0: batch_name}, "out": {0: batch_name}},
+                          opset_version=17, dynamo=False)
+    return path
+
+
 def ort_run(model: onnx.ModelProto | str | Path, feeds: Mapping[str, Any]) -> list[Any]:
     """The reference: plain ONNX Runtime (CPU) on the whole model, outputs in model order."""
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import re
 import sys
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from onnx import numpy_helper
 import inferplex as ov
 from inferplex.errors import InputTypeError, ModelError
 
-from conftest import ONNX_BACKEND_DATA, mlp_model, ort_run
+from conftest import ONNX_BACKEND_DATA, mlp_model, ort_run, transformer_layer_onnx
 
 openvino = pytest.importorskip("openvino")
 op = pytest.importorskip("openvino.opset13")
@@ -156,25 +155,8 @@ def test_fp16_weights_keep_their_numbers(core: ov.Core, folder: Path, mlp: Any) 
 @pytest.fixture(scope="module")
 def encoder(folder: Path) -> Path:
     """A torch TransformerEncoderLayer (eval mode) exported to ONNX, batch dynamic, sequence 5."""
-    torch = pytest.importorskip("torch")
-
-    class Encoder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
-
-        def forward(self, src: Any) -> Any:
-            return self.layer(src)
-
-    torch.manual_seed(0)
-    module = Encoder().eval()
-    path = folder / "encoder.onnx"
-    with warnings.catch_warnings():  # the TorchScript exporter's deprecation and tracer notes
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, (torch.randn(2, 5, 32),), str(path), input_names=["src"],
-                          output_names=["out"], dynamic_axes={"src": {0: "batch"}, "out": {0: "batch"}},
-                          opset_version=17, dynamo=False)
-    return path
+    pytest.importorskip("torch")
+    return transformer_layer_onnx(folder / "encoder.onnx")
 
 
 @pytest.mark.parametrize("compress", [True, False], ids=["f16", "f32"])

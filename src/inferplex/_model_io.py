@@ -3,7 +3,7 @@
 ``read_model`` (:func:`load_model`) accepts a path, bytes, an ``onnx.ModelProto`` or an
 ``onnx_ir.Model``.  A path or bytes (or text) whose content is an OpenVINO IR (``.xml``, with its
 ``.bin``) is read by :mod:`inferplex.api.ir`, which needs the ``openvino`` package; an ``.xml``
-path whose content is ONNX (what :func:`serialize` writes) reads as ONNX.  On reading ONNX, inferplex
+path whose content is ONNX reads as ONNX.  On reading ONNX, inferplex
 
 - checks the model with ``onnx.checker`` and names what is malformed, and
   refuses external data whose location leaves the model's folder
@@ -21,8 +21,9 @@ path whose content is ONNX (what :func:`serialize` writes) reads as ONNX.  On re
   (``PartialShape.dynamic()``, ``[...]``), as OpenVINO reads them: they take
   arrays of any rank the model's ops accept, and ``Model.reshape`` can fix them.
 
-:func:`save_model` and :func:`serialize` write a Model back as an ONNX file.  Kept apart
-from :mod:`inferplex._model`, which holds the Model's own API over the graph.
+:func:`save_model` and :func:`serialize` write a Model as an OpenVINO IR (an ``.xml`` path) or an
+ONNX file (any other path).  Kept apart from :mod:`inferplex._model`, which holds the Model's own
+API over the graph.
 """
 
 from __future__ import annotations
@@ -109,35 +110,51 @@ def load_model(source: Any, weights: Any = None) -> Model:
 
 
 def save_model(model: Model, output_model: str | os.PathLike[str], compress_to_fp16: bool = True) -> None:
-    """Write ``model`` (with rt_info such as affinities and layouts) to an .onnx file.
+    """Write ``model`` (with its rt_info: affinities, layouts) to ``output_model``, making its
+    folder where missing.
 
-    ``compress_to_fp16`` (default True, as in OpenVINO) stores float32 weights
-    as float16 followed by a Cast back to float32, halving the file; inputs,
-    outputs and the arithmetic stay float32.  Weights out of float16's range
-    stay float32.  The model in memory is not changed.
+    A path ending in ``.xml`` receives an OpenVINO IR (the ``.bin`` beside it), written by
+    OpenVINO as its ``save_model`` writes it (:mod:`inferplex.api.ir.writer`); any other path an
+    ONNX file, which keeps every op inferplex runs (OpenVINO's IR cannot hold some of them, nor
+    ONNX Runtime's contrib ops).  ``compress_to_fp16`` (default True, as in OpenVINO) stores
+    float32 weights as float16 followed by a conversion back to float32, halving the file;
+    inputs, outputs and the arithmetic stay float32; weights out of float16's range stay float32.
+    The model in memory is not changed.
     """
+    path = Path(os.fspath(output_model))
+    if _is_ir_path(path):
+        from inferplex.api.ir.writer import write_ir
+
+        write_ir(model, path, None, compress_to_fp16)
+        return
     to_save = model.ir
     if compress_to_fp16:
         from inferplex.api.fp16 import compressed_weights_copy
 
         to_save = compressed_weights_copy(model.ir)
-    ir.save(to_save, os.fspath(output_model))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ir.save(to_save, str(path))
 
 
 def serialize(model: Model, xml_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None,
               version: Any = None) -> None:
-    """OpenVINO's ``serialize(model, xml_path, bin_path)``, writing inferplex's model format.
-
-    inferplex models are ONNX, so ``xml_path`` receives an ONNX file with its
-    weights inside (not OpenVINO IR, whatever its extension), and ``bin_path``,
-    when given, an empty file, so code that writes both and reads them back with
-    ``read_model(xml_path, bin_path)`` runs unchanged.  ``version`` (IR version)
-    is accepted and ignored.  Use :func:`save_model` to choose a path and fp16 weights.
+    """OpenVINO's ``serialize(model, xml_path, bin_path)``: an OpenVINO IR at ``xml_path`` (``.xml``)
+    with its weights at ``bin_path`` (default: the ``.bin`` beside it), as written by OpenVINO,
+    float32 weights kept as they are.  A path not ending in ``.xml`` receives an ONNX file, as
+    :func:`save_model` writes it.  ``version`` (IR version) is accepted: OpenVINO writes IR v11.
     """
     del version
-    save_model(model, xml_path, compress_to_fp16=False)
-    if bin_path is not None:
-        Path(bin_path).write_bytes(b"")
+    path = Path(os.fspath(xml_path))
+    if not _is_ir_path(path):
+        save_model(model, path, compress_to_fp16=False)
+        return
+    from inferplex.api.ir.writer import write_ir
+
+    write_ir(model, path, None if bin_path is None else Path(os.fspath(bin_path)), compress_to_fp16=False)
+
+
+def _is_ir_path(path: Path) -> bool:
+    return path.suffix.lower() == ".xml"
 
 
 def _parse(load: Any, what: str, source: Path | bytes) -> onnx.ModelProto:

@@ -114,7 +114,7 @@ SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan
                "group_normalization": 12, "scaled_dot_product_attention": 13,
                "adaptive_avg_pool": 8, "adaptive_max_pool": 8, "rdft": 9, "irdft": 9,
                "nv12_to_rgb": 8, "nv12_to_bgr": 8, "i420_to_rgb": 8, "i420_to_bgr": 8,
-               "random_uniform": 8, "if_op": 8}
+               "random_uniform": 8, "if_op": 8, "identity": 16}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

@@ -18,8 +18,8 @@ from inferplex.errors import InputError
 
 __all__ = [
     "abs", "ceiling", "clamp", "convert", "convert_like", "cos", "elu", "equal", "erf", "exp", "floor",
-    "floor_mod", "gather", "gelu", "greater", "greater_equal", "hswish", "less", "less_equal", "log",
-    "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mish", "mod",
+    "floor_mod", "gather", "gelu", "greater", "greater_equal", "hswish", "identity", "less", "less_equal",
+    "log", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mish", "mod",
     "negative", "not_equal", "power", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod",
     "reduce_sum", "select", "shape_of", "sign", "sin", "softplus", "split", "sqrt", "squeeze", "swish",
     "tan", "tanh", "tile", "topk", "unsqueeze", "variadic_split",
@@ -191,6 +191,13 @@ def convert(data: NodeInput, destination_type: Any, name: str | None = None) -> 
     from inferplex.opset import _op, _value
 
     return _op("Convert", "Cast", [_value(data)], {"to": int(to_ir_dtype(destination_type))}, name)
+
+
+def identity(data: NodeInput, name: str | None = None) -> Node:
+    """The input as it is (OpenVINO's opset 16 ``Identity``)."""
+    from inferplex.opset import _op, _value
+
+    return _op("Identity", "Identity", [_value(data)], {}, name)
 
 
 def convert_like(data: NodeInput, like: NodeInput, name: str | None = None) -> Node:

@@ -54,7 +54,18 @@ def rebuild(ov_model: Any, what: str) -> Model:
         raise ModelError(f"{what} cannot be read: {error}; {_EXPORT_HINT}") from error
     model = Model(results, sinks=sinks, parameters=parameters, name=ov_model.get_friendly_name())
     _keep_result_details(model, ov_model.get_results())
+    _keep_rt_info(model, ov_model.get_rt_info())
     return model
+
+
+def _keep_rt_info(model: Model, tree: Any, path: tuple[str, ...] = ()) -> None:
+    """The IR's rt_info (``version``, ``framework``, what ``set_rt_info`` wrote) as the model's."""
+    for key in tree:
+        value = tree[key]
+        if isinstance(value, dict):
+            _keep_rt_info(model, value, (*path, str(key)))
+        else:
+            model.set_rt_info(value.astype(str), [*path, str(key)])
 
 
 def _check_supported(ops: Sequence[Any], what: str) -> None:

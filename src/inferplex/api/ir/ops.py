@@ -336,6 +336,7 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "Concat": lambda op: opset.concat([op.value(i) for i in range(op.size)], int(op.attrs["axis"]),
                                       name=op.name),
     "Convert": _convert,
+    "Identity": lambda op: opset.identity(op.value(0), name=op.name),
     "ConvertLike": lambda op: opset.convert_like(op.value(0), op.value(1), name=op.name),
     "Convolution": _convolution("convolution"),
     "ConvolutionBackpropData": _backprop("convolution_backprop_data"),

@@ -17,7 +17,7 @@ import numpy as np
 
 from inferplex.errors import InputTypeError, ModelError
 
-__all__ = ["looks_like_ir", "open_buffer", "open_path"]
+__all__ = ["looks_like_ir", "open_buffer", "open_path", "openvino_module"]
 
 _EXPORT_HINT = ("or export the source model to ONNX (torch.onnx.export, tf2onnx, ...) and read the "
                 ".onnx file")
@@ -46,7 +46,7 @@ def open_path(xml_path: Path, weights: Any) -> Any:
         raise ModelError(f"weights file {str(weights)!r} of the {what} does not exist or is not a file; "
                          "read_model(xml_path, bin_path) needs the IR's .bin (or leave bin_path out to use "
                          "<name>.bin beside the .xml)")
-    openvino = _openvino()
+    openvino = openvino_module()
     if weights is None:
         bin_path = xml_path.with_suffix(".bin")
         if not bin_path.is_file():
@@ -60,7 +60,7 @@ def open_path(xml_path: Path, weights: Any) -> Any:
 
 def open_buffer(xml: bytes | str, weights: Any, what: str = "the given OpenVINO IR") -> Any:
     """The ``openvino.Model`` of an IR given as its xml (bytes or text) and weights."""
-    openvino = _openvino()
+    openvino = openvino_module()
     text = xml.decode("utf-8", errors="replace") if isinstance(xml, (bytes, bytearray, memoryview)) \
         else str(xml)
     data = _weight_bytes(weights)
@@ -109,11 +109,11 @@ def _reason(error: BaseException) -> str:
     return "; ".join(kept) or str(error).strip() or type(error).__name__
 
 
-def _openvino() -> Any:
+def openvino_module(purpose: str = "reading an OpenVINO IR (.xml/.bin)") -> Any:
+    """The ``openvino`` package; ModelError naming ``purpose`` where it does not import."""
     try:
         import openvino
     except ImportError as error:
-        raise ModelError("reading an OpenVINO IR (.xml/.bin) needs the openvino package (pip install "
-                         f"openvino), which does not import here ({error}); install it, {_EXPORT_HINT}") \
-            from error
+        raise ModelError(f"{purpose} needs the openvino package (pip install openvino), which does not "
+                         f"import here ({error}); install it, {_EXPORT_HINT}") from error
     return openvino
