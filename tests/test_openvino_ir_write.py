@@ -91,6 +91,21 @@ def test_compressed_weights_halve_the_bin(tmp_path: Path) -> None:
     assert 0.45 * full < half < 0.55 * full
 
 
+def test_a_model_with_external_weights_saves_as_ir(tmp_path: Path) -> None:
+    proto = mlp_model(batch="N")
+    source = tmp_path / "external" / "mlp.onnx"
+    source.parent.mkdir()
+    onnx.save(proto, str(source), save_as_external_data=True, location="mlp.weights", size_threshold=0)
+    assert (source.parent / "mlp.weights").is_file()
+    xml = tmp_path / "mlp.xml"
+    ov.save_model(ov.Core().read_model(source), xml, compress_to_fp16=False)
+    feeds = {"x": np.random.default_rng(6).standard_normal((4, 32)).astype(np.float32)}
+    expected = ort_run(source, feeds)[0]
+    np.testing.assert_allclose(_openvino_cpu(xml, feeds)[0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_inferplex_cpu(ov.Core().read_model(xml), feeds)[0], expected,
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_inferplex_reads_back_what_it_wrote(tmp_path: Path) -> None:
     model = _small_cnn()
     xml = tmp_path / "cnn.xml"

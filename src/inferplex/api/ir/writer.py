@@ -14,6 +14,7 @@ value) and ``Assign`` again, reading and writing one ``Variable`` per variable i
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +47,14 @@ def write_ir(model: Model, xml_path: Path, bin_path: Path | None, compress_to_fp
     their folders made where missing; ``compress_to_fp16`` stores float32 weights as float16, as
     OpenVINO's ``save_model`` does.  ModelError where OpenVINO cannot hold the model."""
     openvino = openvino_module("writing an OpenVINO IR (.xml/.bin)")
-    ov_model = openvino_model(model)
     bin_path = bin_path if bin_path is not None else xml_path.with_suffix(".bin")
-    for folder in {xml_path.parent, bin_path.parent}:
-        folder.mkdir(parents=True, exist_ok=True)
-    _prepare_as_ovc_does(ov_model, compress_to_fp16)
-    openvino.serialize(ov_model, str(xml_path), str(bin_path))
+    with tempfile.TemporaryDirectory(prefix="inferplex-ir-") as scratch:
+        ov_model = openvino_model(model, Path(scratch))
+        for folder in {xml_path.parent, bin_path.parent}:
+            folder.mkdir(parents=True, exist_ok=True)
+        _prepare_as_ovc_does(ov_model, compress_to_fp16)
+        openvino.serialize(ov_model, str(xml_path), str(bin_path))
+        del ov_model  # before the scratch folder, whose files it may map
 
 
 def _prepare_as_ovc_does(ov_model: Any, compress_to_fp16: bool) -> None:
@@ -72,13 +75,15 @@ def _prepare_as_ovc_does(ov_model: Any, compress_to_fp16: bool) -> None:
         compress_model_transformation(ov_model)
 
 
-def openvino_model(model: Model) -> Any:
-    """``model`` as an ``openvino.Model``, with its name, rt_info, layouts and state."""
+def openvino_model(model: Model, scratch: Path) -> Any:
+    """``model`` as an ``openvino.Model``, with its name, rt_info, layouts and state; ``scratch`` is a
+    folder for the ONNX file of a model whose weights are large or external, which must outlive
+    the ``openvino.Model``."""
     from inferplex.devices.cpu.openvino_engine import OpenVinoCannotRun, read
 
     graph, ports = _state_as_ports(model.ir)
     try:
-        ov_model = read(graph)
+        ov_model = _through_file(graph, scratch) if _weights_outgrow_bytes(graph) else read(graph)
     except OpenVinoCannotRun as error:
         raise ModelError(f"OpenVINO IR cannot hold model {model.friendly_name!r}: OpenVINO's ONNX frontend "
                          f"does not read it ({error}); {_ONNX_HINT}") from error
@@ -89,6 +94,34 @@ def openvino_model(model: Model) -> Any:
         ov_model.set_rt_info(text, path)
     _copy_port_details(model, ov_model)
     return ov_model
+
+
+_INLINE_BYTES = 1 << 30
+"""Weights up to this size reach OpenVINO's frontend as ONNX bytes (protobuf holds at most 2 GiB);
+larger ones, and weights kept in external files, as an ONNX file with external data."""
+
+
+def _weights_outgrow_bytes(graph: ir.Model) -> bool:
+    total = 0
+    for value in graph.graph.initializers.values():
+        tensor = value.const_value
+        if isinstance(tensor, ir.ExternalTensor):
+            return True
+        total += tensor.nbytes if tensor is not None else 0
+    return total > _INLINE_BYTES
+
+
+def _through_file(graph: ir.Model, scratch: Path) -> Any:
+    """``graph`` (a copy of the model's, which this changes) read by OpenVINO from an ONNX file in
+    ``scratch`` with its weights in an external data file beside it."""
+    from inferplex.devices.cpu.openvino_engine import OpenVinoCannotRun, reason
+
+    path = scratch / "model.onnx"
+    ir.save(graph, str(path), external_data="model.onnx.data")
+    try:
+        return openvino_module().Core().read_model(str(path))
+    except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
+        raise OpenVinoCannotRun(reason(error)) from error
 
 
 # --- state --------------------------------------------------------------------------------

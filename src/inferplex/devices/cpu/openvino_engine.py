@@ -91,6 +91,7 @@ __all__ = [
     "OpenVinoProgram",
     "openvino_supported_nodes",
     "read",
+    "reason",
 ]
 
 class OpenVinoCannotRun(Exception):
@@ -110,14 +111,14 @@ def read(model: ir.Model) -> openvino.Model:
     try:
         return core().read_model(proto.SerializeToString(), b"")
     except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
-        raise OpenVinoCannotRun(_reason(error)) from error
+        raise OpenVinoCannotRun(reason(error)) from error
 
 
 _FAILED_CHECK = re.compile(r"Check '.*?' failed at \S+?:\d+:\s*")
 """OpenVINO's ``Check '<condition>' failed at <source file>:<line>:``, before its message."""
 
 
-def _reason(error: BaseException) -> str:
+def reason(error: BaseException) -> str:
     """OpenVINO's message without its source-file lines and failed-check conditions."""
     lines = [_FAILED_CHECK.sub("", line) for line in str(error).splitlines()
              if not line.startswith("Exception from src") and "Frontend_Extensions" not in line]
@@ -202,7 +203,7 @@ class OpenVinoProgram(CpuProgram):
         try:
             compiled = in_low_priority_thread(lambda: make(ov_config)) if low_priority else make(ov_config)
         except Exception as error:  # noqa: BLE001 - OpenVINO raises RuntimeError and its own types
-            raise OpenVinoCannotRun(_reason(error)) from error
+            raise OpenVinoCannotRun(reason(error)) from error
         streams = int(compiled.get_property("NUM_STREAMS"))
         super().__init__(config, spinning=bool(config.get("THREAD_SPINNING", streams == 1)),
                          low_priority=low_priority)
@@ -256,7 +257,7 @@ class OpenVinoProgram(CpuProgram):
         except Exception as e:  # OpenVINO's own classes: the caller gets one of ours, as from a GPU
             self._holding[worker].clear()  # what the request holds is unknown after a failure
             raise InferenceError(
-                f"inference failed on {self.device}: {type(e).__name__}: {_reason(e)}") from e
+                f"inference failed on {self.device}: {type(e).__name__}: {reason(e)}") from e
         if self._outputs_in_order:
             outputs = dict(zip(self.output_names, results, strict=True))
         else:
