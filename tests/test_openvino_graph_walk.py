@@ -225,11 +225,18 @@ def test_rewiring_an_op_to_its_own_output_is_refused() -> None:
     np.testing.assert_allclose(y, _expected(), rtol=1e-5, atol=1e-6)
 
 
-def test_new_nodes_reading_a_parameter_the_model_lacks_are_refused() -> None:
+def test_new_nodes_reading_a_parameter_the_model_lacks_are_refused_until_it_is_declared() -> None:
+    # as OpenVINO: the edit is taken; validating or compiling names the undeclared Parameter
     model = _read()
     stranger = o.parameter([2, 3], np.float32, name="stranger")
+    model.add_results([o.result(o.add(_op(model, "Relu").output(0), stranger))])
     with pytest.raises(ModelError, match="stranger"):
-        model.add_results([o.result(o.add(_op(model, "Relu").output(0), stranger))])
+        model.validate_nodes_and_infer_types()
+    with pytest.raises(ModelError, match="stranger"):
+        ov.Core().compile_model(model, "CPU")
+    model.add_parameters([stranger])
+    model.validate_nodes_and_infer_types()
+    assert [p.get_friendly_name() for p in model.get_parameters()][-1] == "stranger"
 
 
 def test_editing_a_model_built_with_opset8() -> None:

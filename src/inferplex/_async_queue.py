@@ -39,6 +39,7 @@ from typing import Any
 from inferplex._binding import check_inputs, convert_input, copy_value, keyed_inputs, port_dims
 from inferplex._compiled_model import CompiledModel
 from inferplex._infer_request import InferRequest
+from inferplex.api.keywords import keyword_aliases
 from inferplex.engine.completions import blocking, on_completion_thread
 from inferplex.errors import PropertyError, RequestBusyError
 
@@ -53,6 +54,7 @@ QUEUED_PER_JOB = 64
 class AsyncInferQueue:
     """A pool of requests: ``start_async`` takes an idle one (waiting if none is idle)."""
 
+    @keyword_aliases(model="compiled")
     def __init__(self, compiled: CompiledModel, jobs: int = 0) -> None:
         try:
             wanted = -1 if isinstance(jobs, bool) else operator.index(jobs)  # ints, numpy ints

@@ -15,6 +15,7 @@ import onnx
 import onnx_ir as ir
 
 from inferplex._ports import Op, Port, find_port, op_of, source_node
+from inferplex.api.keywords import keyword_aliases
 from inferplex.errors import InputError, InputTypeError, ModelError
 
 __all__ = ["Model"]
@@ -93,10 +94,12 @@ class Model:
     def outputs(self) -> list[Port]:
         return [Port(v, i, "output", live=True) for i, v in enumerate(self.ir.graph.outputs)]
 
+    @keyword_aliases(index="key", tensor_name="key")
     def input(self, key: int | str | Port = 0) -> Port:
         """An input by index, tensor name or port."""
         return find_port(self.inputs, key, "input")
 
+    @keyword_aliases(index="key", tensor_name="key")
     def output(self, key: int | str | Port = 0) -> Port:
         """An output by index, tensor name or port."""
         return find_port(self.outputs, key, "output")
@@ -160,6 +163,7 @@ class Model:
     def dynamic(self) -> bool:
         return self.is_dynamic()
 
+    @keyword_aliases(partial_shape="shapes", partial_shapes="shapes", variables_shapes="variable_shapes")
     def reshape(self, shapes: Any, variable_shapes: Any = None) -> None:
         """Set input shapes and re-infer every shape downstream (see :mod:`inferplex.api.reshape`).
 
@@ -199,6 +203,7 @@ class Model:
 
         model_edit.remove_result(self, result)
 
+    @keyword_aliases(value="result")
     def get_result_index(self, result: Any) -> int:
         """The output index of a Result or output port of this model; -1 when it is not one."""
         from inferplex.api import model_edit
@@ -211,6 +216,7 @@ class Model:
 
         return model_edit.get_parameter_index(self, parameter)
 
+    @keyword_aliases(parameter_index="index")
     def replace_parameter(self, index: int, parameter: Any) -> None:
         from inferplex.api import model_edit
 
@@ -248,6 +254,7 @@ class Model:
 
         model_state.remove_sink(self, sink)
 
+    @keyword_aliases(value="sink")
     def get_sink_index(self, sink: Any) -> int:
         """The position of an ``Assign`` (node or output) among the sinks; -1 when it is not one."""
         from inferplex.state import model_state
@@ -301,6 +308,7 @@ class Model:
     def rt_info(self) -> Any:
         return self.get_rt_info()
 
+    @keyword_aliases(obj="value")
     def set_rt_info(self, value: Any, path: Any) -> None:
         """Store ``value`` at ``path``; kept in the ONNX model's metadata, so it is saved with it."""
         from inferplex.api import model_edit

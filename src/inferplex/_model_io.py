@@ -46,6 +46,7 @@ from inferplex._model_check import (
     refuse,
 )
 from inferplex._serialize import serialize_leaving_out
+from inferplex.api.build import check_declared
 from inferplex.errors import InputTypeError, ModelError
 
 __all__ = ["is_model_source", "load_model", "save_model", "serialize"]
@@ -71,6 +72,7 @@ def load_model(source: Any, weights: Any = None) -> Model:
     base_dir: Path | None = None
     name: str | None = None
     if isinstance(source, Model):
+        check_declared(source.ir.graph)  # ops reading a Parameter the model never declared
         return source
     if isinstance(source, ir.Model):
         _check_ir_model(source)

@@ -16,7 +16,8 @@ import numpy as np
 
 from inferplex._ports import Port, find_port, port_named
 from inferplex._request_tensors import RequestTensors
-from inferplex.errors import InputError
+from inferplex.api.keywords import keyword_aliases, keywords_in_order
+from inferplex.errors import InputError, InputTypeError
 
 __all__ = ["TensorAccess"]
 
@@ -63,6 +64,7 @@ class TensorAccess:
                          f"{key!r}; inputs: {', '.join(p.any_name for p in inputs)}; outputs: "
                          f"{', '.join(p.any_name for p in outputs)}")  # OpenVINO's words first
 
+    @keyword_aliases(name="key", port="key")
     def get_tensor(self, key: Any) -> Any:
         """The tensor of an input or output (by name, port or input index)."""
         port = self._port(key)
@@ -70,6 +72,7 @@ class TensorAccess:
             return self._tensors.output_tensor(port)
         return self._tensors.input_tensor(port)
 
+    @keyword_aliases(name="key", port="key")
     def set_tensor(self, key: Any, tensor: Any) -> None:
         """Set the tensor of an input (read by later runs) or an output (written by them)."""
         self._check_idle()
@@ -79,35 +82,52 @@ class TensorAccess:
         else:
             self._tensors.set_input(port, tensor)
 
-    def set_tensors(self, tensors: Any, batch: Sequence[Any] | None = None) -> None:
+    @keywords_in_order(("inputs",), ("tensor_name", "tensors"), ("port", "tensors"))
+    def set_tensors(self, *args: Any) -> None:
         """``set_tensors({key: tensor, ...})``, or ``set_tensors(key, [tensor, ...])`` for a batch."""
-        if batch is not None:
-            self.set_tensor(tensors, list(batch))
+        if len(args) == 2:
+            self.set_tensor(args[0], list(args[1]))
             return
-        for key, tensor in dict(tensors).items():
+        if len(args) != 1:
+            raise InputTypeError(f"set_tensors takes ({{key: tensor}}) or (key, [tensors]), got {len(args)} "
+                                 "arguments")
+        for key, tensor in dict(args[0]).items():
             self.set_tensor(key, tensor)
 
+    @keyword_aliases(idx="index")
     def get_input_tensor(self, index: int | None = None) -> Any:
         """The tensor of input ``index`` (no index: the only input)."""
         return self.get_tensor(self._indexed_port(index, self._tensors.inputs, "input"))
 
+    @keyword_aliases(idx="index")
     def get_output_tensor(self, index: int | None = None) -> Any:
         """The tensor of output ``index`` (no index: the only output)."""
         return self.get_tensor(self._indexed_port(index, self._tensors.outputs, "output"))
 
+    @keywords_in_order(("index", "tensor"), ("tensor",))
     def set_input_tensor(self, *args: Any) -> None:
         """``set_input_tensor(tensor)`` for one-input models, or ``(index, tensor)``."""
         index, tensor = (None, args[0]) if len(args) == 1 else (args[0], args[1])
         self.set_tensor(self._indexed_port(index, self._tensors.inputs, "input"), tensor)
 
+    @keywords_in_order(("index", "tensor"), ("tensor",))
     def set_output_tensor(self, *args: Any) -> None:
         """``set_output_tensor(tensor)`` for one-output models, or ``(index, tensor)``."""
         index, tensor = (None, args[0]) if len(args) == 1 else (args[0], args[1])
         outputs = self._tensors.outputs
         self.set_tensor(self._indexed_port(index, outputs, "output"), tensor)
 
-    def set_input_tensors(self, tensors: Mapping[Any, Any] | Sequence[Any]) -> None:
-        """``{input key: tensor}``; or (OpenVINO's batch form) batch-1 tensors for the only input."""
+    @keywords_in_order(("inputs",), ("tensors",), ("idx", "tensors"))
+    def set_input_tensors(self, *args: Any) -> None:
+        """``{input key: tensor}``; or (OpenVINO's batch form) batch-1 tensors for the only input,
+        or ``(index, tensors)`` for input ``index``."""
+        if len(args) == 2:
+            self.set_tensor(self._indexed_port(args[0], self._tensors.inputs, "input"), list(args[1]))
+            return
+        if len(args) != 1:
+            raise InputTypeError(f"set_input_tensors takes ({{input: tensor}}), ([tensors]) or (index, "
+                                 f"[tensors]), got {len(args)} arguments")
+        tensors = args[0]
         if isinstance(tensors, Mapping):
             for key, tensor in tensors.items():
                 port = self._indexed_port(key, self._tensors.inputs, "input") if isinstance(key, int) else key
@@ -115,6 +135,7 @@ class TensorAccess:
             return
         self.set_tensor(self._indexed_port(None, self._tensors.inputs, "input"), list(tensors))
 
+    @keyword_aliases(outputs="tensors")
     def set_output_tensors(self, tensors: Mapping[Any, Any]) -> None:
         """``{output index | name | port: tensor}``."""
         outputs = self._tensors.outputs

@@ -21,7 +21,8 @@ from inferplex._subgraphs import outer_values
 from inferplex.api.nodes import Node, Parameter, Result
 from inferplex.errors import ModelError
 
-__all__ = ["IR_VERSION", "OPSET", "attach", "build_model", "unique_name"]
+__all__ = ["IR_VERSION", "OPSET", "attach", "build_model", "check_declared", "declare", "is_undeclared",
+           "unique_name"]
 
 OPSET = 17
 """ONNX opset of built models: Softmax along one axis (13+), Reshape's allowzero (14+)."""
@@ -29,6 +30,8 @@ IR_VERSION = 8
 """The ONNX IR version that goes with opset 17."""
 _COPIES_KEY = "inferplex.copies"
 """Graph ``meta`` key (in memory only): the built values the graph's values are copies of."""
+_UNDECLARED_KEY = "inferplex.undeclared"
+"""Value ``meta`` key (in memory only) of a graph input that ops read before the model declared it."""
 
 
 def build_model(results: Any, parameters: Any, name: str | None, sinks: Sequence[ir.Node] = ()) -> ir.Model:
@@ -41,7 +44,7 @@ def build_model(results: Any, parameters: Any, name: str | None, sinks: Sequence
     nodes, initializers, undeclared = _collect(reached, lambda v: known.get(id(v)))
     nodes += [sink for sink in sinks if not sink.outputs and sink not in nodes]  # an Assign of no value
     if undeclared:
-        raise ModelError(f"the results depend on Parameter {', '.join(repr(n) for n in undeclared)}, "
+        raise ModelError(f"the results depend on Parameter {_listed(undeclared)}, "
                          "not in the model's parameters; add it to the parameters list")
     outputs_named, identities = _name_values(inputs, initializers, nodes, outputs)
     imports = {"": OPSET, **{node.domain: 1 for node in nodes if node.domain not in ("", "ai.onnx")}}
@@ -64,8 +67,10 @@ def attach(graph: ir.Graph, value: ir.Value) -> tuple[ir.Value, list[ir.Node]]:
 
     A value of the graph is itself; a built value the graph was made from is its copy;
     a value built nodes compute (on the graph's values) joins the graph with those
-    nodes and their constants, named uniquely.  ModelError when they read a Parameter
-    the model does not have, or another model's values.
+    nodes and their constants, named uniquely.  A Parameter they read that the model does not
+    have joins its inputs as *undeclared*, as OpenVINO lets a graph read one until
+    ``add_parameters`` or ``replace_parameter`` declares it; compiling a model that still has
+    one is refused (:func:`check_declared`).  ModelError when they read another model's values.
     """
     def resolve(item: ir.Value) -> ir.Value | None:
         if item.graph is graph:
@@ -78,9 +83,6 @@ def attach(graph: ir.Graph, value: ir.Value) -> tuple[ir.Value, list[ir.Node]]:
     if found is not None:
         return found, []
     nodes, initializers, undeclared = _collect([value], resolve)
-    if undeclared:
-        raise ModelError(f"the new ops read Parameter {', '.join(repr(n) for n in undeclared)}, which is "
-                         "not in the model; add it with model.add_parameters([...]) first")
     foreign = [node.name or node.op_type for node in nodes if node.graph is not None]
     if foreign:
         raise ModelError(f"the new ops read the output of {', '.join(repr(n) for n in foreign)}, an op of "
@@ -88,9 +90,43 @@ def attach(graph: ir.Graph, value: ir.Value) -> tuple[ir.Value, list[ir.Node]]:
     _name_attached(graph, nodes, initializers)
     for constant in initializers:
         graph.register_initializer(constant)
+    for parameter in undeclared:  # an input until the model declares it (or compiling refuses it)
+        parameter.meta[_UNDECLARED_KEY] = True
+        graph.inputs.append(parameter)
     graph.extend(nodes)
     graph.sort()
     return value, nodes
+
+
+def is_undeclared(value: ir.Value) -> bool:
+    """Whether ``value`` is a Parameter that new ops read before the model declared it (see
+    :func:`attach`)."""
+    return bool(value.meta.get(_UNDECLARED_KEY))
+
+
+def declare(graph: ir.Graph, built: ir.Value, value: ir.Value) -> None:
+    """``value`` (a graph input) is the model's copy of the Parameter ``built``, or ``built``
+    itself, which no longer counts as undeclared: ops built on ``built`` later read ``value``."""
+    value.meta.pop(_UNDECLARED_KEY, None)
+    copies = graph.meta.get(_COPIES_KEY)
+    if copies is None:
+        copies = graph.meta[_COPIES_KEY] = weakref.WeakKeyDictionary()
+    if built is not value:
+        copies[built] = value
+
+
+def check_declared(graph: ir.Graph) -> None:
+    """ModelError where ops read a Parameter the model never declared (OpenVINO's 'Model references
+    undeclared parameters')."""
+    undeclared = [value for value in graph.inputs if is_undeclared(value)]
+    if undeclared:
+        raise ModelError(f"the model's ops read Parameter {_listed(undeclared)}, which the model does not "
+                         "declare; add it with model.add_parameters([...]) or put it in place of another "
+                         "with model.replace_parameter(index, parameter)")
+
+
+def _listed(values: Sequence[ir.Value]) -> str:
+    return ", ".join(repr(value.name or "?") for value in values)
 
 
 def _name_attached(graph: ir.Graph, nodes: Sequence[ir.Node], initializers: Sequence[ir.Value]) -> None:
@@ -151,9 +187,9 @@ def _parameter_values(parameters: Any) -> list[ir.Value]:
 
 
 def _collect(outputs: Sequence[ir.Value], known: Callable[[ir.Value], ir.Value | None]
-             ) -> tuple[list[ir.Node], list[ir.Value], list[str]]:
+             ) -> tuple[list[ir.Node], list[ir.Value], list[ir.Value]]:
     """Nodes reachable from ``outputs`` up to the values ``known`` finds (topological order), the
-    constants they read, and the names of the Parameters they read that ``known`` does not find.
+    constants they read, and the Parameters they read that ``known`` does not find.
 
     ``known(value)`` is the value to read instead (``value`` itself, or the copy of it already in
     the graph being built on), or None; a node reading a value with a copy is rewired to the copy.
@@ -161,7 +197,7 @@ def _collect(outputs: Sequence[ir.Value], known: Callable[[ir.Value], ir.Value |
     order: list[ir.Node] = []
     placed: set[int] = set()
     initializers: dict[int, ir.Value] = {}
-    undeclared: list[str] = []
+    undeclared: list[ir.Value] = []
     pending: list[ir.Value | ir.Node] = list(reversed(outputs))
     while pending:
         item = pending.pop()
@@ -176,8 +212,8 @@ def _collect(outputs: Sequence[ir.Value], known: Callable[[ir.Value], ir.Value |
         if producer is None:
             if item.const_value is not None:
                 initializers.setdefault(id(item), item)
-            elif (item.name or "?") not in undeclared:
-                undeclared.append(item.name or "?")
+            elif all(item is not seen for seen in undeclared):
+                undeclared.append(item)
             continue
         if id(producer) in placed:
             continue

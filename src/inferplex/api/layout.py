@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from inferplex.api.keywords import keyword_aliases
 from inferplex.errors import InputError
 
 __all__ = ["Layout"]
@@ -31,6 +32,7 @@ class Layout:
     _right: list[str | None]
     _dynamic: bool
 
+    @keyword_aliases(layout_str="layout")
     def __init__(self, layout: str | Layout = "") -> None:
         if isinstance(layout, Layout):
             self._left, self._right, self._dynamic = layout._left, layout._right, layout._dynamic
@@ -50,9 +52,11 @@ class Layout:
         """The number of dimensions, or None when the layout has ``...``."""
         return None if self._dynamic else len(self._left)
 
+    @keyword_aliases(dimension_name="name")
     def has_name(self, name: str) -> bool:
         return _canonical(name) in self._left + self._right
 
+    @keyword_aliases(dimension_name="name")
     def get_index_by_name(self, name: str) -> int:
         """The dimension's index; negative (from the end) for names after ``...``."""
         canonical = _canonical(name)

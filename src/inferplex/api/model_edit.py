@@ -14,6 +14,7 @@ its methods and those of the ports and nodes call them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ import onnx
 import onnx_ir as ir
 
 from inferplex._ports import _NAMES_KEY, Port, RtValue, graph_changed
-from inferplex.api.build import attach
+from inferplex.api.build import attach, check_declared, declare
 from inferplex.api.nodes import RESULT_KEY, Result
 from inferplex.config.any_value import OVAny
 from inferplex.errors import InputError, InputTypeError, ModelError
@@ -52,6 +53,11 @@ def add_outputs(model: Any, outputs: Any) -> list[Port]:
                                  "tensor name (str), (op name, output index) or an output port; got "
                                  f"{type(item).__name__}")
         values.append(_find_value(model, item))
+    if any(value.shape is None for value in values):  # a model read from ONNX keeps few inner shapes
+        from inferplex.api.reshape import apply_input_shapes
+
+        with contextlib.suppress(InputError):  # else the outputs stay of dynamic rank, as they were
+            apply_input_shapes(model.ir, {})
     return [_append_output(model, value, None) for value in values]
 
 
@@ -239,17 +245,26 @@ def replace_parameter(model: Any, index: int, parameter: Any) -> None:
     if not 0 <= index < len(graph.inputs):
         raise InputError(f"replace_parameter: index {index} is out of range; the model has "
                          f"{len(graph.inputs)} parameters")
-    old, new = graph.inputs[index], _graph_input(parameter)
+    old, new = graph.inputs[index], _graph_input(model, parameter)
+    sources = _sources(model)
+    if new in graph.inputs:  # ops already read it, undeclared: it leaves its place at the end
+        at = next(i for i, v in enumerate(graph.inputs) if v is new)
+        graph.inputs.pop(at)
+        sources.pop(at)
     ir.convenience.replace_all_uses_with(old, new)
     graph.inputs[index] = new
-    _sources(model)[index] = _value_of(parameter)
+    sources[index] = _value_of(parameter)
+    Port(new, 0, "output").add_names(Port(old, 0, "output").names)  # OpenVINO keeps the old names too
 
 
 def add_parameters(model: Any, parameters: Sequence[Any]) -> None:
     for parameter in parameters:
+        value = _graph_input(model, parameter)
         sources = _sources(model)
-        model.ir.graph.inputs.append(_graph_input(parameter))
-        sources.append(_value_of(parameter))
+        if value not in model.ir.graph.inputs:
+            model.ir.graph.inputs.append(value)
+            sources.append(None)
+        sources[next(i for i, v in enumerate(model.ir.graph.inputs) if v is value)] = _value_of(parameter)
 
 
 def remove_parameter(model: Any, parameter: Any) -> None:
@@ -269,11 +284,19 @@ def _sources(model: Any) -> list[ir.Value | None]:
     return sources
 
 
-def _graph_input(parameter: Any) -> ir.Value:
+def _graph_input(model: Any, parameter: Any) -> ir.Value:
+    """The graph input that stands for ``parameter``, declared: the Parameter's own value where
+    ops of the model read it already (undeclared), else a new copy of it."""
     value = _value_of(parameter)
     if value is None or value.producer() is not None:
         raise InputError(f"a model parameter must be a Parameter node, got {type(parameter).__name__}")
-    return ir.Value(name=value.name, type=value.type, shape=value.shape)
+    graph: ir.Graph = model.ir.graph
+    if value.graph is not graph:
+        copy = ir.Value(name=value.name, type=value.type, shape=value.shape)
+        declare(graph, value, copy)
+        return copy
+    declare(graph, value, value)
+    return value
 
 
 # --- validation and evaluation ---------------------------------------------------------------------
@@ -281,7 +304,8 @@ def _graph_input(parameter: Any) -> ir.Value:
 
 def validate(model: Any) -> None:
     """Re-infer every shape and type (OpenVINO's ``validate_nodes_and_infer_types``); a node whose
-    inputs do not fit is an error naming it."""
+    inputs do not fit is an error naming it, as is a Parameter ops read that the model never declared."""
+    check_declared(model.ir.graph)
     proto = ir.serde.serialize_model(model.ir)
     try:
         onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=True)

@@ -21,6 +21,7 @@ from typing import Any, SupportsIndex, overload
 
 import numpy as np
 
+from inferplex.api.keywords import keyword_aliases, keywords_in_order
 from inferplex.errors import InputError, InputTypeError
 
 __all__ = ["Dimension", "PartialShape", "Shape", "Strides", "Symbol", "parse_dimension_text",
@@ -82,6 +83,7 @@ class Dimension:
     _max: int | None
     _symbol: Symbol | None
 
+    @keywords_in_order(("dimension",), ("min_dimension", "max_dimension"), ("str",))
     def __init__(self, *args: Any) -> None:
         self._symbol = None
         if len(args) == 1 and isinstance(args[0], Dimension):
@@ -151,6 +153,7 @@ class Dimension:
     min_length = property(get_min_length)
     max_length = property(get_max_length)
 
+    @keyword_aliases(dim="other")
     def compatible(self, other: Dimension | int) -> bool:
         """True when the two intervals share a length."""
         other = Dimension(other)
@@ -158,15 +161,18 @@ class Dimension:
         high = min(_bound(self._max), _bound(other._max))
         return low <= high
 
+    @keyword_aliases(dim="other")
     def relaxes(self, other: Dimension | int) -> bool:
         """True when every length ``other`` allows, this one allows too."""
         other = Dimension(other)
         return self._min <= other._min and _bound(other._max) <= _bound(self._max)
 
+    @keyword_aliases(dim="other")
     def refines(self, other: Dimension | int) -> bool:
         """True when this dimension allows no length that ``other`` does not."""
         return Dimension(other).relaxes(self)
 
+    @keyword_aliases(dim="other")
     def same_scheme(self, other: Dimension | int) -> bool:
         """Both static and equal, or both dynamic."""
         other = Dimension(other)
@@ -261,6 +267,7 @@ class Shape:
     __slots__ = ("_dims",)
     __hash__ = None  # type: ignore[assignment]  # mutable, as OpenVINO's
 
+    @keyword_aliases(axis_lengths="dims", shape="dims")
     def __init__(self, dims: Iterable[Any] = ()) -> None:
         if isinstance(dims, str):
             raise InputError(f"Shape takes a list of ints, got the string {dims!r}; "
@@ -329,6 +336,7 @@ class PartialShape:
     __slots__ = ("_dims",)
     __hash__ = None  # type: ignore[assignment]
 
+    @keyword_aliases(shape="dims")
     def __init__(self, dims: Any = ()) -> None:
         if isinstance(dims, PartialShape):
             self._dims: list[Dimension] | None = None if dims._dims is None else list(dims._dims)
@@ -399,6 +407,7 @@ class PartialShape:
             return None
         return list(zip(self._dims, other._dims, strict=True))
 
+    @keyword_aliases(shape="other")
     def compatible(self, other: Any) -> bool:
         other = PartialShape(other)
         if self._dims is None or other._dims is None:
@@ -406,6 +415,7 @@ class PartialShape:
         pairs = self._pairs(other)
         return pairs is not None and all(a.compatible(b) for a, b in pairs)
 
+    @keyword_aliases(shape="other")
     def relaxes(self, other: Any) -> bool:
         other = PartialShape(other)
         if self._dims is None:
@@ -413,9 +423,11 @@ class PartialShape:
         pairs = self._pairs(other)
         return pairs is not None and all(a.relaxes(b) for a, b in pairs)
 
+    @keyword_aliases(shape="other")
     def refines(self, other: Any) -> bool:
         return PartialShape(other).relaxes(self)
 
+    @keyword_aliases(shape="other")
     def same_scheme(self, other: Any) -> bool:
         other = PartialShape(other)
         if self._dims is None or other._dims is None:

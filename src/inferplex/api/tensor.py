@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from inferplex.api import packed
+from inferplex.api.keywords import keyword_aliases
 from inferplex.api.shapes import PartialShape, Shape, Strides
 from inferplex.api.types import Type
 from inferplex.errors import InputError
@@ -228,12 +229,14 @@ class Tensor:
     byte_size = property(get_byte_size)
     strides = property(get_strides)
 
+    @keyword_aliases(target_tensor="target")
     def copy_to(self, target: Tensor) -> None:
         """Copy into ``target``, reshaping it to this shape; the element types must match."""
         if not isinstance(target, Tensor):
             raise InputError(f"copy_to takes a Tensor, got {type(target).__name__}")
         target.copy_from(self)
 
+    @keyword_aliases(source_tensor="source")
     def copy_from(self, source: Tensor | np.ndarray) -> None:
         """Copy ``source`` (a Tensor or array of this element type) in, taking its shape."""
         if isinstance(source, np.ndarray):

@@ -168,7 +168,12 @@ class _Reader:
         except (ValueError, TypeError, KeyError, IndexError) as error:
             raise ModelError(f"{what}: {view.type_name} {view.name!r} (attributes {view.attrs}) cannot be "
                              f"read: {type(error).__name__}: {error}; {_EXPORT_HINT}") from error
-        self._values[node.get_instance_id()] = self._outputs(node, built)
+        values = self._outputs(node, built)
+        for output, value in zip(node.outputs(), values, strict=False):
+            shape = output.get_partial_shape()
+            if value is not None and value.shape is None and shape.rank.is_static:  # inference lost it
+                value.shape = ir.Shape(_dims(shape))
+        self._values[node.get_instance_id()] = values
         return built
 
     def _outputs(self, node: Any, built: Node) -> list[ir.Value | None]:
@@ -238,6 +243,11 @@ def _as_type(value: ir.Value, output: Any, name: str) -> ir.Value:
     from inferplex import opset
 
     return opset.convert(value, wanted, name=f"{name}/{wanted.name.lower()}")._outputs[0]  # noqa: SLF001
+
+
+def _dims(shape: Any) -> list[int | None]:
+    """The dims of an OpenVINO partial shape of static rank (None where dynamic)."""
+    return [d.get_length() if d.is_static else None for d in shape]
 
 
 def _keep_result_details(model: Model, ov_results: Sequence[Any]) -> None:

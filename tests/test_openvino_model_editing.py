@@ -1,0 +1,171 @@
+"""Model edits and keyword forms OpenVINO programs use, checked against OpenVINO's behaviour.
+
+Parameters a graph reads before the model declares them (``add_parameters`` after the ops that
+read it, rewiring to a new Parameter before ``replace_parameter``), the names ``replace_parameter``
+keeps, the shapes ``add_outputs`` and the IR reader give inner tensors, and OpenVINO's keyword
+names for the arguments of requests, models, shapes, layouts and queues.  Results are checked
+against numpy; names and shapes against openvino where it is installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import inferplex as ov
+from inferplex import opset8 as ops
+from inferplex.errors import InputTypeError, ModelError
+
+
+def _conv_net() -> onnx.ModelProto:
+    """x [N, 3, H, W] -> Conv (8 channels, bias) -> Relu -> mean over H, W -> Gemm (+ bias) -> probs [N, 10]."""
+    rng = np.random.default_rng(0)
+    weights = [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+               for name, shape in (("w", (8, 3, 3, 3)), ("b", (8,)), ("fc", (10, 8)), ("bias", (10,)))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["conv"], ["act"], name="act"),
+             helper.make_node("ReduceMean", ["act"], ["pooled"], name="pool", axes=[2, 3], keepdims=0),
+             helper.make_node("Gemm", ["pooled", "fc", "bias"], ["logits"], name="gemm", transB=1),
+             helper.make_node("Softmax", ["logits"], ["probs"], name="softmax")]
+    graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                           ["N", 3, "H", "W"])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 10])], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _run(model: Any, feeds: Any) -> list[np.ndarray]:
+    compiled = ov.Core().compile_model(model, "CPU")
+    results = compiled(feeds)
+    return [np.asarray(results[i]) for i in range(len(compiled.outputs))]
+
+
+def test_a_parameter_added_after_the_ops_that_read_it() -> None:
+    model = ov.Core().read_model(_conv_net().SerializeToString())
+    extra = ops.parameter([1], np.float32, name="extra")
+    model.add_parameters([extra])
+    model.add_results([ops.result(ops.multiply(extra, ops.constant(np.float32(2))))])
+    assert [p.any_name for p in model.inputs] == ["x", "extra"]
+    x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    probs, doubled = _run(model, {"x": x, "extra": np.array([3.0], np.float32)})
+    assert doubled.tolist() == [6.0]
+    assert probs.shape == (1, 10)
+
+
+def test_a_parameter_read_before_it_is_declared_is_refused_until_then() -> None:
+    param = ops.parameter([2], np.float32, name="p")
+    model = ov.Model([ops.relu(param)], [param], "m")
+    late = ops.parameter([2], np.float32, name="late")
+    model.add_results([ops.result(ops.add(late, ops.constant(np.ones(2, np.float32))))])
+    with pytest.raises(ModelError, match="'late'.*add_parameters"):
+        ov.Core().compile_model(model, "CPU")
+    model.add_parameters([late])
+    outputs = _run(model, {"p": np.array([-1.0, 2.0], np.float32), "late": np.array([1.0, 2.0], np.float32)})
+    assert [o.tolist() for o in outputs] == [[0.0, 2.0], [2.0, 3.0]]
+
+
+def test_rewiring_to_a_new_parameter_then_replacing_the_old_one() -> None:
+    # the usual way to take NHWC data: a Transpose after a new Parameter, put in the old one's place
+    model = ov.Core().read_model(_conv_net().SerializeToString())
+    x = np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    expected = _run(model, {"x": x})[0]
+    nhwc = ops.parameter([1, 8, 8, 3], np.float32, name="nhwc")
+    transposed = ops.transpose(nhwc, ops.constant(np.array([0, 3, 1, 2], np.int64)))
+    old = model.get_parameters()[0]
+    for target in old.output(0).get_target_inputs():
+        target.replace_source_output(transposed.output(0))
+    model.replace_parameter(0, nhwc)
+    model.validate_nodes_and_infer_types()
+    assert len(model.inputs) == 1
+    assert model.input(0).get_partial_shape() == ov.PartialShape([1, 8, 8, 3])
+    assert model.input(0).get_names() >= {"x", "nhwc"}  # OpenVINO keeps the replaced input's names
+    np.testing.assert_allclose(_run(model, {"x": x.transpose(0, 2, 3, 1).copy()})[0], expected, rtol=1e-5)
+
+
+def test_replace_parameter_keeps_the_old_names_as_openvino_does() -> None:
+    openvino = pytest.importorskip("openvino")
+    seen = []
+    for package, opset in ((openvino, openvino.opset13), (ov, ops)):
+        first = opset.parameter([1, 3], np.float32, name="a")
+        first.output(0).get_tensor().set_names({"a_t"})
+        model = package.Model([opset.relu(first)], [first], "m")
+        second = opset.parameter([1, 3], np.float32, name="b")
+        second.output(0).get_tensor().set_names({"b_t"})
+        model.replace_parameter(0, second)
+        seen.append(model.input(0).get_names())
+    assert seen[1] == seen[0] == {"a_t", "b_t"}
+
+
+def test_add_outputs_gives_an_inner_tensor_its_shape() -> None:
+    model = ov.Core().read_model(_conv_net().SerializeToString())
+    port = model.add_outputs("act")[0]
+    assert port.get_partial_shape().rank.is_static
+    assert port.get_partial_shape().to_string() == "[?,8,?,?]"
+    x = np.ones((2, 3, 5, 5), np.float32)
+    assert _run(model, {"x": x})[1].shape == (2, 8, 5, 5)
+
+
+def test_an_ir_whose_shapes_onnx_inference_loses_keeps_openvinos(tmp_path: Path) -> None:
+    openvino = pytest.importorskip("openvino")
+    source = _conv_net()
+    # OpenVINO's read_model (no conversion passes) reshapes the Conv's bias by computed shapes
+    ov_model = openvino.Core().read_model(source.SerializeToString(), b"")
+    xml = tmp_path / "net.xml"
+    openvino.save_model(ov_model, str(xml), compress_to_fp16=False)
+    again = ov.Core().read_model(xml)
+    expected = openvino.Core().read_model(str(xml))
+    assert [p.get_partial_shape().to_string() for p in again.outputs] == \
+        [p.get_partial_shape().to_string() for p in expected.outputs]
+
+
+def test_openvino_keyword_names_reach_their_arguments() -> None:
+    param = ops.parameter([1, 3], np.float32, name="x")
+    model = ov.Model([ops.relu(param)], [param], "m")
+    assert model.input(index=0).any_name == model.input(tensor_name="x").any_name == "x"
+    assert model.output(index=0) == model.output(0)
+    model.set_rt_info(obj="v", path="key")
+    assert model.get_rt_info("key") == "v"
+    model.reshape(partial_shape=[2, 3])
+    assert model.input(0).get_partial_shape() == ov.PartialShape([2, 3])
+    model.reshape(partial_shapes={"x": [4, 3]})
+    assert model.input(0).get_partial_shape() == ov.PartialShape([4, 3])
+    compiled = ov.Core().compile_model(model, "CPU")
+    request = compiled.create_infer_request()
+    data = ov.Tensor(np.array([[-1.0, 2.0, 3.0]] * 4, np.float32))
+    request.set_tensor(name="x", tensor=data)
+    request.set_input_tensor(index=0, tensor=data)
+    request.set_input_tensor(tensor=data)
+    request.infer()
+    assert request.get_tensor(name="x").data.tolist() == data.data.tolist()
+    assert request.get_output_tensor(index=0).data[0].tolist() == [0.0, 2.0, 3.0]
+    queue = ov.AsyncInferQueue(model=compiled, jobs=2)
+    assert len(queue) == 2
+    assert ov.Dimension(min_dimension=1, max_dimension=4) == ov.Dimension(1, 4)
+    assert ov.Dimension(dimension=3) == ov.Dimension(3)
+    assert ov.Dimension(3).compatible(dim=ov.Dimension(1, 4))
+    assert ov.PartialShape(shape=[1, -1]).compatible(shape=ov.PartialShape([1, 5]))
+    assert ov.Shape(axis_lengths=[2, 3]) == ov.Shape([2, 3])
+    layout = ov.Layout(layout_str="NCHW")
+    assert layout.has_name(dimension_name="C") and layout.get_index_by_name(dimension_name="C") == 1
+    target = ov.Tensor(np.zeros(3, np.float32))
+    ov.Tensor(np.arange(3, dtype=np.float32)).copy_to(target_tensor=target)
+    assert target.data.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(InputTypeError, match="accepted"):
+        request.set_input_tensor(position=0, tensor=data)
+
+
+def test_set_input_tensors_by_index_takes_a_batch() -> None:
+    param = ops.parameter([2, 3], np.float32, name="x")
+    compiled = ov.Core().compile_model(ov.Model([ops.relu(param)], [param], "m"), "CPU")
+    request = compiled.create_infer_request()
+    rows = [ov.Tensor(np.array([[-1.0, 2.0, 3.0]], np.float32)), ov.Tensor(np.array([[4.0, -5.0, 6.0]], np.float32))]
+    request.set_input_tensors(0, rows)
+    request.infer()
+    assert request.get_output_tensor().data.tolist() == [[0.0, 2.0, 3.0], [4.0, 0.0, 6.0]]
+    request.set_input_tensors(idx=0, tensors=rows[::-1])
+    request.infer()
+    assert request.get_output_tensor().data.tolist() == [[4.0, 0.0, 6.0], [0.0, 2.0, 3.0]]
