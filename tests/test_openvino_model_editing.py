@@ -19,11 +19,12 @@ from onnx import TensorProto, helper
 
 import inferplex as ov
 from inferplex import opset8 as ops
-from inferplex.errors import InputTypeError, ModelError
+from inferplex.errors import InputError, InputTypeError, ModelError
 
 
 def _conv_net() -> onnx.ModelProto:
-    """x [N, 3, H, W] -> Conv (8 channels, bias) -> Relu -> mean over H, W -> Gemm (+ bias) -> probs [N, 10]."""
+    """x [N, 3, H, W] -> Conv (8 channels, bias) -> Relu -> mean over H, W -> Gemm (+ bias) ->
+    probs [N, 10]."""
     rng = np.random.default_rng(0)
     weights = [onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
                for name, shape in (("w", (8, 3, 3, 3)), ("b", (8,)), ("fc", (10, 8)), ("bias", (10,)))]
@@ -61,7 +62,7 @@ def test_a_parameter_read_before_it_is_declared_is_refused_until_then() -> None:
     model = ov.Model([ops.relu(param)], [param], "m")
     late = ops.parameter([2], np.float32, name="late")
     model.add_results([ops.result(ops.add(late, ops.constant(np.ones(2, np.float32))))])
-    with pytest.raises(ModelError, match="'late'.*add_parameters"):
+    with pytest.raises(ModelError, match=r"'late'.*add_parameters"):
         ov.Core().compile_model(model, "CPU")
     model.add_parameters([late])
     outputs = _run(model, {"p": np.array([-1.0, 2.0], np.float32), "late": np.array([1.0, 2.0], np.float32)})
@@ -162,10 +163,40 @@ def test_set_input_tensors_by_index_takes_a_batch() -> None:
     param = ops.parameter([2, 3], np.float32, name="x")
     compiled = ov.Core().compile_model(ov.Model([ops.relu(param)], [param], "m"), "CPU")
     request = compiled.create_infer_request()
-    rows = [ov.Tensor(np.array([[-1.0, 2.0, 3.0]], np.float32)), ov.Tensor(np.array([[4.0, -5.0, 6.0]], np.float32))]
+    rows = [ov.Tensor(np.array([[-1.0, 2.0, 3.0]], np.float32)),
+            ov.Tensor(np.array([[4.0, -5.0, 6.0]], np.float32))]
     request.set_input_tensors(0, rows)
     request.infer()
     assert request.get_output_tensor().data.tolist() == [[0.0, 2.0, 3.0], [4.0, 0.0, 6.0]]
     request.set_input_tensors(idx=0, tensors=rows[::-1])
     request.infer()
     assert request.get_output_tensor().data.tolist() == [[4.0, 0.0, 6.0], [0.0, 2.0, 3.0]]
+
+
+def test_roi_tensors_from_coordinates_share_the_parent_memory() -> None:
+    parent = ov.Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    region = ov.Tensor(parent, ov.Coordinate([1, 1]), ov.Coordinate([3, 3]))
+    assert list(region.shape) == [2, 2] and not region.is_continuous()
+    assert region.data.tolist() == [[5.0, 6.0], [9.0, 10.0]]
+    region.data[0, 0] = 100.0
+    assert parent.data[1, 1] == 100.0
+
+
+def test_axis_and_coordinate_containers() -> None:
+    assert list(ov.AxisSet({2, 0, 1})) == [0, 1, 2] and 1 in ov.AxisSet([1])
+    assert list(ov.AxisVector([1, 0])) == [1, 0]
+    assert list(ov.CoordinateDiff([0, -1])) == [0, -1]
+    with pytest.raises(InputError):
+        ov.Coordinate([0, -1])  # a position, not an offset
+
+
+def test_openvino_exception_names_catch_inferplex_errors() -> None:
+    from inferplex.exceptions import OVError, OVTypeError, UserInputError
+
+    param = ops.parameter([1, 3], np.float32, name="x")
+    compiled = ov.Core().compile_model(ov.Model([ops.relu(param)], [param], "m"), "CPU")
+    with pytest.raises(UserInputError):
+        compiled({"y": np.zeros((1, 3), np.float32)})
+    with pytest.raises(OVTypeError):
+        compiled.create_infer_request().set_input_tensor(position=0)
+    assert issubclass(UserInputError, OVError) and issubclass(OVError, RuntimeError)

@@ -34,7 +34,17 @@ from inferplex.api.batch import get_batch, set_batch
 from inferplex.api.convert import convert_model
 from inferplex.api.layout import Layout
 from inferplex.api.nodes import Node
-from inferplex.api.shapes import Dimension, PartialShape, Shape, Symbol
+from inferplex.api.shapes import (
+    AxisSet,
+    AxisVector,
+    Coordinate,
+    CoordinateDiff,
+    Dimension,
+    PartialShape,
+    Shape,
+    Strides,
+    Symbol,
+)
 from inferplex.api.tensor import Tensor, tensor_from_file
 from inferplex.api.types import Type
 from inferplex.api.version import Version
@@ -60,8 +70,12 @@ del _number, _module
 
 __all__ = [
     "AsyncInferQueue",
+    "AxisSet",
+    "AxisVector",
     "CompiledModel",
     "ConstOutput",
+    "Coordinate",
+    "CoordinateDiff",
     "Core",
     "DevicePlugin",
     "DeviceProgram",
@@ -84,6 +98,7 @@ __all__ = [
     "ProfilingRecord",
     "RTMap",
     "Shape",
+    "Strides",
     "Symbol",
     "Tensor",
     "Type",

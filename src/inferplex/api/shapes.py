@@ -326,6 +326,57 @@ class Strides(Shape):
     __slots__ = ()
 
 
+class Coordinate(Shape):
+    """A position in a tensor, one index per dimension: the corners of an ROI tensor
+    (``Tensor(parent, Coordinate([0, 1]), Coordinate([2, 3]))``)."""
+
+    __slots__ = ()
+
+
+class AxisVector(Shape):
+    """An ordered list of axes (OpenVINO's ``AxisVector``)."""
+
+    __slots__ = ()
+
+
+class CoordinateDiff(Shape):
+    """Signed offsets, one per dimension (OpenVINO's ``CoordinateDiff``: pads, for one)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _check(cls, value: Any) -> int:
+        return _as_int(value, "a CoordinateDiff entry")
+
+
+class AxisSet:
+    """A set of axes (OpenVINO's ``AxisSet``), listed in increasing order."""
+
+    __slots__ = ("_axes",)
+
+    def __init__(self, axes: Iterable[Any] = ()) -> None:
+        self._axes = sorted({Shape._check(axis) for axis in ([axes] if isinstance(axes, int) else axes)})
+
+    def __len__(self) -> int:
+        return len(self._axes)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._axes)
+
+    def __contains__(self, axis: object) -> bool:
+        return axis in self._axes
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (AxisSet, set, frozenset, list, tuple)):
+            return set(self._axes) == set(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "<AxisSet {" + ", ".join(map(str, self._axes)) + "}>"
+
+
 class PartialShape:
     """A shape whose dimensions may be dynamic, or whose rank may be unknown.
 
