@@ -1,0 +1,104 @@
+"""``inferplex.passes`` (OpenVINO's ``openvino.passes``): a Manager running MakeStateful, Serialize and
+passes written in Python, checked against openvino's own passes on the same model where it is installed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import inferplex as ov
+import inferplex.passes as inferplex_passes
+from inferplex import opset8 as ops
+from inferplex.errors import InputError, InputTypeError
+from inferplex.passes import MakeStateful, Manager, ModelPass, Serialize, Version
+
+
+def _accumulator(package: Any, opset: Any) -> Any:
+    """``sum = state + x``; the Result ``state_out`` gives the sum back, ``y`` its Relu."""
+    state = opset.parameter([1, 3], np.float32, name="state_in")
+    x = opset.parameter([1, 3], np.float32, name="x")
+    total = opset.add(state, x)
+    back = opset.result(total)
+    back.set_friendly_name("state_out")
+    return package.Model([back, opset.result(opset.relu(total))], [state, x], "accumulator")
+
+
+def _three_runs(package: Any, model: Any) -> list[list[float]]:
+    request = package.Core().compile_model(model, "CPU").create_infer_request()
+    data = np.array([[1.0, -2.0, 3.0]], np.float32)
+    return [request.infer({"x": data})[0][0].tolist() for _ in range(3)]
+
+
+def test_make_stateful_turns_a_parameter_and_result_into_a_variable() -> None:
+    model = _accumulator(ov, ops)
+    manager = Manager()
+    manager.register_pass(MakeStateful({"state_in": "state_out"}))
+    manager.run_passes(model)
+    assert [p.get_friendly_name() for p in model.get_parameters()] == ["x"]
+    assert len(model.outputs) == 1
+    assert [v.get_info().variable_id for v in model.get_variables()] == ["state_instate_out"]
+    # relu(0 + x), relu(x + x), relu(2x + x)
+    assert _three_runs(ov, model) == [[1.0, 0.0, 3.0], [2.0, 0.0, 6.0], [3.0, 0.0, 9.0]]
+
+
+def test_make_stateful_matches_openvino() -> None:
+    openvino = pytest.importorskip("openvino")
+    from openvino import passes as ov_passes
+
+    runs, ids = [], []
+    for package, opset, passes in ((openvino, openvino.opset13, ov_passes),
+                                   (ov, ops, inferplex_passes)):
+        model = _accumulator(package, opset)
+        params, results = model.get_parameters(), model.get_results()
+        manager = passes.Manager()
+        manager.register_pass(passes.MakeStateful([(params[0], results[0])]))
+        manager.run_passes(model)
+        ids.append([v.get_info().variable_id for v in model.get_variables()])
+        runs.append(_three_runs(package, model))
+    assert runs[0] == runs[1] and ids[0] == ids[1]
+
+
+def test_serialize_writes_ir_that_openvino_reads(tmp_path: Path) -> None:
+    openvino = pytest.importorskip("openvino")
+    model = _accumulator(ov, ops)
+    manager = Manager()
+    manager.register_pass(MakeStateful({"state_in": "state_out"}))
+    manager.register_pass(Serialize(tmp_path / "m.xml", tmp_path / "m.bin", Version.IR_V11))
+    manager.run_passes(model)
+    ov_model = openvino.Core().read_model(str(tmp_path / "m.xml"), str(tmp_path / "m.bin"))
+    assert [v.get_info().variable_id for v in ov_model.get_variables()] == ["state_instate_out"]
+    assert _three_runs(openvino, ov_model) == _three_runs(ov, model)
+
+
+def test_passes_written_in_python_run_in_order_and_validation_follows_a_change() -> None:
+    seen: list[str] = []
+
+    class Record(ModelPass):
+        def __init__(self, label: str, changes: bool) -> None:
+            super().__init__()
+            self.label, self.changes = label, changes
+
+        def run_on_model(self, model: Any) -> bool:
+            seen.append(f"{self.label}:{len(model.get_parameters())}")
+            return self.changes
+
+    model = _accumulator(ov, ops)
+    manager = Manager()
+    manager.set_per_pass_validation(True)
+    first = manager.register_pass(Record("first", False))
+    manager.register_pass(MakeStateful({"state_in": "state_out"}))
+    manager.register_pass(Record("last", True))
+    manager.run_passes(model)
+    assert seen == ["first:2", "last:1"] and first.get_name() == "Record"
+
+
+def test_wrong_passes_and_names_are_refused() -> None:
+    with pytest.raises(InputTypeError, match="register_pass takes a pass"):
+        Manager().register_pass("Serialize")
+    manager = Manager()
+    manager.register_pass(MakeStateful({"missing": "state_out"}))
+    with pytest.raises(InputError, match="no Parameter 'missing'"):
+        manager.run_passes(_accumulator(ov, ops))
