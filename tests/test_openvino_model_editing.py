@@ -200,3 +200,20 @@ def test_openvino_exception_names_catch_inferplex_errors() -> None:
     with pytest.raises(OVTypeError):
         compiled.create_infer_request().set_input_tensor(position=0)
     assert issubclass(UserInputError, OVError) and issubclass(OVError, RuntimeError)
+
+
+def test_node_names_arguments_and_constant_sizes_as_in_openvino() -> None:
+    param = ops.parameter([1, 3], np.float32, name="x")
+    ones = ops.constant(np.ones((1, 3), np.float32))
+    added = ops.add(param, ones, name="sum")
+    assert added.get_name() == added.name == "sum" and ones.get_byte_size() == 12
+    added.rt_info["note"] = "kept"
+    assert added.get_rt_info()["note"] == "kept"
+    added.set_argument(1, param.output(0))  # x + x
+    model = ov.Model([added], [param], "m")
+    assert _run(model, np.array([[1.0, 2.0, 3.0]], np.float32))[0].tolist() == [[2.0, 4.0, 6.0]]
+    added.set_arguments([ones.output(0), param.output(0)])  # 1 + x
+    assert _run(ov.Model([added], [param], "m"), np.array([[1.0, 2.0, 3.0]], np.float32))[0].tolist() == \
+        [[2.0, 3.0, 4.0]]
+    with pytest.raises(InputError, match="has 2 inputs"):
+        added.set_arguments([param.output(0)])

@@ -94,6 +94,30 @@ class Node:
     def get_rt_info(self) -> dict[str, Any]:
         return self._rt_info
 
+    @property
+    def rt_info(self) -> Any:
+        return self.get_rt_info()
+
+    def get_name(self) -> str:
+        """The op's unique name (OpenVINO's ``get_name``): its friendly name, unique here."""
+        return self.get_friendly_name()
+
+    @property
+    def name(self) -> str:
+        return self.get_name()
+
+    def set_argument(self, index: int, output: Any) -> None:
+        """Input ``index`` reads ``output`` (``input(index).replace_source_output(output)``)."""
+        self.input(index).replace_source_output(output)
+
+    def set_arguments(self, outputs: Sequence[Any]) -> None:
+        """Each input reads the output given for it, in order."""
+        if len(outputs) != len(self.inputs()):
+            raise InputError(f"set_arguments: {self.get_type_name()} {self.get_friendly_name()!r} has "
+                             f"{len(self.inputs())} inputs, got {len(outputs)} outputs")
+        for index, output in enumerate(outputs):
+            self.set_argument(index, output)
+
     _version_id = "opset13"
     """The opset named by :meth:`get_type_info` (OpenVINO's, for Parameter, Constant and Result)."""
 
@@ -377,6 +401,10 @@ class Constant(Node):
     @property
     def data(self) -> np.ndarray:
         return self.get_data()
+
+    def get_byte_size(self) -> int:
+        """The bytes of the constant's values."""
+        return int(self.get_data().nbytes)
 
     def get_vector(self) -> np.ndarray:
         return self.get_data().reshape(-1)
