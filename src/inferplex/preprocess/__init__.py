@@ -4,11 +4,13 @@ Steps recorded on a :class:`PrePostProcessor` become ONNX ops at ``build()``,
 so every device (and the GPU's fused lowered graph) runs them, and no numpy
 preprocessing is left to the host.  Built: element type and layout
 conversion, resize (linear, nearest, cubic), mean, scale, channel reversal,
-RGB/BGR/RGBX/BGRX colour conversion, crop and pad, plus OpenVINO's implicit
+RGB/BGR/RGBX/BGRX colour conversion, NV12 and I420 inputs (one plane, or one input per plane:
+``<name>/y``, ``<name>/uv``) converted to RGB or BGR, crop and pad, plus OpenVINO's implicit
 conversions to the model's element type and layout; on outputs, element type
 and layout conversion.  Resize also resamples as Pillow does
 (``RESIZE_BILINEAR_PILLOW``, ``RESIZE_BICUBIC_PILLOW``), and ``custom(fn)`` steps
 splice in the ops a function builds with ``inferplex.opset`` (on inputs and outputs).
+``str(ppp)`` prints the steps as OpenVINO does.
 """
 
 from inferplex._core import get_version

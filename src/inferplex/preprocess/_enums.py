@@ -48,7 +48,8 @@ class ResizeAlgorithm(_OpenVINOEnum):
 
 
 class ColorFormat(_OpenVINOEnum):
-    """Colour formats of image tensors; conversions between RGB, BGR, RGBX and BGRX are built."""
+    """Colour formats of image tensors; conversions from RGB, BGR, RGBX, BGRX, NV12 and I420 (one plane or
+    several) to RGB or BGR are built."""
 
     UNDEFINED = 0
     NV12_SINGLE_PLANE = 1

@@ -19,6 +19,7 @@ from inferplex.api.types import Type
 from inferplex.errors import InputError, InputTypeError
 from inferplex.preprocess._enums import ColorFormat, PaddingMode, ResizeAlgorithm, member
 from inferplex.preprocess._pad import pad_arguments
+from inferplex.preprocess._yuv import PLANES
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,12 @@ def _layout_or_order(layout: Any) -> Layout | tuple[int, ...] | None:
     return order
 
 
+def _one_of(value: Any, values: Any, what: str) -> Any:
+    if (value is None) == (values is None):
+        raise InputError(f"{what} takes value (one number) or values (one per channel), one of them")
+    return value if values is None else values
+
+
 class _Steps:
     def __init__(self) -> None:
         self.steps: list[Step] = []
@@ -64,13 +71,20 @@ class _Steps:
         """Cast to ``type`` (default: the model's element type)."""
         return self._add("convert_element_type", None if type is None else Type(type))
 
-    def convert_layout(self, layout: Layout | str | Sequence[int] | None = None) -> Any:
-        """Transpose to ``layout`` (default: the model's), or by a dimension order ``[0, 3, 1, 2]``.
+    def convert_layout(self, dst_layout: Layout | str | Sequence[int] | None = None,
+                       dims: Sequence[int] | None = None, *,
+                       layout: Layout | str | Sequence[int] | None = None) -> Any:
+        """Transpose to ``dst_layout`` (default: the model's), or by a dimension order ``[0, 3, 1, 2]``
+        (``dims``, as OpenVINO names it; ``layout`` is taken too).
 
         On an input whose model layout is not set, the tensor's layout (``tensor().set_layout``)
         carried through these conversions is the model's, as in OpenVINO: an NHWC tensor with
         ``convert_layout(Layout("NCHW"))`` feeds an NCHW model."""
-        return self._add("convert_layout", _layout_or_order(layout))
+        given = [v for v in (dst_layout, dims, layout) if v is not None]
+        if len(given) > 1:
+            raise InputError("convert_layout takes one of dst_layout (a Layout) or dims (a dimension "
+                             f"order), got {len(given)}")
+        return self._add("convert_layout", _layout_or_order(given[0] if given else None))
 
     def custom(self, operation: Callable[[Any], Any]) -> Any:
         """Apply ``operation``, a function from an output port to an output port built with
@@ -85,20 +99,26 @@ class _Steps:
 class PreProcessSteps(_Steps):
     """The preprocessing steps of one input, applied in the order they are added."""
 
-    def mean(self, value: float | Sequence[float]) -> PreProcessSteps:
-        """Subtract ``value`` (one number, or one per channel: needs a layout with ``C``)."""
-        return self._add("mean", _floats(value, "mean"))
+    def mean(self, value: float | Sequence[float] | None = None,
+             values: Sequence[float] | None = None) -> PreProcessSteps:
+        """Subtract ``value`` (one number) or ``values`` (one per channel: needs a layout with ``C``)."""
+        return self._add("mean", _floats(_one_of(value, values, "mean"), "mean"))
 
-    def scale(self, value: float | Sequence[float]) -> PreProcessSteps:
-        """Divide by ``value`` (one number, or one per channel)."""
-        values = _floats(value, "scale")
+    def scale(self, value: float | Sequence[float] | None = None,
+              values: Sequence[float] | None = None) -> PreProcessSteps:
+        """Divide by ``value`` (one number) or ``values`` (one per channel)."""
+        values = _floats(_one_of(value, values, "scale"), "scale")
         if 0.0 in values:
             raise InputError(f"scale values must be non-zero, got {list(values)}")
         return self._add("scale", values)
 
-    def resize(self, algorithm: ResizeAlgorithm, dst_height: int | None = None,
-               dst_width: int | None = None) -> PreProcessSteps:
-        """Resize H and W to the model's (or to ``dst_height`` x ``dst_width``)."""
+    def resize(self, alg: ResizeAlgorithm | None = None, dst_height: int | None = None,
+               dst_width: int | None = None, *, algorithm: ResizeAlgorithm | None = None) -> PreProcessSteps:
+        """Resize H and W to the model's (or to ``dst_height`` x ``dst_width``) with ``alg`` (OpenVINO's
+        keyword; ``algorithm`` is taken too)."""
+        if (alg is None) == (algorithm is None):
+            raise InputError("resize takes one ResizeAlgorithm, as alg (or algorithm)")
+        algorithm = alg if algorithm is None else algorithm
         if not isinstance(algorithm, ResizeAlgorithm):
             names = ", ".join(a.name for a in ResizeAlgorithm)
             raise InputError(f"resize takes a ResizeAlgorithm ({names}), got {algorithm!r}")
@@ -146,6 +166,8 @@ class TensorFacts:
     color: ColorFormat | None = None
     memory_type: str | None = None
     """From ``set_memory_type``; recorded, not built."""
+    sub_names: tuple[str, ...] = ()
+    """The plane names of a multi-plane colour format, as given (empty: not given)."""
 
 
 class InputTensorInfo:
@@ -188,8 +210,23 @@ class InputTensorInfo:
 
     def set_color_format(self, format: ColorFormat,
                          sub_names: Sequence[str] = ()) -> InputTensorInfo:
-        del sub_names  # plane names of multi-plane formats, which are not built
-        self.facts.color = member(ColorFormat, format, "set_color_format")
+        """The tensor's colour format; ``sub_names`` name the planes of NV12_TWO_PLANES (2) and
+        I420_THREE_PLANES (3), whose inputs are then ``<input>/<sub name>`` (default: ``y``, ``uv``
+        or ``y``, ``u``, ``v``)."""
+        color = member(ColorFormat, format, "set_color_format")
+        if isinstance(sub_names, str) or not all(isinstance(n, str) for n in sub_names):
+            raise InputTypeError(f"set_color_format's sub_names is a list of strings, got {sub_names!r}")
+        names = tuple(sub_names)
+        planes = len(PLANES.get(color, ("",)))
+        if names and planes == 1:
+            raise InputError(f"plane names {list(names)} are only for the multi-plane formats "
+                             f"NV12_TWO_PLANES (2 names) and I420_THREE_PLANES (3 names), not {color.name}")
+        if names and len(names) != planes:
+            raise InputError(f"{color.name} has {planes} planes: give {planes} sub_names, got {list(names)}")
+        if len(set(names)) != len(names):
+            raise InputError(f"set_color_format's sub_names must differ, got {list(names)}")
+        self.facts.color = color
+        self.facts.sub_names = names
         return self
 
     def set_memory_type(self, memory_type: str) -> InputTensorInfo:

@@ -21,6 +21,7 @@ from inferplex.api.types import Type
 from inferplex.errors import ModelError
 from inferplex.preprocess._custom import emit_custom
 from inferplex.preprocess._pad import emit_pad, padded
+from inferplex.preprocess._yuv import emit_yuv, yuv_backward, yuv_forward
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -86,17 +87,19 @@ class PlannedOp:
     """One operation: ``kind`` and its arguments (axes may be negative, from the end)."""
 
     kind: str
-    """cast, transpose, resize, sub, div, reverse, first3, crop, pad or custom (its shape and type
-    are those of the value its function returns: see :func:`custom_result`)."""
+    """cast, transpose, resize, sub, div, reverse, first3, crop, pad, yuv (NV12/I420 to RGB/BGR:
+    the format and whether to BGR) or custom (its shape and type are those of the value its function
+    returns: see :func:`custom_result`)."""
     args: tuple[Any, ...] = ()
 
     @property
     def min_opset(self) -> int:
         """The ONNX opset its nodes need: Resize 11 (18 for Pillow's antialiased modes), Pad with
-        its pads as an input 11, Slice with steps 10, the others 1."""
+        its pads as an input 11, NV12/I420 conversion (Clip and Round) 11, Slice with steps 10, the
+        others 1."""
         if self.kind == "resize":
             return 18 if self.args[0] in _PILLOW else 11
-        if self.kind == "pad":
+        if self.kind in ("pad", "yuv"):
             return 11
         return 10 if self.kind in ("reverse", "first3", "crop") else 1
 
@@ -106,6 +109,8 @@ class PlannedOp:
             return PartialShape(shape)
         if self.kind == "pad":
             return padded(shape, self.args[0], self.args[1])
+        if self.kind == "yuv":
+            return yuv_forward(self.args[0], shape)
         dims, rank = list(shape), len(shape)
         if self.kind == "transpose":
             return PartialShape([dims[p] for p in self.args[0]])
@@ -125,6 +130,8 @@ class PlannedOp:
         grows a static dimension then needs the tensor's shape set."""
         if self.kind in ("cast", "sub", "div", "reverse", "custom", "pad") or shape.rank.is_dynamic:
             return PartialShape(shape)
+        if self.kind == "yuv":
+            return yuv_backward(self.args[0], shape)
         dims, rank = list(shape), len(shape)
         if self.kind == "transpose":
             before = [Dimension()] * rank
@@ -140,9 +147,17 @@ class PlannedOp:
                              "ppp.input().tensor().set_shape(...) first")
         return PartialShape(dims)
 
-    def emit(self, out: Emitter, value: ir.Value, element: Type, shape: PartialShape) -> ir.Value:
-        """Add this op's nodes after ``value`` (of ``element`` type and ``shape``)."""
+    def emit(self, out: Emitter, value: ir.Value | list[ir.Value], element: Type,
+             shape: PartialShape) -> ir.Value:
+        """Add this op's nodes after ``value`` (of ``element`` type and ``shape``; a yuv op takes the
+        list of its planes, and ``shape`` is its first plane's)."""
         result = self.forward(shape)
+        if self.kind == "yuv":
+            out.need_opset(self.min_opset, "NV12/I420 conversion")
+            return emit_yuv(out, self.args[0], self.args[1], value if isinstance(value, list) else [value],
+                            element, result)
+        if isinstance(value, list):
+            raise ModelError(f"a {self.kind} step takes one tensor, not {len(value)} planes")
         if self.kind == "custom":
             return emit_custom(out, value, self.args[0])
         if self.kind == "pad":

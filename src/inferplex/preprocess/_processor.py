@@ -11,7 +11,8 @@ from inferplex._ports import find_port
 from inferplex.api import layout_helpers
 from inferplex.api.layout import Layout
 from inferplex.errors import InputError, ModelError
-from inferplex.preprocess._build import emit, new_input, plan_input, plan_output
+from inferplex.preprocess._build import emit, emit_planes, input_planes, new_input, plan_input, plan_output
+from inferplex.preprocess._dump import dump
 from inferplex.preprocess._info import InputInfo, OutputInfo
 from inferplex.preprocess._ops import Emitter, PlannedOp, ir_shape
 from inferplex.preprocess._opset import raise_opset
@@ -25,7 +26,8 @@ class PrePostProcessor:
     ``build()`` adds the recorded steps to ``model``'s ONNX graph as ONNX ops
     (Cast, Transpose, Resize, Sub, Div, Slice, Pad, Concat), so every device runs them; as
     in OpenVINO it changes ``model`` in place and returns it.  The new inputs
-    and outputs keep their names, and carry the tensor's layout.
+    and outputs keep their names, and carry the tensor's layout; a multi-plane NV12 or I420
+    input becomes one input per plane, in its place, named ``<name>/<plane>``.
 
         >>> ppp = PrePostProcessor(model)                          # doctest: +SKIP
         >>> ppp.input().tensor().set_element_type(Type.u8).set_layout(Layout("NHWC"))
@@ -41,15 +43,33 @@ class PrePostProcessor:
         self._inputs: dict[int, InputInfo] = {}
         self._outputs: dict[int, OutputInfo] = {}
 
-    def input(self, key: int | str | None = None) -> InputInfo:
-        """The records of one input, by index or name; no key for a one-input model."""
+    def input(self, key: int | str | None = None, *, tensor_name: str | None = None,
+              input_index: int | None = None) -> InputInfo:
+        """The records of one input, by index or name (``tensor_name=``, ``input_index=`` as in
+        OpenVINO); no key for a one-input model."""
+        key = self._key(key, tensor_name, input_index, "input")
         index = self._index(key, self._model.inputs, "input")
         return self._inputs.setdefault(index, InputInfo(index))
 
-    def output(self, key: int | str | None = None) -> OutputInfo:
-        """The records of one output, by index or name; no key for a one-output model."""
+    def output(self, key: int | str | None = None, *, tensor_name: str | None = None,
+               output_index: int | None = None) -> OutputInfo:
+        """The records of one output, by index or name (``tensor_name=``, ``output_index=`` as in
+        OpenVINO); no key for a one-output model."""
+        key = self._key(key, tensor_name, output_index, "output")
         index = self._index(key, self._model.outputs, "output")
         return self._outputs.setdefault(index, OutputInfo(index))
+
+    @staticmethod
+    def _key(key: Any, tensor_name: Any, index: Any, kind: str) -> Any:
+        given = [k for k in (key, tensor_name, index) if k is not None]
+        if len(given) > 1:
+            raise InputError(f"{kind}() takes one of a tensor name (tensor_name=) or an index "
+                             f"({kind}_index=), got {len(given)}")
+        if tensor_name is not None and not isinstance(tensor_name, str):
+            raise InputError(f"{kind}(tensor_name=...) takes a string, got {type(tensor_name).__name__}")
+        if index is not None and (isinstance(index, (bool, str)) or not hasattr(index, "__index__")):
+            raise InputError(f"{kind}({kind}_index=...) takes an integer, got {type(index).__name__}")
+        return given[0] if given else None
 
     @staticmethod
     def _index(key: Any, ports: list[Any], kind: str) -> int:
@@ -68,7 +88,7 @@ class PrePostProcessor:
             self._model.ir = raise_opset(self._model.ir, needed)
         graph = self._model.ir.graph
         opset = graph.opset_imports.get("", 1)
-        for index, input_info in sorted(self._inputs.items()):
+        for index, input_info in sorted(self._inputs.items(), reverse=True):  # planes add inputs
             self._build_input(graph, index, input_info, opset)
         for index, output_info in sorted(self._outputs.items()):
             self._build_output(graph, index, output_info, opset)
@@ -80,8 +100,9 @@ class PrePostProcessor:
         name = port.any_name
         old = graph.inputs[index]
         out = Emitter(f"{name}/preprocess", opset)
-        value = new_input(name, element, shape)
-        final, final_type, final_shape = emit(out, track.ops, value, element, shape)
+        planes = [new_input(plane, element, plane_shape)
+                  for plane, plane_shape in input_planes(name, info.tensor().facts, shape)]
+        final, final_type, final_shape = emit_planes(out, track.ops, planes, element, shape)
         if final_type != port.get_element_type():  # a custom step's function changed the type
             final = PlannedOp("cast", (port.get_element_type(),)).emit(out, final, final_type, final_shape)
         if not final_shape.compatible(port.get_partial_shape()):
@@ -99,8 +120,12 @@ class PrePostProcessor:
             graph.insert_before(graph.node(0), out.nodes)
         else:
             graph.extend(out.nodes)
-        graph.inputs[index] = value
-        self._store_layout(index, layout)
+        graph.inputs[index] = planes[0]
+        for offset, plane in enumerate(planes[1:], 1):
+            graph.inputs.insert(index + offset, plane)
+        for offset in range(len(planes)):
+            self._store_layout(index + offset, layout)
+        return None
 
     def _store_layout(self, index: int, layout: Layout) -> None:
         if not layout.empty:
@@ -124,6 +149,10 @@ class PrePostProcessor:
         layout = info.tensor().facts.layout or track.layout
         if not layout.empty:
             layout_helpers.set_layout(self._model.outputs[index], layout)
+
+    def __str__(self) -> str:
+        """The steps of each input and output, as OpenVINO prints them (``print(ppp)``)."""
+        return dump(self._model, self._inputs, self._outputs)
 
     def __repr__(self) -> str:
         return (f"<PrePostProcessor {self._model.get_friendly_name()!r} "
