@@ -12,8 +12,12 @@ import inferplex
 
 PUBLIC = [
     "AsyncInferQueue",
+    "AxisSet",
+    "AxisVector",
     "CompiledModel",
     "ConstOutput",
+    "Coordinate",
+    "CoordinateDiff",
     "Core",
     "DevicePlugin",
     "DeviceProgram",
@@ -36,6 +40,7 @@ PUBLIC = [
     "ProfilingRecord",
     "RTMap",
     "Shape",
+    "Strides",
     "Symbol",
     "Tensor",
     "Type",
