@@ -168,8 +168,11 @@ def test_convert_model_input_shapes(given: object) -> None:
 def test_convert_model_refuses_what_is_not_onnx() -> None:
     with pytest.raises(ModelError, match=r"export it to ONNX"):
         ov.convert_model(object())
-    with pytest.raises(InputError, match="example_input"):
-        ov.convert_model(_mlp(), example_input=np.zeros((1, 16)))
+    with pytest.raises(InputError, match="extension"):
+        ov.convert_model(_mlp(), extension="ops.so")
+    # example_input is for PyTorch models; OpenVINO does not use it for ONNX, nor does inferplex
+    model = ov.convert_model(_mlp(), example_input=np.zeros((1, 16)))
+    assert model.input().get_partial_shape() == ov.PartialShape("?,16")
 
 
 # --- read_model, compile_model, get_version ------------------------------------------------------

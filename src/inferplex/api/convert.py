@@ -1,7 +1,9 @@
-"""``ov.convert_model``: an ONNX model (path, bytes, proto, onnx-ir) as a Model, inputs reshaped on request.
+"""``ov.convert_model``: an ONNX model (path, bytes, proto, onnx-ir) or a PyTorch model as a Model,
+inputs reshaped on request.
 
-OpenVINO converts models of several frameworks; inferplex runs ONNX, so other
-sources are refused with a pointer to ``torch.onnx.export``.
+OpenVINO converts models of several frameworks; inferplex runs ONNX.  PyTorch models (a
+``torch.nn.Module``, TorchScript, a ``torch.export.ExportedProgram``) are exported to ONNX in memory
+(:mod:`inferplex.api.convert_torch`); other sources are refused with a pointer to ONNX export.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx_ir as ir
+from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from inferplex._model import Model
 from inferplex._model_io import load_model
@@ -26,14 +29,16 @@ from inferplex.errors import InputError, ModelError
 
 __all__ = ["convert_model"]
 
-_REFUSED = ("output", "example_input", "extension")
 _SHAPE_TEXT = re.compile(r"[\s\[\]\d,?.\-]+")
 """Text that may be a shape (``"1,3,?,?"``, ``"[1..8,3]"``) rather than an input's name."""
 
 
-def convert_model(input_model: Any, *, input: Any = None, verbose: bool = False,
-                  share_weights: bool = True, **options: Any) -> Model:
-    """Read an ONNX model (``.onnx`` path, bytes, file object, ``onnx.ModelProto``, ``onnx_ir.Model``).
+def convert_model(input_model: Any, *, input: Any = None, output: Any = None, example_input: Any = None,
+                  extension: Any = None, verbose: bool = False, share_weights: bool = True,
+                  **options: Any) -> Model:
+    """Read an ONNX model (``.onnx`` path, bytes, file object, ``onnx.ModelProto``, ``onnx_ir.Model``)
+    or convert a PyTorch one (``torch.nn.Module``, ``torch.jit.ScriptModule``/``ScriptFunction``,
+    ``torch.export.ExportedProgram``).
 
     ``input`` gives input shapes and element types in OpenVINO's forms: for one input a
     name, a shape (``[1, 3, 224, 224]``, a ``PartialShape``, ``Shape``), a type (``Type.f32``,
@@ -41,20 +46,63 @@ def convert_model(input_model: Any, *, input: Any = None, verbose: bool = False,
     of such entries (named, or unnamed in input order) or ``{name: shape | type | (shape, type)}``.
     A shape reshapes the input (``Model.reshape``); a type retypes it, and every op after it then
     computes in that type, as OpenVINO's does.  Inputs keep the model's order.
-    ``verbose`` and ``share_weights`` are accepted; ``output``, ``example_input``
-    and ``extension`` are refused (they cut or trace models, which ONNX export does).
+
+    A PyTorch model is traced on ``example_input`` (a tensor or numpy array, a tuple or list of them,
+    or a dict of ``forward()`` argument names to them), or, without it, on data of ``input=``'s
+    shapes and types; its inputs are named as ``forward()`` names its arguments and, where
+    ``input=`` does not fix them, have every dimension dynamic.  ``example_input`` is not used
+    for ONNX models, as in OpenVINO.
+
+    ``output`` keeps only the named outputs of an ONNX model (a name or a list of names, each an
+    output of the model; they keep the model's order); OpenVINO refuses it for PyTorch models and so
+    does inferplex.  ``extension`` (OpenVINO frontend extensions) is refused unless None;
+    ``verbose``, ``share_weights`` and ``dynamo=False`` are accepted.
     """
     del verbose, share_weights
+    if options.get("dynamo") in (False, None):
+        options.pop("dynamo", None)
     given = [key for key in options if options[key] is not None]
     if given:
-        known = [key for key in given if key in _REFUSED]
-        why = " (it cuts or traces a model; do that when exporting to ONNX)" if known else ""
-        raise InputError(f"convert_model option {', '.join(given)} is not supported{why}; "
-                         "accepted: input, verbose, share_weights")
+        why = " (dynamo=True exports with torch.export: pass the torch.export.ExportedProgram " \
+              "instead)" if "dynamo" in given else ""
+        raise InputError(f"convert_model option {', '.join(given)} is not supported{why}; accepted: "
+                         "input, output, example_input, extension=None, verbose, share_weights, dynamo=False")
+    if extension is not None:
+        raise InputError(f"convert_model extension={extension!r} is not supported: inferplex runs ONNX ops "
+                         "and loads no OpenVINO frontend extensions; pass extension=None (export "
+                         "custom ops to ONNX instead)")
+    specs = _input_specs(input) if input is not None else None
+    from inferplex.api.convert_torch import convert_torch, is_torch_source
+
+    if is_torch_source(input_model):
+        if output is not None:
+            raise InputError(f"convert_model output={output!r} is not supported for PyTorch models "
+                             "(OpenVINO refuses it too); return only the outputs you need from forward()")
+        return convert_torch(input_model, example_input, specs)
     model = load_model(_source(input_model))
-    if input is not None:
-        _apply_inputs(model, _input_specs(input))
+    if output is not None:
+        _select_outputs(model, output)
+    if specs is not None:
+        _apply_inputs(model, specs)
     return model
+
+
+def _select_outputs(model: Model, output: Any) -> None:
+    """Keep the outputs ``output`` names (a name or a list of names), in the model's order."""
+    wanted = [output] if isinstance(output, str) else output
+    if not isinstance(wanted, (list, tuple)) or not wanted or \
+            not all(isinstance(name, str) for name in wanted):
+        raise InputError(f"convert_model output={output!r}: give an output's name or a list of names")
+    graph = model.ir.graph
+    names = [value.name for value in graph.outputs]
+    unknown = [name for name in wanted if name not in names]
+    if unknown:
+        raise InputError(f"convert_model output= names {', '.join(map(repr, unknown))}, not an output of "
+                         f"the model; its outputs are {', '.join(map(repr, names))}")
+    for index in reversed(range(len(names))):
+        if names[index] not in wanted:
+            graph.outputs.pop(index)
+    RemoveUnusedNodesPass()(model.ir)
 
 
 def _source(source: Any) -> Any:
@@ -67,8 +115,9 @@ def _source(source: Any) -> Any:
     if isinstance(source, io.IOBase) or callable(getattr(source, "read", None)):
         return source.read()
     raise ModelError(f"convert_model reads ONNX models (a path, bytes, a file object, onnx.ModelProto, "
-                     f"onnx_ir.Model), not a {type(source).__module__}.{type(source).__name__}; "
-                     "export it to ONNX first (e.g. torch.onnx.export)")
+                     f"onnx_ir.Model) and PyTorch models (torch.nn.Module, torch.jit.ScriptModule, "
+                     f"torch.export.ExportedProgram), not a {type(source).__module__}."
+                     f"{type(source).__name__}; export it to ONNX first")
 
 
 @dataclass(frozen=True)
