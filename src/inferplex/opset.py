@@ -41,6 +41,7 @@ from inferplex._opsets import math as _math
 from inferplex._opsets import more as _more
 from inferplex._opsets import nn as _nn
 from inferplex._opsets import priors as _priors
+from inferplex._opsets import recent as _recent
 from inferplex._opsets import recurrent as _recurrent
 from inferplex._opsets import sequence_ops as _sequence_ops
 from inferplex._opsets import shapes as _shapes
@@ -62,6 +63,7 @@ from inferplex._opsets.math import *  # noqa: F403 - re-exported: more element-w
 from inferplex._opsets.more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
 from inferplex._opsets.nn import *  # noqa: F403 - re-exported: normalizations, group conv, attention
 from inferplex._opsets.priors import *  # noqa: F403 - re-exported: PriorBox, PriorBoxClustered
+from inferplex._opsets.recent import *  # noqa: F403 - re-exported: unique, eye, grid_sample, bitwise ops
 from inferplex._opsets.recurrent import *  # noqa: F403 - re-exported: LSTM, GRU, RNN sequences and cells
 from inferplex._opsets.sequence_ops import *  # noqa: F403 - re-exported: RandomUniform, GatherTree
 from inferplex._opsets.shapes import *  # noqa: F403 - re-exported: broadcast, pad, range, ...
@@ -109,12 +111,15 @@ __all__ += _colour.__all__
 __all__ += _sequence_ops.__all__
 __all__ += _control_flow.__all__
 __all__ += _control_loops.__all__
+__all__ += _recent.__all__
 
 SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan": 10,
                "group_normalization": 12, "scaled_dot_product_attention": 13,
                "adaptive_avg_pool": 8, "adaptive_max_pool": 8, "rdft": 9, "irdft": 9,
                "nv12_to_rgb": 8, "nv12_to_bgr": 8, "i420_to_rgb": 8, "i420_to_bgr": 8,
-               "random_uniform": 8, "if_op": 8, "identity": 16}
+               "random_uniform": 8, "if_op": 8, "identity": 16, "eye": 9, "grid_sample": 9, "unique": 10,
+               "bitwise_and": 13, "bitwise_or": 13, "bitwise_xor": 13, "bitwise_not": 13,
+               "multinomial": 13, "fake_convert": 13, "deformable_convolution": 8}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

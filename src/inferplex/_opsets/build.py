@@ -54,6 +54,47 @@ def make_op(type_name: str, op_type: str, inputs: Sequence[ir.Value | None], att
     return built
 
 
+def make_custom(type_name: str, domain: str, op_type: str, inputs: Sequence[ir.Value],
+                attrs: dict[str, Any], name: str | None,
+                outputs: Sequence[tuple[ir.DataType, Sequence[int | str | None] | None]]) -> Node:
+    """One node of another ONNX domain (which ONNX's inference does not know): its outputs of the
+    element types and dims given (None: an unknown rank)."""
+    node = ir.node(op_type, list(inputs), attributes=attrs, domain=domain, num_outputs=len(outputs))
+    for value, (dtype, dims) in zip(node.outputs, outputs, strict=True):
+        value.type = ir.TensorType(dtype)
+        value.shape = None if dims is None else ir.Shape(list(dims))
+    built = Node(type_name, node.outputs, [node], name=name)
+    node.name = built.get_friendly_name()
+    return built
+
+
+def inferred_dims(op_type: str, inputs: Sequence[ir.Value | None], attrs: dict[str, Any],
+                  what: str) -> list[int | str | None] | None:
+    """The dims ONNX's inference gives the first output of one ``op_type`` node on ``inputs``
+    (without making the node); InputError naming ``what`` when the inputs do not fit it."""
+    probe = ir.node(op_type, [None if v is None else ir.Value(type=v.type, shape=v.shape,
+                                                              const_value=v.const_value) for v in inputs],
+                    attributes=attrs)
+    label: Any = _Label(what)
+    _infer(label, probe, list(probe.inputs), attrs)
+    shape = probe.outputs[0].shape
+    return None if shape is None else [d if isinstance(d, int) else (d.value if d is not None else None)
+                                       for d in shape]
+
+
+class _Label:
+    """What an inference error names in place of a built node."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def get_type_name(self) -> str:
+        return self._what
+
+    def get_friendly_name(self) -> str:
+        return "(its output shape)"
+
+
 def step(op_type: str, inputs: Sequence[NodeInput | None], attrs: dict[str, Any] | None = None) -> ir.Value:
     """The one output of one ONNX node: a step of an op built from several."""
     values = [None if item is None else value_of(item) for item in inputs]

@@ -3,6 +3,10 @@ ONNX ops that compute the same numbers (NonMaxSuppression, RoiAlign, MaxRoiPool,
 Sigmoid and Softmax); PriorBox and PriorBoxClustered, whose output depends only on shapes, are in
 :mod:`inferplex._opsets.priors`.
 
+DetectionOutput (opsets 1 and 8) has no ONNX equivalent: it is the ``org.openvinotoolkit`` domain's
+DetectionOutput, which OpenVINO's ONNX reader makes a DetectionOutput-8 of, so a model holding it
+runs on the CPU device's OpenVINO engine (not on ONNX Runtime, nor on the GPU).
+
 NonMaxSuppression gives OpenVINO's three outputs: ``selected_indices`` [N, 3] (batch, class, box)
 and ``selected_scores`` [N, 3] (batch, class, score) of the N boxes kept, as OpenVINO's CPU gives
 them (no -1 rows), and ``valid_outputs`` [1] = N.  Soft NMS (a ``soft_nms_sigma`` other than 0)
@@ -18,11 +22,24 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, constant_data, int64, make_op, static_dims, step, value_of
+from inferplex._opsets.build import (
+    NodeInput,
+    constant_data,
+    int64,
+    make_custom,
+    make_op,
+    static_dims,
+    step,
+    value_of,
+)
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
-__all__ = ["non_max_suppression", "region_yolo", "reorg_yolo", "roi_align", "roi_pooling"]
+__all__ = ["detection_output", "non_max_suppression", "region_yolo", "reorg_yolo", "roi_align", "roi_pooling"]
+
+OPENVINO_DOMAIN = "org.openvinotoolkit"
+"""The ONNX domain of the ops OpenVINO's ONNX reader takes as its own (DetectionOutput,
+DeformableConv2D, ...): a model holding them runs on the CPU device's OpenVINO engine only."""
 
 _INDEX_TYPES = ("i32", "i64")
 _ENCODINGS = {"corner": 0, "center": 1}
@@ -214,3 +231,79 @@ def region_yolo(input: NodeInput, coords: int, classes: int, num: int, do_softma
 
 def _part(value: ir.Value, begin: int, end: int) -> ir.Value:
     return step("Slice", [value, _ints([begin]), _ints([end]), _ints([2])])
+
+
+_DETECTION_DEFAULTS: dict[str, Any] = {
+    "background_label_id": 0, "top_k": -1, "variance_encoded_in_target": False,
+    "code_type": "caffe.PriorBoxParameter.CORNER", "share_location": True, "confidence_threshold": 0.0,
+    "clip_after_nms": False, "clip_before_nms": False, "decrease_label_id": False, "normalized": False,
+    "input_height": 1, "input_width": 1, "objectness_score": 0.0}
+"""DetectionOutput's optional attributes and OpenVINO's defaults for them."""
+_CODE_TYPES = ("CORNER", "CENTER_SIZE")
+
+
+def detection_output(box_logits: NodeInput, class_preds: NodeInput, proposals: NodeInput,
+                     attrs: dict[str, Any], aux_class_preds: NodeInput = None,
+                     aux_box_preds: NodeInput = None,
+                     name: str | None = None) -> Node:
+    """The boxes kept after decoding ``box_logits`` [N, priors * loc classes * 4] against the
+    ``proposals`` (priors) and NMS on the ``class_preds`` [N, priors * classes] scores, as
+    [1, 1, boxes, 7] rows (image, label, score, x_min, y_min, x_max, y_max).  ``attrs`` as
+    OpenVINO's: ``keep_top_k`` and ``nms_threshold`` required, ``num_classes`` (opset 1) checked
+    against the inputs' dims; ``aux_class_preds`` and ``aux_box_preds`` come together."""
+    options = dict(attrs)
+    known = {*_DETECTION_DEFAULTS, "keep_top_k", "nms_threshold", "num_classes"}
+    unknown, missing = set(options) - known, {"keep_top_k", "nms_threshold"} - set(options)
+    if unknown or missing:
+        raise InputError(f"detection_output attrs: unknown {sorted(unknown)}, missing {sorted(missing)}; "
+                         f"needs keep_top_k and nms_threshold, may have num_classes, "
+                         f"{', '.join(_DETECTION_DEFAULTS)}")
+    if (aux_class_preds is None) != (aux_box_preds is None):
+        raise InputError("detection_output takes aux_class_preds and aux_box_preds together (or neither)")
+    values = {**_DETECTION_DEFAULTS, **options}
+    code = str(values["code_type"]).removeprefix("caffe.PriorBoxParameter.")
+    if code not in _CODE_TYPES:
+        raise InputError(f"detection_output code_type {values['code_type']!r}; accepted: "
+                         f"{', '.join('caffe.PriorBoxParameter.' + c for c in _CODE_TYPES)}")
+    keep = [int(k) for k in np.asarray(values["keep_top_k"]).reshape(-1)]
+    if len(keep) != 1:
+        raise InputError(f"detection_output keep_top_k {keep}: one number (OpenVINO's CPU keeps one)")
+    flags = ("variance_encoded_in_target", "share_location", "clip_after_nms", "clip_before_nms",
+             "decrease_label_id", "normalized")
+    onnx_attrs: dict[str, Any] = {
+        **{key: int(bool(values[key])) for key in flags},
+        **{key: int(values[key]) for key in ("background_label_id", "top_k", "input_height", "input_width")},
+        **{key: float(values[key]) for key in ("nms_threshold", "confidence_threshold", "objectness_score")},
+        "keep_top_k": keep[0], "code_type": "caffe.PriorBoxParameter." + code}
+    inputs = [value_of(v) for v in (box_logits, class_preds, proposals)]
+    if aux_class_preds is not None:
+        inputs += [value_of(aux_class_preds), value_of(aux_box_preds)]
+    count = _detections(inputs, values, keep[0])
+    dtype = inputs[0].dtype or ir.DataType.FLOAT
+    return make_custom("DetectionOutput", OPENVINO_DOMAIN, "DetectionOutput", inputs, onnx_attrs, name,
+                       [(dtype, [1, 1, count, 7])])
+
+
+def _detections(inputs: list[ir.Value], values: dict[str, Any], keep: int) -> int | None:
+    """The number of output rows (OpenVINO's DetectionOutput shape rule); None where a dim it
+    depends on is dynamic."""
+    dims = [[d if isinstance(d, int) else None for d in (v.shape or [])] for v in inputs[:3]]
+    if any(len(d) != n for d, n in zip(dims, (2, 2, 3), strict=True)):
+        raise InputError("detection_output takes box_logits and class_preds of rank 2 and proposals of "
+                         "rank 3")
+    batch, scores, prior_values = dims[0][0], dims[1][1], dims[2][2]
+    if None in (batch, scores, prior_values):
+        return None
+    assert batch is not None and scores is not None and prior_values is not None
+    priors = prior_values // (4 if values["normalized"] else 5)
+    if not priors or scores % priors:
+        raise InputError(f"detection_output: class_preds of {scores} scores per image do not divide among "
+                         f"{priors} priors")
+    classes = scores // priors
+    if "num_classes" in values and int(values["num_classes"]) != classes:
+        raise InputError(f"detection_output num_classes {values['num_classes']}: the inputs have {classes} "
+                         f"({scores} scores for {priors} priors)")
+    if keep > 0:
+        return batch * keep
+    top = int(values["top_k"])
+    return batch * (top if top > 0 else priors) * classes

@@ -4,8 +4,10 @@
 ``interpolate(image, output_shape, scales, mode, shape_calculation_mode, ...)`` Interpolate-4
 (``opset10``) and ``interpolate(image, scales_or_sizes, mode, shape_calculation_mode, ...)``
 Interpolate-11 (``opset11`` on); the one function here tells them apart by the third argument
-(a dict, a tensor or a mode string).  What ONNX Resize cannot do (antialiasing, the Pillow modes,
-nearest_mode ``"simple"`` where it is not plain floor or ceil) is refused with an InputError.
+(a dict, a tensor or a mode string).  What ONNX Resize cannot do (antialiasing, nearest_mode ``"simple"``
+where it is not plain floor or ceil) is refused with an InputError.  The Pillow modes
+(``bilinear_pillow``, ``bicubic_pillow``, Interpolate-11) are MatMuls by constant weights along
+each resized axis, so they need static input dims there and constant sizes or scales.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ __all__ = ["interpolate"]
 _MODES = {"nearest": "nearest", "linear": "linear", "linear_onnx": "linear", "cubic": "cubic"}
 _COORDINATES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "tf_half_pixel_for_nn", "align_corners")
 _NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+_PILLOW = {"bilinear_pillow": 1.0, "bicubic_pillow": 2.0}
+"""The Pillow modes and their filters' support (in input pixels, when growing)."""
+_PILLOW_CUBIC = -0.5
+"""Pillow's bicubic coefficient (OpenVINO's bicubic_pillow takes it whatever ``cube_coeff``)."""
 
 
 def interpolate(image: NodeInput, *args: Any, **kwargs: Any) -> Node:
@@ -37,8 +43,8 @@ def interpolate(image: NodeInput, *args: Any, **kwargs: Any) -> Node:
       antialias=False, cube_coeff=-0.75, axes=None, name=None)``.
     - ``interpolate(image, scales_or_sizes, mode, shape_calculation_mode, ...)``, the rest as above.
 
-    ``mode`` is nearest, linear, linear_onnx or cubic; ``shape_calculation_mode`` "sizes" or
-    "scales"; ``axes`` default to every axis.
+    ``mode`` is nearest, linear, linear_onnx, cubic, bilinear_pillow or bicubic_pillow;
+    ``shape_calculation_mode`` "sizes" or "scales"; ``axes`` default to every axis.
     """
     third = args[1] if len(args) > 1 else kwargs.get("attrs", kwargs.get("scales", kwargs.get("mode")))
     if isinstance(third, dict):
@@ -64,9 +70,13 @@ def _interpolate_4(image: NodeInput, output_shape: NodeInput, scales: NodeInput,
                    nearest_mode: str = "round_prefer_floor", antialias: bool = False,
                    cube_coeff: float = -0.75, axes: NodeInput = None, name: str | None = None) -> Node:
     kind = str(mode).lower()
+    if kind in _PILLOW:
+        by = _choice(shape_calculation_mode, ("sizes", "scales"), "shape_calculation_mode")
+        x = _padded(value_of(image), pads_begin, pads_end)
+        return _pillow(x, output_shape if by == "sizes" else scales, by, axes, kind, name)
     if kind not in _MODES:
         raise InputError(f"interpolate mode {mode!r}: ONNX Resize has no {kind!r}; "
-                         f"accepted: {', '.join(_MODES)}")
+                         f"accepted: {', '.join([*_MODES, *_PILLOW])}")
     if antialias:
         raise InputError("interpolate with antialias=True: ONNX Resize antialiases from opset 18 only; "
                          "accepted: antialias=False")
@@ -162,6 +172,67 @@ def _resize(x: ir.Value, target: NodeInput, by: str, axes: NodeInput, attrs: dic
             full = step("ScatterElements", [base, np.array(axis_list, np.int64), computed])
     inputs = [x, None, full, None] if by == "scales" else [x, None, None, full]
     return make_op("Interpolate", "Resize", inputs, attrs, name)
+
+
+def _pillow(x: ir.Value, target: NodeInput, by: str, axes: NodeInput, kind: str, name: str | None) -> Node:
+    """Pillow's resampling: along each resized axis, each output element a weighted sum of the input
+    elements its filter (stretched by the shrink factor when shrinking, so antialiased) covers,
+    as a MatMul by the constant weights."""
+    rank = rank_of(x, "interpolate")
+    axis_list = list(range(rank)) if axes is None else [
+        a % rank for a in constant_ints(axes, "interpolate axes")]
+    data = constant_data(target)
+    dims = [x.shape[a] if x.shape is not None else None for a in axis_list]
+    if data is None or not all(isinstance(d, int) for d in dims):
+        raise InputError(f"interpolate mode {kind!r} needs constant {by} and static input dims on the axes "
+                         f"{axis_list}: its weights are computed from the sizes as the model is built")
+    if x.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE):
+        raise InputError(f"interpolate mode {kind!r} of {x.dtype}: it takes floating-point data here")
+    values = np.asarray(data).reshape(-1)
+    if len(values) != len(axis_list):
+        raise InputError(f"interpolate: {len(values)} {by} for axes {axis_list}; give one per axis")
+    out = x
+    for axis, size, value in zip(axis_list, dims, values, strict=True):
+        assert isinstance(size, int)
+        target_size = int(value) if by == "sizes" else int(np.floor(size * float(np.float32(value))))
+        if target_size == size:
+            continue
+        weights = _pillow_weights(size, target_size, kind).T.astype(x.dtype.numpy())
+        if axis == rank - 1:
+            out = step("MatMul", [out, weights])
+            continue
+        order = [*range(axis), *range(axis + 1, rank), axis]
+        moved = step("MatMul", [step("Transpose", [out], {"perm": order}), weights])
+        out = step("Transpose", [moved], {"perm": [int(i) for i in np.argsort(order)]})
+    return make_op("Interpolate", "Identity", [out], {}, name)
+
+
+def _pillow_weights(size: int, target: int, kind: str) -> np.ndarray:
+    """[target, size]: Pillow's resampling weights of one axis (its ``precompute_coeffs``)."""
+    weights = np.zeros((target, size))
+    if target == 0 or size == 0:
+        return weights
+    scale = size / target
+    stretch = max(scale, 1.0)
+    support = _PILLOW[kind] * stretch
+    for index in range(target):
+        center = (index + 0.5) * scale
+        first = max(int(center - support + 0.5), 0)
+        last = min(int(center + support + 0.5), size)
+        taps = _pillow_filter((np.arange(first, last) - center + 0.5) / stretch, kind)
+        total = taps.sum()
+        weights[index, first:last] = taps / total if total else taps
+    return weights
+
+
+def _pillow_filter(t: np.ndarray, kind: str) -> np.ndarray:
+    t = np.abs(t)
+    if kind == "bilinear_pillow":
+        return np.maximum(1.0 - t, 0.0)
+    a = _PILLOW_CUBIC
+    near = ((a + 2) * t - (a + 3)) * t * t + 1
+    far = (((t - 5) * t + 8) * t - 4) * a
+    return np.where(t < 1, near, np.where(t < 2, far, 0.0))
 
 
 def _scattered(base: np.ndarray, axes: list[int], values: np.ndarray) -> np.ndarray:

@@ -286,14 +286,42 @@ def shape_of(data: NodeInput, output_type: Any = "i64", name: str | None = None)
     return node
 
 
-def gather(data: NodeInput, indices: NodeInput, axis: NodeInput, batch_dims: int = 0,
+def gather(data: NodeInput, indices: NodeInput, axis: NodeInput, batch_dims: int | None = 0,
            name: str | None = None) -> Node:
+    """The slices of ``data`` along ``axis`` at ``indices`` (negative ones count from the end); with
+    ``batch_dims`` (negative: counted back from the rank of ``indices``) the first dims of ``data``
+    and ``indices`` are batch dims that each batch's indices pick within (ONNX GatherND, ``axis``
+    moved next to the batch dims)."""
+    from inferplex._opsets.build import rank_of, step
     from inferplex.opset import _op, _value
 
-    if batch_dims:
-        raise InputError("gather with batch_dims != 0 has no one-op ONNX equivalent; accepted: 0")
-    return _op("Gather", "Gather", [_value(data), _value(indices)],
-               {"axis": _int_of(axis, "gather axis")}, name)
+    x, where = _value(data), _value(indices)
+    position = _int_of(axis, "gather axis")
+    if not batch_dims:
+        return _op("Gather", "Gather", [x, where], {"axis": position}, name)
+    rank, index_rank = rank_of(x, "gather with batch_dims"), rank_of(where, "gather indices with batch_dims")
+    batch = int(batch_dims) + index_rank if int(batch_dims) < 0 else int(batch_dims)
+    position = position + rank if position < 0 else position
+    if not 0 <= batch <= index_rank or not batch <= position < rank:
+        raise InputError(f"gather batch_dims {batch_dims} with axis {_int_of(axis, 'gather axis')}, data "
+                         f"of rank {rank} and indices of rank {index_rank}: needs 0 <= batch_dims <= "
+                         "indices rank (negative: counted from it) and batch_dims <= axis < data rank")
+    length = step("Gather", [step("Shape", [x]), np.array(position, np.int64)])
+    if where.dtype != ir.DataType.INT64:
+        where = step("Cast", [where], {"to": int(ir.DataType.INT64)})
+    where = step("Where", [step("Less", [where, np.array(0, np.int64)]), step("Add", [where, length]), where])
+    middle = list(range(batch, position))  # data dims between the batch dims and the axis
+    if middle:
+        x = step("Transpose", [x], {"perm": [*range(batch), position, *middle, *range(position + 1, rank)]})
+    picked_rank = index_rank - batch
+    gathered = _op("Gather", "GatherND", [x, step("Unsqueeze", [where, np.array([-1], np.int64)])],
+                   {"batch_dims": batch}, None if middle else name)
+    if not middle:
+        return gathered
+    out_rank = rank - 1 + picked_rank
+    order = [*range(batch), *range(batch + picked_rank, batch + picked_rank + len(middle)),
+             *range(batch, batch + picked_rank), *range(batch + picked_rank + len(middle), out_rank)]
+    return _op("Gather", "Transpose", [gathered._outputs[0]], {"perm": order}, name)  # noqa: SLF001
 
 
 def _reduce(type_name: str, op_type: str) -> Any:

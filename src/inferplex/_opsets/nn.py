@@ -1,6 +1,10 @@
 """OpenVINO's neural-network layers beyond :mod:`inferplex.opset`'s: BatchNormInference,
 GroupConvolution, (Group)ConvolutionBackpropData, MVN, GroupNormalization, NormalizeL2, LRN, Einsum
 and (opset 13) ScaledDotProductAttention, each as the ONNX ops that compute the same thing.
+
+DeformableConvolution (opset 8) has no ONNX equivalent: it is the ``org.openvinotoolkit`` domain's
+DeformableConv2D, which OpenVINO's ONNX reader makes a DeformableConvolution-8 of, so a model
+holding it runs on the CPU device's OpenVINO engine (not on ONNX Runtime, nor on the GPU).
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from inferplex._opsets.build import (
     NodeInput,
     as_op,
     constant_ints,
+    inferred_dims,
     like,
+    make_custom,
     make_op,
     rank_of,
     static_dims,
@@ -25,7 +31,8 @@ from inferplex._opsets.build import (
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
 
-__all__ = ["batch_norm_inference", "convolution_backprop_data", "einsum", "group_convolution",
+__all__ = ["batch_norm_inference", "convolution_backprop_data", "deformable_convolution", "einsum",
+           "group_convolution",
            "group_convolution_backprop_data", "group_normalization", "lrn", "mvn", "normalize_l2",
            "scaled_dot_product_attention"]
 
@@ -209,3 +216,39 @@ def _scale(q: ir.Value, scale: NodeInput) -> ir.Value:
     return step("Reciprocal", [step("Sqrt", [size])])
 
 
+
+
+_DEFORMABLE_PADS = {"explicit": "NOTSET", "notset": "NOTSET", "same_upper": "SAME_UPPER",
+                    "same_lower": "SAME_LOWER", "valid": "VALID"}
+
+
+def deformable_convolution(data: NodeInput, offsets: NodeInput, filters: NodeInput, strides: Sequence[int],
+                           pads_begin: Sequence[int], pads_end: Sequence[int], dilations: Sequence[int],
+                           mask: NodeInput = None, auto_pad: str = "EXPLICIT", group: int = 1,
+                           deformable_group: int = 1, bilinear_interpolation_pad: bool = False,
+                           name: str | None = None) -> Node:
+    """A 2-D convolution of ``data`` [N, C, H, W] by ``filters`` [C_out, C / group, kH, kW] whose
+    taps are moved by ``offsets`` [N, 2 * deformable_group * kH * kW, H_out, W_out] (bilinear
+    sampling, zero outside) and, with ``mask`` [N, deformable_group * kH * kW, H_out, W_out],
+    scaled by it.  ``bilinear_interpolation_pad`` must be False (OpenVINO's ONNX reader sets no other)."""
+    from inferplex._opsets.detection import OPENVINO_DOMAIN
+
+    if bilinear_interpolation_pad:
+        raise InputError("deformable_convolution with bilinear_interpolation_pad=True: OpenVINO's ONNX "
+                         "reader builds it with False only; accepted: False")
+    padding = _DEFORMABLE_PADS.get(str(auto_pad or "explicit").lower())
+    if padding is None:
+        raise InputError(f"deformable_convolution auto_pad {auto_pad!r}; accepted: "
+                         f"{', '.join(_DEFORMABLE_PADS)}")
+    x, w = value_of(data), value_of(filters)
+    geometry: dict[str, Any] = {"strides": [int(v) for v in strides],
+                                "dilations": [int(v) for v in dilations], "group": int(group)}
+    if padding == "NOTSET":
+        geometry["pads"] = [int(v) for v in (*pads_begin, *pads_end)]
+    else:
+        geometry["auto_pad"] = padding
+    dims = inferred_dims("Conv", [x, w], geometry, "deformable_convolution")
+    inputs = [x, value_of(offsets), w] + ([] if mask is None else [value_of(mask)])
+    return make_custom("DeformableConvolution", OPENVINO_DOMAIN, "DeformableConv2D", inputs,
+                       {**geometry, "deformable_groups": int(deformable_group)}, name,
+                       [(x.dtype or ir.DataType.FLOAT, dims)])

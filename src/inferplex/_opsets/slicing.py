@@ -176,12 +176,23 @@ def _roll_axis(x: ir.Value, axis: int, amount: int) -> ir.Value:
 def reverse_sequence(input: NodeInput, seq_lengths: NodeInput, batch_axis: int, seq_axis: int,
                      name: str | None = None) -> Node:
     """Reverse the first ``seq_lengths[b]`` elements along ``seq_axis`` of each batch ``b``
-    (``batch_axis``); ONNX's ReverseSequence takes the axes 0 and 1, one of each."""
+    (``batch_axis``); ONNX's ReverseSequence takes the axes 0 and 1, so other axes are moved there
+    (and back) by transposes."""
     x = value_of(input)
     rank = rank_of(x, "reverse_sequence")
+    if not (-rank <= int(batch_axis) < rank and -rank <= int(seq_axis) < rank):
+        raise InputError(f"reverse_sequence batch_axis {batch_axis}, seq_axis {seq_axis}: out of range for "
+                         f"rank {rank}")
     batch, time = int(batch_axis) % rank, int(seq_axis) % rank
-    if {batch, time} != {0, 1}:
-        raise InputError(f"reverse_sequence batch_axis {batch_axis}, seq_axis {seq_axis}: ONNX "
-                         "ReverseSequence takes axes 0 and 1 (one each)")
-    return make_op("ReverseSequence", "ReverseSequence", [x, int64(seq_lengths)],
-                   {"batch_axis": batch, "time_axis": time}, name)
+    if batch == time:
+        raise InputError(f"reverse_sequence batch_axis {batch_axis} and seq_axis {seq_axis} are one axis; "
+                         "they must differ")
+    lengths = int64(seq_lengths)
+    if {batch, time} == {0, 1}:
+        return make_op("ReverseSequence", "ReverseSequence", [x, lengths],
+                       {"batch_axis": batch, "time_axis": time}, name)
+    order = [batch, time, *(a for a in range(rank) if a not in (batch, time))]
+    moved = _step("Transpose", [x], {"perm": order})
+    reversed_ = _step("ReverseSequence", [moved, lengths], {"batch_axis": 0, "time_axis": 1})
+    back = [int(i) for i in np.argsort(order)]
+    return make_op("ReverseSequence", "Transpose", [reversed_], {"perm": back}, name)

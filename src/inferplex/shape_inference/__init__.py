@@ -14,7 +14,8 @@ names, element types and shapes (their values mean nothing; the copy is never ru
 of ONNX's inference covers the whole graph.  Twins exist for the quantized ops
 (:mod:`._quantized`), the attention ops (:mod:`._attention`) and the fused transformer
 ops, with the two normalizations ONNX Runtime registers in the ONNX domain
-(:mod:`._transformer`), and for the state ops ``ReadValue`` and ``Assign`` (:mod:`._state`).
+(:mod:`._transformer`), for the state ops ``ReadValue`` and ``Assign`` (:mod:`._state`), and for
+the ``org.openvinotoolkit`` ops OpenVINO's ONNX reader takes (:mod:`._openvino`).
 A node with no twin, or of a form its twin does not cover, stays: its
 outputs keep unknown shapes, as before.  Nodes inside control-flow subgraphs are not replaced.
 
@@ -31,6 +32,7 @@ import onnx_ir as ir
 from inferplex._serialize import weights_as_inputs
 from inferplex.shape_inference._attention import ATTENTION_TWINS
 from inferplex.shape_inference._conflicts import find_conflicts
+from inferplex.shape_inference._openvino import OPENVINO_TWINS
 from inferplex.shape_inference._quantized import QUANTIZED_TWINS
 from inferplex.shape_inference._rewriter import MS, Rewriter, Twin
 from inferplex.shape_inference._state import STATE_TWINS
@@ -47,6 +49,7 @@ _TWINS: dict[str, dict[str, Twin]] = {
     "": ONNX_DOMAIN_TWINS,
     "ai.onnx": ONNX_DOMAIN_TWINS,
     "ai.inferplex.state": STATE_TWINS,
+    "org.openvinotoolkit": OPENVINO_TWINS,
 }
 """Twins by domain, then op type."""
 

@@ -63,18 +63,19 @@ class OpView(Protocol):
 Build = Callable[[OpView], Node]
 
 _UNARY = {"Abs": "abs", "Acos": "acos", "Acosh": "acosh", "Asin": "asin", "Asinh": "asinh", "Atan": "atan",
-          "Atanh": "atanh", "Ceiling": "ceiling", "Cos": "cos", "Cosh": "cosh", "Erf": "erf", "Exp": "exp",
-          "Floor": "floor", "HSigmoid": "hsigmoid", "HSwish": "hswish", "IsFinite": "is_finite",
-          "IsNaN": "is_nan", "Log": "log", "LogicalNot": "logical_not", "Mish": "mish",
-          "Negative": "negative", "Relu": "relu", "Sigmoid": "sigmoid", "Sign": "sign", "Sin": "sin",
-          "Sinh": "sinh", "SoftPlus": "softplus", "SoftSign": "softsign", "Sqrt": "sqrt", "Tan": "tan",
-          "Tanh": "tanh"}
+          "Atanh": "atanh", "BitwiseNot": "bitwise_not", "Ceiling": "ceiling", "Cos": "cos", "Cosh": "cosh",
+          "Erf": "erf", "Exp": "exp", "Floor": "floor", "HSigmoid": "hsigmoid", "HSwish": "hswish",
+          "IsFinite": "is_finite", "IsNaN": "is_nan", "Log": "log", "LogicalNot": "logical_not",
+          "Mish": "mish", "Negative": "negative", "Relu": "relu", "Sigmoid": "sigmoid", "Sign": "sign",
+          "Sin": "sin", "Sinh": "sinh", "SoftPlus": "softplus", "SoftSign": "softsign", "Sqrt": "sqrt",
+          "Tan": "tan", "Tanh": "tanh"}
 _BINARY = {"Add": "add", "Subtract": "subtract", "Multiply": "multiply", "Power": "power",
            "Divide": "divide", "Maximum": "maximum", "Minimum": "minimum", "Equal": "equal",
            "NotEqual": "not_equal",
            "Less": "less", "LessEqual": "less_equal", "Greater": "greater", "GreaterEqual": "greater_equal",
            "LogicalAnd": "logical_and", "LogicalOr": "logical_or", "LogicalXor": "logical_xor",
-           "FloorMod": "floor_mod", "Mod": "mod", "SquaredDifference": "squared_difference"}
+           "FloorMod": "floor_mod", "Mod": "mod", "SquaredDifference": "squared_difference",
+           "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
 _REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
            "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod", "ReduceL1": "reduce_l1",
            "ReduceL2": "reduce_l2", "ReduceLogicalAnd": "reduce_logical_and",
@@ -318,6 +319,30 @@ def _convert(op: OpView) -> Node:
     return opset.constant(data.astype(to_ir_dtype(target).numpy()), name=op.name)
 
 
+def _unique(op: OpView) -> Node:
+    a = op.attrs
+    axis = op.constant(1, "Unique axis") if op.size > 1 else None
+    return opset.unique(op.value(0), axis, bool(a.get("sorted", True)), a.get("index_element_type", "i64"),
+                        a.get("count_element_type", "i64"), name=op.name)
+
+
+def _multinomial(op: OpView) -> Node:
+    a = op.attrs
+    return opset.multinomial(op.value(0), op.arg(1), a["convert_type"], bool(a["with_replacement"]),
+                             bool(a["log_probs"]), int(a.get("global_seed", 0)), int(a.get("op_seed", 0)),
+                             name=op.name)
+
+
+def _deformable_convolution(op: OpView) -> Node:
+    """DeformableConvolution-1 (no mask) and -8."""
+    a = op.attrs
+    return opset.deformable_convolution(op.value(0), op.value(1), op.value(2), a["strides"], a["pads_begin"],
+                                        a["pads_end"], a["dilations"], _optional(op, 3),
+                                        str(a.get("auto_pad", "explicit")), int(a.get("group", 1)),
+                                        int(a.get("deformable_group", 1)),
+                                        bool(a.get("bilinear_interpolation_pad", False)), name=op.name)
+
+
 def _gelu(op: OpView) -> Node:
     return opset.gelu(op.value(0), str(op.attrs.get("approximation_mode", "erf")).lower(), name=op.name)
 
@@ -348,6 +373,10 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "CTCGreedyDecoderSeqLen": lambda op: opset.ctc_greedy_decoder_seq_len(
         op.value(0), op.value(1), _optional(op, 2), bool(op.attrs.get("merge_repeated", True)),
         op.attrs.get("classes_index_type", "i32"), op.attrs.get("sequence_length_type", "i32"), name=op.name),
+    "DeformableConvolution": _deformable_convolution,
+    "DetectionOutput": lambda op: opset.detection_output(
+        op.value(0), op.value(1), op.value(2), dict(op.attrs), _optional(op, 3), _optional(op, 4),
+        name=op.name),
     "DFT": _fourier("dft"),
     "DepthToSpace": lambda op: opset.depth_to_space(op.value(0), op.attrs["mode"],
                                                     int(op.attrs["block_size"]), name=op.name),
@@ -368,11 +397,17 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "FakeQuantize": lambda op: opset.fake_quantize(
         op.value(0), op.value(1), op.value(2), op.value(3), op.value(4), int(op.attrs["levels"]),
         str(op.attrs.get("auto_broadcast", "numpy")), name=op.name),
+    "Eye": lambda op: opset.eye(op.arg(0), op.arg(1), op.arg(2), op.attrs["output_type"],
+                                op.arg(3) if op.size > 3 else None, name=op.name),
+    "FakeConvert": lambda op: opset.fake_convert(
+        op.value(0), op.value(1), _optional(op, 2), str(op.attrs.get("destination_type", "f8e4m3")),
+        name=op.name),
     "Gather": _gather,
     "GatherElements": lambda op: opset.gather_elements(op.value(0), op.value(1), int(op.attrs["axis"]),
                                                        name=op.name),
     "GatherND": _gather_nd,
     "Gelu": _gelu,
+    "GridSample": lambda op: opset.grid_sample(op.value(0), op.value(1), dict(op.attrs), name=op.name),
     "GRN": lambda op: opset.grn(op.value(0), float(op.attrs["bias"]), name=op.name),
     "GroupConvolution": _convolution("group_convolution"),
     "GRUCell": _recurrent("gru_cell", 5),
@@ -395,6 +430,7 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "MatMul": lambda op: opset.matmul(op.value(0), op.value(1), bool(op.attrs["transpose_a"]),
                                       bool(op.attrs["transpose_b"]), name=op.name),
     "MaxPool": _max_pool,
+    "Multinomial": _multinomial,
     "MVN": _mvn,
     "NonZero": lambda op: opset.non_zero(op.value(0), op.attrs.get("output_type", "i64"), name=op.name),
     "NormalizeL2": lambda op: opset.normalize_l2(op.value(0), op.constant(1, "NormalizeL2 axes"),
@@ -442,6 +478,7 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "Tile": lambda op: opset.tile(op.value(0), op.ints(1), name=op.name),
     "TopK": _topk,
     "Transpose": lambda op: opset.transpose(op.value(0), op.constant(1, "Transpose order"), name=op.name),
+    "Unique": _unique,
     "Unsqueeze": lambda op: opset.unsqueeze(op.value(0), op.ints(1), name=op.name),
     "VariadicSplit": lambda op: opset.variadic_split(op.value(0), op.constant(1, "VariadicSplit axis"),
                                                      op.constant(2, "VariadicSplit split_lengths"),
