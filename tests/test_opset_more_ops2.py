@@ -182,6 +182,16 @@ def test_bitwise_ops_over_the_whole_range_on_onnx_runtime(dtype: Any) -> None:
                                   np.invert(left))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+def test_wide_bitwise_ops_are_exact_on_the_default_cpu_over_the_whole_range(dtype: Any) -> None:
+    # OpenVINO's CPU engine would round them: the CPU leaves such models to ONNX Runtime
+    left, right = _integers(dtype, (3, 8)), _integers(dtype, (8,))
+    for function, reference in _BITWISE.items():
+        got = _ours(lambda m, a, b, f=function: getattr(m, f)(a, b), left, right)[0]
+        np.testing.assert_array_equal(got, reference(left, right), err_msg=function)
+    np.testing.assert_array_equal(_ours(lambda m, a: m.bitwise_not(a), left)[0], np.invert(left))
+
+
 def test_bitwise_ops_of_booleans_and_a_number() -> None:
     left, right = RNG.integers(0, 2, (3, 4)).astype(bool), RNG.integers(0, 2, (4,)).astype(bool)
     for function, reference in _BITWISE.items():

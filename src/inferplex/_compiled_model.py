@@ -94,6 +94,7 @@ class CompiledModel:
         self._outputs = [port.snapshot() for port in model.outputs]
         self._runner = runner
         self._device_name = device_name
+        self._batch: tuple[str, int, int] | None = None  # see as_batch
         self._config = dict(config)
         self._timeline = timeline
         self._expected = _output_spec(self._outputs)
@@ -256,14 +257,26 @@ class CompiledModel:
 
     def get_property(self, key: str) -> Any:
         """Read a property: hints and settings, OPTIMAL_NUMBER_OF_INFER_REQUESTS, EXECUTION_DEVICES, ...,
-        typed as OpenVINO returns it (:func:`inferplex.properties._typed.typed_value`)."""
+        typed as OpenVINO returns it (:func:`inferplex.properties._typed.compiled_value`)."""
         from inferplex.config.schema import canonical_key
-        from inferplex.properties._typed import typed_value
+        from inferplex.properties._typed import compiled_value
 
         name = canonical_key(key)
-        return typed_value(name, self._property(name, key), writable=_CHANGEABLE)
+        device = self._batch[0] if self._batch is not None else self._device_name
+        return compiled_value(key, self._property(name, key), device, writable=_CHANGEABLE)
+
+    def as_batch(self, device_name: str, batch: int, timeout: int) -> None:
+        """Report this model, compiled on one device, as OpenVINO's automatic batching device
+        ``device_name`` (``BATCH:CPU(4)``) reports it: OPTIMAL_NUMBER_OF_INFER_REQUESTS is ``batch``
+        times the device's, and AUTO_BATCH_TIMEOUT (milliseconds) reads back."""
+        self._batch = (self._device_name, batch, timeout)
+        self._device_name = device_name
 
     def _property(self, name: str, key: str) -> Any:
+        if self._batch is not None and name == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
+            return self._batch[1] * self._runner.optimal_number_of_infer_requests
+        if self._batch is not None and name == "AUTO_BATCH_TIMEOUT":
+            return self._batch[2]
         if name == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
             return self._runner.optimal_number_of_infer_requests
         if name == "EXECUTION_DEVICES":
@@ -295,6 +308,7 @@ class CompiledModel:
         names = ["OPTIMAL_NUMBER_OF_INFER_REQUESTS", "EXECUTION_DEVICES", "NETWORK_NAME",
                  "SUPPORTED_PROPERTIES", "LOADED_FROM_CACHE", "OUTPUT_PRECISION",
                  *(["TRACE"] if self._timeline is not None else []),
+                 *(["AUTO_BATCH_TIMEOUT"] if self._batch is not None else []),
                  *self._runner.property_names(), *self._config]
         return list(dict.fromkeys(names))
 

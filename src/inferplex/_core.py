@@ -17,6 +17,7 @@ import importlib
 import io
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
@@ -33,12 +34,13 @@ from inferplex.config.engine_settings import EngineSettings, split_compile_confi
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
 from inferplex.config.output_precision import lowered_precision, with_output_precision
 from inferplex.config.schema import (
+    CORE_PROPERTIES,
     ENGINE_PROPERTIES,
+    VIRTUAL_ONLY,
     as_config,
     canonical_key,
     normalize_config,
 )
-from inferplex.config.values import boolean
 from inferplex.devices.base import DevicePlugin
 from inferplex.devices.cpu import CpuPlugin
 from inferplex.devices.registry import DeviceRegistry
@@ -224,6 +226,8 @@ class Core(VirtualSettings):
         """
         model = self.read_model(model, weights)
         device_name = device_name or "AUTO"
+        if device_name.startswith("BATCH"):
+            return self._compile_batch(model, device_name, config)
         spec = parse_device_string(device_name)
         engine, config = self._engine_for(spec, as_config(config))
         timeline = Timeline(model.friendly_name) if engine.get("ENABLE_TRACE") else None
@@ -245,6 +249,25 @@ class Core(VirtualSettings):
         model = self._in_output_precision(model, engine, self._member_hints(spec, settings))
         runner = self._compile_virtual(registry, model, spec, settings)
         return CompiledModel(model, runner, device_name, settings, timeline, registry.ledger)
+
+    def _compile_batch(self, model: Model, device_name: str,
+                       config: Mapping[str, Any] | None) -> CompiledModel:
+        """OpenVINO's automatic batching device, ``BATCH:<device>(<batch>)``: inferplex batches no
+        requests together, so the model compiles on the device and runs each request there, and
+        the compiled model reports as OpenVINO's does: OPTIMAL_NUMBER_OF_INFER_REQUESTS is the batch
+        (1 where none is given) times the device's, and AUTO_BATCH_TIMEOUT (default 1000 ms) reads
+        back."""
+        match = _BATCH_DEVICE.fullmatch(device_name)
+        if match is None:
+            raise DeviceNameError(f"{device_name!r}: the automatic batching device is written BATCH:<device> "
+                                  "or BATCH:<device>(<batch size>), e.g. 'BATCH:CPU(4)'")
+        given = dict(as_config(config) or {})
+        timeouts = [value for key, value in given.items() if canonical_key(key) == "AUTO_BATCH_TIMEOUT"]
+        timeout = normalize_config({"AUTO_BATCH_TIMEOUT": timeouts[-1]} if timeouts else {},
+                                   ("AUTO_BATCH_TIMEOUT",), target="BATCH").get("AUTO_BATCH_TIMEOUT", 1000)
+        compiled = self.compile_model(model, match.group(1), given)
+        compiled.as_batch(device_name, int(match.group(2) or 1), int(timeout))
+        return compiled
 
     def _compile_virtual(self, registry: DeviceRegistry, model: Model, spec: DeviceSpec,
                          settings: dict[str, Any]) -> Runner:
@@ -320,7 +343,8 @@ class Core(VirtualSettings):
             engine = {k: v for k, v in parsed.items() if k in ENGINE_PROPERTIES}
             virtual = {name: self._parse_virtual(name, device_name, subset=True) for name in VIRTUAL_DEVICES}
             for family, accepted in plugins:
-                subset = {k: v for k, v in device_name.items() if canonical_key(k) in accepted}
+                subset = {k: v for k, v in device_name.items()
+                          if canonical_key(k) in accepted and canonical_key(k) not in VIRTUAL_ONLY}
                 if subset:
                     self._registry.set_config(family, subset)
             for name, parsed in virtual.items():
@@ -345,13 +369,12 @@ class Core(VirtualSettings):
         self._engine_settings.set(plugin.family if device_name == plugin.family else full, engine)
 
     def _set_core_options(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """Store the Core's own options of a Core-wide config (ENABLE_MMAP, FORCE_TBB_TERMINATE:
-        booleans no device takes) and return the rest, for the devices."""
-        own = {canonical_key(k): v for k, v in config.items() if canonical_key(k) in _CORE_OPTIONS}
+        """Store the Core's own options of a Core-wide config (:data:`CORE_PROPERTIES`: ENABLE_MMAP,
+        CACHE_MODE...) and return the rest, for the devices."""
+        own = {canonical_key(k): v for k, v in config.items() if canonical_key(k) in CORE_PROPERTIES}
         if own:
-            self._core_config.update(normalize_config(own, _CORE_OPTIONS, target="the Core",
-                                                      parsers=dict.fromkeys(_CORE_OPTIONS, boolean)))
-        return {k: v for k, v in config.items() if canonical_key(k) not in _CORE_OPTIONS}
+            self._core_config.update(normalize_config(own, CORE_PROPERTIES, target="the Core"))
+        return {k: v for k, v in config.items() if canonical_key(k) not in CORE_PROPERTIES}
 
     def _present_plugins(self) -> list[tuple[str, tuple[str, ...]]]:
         """(family, keys its plugin accepts) of each device family with a device on this machine."""
@@ -401,7 +424,7 @@ class Core(VirtualSettings):
             if name in self._virtual_config[device_name]:
                 return self._virtual_config[device_name][name]
             if name == "FULL_DEVICE_NAME":
-                return {"HETERO": "Heterogeneous", "MULTI": "Multi-device", "AUTO": "Auto"}[device_name]
+                return device_name  # as OpenVINO names them: "AUTO", "MULTI", "HETERO"
             if name not in self._virtual_keys(device_name):
                 raise PropertyError(f"{device_name} has no property {key!r}; it has: "
                                     f"{', '.join(sorted(self._virtual_keys(device_name)))}")
@@ -410,15 +433,15 @@ class Core(VirtualSettings):
             return self._registry.plugin(device_name.split(".")[0]).devices()
         value = self._registry.device_property(device_name, name)
         if name == "SUPPORTED_PROPERTIES" and isinstance(value, list):
-            value = [*value, *engine_settings.LISTED]  # set_property takes them for the device's compiles
+            # set_property takes the engine's keys for the device's compiles; AVAILABLE_DEVICES is the Core's
+            value = [*value, *engine_settings.LISTED, "AVAILABLE_DEVICES"]
         return value
 
 
 _READ_OPTIONS = ("ENABLE_MMAP",)
 
-_CORE_OPTIONS = ("ENABLE_MMAP", "FORCE_TBB_TERMINATE")
-"""Booleans of the Core itself that ``set_property({...})`` takes beside the devices' keys, as
-OpenVINO's Core does; they are kept and read back with ``get_property(key)``."""
+_BATCH_DEVICE = re.compile(r"BATCH:([A-Z]+(?:\.\d+)?)(?:\((\d+)\))?")
+"""``BATCH:CPU``, ``BATCH:GPU.1(8)``: the device, and the batch size where given."""
 
 _CORE_DEFAULTS = {"CACHE_DIR": "", "ENABLE_MMAP": True, "FORCE_TBB_TERMINATE": False}
 """Core-wide properties and their values before any ``set_property``, as OpenVINO's Core reads them."""

@@ -18,7 +18,15 @@ from typing import Any
 
 from inferplex.config.devices import DeviceSpec, parse_device_list, parse_device_string
 from inferplex.config.output_precision import KEY as OUTPUT_PRECISION
-from inferplex.config.schema import HETERO_PROPERTIES, MULTI_PROPERTIES, canonical_key, normalize_config
+from inferplex.config.schema import (
+    HETERO_PROPERTIES,
+    MULTI_PROPERTIES,
+    SCHEMA,
+    VIRTUAL_ONLY,
+    canonical_key,
+    normalize_config,
+)
+from inferplex.devices.base import DevicePlugin
 from inferplex.devices.registry import DeviceRegistry
 from inferplex.errors import DeviceNameError, PropertyError
 from inferplex.scheduling.options import SchedulerOptions
@@ -78,6 +86,13 @@ class VirtualSettings:
     def _own_keys(virtual: str) -> tuple[str, ...]:
         return HETERO_PROPERTIES if virtual == "HETERO" else MULTI_PROPERTIES
 
+    def _device_keys(self, virtual: str, plugin: DevicePlugin) -> list[str]:
+        """The keys of ``plugin``'s devices that ``virtual`` takes for its members: all but another
+        virtual device's own (a virtual device's own key keeps its meaning there, see
+        :data:`~inferplex.config.schema.VIRTUAL_ONLY`)."""
+        own = self._own_keys(virtual)
+        return [key for key in self._registry.accepted_keys(plugin) if key not in VIRTUAL_ONLY or key in own]
+
     def _readable_virtual_keys(self, virtual: str) -> list[str]:
         """The keys ``virtual``'s SUPPORTED_PROPERTIES lists, each of which reads back: its own,
         those of the device families present on this machine, and any set on it."""
@@ -86,7 +101,7 @@ class VirtualSettings:
             try:
                 plugin = self._registry.plugin(family)
                 if plugin.devices():
-                    keys.extend(self._registry.accepted_keys(plugin))
+                    keys.extend(self._device_keys(virtual, plugin))
             except Exception:  # noqa: BLE001 - an unavailable family was reported by _virtual_keys
                 continue
         keys.extend(self._virtual_config[virtual])
@@ -98,7 +113,7 @@ class VirtualSettings:
         keys = list(self._own_keys(virtual))
         for family in self._registry.families():
             try:
-                keys.extend(self._registry.accepted_keys(self._registry.plugin(family)))
+                keys.extend(self._device_keys(virtual, self._registry.plugin(family)))
             except Exception as error:  # noqa: BLE001 - like available_devices: skip it
                 _log.warning("inferplex: device family %s is unavailable: %s", family, error)
         return tuple(dict.fromkeys(keys))
@@ -123,12 +138,15 @@ class VirtualSettings:
                             "takes it; read a device's with get_property('CPU', key)")
 
     def _device_parsers(self) -> dict[str, Callable[[Any], Any]]:
-        """Every available device family's parsers of its own keys (for virtual devices' configs)."""
+        """Every available device family's parsers of its own keys (for virtual devices' configs), but
+        for keys the schema declares: the schema's parser says what they mean there
+        (MODEL_DISTRIBUTION_POLICY is HETERO's PIPELINE_PARALLEL, where the CPU takes TENSOR_PARALLEL)."""
         parsers: dict[str, Callable[[Any], Any]] = {}
         for family in self._registry.families():
             try:
                 for key, parse in self._registry.plugin(family).property_parsers().items():
-                    parsers.setdefault(key, parse)
+                    if key not in SCHEMA:
+                        parsers.setdefault(key, parse)
             except Exception:  # noqa: BLE001 - an unavailable family was reported by _virtual_keys
                 continue
         return parsers

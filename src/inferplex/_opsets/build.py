@@ -44,6 +44,18 @@ def value_of(item: NodeInput, dtype: ir.DataType | None = None) -> ir.Value:
     return Constant(array)._outputs[0]  # noqa: SLF001
 
 
+EXACT_INTEGERS_KEY = "inferplex.exact_integers"
+"""ONNX node ``metadata_props`` key: the node computes integers whose arithmetic (divisions by powers
+of two, 32- and 64-bit values) OpenVINO's CPU plugin does in f32 or in 32 bits, so engines that
+round it (the CPU's OpenVINO engine) leave the model to one that does not; the value says which op."""
+
+
+def mark_exact_integers(built: Node, what: str) -> None:
+    """Mark ``built``'s node as computing integers that need exact integer arithmetic."""
+    for node in built._onnx_nodes:  # noqa: SLF001 - same layer
+        node.metadata_props[EXACT_INTEGERS_KEY] = what
+
+
 def make_op(type_name: str, op_type: str, inputs: Sequence[ir.Value | None], attrs: dict[str, Any],
             name: str | None, num_outputs: int = 1) -> Node:
     """One ONNX node for an OpenVINO op (``None`` for an optional input left out)."""

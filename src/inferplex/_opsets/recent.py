@@ -38,6 +38,7 @@ from inferplex._opsets.build import (
     is_graph_input,
     like,
     make_op,
+    mark_exact_integers,
     rank_of,
     show,
     step,
@@ -218,7 +219,10 @@ def bitwise_not(node: NodeInput, name: str | None = None) -> Node:
         top = -1 if dtype in _SIGNED_BITS else int(np.iinfo(dtype.numpy()).max)
         wide = ir.DataType.UINT64 if dtype == ir.DataType.UINT64 else ir.DataType.INT64
         flipped = step("Sub", [value_of(np.asarray(top, wide.numpy())), _cast(x, wide)])
-        return make_op("BitwiseNot", "Cast", [flipped], {"to": int(dtype)}, name)
+        built = make_op("BitwiseNot", "Cast", [flipped], {"to": int(dtype)}, name)
+        if _SIGNED_BITS.get(dtype, _UNSIGNED_BITS.get(dtype, 0)) >= 32:
+            mark_exact_integers(built, f"BitwiseNot of {show(x)}")
+        return built
     raise InputError(f"bitwise_not of {show(x)}: it takes integers or booleans")
 
 
@@ -249,8 +253,12 @@ def _bitwise(type_name: str, left: NodeInput, right: NodeInput, auto_broadcast: 
         flipped = _add_bits(step("Sub", [like(combined, 1), combined]), weights)
         total = step("Where", [sign, step("Sub", [_ints(-1), flipped]), total])
     if a.dtype == wide:
-        return make_op(type_name, "Identity", [total], {}, name)
-    return make_op(type_name, "Cast", [total], {"to": int(a.dtype)}, name)
+        built = make_op(type_name, "Identity", [total], {}, name)
+    else:
+        built = make_op(type_name, "Cast", [total], {"to": int(a.dtype)}, name)
+    if _SIGNED_BITS.get(a.dtype, _UNSIGNED_BITS.get(a.dtype, 0)) >= 32:
+        mark_exact_integers(built, f"{type_name} of {show(a)}")
+    return built
 
 
 def _add_bits(bits: ir.Value, weights: np.ndarray) -> ir.Value:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from inferplex.config import output_precision
-from inferplex.config.schema import ENGINE_PROPERTIES, canonical_key, normalize_config
+from inferplex.config.schema import CORE_PROPERTIES, ENGINE_PROPERTIES, canonical_key, normalize_config
 from inferplex.errors import PropertyError
 
 __all__ = ["LISTED", "EngineSettings", "split_compile_config", "split_engine_keys"]
@@ -74,11 +74,14 @@ class EngineSettings:
 
 
 def split_compile_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The engine's own keys of a compile config (checked), and the rest for the devices."""
+    """The engine's own keys of a compile config (checked), and the rest for the devices; the
+    Core's options (:data:`~inferplex.config.schema.CORE_PROPERTIES`) are checked and left out."""
     if not config or not isinstance(config, Mapping):
         return {}, config  # type: ignore[return-value]
     engine = {k: v for k, v in config.items() if canonical_key(k) in ENGINE_PROPERTIES}
-    rest = {k: v for k, v in config.items() if canonical_key(k) not in ENGINE_PROPERTIES}
+    normalize_config({k: v for k, v in config.items() if canonical_key(k) in CORE_PROPERTIES},
+                     CORE_PROPERTIES, target="the Core")
+    rest = {k: v for k, v in config.items() if canonical_key(k) not in (*ENGINE_PROPERTIES, *CORE_PROPERTIES)}
     return normalize_config(engine, ENGINE_PROPERTIES, target="the engine"), rest
 
 
@@ -86,9 +89,11 @@ def split_engine_keys(properties: Mapping[str, Any], accepted: tuple[str, ...], 
                       parsers: Mapping[str, Callable[[Any], Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``set_property(target, properties)``'s engine keys (checked) and the rest (as given, for the
     device or virtual device, whose own checks follow).  ``accepted`` and ``parsers``: the keys
-    ``target`` takes and its own keys' parsers.  Every key is checked here first, so that one error
+    ``target`` takes and its own keys' parsers.  The Core's options are checked and left out, as in
+    a compile's config.  Every key is checked here first, so that one error
     names every problem (listing the engine's keys among those accepted) and nothing is kept when
     one is wrong."""
-    parsed = normalize_config(properties, (*accepted, *ENGINE_PROPERTIES), target, parsers)
+    parsed = normalize_config(properties, (*accepted, *ENGINE_PROPERTIES, *CORE_PROPERTIES), target, parsers)
     engine = {k: v for k, v in parsed.items() if k in ENGINE_PROPERTIES}
-    return engine, {k: v for k, v in properties.items() if canonical_key(k) not in ENGINE_PROPERTIES}
+    return engine, {k: v for k, v in properties.items()
+                    if canonical_key(k) not in (*ENGINE_PROPERTIES, *CORE_PROPERTIES)}

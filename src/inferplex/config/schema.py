@@ -47,9 +47,10 @@ from inferplex.config.devices import DeviceTarget, parse_device_list
 from inferplex.config.log_level import LEVELS
 from inferplex.errors import DeviceNameError, PropertyError
 
-__all__ = ["COMMON_PROPERTIES", "ENGINE_PROPERTIES", "HETERO_PROPERTIES", "MULTI_PROPERTIES", "NOT_SUPPORTED",
-           "READ_ONLY_PROPERTIES", "SCHEMA", "Property", "as_config", "canonical_key", "normalize_config",
-           "normalize_property", "priority_targets"]
+__all__ = ["COMMON_PROPERTIES", "CORE_PROPERTIES", "ENGINE_PROPERTIES", "HETERO_PROPERTIES",
+           "MULTI_PROPERTIES", "NOT_SUPPORTED", "READ_ONLY_PROPERTIES", "SCHEMA", "VIRTUAL_ONLY",
+           "Property", "as_config", "canonical_key", "normalize_config", "normalize_property",
+           "priority_targets"]
 
 
 def _device_priorities(value: Any) -> str:
@@ -119,7 +120,8 @@ class Property:
     """The value parser (:mod:`inferplex.config.values`)."""
     takers: frozenset[str]
     """Where the key means something: "engine", "device", "registry" (every device, through the
-    device registry), "HETERO", "MULTI", "AUTO"."""
+    device registry), "core" (the Core's own options, see :data:`CORE_PROPERTIES`), "HETERO",
+    "MULTI", "AUTO"."""
 
 
 _VIRTUAL = frozenset({"HETERO", "MULTI", "AUTO"})
@@ -161,6 +163,11 @@ SCHEMA: dict[str, Property] = {p.key: p for p in (
     Property("CACHE_ENCRYPTION_CALLBACKS", _encryption_callbacks, frozenset({"engine"})),
     Property("CACHE_DIR", values.directory, _VIRTUAL | {"registry"}),
     Property("LOG_LEVEL", values.choice(*LEVELS, aliases=_LOG_LEVEL_ALIASES), _VIRTUAL | {"registry"}),
+    Property("ENABLE_MMAP", values.boolean, frozenset({"core"})),
+    Property("FORCE_TBB_TERMINATE", values.boolean, frozenset({"core"})),
+    Property("CACHE_MODE", values.choice("OPTIMIZE_SPEED", "OPTIMIZE_SIZE"), frozenset({"core"})),
+    Property("ALLOW_AUTO_BATCHING", values.boolean, frozenset({"core"})),
+    Property("AUTO_BATCH_TIMEOUT", values.int_at_least(0), frozenset({"core"})),
 )}
 
 
@@ -181,10 +188,23 @@ does not encrypt its files, so a compile that has both this key and ``CACHE_DIR`
 COMMON_PROPERTIES = _taken_by("registry")
 """Keys every device takes, read by the device registry rather than by plugins: ``CACHE_DIR``
 (the model cache, see :mod:`inferplex.devices.cache`)."""
+CORE_PROPERTIES = _taken_by("core")
+"""The Core's own options, as OpenVINO's Core takes them: set Core-wide (``set_property({...})``,
+read back with ``get_property(key)``), and taken, checked, by a compile's config or
+``set_property(device, ...)`` for any device, where no device reads them, so that a compiled model
+reports none of them, as in OpenVINO.  ``ENABLE_MMAP`` is ``read_model``'s (a compile's model is
+read already); ``CACHE_MODE`` changes nothing, inferplex's model cache keeping the compiled program
+either way; ``ALLOW_AUTO_BATCHING`` and ``AUTO_BATCH_TIMEOUT`` are OpenVINO's automatic batching,
+which inferplex does not do; ``FORCE_TBB_TERMINATE`` is OpenVINO's exit-time TBB option."""
 HETERO_PROPERTIES = _taken_by("HETERO")
 """HETERO's own keys; the devices' keys are accepted too and reach each member that takes them."""
 MULTI_PROPERTIES = _taken_by("MULTI")
 """MULTI's and AUTO's own keys; the devices' keys are accepted too and reach each member that takes them."""
+VIRTUAL_ONLY = frozenset(key for key, prop in SCHEMA.items() if prop.takers <= _VIRTUAL)
+"""The virtual devices' own keys.  A device may take one with a meaning of its own (the CPU's
+MODEL_DISTRIBUTION_POLICY is OpenVINO CPU's ``{TENSOR_PARALLEL}``, HETERO's is
+``{PIPELINE_PARALLEL}``): set on the device it means the device's; in a virtual device's config,
+or Core-wide, the virtual device's, and it reaches no member (``DEVICE_PROPERTIES`` gives it one)."""
 
 _ALIASES = {"PERF_COUNT": "ENABLE_PROFILING", "DEVICE_PRIORITIES": "MULTI_DEVICE_PRIORITIES",
             "MULTI_WORKER_PROCESSES": "WORKER_PROCESSES"}
@@ -241,7 +261,9 @@ def normalize_property(key: str, value: Any, accepted_keys: tuple[str, ...] | No
     if name not in allowed:
         raise PropertyError(
             f"unknown property {key!r}{where}; accepted keys: {', '.join(sorted(allowed))}")
-    parse = SCHEMA[name].parse if name in SCHEMA else own.get(name)
+    # A device's own parser of a key comes first: MODEL_DISTRIBUTION_POLICY means one thing to HETERO
+    # and another to the CPU, as in OpenVINO.
+    parse = own.get(name) or (SCHEMA[name].parse if name in SCHEMA else None)
     if parse is None:  # a device's own key without a parser: its plugin checks the value
         return name, values.as_text(value)
     try:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from inferplex.config.log_level import apply_log_level
-from inferplex.config.schema import COMMON_PROPERTIES, normalize_config
+from inferplex.config.schema import COMMON_PROPERTIES, VIRTUAL_ONLY, normalize_config
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
 from inferplex.devices.cache import CacheRecord, CompileLedger, compile_through_cache
 from inferplex.errors import CompileError, DeviceNameError, InferplexError, PluginError, PropertyError
@@ -36,7 +36,7 @@ PluginFactory = Callable[[], DevicePlugin]
 
 _DEVICE_FACTS = ("FULL_DEVICE_NAME", "DEVICE_TYPE", "DEVICE_ID", "OPTIMIZATION_CAPABILITIES",
                  "RANGE_FOR_STREAMS", "RANGE_FOR_ASYNC_INFER_REQUESTS", "DEVICE_TOTAL_MEM_SIZE",
-                 "DEVICE_FREE_MEM_SIZE")
+                 "DEVICE_FREE_MEM_SIZE", "EXECUTION_DEVICES", "DEVICE_ARCHITECTURE")
 """Read-only device facts a device's SUPPORTED_PROPERTIES lists where its plugin answers them."""
 
 
@@ -221,11 +221,12 @@ class DeviceRegistry:
 
         The keys of the virtual config that the device takes (hints, profiling,
         streams, its own keys such as CUDA_GRAPHS: OpenVINO passes them down the
-        same way), then ``DEVICE_PROPERTIES[family]``, then ``DEVICE_PROPERTIES[device]``.
+        same way; not the virtual devices' own keys), then ``DEVICE_PROPERTIES[family]``, then
+        ``DEVICE_PROPERTIES[device]``.
         """
         plugin, full = self.resolve(device)
         accepted = self.accepted_keys(plugin)
-        config = {k: v for k, v in virtual_config.items() if k in accepted}
+        config = {k: v for k, v in virtual_config.items() if k in accepted and k not in VIRTUAL_ONLY}
         per_device = virtual_config.get("DEVICE_PROPERTIES", {})
         for key in dict.fromkeys((plugin.family, device, full)):
             config.update(per_device.get(key, {}))

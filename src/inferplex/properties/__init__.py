@@ -9,7 +9,7 @@ Each property is a callable key string, as in ``openvino.properties``::
     props.enable_profiling()                                   # "PERF_COUNT"
     core.compile_model(model, "CPU", {hints.performance_mode: hints.PerformanceMode.THROUGHPUT})
     core.set_property("CPU", props.streams.num(2))             # one (key, value) pair
-    compiled.get_property(hints.performance_mode())            # PerformanceMode.THROUGHPUT
+    core.get_property("CPU", hints.performance_mode())         # PerformanceMode.THROUGHPUT
 
 Submodules: :mod:`.hint`, :mod:`.streams`, :mod:`.device`, :mod:`.intel_auto`,
 :mod:`.intel_cpu`, :mod:`.log`.  The keys, their accepted values and who takes
@@ -30,7 +30,7 @@ from inferplex.properties._typed import Property
 
 __all__ = ["CacheMode", "Property", "WorkloadType", "auto_batch_timeout", "available_devices",
            "cache_dir", "cache_mode", "compilation_num_threads", "device", "enable_mmap",
-           "enable_profiling", "execution_devices", "force_tbb_terminate", "hint",
+           "enable_profiling", "enable_weightless", "execution_devices", "force_tbb_terminate", "hint",
            "inference_num_threads", "intel_auto", "intel_cpu", "key_cache_group_size",
            "key_cache_precision", "loaded_from_cache", "log", "max_batch_size", "model_name",
            "num_streams", "optimal_batch_size", "optimal_number_of_infer_requests",
@@ -62,9 +62,17 @@ range_for_async_infer_requests = Property("RANGE_FOR_ASYNC_INFER_REQUESTS", read
 loaded_from_cache = Property("LOADED_FROM_CACHE", read_only=True)
 """Whether a compiled model came from the model cache (False unless caching applies)."""
 
-# OpenVINO's names for features inferplex does not have (auto-batching, LLM caches, compile-time
-# options of its C++ plugins): named so that programs import; a value given to one is refused with
-# a PropertyError naming it.  ENABLE_MMAP and FORCE_TBB_TERMINATE are Core-wide (Core.set_property).
+# OpenVINO's LLM-cache and weights keys, which the CPU takes (see inferplex.devices.cpu.plugin).
+weights_path = Property("WEIGHTS_PATH", kind=(str, os.PathLike))
+key_cache_group_size = Property("KEY_CACHE_GROUP_SIZE", kind=(int, np.integer))
+value_cache_group_size = Property("VALUE_CACHE_GROUP_SIZE", kind=(int, np.integer))
+key_cache_precision = Property("KEY_CACHE_PRECISION")
+value_cache_precision = Property("VALUE_CACHE_PRECISION")
+enable_weightless = Property("ENABLE_WEIGHTLESS")
+
+# The Core's options (Core.set_property, or a compile's config; see inferplex.config.schema) and
+# OpenVINO's names for features inferplex does not have (auto-batching's sizes, compile-time
+# options of its C++ plugins): named so that programs import.
 optimal_batch_size = Property("OPTIMAL_BATCH_SIZE", read_only=True)
 max_batch_size = Property("MAX_BATCH_SIZE", read_only=True)
 cache_mode = Property("CACHE_MODE")
@@ -72,8 +80,3 @@ auto_batch_timeout = Property("AUTO_BATCH_TIMEOUT")
 compilation_num_threads = Property("COMPILATION_NUM_THREADS", kind=(int, np.integer))
 force_tbb_terminate = Property("FORCE_TBB_TERMINATE")
 enable_mmap = Property("ENABLE_MMAP")
-weights_path = Property("WEIGHTS_PATH")
-key_cache_group_size = Property("KEY_CACHE_GROUP_SIZE")
-value_cache_group_size = Property("VALUE_CACHE_GROUP_SIZE")
-key_cache_precision = Property("KEY_CACHE_PRECISION")
-value_cache_precision = Property("VALUE_CACHE_PRECISION")

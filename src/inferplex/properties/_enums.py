@@ -29,6 +29,7 @@ __all__ = [
     "Priority",
     "SchedulePolicy",
     "SchedulingCoreType",
+    "TbbPartitioner",
     "WorkloadType",
 ]
 
@@ -39,6 +40,15 @@ class CacheMode(OptionEnum):
 
     OPTIMIZE_SIZE = (0, "optimize_size")
     OPTIMIZE_SPEED = (1, "optimize_speed")
+
+
+class TbbPartitioner(OptionEnum):
+    """``intel_cpu.TbbPartitioner`` (``TBB_PARTITIONER``): how OpenVINO's CPU engine splits work among
+    its TBB threads.  ``NONE`` (0, unnamed in OpenVINO) is what the CPU reads before one is chosen."""
+
+    NONE = (0, "NONE")
+    STATIC = (1, "STATIC")
+    AUTO = (2, "AUTO")
 
 
 class WorkloadType(OptionEnum):

@@ -50,11 +50,15 @@ enable_hyper_threading = Property("ENABLE_HYPER_THREADING")
 scheduling_core_type = Property("SCHEDULING_CORE_TYPE")
 """Which cores of a hybrid CPU run inference (:class:`SchedulingCoreType`; OpenVINO's CPU engine)."""
 
-# OpenVINO's names for hints inferplex does not take (auto-batching, LLM quantization, compiled
-# blobs, the model pointer of auto-batching): named so that programs import; a value is refused.
-allow_auto_batching = Property("ALLOW_AUTO_BATCHING")
-dynamic_quantization_group_size = Property("DYNAMIC_QUANTIZATION_GROUP_SIZE")
+dynamic_quantization_group_size = Property("DYNAMIC_QUANTIZATION_GROUP_SIZE", kind=(int, np.integer))
+"""The group size of OpenVINO's CPU engine's dynamic quantization of activations (0: off)."""
 kv_cache_precision = Property("KV_CACHE_PRECISION")
+"""The element type OpenVINO's CPU engine keeps an LLM's KV cache in (``ov.Type.u8`` by default)."""
+allow_auto_batching = Property("ALLOW_AUTO_BATCHING")
+"""Whether OpenVINO may batch requests on a device under THROUGHPUT; the CPU takes it and batches nothing."""
+
+# OpenVINO's names for hints inferplex does not take (compiled blobs, the model pointer of
+# auto-batching): named so that programs import; a value is refused.
 activations_scale_factor = Property("ACTIVATIONS_SCALE_FACTOR")
 compiled_blob = Property("COMPILED_BLOB")
 model = Property("MODEL_PTR")

@@ -86,13 +86,21 @@ def stream_layout(config: Mapping[str, Any], cores: int | None = None) -> tuple[
 
 
 def check_precision(config: Mapping[str, Any], why: str = "") -> None:
-    """Refuse an INFERENCE_PRECISION_HINT other than f32: ONNX Runtime computes in the model's types."""
+    """Refuse an INFERENCE_PRECISION_HINT other than f32 (ONNX Runtime computes in the model's types)
+    and ENABLE_CPU_RESERVATION=True (its threads reserve no cores).  OpenVINO's other CPU keys are
+    reported as set: they tune OpenVINO's kernels (KV cache and dynamic quantization, sparse weights,
+    TBB), which ONNX Runtime does not run."""
     precision = config.get("INFERENCE_PRECISION_HINT", "f32")
     if precision != "f32":
         raise PropertyError(
             f"INFERENCE_PRECISION_HINT={precision!r} is not supported by the CPU device's ONNX Runtime "
             f"engine{why} (it computes in the model's own types); accepted: f32, or bf16/f16 "
             "with ENGINE=OPENVINO")
+    if config.get("ENABLE_CPU_RESERVATION"):
+        raise PropertyError(
+            f"ENABLE_CPU_RESERVATION=True is not supported by the CPU device's ONNX Runtime engine{why} "
+            "(its threads cannot reserve cores for one model); accepted: False, or True with "
+            "ENGINE=OPENVINO")
 
 
 class OnnxRuntimeProgram(CpuProgram):

@@ -18,9 +18,14 @@ if TYPE_CHECKING:
     import openvino
 
 __all__ = [
+    "PASSED_AS_IS",
+    "REPORTED",
+    "X86_DEFAULTS",
     "available",
+    "canonical",
     "core",
     "cpu_fact",
+    "cpu_setting",
     "default_precision",
     "engine_requests",
     "openvino_config",
@@ -33,6 +38,30 @@ __all__ = [
 _PASSED_ON = ("PERFORMANCE_HINT_NUM_REQUESTS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT",
               "CACHE_DIR", "EXECUTION_MODE_HINT")
 """inferplex keys OpenVINO's CPU plugin takes with the same name and meaning."""
+
+PASSED_AS_IS = ("ENABLE_CPU_RESERVATION", "CPU_SPARSE_WEIGHTS_DECOMPRESSION_RATE", "ENABLE_TENSOR_PARALLEL",
+                "TBB_PARTITIONER", "DYNAMIC_QUANTIZATION_GROUP_SIZE", "KV_CACHE_PRECISION",
+                "KEY_CACHE_PRECISION", "VALUE_CACHE_PRECISION", "KEY_CACHE_GROUP_SIZE",
+                "VALUE_CACHE_GROUP_SIZE", "ENABLE_WEIGHTLESS", "WEIGHTS_PATH", "MODEL_DISTRIBUTION_POLICY")
+"""OpenVINO CPU-plugin keys the CPU device takes with OpenVINO's values (its parsers check them),
+given to OpenVINO's compile as set."""
+
+X86_DEFAULTS: dict[str, Any] = {
+    "ENABLE_CPU_RESERVATION": False, "CPU_SPARSE_WEIGHTS_DECOMPRESSION_RATE": 1.0,
+    "ENABLE_TENSOR_PARALLEL": False, "TBB_PARTITIONER": "NONE", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 32,
+    "KV_CACHE_PRECISION": "u8", "KEY_CACHE_PRECISION": "u8", "VALUE_CACHE_PRECISION": "u8",
+    "KEY_CACHE_GROUP_SIZE": 0, "VALUE_CACHE_GROUP_SIZE": 0, "ENABLE_WEIGHTLESS": False,
+    "MODEL_DISTRIBUTION_POLICY": "",
+}
+"""OpenVINO CPU plugin's x86 defaults of :data:`PASSED_AS_IS` (WEIGHTS_PATH aside): what the CPU
+reads for them never set where ONNX Runtime is the engine; with the OpenVINO engine it reads
+OpenVINO's own (:func:`cpu_setting`)."""
+
+REPORTED = ("ENABLE_CPU_RESERVATION", "CPU_SPARSE_WEIGHTS_DECOMPRESSION_RATE", "ENABLE_TENSOR_PARALLEL",
+            "TBB_PARTITIONER", "DYNAMIC_QUANTIZATION_GROUP_SIZE", "KV_CACHE_PRECISION", "KEY_CACHE_PRECISION",
+            "VALUE_CACHE_PRECISION", "KEY_CACHE_GROUP_SIZE", "VALUE_CACHE_GROUP_SIZE",
+            "MODEL_DISTRIBUTION_POLICY", "EXECUTION_MODE_HINT", "CPU_DENORMALS_OPTIMIZATION", "LOG_LEVEL")
+"""Keys a compiled model on OpenVINO's engine reads from OpenVINO's compiled model (what took effect)."""
 
 
 @lru_cache(maxsize=1)
@@ -76,6 +105,25 @@ def cpu_fact(key: str) -> Any:
     return core().get_property("CPU", key)
 
 
+def canonical(value: Any) -> Any:
+    """An OpenVINO property value in the form the CPU's parsers store: an element type's name
+    (``"u8"``), an enum's member name (``"STATIC"``; OpenVINO's unnamed TBB partitioner 0 is
+    ``"NONE"``), a set of policies as their names comma-joined; numbers and booleans as they are."""
+    if hasattr(value, "get_type_name"):
+        return precision_name(value)
+    if isinstance(value, (set, frozenset)):
+        return ",".join(sorted(str(canonical(v)) for v in value))
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    name = str(value).rsplit(".", 1)[-1]
+    return "NONE" if name == "???" else name
+
+
+def cpu_setting(key: str) -> Any:
+    """OpenVINO CPU plugin's value of a setting never set (:func:`canonical`)."""
+    return canonical(cpu_fact(key))
+
+
 def default_precision() -> str:
     """The precision OpenVINO's CPU plugin computes in when none is asked (bf16 on AMX/AVX512_BF16 CPUs)."""
     return precision_name(core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
@@ -99,6 +147,9 @@ def openvino_config(config: Mapping[str, Any]) -> dict[str, Any]:
             ov_config[key] = bool(config[key])
     if "SCHEDULING_CORE_TYPE" in config:
         ov_config["SCHEDULING_CORE_TYPE"] = str(config["SCHEDULING_CORE_TYPE"])
+    for key in PASSED_AS_IS:
+        if key in config:
+            ov_config[key] = config[key]
     return ov_config
 
 
@@ -133,7 +184,8 @@ def optimal_requests(config: Mapping[str, Any]) -> int:
     distinct config answers before the real model is compiled.
     """
     ov_config = openvino_config(config)
-    ov_config.pop("CACHE_DIR", None)
+    for left_out in ("CACHE_DIR", *PASSED_AS_IS):  # none of them changes the streams of one socket
+        ov_config.pop(left_out, None)
     key = tuple(sorted((k, str(v)) for k, v in ov_config.items()))
     with _optimal_lock:
         if key not in _optimal:

@@ -62,6 +62,8 @@ import onnx_ir as ir
 from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
 from inferplex.devices.cpu.openvino_core import (
+    REPORTED,
+    canonical,
     core,
     engine_requests,
     openvino_config,
@@ -213,6 +215,11 @@ class OpenVinoProgram(CpuProgram):
         self._facts["INFERENCE_PRECISION_HINT"] = precision_name(
             compiled.get_property("INFERENCE_PRECISION_HINT"))
         self._facts.update(threading_facts(compiled))
+        for key in REPORTED:  # what OpenVINO took, as it reads it back
+            try:
+                self._facts[key] = canonical(compiled.get_property(key))
+            except Exception:  # noqa: BLE001 - a key this openvino's compiled model does not answer
+                continue
         self._profiling = bool(config.get("ENABLE_PROFILING", False))
         self.num_workers = max(1, engine_requests(self._facts["PERFORMANCE_HINT"], config,
                                                   int(self._facts["OPTIMAL_NUMBER_OF_INFER_REQUESTS"])))

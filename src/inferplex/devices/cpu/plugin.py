@@ -15,17 +15,29 @@ quantized ones of :mod:`.quantized`); the compiled model's ``ENGINE`` says which
 ``ENGINE_FALLBACK_REASON`` why.  Set explicitly, the engine is the one asked
 for, and a model it cannot run is a CompileError.  ``query_model`` answers for
 the engine that would compile the model.
+
+Every key OpenVINO's CPU plugin lists in its SUPPORTED_PROPERTIES is taken, with its values:
+its LLM-cache and quantization keys (``KV_CACHE_PRECISION``, ``KEY_CACHE_PRECISION``,
+``VALUE_CACHE_PRECISION``, ``KEY_CACHE_GROUP_SIZE``, ``VALUE_CACHE_GROUP_SIZE``,
+``DYNAMIC_QUANTIZATION_GROUP_SIZE``), ``CPU_SPARSE_WEIGHTS_DECOMPRESSION_RATE``, ``TBB_PARTITIONER``,
+``ENABLE_CPU_RESERVATION``, ``ENABLE_TENSOR_PARALLEL`` and ``MODEL_DISTRIBUTION_POLICY``
+(``{TENSOR_PARALLEL}``), ``ENABLE_WEIGHTLESS`` and ``WEIGHTS_PATH``.  The OpenVINO engine compiles
+with them and its compiled model reads back what OpenVINO took; ONNX Runtime, whose kernels they do
+not tune, reads them back as set, and refuses ``ENABLE_CPU_RESERVATION=True``, which it cannot hold.
+Never set, they read OpenVINO's defaults.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import platform
 from collections.abc import Mapping
 from typing import Any
 
 import onnx_ir as ir
 
+from inferplex._opsets.build import EXACT_INTEGERS_KEY
 from inferplex.config import values
 from inferplex.config.values import Parser
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
@@ -38,6 +50,49 @@ __all__ = ["CpuPlugin"]
 
 _log = logging.getLogger("inferplex")
 
+
+def _element_type(*accepted: str) -> Parser:
+    """An element type among ``accepted`` (``"u8"``, ``"f16"``...): its name, or an ``ov.Type``
+    (OpenVINO's too)."""
+    aliases = {"FP32": "f32", "FP16": "f16", "BFLOAT16": "bf16", "FLOAT32": "f32", "FLOAT16": "f16",
+               "UINT8": "u8", "INT8": "i8", "UINT4": "u4", "UINT3": "u3"}
+    parse = values.choice(*accepted, aliases={k: v for k, v in aliases.items() if v in accepted})
+
+    def element_type(value: Any) -> str:
+        if not isinstance(value, str) and callable(getattr(value, "get_type_name", None)):
+            value = value.get_type_name()
+        return parse(value)
+
+    return element_type
+
+
+def _rate(value: Any) -> float:
+    """A float in [0.0, 1.0]."""
+    try:
+        rate = float(value) if not isinstance(value, bool) else -1.0
+    except (TypeError, ValueError):
+        rate = -1.0
+    if not 0.0 <= rate <= 1.0:
+        raise values.Reject("a float from 0.0 to 1.0")
+    return rate
+
+
+def _path(value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise values.Reject("a file path (str or os.PathLike)")
+    return os.fspath(value)
+
+
+def _cpu_distribution(value: Any) -> str:
+    """OpenVINO CPU's MODEL_DISTRIBUTION_POLICY: ``{TENSOR_PARALLEL}`` or an empty set (stored as text)."""
+    value = values.as_text(value)
+    names = [str(v) for v in value] if isinstance(value, (set, frozenset, list, tuple)) else [str(value)]
+    names = [name.strip().upper() for name in names if name.strip()]
+    if any(name != "TENSOR_PARALLEL" for name in names):
+        raise values.Reject("{TENSOR_PARALLEL} or an empty set (the CPU takes no PIPELINE_PARALLEL)")
+    return "TENSOR_PARALLEL" if names else ""
+
+
 _PARSERS: dict[str, Parser] = {
     "THREAD_SPINNING": values.boolean,
     "THREAD_PRIORITY": values.choice("NORMAL", "LOW"),
@@ -46,26 +101,43 @@ _PARSERS: dict[str, Parser] = {
     "CPU_DENORMALS_OPTIMIZATION": values.boolean,
     "ENABLE_HYPER_THREADING": values.boolean,
     "SCHEDULING_CORE_TYPE": values.choice("ANY_CORE", "PCORE_ONLY", "ECORE_ONLY"),
+    "ENABLE_CPU_RESERVATION": values.boolean,
+    "CPU_SPARSE_WEIGHTS_DECOMPRESSION_RATE": _rate,
+    "ENABLE_TENSOR_PARALLEL": values.boolean,
+    "TBB_PARTITIONER": values.choice("STATIC", "AUTO", "NONE"),
+    "DYNAMIC_QUANTIZATION_GROUP_SIZE": values.int_at_least(0),
+    "KV_CACHE_PRECISION": _element_type("u8", "u4", "u3", "bf16", "f16", "f32"),
+    "KEY_CACHE_PRECISION": _element_type("u8", "i8", "u4", "u3", "bf16", "f16", "f32"),
+    "VALUE_CACHE_PRECISION": _element_type("u8", "u4", "u3", "bf16", "f16", "f32"),
+    "KEY_CACHE_GROUP_SIZE": values.int_at_least(0),
+    "VALUE_CACHE_GROUP_SIZE": values.int_at_least(0),
+    "ENABLE_WEIGHTLESS": values.boolean,
+    "WEIGHTS_PATH": _path,
+    "MODEL_DISTRIBUTION_POLICY": _cpu_distribution,
 }
-"""The CPU's own keys (see the module docstring)."""
+"""The CPU's own keys (see the module docstring); those after SCHEDULING_CORE_TYPE are OpenVINO's
+CPU plugin's, with its values, passed to it where it runs the model
+(:data:`.openvino_core.PASSED_AS_IS`); ONNX Runtime reports them as set
+(:func:`.onnxruntime_engine.check_precision` refuses the one it cannot hold)."""
 
 _SUPPORTED = (
     "PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
     "INFERENCE_PRECISION_HINT", "ENABLE_PROFILING", "MEMORY_LIMIT", "THREAD_SPINNING",
     "THREAD_PRIORITY", "ENGINE", "EXECUTION_MODE_HINT", "MODEL_PRIORITY", "ENABLE_CPU_PINNING",
     "CPU_DENORMALS_OPTIMIZATION", "ENABLE_HYPER_THREADING", "SCHEDULING_CORE_TYPE",
+    *openvino_core.PASSED_AS_IS,
 )
 _DEFAULTS: dict[str, Any] = {
     "PERFORMANCE_HINT": "LATENCY", "PERFORMANCE_HINT_NUM_REQUESTS": 0, "NUM_STREAMS": 1,
     "INFERENCE_NUM_THREADS": 0, "ENABLE_PROFILING": False, "MEMORY_LIMIT": 0,
     "THREAD_SPINNING": True, "THREAD_PRIORITY": "NORMAL", "EXECUTION_MODE_HINT": "PERFORMANCE",
-    "MODEL_PRIORITY": "MEDIUM", "CPU_DENORMALS_OPTIMIZATION": False,
+    "MODEL_PRIORITY": "MEDIUM", "CPU_DENORMALS_OPTIMIZATION": False, "WEIGHTS_PATH": "",
 }
 """What ``core.get_property("CPU", key)`` reads for a setting never set, as OpenVINO answers
 with its defaults: the LATENCY hint; ``NUM_STREAMS`` 1 (as OpenVINO reads it: the streams of
 a compile still come from its hint unless ``NUM_STREAMS`` is set), 0 threads and 0 requests
 (the engine decides), no ``MEMORY_LIMIT`` (0); idle threads spin, as they do with the one
-stream of the LATENCY hint."""
+stream of the LATENCY hint.  ``WEIGHTS_PATH`` reads empty, as OpenVINO's (it only writes)."""
 
 
 def default_engine() -> str:
@@ -91,6 +163,8 @@ class CpuPlugin(DevicePlugin):
         if key in _DEFAULTS:
             return _DEFAULTS[key]
         engine = default_engine()
+        if key in openvino_core.X86_DEFAULTS:
+            return openvino_core.cpu_setting(key) if engine == "OPENVINO" else openvino_core.X86_DEFAULTS[key]
         facts = {
             "FULL_DEVICE_NAME": cpu_info.cpu_name,
             "DEVICE_TOTAL_MEM_SIZE": lambda: self.memory(device).total_bytes,
@@ -118,6 +192,8 @@ class CpuPlugin(DevicePlugin):
                 str(openvino_core.cpu_fact("DEVICE_ARCHITECTURE")) if engine == "OPENVINO"
                 else platform.machine().lower()),
             "OPTIMIZATION_CAPABILITIES": lambda: _capabilities(engine),
+            "EXECUTION_DEVICES": lambda: ["CPU"],
+            "CACHING_PROPERTIES": lambda: {"FULL_DEVICE_NAME": "RO"},
         }
         if key not in facts:
             raise KeyError(key)
@@ -248,6 +324,9 @@ def _openvino_differs(node: ir.Node) -> str:
         return _contrib_differs(node)
     if node.domain not in ("", "ai.onnx"):
         return ""
+    exact = node.metadata_props.get(EXACT_INTEGERS_KEY)
+    if exact:  # it divides 32-bit integers in f32 and holds 64-bit ones in 32 bits
+        return f"as integer arithmetic exact to 32 and 64 bits (for {exact})"
     if node.op_type == "LSTM" and len(node.inputs) > 7 and node.inputs[7] is not None:
         return "with peepholes"
     if node.op_type == "Resize":

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from inferplex.devices.base import DeviceProgram
+from inferplex.devices.cpu.openvino_core import X86_DEFAULTS
 
 __all__ = ["ENGINES", "CpuProgram", "to_numpy"]
 
@@ -23,8 +24,9 @@ ENGINES = ("OPENVINO", "ONNXRUNTIME")
 
 _READ_DEFAULTS = {"PERFORMANCE_HINT": "LATENCY", "ENABLE_PROFILING": False,
                   "EXECUTION_MODE_HINT": "PERFORMANCE", "MODEL_PRIORITY": "MEDIUM",
-                  "CPU_DENORMALS_OPTIMIZATION": False}
-"""What a CPU program reports for these keys when its config does not set them."""
+                  "CPU_DENORMALS_OPTIMIZATION": False, **X86_DEFAULTS}
+"""What a CPU program reports for these keys when its config does not set them (the OpenVINO
+engine reads most from OpenVINO's compiled model instead)."""
 
 
 class CpuProgram(DeviceProgram):
