@@ -143,6 +143,9 @@ def test_openvino_keyword_names_reach_their_arguments() -> None:
     request.infer()
     assert request.get_tensor(name="x").data.tolist() == data.data.tolist()
     assert request.get_output_tensor(index=0).data[0].tolist() == [0.0, 2.0, 3.0]
+    assert compiled.input(index=0).any_name == compiled.input(tensor_name="x").any_name == "x"
+    assert compiled.output(index=0) == compiled.output(0)
+    assert compiled.get_property(property="PERFORMANCE_HINT") == compiled.get_property("PERFORMANCE_HINT")
     queue = ov.AsyncInferQueue(model=compiled, jobs=2)
     assert len(queue) == 2
     assert ov.Dimension(min_dimension=1, max_dimension=4) == ov.Dimension(1, 4)

@@ -19,6 +19,7 @@ from inferplex._binding import InferResults
 from inferplex._infer_request import InferRequest
 from inferplex._model import Model
 from inferplex._ports import Port, find_port
+from inferplex.api.keywords import keyword_aliases
 from inferplex.devices.cache import CompileLedger
 from inferplex.engine import lifecycle
 from inferplex.engine.completions import Completions
@@ -115,9 +116,11 @@ class CompiledModel:
     def outputs(self) -> list[Port]:
         return list(self._outputs)
 
+    @keyword_aliases(index="key", tensor_name="key")
     def input(self, key: int | str | Port = 0) -> Port:
         return find_port(self.inputs, key, "input")
 
+    @keyword_aliases(index="key", tensor_name="key")
     def output(self, key: int | str | Port = 0) -> Port:
         return find_port(self.outputs, key, "output")
 
@@ -255,6 +258,7 @@ class CompiledModel:
         if callable(release):
             release()
 
+    @keyword_aliases(property="key", name="key")
     def get_property(self, key: str) -> Any:
         """Read a property: hints and settings, OPTIMAL_NUMBER_OF_INFER_REQUESTS, EXECUTION_DEVICES, ...,
         typed as OpenVINO returns it (:func:`inferplex.properties._typed.compiled_value`)."""
@@ -312,6 +316,7 @@ class CompiledModel:
                  *self._runner.property_names(), *self._config]
         return list(dict.fromkeys(names))
 
+    @keyword_aliases(property="properties")
     def set_property(self, properties: Mapping[str, Any] | tuple[str, Any]) -> None:
         """Change properties after compilation (e.g. MULTI_DEVICE_PRIORITIES on MULTI)."""
         from inferplex.config.schema import normalize_config
