@@ -324,9 +324,6 @@ def _openvino_differs(node: ir.Node) -> str:
         return _contrib_differs(node)
     if node.domain not in ("", "ai.onnx"):
         return ""
-    exact = node.metadata_props.get(EXACT_INTEGERS_KEY)
-    if exact:  # it divides 32-bit integers in f32 and holds 64-bit ones in 32 bits
-        return f"as integer arithmetic exact to 32 and 64 bits (for {exact})"
     if node.op_type == "LSTM" and len(node.inputs) > 7 and node.inputs[7] is not None:
         return "with peepholes"
     if node.op_type == "Resize":
@@ -365,18 +362,26 @@ def _contrib_differs(node: ir.Node) -> str:
 def _onnx_runtime_where_it_runs(model: ir.Model, config: Mapping[str, Any]) -> CpuProgram | None:
     """ONNX Runtime's program for a model that casts or quantizes to float8 unlike ONNX on OpenVINO
     (:func:`_float8_differs`), or whose quantized ops OpenVINO computes unlike ONNX (see
-    :mod:`.quantized`), where ONNX Runtime compiles it at f32 (the precision it computes in);
+    :mod:`.quantized`), where ONNX Runtime compiles it at f32 (the precision it computes in), or
+    whose integer arithmetic must be exact to 32 and 64 bits (``EXACT_INTEGERS_KEY``: the bitwise
+    ops), at any precision;
     else None, and OpenVINO runs it: ONNX Runtime lacks such kernels at the newest opsets, where a
     model OpenVINO runs, edge values aside, beats a compile error."""
     reason = next((found for node in model.graph if (found := _float8_differs(node))), "")
     if reason:
         reason = f"OpenVINO's CPU plugin computes {reason} unlike ONNX's definition"
     reason = reason or quantized.onnx_runtime_keeps(model)
-    if not reason or config.get("INFERENCE_PRECISION_HINT", "f32") != "f32":
+    exact = next((what for node in model.graph if (what := node.metadata_props.get(EXACT_INTEGERS_KEY))), "")
+    if exact and not reason:  # it divides 32-bit integers in f32 and holds 64-bit ones in 32 bits
+        reason = f"OpenVINO's CPU plugin rounds the integer arithmetic of {exact}"
+    if not reason or (config.get("INFERENCE_PRECISION_HINT", "f32") != "f32" and not exact):
         return None
     try:
         program = onnxruntime_engine.OnnxRuntimeProgram(model, config, fallback_reason=reason)
-    except CompileError:
+    except CompileError as error:
+        if exact:
+            _log.warning("inferplex: ONNX Runtime cannot run this model (%s), so OpenVINO does: %s, "
+                         "beyond 2**24 in magnitude", str(error).splitlines()[0], reason)
         return None
     _log.info("inferplex: the CPU runs this model on ONNX Runtime: %s", reason)
     return program
