@@ -220,3 +220,29 @@ def test_node_names_arguments_and_constant_sizes_as_in_openvino() -> None:
         [[2.0, 3.0, 4.0]]
     with pytest.raises(InputError, match="has 2 inputs"):
         added.set_arguments([param.output(0)])
+
+
+def test_replace_node_and_replace_output_update_name() -> None:
+    from inferplex.utils import replace_node, replace_output_update_name
+
+    model = ov.Core().read_model(_conv_net().SerializeToString())
+    x = np.random.default_rng(5).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    softmax = model.get_results()[0].input_value(0).get_node()
+    logits = softmax.input_value(0)
+    replace_node(softmax, ops.sigmoid(logits))
+    assert model.output(0).get_names() == {"probs"}
+    probabilities = _run(model, {"x": x})[0]
+    assert probabilities.shape == (1, 10) and not np.isclose(probabilities.sum(), 1.0)  # no longer a softmax
+    doubled = ops.multiply(model.get_results()[0].input_value(0), ops.constant(np.float32(2)), name="twice")
+    assert replace_output_update_name(model.get_results()[0].input_value(0), doubled.output(0))
+    np.testing.assert_allclose(_run(model, {"x": x})[0], 2 * probabilities, rtol=1e-6)
+    with pytest.raises(InputError, match="outputs"):
+        replace_node(model.get_results()[0].input_value(0).get_node(), [logits, logits])
+
+
+def test_convert_model_imports_from_the_ovc_namespace_too() -> None:
+    from inferplex.tools.ovc import convert_model
+
+    model = convert_model(_conv_net().SerializeToString(), input=[("x", [2, 3, 8, 8])])
+    assert model.input(0).get_partial_shape() == ov.PartialShape([2, 3, 8, 8])
+    assert convert_model is ov.convert_model

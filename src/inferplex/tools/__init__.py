@@ -1,0 +1,1 @@
+"""OpenVINO's ``openvino.tools`` namespace: :mod:`.ovc` (model conversion)."""
