@@ -246,3 +246,16 @@ def test_convert_model_imports_from_the_ovc_namespace_too() -> None:
     model = convert_model(_conv_net().SerializeToString(), input=[("x", [2, 3, 8, 8])])
     assert model.input(0).get_partial_shape() == ov.PartialShape([2, 3, 8, 8])
     assert convert_model is ov.convert_model
+
+
+def test_ops_built_by_opset_functions_report_openvinos_type_names() -> None:
+    param = ops.parameter([1, 3, 8, 8], np.float32, name="x")
+    conv = ops.convolution(param, ops.constant(np.ones((4, 3, 3, 3), np.float32)), [1, 1], [1, 1], [1, 1],
+                           [1, 1])
+    scaled = ops.multiply(ops.relu(conv), ops.constant(np.float32(2)))
+    model = ov.Model([ops.convert(scaled, "f16")], [param], "m")
+    computing = [op.get_type_name() for op in model.get_ordered_ops()
+                 if op.get_type_name() not in ("Parameter", "Constant", "Result")]
+    assert computing == ["Convolution", "Relu", "Multiply", "Convert"]
+    assert all(not key.startswith("inferplex.") for op in model.get_ops() for key in op.get_rt_info())
+    assert [op.get_type_name() for op in model.get_ops() if op.get_type_name() == "Convolution"]

@@ -45,6 +45,10 @@ def _element_type(value: ir.Value) -> Type:
 
 
 _TYPED_KEY = "inferplex.types_inferred"
+_OPENVINO_TYPE_KEY = "inferplex.openvino_type"
+"""The OpenVINO op type an opset function built a node as (``inferplex._opsets.build``)."""
+_OWN_PREFIX = "inferplex."
+"""metadata_props keys inferplex keeps for itself: rt_info views do not list them."""
 """Graph ``meta`` flag: shape inference filled in the values' missing types (cleared by edits)."""
 _IR_VERSION = 10
 """IR version of the shell model that shape inference reads a graph through."""
@@ -331,10 +335,10 @@ class RTMap(MutableMapping[str, str]):
         del self._props[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict(self._props))
+        return iter([key for key in self._props if not key.startswith(_OWN_PREFIX)])
 
     def __len__(self) -> int:
-        return len(self._props)
+        return sum(1 for key in self._props if not key.startswith(_OWN_PREFIX))
 
 
 _RtInfo = RTMap
@@ -398,7 +402,8 @@ class Op(Node):
     """
 
     def __init__(self, node: ir.Node) -> None:
-        Node.__init__(self, node.op_type, node.outputs, [node], name=node.name or node.op_type)
+        type_name = node.metadata_props.get(_OPENVINO_TYPE_KEY, node.op_type)
+        Node.__init__(self, type_name, node.outputs, [node], name=node.name or node.op_type)
 
     @property
     def node(self) -> ir.Node:

@@ -44,6 +44,11 @@ def value_of(item: NodeInput, dtype: ir.DataType | None = None) -> ir.Value:
     return Constant(array)._outputs[0]  # noqa: SLF001
 
 
+OPENVINO_TYPE_KEY = "inferplex.openvino_type"
+"""ONNX node ``metadata_props`` key: the OpenVINO op type an opset function built the node as, where
+it differs from the ONNX op type (``Convolution`` for ``Conv``, ``Multiply`` for ``Mul``); a model's
+ops report it as their type (``op.get_type_name()``)."""
+
 EXACT_INTEGERS_KEY = "inferplex.exact_integers"
 """ONNX node ``metadata_props`` key: the node computes integers whose arithmetic (divisions by powers
 of two, 32- and 64-bit values) OpenVINO's CPU plugin does in f32 or in 32 bits, so engines that
@@ -60,6 +65,8 @@ def make_op(type_name: str, op_type: str, inputs: Sequence[ir.Value | None], att
             name: str | None, num_outputs: int = 1) -> Node:
     """One ONNX node for an OpenVINO op (``None`` for an optional input left out)."""
     node = ir.node(op_type, list(inputs), attributes=attrs, num_outputs=num_outputs)
+    if type_name != op_type:  # the model's op keeps OpenVINO's type name (Convolution for a Conv)
+        node.metadata_props[OPENVINO_TYPE_KEY] = type_name
     built = Node(type_name, node.outputs, [node], name=name)
     node.name = built.get_friendly_name()
     _infer(built, node, inputs, attrs)
@@ -119,6 +126,8 @@ def as_op(type_name: str, value: ir.Value, name: str | None) -> Node:
     built = Node(type_name, [value], [producer] if producer is not None else [], name=name)
     if producer is not None:
         producer.name = built.get_friendly_name()
+        if type_name != producer.op_type:
+            producer.metadata_props[OPENVINO_TYPE_KEY] = type_name
     return built
 
 
