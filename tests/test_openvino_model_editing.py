@@ -146,6 +146,9 @@ def test_openvino_keyword_names_reach_their_arguments() -> None:
     assert compiled.input(index=0).any_name == compiled.input(tensor_name="x").any_name == "x"
     assert compiled.output(index=0) == compiled.output(0)
     assert compiled.get_property(property="PERFORMANCE_HINT") == compiled.get_property("PERFORMANCE_HINT")
+    core = ov.Core()
+    assert core.get_property("CPU", name="FULL_DEVICE_NAME") == core.get_property("CPU", "FULL_DEVICE_NAME")
+    assert core.get_property(property="CACHE_DIR") == core.get_property("CACHE_DIR")
     queue = ov.AsyncInferQueue(model=compiled, jobs=2)
     assert len(queue) == 2
     assert ov.Dimension(min_dimension=1, max_dimension=4) == ov.Dimension(1, 4)

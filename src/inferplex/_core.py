@@ -390,7 +390,8 @@ class Core(VirtualSettings):
             present.append((family, tuple(self._registry.accepted_keys(plugin))))
         return present
 
-    def get_property(self, device_name: str, key: str | None = None) -> Any:
+    def get_property(self, device_name: str | None = None, key: str | None = None, *,
+                     name: str | None = None, property: str | None = None, arguments: Any = None) -> Any:
         """A device property (FULL_DEVICE_NAME, DEVICE_TOTAL_MEM_SIZE, settings, ...), typed as
         OpenVINO returns it (:func:`inferplex.properties._typed.typed_value`).
 
@@ -400,6 +401,13 @@ class Core(VirtualSettings):
         """
         from inferplex.properties._typed import typed_value
 
+        del arguments  # OpenVINO's per-call arguments: no property here reads them
+        key = key if key is not None else name if name is not None else property
+        if device_name is None:  # get_property(property=...): a Core-wide value
+            device_name, key = key, None
+        if device_name is None:
+            raise InputTypeError("get_property needs a property name: get_property(key), "
+                                 "get_property(device_name, key) or get_property(property=key)")
         if key is None:
             name = canonical_key(device_name)
             if name not in self._core_config:
