@@ -34,6 +34,7 @@ from inferplex._opsets import colour as _colour
 from inferplex._opsets import control_flow as _control_flow
 from inferplex._opsets import control_loops as _control_loops
 from inferplex._opsets import detection as _detection
+from inferplex._opsets import detection_more as _detection_more
 from inferplex._opsets import embedding as _embedding
 from inferplex._opsets import index as _index
 from inferplex._opsets import interpolate as _interpolate
@@ -56,6 +57,7 @@ from inferplex._opsets.colour import *  # noqa: F403 - re-exported: NV12 and I42
 from inferplex._opsets.control_flow import *  # noqa: F403 - re-exported: if_op
 from inferplex._opsets.control_loops import *  # noqa: F403 - re-exported: loop, tensor_iterator
 from inferplex._opsets.detection import *  # noqa: F403 - re-exported: NMS, ROI pooling, YOLO layers
+from inferplex._opsets.detection_more import *  # noqa: F403 - re-exported: MulticlassNms, PSROIPooling
 from inferplex._opsets.embedding import *  # noqa: F403 - re-exported: embedding bags, CTC decoders
 from inferplex._opsets.index import *  # noqa: F403 - re-exported: gathers, scatters, one_hot
 from inferplex._opsets.interpolate import *  # noqa: F403 - re-exported: interpolate
@@ -106,6 +108,7 @@ __all__ += _spectral.__all__
 __all__ += _blocks.__all__
 __all__ += _embedding.__all__
 __all__ += _detection.__all__
+__all__ += _detection_more.__all__
 __all__ += _priors.__all__
 __all__ += _colour.__all__
 __all__ += _sequence_ops.__all__
@@ -119,7 +122,7 @@ SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan
                "nv12_to_rgb": 8, "nv12_to_bgr": 8, "i420_to_rgb": 8, "i420_to_bgr": 8,
                "random_uniform": 8, "if_op": 8, "identity": 16, "eye": 9, "grid_sample": 9, "unique": 10,
                "bitwise_and": 13, "bitwise_or": 13, "bitwise_xor": 13, "bitwise_not": 13,
-               "multinomial": 13, "fake_convert": 13, "deformable_convolution": 8}
+               "multinomial": 13, "fake_convert": 13, "deformable_convolution": 8, "multiclass_nms": 8}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

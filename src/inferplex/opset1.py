@@ -11,6 +11,7 @@ from inferplex._opsets import colour as _colour
 from inferplex._opsets import control_flow as _control_flow
 from inferplex._opsets import control_loops as _control_loops
 from inferplex._opsets import detection as _detection
+from inferplex._opsets import detection_more as _detection_more
 from inferplex._opsets import embedding as _embedding
 from inferplex._opsets import index as _index
 from inferplex._opsets import interpolate as _interpolate
@@ -28,6 +29,7 @@ from inferplex._opsets.colour import *  # noqa: F403 - NV12 and I420 to RGB and 
 from inferplex._opsets.control_flow import *  # noqa: F403 - if_op (opset 8: removed below)
 from inferplex._opsets.control_loops import *  # noqa: F403 - loop (opset 5), tensor_iterator
 from inferplex._opsets.detection import *  # noqa: F403 - NMS, ROI pooling, YOLO layers
+from inferplex._opsets.detection_more import *  # noqa: F403 - PSROIPooling (MulticlassNms: opset 8)
 from inferplex._opsets.embedding import *  # noqa: F403 - embedding bags, CTC decoders
 from inferplex._opsets.index import *  # noqa: F403 - gathers, scatters, one_hot
 from inferplex._opsets.interpolate import *  # noqa: F403 - interpolate
@@ -69,7 +71,7 @@ __all__ = [
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
     "read_value", "assign",
     *(name for module in (_more, _math, _shapes, _slicing, _index, _nn, _interpolate, _recurrent, _spectral,
-                                   _blocks, _embedding, _detection, _priors, _colour,
+                                   _blocks, _embedding, _detection, _detection_more, _priors, _colour,
                                    _sequence_ops, _control_flow, _control_loops)
       for name in module.__all__ if SINCE_OPSET.get(name, 1) <= 7),
 ]

@@ -343,6 +343,24 @@ def _deformable_convolution(op: OpView) -> Node:
                                         bool(a.get("bilinear_interpolation_pad", False)), name=op.name)
 
 
+def _multiclass_nms(op: OpView) -> Node:
+    """MulticlassNms-8 and -9 (-9 also with boxes [C, M, 4], scores [C, M] and roisnum)."""
+    a = op.attrs
+    return opset.multiclass_nms(
+        op.value(0), op.value(1), _optional(op, 2), str(a.get("sort_result_type", "none")),
+        bool(a.get("sort_result_across_batch", False)), str(a.get("output_type", "i64")),
+        float(a.get("iou_threshold", 0.0)), float(a.get("score_threshold", 0.0)), int(a.get("nms_top_k", -1)),
+        int(a.get("keep_top_k", -1)), int(a.get("background_class", -1)), float(a.get("nms_eta", 1.0)),
+        bool(a.get("normalized", True)), name=op.name)
+
+
+def _psroi_pooling(op: OpView) -> Node:
+    a = op.attrs
+    return opset.psroi_pooling(op.value(0), op.value(1), int(a["output_dim"]), int(a["group_size"]),
+                               float(a["spatial_scale"]), int(a.get("spatial_bins_x", 1)),
+                               int(a.get("spatial_bins_y", 1)), str(a.get("mode", "average")), name=op.name)
+
+
 def _gelu(op: OpView) -> Node:
     return opset.gelu(op.value(0), str(op.attrs.get("approximation_mode", "erf")).lower(), name=op.name)
 
@@ -431,12 +449,14 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
                                       bool(op.attrs["transpose_b"]), name=op.name),
     "MaxPool": _max_pool,
     "Multinomial": _multinomial,
+    "MulticlassNms": _multiclass_nms,
     "MVN": _mvn,
     "NonZero": lambda op: opset.non_zero(op.value(0), op.attrs.get("output_type", "i64"), name=op.name),
     "NormalizeL2": lambda op: opset.normalize_l2(op.value(0), op.constant(1, "NormalizeL2 axes"),
                                                  float(op.attrs["eps"]), op.attrs["eps_mode"], name=op.name),
     "OneHot": _one_hot,
     "Pad": _pad,
+    "PSROIPooling": _psroi_pooling,
     "PRelu": lambda op: opset.prelu(op.value(0), op.value(1), name=op.name),
     "Range": _range,
     "RDFT": _fourier("rdft"),
