@@ -120,21 +120,21 @@ class MakeStateful(PassBase):
 
     @staticmethod
     def _parameter(model: Any, key: Any) -> Any:
-        name = key if isinstance(key, str) else key.get_friendly_name()
-        found = [p for p in model.get_parameters() if p.get_friendly_name() == name]
-        if not found:
-            raise InputError(f"MakeStateful: the model has no Parameter {name!r}; its parameters: "
-                             f"{[p.get_friendly_name() for p in model.get_parameters()]}")
-        return found[0]
+        return _op_named(model.get_parameters(), "Parameter", key)
 
     @staticmethod
     def _result(model: Any, key: Any) -> Any:
-        name = key if isinstance(key, str) else key.get_friendly_name()
-        found = [r for r in model.get_results() if r.get_friendly_name() == name]
-        if not found:
-            raise InputError(f"MakeStateful: the model has no Result {name!r}; its results: "
-                             f"{[r.get_friendly_name() for r in model.get_results()]}")
-        return found[0]
+        return _op_named(model.get_results(), "Result", key)
+
+
+def _op_named(ops: list[Any], kind: str, key: Any) -> Any:
+    """The op of ``ops`` whose friendly name is ``key`` (a name, or an op whose name it is)."""
+    name = key if isinstance(key, str) else key.get_friendly_name()
+    found = [op for op in ops if op.get_friendly_name() == name]
+    if not found:
+        raise InputError(f"MakeStateful: the model has no {kind} {name!r}; its {kind.lower()}s: "
+                         f"{[op.get_friendly_name() for op in ops]}")
+    return found[0]
 
 
 def _make_stateful(model: Any, parameter: Any, result: Any) -> None:

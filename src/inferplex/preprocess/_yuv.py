@@ -71,23 +71,24 @@ def _scaled(dim: Dimension, numerator: int, denominator: int) -> Dimension:
 
 def yuv_forward(color: ColorFormat, shape: PartialShape) -> PartialShape:
     """The RGB/BGR image ``[N, H, W, 3]`` made from the tensor ``shape`` (the plane, or the Y plane)."""
-    if shape.rank.is_dynamic:
-        return PartialShape(shape)
-    dims = list(shape)
-    if _single(color):
-        dims[1] = _scaled(dims[1], 2, 3)
-    dims[3] = Dimension(3)
-    return PartialShape(dims)
+    return _converted_shape(color, shape, (2, 3), 3)
 
 
 def yuv_backward(color: ColorFormat, shape: PartialShape) -> PartialShape:
     """The tensor's shape (the plane, or the Y plane) for an RGB/BGR image of ``shape``."""
+    return _converted_shape(color, shape, (3, 2), 1)
+
+
+def _converted_shape(color: ColorFormat, shape: PartialShape, ratio: tuple[int, int],
+                     channels: int) -> PartialShape:
+    """``shape`` with its height times ``ratio`` (a single plane's rows against the image's) and
+    ``channels`` channels."""
     if shape.rank.is_dynamic:
         return PartialShape(shape)
     dims = list(shape)
     if _single(color):
-        dims[1] = _scaled(dims[1], 3, 2)
-    dims[3] = Dimension(1)
+        dims[1] = _scaled(dims[1], *ratio)
+    dims[3] = Dimension(channels)
     return PartialShape(dims)
 
 
