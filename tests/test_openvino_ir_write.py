@@ -271,3 +271,9 @@ def test_ops_openvino_ir_cannot_hold_are_a_model_error_naming_them(tmp_path: Pat
     data = np.array([[2.0, 0.0], [0.0, 4.0]], np.float32)
     again = ov.Core().read_model(tmp_path / "inverse.onnx")
     np.testing.assert_allclose(_inferplex_cpu(again, {"x": data})[0], np.linalg.inv(data), rtol=1e-6)
+
+
+def test_an_unwritable_ir_path_is_a_model_error(tmp_path: Path) -> None:
+    (tmp_path / "taken.xml").mkdir()  # a folder where the xml should go
+    with pytest.raises(ModelError, match=r"taken\.xml"):
+        ov.save_model(_small_cnn(), tmp_path / "taken.xml")

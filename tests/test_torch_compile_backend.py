@@ -90,3 +90,10 @@ def test_unknown_options_are_refused_by_name() -> None:
     compiled = torch.compile(torch.nn.ReLU(), backend="openvino", options={"devices": "CPU"})
     with pytest.raises(Exception, match=r"PropertyError.*'devices'.*accepted: device"):
         compiled(torch.randn(2))  # torch wraps the backend's error in its BackendCompilerFailed
+
+
+def test_a_device_or_property_that_does_not_exist_is_an_error_not_eager() -> None:
+    for options, named in (({"device": "NPU"}, "NPU"), ({"config": {"NO_SUCH_KEY": 1}}, "NO_SUCH_KEY")):
+        compiled = torch.compile(torch.nn.Linear(3, 2).eval(), backend="openvino", options=options)
+        with pytest.raises(Exception, match=named), torch.no_grad():
+            compiled(torch.randn(2, 3))

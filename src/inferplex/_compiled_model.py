@@ -261,13 +261,14 @@ class CompiledModel:
     @keyword_aliases(property="key", name="key")
     def get_property(self, key: str) -> Any:
         """Read a property: hints and settings, OPTIMAL_NUMBER_OF_INFER_REQUESTS, EXECUTION_DEVICES, ...,
-        typed as OpenVINO returns it (:func:`inferplex.properties._typed.compiled_value`)."""
+        typed as OpenVINO returns it (:func:`inferplex.properties._typed.typed_value`), in the form
+        the device's compiled models give it (``DeviceProgram.presented_property``)."""
         from inferplex.config.schema import canonical_key
-        from inferplex.properties._typed import compiled_value
+        from inferplex.properties._typed import typed_value
 
         name = canonical_key(key)
-        device = self._batch[0] if self._batch is not None else self._device_name
-        return compiled_value(key, self._property(name, key), device, writable=_CHANGEABLE)
+        typed = typed_value(key, self._property(name, key), writable=_CHANGEABLE)
+        return self._runner.presented_property(key, typed)
 
     def as_batch(self, device_name: str, batch: int, timeout: int) -> None:
         """Report this model, compiled on one device, as OpenVINO's automatic batching device

@@ -19,7 +19,6 @@ back; a warning names why.
 
 from __future__ import annotations
 
-import io
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,6 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils import _pytree
+
+from inferplex.api.convert_torch import onnx_export
 
 __all__ = ["BACKEND_NAMES", "openvino_backend"]
 
@@ -70,8 +71,12 @@ class _GraphRunner:
     def _compile(self, args: list[Any]) -> Callable[..., Any] | None:
         if not all(isinstance(a, (torch.Tensor, int, float, bool)) for a in args):
             return self._eager(f"inputs of type {sorted({type(a).__name__ for a in args})}")
+        from inferplex.errors import DeviceNameError, PropertyError
+
         try:
             return _compiled(self._graph, args, self._options)
+        except (DeviceNameError, PropertyError):
+            raise  # the options name no device or property there is: eager would hide the mistake
         except Exception as error:  # noqa: BLE001 - any export or compile failure: the graph runs eagerly
             text = str(error).splitlines()[0] if str(error) else ""
             return self._eager(f"{type(error).__name__}: {text}")
@@ -109,19 +114,16 @@ def _compiled(graph: torch.fx.GraphModule, args: list[Any], options: dict[str, A
     if not all(isinstance(item, torch.Tensor) for item in flat):
         raise TypeError("the graph returns values that are not tensors")
     names = [f"input_{i}" for i in range(len(tensors))]
-    buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
-        torch.onnx.export(bound, tuple(tensors), buffer,  # type: ignore[arg-type] # file objects too
-                          input_names=names,
-                          output_names=[f"output_{i}" for i in range(len(flat))], opset_version=17,
-                          dynamo=False)
+        warnings.simplefilter("ignore")  # the tracer's notes on the captured graph
+        outputs = [f"output_{i}" for i in range(len(flat))]
+        proto = onnx_export(torch, bound, names, tuple(tensors), {}, outputs)
     config = dict(options.get("config") or {})
     if options.get("model_caching") and options.get("cache_dir"):
         config.setdefault("CACHE_DIR", str(options["cache_dir"]))
     core = ov.Core()
     device_name = str(options.get("device", "CPU"))
-    compiled = core.compile_model(core.read_model(buffer.getvalue()), device_name, config)
+    compiled = core.compile_model(core.read_model(proto), device_name, config)
     kept = [(port.any_name, bound.slots[names.index(port.any_name)]) for port in compiled.inputs]
     # (the exporter drops inputs nothing reads)
 

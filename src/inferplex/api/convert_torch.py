@@ -43,7 +43,7 @@ from inferplex.api.convert import _apply_inputs, _InputSpec, _shape_text
 from inferplex.api.shapes import PartialShape
 from inferplex.errors import InputError, ModelError
 
-__all__ = ["convert_torch", "is_torch_source"]
+__all__ = ["convert_torch", "is_torch_source", "onnx_export"]
 
 OPSET = 17
 _DYNAMIC_SIZE = 2
@@ -296,9 +296,9 @@ def _export(torch: Any, target: Any, names: list[str], args: tuple[Any, ...],
         if training:
             inner.eval()
         outputs = _output_names(torch, target, args)
-        proto = _onnx_export(torch, target, names, args, dynamic, outputs)
+        proto = onnx_export(torch, target, names, args, dynamic, outputs)
         if outputs is not None and len(outputs) != len(proto.graph.output):  # outputs it merged
-            proto = _onnx_export(torch, target, names, args, dynamic, None)
+            proto = onnx_export(torch, target, names, args, dynamic, None)
     except (InputError, ModelError):
         raise
     except Exception as error:
@@ -312,8 +312,10 @@ def _export(torch: Any, target: Any, names: list[str], args: tuple[Any, ...],
     return proto
 
 
-def _onnx_export(torch: Any, target: Any, names: list[str], args: tuple[Any, ...],
+def onnx_export(torch: Any, target: Any, names: list[str], args: tuple[Any, ...],
                  dynamic: dict[str, dict[int, str]], outputs: list[str] | None) -> onnx.ModelProto:
+    """``target`` on ``args`` exported by torch's TorchScript exporter (in memory), inputs named
+    ``names``, outputs ``outputs`` (None: the exporter's names), ``dynamic`` its dynamic axes."""
     buffer = io.BytesIO()
     with warnings.catch_warnings():  # torch deprecates this exporter; its tracer's warnings still show
         warnings.simplefilter("ignore", DeprecationWarning)

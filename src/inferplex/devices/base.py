@@ -215,6 +215,12 @@ class DeviceProgram(ABC):
         """The keys :meth:`get_property` answers (listed in the compiled model's SUPPORTED_PROPERTIES)."""
         return ()
 
+    def presented_property(self, key: str, value: Any) -> Any:
+        """``value`` of ``key`` (already typed as OpenVINO's ``get_property`` types it) as the
+        compiled model returns it: where a device's compiled models answer a key in another form
+        than the device does (OpenVINO's CPU: some hints as text)."""
+        return value
+
     def close(self) -> None:  # noqa: B027 - optional: most programs hold nothing to release
         """Release device resources.  Idempotent."""
 

@@ -59,6 +59,11 @@ class Runner(ABC):
         """The keys :meth:`get_property` answers."""
         return ()
 
+    def presented_property(self, key: str, value: Any) -> Any:
+        """``value`` of ``key`` in the form the compiled model returns it (see
+        ``DeviceProgram.presented_property``); a runner over several programs returns it as typed."""
+        return value
+
     def pin_host_memory(self, address: int, size: int) -> Callable[[], None] | None:
         """Page-lock host memory that requests read their inputs from (``DeviceProgram.pin_host_memory``);
         the function that undoes it, or None: only a runner of one device program can."""
@@ -126,6 +131,9 @@ class PoolRunner(Runner):
 
     def property_names(self) -> tuple[str, ...]:
         return tuple(self.pool.program.property_names())
+
+    def presented_property(self, key: str, value: Any) -> Any:
+        return self.pool.program.presented_property(key, value)
 
     def close(self) -> None:
         self.pool.close()

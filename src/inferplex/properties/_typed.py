@@ -19,9 +19,9 @@ the right type that inferplex would refuse (``inference_num_threads(-8)``,
 
 :func:`typed_value` turns what inferplex stores (strings, ints, lists) into what
 OpenVINO's ``get_property`` returns (``PerformanceMode.THROUGHPUT``,
-``Type.f32``, ``{"NUM_STREAMS": "RW", ...}``); ``Core.get_property`` calls it on
-every value it returns, ``CompiledModel.get_property`` through :func:`compiled_value` (a model
-compiled on the CPU returns a few as text, as OpenVINO's CPU plugin does).
+``Type.f32``, ``{"NUM_STREAMS": "RW", ...}``); ``Core.get_property`` and
+``CompiledModel.get_property`` call it on every value they return (a compiled model's device
+program may then present a few in another form: ``DeviceProgram.presented_property``).
 """
 
 from __future__ import annotations
@@ -33,11 +33,10 @@ import numpy as np
 
 from inferplex.config.any_value import OVAny
 from inferplex.config.schema import READ_ONLY_PROPERTIES, SCHEMA, canonical_key, normalize_property
-from inferplex.config.values import OptionEnum
 from inferplex.errors import PropertyError, PropertyTypeError
 from inferplex.properties import _enums
 
-__all__ = ["Property", "compiled_value", "typed_value"]
+__all__ = ["Property", "typed_value"]
 
 
 class Property(str):
@@ -183,29 +182,6 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {
     "RANGE_FOR_STREAMS": tuple,
     "RANGE_FOR_ASYNC_INFER_REQUESTS": tuple,
 }
-
-
-def _text(value: Any) -> str:
-    return value.text if isinstance(value, OptionEnum) else str(value)
-
-
-_CPU_COMPILED: dict[str, Callable[[Any], Any]] = {
-    "PERFORMANCE_HINT": _text,
-    "PERFORMANCE_HINT_NUM_REQUESTS": lambda value: str(int(value)),
-    "PERF_COUNT": lambda value: "YES" if value else "NO",
-}
-"""What a model compiled on OpenVINO's CPU returns as text where its device returns a typed value:
-``'THROUGHPUT'``, ``'0'``, and ``'YES'``/``'NO'`` for ``PERF_COUNT`` (OpenVINO's spelling; the
-``ENABLE_PROFILING`` spelling reads a bool)."""
-
-
-def compiled_value(key: str, value: Any, device: str, *, writable: Collection[str] | None = None) -> Any:
-    """``value`` of ``key`` as OpenVINO's ``CompiledModel.get_property`` returns it for a model
-    compiled on ``device``: :func:`typed_value`, but as text for the keys of :data:`_CPU_COMPILED`
-    on the CPU (AUTO, MULTI and HETERO return the typed values, as OpenVINO's do)."""
-    typed = typed_value(key, value, writable=writable)
-    convert = _CPU_COMPILED.get(str(key).strip().upper()) if device.split(".")[0] == "CPU" else None
-    return typed if convert is None or typed is None else convert(typed)
 
 
 def typed_value(key: str, value: Any, *, writable: Collection[str] | None = None) -> Any:

@@ -53,7 +53,11 @@ def write_ir(model: Model, xml_path: Path, bin_path: Path | None, compress_to_fp
         for folder in {xml_path.parent, bin_path.parent}:
             folder.mkdir(parents=True, exist_ok=True)
         _prepare_as_ovc_does(ov_model, compress_to_fp16)
-        openvino.serialize(ov_model, str(xml_path), str(bin_path))
+        try:
+            openvino.serialize(ov_model, str(xml_path), str(bin_path))
+        except RuntimeError as error:  # an unwritable path, a full disk
+            raise ModelError(f"OpenVINO could not write the IR to {str(xml_path)!r} and {str(bin_path)!r}: "
+                             f"{str(error).strip().splitlines()[-1]}") from error
         del ov_model  # before the scratch folder, whose files it may map
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from inferplex.config.values import OptionEnum
 from inferplex.devices.base import DeviceProgram
 from inferplex.devices.cpu.openvino_core import X86_DEFAULTS
 
@@ -27,6 +28,14 @@ _READ_DEFAULTS = {"PERFORMANCE_HINT": "LATENCY", "ENABLE_PROFILING": False,
                   "CPU_DENORMALS_OPTIMIZATION": False, **X86_DEFAULTS}
 """What a CPU program reports for these keys when its config does not set them (the OpenVINO
 engine reads most from OpenVINO's compiled model instead)."""
+
+
+_AS_TEXT: dict[str, Any] = {
+    "PERFORMANCE_HINT": lambda value: value.text if isinstance(value, OptionEnum) else str(value),
+    "PERFORMANCE_HINT_NUM_REQUESTS": lambda value: str(int(value)),
+    "PERF_COUNT": lambda value: "YES" if value else "NO",
+}
+"""The keys :meth:`CpuProgram.presented_property` answers as text, and how."""
 
 
 class CpuProgram(DeviceProgram):
@@ -77,6 +86,13 @@ class CpuProgram(DeviceProgram):
         own = ("ENGINE", "ENGINE_FALLBACK_REASON", "THREAD_SPINNING", "THREAD_PRIORITY",
                "EXECUTION_DEVICES", *self._own_property_names())
         return tuple(dict.fromkeys((*own, *self._config, *_READ_DEFAULTS)))
+
+    def presented_property(self, key: str, value: Any) -> Any:
+        """OpenVINO's CPU compiled models answer a few hints as text where the device answers them
+        typed: ``'THROUGHPUT'``, ``'0'``, and ``'YES'``/``'NO'`` for ``PERF_COUNT`` (the
+        ``ENABLE_PROFILING`` spelling reads a bool)."""
+        present = _AS_TEXT.get(str(key).strip().upper())
+        return value if present is None or value is None else present(value)
 
     def close(self) -> None:
         """Release the engine's sessions or compiled model; later runs raise InferenceError."""
