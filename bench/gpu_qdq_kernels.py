@@ -124,7 +124,7 @@ def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any
                         A_UINT8=rows.dtype == torch.uint8, COLUMNS=rows.dtype == torch.uint8,
                         ZERO=rows.dtype == torch.uint8, SCALES=True, BIAS=epilogue, EVEN_K=k % 128 == 0,
                         MID=epilogue, LAST=epilogue, TABLE=False, X_SCALE=False,
-                        KIND=kernels._triton().FLOAT_TYPES[torch.float16], DIVIDE=False, TMA=tma, BM=128,
+                        DIVIDE=False, TMA=tma, BM=128,
                         BN=128, BK=128, GROUP=8, num_warps=warps, num_stages=stages)
                 found[f"{name} {loads} {warps}w{stages}s"] = _graph_us(run)
     return found

@@ -1,7 +1,7 @@
 """The :class:`~.build.Builder`'s emitters of quantized models' fused calls (planned by
 :mod:`._quantized_fusions`, :mod:`._qdq_pairs`, :mod:`._qdq_attention`, :mod:`._qdq_gelu` and
-:mod:`._qdq_conv`): int8 matmuls (with the tables of a GELU or of an attention's scores computed
-once here), fake-quantize pairs, and ``quantize_dynamic``'s convolutions and matmuls."""
+:mod:`._qdq_conv`): int8 matmuls (with the table of a GELU computed once here), fake-quantize
+pairs, and ``quantize_dynamic``'s convolutions and matmuls."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from inferplex.devices.gpu.ops._fused_quantized import (
 )
 from inferplex.devices.gpu.ops._int8_conv import int8_conv_arrays
 from inferplex.devices.gpu.ops._pooling import fake_quantized_max_pool
-from inferplex.devices.gpu.ops._qdq_attention import quantized_attention, scores_table
+from inferplex.devices.gpu.ops._qdq_attention import quantized_attention
 from inferplex.devices.gpu.ops._qdq_conv import quantized_conv, quantized_relu_conv
 from inferplex.devices.gpu.ops._qdq_gelu import gelu_table, quantized_gelu
 from inferplex.devices.gpu.ops._quantized_triton import fresh_value_range
@@ -152,24 +152,9 @@ class QuantizedEmitters:
         steps = tuple(None if pair is None else self._fake_quantize_args(pair) for pair in (
             found.scores, found.scaled, found.masked, found.probabilities, found.context))
         mask = None if found.mask is None else self.arg(found.mask)
-        table = None if found.scores is None else self._scores_table(name, found, factor)
         args = (self.arg(found.query), self.arg(found.key_t), self.arg(found.value), mask, factor,
-                found.divide, steps, table)
+                found.divide, steps)
         self.env[found.output] = self.call(name, node, quantized_attention, args)
-
-    def _scores_table(self, name: str, found: QuantizedAttention, factor: float | None) -> torch.fx.Node:
-        """The attention's scaled scores at each level of its scores' pair (see
-        :func:`scores_table`), computed once here on the device."""
-        pairs = (found.scores, found.scaled)
-
-        def make() -> np.ndarray:
-            steps = tuple(None if pair is None else self._step_tensors(pair) for pair in pairs)
-            with torch.no_grad():
-                table = scores_table(self.compute_dtype or torch.float32, factor, found.divide, steps)
-            return torch_to_numpy(table.cpu())
-
-        sources = (found.factor, *(pair.scale for pair in pairs if pair is not None))
-        return self.buffer(("scores_table", name), sources, make, keep_type=True)
 
     def _emit_quantized_gelu(self, name: str, node: ir.Node, found: QuantizedGelu) -> None:
         """The QDQ GELU formula as one call named after its last Mul."""

@@ -1,18 +1,16 @@
 """A QDQ model's attention chain as one call (planned by :mod:`.._qdq_attention`).
 
 :func:`quantized_attention` computes ``softmax(Q @ K^T / c + mask) @ V`` with a fake-quantize
-pass after each step where the model has a QuantizeLinear -> DequantizeLinear pair, each step
-rounded to the data's type as the separate calls round it.  On CUDA, outside ``torch.compile``,
-it is one Triton kernel (:mod:`._qdq_attention_kernel`) that writes the result in
-(batch, row, head, width) order, so the Transpose and Reshape after it move nothing; under
-``torch.compile`` the same kernel is the ``inferplex::qdq_attention`` operator; elsewhere the ATen
-ops run one by one.  The scores and probabilities differ from the separate calls' only by the
-order of float32 sums (the matmuls' and the softmax's), which may move a quantized value by one
-step where it lies on a rounding boundary.
-
-After the scores' pair a score is one of its 256 levels, and so is each step up to the next pair
-(the scale and the scaled scores' pair) a function of that level: :func:`scores_table` computes
-them once, as the separate calls do, and the kernel looks them up.
+pass after each step where the model has a QuantizeLinear -> DequantizeLinear pair.  On CUDA,
+outside ``torch.compile``, it is one Triton kernel (:mod:`._qdq_attention_kernel`) that writes the
+result in (batch, row, head, width) order, so the Transpose and Reshape after it move nothing;
+under ``torch.compile`` the same kernel is the ``inferplex::qdq_attention`` operator; elsewhere the
+ATen ops run one by one.  The kernel runs the chain in float32 between its loads and its store, as
+the model's float32 arithmetic runs it: on float32 data it differs from the separate calls only by
+the order of float32 sums (the matmuls' and the softmax's), which may move a quantized value by one
+step where it lies on a rounding boundary; on float16 and bfloat16 data it does not round each step
+to the data's type as the separate calls do, so its values are those of the chain on the same
+inputs in float32, within such steps.
 """
 
 from __future__ import annotations
@@ -25,12 +23,11 @@ import torch
 from inferplex.devices.gpu.ops import _quantized_triton as triton_kernels
 from inferplex.devices.gpu.ops._fake_quantize import (
     FakeQuantizeStep,
-    level_values,
     quantize_dequantize,
     step_numbers,
 )
 
-__all__ = ["quantized_attention", "scores_table"]
+__all__ = ["quantized_attention"]
 
 _STEPS = 5
 """The fake-quantize steps, in order: scores, scaled, masked, probabilities, context."""
@@ -38,33 +35,17 @@ _STEPS = 5
 
 def quantized_attention(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
                         mask: torch.Tensor | None, factor: float | None, divide: bool,
-                        steps: tuple[FakeQuantizeStep | None, ...],
-                        table: torch.Tensor | None = None) -> torch.Tensor:
+                        steps: tuple[FakeQuantizeStep | None, ...]) -> torch.Tensor:
     """The chain on Q (B, H, Sq, D), K^T (B, H, D, Sk) and V (B, H, Sk, Dv): ``factor`` divides
     (``divide``) or multiplies the scores (None: no scale step); ``mask`` is added to them;
-    ``steps`` are the five pairs (see :data:`_STEPS`), None where the model has none; ``table``:
-    :func:`scores_table` of them, which the kernel reads (the ATen ops compute the same)."""
+    ``steps`` are the five pairs (see :data:`_STEPS`), None where the model has none."""
     numbers = [step_numbers(step) for step in steps]
     if _kernel_fits(query, key_t, value, mask) and triton_kernels.usable(query):
-        return _run_kernel(query, key_t, value, mask, factor, divide, numbers, table)
+        return _run_kernel(query, key_t, value, mask, factor, divide, numbers)
     if _kernel_fits(query, key_t, value, mask) and torch.compiler.is_compiling() \
             and triton_kernels.usable_compiled(query, 0):
-        return quantized_attention_op(query, key_t, value, mask, factor, divide, *numbers, table)
+        return quantized_attention_op(query, key_t, value, mask, factor, divide, *numbers)
     return _aten(query, key_t, value, mask, factor, divide, steps)
-
-
-def scores_table(dtype: torch.dtype, factor: float | None, divide: bool,
-                 steps: tuple[FakeQuantizeStep | None, ...]) -> torch.Tensor:
-    """The scaled scores (after their pair, where ``steps`` has one) for each level of the scores'
-    pair (``steps[0]``), low to high, in ``dtype`` on the pair's scale's device: the separate calls
-    on the values the pair gives, ``(level - zero) * scale`` rounded to ``dtype``."""
-    assert steps[0] is not None
-    scores = level_values(steps[0], dtype)
-    if factor is None:
-        return scores
-    constant = torch.full((), factor, dtype=dtype, device=scores.device)
-    scaled = scores / constant if divide else scores * constant
-    return scaled if steps[1] is None else quantize_dequantize(scaled, *steps[1])
 
 
 def _aten(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
@@ -132,8 +113,7 @@ def _pow2(n: int) -> int:
 
 
 def _run_kernel(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                factor: float | None, divide: bool, numbers: list[list[float] | None],
-                table: torch.Tensor | None = None) -> torch.Tensor:
+                factor: float | None, divide: bool, numbers: list[list[float] | None]) -> torch.Tensor:
     from inferplex.devices.gpu.ops._qdq_attention_kernel import attention
 
     batch, heads, rows, depth = query.shape
@@ -147,16 +127,14 @@ def _run_kernel(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, m
     scores = mask.expand(batch, heads, rows, keys) if mask is not None else query
     step_arguments = [x for numbers_of in numbers for x in triton_kernels.step_arguments(numbers_of)]
     grid = ((rows + block_m - 1) // block_m, batch * heads)
-    table = table if numbers[0] is not None else None  # a lookup from the scores' levels
     attention[grid](
-        query, key_t, value, scores, table if table is not None else query, view, heads, rows, keys, depth,
-        width,
+        query, key_t, value, scores, view, heads, rows, keys, depth, width,
         *query.stride(), *key_t.stride(), *value.stride(),
         *(scores.stride() if mask is not None else (0, 0, 0, 0)), *view.stride(),
         float(factor) if factor is not None else 1.0,
         triton_kernels.float32_inverse(factor) if factor is not None else 1.0, *step_arguments,
-        DIVIDE=query.dtype == torch.float32, IEEE=query.dtype == torch.float32,
-        SCALE=0 if factor is None else (1 if divide else 2), MASK=mask is not None, TABLE=table is not None,
+        DIVIDE=query.dtype == torch.float32, IEEE=query.dtype == torch.float32, ALL_KEYS=keys == block_k,
+        SCALE=0 if factor is None else (1 if divide else 2), MASK=mask is not None,
         S1=numbers[0] is not None, S2=numbers[1] is not None, S3=numbers[2] is not None,
         S4=numbers[3] is not None, S5=numbers[4] is not None,
         BM=block_m, BK=block_k, BD=_pow2(depth), BV=_pow2(width), num_warps=4 if block_k <= 256 else 8)
@@ -168,11 +146,10 @@ def quantized_attention_op(query: torch.Tensor, key_t: torch.Tensor, value: torc
                            mask: torch.Tensor | None,
                            factor: float | None, divide: bool, scores: list[float] | None,
                            scaled: list[float] | None, masked: list[float] | None,
-                           probabilities: list[float] | None, context: list[float] | None,
-                           table: torch.Tensor | None = None) -> torch.Tensor:
+                           probabilities: list[float] | None, context: list[float] | None) -> torch.Tensor:
     """:func:`quantized_attention`'s kernel as an operator ``torch.compile`` calls as it is."""
     steps = [scores, scaled, masked, probabilities, context]
-    return _run_kernel(query, key_t, value, mask, factor, divide, steps, table)
+    return _run_kernel(query, key_t, value, mask, factor, divide, steps)
 
 
 @quantized_attention_op.register_fake

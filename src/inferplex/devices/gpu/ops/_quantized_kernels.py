@@ -1,6 +1,7 @@
 """The Triton kernels of :mod:`._quantized_triton` (imported only where Triton runs; that module
 says what each computes and launches them).  Their rounding steps are :mod:`._triton_rounding`'s,
-bit for bit what IEEE arithmetic and the ATen forms give."""
+bit for bit what IEEE arithmetic and the ATen forms give; the int8 matmul's epilogue runs in
+float32 up to its store."""
 
 from __future__ import annotations
 
@@ -210,14 +211,14 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
            A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
            ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
            MID: tl.constexpr, LAST: tl.constexpr, TABLE: tl.constexpr, X_SCALE: tl.constexpr,
-           KIND: tl.constexpr, DIVIDE: tl.constexpr, TMA: tl.constexpr,
+           DIVIDE: tl.constexpr, TMA: tl.constexpr,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     # with TMA, a_ptr and w_ptr are tensor descriptors of the rows and the weight (Hopper's tensor
     # copies; reads past their edges give 0, which adds nothing: past K the weight is 0, past M
-    # or N nothing is stored).  The epilogue: the scales; with MID, rounded to KIND (the program's
-    # float type) and fake-quantized (a QuantizeLinear -> DequantizeLinear pair on the matmul's
-    # output) before the bias; with LAST, rounded and fake-quantized after it.  Each step rounds
-    # where the separate calls would: to KIND between them, as ``quantize_dequantize`` does.  With
+    # or N nothing is stored).  The epilogue, in float32 up to the store: the scales; with MID,
+    # fake-quantized (a QuantizeLinear -> DequantizeLinear pair on the matmul's output) before the
+    # bias; with LAST, fake-quantized after it (dividing by the scale for float32 output, as ONNX
+    # does, or times its inverse, DIVIDE off).  With
     # TABLE, LAST's level (less its low end) picks the stored value in ``table_ptr`` instead: the
     # value of a function of the fake-quantized output, computed for each of its 256 levels.
     # With X_SCALE the scales are the weight's, times the data's at ``x_scale_ptr`` (the model's
@@ -263,17 +264,14 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
         scales = libdevice.mul_rn(tl.load(x_scale_ptr).to(tl.float32), scales)
     values = values * scales
     if MID:
-        values = fake_quantize(values.to(KIND).to(tl.float32), mid_scale, mid_inverse, mid_zero, mid_low,
-                               mid_high, KIND, DIVIDE)
+        values = dequantized(values, mid_scale, mid_inverse, mid_zero, mid_low, mid_high, DIVIDE)
     if BIAS:
         values = values + tl.load(bias_ptr + rn)[None, :].to(tl.float32)
     if TABLE:
-        steps = quantized_steps(values.to(KIND).to(tl.float32), last_scale, last_inverse, last_zero, last_low,
-                                last_high, DIVIDE)
+        steps = quantized_steps(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
         values = tl.load(table_ptr + to_integer(steps + (last_zero - last_low) * 1.0))
     elif LAST:
-        values = fake_quantize(values.to(KIND).to(tl.float32), last_scale, last_inverse, last_zero, last_low,
-                               last_high, KIND, DIVIDE)
+        values = dequantized(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
     mask = (rows[:, None] < M) & (columns[None, :] < N)
     tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :], values.to(out_ptr.dtype.element_ty),
              mask=mask)

@@ -320,8 +320,9 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
     per column; ``bias``: one per column, or None.  The integer sums are exact in int32.
 
     ``mid`` and ``last`` are fake-quantize steps ``(scale, zero point, low, high)`` the epilogue
-    runs on the output rounded to ``out_dtype``: ``mid`` before the bias, ``last`` after it, each
-    with :func:`quantize_dequantize`'s numbers (see :class:`~.._fake_quantize.FakeQuantizeStep`).
+    runs on the float32 output: ``mid`` before the bias, ``last`` after it, dividing by the scale
+    where ``out_dtype`` is float32 (as ONNX does), else multiplying by its float32 inverse; the
+    output is rounded to ``out_dtype`` once, where it is stored.
     With ``table`` (one value per level of ``last``'s range, low to high), each output is the
     table's value at its ``last`` level instead, in the table's type: a function of the
     fake-quantized output, computed beforehand for each of its levels.
@@ -358,8 +359,7 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
             A_UINT8=rows.dtype == torch.uint8, COLUMNS=columns is not None, ZERO=zero is not None,
             SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
             MID=mid is not None, LAST=last is not None, TABLE=table is not None,
-            X_SCALE=x_scale is not None, KIND=kernels.FLOAT_TYPES[out_dtype],
-            DIVIDE=out_dtype == torch.float32,
+            X_SCALE=x_scale is not None, DIVIDE=out_dtype == torch.float32,
             TMA=descriptors is not None, BM=block_m, BN=block_n, BK=128, GROUP=8, num_warps=warps,
             num_stages=stages)
     return out.reshape(*a.shape[:-1], width)

@@ -4,9 +4,11 @@ call (planned by :mod:`.._residual_layer_norm`).
 :func:`residual_layer_norm` computes ``LayerNormalization(pair(a + b))`` over the last axis (the
 pair where the model has one) and, in a QDQ model, its output's fake-quantize and, where an int8
 matmul reads it, its QuantizeLinear's 8-bit data.  On CUDA,
-outside ``torch.compile``, it is one Triton pass (:mod:`._residual_layer_norm_kernel`): the Add and the
-normalization's output rounded to the data's type where the separate calls round them, the
-statistics in float32 (the normalization's own rounding may differ from ATen's in the last place).
+outside ``torch.compile``, it is one Triton pass (:mod:`._residual_layer_norm_kernel`): the Add,
+the pairs and the normalization in float32, float16 and bfloat16 data rounded only where it is
+loaded and stored (the separate calls round the Add and each pair's value to the data's type; the
+kernel's values are those of the chain on the same inputs in float32, its normalization within
+the last place of ATen's).
 Elsewhere, and under ``torch.compile`` (whose Inductor fuses these ops itself), the ATen ops run
 one by one.  :func:`layer_norm_with_partials` is the float form that also writes the minimum and
 maximum of each program's rows, for the DynamicQuantizeLinear that reads its output.

@@ -1,7 +1,9 @@
 """The Triton kernel of :func:`~inferplex.devices.gpu.ops._residual_layer_norm.residual_layer_norm`
-(imported only where Triton runs): one program a few whole rows, held in registers; the Add and each
-fake-quantize rounded to the data's type as the separate calls round them; with PARTIALS the
-minimum and maximum of each program's output written for a DynamicQuantizeLinear."""
+(imported only where Triton runs): one program a few whole rows, held in registers; the Add, each
+fake-quantize and the normalization in float32 between the loads and the stores (float16 and
+bfloat16 data is rounded only where it is loaded and stored; its quantizers multiply by the scale's
+float32 inverse, float32 data's divide as ONNX does); with PARTIALS the minimum and maximum of each
+program's output written for a DynamicQuantizeLinear."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._triton_rounding import divide, fake_quantize, quantized_level, to_integer
+from inferplex.devices.gpu.ops._triton_rounding import dequantized, divide, quantized_level, to_integer
 
 
 @triton.jit
@@ -23,7 +25,6 @@ def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, h
     # ROWS rows a program; with PARTIALS the minimum and maximum of the program's output (NaN where
     # it holds one) at low_ptr and high_ptr, as minmax_partials writes them for the
     # DynamicQuantizeLinear that reads the output
-    KIND: tl.constexpr = out_ptr.dtype.element_ty  # noqa: N806
     first = tl.program_id(0) * ROWS
     row = tl.arange(0, ROWS)
     columns = tl.arange(0, BLOCK)
@@ -35,9 +36,9 @@ def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, h
     x = tl.load(a_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
     if ADD:
         other = tl.load(b_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
-        x = libdevice.add_rn(x, other).to(KIND).to(tl.float32)
+        x = libdevice.add_rn(x, other)
     if SUM:
-        x = fake_quantize(x, s_scale, s_inverse, s_zero, s_low, s_high, KIND, DIVIDE)
+        x = dequantized(x, s_scale, s_inverse, s_zero, s_low, s_high, DIVIDE)
     # each rounding spelled out, so that no variant of the kernel contracts it differently
     mean = libdevice.div_rn(tl.sum(x, axis=1), width * 1.0)[:, None]
     centered = tl.where(inside, x - mean, 0.0)
@@ -45,15 +46,18 @@ def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, h
     deviation = libdevice.rsqrt(libdevice.add_rn(variance, epsilon))
     weight = tl.load(weight_ptr + columns, mask=columns < width, other=0.0).to(tl.float32)[None, :]
     shift = tl.load(bias_ptr + columns, mask=columns < width, other=0.0).to(tl.float32)[None, :]
-    y = libdevice.fma(weight, libdevice.mul_rn(centered, deviation), shift).to(KIND).to(tl.float32)
-    value = fake_quantize(y, o_scale, o_inverse, o_zero, o_low, o_high, KIND, DIVIDE) if OUTPUT else y
-    tl.store(out_ptr + offsets, value.to(KIND), mask=inside)
-    if PARTIALS:
-        nan = tl.max(tl.max((inside & (value != value)).to(tl.int32), axis=1), axis=0) > 0
-        low = tl.min(tl.min(tl.where(inside, value, float("inf")), axis=1), axis=0)
-        high = tl.max(tl.max(tl.where(inside, value, float("-inf")), axis=1), axis=0)
+    y = libdevice.fma(weight, libdevice.mul_rn(centered, deviation), shift)
+    value = dequantized(y, o_scale, o_inverse, o_zero, o_low, o_high, DIVIDE) if OUTPUT else y
+    stored = value.to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + offsets, stored, mask=inside)
+    if PARTIALS:  # of the values as stored, which the quantizer reads
+        seen = stored.to(tl.float32)
+        nan = tl.max(tl.max((inside & (seen != seen)).to(tl.int32), axis=1), axis=0) > 0
+        low = tl.min(tl.min(tl.where(inside, seen, float("inf")), axis=1), axis=0)
+        high = tl.max(tl.max(tl.where(inside, seen, float("-inf")), axis=1), axis=0)
         tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), low))
         tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), high))
-    if QUANTIZE:  # QuantizeLinear's numbers on the normalization's output: divided, half to even
-        level = quantized_level(divide(y, q_scale, q_inverse), q_zero * 1.0, q_low * 1.0, q_high * 1.0)
+    if QUANTIZE:  # QuantizeLinear's numbers on the normalization's output, rounded half to even
+        ratio = divide(y, q_scale, q_inverse) if DIVIDE else y * q_inverse
+        level = quantized_level(ratio, q_zero * 1.0, q_low * 1.0, q_high * 1.0)
         tl.store(data_ptr + offsets, to_integer(level).to(data_ptr.dtype.element_ty), mask=inside)
