@@ -398,16 +398,14 @@ def test_garbage_ir_is_named(core: ov.Core, folder: Path) -> None:
 
 
 def test_an_op_inferplex_cannot_build_is_named_with_the_way_out(core: ov.Core, folder: Path) -> None:
-    scores = op.parameter([1, 6, 4, 4], np.float32, name="scores")
-    deltas = op.parameter([1, 12, 4, 4], np.float32, name="deltas")
-    attrs = {"base_size": np.uint32(16), "pre_nms_topn": np.uint32(20), "post_nms_topn": np.uint32(5),
-             "nms_thresh": np.float32(0.7), "feat_stride": np.uint32(16), "min_size": np.uint32(4),
-             "ratio": np.array([1.0], np.float32), "scale": np.array([1.0, 2.0, 4.0], np.float32)}
-    proposed = op.proposal(scores, deltas, op.constant(np.array([64, 64, 1], np.float32)), attrs,
-                           name="proposal")
-    model = openvino.Model([proposed.output(0), op.relu(scores).output(0)], [scores, deltas], "proposal")
-    xml = _to_ir(model, folder / "proposal.xml", True)
-    with _raises(ModelError, str(xml), "cannot read: Proposal (opset4)", "export the source model to ONNX"):
+    data = op.parameter([1, 2, 5, 5], np.float32, name="data")
+    filters = op.constant(np.ones([3, 2, 3, 3], np.float32))
+    binary = op1.binary_convolution(data, filters, [1, 1], [0, 0], [0, 0], [1, 1], "xnor-popcount", 0.0,
+                                    name="binary")
+    model = openvino.Model([binary.output(0), op.relu(data).output(0)], [data], "binary")
+    xml = _to_ir(model, folder / "binary.xml", True)
+    with _raises(ModelError, str(xml), "cannot read: BinaryConvolution (opset1)",
+                 "export the source model to ONNX"):
         core.read_model(xml)
 
 

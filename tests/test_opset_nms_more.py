@@ -1,4 +1,4 @@
-"""MulticlassNms (opsets 8 and 9) and PSROIPooling built with ``inferplex.opset``, each against
+"""MulticlassNms (opsets 8 and 9), MatrixNms and PSROIPooling built with ``inferplex.opset``, each against
 OpenVINO's CPU on the same graph built with ``openvino.opset8``/``opset9``/``opset1``: every output's
 shape, element type and values (order included), on both of the CPU device's engines; and the same
 ops read from an IR that OpenVINO saved."""
@@ -256,6 +256,52 @@ def test_psroi_pooling_refusals() -> None:
         opset.psroi_pooling(data, coords, 2, 3, 1.0, 1, 1, "average")
 
 
+# --- MatrixNms ------------------------------------------------------------------------------------
+
+MATRIX_CASES = [
+    ({}, 2, 3, 12),
+    ({"sort_result_type": "classid"}, 2, 3, 12),  # OpenVINO's CPU orders each image's boxes by score
+    ({"decay_function": "gaussian", "gaussian_sigma": 2.0, "sort_result_type": "score"}, 2, 3, 12),
+    ({"keep_top_k": 5, "nms_top_k": 4, "score_threshold": 0.2, "post_threshold": 0.1}, 2, 3, 12),
+    ({"sort_result_type": "classid", "sort_result_across_batch": True, "output_type": "i32"}, 3, 2, 10),
+    ({"sort_result_type": "score", "sort_result_across_batch": True, "background_class": 1,
+      "normalized": False, "post_threshold": 0.3}, 2, 4, 16),
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(("attrs", "batch", "classes", "boxes"), MATRIX_CASES)
+def test_matrix_nms_matches_openvino(engine: str, attrs: dict[str, Any], batch: int, classes: int,
+                                     boxes: int) -> None:
+    rng = np.random.default_rng(batch * 100 + classes * 10 + boxes)
+    feeds = [_boxes(rng, batch, boxes), rng.uniform(0, 1, (batch, classes, boxes)).astype(F32)]
+    shapes = [list(f.shape) for f in feeds]
+
+    def build(module: Any, b: Any, s: Any) -> Any:
+        return module.matrix_nms(b, s, **attrs)
+
+    expected = _openvino(build, ov_opset8, feeds, shapes)
+    got, node = _inferplex(build, opset8, feeds, shapes, engine)
+    _same(expected, got, atol=1e-6)
+    assert node.get_type_name() == "MatrixNms"
+    assert got[2].sum() == len(got[0]) > 0
+    index, labels = got[1][:, 0].astype(np.int64), got[0][:, 0].astype(np.int64)
+    original = feeds[1][index // boxes, labels, index % boxes]
+    assert (got[0][:, 1] <= original).all()  # scores decay by their overlaps
+    assert (got[0][:, 1] < original).any() or "keep_top_k" in attrs
+
+
+def test_matrix_nms_refusals() -> None:
+    boxes, scores = opset.parameter([1, 4, 4], F32), opset.parameter([1, 2, 4], F32)
+    with pytest.raises(InputError, match=r"decay_function 'cosine'.*linear, gaussian"):
+        opset.matrix_nms(boxes, scores, decay_function="cosine")
+    with pytest.raises(InputError, match=r"sort_result_type 'class'.*classid, score, none"):
+        opset.matrix_nms(boxes, scores, sort_result_type="class")
+    with pytest.raises(InputError, match=r"ranks 3 and 2"):
+        opset.matrix_nms(boxes, opset.parameter([2, 4], F32))
+    assert "matrix_nms" in opset8.__all__ and "matrix_nms" not in opset1.__all__
+
+
 # --- read from an IR -------------------------------------------------------------------------------
 
 
@@ -269,12 +315,14 @@ def test_multiclass_nms_and_psroi_pooling_read_from_ir(tmp_path: Path) -> None:
     rois_num = ov_opset9.parameter([2], np.int64, name="rois_num")
     nms9 = ov_opset9.multiclass_nms(class_boxes, class_scores, rois_num, "score", False, "i64", 0.5, 0.1,
                                     -1, 3)
+    matrix = ov_opset8.matrix_nms(boxes, scores, "score", True, "i32", 0.1, 6, 8, -1, "gaussian", 1.5, 0.05)
     data = ov_opset1.parameter([1, 18, 8, 8], F32, name="data")
     pixels = ov_opset1.parameter([4, 5], F32, name="pixels")
     fractions = ov_opset1.parameter([4, 5], F32, name="fractions")
     average = ov_opset1.psroi_pooling(data, pixels, 2, 3, 0.5, 1, 1, "average")
     bilinear = ov_opset1.psroi_pooling(data, fractions, 2, 1, 1.0, 3, 3, "bilinear")
-    model = openvino.Model([*nms8.outputs(), *nms9.outputs(), average.output(0), bilinear.output(0)],
+    model = openvino.Model([*nms8.outputs(), *nms9.outputs(), *matrix.outputs(), average.output(0),
+                            bilinear.output(0)],
                            [boxes, scores, class_boxes, class_scores, rois_num, data, pixels, fractions],
                            "detections")
     xml = tmp_path / "detections.xml"
@@ -290,9 +338,10 @@ def test_multiclass_nms_and_psroi_pooling_read_from_ir(tmp_path: Path) -> None:
     expected = [results[i] for i in range(len(compiled.outputs))]
     core = ov.Core()
     read = core.read_model(xml)
-    assert {"MulticlassNms", "PSROIPooling"} <= {node.get_type_name() for node in read.get_ordered_ops()}
+    assert {"MulticlassNms", "MatrixNms", "PSROIPooling"} <= {node.get_type_name()
+                                                             for node in read.get_ordered_ops()}
     got = core.compile_model(read, "CPU")(feeds)
     for index, want in enumerate(expected):
         assert got[index].dtype == want.dtype and got[index].shape == want.shape, index
         np.testing.assert_allclose(got[index], want, rtol=1e-5, atol=1e-5, err_msg=str(index))
-    assert expected[1].dtype == np.int32 and len(expected[0]) > 0 and len(expected[3]) > 0
+    assert expected[1].dtype == np.int32 and all(len(expected[i]) > 0 for i in (0, 3, 6))

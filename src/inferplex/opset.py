@@ -39,9 +39,11 @@ from inferplex._opsets import embedding as _embedding
 from inferplex._opsets import index as _index
 from inferplex._opsets import interpolate as _interpolate
 from inferplex._opsets import math as _math
+from inferplex._opsets import matrix_nms as _matrix_nms
 from inferplex._opsets import more as _more
 from inferplex._opsets import nn as _nn
 from inferplex._opsets import priors as _priors
+from inferplex._opsets import proposal as _proposal
 from inferplex._opsets import recent as _recent
 from inferplex._opsets import recurrent as _recurrent
 from inferplex._opsets import sequence_ops as _sequence_ops
@@ -62,9 +64,11 @@ from inferplex._opsets.embedding import *  # noqa: F403 - re-exported: embedding
 from inferplex._opsets.index import *  # noqa: F403 - re-exported: gathers, scatters, one_hot
 from inferplex._opsets.interpolate import *  # noqa: F403 - re-exported: interpolate
 from inferplex._opsets.math import *  # noqa: F403 - re-exported: more element-wise ops and reductions
+from inferplex._opsets.matrix_nms import *  # noqa: F403 - re-exported: MatrixNms
 from inferplex._opsets.more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
 from inferplex._opsets.nn import *  # noqa: F403 - re-exported: normalizations, group conv, attention
 from inferplex._opsets.priors import *  # noqa: F403 - re-exported: PriorBox, PriorBoxClustered
+from inferplex._opsets.proposal import *  # noqa: F403 - re-exported: Proposal
 from inferplex._opsets.recent import *  # noqa: F403 - re-exported: unique, eye, grid_sample, bitwise ops
 from inferplex._opsets.recurrent import *  # noqa: F403 - re-exported: LSTM, GRU, RNN sequences and cells
 from inferplex._opsets.sequence_ops import *  # noqa: F403 - re-exported: RandomUniform, GatherTree
@@ -109,6 +113,8 @@ __all__ += _blocks.__all__
 __all__ += _embedding.__all__
 __all__ += _detection.__all__
 __all__ += _detection_more.__all__
+__all__ += _proposal.__all__
+__all__ += _matrix_nms.__all__
 __all__ += _priors.__all__
 __all__ += _colour.__all__
 __all__ += _sequence_ops.__all__
@@ -122,7 +128,8 @@ SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan
                "nv12_to_rgb": 8, "nv12_to_bgr": 8, "i420_to_rgb": 8, "i420_to_bgr": 8,
                "random_uniform": 8, "if_op": 8, "identity": 16, "eye": 9, "grid_sample": 9, "unique": 10,
                "bitwise_and": 13, "bitwise_or": 13, "bitwise_xor": 13, "bitwise_not": 13,
-               "multinomial": 13, "fake_convert": 13, "deformable_convolution": 8, "multiclass_nms": 8}
+               "multinomial": 13, "fake_convert": 13, "deformable_convolution": 8, "multiclass_nms": 8,
+               "matrix_nms": 8}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

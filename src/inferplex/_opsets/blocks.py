@@ -26,6 +26,7 @@ from inferplex._opsets.build import (
     step,
     value_of,
 )
+from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
@@ -34,10 +35,6 @@ __all__ = ["adaptive_avg_pool", "adaptive_max_pool", "batch_to_space", "bucketiz
 
 _INDEX_TYPES = ("i32", "i64")
 _PATCH_PADS = ("valid", "same_upper", "same_lower")
-
-
-def _ints(values: Sequence[int]) -> ir.Value:
-    return value_of(np.asarray(values, np.int64))
 
 
 def grn(data: NodeInput, bias: float, name: str | None = None) -> Node:

@@ -120,6 +120,21 @@ def step(op_type: str, inputs: Sequence[NodeInput | None], attrs: dict[str, Any]
     return make_op(op_type, op_type, values, attrs or {}, None)._outputs[0]  # noqa: SLF001
 
 
+def ints(values: Any) -> ir.Value:
+    """An int64 constant of ``values`` (shapes, axes, bounds)."""
+    return value_of(np.asarray(values, np.int64))
+
+
+def floats(values: Any) -> ir.Value:
+    """A float32 constant of ``values``."""
+    return value_of(np.asarray(values, np.float32))
+
+
+def dim(value: ir.Value, axis: int) -> ir.Value:
+    """Dim ``axis`` of ``value`` as an int64 tensor of one element."""
+    return step("Shape", [value], {"start": axis, "end": axis + 1})
+
+
 def as_op(type_name: str, value: ir.Value, name: str | None) -> Node:
     """The node that produces ``value``, as the OpenVINO op ``type_name`` named ``name``."""
     producer = value.producer()

@@ -11,12 +11,11 @@ then the U plane, then the V plane), or separate planes: Y [N, H, W, 1] and UV [
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import onnx_ir as ir
 
 from inferplex._opsets.build import NodeInput, make_op, step, value_of
+from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
 
@@ -24,10 +23,6 @@ __all__ = ["i420_to_bgr", "i420_to_rgb", "nv12_to_bgr", "nv12_to_rgb"]
 
 _FLOAT = int(ir.DataType.FLOAT)
 _TYPES = (ir.DataType.UINT8, ir.DataType.FLOAT)
-
-
-def _ints(values: Any) -> ir.Value:
-    return value_of(np.asarray(values, np.int64))
 
 
 def _f(number: float) -> ir.Value:

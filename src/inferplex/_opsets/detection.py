@@ -32,6 +32,7 @@ from inferplex._opsets.build import (
     step,
     value_of,
 )
+from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
@@ -48,10 +49,6 @@ _ALIGNED = {"asymmetric": ("output_half_pixel", 0.0), "half_pixel_for_nn": ("hal
 """OpenVINO's aligned_mode -> ONNX's coordinate_transformation_mode and what OpenVINO adds to a
 region's corners before scaling them (``(x + 0.5) * spatial_scale - 0.5`` in half_pixel)."""
 _FLOAT = int(ir.DataType.FLOAT)
-
-
-def _ints(values: Any) -> ir.Value:
-    return value_of(np.asarray(values, np.int64))
 
 
 def _float_scalar(item: NodeInput, what: str) -> ir.Value:

@@ -21,12 +21,15 @@ product, which OpenVINO's CPU may run in bf16), ``bilinear`` reads each sample's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnx_ir as ir
 
 from inferplex._opsets.build import NodeInput, int64, make_op, step, value_of
+from inferplex._opsets.build import dim as _dim
+from inferplex._opsets.build import floats as _floats
+from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
@@ -37,19 +40,6 @@ _INDEX_TYPES = ("i32", "i64")
 _FLOAT = int(ir.DataType.FLOAT)
 _INT64 = int(ir.DataType.INT64)
 _INT32_MAX = int(np.iinfo(np.int32).max)
-
-
-def _ints(values: Any) -> ir.Value:
-    return value_of(np.asarray(values, np.int64))
-
-
-def _floats(values: Any) -> ir.Value:
-    return value_of(np.asarray(values, np.float32))
-
-
-def _dim(value: ir.Value, axis: int) -> ir.Value:
-    """Dim ``axis`` of ``value`` as an int64 tensor of one element."""
-    return step("Shape", [value], {"start": axis, "end": axis + 1})
 
 
 def _scalar(value: ir.Value) -> ir.Value:
@@ -186,7 +176,49 @@ def _multiclass_nms(boxes: NodeInput, scores: NodeInput, roisnum: NodeInput, sor
         image, label = step("Div", [group, classes]), step("Mod", [group, classes])
         index = step("Add", [step("Mul", [box, classes]), label])
         where = step("Concat", [label, box], {"axis": 1})
-    background = int(background_class)
+    known = (box_values if shared else value_of(roisnum)).shape
+    kept = Selected(score, image, label, box, index, where)
+    sizes = Grid(images, classes, boxes_per_group, known[0] if known is not None else None)
+    return selected_outputs("MulticlassNms", kept, sizes, flat_boxes if shared else as_float[0],
+                            int(background_class), int(keep_top_k), sort, bool(sort_result_across_batch),
+                            True, kind, out_dtype, name)
+
+
+class Selected(NamedTuple):
+    """The boxes an NMS kept, one row each: ``score`` [S], and [S, 1] int64 columns ``image``,
+    ``label`` (class), ``box`` (its place in its group), ``selected_index`` (the op's index of it),
+    and ``where`` [S, 2], the box's place in the boxes tensor."""
+
+    score: ir.Value
+    image: ir.Value
+    label: ir.Value
+    box: ir.Value
+    selected_index: ir.Value
+    where: ir.Value
+
+
+class Grid(NamedTuple):
+    """The op's images, classes and boxes per group (int64 tensors of one element), and the images'
+    count where the input shape gives it (OpenVINO's static dim of the kept counts)."""
+
+    images: ir.Value
+    classes: ir.Value
+    boxes_per_group: ir.Value
+    known_images: Any
+
+
+def selected_outputs(type_name: str, kept: Selected, grid: Grid, boxes: ir.Value, background: int,
+                     keep_top_k: int, sort: str, across_batch: bool, image_classid: bool, kind: str,
+                     out_dtype: ir.DataType, name: str | None) -> Node:
+    """The outputs OpenVINO's MulticlassNms and MatrixNms share from the ``kept`` rows:
+    ``selected_outputs`` [S, 6] (class, score, the box's corners from ``boxes``), the selected
+    indices [S, 1] and the boxes kept per image [N].  Rows of class ``background`` are dropped;
+    each image keeps its ``keep_top_k`` best (-1: all), by score, equal scores by class then box.
+    ``sort`` ``"classid"`` orders each image's rows by class then score (only where
+    ``image_classid``: OpenVINO's MatrixNms orders them by score), across the batch
+    (``across_batch``) by class, image, score; ``"score"`` across the batch by score."""
+    score, image, label, box, index, where = kept
+    images, classes, boxes_per_group = grid.images, grid.classes, grid.boxes_per_group
     if background >= 0:
         keep = step("Squeeze", [step("Not", [step("Equal", [label, _ints([background])])]), _ints([1])])
         score, image, label, box, index, where = (step("Compress", [v, keep], {"axis": 0})
@@ -204,37 +236,35 @@ def _multiclass_nms(boxes: NodeInput, scores: NodeInput, roisnum: NodeInput, sor
     counts_before = step("ReduceSum", [step("Cast", [step("Less", [
         step("Unsqueeze", [image, _ints([1])]), step("Unsqueeze", [image_ids, _ints([0])])])],
         {"to": _INT64}), _ints([0])], {"keepdims": 0})  # [N]: rows of earlier images
-    keep_k = int(keep_top_k)
-    if keep_k >= 0:
+    if keep_top_k >= 0:
         place = step("Sub", [step("Range", [_ints(0), _scalar(rows), _ints(1)]),
                              step("Gather", [counts_before, image], {"axis": 0})])
-        keep = step("Less", [place, _ints(keep_k)])
+        keep = step("Less", [place, _ints(keep_top_k)])
         score, image, label, index, where, rank = (step("Compress", [v, keep], {"axis": 0})
                                                    for v in (score, image, label, index, where, rank))
     key = None  # rows (before keep_top_k) bounds rank
-    if bool(sort_result_across_batch) and sort == "score":
+    if across_batch and sort == "score":
         key = rank
-    elif bool(sort_result_across_batch) and sort == "classid":
+    elif across_batch and sort == "classid":
         key = step("Add", [step("Mul", [step("Add", [step("Mul", [label, images]), image]), rows]), rank])
-    elif sort == "classid":
+    elif sort == "classid" and image_classid:
         key = step("Add", [step("Mul", [step("Add", [step("Mul", [image, classes]), label]), rows]), rank])
     if key is not None:
         order = _ascending(key)
         score, image, label, index, where = (step("Gather", [v, order], {"axis": 0})
                                              for v in (score, image, label, index, where))
-    corners = step("GatherND", [flat_boxes if shared else as_float[0], where])  # [S, 4]
+    corners = step("GatherND", [boxes, where])  # [S, 4]
     columns = [step("Unsqueeze", [step("Cast", [label], {"to": _FLOAT}), _ints([1])]),
                step("Unsqueeze", [score, _ints([1])]), corners]
-    outputs = make_op("MulticlassNms", "Concat", columns, {"axis": 1}, name)
+    outputs = make_op(type_name, "Concat", columns, {"axis": 1}, name)
     if out_dtype != ir.DataType.FLOAT:
         outputs._outputs[0] = step("Cast", [outputs._outputs[0]], {"to": int(out_dtype)})  # noqa: SLF001
     index_type = int(to_ir_dtype(kind))
     selected_num = step("ReduceSum", [step("Cast", [step("Equal", [
         step("Unsqueeze", [image, _ints([1])]), step("Unsqueeze", [image_ids, _ints([0])])])],
         {"to": _INT64}), _ints([0])], {"keepdims": 0})
-    known = (box_values if shared else value_of(roisnum)).shape
-    if known is not None and isinstance(known[0], int):  # selected_num's static dim, as OpenVINO's
-        selected_num = step("Reshape", [selected_num, _ints([known[0]])])
+    if isinstance(grid.known_images, int):  # selected_num's static dim, as OpenVINO's
+        selected_num = step("Reshape", [selected_num, _ints([grid.known_images])])
     outputs._outputs.extend([step("Cast", [index], {"to": index_type}),  # noqa: SLF001
                              step("Cast", [selected_num], {"to": index_type})])
     return outputs

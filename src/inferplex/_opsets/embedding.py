@@ -10,12 +10,11 @@ without one).  A decoder takes each step's most likely class, drops blanks (and 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import onnx_ir as ir
 
 from inferplex._opsets.build import NodeInput, as_op, constant_data, int64, make_op, rank_of, step, value_of
+from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
@@ -23,10 +22,6 @@ __all__ = ["ctc_greedy_decoder", "ctc_greedy_decoder_seq_len", "embedding_bag_of
            "embedding_bag_packed_sum", "embedding_segments_sum"]
 
 _INDEX_TYPES = ("i32", "i64")
-
-
-def _ints(values: Any) -> ir.Value:
-    return value_of(np.asarray(values, np.int64))
 
 
 def embedding_bag_offsets_sum(emb_table: NodeInput, indices: NodeInput, offsets: NodeInput,

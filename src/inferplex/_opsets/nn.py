@@ -216,8 +216,6 @@ def _scale(q: ir.Value, scale: NodeInput) -> ir.Value:
     return step("Reciprocal", [step("Sqrt", [size])])
 
 
-
-
 _DEFORMABLE_PADS = {"explicit": "NOTSET", "notset": "NOTSET", "same_upper": "SAME_UPPER",
                     "same_lower": "SAME_LOWER", "valid": "VALID"}
 

@@ -44,6 +44,7 @@ from inferplex._opsets.build import (
     step,
     value_of,
 )
+from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
@@ -55,10 +56,6 @@ _GRID_MODES = ("bilinear", "bicubic", "nearest")
 _GRID_PADDING = ("zeros", "border", "reflection")
 _INT64 = int(ir.DataType.INT64)
 _FLOAT = int(ir.DataType.FLOAT)
-
-
-def _ints(values: Any) -> ir.Value:
-    return value_of(np.asarray(values, np.int64))
 
 
 def _index_type(value: Any, what: str) -> ir.DataType:

@@ -19,6 +19,7 @@ import numpy as np
 import onnx_ir as ir
 
 from inferplex._opsets.build import NodeInput, constant_data, int64, make_op, static_dims, step, value_of
+from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
@@ -27,10 +28,6 @@ __all__ = ["ctc_loss", "gather_tree", "random_uniform"]
 _FLOAT = int(ir.DataType.FLOAT)
 _OUTPUT_TYPES = ("f16", "bf16", "f32", "f64", "i32", "i64")
 _ALIGNMENTS = ("tensorflow", "pytorch")
-
-
-def _ints(values: Any) -> ir.Value:
-    return value_of(np.asarray(values, np.int64))
 
 
 def random_uniform(output_shape: NodeInput, min_val: NodeInput, max_val: NodeInput, output_type: str,

@@ -354,6 +354,17 @@ def _multiclass_nms(op: OpView) -> Node:
         bool(a.get("normalized", True)), name=op.name)
 
 
+def _matrix_nms(op: OpView) -> Node:
+    a = op.attrs
+    return opset.matrix_nms(
+        op.value(0), op.value(1), str(a.get("sort_result_type", "none")),
+        bool(a.get("sort_result_across_batch", False)), str(a.get("output_type", "i64")),
+        float(a.get("score_threshold", 0.0)), int(a.get("nms_top_k", -1)), int(a.get("keep_top_k", -1)),
+        int(a.get("background_class", -1)), str(a.get("decay_function", "linear")),
+        float(a.get("gaussian_sigma", 2.0)), float(a.get("post_threshold", 0.0)),
+        bool(a.get("normalized", True)), name=op.name)
+
+
 def _psroi_pooling(op: OpView) -> Node:
     a = op.attrs
     return opset.psroi_pooling(op.value(0), op.value(1), int(a["output_dim"]), int(a["group_size"]),
@@ -450,6 +461,7 @@ _ATTRIBUTE_OPS: dict[str, Build] = {
     "MaxPool": _max_pool,
     "Multinomial": _multinomial,
     "MulticlassNms": _multiclass_nms,
+    "MatrixNms": _matrix_nms,
     "MVN": _mvn,
     "NonZero": lambda op: opset.non_zero(op.value(0), op.attrs.get("output_type", "i64"), name=op.name),
     "NormalizeL2": lambda op: opset.normalize_l2(op.value(0), op.constant(1, "NormalizeL2 axes"),

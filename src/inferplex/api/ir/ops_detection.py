@@ -1,9 +1,9 @@
 """The IR builders of OpenVINO's detection ops (NonMaxSuppression, ROIAlign, ROIPooling, ReorgYolo,
-RegionYolo, PriorBox, PriorBoxClustered) and of the colour conversions (NV12 and I420 to RGB and
+RegionYolo, PriorBox, PriorBoxClustered, Proposal) and of the colour conversions (NV12 and I420 to RGB and
 BGR), RandomUniform, GatherTree and CTCLoss, merged into :data:`inferplex.api.ir.ops.BUILDERS`.
 
 NonMaxSuppression-1, -3 and -4 read as NMS-5 without soft NMS (their one output is NMS-5's
-first); ROIAlign-3 has no ``aligned_mode`` (asymmetric).
+first); ROIAlign-3 has no ``aligned_mode`` (asymmetric); Proposal-1's one output is Proposal-4's first.
 """
 
 from __future__ import annotations
@@ -67,6 +67,16 @@ def _priors(function: str) -> Callable[[Any], Node]:
     return build
 
 
+_PROPOSAL_ATTRIBUTES = ("base_size", "pre_nms_topn", "post_nms_topn", "nms_thresh", "feat_stride", "min_size",
+                        "ratio", "scale", "clip_before_nms", "clip_after_nms", "normalize", "box_size_scale",
+                        "box_coordinate_scale", "framework")
+
+
+def _proposal(op: Any) -> Node:
+    attrs = {key: op.attrs[key] for key in _PROPOSAL_ATTRIBUTES if key in op.attrs}
+    return opset.proposal(op.value(0), op.value(1), op.value(2), attrs, name=op.name)
+
+
 DETECTION_BUILDERS: dict[str, Callable[[Any], Node]] = {
     "NonMaxSuppression": _nms,
     "ROIAlign": _roi_align,
@@ -76,6 +86,7 @@ DETECTION_BUILDERS: dict[str, Callable[[Any], Node]] = {
     "RegionYolo": _region_yolo,
     "PriorBox": _priors("prior_box"),
     "PriorBoxClustered": _priors("prior_box_clustered"),
+    "Proposal": _proposal,
     "NV12toRGB": lambda op: opset.nv12_to_rgb(op.value(0), _value(op, 1), name=op.name),
     "NV12toBGR": lambda op: opset.nv12_to_bgr(op.value(0), _value(op, 1), name=op.name),
     "I420toRGB": lambda op: opset.i420_to_rgb(op.value(0), _value(op, 1), _value(op, 2), name=op.name),
