@@ -44,6 +44,15 @@ def _inferplex(build: Callable[..., Any], module: Any, feeds: list[np.ndarray], 
     return list(compiled(feeds).to_tuple()), node
 
 
+def _compared(build: Callable[..., Any], ov_module: Any, module: Any, feeds: list[np.ndarray],
+              shapes: list[list[int]], engine: str, atol: float = 0.0) -> tuple[list[np.ndarray], Any]:
+    """inferplex's outputs and node, once checked against OpenVINO's CPU on the same graph."""
+    expected = _openvino(build, ov_module, feeds, shapes)
+    got, node = _inferplex(build, module, feeds, shapes, engine)
+    _same(expected, got, atol)
+    return got, node
+
+
 def _same(expected: list[np.ndarray], got: list[np.ndarray], atol: float = 0.0) -> None:
     assert len(got) == len(expected)
     for index, (want, have) in enumerate(zip(expected, got, strict=True)):
@@ -239,9 +248,7 @@ def test_psroi_pooling_matches_openvino(engine: str, attrs: dict[str, Any], end:
     def build(module: Any, x: Any, c: Any) -> Any:
         return module.psroi_pooling(x, c, **attrs)
 
-    expected = _openvino(build, ov_opset1, feeds, shapes)
-    got, node = _inferplex(build, opset, feeds, shapes, engine)
-    _same(expected, got, atol=1e-5)
+    got, node = _compared(build, ov_opset1, opset, feeds, shapes, engine, atol=1e-5)
     assert node.get_type_name() == "PSROIPooling"
     assert np.abs(got[0]).max() > 0.1
     if end is not None:
@@ -280,9 +287,7 @@ def test_matrix_nms_matches_openvino(engine: str, attrs: dict[str, Any], batch: 
     def build(module: Any, b: Any, s: Any) -> Any:
         return module.matrix_nms(b, s, **attrs)
 
-    expected = _openvino(build, ov_opset8, feeds, shapes)
-    got, node = _inferplex(build, opset8, feeds, shapes, engine)
-    _same(expected, got, atol=1e-6)
+    got, node = _compared(build, ov_opset8, opset8, feeds, shapes, engine, atol=1e-6)
     assert node.get_type_name() == "MatrixNms"
     assert got[2].sum() == len(got[0]) > 0
     index, labels = got[1][:, 0].astype(np.int64), got[0][:, 0].astype(np.int64)

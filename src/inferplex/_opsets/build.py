@@ -5,7 +5,7 @@ the call that makes it.  Shared by :mod:`inferplex.opset` and the other modules 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -133,6 +133,15 @@ def floats(values: Any) -> ir.Value:
 def dim(value: ir.Value, axis: int) -> ir.Value:
     """Dim ``axis`` of ``value`` as an int64 tensor of one element."""
     return step("Shape", [value], {"start": axis, "end": axis + 1})
+
+
+def choice(value: Any, accepted: Collection[str], what: str) -> str:
+    """``value`` lower-cased where ``accepted`` holds it; else an InputError naming ``what`` (the op
+    and its argument) and what it accepts."""
+    text = str(value).lower()
+    if text not in accepted:
+        raise InputError(f"{what} {value!r}; accepted: {', '.join(accepted)}")
+    return text
 
 
 def as_op(type_name: str, value: ir.Value, name: str | None) -> Node:

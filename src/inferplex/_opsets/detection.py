@@ -24,6 +24,7 @@ import onnx_ir as ir
 
 from inferplex._opsets.build import (
     NodeInput,
+    choice,
     constant_data,
     int64,
     make_custom,
@@ -80,12 +81,8 @@ def non_max_suppression(boxes: NodeInput, scores: NodeInput, max_output_boxes_pe
             name, output_type = output_type, "i64"
         elif name is None and isinstance(rest[2], str) and rest[2] not in _INDEX_TYPES:
             name = rest[2]
-    encoding = str(box_encoding).lower()
-    if encoding not in _ENCODINGS:
-        raise InputError(f"non_max_suppression box_encoding {box_encoding!r}; accepted: corner, center")
-    kind = str(output_type).lower()
-    if kind not in _INDEX_TYPES:
-        raise InputError(f"non_max_suppression output_type {output_type!r}; accepted: i32, i64")
+    encoding = choice(box_encoding, _ENCODINGS, "non_max_suppression box_encoding")
+    kind = choice(output_type, _INDEX_TYPES, "non_max_suppression output_type")
     if soft_nms_sigma is not None:
         sigma = constant_data(soft_nms_sigma)
         if sigma is None or np.any(np.asarray(sigma) != 0):

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, int64, make_op, step, value_of
+from inferplex._opsets.build import NodeInput, choice, int64, make_op, step, value_of
 from inferplex._opsets.build import dim as _dim
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
@@ -93,13 +93,8 @@ def _multiclass_nms(boxes: NodeInput, scores: NodeInput, roisnum: NodeInput, sor
                     sort_result_across_batch: Any, output_type: Any, iou_threshold: Any, score_threshold: Any,
                     nms_top_k: Any, keep_top_k: Any, background_class: Any, nms_eta: Any, normalized: Any,
                     name: str | None) -> Node:
-    sort = str(sort_result_type).lower()
-    if sort not in _SORT_TYPES:
-        raise InputError(f"multiclass_nms sort_result_type {sort_result_type!r}; accepted: "
-                         f"{', '.join(_SORT_TYPES)}")
-    kind = str(output_type).lower()
-    if kind not in _INDEX_TYPES:
-        raise InputError(f"multiclass_nms output_type {output_type!r}; accepted: i32, i64")
+    sort = choice(sort_result_type, _SORT_TYPES, "multiclass_nms sort_result_type")
+    kind = choice(output_type, _INDEX_TYPES, "multiclass_nms output_type")
     if float(nms_eta) != 1.0:
         raise InputError(f"multiclass_nms nms_eta {nms_eta}: adaptive NMS (an IoU threshold that shrinks as "
                          "boxes are kept) has no ONNX equivalent; accepted: 1.0")

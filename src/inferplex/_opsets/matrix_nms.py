@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, make_op, step, value_of
+from inferplex._opsets.build import NodeInput, choice, make_op, step, value_of
 from inferplex._opsets.build import dim as _dim
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
@@ -44,16 +44,9 @@ def matrix_nms(boxes: NodeInput, scores: NodeInput, sort_result_type: str = "non
     [N, C, M], as OpenVINO's MatrixNms: outputs ``selected_outputs`` [S, 6] (class, decayed score,
     x1, y1, x2, y2), ``selected_indices`` [S, 1] (``image * M + box``) and ``valid_outputs`` [N].
     With ``normalized=False`` a box's width and height count one more (pixel boxes)."""
-    sort = str(sort_result_type).lower()
-    if sort not in _SORT_TYPES:
-        raise InputError(f"matrix_nms sort_result_type {sort_result_type!r}; accepted: "
-                         f"{', '.join(_SORT_TYPES)}")
-    decay = str(decay_function).lower()
-    if decay not in _DECAYS:
-        raise InputError(f"matrix_nms decay_function {decay_function!r}; accepted: linear, gaussian")
-    kind = str(output_type).lower()
-    if kind not in _INDEX_TYPES:
-        raise InputError(f"matrix_nms output_type {output_type!r}; accepted: i32, i64")
+    sort = choice(sort_result_type, _SORT_TYPES, "matrix_nms sort_result_type")
+    decay = choice(decay_function, _DECAYS, "matrix_nms decay_function")
+    kind = choice(output_type, _INDEX_TYPES, "matrix_nms output_type")
     top_k = int(nms_top_k)
     if top_k < -1:
         raise InputError(f"matrix_nms nms_top_k {nms_top_k}; accepted: -1 (every box) or a count of 0 or "
