@@ -1,8 +1,9 @@
-"""Proposal (opsets 1 and 4) built with ``inferplex.opset``, against OpenVINO's CPU on the same graph
-built with ``openvino.opset4``: the boxes (within float32's last places: OpenVINO's CPU fuses some of
-its products and sums), the scores, the padding and its end marker, for Caffe's and TensorFlow's
-rules, each clipping and normalizing option, a few images and either image-shape form; on both of
-the CPU device's engines and on an emulated GPU; and the op read from IRs OpenVINO saved."""
+"""Proposal (opsets 1 and 4) and GenerateProposals (opset 9) built with ``inferplex.opset``, against
+OpenVINO's CPU on the same graph built with ``openvino.opset4``/``opset9``: the boxes (within float32's
+last places: OpenVINO's CPU fuses some of its products and sums), the scores, Proposal's padding and
+its end marker, GenerateProposals' counts per image, for Caffe's and TensorFlow's rules, each
+clipping and normalizing option, a few images and either image-shape form; on both of the CPU
+device's engines and on an emulated GPU; and the ops read from IRs OpenVINO saved."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from inferplex.errors import InputError
 openvino = pytest.importorskip("openvino")
 ov_opset1 = pytest.importorskip("openvino.opset1")
 ov_opset4 = pytest.importorskip("openvino.opset4")
+ov_opset9 = pytest.importorskip("openvino.opset9")
 
 U32 = np.uint32
 
@@ -167,3 +169,77 @@ def test_proposal_refuses_channels_that_do_not_fit_its_anchors() -> None:
     params = [opset.parameter(shape, np.float32) for shape in ([1, 10, 4, 4], [1, 24, 4, 4], [3])]
     with pytest.raises(InputError, match=r"6 anchors .* need 12 channels of class_probs, got 10"):
         opset.proposal(*params, _attrs())
+
+
+# --- GenerateProposals ------------------------------------------------------------------------------
+
+
+def _proposal_inputs(seed: int, images: int, height: int, width: int, info: list[list[float]]
+                     ) -> list[np.ndarray]:
+    """im_info [N, 3 or 4], anchors [H, W, 3, 4] (three shapes about each place, 8 pixels apart),
+    deltas and scores."""
+    rng = np.random.default_rng(seed)
+    shapes = np.array([[-8, -8, 8, 8], [-16, -8, 16, 8], [-8, -16, 8, 16]], np.float32)
+    ys, xs = np.meshgrid(np.arange(height) * 8.0, np.arange(width) * 8.0, indexing="ij")
+    places = np.stack([xs, ys, xs, ys], -1)[:, :, None, :]
+    return [np.array(info, np.float32), (places + shapes[None, None]).astype(np.float32),
+            (rng.standard_normal((images, 12, height, width)) * 0.4).astype(np.float32),
+            rng.random((images, 3, height, width)).astype(np.float32)]
+
+
+def _generated(module: Any, core: Any, feeds: list[np.ndarray], **attrs: Any) -> list[np.ndarray]:
+    params = [module.parameter(list(feed.shape), np.float32) for feed in feeds]
+    node = module.generate_proposals(*params, **attrs)
+    model = core.Model([node.output(i) for i in range(3)], params, "generate_proposals")
+    results = core.Core().compile_model(model, "CPU")(feeds)
+    return [np.asarray(results[i]) for i in range(3)]
+
+
+GENERATE_CASES = {
+    "normalized": ({"min_size": 1.0, "nms_threshold": 0.7, "pre_nms_count": 50, "post_nms_count": 20},
+                   [[40, 48, 1.0], [36, 44, 1.5]]),
+    "pixel_boxes": ({"min_size": 4.0, "nms_threshold": 0.5, "pre_nms_count": 30, "post_nms_count": 10,
+                     "normalized": False}, [[40, 48, 1.0, 2.0], [36, 44, 1.5, 0.5]]),
+    "small_boxes_left_out": ({"min_size": 10.0, "nms_threshold": 0.6, "pre_nms_count": 90,
+                              "post_nms_count": 90, "roi_num_type": "i32"}, [[40, 48, 1.0], [36, 44, 1.5]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GENERATE_CASES))
+def test_generate_proposals_matches_openvinos_cpu(case: str) -> None:
+    attrs, info = GENERATE_CASES[case]
+    feeds = _proposal_inputs(11, len(info), 5, 6, info)
+    want = _generated(ov_opset9, openvino, feeds, **attrs)
+    got = _generated(opset, ov, feeds, **attrs)
+    assert [(g.shape, g.dtype) for g in got] == [(w.shape, w.dtype) for w in want]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[2], want[2])
+    if case == "small_boxes_left_out":  # fewer than post_nms_count: the small boxes took no part
+        assert (want[2] < 90).all()
+
+
+def test_generate_proposals_read_from_an_ir(tmp_path: Path) -> None:
+    attrs, info = GENERATE_CASES["pixel_boxes"]
+    feeds = _proposal_inputs(13, 2, 5, 6, info)
+    params = [ov_opset9.parameter(list(feed.shape), np.float32) for feed in feeds]
+    node = ov_opset9.generate_proposals(*params, **attrs)
+    model = openvino.Model(node.outputs(), params, "generate_proposals")
+    want = [np.asarray(v) for v in openvino.Core().compile_model(model, "CPU")(feeds).values()]
+    path = tmp_path / "generate_proposals.xml"
+    openvino.save_model(model, str(path))
+    got = [np.asarray(v) for v in ov.Core().compile_model(str(path), "CPU")(feeds).to_tuple()]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(got[2], want[2])
+
+
+def test_generate_proposals_refusals() -> None:
+    shapes = ([1, 3], [4, 4, 3, 4], [1, 12, 4, 4], [1, 3, 4, 4])
+    params = [opset.parameter(shape, np.float32) for shape in shapes]
+    with pytest.raises(InputError, match=r"nms_eta 0\.5.*accepted: 1\.0"):
+        opset.generate_proposals(*params, 1.0, 0.7, 10, 5, nms_eta=0.5)
+    with pytest.raises(InputError, match=r"roi_num_type 'u8'.*i32, i64"):
+        opset.generate_proposals(*params, 1.0, 0.7, 10, 5, roi_num_type="u8")
+    with pytest.raises(InputError, match="post_nms_count 0"):
+        opset.generate_proposals(*params, 1.0, 0.7, 10, 0)
+    assert "generate_proposals" in opset.__all__ and "generate_proposals" not in ov.opset8.__all__

@@ -129,7 +129,7 @@ SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan
                "random_uniform": 8, "if_op": 8, "identity": 16, "eye": 9, "grid_sample": 9, "unique": 10,
                "bitwise_and": 13, "bitwise_or": 13, "bitwise_xor": 13, "bitwise_not": 13,
                "multinomial": 13, "fake_convert": 13, "deformable_convolution": 8, "multiclass_nms": 8,
-               "matrix_nms": 8}
+               "matrix_nms": 8, "generate_proposals": 9}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

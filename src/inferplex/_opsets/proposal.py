@@ -1,4 +1,5 @@
-"""OpenVINO's Proposal (opsets 1 and 4: a Faster R-CNN region proposal network's boxes) as ONNX ops.
+"""OpenVINO's Proposal (opsets 1 and 4: a Faster R-CNN region proposal network's boxes) and
+GenerateProposals (opset 9: Mask R-CNN's, with anchors given per place) as ONNX ops.
 
 Anchors: for each ratio and scale of ``attrs``, a box about a ``base_size`` square's centre, made once
 here in float32 as OpenVINO's CPU makes them; shifted by ``feat_stride`` to each place of the
@@ -15,6 +16,12 @@ anchor sizes) or ``"tensorflow"`` (no extra pixel, anchors about the origin, cli
 before they move, x along the map's rows and the image's height and width swapped), as OpenVINO's
 CPU.  Where a box's far corner lies less than one pixel before another's near one, Caffe's rules on
 OpenVINO's CPU find no overlap and ONNX's NMS (the far corners moved by one) a small one.
+
+GenerateProposals follows OpenVINO's CPU likewise: the anchors are an input; a box's size moves by at
+most log(1000 / 16); its far corner lies one pixel in (pixel boxes, ``normalized=False``); boxes
+below ``min_size`` take no part in NMS (where Proposal scores them 0); the kept boxes of all images
+follow one another, with their count per image.  ``nms_eta`` other than 1 (adaptive NMS, which
+OpenVINO's CPU ignores) is refused.
 """
 
 from __future__ import annotations
@@ -25,14 +32,14 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, make_op, step, value_of
+from inferplex._opsets.build import NodeInput, choice, make_op, step, value_of
 from inferplex._opsets.build import dim as _dim
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
-from inferplex.api.nodes import Node
+from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
-__all__ = ["proposal"]
+__all__ = ["generate_proposals", "proposal"]
 
 _REQUIRED = ("base_size", "pre_nms_topn", "post_nms_topn", "nms_thresh", "feat_stride", "min_size", "ratio",
              "scale")
@@ -141,24 +148,11 @@ def proposal(class_probs: NodeInput, bbox_deltas: NodeInput, image_shape: NodeIn
     boxes = step("Concat", [x0, y0, x1, y1], {"axis": 2})  # [N, P, 4]
 
     # the pre_nms_topn best of each image, NMS in that order, post_nms_topn kept
-    places = _dim(scores, 1)
-    k = step("Min", [places, _ints([int(options["pre_nms_topn"])])])
-    best = make_op("TopK", "TopK", [scores, k], {"axis": 1, "largest": 1, "sorted": 1}, None, num_outputs=2)
-    top_scores, top_index = best._outputs  # noqa: SLF001 - [N, k]
-    top_boxes = step("GatherND", [boxes, step("Unsqueeze", [top_index, _ints([2])])], {"batch_dims": 1})
-    nms_boxes = step("Add", [top_boxes, _floats([0.0, 0.0, offset, offset])])
-    images = _dim(scores, 0)
-    ranks = step("Cast", [step("Range", [step("Squeeze", [k]), _ints(0), _ints(-1)])], {"to": _FLOAT})
-    ranks = step("Expand", [step("Reshape", [ranks, _ints([1, 1, -1])]),
-                            step("Concat", [images, _ints([1]), k], {"axis": 0})])
     keep = int(options["post_nms_topn"])
-    selected = step("NonMaxSuppression", [nms_boxes, ranks, _ints([keep]),
-                                          _floats([float(np.float32(options["nms_thresh"]))])], {})
-    image = step("Slice", [selected, _ints([0]), _ints([1]), _ints([1])])  # [S, 1]
-    box = step("Slice", [selected, _ints([2]), _ints([3]), _ints([1])])
-    where = step("Concat", [image, box], {"axis": 1})
-    kept_boxes = step("GatherND", [top_boxes, where])  # [S, 4]
-    kept_scores = step("GatherND", [top_scores, where])  # [S]
+    image, kept_boxes, kept_scores = _ranked_nms(boxes, scores, None, int(options["pre_nms_topn"]), keep,
+                                                 float(options["nms_thresh"]), offset)
+    images = _dim(scores, 0)
+    found = _dim(image, 0)
     size = step("Concat", [image_w, image_h, image_w, image_h], {"axis": 0})
     if bool(options["clip_after_nms"]):
         kept_boxes = _clamp(kept_boxes, size)
@@ -170,7 +164,6 @@ def proposal(class_probs: NodeInput, bbox_deltas: NodeInput, image_shape: NodeIn
     earlier = step("Less", [image, step("Unsqueeze", [image_ids, _ints([0])])])  # [S, N]
     before = step("ReduceSum", [step("Cast", [earlier], {"to": _INT64}), _ints([0])], {"keepdims": 0})  # [N]
     image_flat = step("Squeeze", [image, _ints([1])])
-    found = _dim(selected, 0)
     place = step("Sub", [step("Range", [_ints(0), step("Squeeze", [found]), _ints(1)]),
                          step("Gather", [before, image_flat], {"axis": 0})])
     targets = step("Concat", [image, step("Unsqueeze", [place, _ints([1])])], {"axis": 1})  # [S, 2]
@@ -194,6 +187,117 @@ def proposal(class_probs: NodeInput, bbox_deltas: NodeInput, image_shape: NodeIn
     built = make_op("Proposal", "Identity", [outputs[0]], {}, name)
     built._outputs.append(outputs[1])  # noqa: SLF001
     return built
+
+
+def generate_proposals(im_info: NodeInput, anchors: NodeInput, deltas: NodeInput, scores: NodeInput,
+                       min_size: float, nms_threshold: float, pre_nms_count: int, post_nms_count: int,
+                       normalized: bool = True, nms_eta: float = 1.0, roi_num_type: str = "i64",
+                       name: str | None = None) -> Node:
+    """Region proposals of each image, as OpenVINO's GenerateProposals (opset 9): ``anchors``
+    [H, W, A, 4] move by ``deltas`` [N, 4A, H, W] (their size's by at most log(1000 / 16)) and are
+    clipped to the image of ``im_info`` [N, 3 or 4] (height, width, scale of the height, of the width:
+    the height's where absent); those narrower or shorter than ``min_size`` times the scale take no
+    part; of the ``pre_nms_count`` best ``scores`` [N, A, H, W], NMS (IoU above ``nms_threshold``)
+    keeps up to ``post_nms_count``.  Outputs the kept boxes [S, 4] and scores [S], image after image,
+    and the boxes per image [N] (``roi_num_type`` i32 or i64).  ``normalized=False``: pixel boxes,
+    whose width and height count one more."""
+    kind = choice(roi_num_type, ("i32", "i64"), "generate_proposals roi_num_type")
+    if float(nms_eta) != 1.0:
+        raise InputError(f"generate_proposals nms_eta {nms_eta}: adaptive NMS, which OpenVINO's CPU does not "
+                         "run either; accepted: 1.0")
+    for what, number in (("pre_nms_count", pre_nms_count), ("post_nms_count", post_nms_count)):
+        if int(number) < 1:
+            raise InputError(f"generate_proposals {what} {number}; accepted: a whole number of 1 or more")
+    info, boxes, moves, probs = (value_of(v) for v in (im_info, anchors, deltas, scores))
+    for what, value, rank in (("im_info", info, 2), ("anchors", boxes, 4), ("deltas", moves, 4),
+                              ("scores", probs, 4)):
+        if value.shape is not None and len(value.shape) != rank:
+            raise InputError(f"generate_proposals takes {what} of rank {rank}, got rank {len(value.shape)}")
+    out_dtype = probs.dtype or ir.DataType.FLOAT
+    info, boxes, moves, probs = (v if v.dtype == ir.DataType.FLOAT else step("Cast", [v], {"to": _FLOAT})
+                                 for v in (info, boxes, moves, probs))
+    offset = 0.0 if bool(normalized) else 1.0
+    one = _floats(offset)
+    half = _floats(0.5)
+    count = _dim(probs, 1)
+
+    def column(index: int) -> ir.Value:  # [N, 1, 1] of each image's info
+        return step("Unsqueeze", [step("Slice", [info, _ints([index]), _ints([index + 1]), _ints([1])]),
+                                  _ints([2])])
+
+    image_h, image_w = column(0), column(1)
+    last = step("Min", [step("Sub", [_dim(info, 1), _ints([1])]), _ints([3])])
+    scale_h = column(2)
+    scale_w = step("Unsqueeze", [step("GatherElements", [info, step("Expand", [
+        step("Reshape", [last, _ints([1, 1])]), step("Concat", [_dim(info, 0), _ints([1])], {"axis": 0})])],
+        {"axis": 1}), _ints([2])])
+    size = _floats([float(np.float32(min_size))])
+    min_h, min_w = step("Mul", [size, scale_h]), step("Mul", [size, scale_w])
+
+    # one row per (h, w, anchor) of each image, as the anchors lie
+    scores_rows = step("Reshape", [step("Transpose", [probs], {"perm": [0, 2, 3, 1]}), _ints([0, -1])])
+    moves = step("Reshape", [moves, step("Concat", [_ints([0]), count, _ints([4, -1])], {"axis": 0})])
+    moves = step("Reshape", [step("Transpose", [moves], {"perm": [0, 3, 1, 2]}), _ints([0, -1, 4])])
+    dx, dy, dw, dh = (_column(moves, i) for i in range(4))  # [N, P, 1]
+    corners = step("Unsqueeze", [step("Reshape", [boxes, _ints([-1, 4])]), _ints([0])])  # [1, P, 4]
+    x0, y0, x1, y1 = (_column(corners, i) for i in range(4))
+    widest = _floats(float(np.float32(np.log(1000.0 / 16.0))))
+    box_w = step("Add", [step("Sub", [x1, x0]), one])
+    box_h = step("Add", [step("Sub", [y1, y0]), one])
+    centre_x = step("Add", [step("Mul", [dx, box_w]), step("Add", [x0, step("Mul", [half, box_w])])])
+    centre_y = step("Add", [step("Mul", [dy, box_h]), step("Add", [y0, step("Mul", [half, box_h])])])
+    half_w = step("Mul", [half, step("Mul", [step("Exp", [step("Min", [dw, widest])]), box_w])])
+    half_h = step("Mul", [half, step("Mul", [step("Exp", [step("Min", [dh, widest])]), box_h])])
+    limit_w, limit_h = step("Sub", [image_w, one]), step("Sub", [image_h, one])
+    x0 = _clamp(step("Sub", [centre_x, half_w]), limit_w)
+    y0 = _clamp(step("Sub", [centre_y, half_h]), limit_h)
+    x1 = _clamp(step("Sub", [step("Add", [centre_x, half_w]), one]), limit_w)
+    y1 = _clamp(step("Sub", [step("Add", [centre_y, half_h]), one]), limit_h)
+    wide = step("LessOrEqual", [min_w, step("Add", [step("Sub", [x1, x0]), one])])
+    tall = step("LessOrEqual", [min_h, step("Add", [step("Sub", [y1, y0]), one])])
+    alive = step("Squeeze", [step("And", [wide, tall]), _ints([2])])  # [N, P]
+    refined = step("Concat", [x0, y0, x1, y1], {"axis": 2})
+
+    image, kept_boxes, kept_scores = _ranked_nms(refined, scores_rows, alive, int(pre_nms_count),
+                                                 int(post_nms_count), float(nms_threshold), offset)
+    image_ids = step("Unsqueeze", [step("Range", [_ints(0), step("Squeeze", [_dim(probs, 0)]), _ints(1)]),
+                                   _ints([0])])
+    matches = step("Cast", [step("Equal", [image, image_ids])], {"to": _INT64})  # [S, N]
+    per_image = step("ReduceSum", [matches, _ints([0])], {"keepdims": 0})
+    outputs = [kept_boxes, kept_scores]
+    if out_dtype != ir.DataType.FLOAT:
+        outputs = [step("Cast", [v], {"to": int(out_dtype)}) for v in outputs]
+    built = make_op("GenerateProposals", "Identity", [outputs[0]], {}, name)
+    built._outputs.extend([outputs[1], step("Cast", [per_image], {"to": int(to_ir_dtype(kind))})])  # noqa: SLF001
+    return built
+
+
+def _ranked_nms(boxes: ir.Value, scores: ir.Value, alive: ir.Value | None, pre_nms: int, post_nms: int,
+                threshold: float, offset: float) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """OpenVINO's CPU NMS of region proposals: each image's ``pre_nms`` best ``scores`` [N, P] (of
+    ``boxes`` [N, P, 4]; where ``alive`` [N, P] is given, only its true ones take part), in that
+    order (ONNX's NMS is handed strictly decreasing ranks), an IoU above ``threshold`` (pixel boxes
+    one wider where ``offset`` is 1) suppressing, up to ``post_nms`` kept.  The kept boxes' images
+    [S, 1], corners [S, 4] and scores [S], image by image, best first."""
+    k = step("Min", [_dim(scores, 1), _ints([pre_nms])])
+    best = make_op("TopK", "TopK", [scores, k], {"axis": 1, "largest": 1, "sorted": 1}, None, num_outputs=2)
+    top_scores, top_index = best._outputs  # noqa: SLF001 - [N, k]
+    top_index = step("Unsqueeze", [top_index, _ints([2])])
+    top_boxes = step("GatherND", [boxes, top_index], {"batch_dims": 1})
+    nms_boxes = step("Add", [top_boxes, _floats([0.0, 0.0, offset, offset])])
+    ranks = step("Cast", [step("Range", [step("Squeeze", [k]), _ints(0), _ints(-1)])], {"to": _FLOAT})
+    ranks = step("Expand", [step("Reshape", [ranks, _ints([1, -1])]), step("Shape", [top_scores])])
+    least: list[ir.Value] = []
+    if alive is not None:  # the boxes that take no part rank 0, below the score threshold
+        ranks = step("Where", [step("GatherND", [alive, top_index], {"batch_dims": 1}), ranks, _floats(0.0)])
+        least = [_floats([0.5])]
+    ranks = step("Unsqueeze", [ranks, _ints([1])])  # [N, 1, k]: one class
+    selected = step("NonMaxSuppression", [nms_boxes, ranks, _ints([post_nms]),
+                                          _floats([float(np.float32(threshold))]), *least], {})
+    image = step("Slice", [selected, _ints([0]), _ints([1]), _ints([1])])  # [S, 1]
+    box = step("Slice", [selected, _ints([2]), _ints([3]), _ints([1])])
+    where = step("Concat", [image, box], {"axis": 1})
+    return image, step("GatherND", [top_boxes, where]), step("GatherND", [top_scores, where])
 
 
 def _options(attrs: dict[str, Any]) -> dict[str, Any]:

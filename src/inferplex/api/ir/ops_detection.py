@@ -1,6 +1,7 @@
 """The IR builders of OpenVINO's detection ops (NonMaxSuppression, ROIAlign, ROIPooling, ReorgYolo,
-RegionYolo, PriorBox, PriorBoxClustered, Proposal) and of the colour conversions (NV12 and I420 to RGB and
-BGR), RandomUniform, GatherTree and CTCLoss, merged into :data:`inferplex.api.ir.ops.BUILDERS`.
+RegionYolo, PriorBox, PriorBoxClustered, Proposal, GenerateProposals) and of the colour conversions
+(NV12 and I420 to RGB and BGR), RandomUniform, GatherTree and CTCLoss, merged into
+:data:`inferplex.api.ir.ops.BUILDERS`.
 
 NonMaxSuppression-1, -3 and -4 read as NMS-5 without soft NMS (their one output is NMS-5's
 first); ROIAlign-3 has no ``aligned_mode`` (asymmetric); Proposal-1's one output is Proposal-4's first.
@@ -72,6 +73,15 @@ _PROPOSAL_ATTRIBUTES = ("base_size", "pre_nms_topn", "post_nms_topn", "nms_thres
                         "box_coordinate_scale", "framework")
 
 
+def _generate_proposals(op: Any) -> Node:
+    a = op.attrs
+    return opset.generate_proposals(op.value(0), op.value(1), op.value(2), op.value(3), float(a["min_size"]),
+                                    float(a["nms_threshold"]), int(a["pre_nms_count"]),
+                                    int(a["post_nms_count"]), bool(a.get("normalized", True)),
+                                    float(a.get("nms_eta", 1.0)), str(a.get("roi_num_type", "i64")),
+                                    name=op.name)
+
+
 def _proposal(op: Any) -> Node:
     attrs = {key: op.attrs[key] for key in _PROPOSAL_ATTRIBUTES if key in op.attrs}
     return opset.proposal(op.value(0), op.value(1), op.value(2), attrs, name=op.name)
@@ -87,6 +97,7 @@ DETECTION_BUILDERS: dict[str, Callable[[Any], Node]] = {
     "PriorBox": _priors("prior_box"),
     "PriorBoxClustered": _priors("prior_box_clustered"),
     "Proposal": _proposal,
+    "GenerateProposals": _generate_proposals,
     "NV12toRGB": lambda op: opset.nv12_to_rgb(op.value(0), _value(op, 1), name=op.name),
     "NV12toBGR": lambda op: opset.nv12_to_bgr(op.value(0), _value(op, 1), name=op.name),
     "I420toRGB": lambda op: opset.i420_to_rgb(op.value(0), _value(op, 1), _value(op, 2), name=op.name),
