@@ -1,4 +1,5 @@
-"""MulticlassNms (opsets 8 and 9), MatrixNms and PSROIPooling built with ``inferplex.opset``, each against
+"""MulticlassNms (opsets 8 and 9), MatrixNms, PSROIPooling and DeformablePSROIPooling built with
+``inferplex.opset``, each against
 OpenVINO's CPU on the same graph built with ``openvino.opset8``/``opset9``/``opset1``: every output's
 shape, element type and values (order included), on both of the CPU device's engines; and the same
 ops read from an IR that OpenVINO saved."""
@@ -263,6 +264,48 @@ def test_psroi_pooling_refusals() -> None:
         opset.psroi_pooling(data, coords, 2, 3, 1.0, 1, 1, "average")
 
 
+# --- DeformablePSROIPooling --------------------------------------------------------------------------
+
+DEFORMABLE_CASES = [
+    ({"spatial_bins_x": 2, "spatial_bins_y": 2}, None),  # no offsets: PSROI pooling of bilinear samples
+    ({"part_size": 3, "trans_std": 0.1, "spatial_bins_x": 3, "spatial_bins_y": 2}, 2),
+    ({"part_size": 2, "trans_std": 0.5}, 1),
+    ({"part_size": 3, "trans_std": 1.0, "spatial_bins_x": 2, "spatial_bins_y": 2}, 4),  # samples off the map
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(("attrs", "classes"), DEFORMABLE_CASES)
+def test_deformable_psroi_pooling_matches_openvino(engine: str, attrs: dict[str, Any],
+                                                   classes: int | None) -> None:
+    rng = np.random.default_rng(len(attrs) + (classes or 0))
+    output_dim, group = 4, 3
+    data = rng.standard_normal((2, output_dim * group * group, 10, 12)).astype(F32)
+    coords = np.array([[0, 1, 2, 20, 16], [1, 4, 0, 30, 25], [0, -3, -4, 8, 9], [1, 10, 8, 11, 9],
+                       [-1, 0, 0, 5, 5], [0, 1, 1, 9, 9]], F32)  # the -1 ends the list
+    feeds = [data, coords]
+    if classes is not None:
+        part = attrs["part_size"]
+        feeds.append((rng.standard_normal((len(coords), 2 * classes, part, part)) * 0.3).astype(F32))
+    shapes = [list(f.shape) for f in feeds]
+
+    def build(module: Any, x: Any, c: Any, *offsets: Any) -> Any:
+        moves = offsets[0] if offsets else None
+        return module.deformable_psroi_pooling(x, c, output_dim, 0.5, group, offsets=moves, **attrs)
+
+    got, node = _compared(build, ov_opset1, opset1, feeds, shapes, engine, atol=1e-5)
+    assert node.get_type_name() == "DeformablePSROIPooling"
+    assert np.abs(got[0][:4]).max() > 0.1 and not got[0][4:].any()
+
+
+def test_deformable_psroi_pooling_refusals() -> None:
+    data, coords = opset.parameter([1, 8, 5, 5], F32), opset.parameter([3, 5], F32)
+    with pytest.raises(InputError, match=r"mode 'bilinear'.*bilinear_deformable"):
+        opset.deformable_psroi_pooling(data, coords, 2, 1.0, 2, "bilinear")
+    with pytest.raises(InputError, match=r"output_dim \* group_size² = 18 input channels, got 8"):
+        opset.deformable_psroi_pooling(data, coords, 2, 1.0, 3)
+
+
 # --- MatrixNms ------------------------------------------------------------------------------------
 
 MATRIX_CASES = [
@@ -326,9 +369,14 @@ def test_multiclass_nms_and_psroi_pooling_read_from_ir(tmp_path: Path) -> None:
     fractions = ov_opset1.parameter([4, 5], F32, name="fractions")
     average = ov_opset1.psroi_pooling(data, pixels, 2, 3, 0.5, 1, 1, "average")
     bilinear = ov_opset1.psroi_pooling(data, fractions, 2, 1, 1.0, 3, 3, "bilinear")
+    moves = ov_opset1.parameter([4, 2, 3, 3], F32, name="moves")
+    deformable = ov_opset1.deformable_psroi_pooling(
+        data, pixels, 2, 0.5, 3, spatial_bins_x=2, spatial_bins_y=2, trans_std=0.2, part_size=3,
+        offsets=moves)
     model = openvino.Model([*nms8.outputs(), *nms9.outputs(), *matrix.outputs(), average.output(0),
-                            bilinear.output(0)],
-                           [boxes, scores, class_boxes, class_scores, rois_num, data, pixels, fractions],
+                            bilinear.output(0), deformable.output(0)],
+                           [boxes, scores, class_boxes, class_scores, rois_num, data, pixels, fractions,
+                            moves],
                            "detections")
     xml = tmp_path / "detections.xml"
     openvino.save_model(model, str(xml))
@@ -338,13 +386,14 @@ def test_multiclass_nms_and_psroi_pooling_read_from_ir(tmp_path: Path) -> None:
              "pixels": np.array([[0, 2, 2, 12, 10], [0, 0, 4, 14, 14], [0, 6, 0, 8, 8], [-1, 4, 4, 6, 6]],
                                 F32)}
     feeds["fractions"] = feeds["pixels"] / np.array([1, 16, 16, 16, 16], F32)
+    feeds["moves"] = (rng.standard_normal((4, 2, 3, 3)) * 0.3).astype(F32)
     compiled = openvino.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     results = compiled(feeds)
     expected = [results[i] for i in range(len(compiled.outputs))]
     core = ov.Core()
     read = core.read_model(xml)
-    assert {"MulticlassNms", "MatrixNms", "PSROIPooling"} <= {node.get_type_name()
-                                                             for node in read.get_ordered_ops()}
+    assert {"MulticlassNms", "MatrixNms", "PSROIPooling", "DeformablePSROIPooling"} <= {
+        node.get_type_name() for node in read.get_ordered_ops()}
     got = core.compile_model(read, "CPU")(feeds)
     for index, want in enumerate(expected):
         assert got[index].dtype == want.dtype and got[index].shape == want.shape, index

@@ -44,6 +44,7 @@ from inferplex._opsets import more as _more
 from inferplex._opsets import nn as _nn
 from inferplex._opsets import priors as _priors
 from inferplex._opsets import proposal as _proposal
+from inferplex._opsets import psroi_deformable as _psroi_deformable
 from inferplex._opsets import recent as _recent
 from inferplex._opsets import recurrent as _recurrent
 from inferplex._opsets import sequence_ops as _sequence_ops
@@ -69,6 +70,7 @@ from inferplex._opsets.more import *  # noqa: F403 - re-exported: element-wise, 
 from inferplex._opsets.nn import *  # noqa: F403 - re-exported: normalizations, group conv, attention
 from inferplex._opsets.priors import *  # noqa: F403 - re-exported: PriorBox, PriorBoxClustered
 from inferplex._opsets.proposal import *  # noqa: F403 - re-exported: Proposal
+from inferplex._opsets.psroi_deformable import *  # noqa: F403 - re-exported: DeformablePSROIPooling
 from inferplex._opsets.recent import *  # noqa: F403 - re-exported: unique, eye, grid_sample, bitwise ops
 from inferplex._opsets.recurrent import *  # noqa: F403 - re-exported: LSTM, GRU, RNN sequences and cells
 from inferplex._opsets.sequence_ops import *  # noqa: F403 - re-exported: RandomUniform, GatherTree
@@ -115,6 +117,7 @@ __all__ += _detection.__all__
 __all__ += _detection_more.__all__
 __all__ += _proposal.__all__
 __all__ += _matrix_nms.__all__
+__all__ += _psroi_deformable.__all__
 __all__ += _priors.__all__
 __all__ += _colour.__all__
 __all__ += _sequence_ops.__all__

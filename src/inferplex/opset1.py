@@ -20,6 +20,7 @@ from inferplex._opsets import more as _more
 from inferplex._opsets import nn as _nn
 from inferplex._opsets import priors as _priors
 from inferplex._opsets import proposal as _proposal
+from inferplex._opsets import psroi_deformable as _psroi_deformable
 from inferplex._opsets import recurrent as _recurrent
 from inferplex._opsets import sequence_ops as _sequence_ops
 from inferplex._opsets import shapes as _shapes
@@ -39,6 +40,7 @@ from inferplex._opsets.more import *  # noqa: F403 - element-wise ops, splits, r
 from inferplex._opsets.nn import *  # noqa: F403 - normalizations, group convolution
 from inferplex._opsets.priors import *  # noqa: F403 - PriorBox, PriorBoxClustered
 from inferplex._opsets.proposal import *  # noqa: F403 - Proposal
+from inferplex._opsets.psroi_deformable import *  # noqa: F403 - DeformablePSROIPooling
 from inferplex._opsets.recurrent import *  # noqa: F403 - LSTM, GRU, RNN sequences and cells
 from inferplex._opsets.sequence_ops import *  # noqa: F403 - RandomUniform, GatherTree
 from inferplex._opsets.shapes import *  # noqa: F403 - broadcast, pad, ...
@@ -73,8 +75,9 @@ __all__ = [
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
     "read_value", "assign",
     *(name for module in (_more, _math, _shapes, _slicing, _index, _nn, _interpolate, _recurrent, _spectral,
-                                   _blocks, _embedding, _detection, _detection_more, _proposal, _priors,
-                                   _colour, _sequence_ops, _control_flow, _control_loops)
+                                   _blocks, _embedding, _detection, _detection_more, _proposal,
+                                   _psroi_deformable, _priors, _colour, _sequence_ops, _control_flow,
+                                   _control_loops)
       for name in module.__all__ if SINCE_OPSET.get(name, 1) <= 7),
 ]
 

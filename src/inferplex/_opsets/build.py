@@ -135,6 +135,12 @@ def dim(value: ir.Value, axis: int) -> ir.Value:
     return step("Shape", [value], {"start": axis, "end": axis + 1})
 
 
+def round_half_away(value: ir.Value) -> ir.Value:
+    """C's ``round``: to the nearest integer, halves away from zero."""
+    away = step("Floor", [step("Add", [step("Abs", [value]), floats(0.5)])])
+    return step("Mul", [step("Sign", [value]), away])
+
+
 def choice(value: Any, accepted: Collection[str], what: str) -> str:
     """``value`` lower-cased where ``accepted`` holds it; else an InputError naming ``what`` (the op
     and its argument) and what it accepts."""

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, choice, int64, make_op, step, value_of
+from inferplex._opsets.build import NodeInput, choice, int64, make_op, round_half_away, step, value_of
 from inferplex._opsets.build import dim as _dim
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
@@ -365,11 +365,6 @@ def psroi_pooling(input: NodeInput, coords: NodeInput, output_dim: int, group_si
     return make_op("PSROIPooling", "Cast", [kept], {"to": int(dtype)}, name)
 
 
-def _round_half_away(value: ir.Value) -> ir.Value:
-    return step("Mul", [step("Sign", [value]), step("Floor", [step("Add", [step("Abs", [value]),
-                                                                              _floats(0.5)])])])
-
-
 def _bounds(start: ir.Value, size: ir.Value, parts: int, limit: ir.Value) -> tuple[ir.Value, ir.Value]:
     """[R, parts] first and end (exclusive) pixels of a region's ``parts`` bins along one axis,
     within 0 and ``limit``."""
@@ -387,10 +382,10 @@ def _psroi_average(data: ir.Value, image: ir.Value, column: list[ir.Value], scal
                    height: ir.Value, width: ir.Value, out_dim: int, group: int) -> ir.Value:
     """Each bin's sum from running sums along W (one subtraction per row of the bin), no matrix
     products (which a CPU may run at a lower precision)."""
-    start_w = step("Mul", [_round_half_away(column[1]), scale])
-    start_h = step("Mul", [_round_half_away(column[2]), scale])
-    end_w = step("Mul", [_round_half_away(step("Add", [column[3], _floats(1)])), scale])
-    end_h = step("Mul", [_round_half_away(step("Add", [column[4], _floats(1)])), scale])
+    start_w = step("Mul", [round_half_away(column[1]), scale])
+    start_h = step("Mul", [round_half_away(column[2]), scale])
+    end_w = step("Mul", [round_half_away(step("Add", [column[3], _floats(1)])), scale])
+    end_h = step("Mul", [round_half_away(step("Add", [column[4], _floats(1)])), scale])
     size_w = step("Max", [step("Sub", [end_w, start_w]), _floats(0.1)])
     size_h = step("Max", [step("Sub", [end_h, start_h]), _floats(0.1)])
     row_low, row_high = _bounds(start_h, size_h, group, height)  # [R, G]

@@ -1,7 +1,7 @@
 """The IR builders of OpenVINO's detection ops (NonMaxSuppression, ROIAlign, ROIPooling, ReorgYolo,
-RegionYolo, PriorBox, PriorBoxClustered, Proposal, GenerateProposals) and of the colour conversions
-(NV12 and I420 to RGB and BGR), RandomUniform, GatherTree and CTCLoss, merged into
-:data:`inferplex.api.ir.ops.BUILDERS`.
+RegionYolo, PriorBox, PriorBoxClustered, Proposal, GenerateProposals, DeformablePSROIPooling) and
+of the colour conversions (NV12 and I420 to RGB and BGR), RandomUniform, GatherTree and CTCLoss,
+merged into :data:`inferplex.api.ir.ops.BUILDERS`.
 
 NonMaxSuppression-1, -3 and -4 read as NMS-5 without soft NMS (their one output is NMS-5's
 first); ROIAlign-3 has no ``aligned_mode`` (asymmetric); Proposal-1's one output is Proposal-4's first.
@@ -82,6 +82,15 @@ def _generate_proposals(op: Any) -> Node:
                                     name=op.name)
 
 
+def _deformable_psroi_pooling(op: Any) -> Node:
+    a = op.attrs
+    return opset.deformable_psroi_pooling(
+        op.value(0), op.value(1), int(a["output_dim"]), float(a["spatial_scale"]),
+        int(a.get("group_size", 1)), str(a.get("mode", "bilinear_deformable")),
+        int(a.get("spatial_bins_x", 1)), int(a.get("spatial_bins_y", 1)), float(a.get("trans_std", 1.0)),
+        int(a.get("part_size", 1)), _value(op, 2), name=op.name)
+
+
 def _proposal(op: Any) -> Node:
     attrs = {key: op.attrs[key] for key in _PROPOSAL_ATTRIBUTES if key in op.attrs}
     return opset.proposal(op.value(0), op.value(1), op.value(2), attrs, name=op.name)
@@ -98,6 +107,7 @@ DETECTION_BUILDERS: dict[str, Callable[[Any], Node]] = {
     "PriorBoxClustered": _priors("prior_box_clustered"),
     "Proposal": _proposal,
     "GenerateProposals": _generate_proposals,
+    "DeformablePSROIPooling": _deformable_psroi_pooling,
     "NV12toRGB": lambda op: opset.nv12_to_rgb(op.value(0), _value(op, 1), name=op.name),
     "NV12toBGR": lambda op: opset.nv12_to_bgr(op.value(0), _value(op, 1), name=op.name),
     "I420toRGB": lambda op: opset.i420_to_rgb(op.value(0), _value(op, 1), _value(op, 2), name=op.name),
