@@ -42,6 +42,7 @@ from inferplex._opsets import math as _math
 from inferplex._opsets import matrix_nms as _matrix_nms
 from inferplex._opsets import more as _more
 from inferplex._opsets import nn as _nn
+from inferplex._opsets import opsets_14_to_16 as _opsets_14_to_16
 from inferplex._opsets import priors as _priors
 from inferplex._opsets import proposal as _proposal
 from inferplex._opsets import psroi_deformable as _psroi_deformable
@@ -68,6 +69,7 @@ from inferplex._opsets.math import *  # noqa: F403 - re-exported: more element-w
 from inferplex._opsets.matrix_nms import *  # noqa: F403 - re-exported: MatrixNms
 from inferplex._opsets.more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
 from inferplex._opsets.nn import *  # noqa: F403 - re-exported: normalizations, group conv, attention
+from inferplex._opsets.opsets_14_to_16 import *  # noqa: F403 - re-exported: STFT, SearchSorted, Inverse, ...
 from inferplex._opsets.priors import *  # noqa: F403 - re-exported: PriorBox, PriorBoxClustered
 from inferplex._opsets.proposal import *  # noqa: F403 - re-exported: Proposal
 from inferplex._opsets.psroi_deformable import *  # noqa: F403 - re-exported: DeformablePSROIPooling
@@ -118,6 +120,7 @@ __all__ += _detection_more.__all__
 __all__ += _proposal.__all__
 __all__ += _matrix_nms.__all__
 __all__ += _psroi_deformable.__all__
+__all__ += _opsets_14_to_16.__all__
 __all__ += _priors.__all__
 __all__ += _colour.__all__
 __all__ += _sequence_ops.__all__
@@ -132,7 +135,9 @@ SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan
                "random_uniform": 8, "if_op": 8, "identity": 16, "eye": 9, "grid_sample": 9, "unique": 10,
                "bitwise_and": 13, "bitwise_or": 13, "bitwise_xor": 13, "bitwise_not": 13,
                "multinomial": 13, "fake_convert": 13, "deformable_convolution": 8, "multiclass_nms": 8,
-               "matrix_nms": 8, "generate_proposals": 9}
+               "matrix_nms": 8, "generate_proposals": 9,
+               "inverse": 14, "stft": 15, "search_sorted": 15, "slice_scatter": 15, "col2im": 15,
+               "segment_max": 16, "embedding_bag_offsets": 15, "embedding_bag_packed": 15}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

@@ -73,7 +73,7 @@ from inferplex.opset import (
 __all__ = [
     "add", "avg_pool", "concat", "constant", "convolution", "divide", "matmul", "max_pool", "multiply",
     "parameter", "relu", "reshape", "result", "sigmoid", "softmax", "subtract", "transpose",
-    "read_value", "assign",
+    "read_value", "assign", "deformable_convolution",
     *(name for module in (_more, _math, _shapes, _slicing, _index, _nn, _interpolate, _recurrent, _spectral,
                                    _blocks, _embedding, _detection, _detection_more, _proposal,
                                    _psroi_deformable, _priors, _colour, _sequence_ops, _control_flow,
@@ -85,6 +85,15 @@ range = _shapes.range_untyped  # type: ignore[assignment]  # opsets 1-11: no out
 for _later in SINCE_OPSET:  # the functions of opset 8 and later
     if _later not in __all__:
         globals().pop(_later, None)
+
+
+def deformable_convolution(  # type: ignore[no-redef]  # opset 8's form, popped above
+        data: Any, deformable_values: Any, filters: Any, strides: Sequence[int], pads_begin: Sequence[int],
+        pads_end: Sequence[int], dilations: Sequence[int], auto_pad: str = "EXPLICIT", group: int = 1,
+        deformable_group: int = 1, name: str | None = None) -> Node:
+    """DeformableConvolution-1: opset 8's without a mask (:func:`inferplex.opset.deformable_convolution`)."""
+    return _nn.deformable_convolution(data, deformable_values, filters, strides, pads_begin, pads_end,
+                                      dilations, None, auto_pad, group, deformable_group, name=name)
 
 
 def max_pool(data: Any, strides: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],

@@ -13,13 +13,26 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, as_op, constant_data, int64, make_op, rank_of, step, value_of
+from inferplex._opsets.build import (
+    NodeInput,
+    as_op,
+    choice,
+    constant_data,
+    int64,
+    make_op,
+    rank_of,
+    step,
+    value_of,
+)
 from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
-__all__ = ["ctc_greedy_decoder", "ctc_greedy_decoder_seq_len", "embedding_bag_offsets_sum",
-           "embedding_bag_packed_sum", "embedding_segments_sum"]
+__all__ = ["ctc_greedy_decoder", "ctc_greedy_decoder_seq_len", "embedding_bag_offsets",
+           "embedding_bag_offsets_sum", "embedding_bag_packed", "embedding_bag_packed_sum",
+           "embedding_segments_sum"]
+
+_REDUCTIONS = ("sum", "mean")
 
 _INDEX_TYPES = ("i32", "i64")
 
@@ -29,6 +42,23 @@ def embedding_bag_offsets_sum(emb_table: NodeInput, indices: NodeInput, offsets:
                               name: str | None = None) -> Node:
     """Sums of bags of ``emb_table`` rows: bag ``b`` takes ``indices[offsets[b]:offsets[b + 1]]``
     (each row times its ``per_sample_weights``)."""
+    return _offsets_bags("EmbeddingBagOffsetsSum", emb_table, indices, offsets, default_index,
+                         per_sample_weights, False, name)
+
+
+def embedding_bag_offsets(emb_table: NodeInput, indices: NodeInput, offsets: NodeInput,
+                          default_index: NodeInput = None, per_sample_weights: NodeInput = None,
+                          reduction: str = "sum", name: str | None = None) -> Node:
+    """Opset 15's EmbeddingBagOffsets: :func:`embedding_bag_offsets_sum`, or with ``reduction``
+    ``"mean"`` each bag's mean (``per_sample_weights`` only with ``"sum"``)."""
+    mean = _mean(reduction, per_sample_weights, "embedding_bag_offsets")
+    return _offsets_bags("EmbeddingBagOffsets", emb_table, indices, offsets, default_index,
+                         per_sample_weights, mean, name)
+
+
+def _offsets_bags(type_name: str, emb_table: NodeInput, indices: NodeInput, offsets: NodeInput,
+                  default_index: NodeInput, per_sample_weights: NodeInput, mean: bool,
+                  name: str | None) -> Node:
     idx = int64(indices)
     starts = int64(offsets)
     positions = _arange(step("Shape", [idx]))
@@ -37,8 +67,15 @@ def embedding_bag_offsets_sum(emb_table: NodeInput, indices: NodeInput, offsets:
     begun = step("ReduceSum", [step("Cast", [started], {"to": int(ir.DataType.INT64)}), _ints([1])],
                  {"keepdims": 0})
     bag_of = step("Sub", [begun, _ints(1)])
-    return _bags("EmbeddingBagOffsetsSum", emb_table, idx, bag_of, step("Shape", [starts]), default_index,
-                 per_sample_weights, name)
+    return _bags(type_name, emb_table, idx, bag_of, step("Shape", [starts]), default_index,
+                 per_sample_weights, name, mean)
+
+
+def _mean(reduction: str, per_sample_weights: NodeInput, what: str) -> bool:
+    kind = choice(reduction, _REDUCTIONS, f"{what} reduction")
+    if kind == "mean" and per_sample_weights is not None:
+        raise InputError(f"{what} takes per_sample_weights with reduction 'sum' only")
+    return kind == "mean"
 
 
 def embedding_segments_sum(emb_table: NodeInput, indices: NodeInput, segment_ids: NodeInput,
@@ -57,16 +94,30 @@ def embedding_bag_packed_sum(emb_table: NodeInput, indices: NodeInput, per_sampl
                              name: str | None = None) -> Node:
     """Sums of bags of ``emb_table`` rows, a bag a row of ``indices`` [bags, bag size] (each row
     times its ``per_sample_weights``, of the same shape)."""
+    return _packed_bags("EmbeddingBagPackedSum", emb_table, indices, per_sample_weights, False, name)
+
+
+def embedding_bag_packed(emb_table: NodeInput, indices: NodeInput, per_sample_weights: NodeInput = None,
+                         reduction: str = "sum", name: str | None = None) -> Node:
+    """Opset 15's EmbeddingBagPacked: :func:`embedding_bag_packed_sum`, or with ``reduction``
+    ``"mean"`` each bag's mean (``per_sample_weights`` only with ``"sum"``)."""
+    mean = _mean(reduction, per_sample_weights, "embedding_bag_packed")
+    return _packed_bags("EmbeddingBagPacked", emb_table, indices, per_sample_weights, mean, name)
+
+
+def _packed_bags(type_name: str, emb_table: NodeInput, indices: NodeInput, per_sample_weights: NodeInput,
+                 mean: bool, name: str | None) -> Node:
     table = value_of(emb_table)
     rows = step("Gather", [table, int64(indices)], {"axis": 0})
     if per_sample_weights is not None:
         weights = value_of(per_sample_weights, table.dtype)
-        rows = step("Mul", [rows, _spread(weights, rank_of(table, "embedding_bag_packed_sum"))])
-    return make_op("EmbeddingBagPackedSum", "ReduceSum", [rows, _ints([1])], {"keepdims": 0}, name)
+        rows = step("Mul", [rows, _spread(weights, rank_of(table, type_name))])
+    return make_op(type_name, "ReduceMean" if mean else "ReduceSum", [rows, *([] if mean else [_ints([1])])],
+                   {"axes": [1], "keepdims": 0} if mean else {"keepdims": 0}, name)
 
 
 def _bags(type_name: str, emb_table: NodeInput, idx: ir.Value, bag_of: ir.Value, count: ir.Value,
-          default_index: NodeInput, weights: NodeInput, name: str | None) -> Node:
+          default_index: NodeInput, weights: NodeInput, name: str | None, mean: bool = False) -> Node:
     table = value_of(emb_table)
     rank = rank_of(table, type_name)
     rows = step("Gather", [table, idx], {"axis": 0})
@@ -78,11 +129,15 @@ def _bags(type_name: str, emb_table: NodeInput, idx: ir.Value, bag_of: ir.Value,
     summed = step("MatMul", [step("Cast", [member], {"to": int(table.dtype or ir.DataType.FLOAT)}), flat])
     shape = step("Concat", [count, step("Shape", [table], {"start": 1})], {"axis": 0})
     result = step("Reshape", [summed, shape])
+    members = step("ReduceSum", [step("Cast", [member], {"to": int(ir.DataType.INT64)}), _ints([1])],
+                   {"keepdims": 0})
+    if mean:  # an empty bag's sum is 0, and stays 0
+        divisor = step("Cast", [step("Max", [members, _ints(1)])],
+                       {"to": int(table.dtype or ir.DataType.FLOAT)})
+        result = step("Div", [result, _spread(divisor, rank)])
     fixed = constant_data(default_index) if default_index is not None else None
     if default_index is None or (fixed is not None and int(np.asarray(fixed).reshape(-1)[0]) < 0):
         return as_op(type_name, result, name)
-    members = step("ReduceSum", [step("Cast", [member], {"to": int(ir.DataType.INT64)}), _ints([1])],
-                   {"keepdims": 0})
     empty = step("Equal", [members, _ints(0)])
     default_row = step("Gather", [table, step("Reshape", [int64(default_index), _ints([])])], {"axis": 0})
     return make_op(type_name, "Where", [_spread(empty, rank),

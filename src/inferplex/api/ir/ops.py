@@ -21,6 +21,7 @@ import onnx_ir as ir
 
 from inferplex import opset
 from inferplex.api.ir.ops_detection import DETECTION_BUILDERS
+from inferplex.api.ir.ops_recent import RECENT_BUILDERS
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 from inferplex.state.ops import assign, read_value
@@ -587,5 +588,6 @@ BUILDERS: dict[str, Build] = {
     **{type_name: _reduce(function) for type_name, function in _REDUCE.items()},
     **_ATTRIBUTE_OPS,
     **DETECTION_BUILDERS,
+    **RECENT_BUILDERS,
 }
 """OpenVINO op type -> the function that builds it (Parameter, Constant and Result are the reader's)."""

@@ -1,0 +1,247 @@
+"""Functions OpenVINO's opsets 14 to 16 added, as ONNX ops: ``inverse`` (14), ``stft``,
+``search_sorted``, ``slice_scatter``, ``col2im`` (15) and ``segment_max`` (16).
+
+``inverse`` is Gauss-Jordan elimination with partial pivoting, unrolled over the matrix's (static)
+size; ``col2im`` adds each column's values into its place of the padded image (ScatterElements'
+``add``) with the places worked out here from the static sizes; ``slice_scatter`` writes
+``updates`` at the places ONNX's Slice would read with the same start, stop, step and axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from inferplex._opsets.build import (
+    NodeInput,
+    as_op,
+    choice,
+    constant_data,
+    constant_ints,
+    int64,
+    make_op,
+    step,
+    value_of,
+)
+from inferplex._opsets.build import dim as _dim
+from inferplex._opsets.build import floats as _floats
+from inferplex._opsets.build import ints as _ints
+from inferplex.api.nodes import Node
+from inferplex.errors import InputError
+
+__all__ = ["col2im", "inverse", "search_sorted", "segment_max", "slice_scatter", "stft"]
+
+_FLOAT = int(ir.DataType.FLOAT)
+_INT64 = int(ir.DataType.INT64)
+
+
+def stft(data: NodeInput, window: NodeInput, frame_size: NodeInput, frame_step: NodeInput,
+         transpose_frames: bool, name: str | None = None) -> Node:
+    """The short-time Fourier transform of ``data`` [signal] or [batch, signal], as OpenVINO's STFT
+    (opset 15): frames of ``frame_size`` every ``frame_step`` samples, times ``window`` (zero-padded
+    on both sides to ``frame_size`` where shorter), their one-sided DFT: [batch?, frames,
+    frame_size // 2 + 1, 2] (real, imaginary), or [batch?, bins, frames, 2] with
+    ``transpose_frames``."""
+    signal, taps = value_of(data), value_of(window)
+    rank = None if signal.shape is None else len(signal.shape)
+    if rank not in (1, 2):
+        raise InputError(f"stft takes data of rank 1 or 2 ([signal] or [batch, signal]), got rank {rank}")
+    dtype = signal.dtype or ir.DataType.FLOAT
+    signal, taps = (v if v.dtype == ir.DataType.FLOAT else step("Cast", [v], {"to": _FLOAT})
+                    for v in (signal, taps))
+    size, hop = (_scalar_int(v) for v in (frame_size, frame_step))
+    short = step("Sub", [step("Reshape", [size, _ints([1])]), _dim(taps, 0)])  # zeros to add
+    left = step("Div", [short, _ints([2])])
+    taps = step("Pad", [taps, step("Concat", [left, step("Sub", [short, left])], {"axis": 0})])
+    batch = signal if rank == 2 else step("Unsqueeze", [signal, _ints([0])])
+    frames = step("STFT", [step("Unsqueeze", [batch, _ints([2])]), hop, taps, size], {"onesided": 1})
+    if transpose_frames:
+        frames = step("Transpose", [frames], {"perm": [0, 2, 1, 3]})
+    if rank == 1:
+        frames = step("Squeeze", [frames, _ints([0])])
+    if dtype != ir.DataType.FLOAT:
+        frames = step("Cast", [frames], {"to": int(dtype)})
+    return as_op("STFT", frames, name)
+
+
+def _scalar_int(item: NodeInput) -> ir.Value:
+    """``item`` as an int64 scalar: a constant where it is one (OpenVINO's ONNX reader takes STFT's
+    frame step and length as constants only)."""
+    data = constant_data(item)
+    if data is not None:
+        return _ints(int(np.asarray(data).reshape(-1)[0]))
+    return step("Reshape", [int64(item), _ints([])])
+
+
+def search_sorted(sorted_sequence: NodeInput, values: NodeInput, right_mode: bool = False,
+                  name: str | None = None) -> Node:
+    """For each of ``values`` [..., M], its place in ``sorted_sequence`` ([..., N] of the same
+    leading dims, or [N]) that keeps it sorted: before equal values (the count of smaller ones) or,
+    with ``right_mode``, after them (the count of those not larger); int64."""
+    ordered, wanted = value_of(sorted_sequence), value_of(values)
+    compare = "LessOrEqual" if right_mode else "Less"
+    below = step(compare, [step("Unsqueeze", [ordered, _ints([-2])]),
+                           step("Unsqueeze", [wanted, _ints([-1])])])  # [..., M, N]
+    return make_op("SearchSorted", "ReduceSum", [step("Cast", [below], {"to": _INT64}), _ints([-1])],
+                   {"keepdims": 0}, name)
+
+
+def slice_scatter(data: NodeInput, updates: NodeInput, start: NodeInput, stop: NodeInput,
+                  step_: NodeInput = None, axes: NodeInput = None, name: str | None = None,
+                  **keywords: Any) -> Node:
+    """``data`` with ``updates`` written where ONNX's Slice (``start``, ``stop``, ``step``, ``axes``:
+    constants; default axes 0, 1, ...) would read; ``updates`` has that slice's shape."""
+    steps = keywords.pop("step", step_)
+    if keywords:
+        raise InputError(f"slice_scatter got unknown arguments {sorted(keywords)}; accepted: data, updates, "
+                         "start, stop, step, axes, name")
+    base = value_of(data)
+    rank = None if base.shape is None else len(base.shape)
+    if rank is None:
+        raise InputError("slice_scatter needs data of known rank")
+    begins, ends = int64(start), int64(stop)
+    count = len(constant_ints(start, "slice_scatter start")) if axes is None else None
+    axis_list = list(range(count or 0)) if axes is None else constant_ints(axes, "slice_scatter axes")
+    axis_list = [a + rank if a < 0 else a for a in axis_list]
+    if sorted(set(axis_list)) != sorted(axis_list) or any(not 0 <= a < rank for a in axis_list):
+        raise InputError(f"slice_scatter axes {axis_list}: each within the data's rank {rank}, once")
+    strides = int64(steps) if steps is not None else _ints([1] * len(axis_list))
+    places = []
+    for axis in range(rank):
+        every = step("Range", [_ints(0), step("Squeeze", [_dim(base, axis)]), _ints(1)])
+        if axis in axis_list:
+            at = _ints([axis_list.index(axis)])
+            every = step("Slice", [every, *(step("Gather", [v, at], {"axis": 0}) for v in (begins, ends)),
+                                   _ints([0]), step("Gather", [strides, at], {"axis": 0})])
+        places.append(every)
+    shape = step("Concat", [_dim_of(p) for p in places], {"axis": 0})
+    grid = []
+    for axis, every in enumerate(places):
+        spread = step("Reshape", [every, _ints([-1 if a == axis else 1 for a in range(rank)])])
+        grid.append(step("Unsqueeze", [step("Expand", [spread, shape]), _ints([-1])]))
+    index = step("Concat", grid, {"axis": -1})
+    written = value_of(updates, base.dtype)
+    return make_op("SliceScatter", "ScatterND", [base, index, written], {}, name)
+
+
+def _dim_of(value: ir.Value) -> ir.Value:
+    return step("Shape", [value])
+
+
+def col2im(data: NodeInput, output_size: NodeInput, kernel_size: NodeInput,
+           strides: Sequence[int] | None = None, dilations: Sequence[int] | None = None,
+           pads_begin: Sequence[int] | None = None, pads_end: Sequence[int] | None = None,
+           name: str | None = None) -> Node:
+    """The image [N?, C, H, W] (``output_size`` H, W) whose sliding blocks of ``kernel_size`` are the
+    columns of ``data`` [N?, C * kH * kW, L] (torch's ``fold``): each column value added to its
+    pixel; ``output_size``, ``kernel_size`` and the channel count must be constants."""
+    height, width = constant_ints(output_size, "col2im output_size")
+    kernel_h, kernel_w = constant_ints(kernel_size, "col2im kernel_size")
+    stride_h, stride_w = list(strides or [1, 1])
+    dilate_h, dilate_w = list(dilations or [1, 1])
+    top, left = list(pads_begin or [0, 0])
+    bottom, right = list(pads_end or [0, 0])
+    columns = value_of(data)
+    shape = columns.shape
+    if shape is None or len(shape) not in (2, 3) or not isinstance(shape[-2], int):
+        raise InputError("col2im takes data [N, C * kH * kW, L] or [C * kH * kW, L] with a known middle dim")
+    rank, depth = len(shape), int(shape[-2])
+    if depth % (kernel_h * kernel_w):
+        raise InputError(f"col2im data's {depth} rows are not a multiple of kernel_size "
+                         f"{kernel_h} x {kernel_w}")
+    channels = depth // (kernel_h * kernel_w)
+    padded_h, padded_w = height + top + bottom, width + left + right
+    blocks_h = (padded_h - (dilate_h * (kernel_h - 1) + 1)) // stride_h + 1
+    blocks_w = (padded_w - (dilate_w * (kernel_w - 1) + 1)) // stride_w + 1
+    if blocks_h < 1 or blocks_w < 1:
+        raise InputError(f"col2im: no block of kernel {kernel_h} x {kernel_w} fits output {height} x {width}")
+    c, i, j, bh, bw = np.meshgrid(np.arange(channels), np.arange(kernel_h), np.arange(kernel_w),
+                                  np.arange(blocks_h), np.arange(blocks_w), indexing="ij")
+    rows = bh * stride_h + i * dilate_h
+    cols = bw * stride_w + j * dilate_w
+    target = ((c * padded_h + rows) * padded_w + cols).reshape(depth, blocks_h * blocks_w)
+    batch = columns if rank == 3 else step("Unsqueeze", [columns, _ints([0])])
+    flat = step("Reshape", [batch, _ints([0, -1])])  # [N, C * kH * kW * L]
+    index = step("Expand", [_ints(target.reshape(1, -1)), step("Shape", [flat])])
+    canvas = step("Concat", [_dim(flat, 0), _ints([channels * padded_h * padded_w])], {"axis": 0})
+    zero = value_of(np.zeros((), dtype=(columns.dtype or ir.DataType.FLOAT).numpy()))
+    blank = step("Expand", [zero, canvas])
+    image = step("ScatterElements", [blank, index, flat], {"axis": 1, "reduction": "add"})
+    image = step("Reshape", [image, _ints([0, channels, padded_h, padded_w])])
+    image = step("Slice", [image, _ints([top, left]), _ints([top + height, left + width]), _ints([2, 3])])
+    if rank == 2:
+        image = step("Squeeze", [image, _ints([0])])
+    return as_op("Col2Im", image, name)
+
+
+def inverse(data: NodeInput, adjoint: bool = False, name: str | None = None) -> Node:
+    """The inverse of each square matrix of ``data`` [..., N, N] (N a constant), by Gauss-Jordan
+    elimination with partial pivoting; ``adjoint``: of its (conjugate) transpose."""
+    matrices = value_of(data)
+    if matrices.shape is None or len(matrices.shape) < 2 or not isinstance(matrices.shape[-1], int) \
+            or matrices.shape[-1] != matrices.shape[-2]:
+        raise InputError(f"inverse takes square matrices [..., N, N] of a known N, got "
+                         f"{None if matrices.shape is None else list(matrices.shape)}")
+    size = int(matrices.shape[-1])
+    dtype = matrices.dtype or ir.DataType.FLOAT
+    work = matrices if dtype == ir.DataType.FLOAT else step("Cast", [matrices], {"to": _FLOAT})
+    if adjoint:
+        work = _transposed(work, len(matrices.shape))
+    identity = step("Expand", [_floats(np.eye(size, dtype=np.float32)), step("Shape", [work])])
+    augmented = step("Concat", [work, identity], {"axis": -1})  # [..., N, 2N]
+    rows = _ints(np.arange(size).reshape(-1, 1))  # [N, 1]
+    for k in range(size):
+        column = step("Slice", [augmented, _ints([k]), _ints([k + 1]), _ints([-1])])  # [..., N, 1]
+        below = step("Where", [step("Less", [rows, _ints(k)]), _floats(-1.0), step("Abs", [column])])
+        pivot = step("ArgMax", [below], {"axis": -2, "keepdims": 1})  # [..., 1, 1]
+        others = step("Where", [step("Equal", [rows, pivot]), _ints(k), rows])
+        swapped = step("Where", [step("Equal", [rows, _ints(k)]), pivot, others])  # [..., N, 1]
+        augmented = step("GatherElements", [augmented, step("Expand", [swapped, step("Shape", [augmented])])],
+                         {"axis": -2})
+        row = step("Slice", [augmented, _ints([k]), _ints([k + 1]), _ints([-2])])  # [..., 1, 2N]
+        lead = step("Slice", [row, _ints([k]), _ints([k + 1]), _ints([-1])])
+        row = step("Div", [row, lead])
+        factors = step("Slice", [augmented, _ints([k]), _ints([k + 1]), _ints([-1])])  # [..., N, 1]
+        reduced = step("Sub", [augmented, step("Mul", [factors, row])])
+        augmented = step("Where", [step("Equal", [rows, _ints(k)]), row, reduced])
+    result = step("Slice", [augmented, _ints([size]), _ints([2 * size]), _ints([-1])])
+    if dtype != ir.DataType.FLOAT:
+        result = step("Cast", [result], {"to": int(dtype)})
+    return as_op("Inverse", result, name)
+
+
+def _transposed(value: ir.Value, rank: int) -> ir.Value:
+    return step("Transpose", [value], {"perm": [*range(rank - 2), rank - 1, rank - 2]})
+
+
+_FILL_MODES = ("zero", "lowest")
+
+
+def segment_max(data: NodeInput, segment_ids: NodeInput, num_segments: NodeInput = None,
+                fill_mode: str | None = None, name: str | None = None) -> Node:
+    """The largest row of ``data`` [N, ...] in each segment of ``segment_ids`` [N] (sorted, from
+    0): [num_segments (default: the last id + 1), ...]; a segment without rows is 0 (``fill_mode``
+    ``"ZERO"``) or the type's lowest value (``"LOWEST"``)."""
+    mode = choice(fill_mode if fill_mode is not None else "zero", _FILL_MODES, "segment_max fill_mode")
+    rows, ids = value_of(data), int64(segment_ids)
+    rank = None if rows.shape is None else len(rows.shape)
+    if rank is None or rank < 1:
+        raise InputError("segment_max takes data of rank 1 or more")
+    count = (step("Add", [step("ReduceMax", [ids], {"keepdims": 1}), _ints([1])]) if num_segments is None
+             else step("Reshape", [int64(num_segments), _ints([1])]))
+    segments = step("Range", [_ints(0), step("Squeeze", [count]), _ints(1)])
+    member = step("Equal", [step("Unsqueeze", [segments, _ints([1])]), step("Unsqueeze", [ids, _ints([0])])])
+    member = step("Reshape", [member, step("Concat", [step("Shape", [member]), _ints([1] * (rank - 1))],
+                                           {"axis": 0})])  # [S, N, 1, ...]
+    dtype = rows.dtype or ir.DataType.FLOAT
+    kind = dtype.numpy()
+    lowest = np.array(np.finfo(kind).min if dtype.is_floating_point() else np.iinfo(kind).min, dtype=kind)
+    held = step("Where", [member, step("Unsqueeze", [rows, _ints([0])]), value_of(lowest)])
+    largest = step("ReduceMax", [held], {"axes": [1], "keepdims": 0})
+    members = step("ReduceMax", [step("Cast", [member], {"to": _INT64})], {"axes": [1], "keepdims": 0})
+    empty = step("Equal", [members, _ints(0)])  # written out: a reduction's own start may differ
+    fill = lowest if mode == "lowest" else np.zeros((), dtype.numpy())
+    return make_op("SegmentMax", "Where", [empty, value_of(fill), largest], {}, name)

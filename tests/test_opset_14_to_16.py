@@ -1,0 +1,150 @@
+"""The functions OpenVINO's opsets 14 to 16 added (inverse, stft, search_sorted, slice_scatter, col2im,
+embedding_bag_offsets, embedding_bag_packed, segment_max) and opset 1's deformable_convolution, built
+with inferplex's opset modules, each against OpenVINO's CPU at f32 on the same graph built with
+``openvino.opset14``/``15``/``16``/``1``: shapes, element types and values, on both of the CPU
+device's engines; the same ops read from an IR OpenVINO saved; and an emulated GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import inferplex as ov
+from inferplex import opset, opset1
+from inferplex.errors import InputError
+
+openvino = pytest.importorskip("openvino")
+ov_opset1 = pytest.importorskip("openvino.opset1")
+ov_opset14 = pytest.importorskip("openvino.opset14")
+ov_opset15 = pytest.importorskip("openvino.opset15")
+ov_opset16 = pytest.importorskip("openvino.opset16")
+
+F32 = np.float32
+RNG = np.random.default_rng(0)
+F32_HINT = {"INFERENCE_PRECISION_HINT": "f32"}
+
+
+def _graph(lib: Any, module: Any, build: Callable[..., Any], feeds: list[np.ndarray]) -> Any:
+    params = [module.parameter(list(feed.shape), feed.dtype) for feed in feeds]
+    node = build(module, *params)
+    return lib.Model([node.output(i) for i in range(node.get_output_size())], params, "op")
+
+
+def _results(compiled: Any, feeds: list[np.ndarray], count: int) -> list[np.ndarray]:
+    results = compiled(feeds)
+    return [np.asarray(results[i]) for i in range(count)]
+
+
+def _check(got: list[np.ndarray], want: list[np.ndarray], tolerance: float) -> None:
+    assert [(g.shape, g.dtype) for g in got] == [(w.shape, w.dtype) for w in want]
+    for have, expected in zip(got, want, strict=True):
+        np.testing.assert_allclose(have, expected, rtol=tolerance, atol=tolerance)
+
+
+def _signal() -> list[np.ndarray]:
+    return [RNG.standard_normal((2, 64)).astype(F32), np.hanning(12).astype(F32)]
+
+
+def _sorted() -> list[np.ndarray]:
+    ordered = np.sort(RNG.integers(0, 10, (3, 8)).astype(F32), axis=-1)
+    return [ordered, RNG.integers(-1, 11, (3, 5)).astype(F32)]
+
+
+CASES: dict[str, tuple[Any, Callable[..., Any], list[np.ndarray], float]] = {
+    "inverse": (ov_opset14, lambda m, x: m.inverse(x), [RNG.standard_normal((3, 5, 5)).astype(F32)], 1e-3),
+    "inverse_adjoint": (ov_opset14, lambda m, x: m.inverse(x, True),
+                        [RNG.standard_normal((4, 4)).astype(F32)], 1e-3),
+    "stft": (ov_opset15, lambda m, s, w: m.stft(s, w, m.constant(np.int64(16)), m.constant(np.int64(4)),
+                                                 False), _signal(), 1e-5),
+    "stft_transposed": (ov_opset15, lambda m, s, w: m.stft(s, w, m.constant(np.int64(16)),
+                                                          m.constant(np.int64(5)), True), _signal(), 1e-5),
+    "search_sorted": (ov_opset15, lambda m, a, b: m.search_sorted(a, b), _sorted(), 0),
+    "search_sorted_right": (ov_opset15, lambda m, a, b: m.search_sorted(a, b, True), _sorted(), 0),
+    "slice_scatter": (ov_opset15, lambda m, d, u: m.slice_scatter(
+        d, u, m.constant(np.array([-1, 5])), m.constant(np.array([-5, 0])), m.constant(np.array([-2, -2])),
+        m.constant(np.array([0, 1]))), [RNG.standard_normal((4, 6, 5)).astype(F32),
+                                        RNG.standard_normal((2, 3, 5)).astype(F32)], 0),
+    "col2im": (ov_opset15, lambda m, d: m.col2im(
+        d, m.constant(np.array([5, 7])), m.constant(np.array([2, 3])), [1, 2], [2, 1], [1, 1], [0, 1]),
+               [RNG.standard_normal((2, 18, 16)).astype(F32)], 1e-5),
+    "embedding_bag_offsets_mean": (ov_opset15, lambda m, t, i, o: m.embedding_bag_offsets(
+        t, i, o, m.constant(np.int64(0)), reduction="mean"),
+        [RNG.standard_normal((10, 3)).astype(F32), np.array([1, 2, 3, 4, 5, 6, 7]), np.array([0, 2, 2, 5])],
+        1e-6),
+    "embedding_bag_packed_mean": (ov_opset15, lambda m, t, i: m.embedding_bag_packed(t, i, reduction="mean"),
+                                  [RNG.standard_normal((10, 3)).astype(F32),
+                                   np.array([[1, 2, 3], [4, 4, 0]])], 1e-6),
+    "segment_max": (ov_opset16, lambda m, d, i: m.segment_max(d, i, fill_mode="ZERO"),
+                    [RNG.standard_normal((7, 3)).astype(F32), np.array([0, 0, 2, 2, 2, 4, 4])], 0),
+    "segment_max_lowest": (ov_opset16, lambda m, d, i: m.segment_max(d, i, m.constant(np.int64(7)),
+                                                                    fill_mode="LOWEST"),
+                           [RNG.standard_normal((7, 3)).astype(F32), np.array([0, 0, 2, 2, 2, 4, 4])], 0),
+    "deformable_convolution_1": (ov_opset1, lambda m, x, o: m.deformable_convolution(
+        x, o, m.constant(np.linspace(-1, 1, 5 * 4 * 9, dtype=F32).reshape(5, 4, 3, 3)), [1, 1], [0, 0],
+        [0, 0], [1, 1]), [RNG.standard_normal((1, 4, 6, 6)).astype(F32),
+                  (RNG.standard_normal((1, 18, 4, 4)) * 0.5).astype(F32)], 1e-5),
+}
+
+
+def _ours(module: Any) -> Any:
+    return opset1 if module is ov_opset1 else opset
+
+
+@pytest.mark.parametrize("engine", ["OPENVINO", "ONNXRUNTIME"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_op_matches_openvinos_cpu(case: str, engine: str) -> None:
+    module, build, feeds, tolerance = CASES[case]
+    if engine == "ONNXRUNTIME" and case == "deformable_convolution_1":
+        pytest.skip("DeformableConvolution is OpenVINO's own ONNX-domain op: the OpenVINO engine runs it")
+    reference = _graph(openvino, module, build, feeds)
+    want = _results(openvino.Core().compile_model(reference, "CPU", F32_HINT), feeds, len(reference.outputs))
+    ours = _graph(ov, _ours(module), build, feeds)
+    got = _results(ov.Core().compile_model(ours, "CPU", {**F32_HINT, "ENGINE": engine}), feeds, len(want))
+    _check(got, want, tolerance)
+
+
+def test_ops_read_from_an_ir(tmp_path: Path) -> None:
+    for case in sorted(CASES):
+        module, build, feeds, tolerance = CASES[case]
+        reference = _graph(openvino, module, build, feeds)
+        compiled = openvino.Core().compile_model(reference, "CPU", F32_HINT)
+        want = _results(compiled, feeds, len(reference.outputs))
+        path = tmp_path / f"{case}.xml"
+        openvino.save_model(reference, str(path), compress_to_fp16=False)
+        compiled = ov.Core().compile_model(str(path), "CPU", F32_HINT)
+        _check(_results(compiled, feeds, len(want)), want, tolerance)
+
+
+@pytest.mark.parametrize("case", ["col2im", "inverse", "search_sorted", "segment_max", "slice_scatter",
+                                  "stft"])
+def test_op_runs_on_an_emulated_gpu(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    module, build, feeds, tolerance = CASES[case]
+    model = _graph(ov, _ours(module), build, feeds)
+    want = _results(ov.Core().compile_model(model, "CPU", F32_HINT), feeds, 1)
+    compiled = ov.Core().compile_model(model, "GPU.0")
+    assert compiled.get_property("EXECUTION_DEVICES") == ["GPU.0"]
+    _check(_results(compiled, feeds, 1), want, max(tolerance, 1e-5))
+
+
+def test_refusals() -> None:
+    x = opset.parameter([2, 3, 4], F32)
+    with pytest.raises(InputError, match=r"square matrices"):
+        opset.inverse(x)
+    with pytest.raises(InputError, match=r"stft takes data of rank 1 or 2"):
+        opset.stft(x, opset.parameter([4], F32), np.int64(4), np.int64(2), False)
+    with pytest.raises(InputError, match=r"fill_mode 'max'.*zero, lowest"):
+        opset.segment_max(x, opset.parameter([2], np.int64), fill_mode="max")
+    with pytest.raises(InputError, match=r"reduction 'max'.*sum, mean"):
+        opset.embedding_bag_packed(x, opset.parameter([2, 2], np.int64), reduction="max")
+    with pytest.raises(InputError, match=r"per_sample_weights with reduction 'sum' only"):
+        opset.embedding_bag_packed(opset.parameter([5, 3], F32), opset.parameter([2, 2], np.int64),
+                                   opset.parameter([2, 2], F32), reduction="mean")
+    with pytest.raises(InputError, match=r"not a multiple of kernel_size 2 x 2"):
+        opset.col2im(x, np.array([4, 4]), np.array([2, 2]))
+    assert {"inverse", "stft", "segment_max"} <= set(opset.__all__)
+    assert "stft" not in ov.opset8.__all__ and "deformable_convolution" in opset1.__all__
