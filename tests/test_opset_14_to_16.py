@@ -1,5 +1,6 @@
 """The functions OpenVINO's opsets 14 to 16 added (inverse, stft, search_sorted, slice_scatter, col2im,
-embedding_bag_offsets, embedding_bag_packed, segment_max) and opset 1's deformable_convolution, built
+embedding_bag_offsets, embedding_bag_packed, segment_max, the bitwise shifts) and opset 1's
+deformable_convolution, built
 with inferplex's opset modules, each against OpenVINO's CPU at f32 on the same graph built with
 ``openvino.opset14``/``15``/``16``/``1``: shapes, element types and values, on both of the CPU
 device's engines; the same ops read from an IR OpenVINO saved; and an emulated GPU."""
@@ -148,3 +149,63 @@ def test_refusals() -> None:
         opset.col2im(x, np.array([4, 4]), np.array([2, 2]))
     assert {"inverse", "stft", "segment_max"} <= set(opset.__all__)
     assert "stft" not in ov.opset8.__all__ and "deformable_convolution" in opset1.__all__
+
+
+# --- the bitwise shifts ------------------------------------------------------------------------------
+
+INTEGERS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+def _shifted(values: np.ndarray, counts: np.ndarray, left: bool) -> np.ndarray:
+    """C's shifts on each type's own width, in Python's integers: a count of the width or more
+    shifts every bit out, a negative one nothing."""
+    bits = np.iinfo(values.dtype).bits
+    signed = np.issubdtype(values.dtype, np.signedinteger)
+    out = []
+    for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+        count = max(count, 0)
+        if left:
+            moved = 0 if count >= bits else (value << count) % (1 << bits)
+            moved -= (1 << bits) if signed and moved >= 1 << (bits - 1) else 0
+        else:
+            moved = value >> count if count < bits else (-1 if value < 0 else 0)
+        out.append(moved)
+    return np.array(out, dtype=values.dtype)
+
+
+@pytest.mark.parametrize("engine", [None, "ONNXRUNTIME"])
+@pytest.mark.parametrize("dtype", INTEGERS, ids=lambda t: t.__name__)
+def test_bitwise_shifts_over_each_types_whole_range(dtype: Any, engine: str | None) -> None:
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(info.bits)
+    values = np.concatenate([np.array([0, 1, info.max, info.min, 5], dtype=dtype),
+                             rng.integers(info.min, info.max, 300, dtype=dtype, endpoint=True)])
+    counts = np.concatenate([np.array([0, 1, 1, 1, info.bits], dtype=dtype),
+                             rng.integers(0, info.bits + 3, 300).astype(dtype)])
+    if info.min < 0:
+        counts[-3:] = np.array([-1, -4, 2], dtype=dtype)
+    params = [opset.parameter([len(values)], dtype) for _ in range(2)]
+    for left in (True, False):
+        shift = opset.bitwise_left_shift if left else opset.bitwise_right_shift
+        model = ov.Model([shift(*params)], params, "shift")
+        compiled = ov.Core().compile_model(model, "CPU", {"ENGINE": engine} if engine else {})
+        got = np.asarray(compiled([values, counts])[0])
+        np.testing.assert_array_equal(got, _shifted(values, counts, left))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=lambda t: t.__name__)
+def test_bitwise_shifts_match_openvinos_cpu_on_8_bits_and_read_from_an_ir(tmp_path: Path,
+                                                                           dtype: Any) -> None:
+    """On 8-bit values and counts below the width (OpenVINO's CPU shifts 32- and 64-bit values in
+    32-bit signed arithmetic, where the test above holds inferplex to C's)."""
+    values = np.random.default_rng(1).integers(np.iinfo(dtype).min, np.iinfo(dtype).max, 64, dtype=dtype)
+    counts = np.random.default_rng(2).integers(0, 8, 64).astype(dtype)
+    for name in ("bitwise_left_shift", "bitwise_right_shift"):
+        def build(module: Any, a: Any, b: Any, name: str = name) -> Any:
+            return getattr(module, name)(a, b)
+
+        reference = _graph(openvino, ov_opset15, build, [values, counts])
+        want = _results(openvino.Core().compile_model(reference, "CPU"), [values, counts], 1)
+        path = tmp_path / f"{name}.xml"
+        openvino.save_model(reference, str(path))
+        _check(_results(ov.Core().compile_model(str(path), "CPU"), [values, counts], 1), want, 0)

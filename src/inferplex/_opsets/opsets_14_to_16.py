@@ -1,10 +1,16 @@
 """Functions OpenVINO's opsets 14 to 16 added, as ONNX ops: ``inverse`` (14), ``stft``,
-``search_sorted``, ``slice_scatter``, ``col2im`` (15) and ``segment_max`` (16).
+``search_sorted``, ``slice_scatter``, ``col2im``, the bitwise shifts (15) and ``segment_max`` (16).
 
 ``inverse`` is Gauss-Jordan elimination with partial pivoting, unrolled over the matrix's (static)
 size; ``col2im`` adds each column's values into its place of the padded image (ScatterElements'
 ``add``) with the places worked out here from the static sizes; ``slice_scatter`` writes
 ``updates`` at the places ONNX's Slice would read with the same start, stop, step and axes.
+
+The bitwise shifts are C's on the integer's own width: logical on unsigned types, arithmetic (the
+sign kept) right shifts of signed ones, through ONNX's BitShift on the unsigned type of that width;
+a count of the width or more shifts every bit out (0, or -1 for a negative value shifted right), a
+negative count shifts nothing.  (OpenVINO's CPU shifts 32- and 64-bit values in 32-bit signed
+arithmetic; on the CPU device models with 32- and 64-bit shifts run where ONNX Runtime runs them.)
 """
 
 from __future__ import annotations
@@ -22,7 +28,10 @@ from inferplex._opsets.build import (
     constant_data,
     constant_ints,
     int64,
+    is_graph_input,
     make_op,
+    mark_exact_integers,
+    show,
     step,
     value_of,
 )
@@ -32,7 +41,8 @@ from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
 
-__all__ = ["col2im", "inverse", "search_sorted", "segment_max", "slice_scatter", "stft"]
+__all__ = ["bitwise_left_shift", "bitwise_right_shift", "col2im", "inverse", "search_sorted", "segment_max",
+           "slice_scatter", "stft"]
 
 _FLOAT = int(ir.DataType.FLOAT)
 _INT64 = int(ir.DataType.INT64)
@@ -245,3 +255,69 @@ def segment_max(data: NodeInput, segment_ids: NodeInput, num_segments: NodeInput
     empty = step("Equal", [members, _ints(0)])  # written out: a reduction's own start may differ
     fill = lowest if mode == "lowest" else np.zeros((), dtype.numpy())
     return make_op("SegmentMax", "Where", [empty, value_of(fill), largest], {}, name)
+
+
+_WIDTHS = {ir.DataType.INT8: (8, ir.DataType.UINT8), ir.DataType.INT16: (16, ir.DataType.UINT16),
+           ir.DataType.INT32: (32, ir.DataType.UINT32), ir.DataType.INT64: (64, ir.DataType.UINT64),
+           ir.DataType.UINT8: (8, ir.DataType.UINT8), ir.DataType.UINT16: (16, ir.DataType.UINT16),
+           ir.DataType.UINT32: (32, ir.DataType.UINT32), ir.DataType.UINT64: (64, ir.DataType.UINT64)}
+"""Each integer type's width and the unsigned type of that width."""
+
+
+def bitwise_left_shift(arg0: NodeInput, arg1: NodeInput, auto_broadcast: str = "NUMPY",
+                       name: str | None = None) -> Node:
+    """``arg0 << arg1`` element-wise on integers of one type (numpy broadcasting)."""
+    return _shift("BitwiseLeftShift", arg0, arg1, auto_broadcast, name)
+
+
+def bitwise_right_shift(arg0: NodeInput, arg1: NodeInput, auto_broadcast: str = "NUMPY",
+                        name: str | None = None) -> Node:
+    """``arg0 >> arg1`` element-wise on integers of one type (numpy broadcasting): arithmetic for
+    signed types."""
+    return _shift("BitwiseRightShift", arg0, arg1, auto_broadcast, name)
+
+
+def _shift(type_name: str, left: NodeInput, right: NodeInput, auto_broadcast: str,
+           name: str | None) -> Node:
+    choice(auto_broadcast, ("numpy", "none"), f"{type_name} auto_broadcast")
+    typed = value_of(left) if is_graph_input(left) else value_of(right) if is_graph_input(right) else None
+    dtype = typed.dtype if typed is not None else None
+    a, b = value_of(left, dtype), value_of(right, dtype)
+    if a.dtype != b.dtype or a.dtype not in _WIDTHS:
+        raise InputError(f"{type_name} of {show(a)} and {show(b)}: it takes integers of one element type")
+    width, unsigned = _WIDTHS[a.dtype]
+    signed = unsigned != a.dtype
+    # counts and signs in int64 (ONNX Runtime's Min, Max and Neg lack the narrow types)
+    counts = step("Min", [step("Max", [step("Cast", [b], {"to": _INT64}), _ints(0)]), _ints(width)])
+    first = step("Min", [counts, _ints(width - 1)])
+    rest = step("Sub", [counts, first])  # 1 where the count is the width: every bit shifted out
+    negative = None
+    bits = a if not signed else step("Cast", [a], {"to": int(unsigned)})
+    if signed and type_name == "BitwiseRightShift":
+        # a negative value shifted right is the complement of its complement shifted right: ~x = -x - 1
+        wide = step("Cast", [a], {"to": _INT64})
+        negative = step("Less", [wide, _ints(0)])
+        complement = step("Where", [negative, step("Sub", [step("Neg", [wide]), _ints(1)]), wide])
+        bits = step("Cast", [complement], {"to": int(unsigned)})
+    direction = "LEFT" if type_name == "BitwiseLeftShift" else "RIGHT"
+    # 8- and 16-bit values shift as uint32 (ONNX Runtime's BitShift has no uint16, OpenVINO's
+    # saturates uint8), the bits past their width dropped
+    work = unsigned if width >= 32 else ir.DataType.UINT32
+    moved = bits if work == unsigned else step("Cast", [bits], {"to": int(work)})
+    for count in (first, rest):
+        moved = step("BitShift", [moved, step("Cast", [count], {"to": int(work)})], {"direction": direction})
+    if work != unsigned:
+        if direction == "LEFT":
+            moved = step("Mod", [moved, value_of(np.asarray(1 << width, np.uint32))])
+        moved = step("Cast", [moved], {"to": int(unsigned)})
+    if negative is None:
+        result = moved if not signed else step("Cast", [moved], {"to": int(a.dtype)})
+    else:
+        shifted = step("Cast", [moved], {"to": _INT64})
+        flipped = step("Sub", [step("Neg", [shifted]), _ints(1)])
+        result = step("Cast", [step("Where", [negative, flipped, shifted])], {"to": int(a.dtype)})
+    built = as_op(type_name, result, name)
+    if width >= 32:
+        mark_exact_integers(built, f"{type_name} of {show(a)}")
+    return built
+

@@ -1,6 +1,6 @@
 """The IR builders of the ops OpenVINO's opsets 14 to 16 added (Inverse, STFT, SearchSorted,
-SliceScatter, Col2Im, EmbeddingBagOffsets, EmbeddingBagPacked, SegmentMax), merged into
-:data:`inferplex.api.ir.ops.BUILDERS`."""
+SliceScatter, Col2Im, EmbeddingBagOffsets, EmbeddingBagPacked, SegmentMax, the bitwise shifts),
+merged into :data:`inferplex.api.ir.ops.BUILDERS`."""
 
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ RECENT_BUILDERS: dict[str, Callable[[Any], Node]] = {
         str(op.attrs.get("reduction", "sum")), name=op.name),
     "EmbeddingBagPacked": lambda op: opset.embedding_bag_packed(
         op.value(0), op.value(1), _optional(op, 2), str(op.attrs.get("reduction", "sum")), name=op.name),
+    "BitwiseLeftShift": lambda op: opset.bitwise_left_shift(
+        op.value(0), op.value(1), str(op.attrs.get("auto_broadcast", "numpy")), name=op.name),
+    "BitwiseRightShift": lambda op: opset.bitwise_right_shift(
+        op.value(0), op.value(1), str(op.attrs.get("auto_broadcast", "numpy")), name=op.name),
     "SegmentMax": lambda op: opset.segment_max(op.value(0), op.value(1), _optional(op, 2),
                                                str(op.attrs.get("fill_mode", "ZERO")), name=op.name),
 }
