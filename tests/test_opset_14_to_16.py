@@ -1,5 +1,6 @@
 """The functions OpenVINO's opsets 14 to 16 added (inverse, stft, search_sorted, slice_scatter, col2im,
-embedding_bag_offsets, embedding_bag_packed, segment_max, the bitwise shifts) and opset 1's
+embedding_bag_offsets, embedding_bag_packed, segment_max, the bitwise shifts, convert_promote_types) and
+opset 1's
 deformable_convolution, built
 with inferplex's opset modules, each against OpenVINO's CPU at f32 on the same graph built with
 ``openvino.opset14``/``15``/``16``/``1``: shapes, element types and values, on both of the CPU
@@ -209,3 +210,41 @@ def test_bitwise_shifts_match_openvinos_cpu_on_8_bits_and_read_from_an_ir(tmp_pa
         path = tmp_path / f"{name}.xml"
         openvino.save_model(reference, str(path))
         _check(_results(ov.Core().compile_model(str(path), "CPU"), [values, counts], 1), want, 0)
+
+
+# --- convert_promote_types -----------------------------------------------------------------------------
+
+TYPE_NAMES = ["boolean", "u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f16", "bf16", "f32", "f64"]
+
+
+@pytest.mark.parametrize(("unsafe", "scalars"), [(False, False), (True, False), (False, True), (True, True)])
+def test_convert_promote_types_gives_openvinos_type_or_refuses_where_it_does(unsafe: bool,
+                                                                            scalars: bool) -> None:
+    """Every pair of element types (and with pytorch_scalar_promotion, a scalar on either side)."""
+    shapes = [([2], [2]), ([2], []), ([], [2])] if scalars else [([2], [2])]
+    for left, right in ((a, b) for a in TYPE_NAMES for b in TYPE_NAMES):
+        for left_shape, right_shape in shapes:
+            ports = (ov_opset14.parameter(left_shape, getattr(openvino.Type, left)),
+                     ov_opset14.parameter(right_shape, getattr(openvino.Type, right)))
+            try:
+                node = ov_opset14.convert_promote_types(*ports, unsafe, scalars)
+                want = [node.get_output_element_type(i).get_type_name() for i in range(2)]
+            except RuntimeError:
+                want = None
+            ours = (opset.parameter(left_shape, left), opset.parameter(right_shape, right))
+            if want is None:
+                with pytest.raises(InputError, match="convert_promote_types"):
+                    opset.convert_promote_types(*ours, unsafe, scalars)
+            else:
+                built = opset.convert_promote_types(*ours, unsafe, scalars)
+                assert [str(built.get_output_element_type(i)) for i in range(2)] == want, (left, right)
+
+
+def test_convert_promote_types_converts_values_and_reads_from_an_ir(tmp_path: Path) -> None:
+    feeds = [np.array([1, 200, 7], np.uint8), np.array([-3, 4, 5], np.int8)]
+    reference = _graph(openvino, ov_opset14, lambda m, a, b: m.convert_promote_types(a, b, True), feeds)
+    want = _results(openvino.Core().compile_model(reference, "CPU"), feeds, 2)
+    assert want[0].dtype == np.int16
+    path = tmp_path / "promote.xml"
+    openvino.save_model(reference, str(path))
+    _check(_results(ov.Core().compile_model(str(path), "CPU"), feeds, 2), want, 0)

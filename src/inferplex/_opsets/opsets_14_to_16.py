@@ -1,5 +1,6 @@
-"""Functions OpenVINO's opsets 14 to 16 added, as ONNX ops: ``inverse`` (14), ``stft``,
-``search_sorted``, ``slice_scatter``, ``col2im``, the bitwise shifts (15) and ``segment_max`` (16).
+"""Functions OpenVINO's opsets 14 to 16 added, as ONNX ops: ``inverse``, ``convert_promote_types``
+(14), ``stft``, ``search_sorted``, ``slice_scatter``, ``col2im``, the bitwise shifts (15) and
+``segment_max`` (16).
 
 ``inverse`` is Gauss-Jordan elimination with partial pivoting, unrolled over the matrix's (static)
 size; ``col2im`` adds each column's values into its place of the padded image (ScatterElements'
@@ -41,8 +42,8 @@ from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
 
-__all__ = ["bitwise_left_shift", "bitwise_right_shift", "col2im", "inverse", "search_sorted", "segment_max",
-           "slice_scatter", "stft"]
+__all__ = ["bitwise_left_shift", "bitwise_right_shift", "col2im", "convert_promote_types", "inverse",
+           "search_sorted", "segment_max", "slice_scatter", "stft"]
 
 _FLOAT = int(ir.DataType.FLOAT)
 _INT64 = int(ir.DataType.INT64)
@@ -321,3 +322,95 @@ def _shift(type_name: str, left: NodeInput, right: NodeInput, auto_broadcast: st
         mark_exact_integers(built, f"{type_name} of {show(a)}")
     return built
 
+
+
+_FLOATS = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE)
+
+
+def convert_promote_types(left_node: NodeInput, right_node: NodeInput, promote_unsafe: bool = False,
+                          pytorch_scalar_promotion: bool = False, u64_integer_promotion_target: Any = "f32",
+                          name: str | None = None) -> Node:
+    """Both inputs converted to one element type, as OpenVINO's ConvertPromoteTypes: a boolean gives
+    way to anything, a float to a wider float (f16 and bf16 meet at f32), an integer to a float;
+    integers of one signedness to the wider; an unsigned and a signed one to the signed where wider,
+    else to a signed type twice the unsigned one's width (u64 with a signed type:
+    ``u64_integer_promotion_target``).  Without ``promote_unsafe`` a promotion that can lose values
+    (a signed type with an unsigned as wide, an integer into a float no wider than it, f16 with
+    bf16) is an InputError.  With ``pytorch_scalar_promotion`` a scalar (rank 0) of a kind no
+    higher (boolean, integer, float) than a tensor's takes the tensor's type."""
+    from inferplex.api.nodes import to_ir_dtype
+
+    a, b = value_of(left_node), value_of(right_node)
+    target = to_ir_dtype(u64_integer_promotion_target)
+    scalars = [v.shape is not None and len(v.shape) == 0 for v in (a, b)]
+    tensor, scalar = (b, a) if scalars[0] else (a, b)
+    if pytorch_scalar_promotion and scalars[0] != scalars[1] and tensor.dtype is not None \
+            and scalar.dtype is not None and _kind(scalar.dtype) <= _kind(tensor.dtype):
+        if not promote_unsafe and not _scalar_fits(scalar.dtype, tensor.dtype):
+            raise InputError(f"convert_promote_types of {show(a)} and {show(b)}: the scalar's "
+                             f"{scalar.dtype} into the tensor's {tensor.dtype} can lose values; "
+                             "promote_unsafe=True allows it")
+        common = tensor.dtype
+    else:
+        common = _promotion(a.dtype, b.dtype, bool(promote_unsafe), target)
+    outputs = [v if v.dtype == common else step("Cast", [v], {"to": int(common)}) for v in (a, b)]
+    built = make_op("ConvertPromoteTypes", "Identity", [outputs[0]], {}, name)
+    built._outputs.append(outputs[1])  # noqa: SLF001
+    return built
+
+
+def _scalar_fits(scalar: ir.DataType, tensor: ir.DataType) -> bool:
+    """Whether OpenVINO's safe promotion lets a scalar of a kind no higher take a tensor's type: a
+    boolean always; an integer into a float wider than it; a float or a signed integer into one at
+    least as wide; an unsigned integer into an unsigned one at least as wide or a signed one at
+    least half as wide (as OpenVINO checks it)."""
+    if scalar == ir.DataType.BOOL:
+        return True
+    if _kind(scalar) < _kind(tensor):
+        return scalar.bitwidth < tensor.bitwidth
+    if scalar in _FLOATS or scalar.is_signed():
+        return (scalar in _FLOATS or tensor.is_signed()) and scalar.bitwidth <= tensor.bitwidth
+    return scalar.bitwidth <= (2 * tensor.bitwidth if tensor.is_signed() else tensor.bitwidth)
+
+
+def _kind(dtype: ir.DataType | None) -> int:
+    """0 boolean, 1 integer, 2 float."""
+    return 0 if dtype == ir.DataType.BOOL else 2 if dtype in _FLOATS else 1
+
+
+def _promotion(a: ir.DataType | None, b: ir.DataType | None, unsafe: bool, u64_target: ir.DataType
+               ) -> ir.DataType:
+    """The common type of ``a`` and ``b`` (see :func:`convert_promote_types`)."""
+    if a is None or b is None:
+        raise InputError("convert_promote_types needs both inputs' element types")
+    if a == b or b == ir.DataType.BOOL:
+        return a
+    if a == ir.DataType.BOOL:
+        return b
+
+    def refuse(why: str) -> InputError:
+        return InputError(f"convert_promote_types of {a} and {b}: {why}; promote_unsafe=True allows it")
+
+    floats = [t for t in (a, b) if t in _FLOATS]
+    if len(floats) == 2:
+        if {a, b} == {ir.DataType.FLOAT16, ir.DataType.BFLOAT16}:
+            if not unsafe:
+                raise refuse("f16 and bf16 meet only at f32")
+            return ir.DataType.FLOAT
+        return max(a, b, key=lambda t: t.bitwidth)
+    if len(floats) == 1:
+        number = b if floats[0] == a else a
+        if not unsafe and number.bitwidth >= floats[0].bitwidth:
+            raise refuse(f"{number} into {floats[0]} can lose values")
+        return floats[0]
+    signed = [t.is_signed() for t in (a, b)]
+    if signed[0] == signed[1]:
+        return max(a, b, key=lambda t: t.bitwidth)
+    unsigned_type, signed_type = (b, a) if signed[0] else (a, b)
+    if signed_type.bitwidth > unsigned_type.bitwidth:
+        return signed_type
+    if not unsafe:
+        raise refuse(f"{signed_type} cannot hold every {unsigned_type}")
+    if unsigned_type.bitwidth == 64:
+        return u64_target
+    return {8: ir.DataType.INT16, 16: ir.DataType.INT32, 32: ir.DataType.INT64}[unsigned_type.bitwidth]

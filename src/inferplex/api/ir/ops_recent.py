@@ -1,5 +1,6 @@
 """The IR builders of the ops OpenVINO's opsets 14 to 16 added (Inverse, STFT, SearchSorted,
-SliceScatter, Col2Im, EmbeddingBagOffsets, EmbeddingBagPacked, SegmentMax, the bitwise shifts),
+SliceScatter, Col2Im, EmbeddingBagOffsets, EmbeddingBagPacked, SegmentMax, the bitwise shifts,
+ConvertPromoteTypes),
 merged into :data:`inferplex.api.ir.ops.BUILDERS`."""
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ RECENT_BUILDERS: dict[str, Callable[[Any], Node]] = {
         op.value(0), op.value(1), str(op.attrs.get("auto_broadcast", "numpy")), name=op.name),
     "BitwiseRightShift": lambda op: opset.bitwise_right_shift(
         op.value(0), op.value(1), str(op.attrs.get("auto_broadcast", "numpy")), name=op.name),
+    "ConvertPromoteTypes": lambda op: opset.convert_promote_types(
+        op.value(0), op.value(1), bool(op.attrs.get("promote_unsafe", False)),
+        bool(op.attrs.get("pytorch_scalar_promotion", False)),
+        op.attrs.get("u64_integer_promotion_target", "f32"), name=op.name),
     "SegmentMax": lambda op: opset.segment_max(op.value(0), op.value(1), _optional(op, 2),
                                                str(op.attrs.get("fill_mode", "ZERO")), name=op.name),
 }
