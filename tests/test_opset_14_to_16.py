@@ -1,10 +1,9 @@
-"""The functions OpenVINO's opsets 14 to 16 added (inverse, stft, search_sorted, slice_scatter, col2im,
-embedding_bag_offsets, embedding_bag_packed, segment_max, the bitwise shifts, convert_promote_types) and
-opset 1's
-deformable_convolution, built
-with inferplex's opset modules, each against OpenVINO's CPU at f32 on the same graph built with
-``openvino.opset14``/``15``/``16``/``1``: shapes, element types and values, on both of the CPU
-device's engines; the same ops read from an IR OpenVINO saved; and an emulated GPU."""
+"""The functions OpenVINO's opsets 14 to 16 added (inverse, stft, istft, search_sorted, slice_scatter,
+col2im, embedding_bag_offsets, embedding_bag_packed, segment_max, the bitwise shifts,
+convert_promote_types) and opset 1's deformable_convolution, built with inferplex's opset modules,
+each against OpenVINO's CPU at f32 on the same graph built with ``openvino.opset14``/``15``/``16``/``1``:
+shapes, element types and values, on both of the CPU device's engines; the same ops read from an IR
+OpenVINO saved; and an emulated GPU."""
 
 from __future__ import annotations
 
@@ -64,6 +63,12 @@ CASES: dict[str, tuple[Any, Callable[..., Any], list[np.ndarray], float]] = {
                                                  False), _signal(), 1e-5),
     "stft_transposed": (ov_opset15, lambda m, s, w: m.stft(s, w, m.constant(np.int64(16)),
                                                           m.constant(np.int64(5)), True), _signal(), 1e-5),
+    "istft": (ov_opset16, lambda m, s, w: m.istft(
+        s, w, m.constant(np.int64(16)), m.constant(np.int64(4)), False, True),
+        [RNG.standard_normal((2, 9, 13, 2)).astype(F32), np.hanning(16).astype(F32)], 1e-5),
+    "istft_centered_to_a_length": (ov_opset16, lambda m, s, w: m.istft(
+        s, w, m.constant(np.int64(16)), m.constant(np.int64(5)), True, False, m.constant(np.int64(40))),
+        [RNG.standard_normal((9, 11, 2)).astype(F32), np.hanning(12).astype(F32)], 1e-5),
     "search_sorted": (ov_opset15, lambda m, a, b: m.search_sorted(a, b), _sorted(), 0),
     "search_sorted_right": (ov_opset15, lambda m, a, b: m.search_sorted(a, b, True), _sorted(), 0),
     "slice_scatter": (ov_opset15, lambda m, d, u: m.slice_scatter(
@@ -121,8 +126,8 @@ def test_ops_read_from_an_ir(tmp_path: Path) -> None:
         _check(_results(compiled, feeds, len(want)), want, tolerance)
 
 
-@pytest.mark.parametrize("case", ["col2im", "inverse", "search_sorted", "segment_max", "slice_scatter",
-                                  "stft"])
+@pytest.mark.parametrize("case", ["col2im", "inverse", "istft", "search_sorted", "segment_max",
+                                  "slice_scatter", "stft"])
 def test_op_runs_on_an_emulated_gpu(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
     module, build, feeds, tolerance = CASES[case]

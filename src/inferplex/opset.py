@@ -139,7 +139,7 @@ SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan
                "inverse": 14, "stft": 15, "search_sorted": 15, "slice_scatter": 15, "col2im": 15,
                "segment_max": 16, "embedding_bag_offsets": 15, "embedding_bag_packed": 15,
                "bitwise_left_shift": 15, "bitwise_right_shift": 15,
-               "convert_promote_types": 14}
+               "convert_promote_types": 14, "istft": 16}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

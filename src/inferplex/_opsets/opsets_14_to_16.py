@@ -1,6 +1,6 @@
 """Functions OpenVINO's opsets 14 to 16 added, as ONNX ops: ``inverse``, ``convert_promote_types``
-(14), ``stft``, ``search_sorted``, ``slice_scatter``, ``col2im``, the bitwise shifts (15) and
-``segment_max`` (16).
+(14), ``stft``, ``search_sorted``, ``slice_scatter``, ``col2im``, the bitwise shifts (15),
+``segment_max`` and ``istft`` (16).
 
 ``inverse`` is Gauss-Jordan elimination with partial pivoting, unrolled over the matrix's (static)
 size; ``col2im`` adds each column's values into its place of the padded image (ScatterElements'
@@ -42,7 +42,7 @@ from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
 
-__all__ = ["bitwise_left_shift", "bitwise_right_shift", "col2im", "convert_promote_types", "inverse",
+__all__ = ["bitwise_left_shift", "bitwise_right_shift", "col2im", "convert_promote_types", "inverse", "istft",
            "search_sorted", "segment_max", "slice_scatter", "stft"]
 
 _FLOAT = int(ir.DataType.FLOAT)
@@ -76,6 +76,66 @@ def stft(data: NodeInput, window: NodeInput, frame_size: NodeInput, frame_step: 
     if dtype != ir.DataType.FLOAT:
         frames = step("Cast", [frames], {"to": int(dtype)})
     return as_op("STFT", frames, name)
+
+
+def istft(data: NodeInput, window: NodeInput, frame_size: NodeInput, frame_step: NodeInput, center: bool,
+          normalized: bool, signal_length: NodeInput = None, name: str | None = None) -> Node:
+    """The inverse of :func:`stft` (torch's ``istft``), as OpenVINO's ISTFT (opset 16): ``data``
+    [batch?, frame_size // 2 + 1, frames, 2] (the bins before the frames) back to a signal: each
+    frame's inverse real DFT (times sqrt(frame_size) where ``normalized``), times ``window``
+    (zero-padded on both sides to ``frame_size``), added where it starts (every ``frame_step``
+    samples), divided by the windows' squares added the same way where that sum is not 0;
+    ``center`` drops ``frame_size // 2`` samples at each end; ``signal_length`` cuts or zero-pads
+    the end.  ``frame_size`` must be a constant."""
+    from inferplex._opsets.spectral import irdft
+
+    spectrum, taps = value_of(data), value_of(window)
+    rank = None if spectrum.shape is None else len(spectrum.shape)
+    if rank not in (3, 4):
+        raise InputError(f"istft takes data of rank 3 or 4 ([batch?, bins, frames, 2]), got rank {rank}")
+    size = int(constant_ints(frame_size, "istft frame_size")[0])
+    dtype = spectrum.dtype or ir.DataType.FLOAT
+    spectrum, taps = (v if v.dtype == ir.DataType.FLOAT else step("Cast", [v], {"to": _FLOAT})
+                      for v in (spectrum, taps))
+    batch = spectrum if rank == 4 else step("Unsqueeze", [spectrum, _ints([0])])
+    frames = step("Transpose", [batch], {"perm": [0, 2, 1, 3]})  # [B, frames, bins, 2]
+    signal = irdft(frames, _ints([2]), _ints([size]))._outputs[0]  # noqa: SLF001 - [B, frames, size]
+    if normalized:
+        signal = step("Mul", [signal, _floats(float(np.float32(np.sqrt(size))))])
+    short = step("Sub", [_ints([size]), _dim(taps, 0)])
+    left = step("Div", [short, _ints([2])])
+    taps = step("Pad", [taps, step("Concat", [left, step("Sub", [short, left])], {"axis": 0})])
+    signal = step("Mul", [signal, taps])
+    hop = _scalar_int(frame_step)
+    count = _dim(signal, 1)
+    starts = step("Mul", [step("Range", [_ints(0), step("Squeeze", [count]), _ints(1)]), hop])
+    places = step("Reshape", [step("Add", [step("Unsqueeze", [starts, _ints([1])]),
+                                           _ints(np.arange(size).reshape(1, -1))]), _ints([1, -1])])
+    length = step("Add", [step("Mul", [step("Sub", [count, _ints([1])]), hop]), _ints([size])])  # [1]
+    flat = step("Reshape", [signal, _ints([0, -1])])  # [B, frames * size]
+    blank = step("Expand", [_floats(0.0), step("Concat", [_dim(flat, 0), length], {"axis": 0})])
+    added = step("ScatterElements", [blank, step("Expand", [places, step("Shape", [flat])]), flat],
+                 {"axis": 1, "reduction": "add"})
+    squares = step("Expand", [step("Reshape", [step("Mul", [taps, taps]), _ints([1, -1])]),
+                              step("Concat", [count, _ints([size])], {"axis": 0})])
+    envelope = step("ScatterElements", [step("Expand", [_floats(0.0), step("Concat", [_ints([1]), length],
+                                                                             {"axis": 0})]),
+                                        places, step("Reshape", [squares, _ints([1, -1])])],
+                    {"axis": 1, "reduction": "add"})  # [1, length]
+    added = step("Where", [step("Equal", [envelope, _floats(0.0)]), added, step("Div", [added, envelope])])
+    if center:
+        added = step("Slice", [added, _ints([size // 2]), step("Sub", [length, _ints([size // 2])]),
+                               _ints([1])])
+    if signal_length is not None:
+        wanted = step("Reshape", [int64(signal_length), _ints([1])])
+        added = step("Pad", [added, step("Concat", [_ints([0, 0, 0]), step("Max", [
+            step("Sub", [wanted, _dim(added, 1)]), _ints([0])])], {"axis": 0})])
+        added = step("Slice", [added, _ints([0]), wanted, _ints([1])])
+    if rank == 3:
+        added = step("Squeeze", [added, _ints([0])])
+    if dtype != ir.DataType.FLOAT:
+        added = step("Cast", [added], {"to": int(dtype)})
+    return as_op("ISTFT", added, name)
 
 
 def _scalar_int(item: NodeInput) -> ir.Value:

@@ -1,6 +1,6 @@
 """The IR builders of the ops OpenVINO's opsets 14 to 16 added (Inverse, STFT, SearchSorted,
 SliceScatter, Col2Im, EmbeddingBagOffsets, EmbeddingBagPacked, SegmentMax, the bitwise shifts,
-ConvertPromoteTypes),
+ConvertPromoteTypes, ISTFT),
 merged into :data:`inferplex.api.ir.ops.BUILDERS`."""
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ RECENT_BUILDERS: dict[str, Callable[[Any], Node]] = {
     "Inverse": lambda op: opset.inverse(op.value(0), bool(op.attrs.get("adjoint", False)), name=op.name),
     "STFT": lambda op: opset.stft(op.value(0), op.value(1), op.arg(2), op.arg(3),
                                   bool(op.attrs.get("transpose_frames", False)), name=op.name),
+    "ISTFT": lambda op: opset.istft(op.value(0), op.value(1), op.arg(2), op.arg(3), bool(op.attrs["center"]),
+                                    bool(op.attrs["normalized"]), _optional(op, 4), name=op.name),
     "SearchSorted": lambda op: opset.search_sorted(op.value(0), op.value(1),
                                                    bool(op.attrs.get("right_mode", False)), name=op.name),
     "SliceScatter": lambda op: opset.slice_scatter(op.value(0), op.value(1), op.arg(2), op.arg(3), op.arg(4),
