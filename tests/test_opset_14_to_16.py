@@ -138,10 +138,26 @@ def test_op_runs_on_an_emulated_gpu(monkeypatch: pytest.MonkeyPatch, case: str) 
     _check(_results(compiled, feeds, 1), want, max(tolerance, 1e-5))
 
 
+@pytest.mark.parametrize("engine", ["OPENVINO", "ONNXRUNTIME"])
+def test_inverse_of_matrices_whose_size_is_known_only_when_run(tmp_path: Path, engine: str) -> None:
+    """Dynamic dims (as ``convert_model`` leaves ``torch.linalg.inv``): a Loop over the columns, here
+    and read from OpenVINO's IR, against numpy."""
+    matrices = RNG.standard_normal((3, 6, 6)).astype(F32)
+    ours = opset.parameter([-1, -1, -1], F32)
+    compiled = ov.Core().compile_model(ov.Model([opset.inverse(ours)], [ours]), "CPU", {"ENGINE": engine})
+    got = np.asarray(compiled([matrices])[0])
+    np.testing.assert_allclose(got, np.linalg.inv(matrices), rtol=1e-3, atol=1e-4)
+    theirs = ov_opset14.parameter([-1, -1, -1], F32)
+    path = tmp_path / "inverse.xml"
+    openvino.save_model(openvino.Model([ov_opset14.inverse(theirs, True)], [theirs]), str(path))
+    read = ov.Core().compile_model(str(path), "CPU", {"ENGINE": engine})
+    want = np.linalg.inv(np.swapaxes(matrices, -1, -2))
+    np.testing.assert_allclose(np.asarray(read([matrices])[0]), want, rtol=1e-3, atol=1e-4)
+
 def test_refusals() -> None:
     x = opset.parameter([2, 3, 4], F32)
     with pytest.raises(InputError, match=r"square matrices"):
-        opset.inverse(x)
+        opset.inverse(opset.parameter([4], F32))
     with pytest.raises(InputError, match=r"stft takes data of rank 1 or 2"):
         opset.stft(x, opset.parameter([4], F32), np.int64(4), np.int64(2), False)
     with pytest.raises(InputError, match=r"fill_mode 'max'.*zero, lowest"):

@@ -131,8 +131,8 @@ def floats(values: Any) -> ir.Value:
 
 
 def dim(value: ir.Value, axis: int) -> ir.Value:
-    """Dim ``axis`` of ``value`` as an int64 tensor of one element."""
-    return step("Shape", [value], {"start": axis, "end": axis + 1})
+    """Dim ``axis`` of ``value`` (negative: from the end) as an int64 tensor of one element."""
+    return step("Shape", [value], {"start": axis} if axis == -1 else {"start": axis, "end": axis + 1})
 
 
 def round_half_away(value: ir.Value) -> ir.Value:

@@ -2,8 +2,8 @@
 (14), ``stft``, ``search_sorted``, ``slice_scatter``, ``col2im``, the bitwise shifts (15),
 ``segment_max`` and ``istft`` (16).
 
-``inverse`` is Gauss-Jordan elimination with partial pivoting, unrolled over the matrix's (static)
-size; ``col2im`` adds each column's values into its place of the padded image (ScatterElements'
+``inverse`` is Gauss-Jordan elimination with partial pivoting, unrolled over the matrix's size where
+it is static, a Loop over it where it is not; ``col2im`` adds each column's values into its place of the padded image (ScatterElements'
 ``add``) with the places worked out here from the static sizes; ``slice_scatter`` writes
 ``updates`` at the places ONNX's Slice would read with the same start, stop, step and axes.
 
@@ -249,39 +249,75 @@ def col2im(data: NodeInput, output_size: NodeInput, kernel_size: NodeInput,
 
 
 def inverse(data: NodeInput, adjoint: bool = False, name: str | None = None) -> Node:
-    """The inverse of each square matrix of ``data`` [..., N, N] (N a constant), by Gauss-Jordan
-    elimination with partial pivoting; ``adjoint``: of its (conjugate) transpose."""
+    """The inverse of each square matrix of ``data`` [..., N, N], by Gauss-Jordan elimination with
+    partial pivoting (unrolled where N is a constant, a Loop over N otherwise); ``adjoint``: of its
+    (conjugate) transpose."""
     matrices = value_of(data)
-    if matrices.shape is None or len(matrices.shape) < 2 or not isinstance(matrices.shape[-1], int) \
-            or matrices.shape[-1] != matrices.shape[-2]:
-        raise InputError(f"inverse takes square matrices [..., N, N] of a known N, got "
-                         f"{None if matrices.shape is None else list(matrices.shape)}")
-    size = int(matrices.shape[-1])
+    shape = matrices.shape
+    if shape is None or len(shape) < 2 or (isinstance(shape[-1], int) and isinstance(shape[-2], int)
+                                           and shape[-1] != shape[-2]):
+        raise InputError("inverse takes square matrices [..., N, N], got "
+                         f"{None if shape is None else list(shape)}")
     dtype = matrices.dtype or ir.DataType.FLOAT
     work = matrices if dtype == ir.DataType.FLOAT else step("Cast", [matrices], {"to": _FLOAT})
     if adjoint:
-        work = _transposed(work, len(matrices.shape))
-    identity = step("Expand", [_floats(np.eye(size, dtype=np.float32)), step("Shape", [work])])
-    augmented = step("Concat", [work, identity], {"axis": -1})  # [..., N, 2N]
-    rows = _ints(np.arange(size).reshape(-1, 1))  # [N, 1]
-    for k in range(size):
-        column = step("Slice", [augmented, _ints([k]), _ints([k + 1]), _ints([-1])])  # [..., N, 1]
-        below = step("Where", [step("Less", [rows, _ints(k)]), _floats(-1.0), step("Abs", [column])])
-        pivot = step("ArgMax", [below], {"axis": -2, "keepdims": 1})  # [..., 1, 1]
-        others = step("Where", [step("Equal", [rows, pivot]), _ints(k), rows])
-        swapped = step("Where", [step("Equal", [rows, _ints(k)]), pivot, others])  # [..., N, 1]
-        augmented = step("GatherElements", [augmented, step("Expand", [swapped, step("Shape", [augmented])])],
-                         {"axis": -2})
-        row = step("Slice", [augmented, _ints([k]), _ints([k + 1]), _ints([-2])])  # [..., 1, 2N]
-        lead = step("Slice", [row, _ints([k]), _ints([k + 1]), _ints([-1])])
-        row = step("Div", [row, lead])
-        factors = step("Slice", [augmented, _ints([k]), _ints([k + 1]), _ints([-1])])  # [..., N, 1]
-        reduced = step("Sub", [augmented, step("Mul", [factors, row])])
-        augmented = step("Where", [step("Equal", [rows, _ints(k)]), row, reduced])
-    result = step("Slice", [augmented, _ints([size]), _ints([2 * size]), _ints([-1])])
+        work = _transposed(work, len(shape))
+    size = _dim(work, -1)
+    places = step("Range", [_ints(0), step("Squeeze", [size]), _ints(1)])
+    diagonal = step("Equal", [step("Unsqueeze", [places, _ints([1])]), places])
+    identity = step("Cast", [diagonal], {"to": _FLOAT})
+    augmented = step("Concat", [work, step("Expand", [identity, step("Shape", [work])])], {"axis": -1})
+    known = shape[-1] if isinstance(shape[-1], int) else shape[-2] if isinstance(shape[-2], int) else None
+    if known is not None:
+        for k in range(int(known)):
+            augmented = _eliminated(augmented, _ints([k]))
+    else:
+        augmented = _eliminated_in_a_loop(augmented, size)
+    result = step("Slice", [augmented, size, step("Mul", [size, _ints([2])]), _ints([-1])])
     if dtype != ir.DataType.FLOAT:
         result = step("Cast", [result], {"to": int(dtype)})
     return as_op("Inverse", result, name)
+
+
+def _eliminated(augmented: ir.Value, k: ir.Value) -> ir.Value:
+    """One Gauss-Jordan step on ``augmented`` [..., N, 2N] at column ``k`` ([1] int64): the row of the
+    largest magnitude at or below k swapped into row k, divided by its lead, taken off the others."""
+    rows = step("Unsqueeze", [step("Range", [_ints(0), step("Squeeze", [_dim(augmented, -2)]), _ints(1)]),
+                              _ints([1])])  # [N, 1]
+    after = step("Add", [k, _ints([1])])
+    column = step("Slice", [augmented, k, after, _ints([-1])])  # [..., N, 1]
+    below = step("Where", [step("Less", [rows, k]), _floats(-1.0), step("Abs", [column])])
+    pivot = step("ArgMax", [below], {"axis": -2, "keepdims": 1})  # [..., 1, 1]
+    others = step("Where", [step("Equal", [rows, pivot]), k, rows])
+    swapped = step("Where", [step("Equal", [rows, k]), pivot, others])  # [..., N, 1]
+    augmented = step("GatherElements", [augmented, step("Expand", [swapped, step("Shape", [augmented])])],
+                     {"axis": -2})
+    row = step("Slice", [augmented, k, after, _ints([-2])])  # [..., 1, 2N]
+    row = step("Div", [row, step("Slice", [row, k, after, _ints([-1])])])
+    factors = step("Slice", [augmented, k, after, _ints([-1])])  # [..., N, 1]
+    reduced = step("Sub", [augmented, step("Mul", [factors, row])])
+    return step("Where", [step("Equal", [rows, k]), row, reduced])
+
+
+def _eliminated_in_a_loop(augmented: ir.Value, size: ir.Value) -> ir.Value:
+    """:func:`_eliminated` at columns 0 to N - 1, as a Loop (N known only when the model runs)."""
+    from inferplex._model import Model
+    from inferplex._opsets.control_loops import loop
+    from inferplex.opset import parameter, result
+
+    rank = len(augmented.shape) if augmented.shape is not None else None
+    if rank is None:
+        raise InputError("inverse needs matrices of a known rank")
+    counter = parameter([1], np.int64, name="inverse_column")
+    carried = parameter([-1] * rank, np.float32, name="inverse_augmented")
+    stepped = result(as_op("Identity", _eliminated(value_of(carried), value_of(counter)), None))
+    going = result(as_op("Identity", value_of(np.array([True])), None))
+    body = Model([going, stepped], [counter, carried])
+    node = loop(step("Squeeze", [size]), value_of(np.array(True)))
+    node.set_function(body)
+    node.set_special_body_ports([0, 0])
+    node.set_merged_input(carried, augmented, stepped.output(0))
+    return value_of(node.get_iter_value(stepped.output(0), -1))
 
 
 def _transposed(value: ir.Value, rank: int) -> ir.Value:
