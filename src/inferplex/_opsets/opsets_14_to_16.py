@@ -3,9 +3,10 @@
 ``segment_max`` and ``istft`` (16).
 
 ``inverse`` is Gauss-Jordan elimination with partial pivoting, unrolled over the matrix's size where
-it is static, a Loop over it where it is not; ``col2im`` adds each column's values into its place of the padded image (ScatterElements'
-``add``) with the places worked out here from the static sizes; ``slice_scatter`` writes
-``updates`` at the places ONNX's Slice would read with the same start, stop, step and axes.
+it is static, a Loop over it where it is not; ``col2im`` adds each column's values into its place of
+the padded image (ScatterElements' ``add``) with the places worked out here from the static sizes;
+``slice_scatter`` writes ``updates`` at the places ONNX's Slice would read with the same start,
+stop, step and axes.
 
 The bitwise shifts are C's on the integer's own width: logical on unsigned types, arithmetic (the
 sign kept) right shifts of signed ones, through ONNX's BitShift on the unsigned type of that width;
