@@ -269,3 +269,7 @@ def test_convert_promote_types_converts_values_and_reads_from_an_ir(tmp_path: Pa
     path = tmp_path / "promote.xml"
     openvino.save_model(reference, str(path))
     _check(_results(ov.Core().compile_model(str(path), "CPU"), feeds, 2), want, 0)
+    same = [np.ones(3, F32), np.zeros(3, F32)]  # of one type already: both pass through
+    model = _graph(ov, opset, lambda m, a, b: m.convert_promote_types(a, b), same)
+    for engine in ("OPENVINO", "ONNXRUNTIME"):
+        _check(_results(ov.Core().compile_model(model, "CPU", {"ENGINE": engine}), same, 2), same, 0)

@@ -450,7 +450,8 @@ def convert_promote_types(left_node: NodeInput, right_node: NodeInput, promote_u
         common = tensor.dtype
     else:
         common = _promotion(a.dtype, b.dtype, bool(promote_unsafe), target)
-    outputs = [v if v.dtype == common else step("Cast", [v], {"to": int(common)}) for v in (a, b)]
+    outputs = [step("Identity", [v]) if v.dtype == common else step("Cast", [v], {"to": int(common)})
+               for v in (a, b)]
     built = make_op("ConvertPromoteTypes", "Identity", [outputs[0]], {}, name)
     built._outputs.append(outputs[1])  # noqa: SLF001
     return built
