@@ -350,6 +350,30 @@ def test_matrix_nms_refusals() -> None:
     assert "matrix_nms" in opset8.__all__ and "matrix_nms" not in opset1.__all__
 
 
+
+def test_matrix_nms_and_deformable_psroi_pooling_run_on_an_emulated_gpu(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU device runs each whole (no op left to the CPU), with the CPU device's values."""
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    rng = np.random.default_rng(11)
+    nms_feeds = [_boxes(rng, 2, 12), rng.uniform(0, 1, (2, 3, 12)).astype(F32)]
+    data = rng.standard_normal((2, 36, 10, 12)).astype(F32)
+    coords = np.array([[0, 1, 2, 20, 16], [1, 4, 0, 30, 25], [-1, 0, 0, 5, 5]], F32)
+    moves = (rng.standard_normal((3, 4, 3, 3)) * 0.3).astype(F32)
+    cases = [(lambda b, s: opset8.matrix_nms(b, s, "classid", True, decay_function="gaussian"), nms_feeds),
+             (lambda x, c, m: opset1.deformable_psroi_pooling(
+                 x, c, 4, 0.5, 3, spatial_bins_x=2, spatial_bins_y=2, trans_std=0.2, part_size=3, offsets=m),
+              [data, coords, moves])]
+    for build, feeds in cases:
+        params = [opset.parameter(list(f.shape), f.dtype) for f in feeds]
+        node = build(*params)
+        model = ov.Model([node.output(i) for i in range(node.get_output_size())], params, "op")
+        want = ov.Core().compile_model(model, "CPU")(feeds).to_tuple()
+        compiled = ov.Core().compile_model(model, "GPU.0")
+        assert compiled.get_property("EXECUTION_DEVICES") == ["GPU.0"]
+        for got, expected in zip(compiled(feeds).to_tuple(), want, strict=True):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-5)
+
 # --- read from an IR -------------------------------------------------------------------------------
 
 

@@ -219,6 +219,19 @@ def test_generate_proposals_matches_openvinos_cpu(case: str) -> None:
         assert (want[2] < 90).all()
 
 
+def test_generate_proposals_runs_on_an_emulated_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    attrs, info = GENERATE_CASES["pixel_boxes"]
+    feeds = _proposal_inputs(17, 2, 5, 6, info)
+    params = [opset.parameter(list(feed.shape), np.float32) for feed in feeds]
+    node = opset.generate_proposals(*params, **attrs)
+    model = ov.Model([node.output(i) for i in range(3)], params, "generate_proposals")
+    want = ov.Core().compile_model(model, "CPU")(feeds).to_tuple()
+    compiled = ov.Core().compile_model(model, "GPU.0")
+    assert compiled.get_property("EXECUTION_DEVICES") == ["GPU.0"]
+    for got, expected in zip(compiled(feeds).to_tuple(), want, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-4)
+
 def test_generate_proposals_read_from_an_ir(tmp_path: Path) -> None:
     attrs, info = GENERATE_CASES["pixel_boxes"]
     feeds = _proposal_inputs(13, 2, 5, 6, info)
