@@ -150,6 +150,17 @@ def emulated_or_cuda_core(request: Any, emulated_core: ov.Core) -> ov.Core:
     return emulated_core if request.param == "emulated" else ov.Core()
 
 
+def same_on_the_gpu(core: ov.Core, model: ov.Model, feeds: Sequence[Any], atol: float = 1e-5) -> None:
+    """``model`` runs whole on ``core``'s GPU.0 (no op left to the CPU), every output equal to the CPU
+    device's within ``atol``."""
+    want = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(list(feeds)).to_tuple()
+    compiled = core.compile_model(model, "GPU.0")
+    assert compiled.get_property("EXECUTION_DEVICES") == ["GPU.0"]
+    got = compiled(list(feeds)).to_tuple()
+    assert len(got) == len(want)
+    for have, expected in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(have), np.asarray(expected), rtol=atol, atol=atol)
+
 def queued_results(compiled: Any, feeds: Sequence[Mapping[str, Any]], jobs: int = 32) -> dict[int, Any]:
     """``jobs`` requests through an AsyncInferQueue of the compiled model's optimal size (every
     worker serves), feeds taken in turn: each job's first output, every job ended exactly once."""

@@ -18,6 +18,8 @@ import inferplex as ov
 from inferplex import opset, opset1
 from inferplex.errors import InputError
 
+from conftest import same_on_the_gpu
+
 openvino = pytest.importorskip("openvino")
 ov_opset1 = pytest.importorskip("openvino.opset1")
 ov_opset14 = pytest.importorskip("openvino.opset14")
@@ -128,14 +130,9 @@ def test_ops_read_from_an_ir(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", ["col2im", "inverse", "istft", "search_sorted", "segment_max",
                                   "slice_scatter", "stft"])
-def test_op_runs_on_an_emulated_gpu(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
-    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+def test_op_runs_on_an_emulated_gpu(emulated_core: ov.Core, case: str) -> None:
     module, build, feeds, tolerance = CASES[case]
-    model = _graph(ov, _ours(module), build, feeds)
-    want = _results(ov.Core().compile_model(model, "CPU", F32_HINT), feeds, 1)
-    compiled = ov.Core().compile_model(model, "GPU.0")
-    assert compiled.get_property("EXECUTION_DEVICES") == ["GPU.0"]
-    _check(_results(compiled, feeds, 1), want, max(tolerance, 1e-5))
+    same_on_the_gpu(emulated_core, _graph(ov, _ours(module), build, feeds), feeds, max(tolerance, 1e-5))
 
 
 @pytest.mark.parametrize("engine", ["OPENVINO", "ONNXRUNTIME"])
@@ -169,6 +166,23 @@ def test_refusals() -> None:
                                    opset.parameter([2, 2], F32), reduction="mean")
     with pytest.raises(InputError, match=r"not a multiple of kernel_size 2 x 2"):
         opset.col2im(x, np.array([4, 4]), np.array([2, 2]))
+    with pytest.raises(InputError, match=r"makes 16 blocks; the data has 12"):
+        opset.col2im(opset.parameter([2, 18, 12], F32), np.array([5, 7]), np.array([2, 3]), [1, 2], [2, 1],
+                     [1, 1], [0, 1])
+    with pytest.raises(InputError, match=r"floating-point matrices.*int32"):
+        opset.inverse(opset.parameter([3, 3], np.int32))
+    with pytest.raises(InputError, match=r"window of rank 1"):
+        opset.stft(opset.parameter([2, 64], F32), opset.parameter([4, 4], F32), np.int64(16), np.int64(4),
+                   False)
+    with pytest.raises(InputError, match=r"same leading dims"):
+        opset.search_sorted(opset.parameter([3, 8], F32), opset.parameter([4, 5], F32))
+    with pytest.raises(InputError, match=r"updates of the data's rank 3"):
+        opset.slice_scatter(opset.parameter([4, 6, 5], F32), opset.parameter([4, 5], F32), np.array([1]),
+                            np.array([5]), np.array([2]), np.array([1]))
+    with pytest.raises(InputError, match=r"one per row of data"):
+        opset.segment_max(opset.parameter([7, 3], F32), opset.parameter([5], np.int64))
+    with pytest.raises(InputError, match=r"integers of one element type"):
+        opset.bitwise_left_shift(opset.parameter([3], F32), opset.parameter([3], F32))
     assert {"inverse", "stft", "segment_max"} <= set(opset.__all__)
     assert "stft" not in ov.opset8.__all__ and "deformable_convolution" in opset1.__all__
 

@@ -17,6 +17,8 @@ import inferplex as ov
 from inferplex import opset, opset1, opset8
 from inferplex.errors import InputError
 
+from conftest import same_on_the_gpu
+
 openvino = pytest.importorskip("openvino")
 ov_opset1 = pytest.importorskip("openvino.opset1")
 ov_opset8 = pytest.importorskip("openvino.opset8")
@@ -351,10 +353,7 @@ def test_matrix_nms_refusals() -> None:
 
 
 
-def test_matrix_nms_and_deformable_psroi_pooling_run_on_an_emulated_gpu(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The GPU device runs each whole (no op left to the CPU), with the CPU device's values."""
-    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+def test_matrix_nms_and_deformable_psroi_pooling_run_on_an_emulated_gpu(emulated_core: ov.Core) -> None:
     rng = np.random.default_rng(11)
     nms_feeds = [_boxes(rng, 2, 12), rng.uniform(0, 1, (2, 3, 12)).astype(F32)]
     data = rng.standard_normal((2, 36, 10, 12)).astype(F32)
@@ -368,11 +367,8 @@ def test_matrix_nms_and_deformable_psroi_pooling_run_on_an_emulated_gpu(
         params = [opset.parameter(list(f.shape), f.dtype) for f in feeds]
         node = build(*params)
         model = ov.Model([node.output(i) for i in range(node.get_output_size())], params, "op")
-        want = ov.Core().compile_model(model, "CPU")(feeds).to_tuple()
-        compiled = ov.Core().compile_model(model, "GPU.0")
-        assert compiled.get_property("EXECUTION_DEVICES") == ["GPU.0"]
-        for got, expected in zip(compiled(feeds).to_tuple(), want, strict=True):
-            np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-5)
+        same_on_the_gpu(emulated_core, model, feeds)
+
 
 # --- read from an IR -------------------------------------------------------------------------------
 

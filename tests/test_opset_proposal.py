@@ -17,6 +17,8 @@ import inferplex as ov
 from inferplex import opset, opset1
 from inferplex.errors import InputError
 
+from conftest import same_on_the_gpu
+
 openvino = pytest.importorskip("openvino")
 ov_opset1 = pytest.importorskip("openvino.opset1")
 ov_opset4 = pytest.importorskip("openvino.opset4")
@@ -165,6 +167,12 @@ def test_proposal_refuses_bad_attributes_by_name(changes: dict[str, Any], names:
         opset.proposal(*params, attrs)
 
 
+def test_proposal_refuses_an_image_shape_of_another_size() -> None:
+    params = [opset.parameter(shape, np.float32) for shape in ([1, 12, 4, 4], [1, 24, 4, 4], [2, 3])]
+    with pytest.raises(InputError, match=r"image_shape \[3\] or \[4\].*got \[2, 3\]"):
+        opset.proposal(*params, _attrs())
+
+
 def test_proposal_refuses_channels_that_do_not_fit_its_anchors() -> None:
     params = [opset.parameter(shape, np.float32) for shape in ([1, 10, 4, 4], [1, 24, 4, 4], [3])]
     with pytest.raises(InputError, match=r"6 anchors .* need 12 channels of class_probs, got 10"):
@@ -219,18 +227,14 @@ def test_generate_proposals_matches_openvinos_cpu(case: str) -> None:
         assert (want[2] < 90).all()
 
 
-def test_generate_proposals_runs_on_an_emulated_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+def test_generate_proposals_runs_on_an_emulated_gpu(emulated_core: ov.Core) -> None:
     attrs, info = GENERATE_CASES["pixel_boxes"]
     feeds = _proposal_inputs(17, 2, 5, 6, info)
     params = [opset.parameter(list(feed.shape), np.float32) for feed in feeds]
     node = opset.generate_proposals(*params, **attrs)
-    model = ov.Model([node.output(i) for i in range(3)], params, "generate_proposals")
-    want = ov.Core().compile_model(model, "CPU")(feeds).to_tuple()
-    compiled = ov.Core().compile_model(model, "GPU.0")
-    assert compiled.get_property("EXECUTION_DEVICES") == ["GPU.0"]
-    for got, expected in zip(compiled(feeds).to_tuple(), want, strict=True):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-4)
+    same_on_the_gpu(emulated_core, ov.Model([node.output(i) for i in range(3)], params, "generate_proposals"),
+                    feeds, atol=1e-4)
+
 
 def test_generate_proposals_read_from_an_ir(tmp_path: Path) -> None:
     attrs, info = GENERATE_CASES["pixel_boxes"]

@@ -61,6 +61,7 @@ def stft(data: NodeInput, window: NodeInput, frame_size: NodeInput, frame_step: 
     rank = None if signal.shape is None else len(signal.shape)
     if rank not in (1, 2):
         raise InputError(f"stft takes data of rank 1 or 2 ([signal] or [batch, signal]), got rank {rank}")
+    _check_window(taps, "stft")
     dtype = signal.dtype or ir.DataType.FLOAT
     signal, taps = (v if v.dtype == ir.DataType.FLOAT else step("Cast", [v], {"to": _FLOAT})
                     for v in (signal, taps))
@@ -94,6 +95,7 @@ def istft(data: NodeInput, window: NodeInput, frame_size: NodeInput, frame_step:
     rank = None if spectrum.shape is None else len(spectrum.shape)
     if rank not in (3, 4):
         raise InputError(f"istft takes data of rank 3 or 4 ([batch?, bins, frames, 2]), got rank {rank}")
+    _check_window(taps, "istft")
     size = int(constant_ints(frame_size, "istft frame_size")[0])
     dtype = spectrum.dtype or ir.DataType.FLOAT
     spectrum, taps = (v if v.dtype == ir.DataType.FLOAT else step("Cast", [v], {"to": _FLOAT})
@@ -139,6 +141,11 @@ def istft(data: NodeInput, window: NodeInput, frame_size: NodeInput, frame_step:
     return as_op("ISTFT", added, name)
 
 
+def _check_window(window: ir.Value, what: str) -> None:
+    if window.shape is not None and len(window.shape) != 1:
+        raise InputError(f"{what} takes a window of rank 1 [window_size], got {show(window)}")
+
+
 def _scalar_int(item: NodeInput) -> ir.Value:
     """``item`` as an int64 scalar: a constant where it is one (OpenVINO's ONNX reader takes STFT's
     frame step and length as constants only)."""
@@ -154,6 +161,12 @@ def search_sorted(sorted_sequence: NodeInput, values: NodeInput, right_mode: boo
     leading dims, or [N]) that keeps it sorted: before equal values (the count of smaller ones) or,
     with ``right_mode``, after them (the count of those not larger); int64."""
     ordered, wanted = value_of(sorted_sequence), value_of(values)
+    if ordered.shape is not None and wanted.shape is not None and len(ordered.shape) != 1:
+        lead = list(zip(ordered.shape[:-1], wanted.shape[:-1], strict=False))
+        if len(ordered.shape) != len(wanted.shape) or any(
+                isinstance(x, int) and isinstance(y, int) and x != y for x, y in lead):
+            raise InputError(f"search_sorted takes sorted_sequence [N] or [..., N] with values [..., M] of "
+                             f"the same leading dims, got {show(ordered)} and {show(wanted)}")
     compare = "LessOrEqual" if right_mode else "Less"
     below = step(compare, [step("Unsqueeze", [ordered, _ints([-2])]),
                            step("Unsqueeze", [wanted, _ints([-1])])])  # [..., M, N]
@@ -196,6 +209,9 @@ def slice_scatter(data: NodeInput, updates: NodeInput, start: NodeInput, stop: N
         grid.append(step("Unsqueeze", [step("Expand", [spread, shape]), _ints([-1])]))
     index = step("Concat", grid, {"axis": -1})
     written = value_of(updates, base.dtype)
+    if written.shape is not None and len(written.shape) != rank:
+        raise InputError(f"slice_scatter takes updates of the data's rank {rank} (the slice's shape), got "
+                         f"{show(written)}")
     return make_op("SliceScatter", "ScatterND", [base, index, written], {}, name)
 
 
@@ -230,6 +246,11 @@ def col2im(data: NodeInput, output_size: NodeInput, kernel_size: NodeInput,
     blocks_w = (padded_w - (dilate_w * (kernel_w - 1) + 1)) // stride_w + 1
     if blocks_h < 1 or blocks_w < 1:
         raise InputError(f"col2im: no block of kernel {kernel_h} x {kernel_w} fits output {height} x {width}")
+    length = shape[-1]
+    if isinstance(length, int) and length != blocks_h * blocks_w:
+        blocks = blocks_h * blocks_w
+        raise InputError(f"col2im: kernel {kernel_h} x {kernel_w} over output {height} x {width} (with the "
+                         f"strides, dilations and pads) makes {blocks} blocks; the data has {length}")
     c, i, j, bh, bw = np.meshgrid(np.arange(channels), np.arange(kernel_h), np.arange(kernel_w),
                                   np.arange(blocks_h), np.arange(blocks_w), indexing="ij")
     rows = bh * stride_h + i * dilate_h
@@ -260,6 +281,8 @@ def inverse(data: NodeInput, adjoint: bool = False, name: str | None = None) -> 
         raise InputError("inverse takes square matrices [..., N, N], got "
                          f"{None if shape is None else list(shape)}")
     dtype = matrices.dtype or ir.DataType.FLOAT
+    if dtype not in _FLOATS:
+        raise InputError(f"inverse takes floating-point matrices (f16, bf16, f32, f64), got {show(matrices)}")
     work = matrices if dtype == ir.DataType.FLOAT else step("Cast", [matrices], {"to": _FLOAT})
     if adjoint:
         work = _transposed(work, len(shape))
@@ -338,6 +361,13 @@ def segment_max(data: NodeInput, segment_ids: NodeInput, num_segments: NodeInput
     rank = None if rows.shape is None else len(rows.shape)
     if rank is None or rank < 1:
         raise InputError("segment_max takes data of rank 1 or more")
+    given = value_of(segment_ids)
+    ids_shape, rows_shape = given.shape, rows.shape
+    if ids_shape is not None and rows_shape is not None and (len(ids_shape) != 1 or (
+            isinstance(ids_shape[0], int) and isinstance(rows_shape[0], int)
+            and ids_shape[0] != rows_shape[0])):
+        raise InputError(f"segment_max takes segment_ids [N], one per row of data {show(rows)}, got "
+                         f"{show(given)}")
     count = (step("Add", [step("ReduceMax", [ids], {"keepdims": 1}), _ints([1])]) if num_segments is None
              else step("Reshape", [int64(num_segments), _ints([1])]))
     segments = step("Range", [_ints(0), step("Squeeze", [count]), _ints(1)])

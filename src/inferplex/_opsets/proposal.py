@@ -76,6 +76,10 @@ def proposal(class_probs: NodeInput, bbox_deltas: NodeInput, image_shape: NodeIn
     for what, value in (("class_probs", probs), ("bbox_deltas", deltas)):
         if value.shape is not None and len(value.shape) != 4:
             raise InputError(f"proposal takes {what} of rank 4 [N, C, H, W], got rank {len(value.shape)}")
+    known = info.shape
+    if known is not None and (len(known) != 1 or (isinstance(known[0], int) and known[0] not in (3, 4))):
+        raise InputError(f"proposal takes image_shape [3] or [4] (height, width, scale of the height[, of "
+                         f"the width]), got {list(known)}")
     anchors = _anchors(options)
     count = len(anchors)
     for what, value, per in (("class_probs", probs, 2), ("bbox_deltas", deltas, 4)):
