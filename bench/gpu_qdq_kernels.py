@@ -8,8 +8,9 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
   ``F.linear`` in float16 (the f16 model) and ``torch._int_mm`` (cuBLASLt's int8 matmul, int32 out);
 * ``attention``: the QDQ attention kernel (``ops/_qdq_attention.py``, a pair after the scores, the
   scale, the softmax and the context) against ``F.scaled_dot_product_attention`` in float16 (the f16
-  model's attention) and against the same chain as separate ATen calls (what ran before); and both
-  with a padding mask (one row per sequence, broadcast over heads and query rows);
+  model's attention) and against the same chain as separate ATen calls (what ran before); the
+  kernel writing its output projection's 8-bit input in place of the context; and both with a
+  padding mask (one row per sequence, broadcast over heads and query rows);
 * ``gelu``: the QDQ GELU kernel (``ops/_qdq_gelu.py``, pairs after the erf, the sum and the product)
   against ``F.gelu`` in float16 and the same formula as separate ATen calls; and, as an int8
   matmul's input, the kernel followed by QuantizeLinear's pass against the kernel writing the 8-bit
@@ -23,7 +24,8 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
 
 ``--tilings`` adds the int8 kernel's tilings (128 x 128 x 128 tiles with 4 or 8 warps, 3 or 4
 stages, for int8 and uint8 rows, with pointer loads and with Hopper's tensor copies) and the
-attention kernel's query rows per program.  Values are random: only the time is measured (the tests
+attention kernel's query rows per program, at sequences of 128, 256 and 512 (the batch smaller in
+proportion).  Values are random: only the time is measured (the tests
 check the numbers against ONNX Runtime).  JSON goes to
 ``$OUT/gpu_qdq_kernels.json`` when ``OUT`` is set.
 
@@ -130,32 +132,36 @@ def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any
     return found
 
 
-def _attention_row(tilings: bool) -> dict[str, Any]:
+def _attention_row(tilings: bool, length: int = LENGTH) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
     from inferplex.devices.gpu.ops import _qdq_attention as attention
 
+    batch = BATCH * LENGTH // length  # the same number of query rows at every length
     # Q, K and V as views of one QKV projection's output, as a model's Reshape and Transpose leave them
-    packed = torch.randn(BATCH, LENGTH, 3, HEADS, WIDTH, device="cuda").half()
+    packed = torch.randn(batch, length, 3, HEADS, WIDTH, device="cuda").half()
     query, key, value = (packed[:, :, i].permute(0, 2, 1, 3) for i in range(3))
     key_t = key.transpose(-1, -2)
     steps = (_step(0.05, 3, -128, 127), _step(0.01, 0, -128, 127), None, _step(1 / 255, 0, 0, 255),
              _step(0.004, -2, -128, 127))
     numbers = [attention.step_numbers(step) for step in steps]
-    row = {"shape": f"{BATCH} x {HEADS} x {LENGTH} x {WIDTH}",
+    row = {"shape": f"{batch} x {HEADS} x {length} x {WIDTH}",
            "sdpa f16": _graph_us(lambda: F.scaled_dot_product_attention(query, key, value)),
            "separate calls": _graph_us(lambda: attention._aten(query, key_t, value, None, 8.0, True, steps)),
-           "kernel": _graph_us(lambda: attention._run_kernel(query, key_t, value, None, 8.0, True, numbers))}
+           "kernel": _graph_us(lambda: attention._run_kernel(query, key_t, value, None, 8.0, True, numbers)),
+           # the output projection's 8-bit input written in place of the context
+           "kernel writing 8-bit data": _graph_us(lambda: attention._run_kernel(
+               query, key_t, value, None, 8.0, True, numbers, [0.004, 0, -128, 127]))}
     # BERT's padding mask: one row of values per sequence, broadcast over the heads and query rows
-    padding = torch.zeros(BATCH, 1, 1, LENGTH, device="cuda").half()
-    padding[::2, ..., LENGTH * 3 // 4:] = -1e4
+    padding = torch.zeros(batch, 1, 1, length, device="cuda").half()
+    padding[::2, ..., length * 3 // 4:] = -1e4
     row["sdpa f16, padding mask"] = _graph_us(
         lambda: F.scaled_dot_product_attention(query, key, value, attn_mask=padding))
     row["kernel, padding mask"] = _graph_us(
         lambda: attention._run_kernel(query, key_t, value, padding, 8.0, True, numbers))
     if tilings:
-        for block_m in (16, 32, 64):
+        for block_m in (16, 32, 64, 128):
             original = attention._rows_per_program
             attention._rows_per_program = lambda keys, block_m=block_m: block_m  # type: ignore[assignment]
             try:
@@ -242,7 +248,9 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
-    results = {"linear": _linear_rows(args.tilings), "attention": [_attention_row(args.tilings)],
+    lengths = (LENGTH, 256, 512) if args.tilings else (LENGTH,)
+    results = {"linear": _linear_rows(args.tilings),
+               "attention": [_attention_row(args.tilings, length) for length in lengths],
                "gelu": [_gelu_row()], "layer norm": [_layer_norm_row()]}
     _print("int8 linear", results["linear"], "f16 linear")
     _print("attention", results["attention"], "sdpa f16")

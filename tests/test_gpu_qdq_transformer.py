@@ -277,6 +277,64 @@ def test_residual_layer_norm_runs_with_its_residual_add_and_pairs_as_one_call(
         assert before.op_type == "Add" and before.name not in records
 
 
+@pytest.mark.parametrize("model_name", ["static_model", "causal_model"])
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_qdq_attention_writes_its_output_projections_8_bit_input(
+        core: ov.Core, model_name: str, precision: str, request: pytest.FixtureRequest) -> None:
+    """The attention's result reaches the output projection's int8 matmul through a Transpose to
+    (batch, row, head, width), a Reshape joining the heads (pairs between) and the projection's
+    QuantizeLinear: the attention's call writes that QuantizeLinear's data itself, so the Transpose,
+    the Reshape and the quantizer run no call, and the model still matches ONNX Runtime."""
+    model = request.getfixturevalue(model_name)
+    records = _at_precision_matches_onnx_runtime(core, model, precision, 13)
+    producers, readers = _producers_and_readers(model)
+
+    def after_pair(value: str) -> Any:
+        (quantizer,) = readers[value]
+        (dq,) = readers[quantizer.output[0]]
+        (reader,) = readers[dq.output[0]]
+        return reader
+
+    heads = [n for n in model.graph.node if n.op_type == "Transpose"
+             and list(onnx.helper.get_attribute_value(n.attribute[0])) == [0, 2, 1, 3]]
+    assert heads
+    for transpose in heads:
+        reshape = after_pair(transpose.output[0])
+        (quantizer,) = readers[reshape.output[0]]
+        assert reshape.op_type == "Reshape" and quantizer.op_type == "QuantizeLinear"
+        assert not {transpose.name, reshape.name, quantizer.name} & set(records)
+        matmul = producers[producers[producers[transpose.input[0]].input[0]].input[0]]  # DQ <- Q <- MatMul
+        assert records.get(matmul.name) == "MatMul"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+def test_qdq_attention_kernels_8_bit_data_is_quantize_linear_of_its_result(kind: str) -> None:
+    """The attention kernel writing a QuantizeLinear's data (int8, uint8, and uint8 levels as int8
+    less 128) gives, bit for bit, QuantizeLinear's data of its result as it stores it, in
+    (batch, row, head, width) order."""
+    from inferplex.devices.gpu.ops import _qdq_attention as attention
+    from inferplex.devices.gpu.ops._fake_quantize import quantize_linear
+
+    dtype = getattr(torch, kind)
+    generator = torch.Generator(device="cuda").manual_seed(17)
+    packed = (torch.randint(-40, 40, (4, 96, 3, 12, 64), device="cuda", generator=generator) * 0.05).to(dtype)
+    query, key, value = (packed[:, :, i].permute(0, 2, 1, 3) for i in range(3))
+    key_t = key.transpose(-1, -2)
+
+    def step(scale: float, zero: int, low: int, high: int) -> tuple[torch.Tensor, float, int, int, int]:
+        return torch.tensor(scale, device="cuda"), scale, zero, low, high
+
+    steps = (step(0.3, 3, -128, 127), None, None, step(1 / 255, 0, 0, 255), step(0.01, 131, 0, 255))
+    result = attention.quantized_attention(query, key_t, value, None, 8.0, True, steps)
+    for levels in ((0.01, 131, torch.uint8), (0.01, 3, torch.int8), (0.013, -5, torch.int8)):
+        got = attention.quantized_attention(query, key_t, value, None, 8.0, True, steps, levels)
+        want = quantize_linear(result.transpose(1, 2), *levels)
+        assert got.dtype == levels[2] and got.is_contiguous()
+        assert torch.equal(got, want)
+
+
 def _kernel_pair(x: Any, step: Any, dtype: Any) -> Any:
     """A QDQ kernel's pair on float32 values: divided by the scale for float32 data, as ONNX does;
     times its float32 inverse for float16 and bfloat16 data, as torch's fake-quantize does."""
@@ -355,6 +413,75 @@ def test_layer_norm_kernel_matches_the_calls_it_fuses(kind: str, width: int) -> 
         apart = (value.double() - wanted).abs()  # a level apart, as the data's type holds the two
         assert bool((apart <= step * 1.01 + wanted.abs() * eps).all())
         assert float((apart > 0).double().mean()) <= 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+def test_layer_norm_kernel_with_one_quantizer_writes_its_data_and_values_alike(kind: str) -> None:
+    """Where the output's pair and the QuantizeLinear are one quantizer (as ``quantize_static`` writes
+    them), the fake-quantized output is the 8-bit data dequantized, bit for bit, and both are what
+    the pair and the QuantizeLinear give each alone, but for a rare value a step away where the
+    kernel's variants round the normalized value differently in its last place."""
+    from inferplex.devices.gpu.ops import _residual_layer_norm as norm
+
+    dtype = getattr(torch, kind)
+    generator = torch.Generator(device="cuda").manual_seed(14)
+    a, b = ((torch.randn(1024, 768, device="cuda", generator=generator) * 2).to(dtype) for _ in range(2))
+    weight = (torch.rand(768, device="cuda", generator=generator) + 0.5).to(dtype)
+    bias = torch.randn(768, device="cuda", generator=generator).to(dtype)
+    first = (torch.tensor(0.06, device="cuda"), 0.06, 2, -128, 127)
+    for scale, zero, low, high, data_type in ((0.04, -3, -128, 127, torch.int8),
+                                              (0.03, 125, 0, 255, torch.uint8)):
+        last = (torch.tensor(scale, device="cuda"), scale, zero, low, high)
+        quantize = (scale, zero, data_type)
+        value, data = norm.residual_layer_norm(a, b, weight, bias, 1e-5, first, last, quantize)
+        assert data.dtype == data_type
+        dequantized = ((data.to(torch.int32) - zero).to(torch.float32) * scale).to(dtype)
+        assert torch.equal(value, dequantized)
+        alone = norm.residual_layer_norm(a, b, weight, bias, 1e-5, first, last, None)
+        _, data_alone = norm.residual_layer_norm(a, b, weight, bias, 1e-5, first, None, quantize)
+        steps = (data.to(torch.int32) - data_alone.to(torch.int32)).abs()
+        assert int(steps.max()) <= 1 and float((steps > 0).double().mean()) <= 1e-4
+        assert float((value != alone).double().mean()) <= 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["float32", "float16", "bfloat16"])
+def test_layer_norm_kernel_reading_levels_gives_what_it_gives_on_their_values(kind: str) -> None:
+    """The normalization reading either input (or both) as a pair's 8-bit levels, as the calls
+    before it hand them over, gives what it gives on those levels' values as the pair's call stores
+    them (but for a rare value a step away, where the kernel's variants sum a row in another order);
+    writing the data alone, it writes the same data."""
+    from inferplex.devices.gpu.ops import _residual_layer_norm as norm
+
+    dtype = getattr(torch, kind)
+    generator = torch.Generator(device="cuda").manual_seed(18)
+    a = torch.randint(-128, 128, (1024, 768), device="cuda", generator=generator).to(torch.int8)
+    b = torch.randint(0, 256, (1024, 768), device="cuda", generator=generator).to(torch.uint8)
+    weight = (torch.rand(768, device="cuda", generator=generator) + 0.5).to(dtype)
+    bias = torch.randn(768, device="cuda", generator=generator).to(dtype)
+    a_pair = (torch.tensor(0.02, device="cuda"), 0.02, -5, -128, 127)
+    b_pair = (torch.tensor(0.015, device="cuda"), 0.015, 120, 0, 255)
+    a_values, b_values = (((x.to(torch.int32) - pair[2]).to(torch.float32) * pair[0]).to(dtype)
+                          for x, pair in ((a, a_pair), (b, b_pair)))
+    sum_step = (torch.tensor(0.05, device="cuda"), 0.05, 1, -128, 127)
+    last = (torch.tensor(0.04, device="cuda"), 0.04, -3, -128, 127)
+    quantize = (0.04, -3, torch.int8)
+    want_value, want_data = norm.residual_layer_norm(a_values, b_values, weight, bias, 1e-5, sum_step, last,
+                                                     quantize)
+    for first, second, levels in ((a, b_values, (a_pair, None)), (a_values, b, (None, b_pair)),
+                                  (a, b, (a_pair, b_pair))):
+        value, data = norm.residual_layer_norm(first, second, weight, bias, 1e-5, sum_step, last, quantize,
+                                               levels)
+        steps = (data.to(torch.int32) - want_data.to(torch.int32)).abs()
+        assert int(steps.max()) <= 1 and float((steps > 0).double().mean()) <= 1e-4
+        assert torch.equal(value, ((data.to(torch.int32) + 3).to(torch.float32) * 0.04).to(dtype))
+        assert float((value != want_value).double().mean()) <= 1e-4
+        alone = norm.residual_layer_norm(first, second, weight, bias, 1e-5, sum_step, last, quantize, levels,
+                                         value=False)
+        assert torch.equal(alone, data)
 
 
 @pytest.mark.gpu

@@ -112,6 +112,28 @@ def test_int8_linear_with_tensor_copies_matches_pointer_loads(
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("last", [[0.05, -7, -128, 127], [0.03, 131, 0, 255]])
+def test_int8_linear_writing_levels_gives_the_levels_of_its_values(dtype: torch.dtype,
+                                                                   last: list[float]) -> None:
+    """An int8 matmul writing its last pair's levels (for the normalization that reads them) gives,
+    bit for bit, the levels whose values it writes otherwise: dequantized, each is that value."""
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+
+    generator = torch.Generator(device="cuda").manual_seed(4)
+    a = torch.randint(-128, 128, (4096, 768), device="cuda", generator=generator).to(torch.int8)
+    weight = torch.randint(-128, 128, (768, 768), device="cuda", generator=generator).to(torch.int8)
+    scales = torch.rand(768, device="cuda", generator=generator) * 1e-4
+    bias = torch.randn(768, device="cuda", generator=generator).to(dtype)
+    mid = [0.0123456, 3, -128, 127]
+    values = kernels.int8_linear(a, weight, None, None, 0, scales, bias, dtype, mid, last)
+    levels = kernels.int8_linear(a, weight, None, None, 0, scales, bias, dtype, mid, last, levels=True)
+    assert levels.dtype == (torch.int8 if last[2] < 0 else torch.uint8)
+    scale, zero = last[0], int(last[1])
+    assert torch.equal(((levels.to(torch.int32) - zero).to(torch.float32) * scale).to(dtype), values)
+    assert int(levels.to(torch.int32).min()) < zero < int(levels.to(torch.int32).max())  # not all saturated
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("residual", [False, True])
 def test_conv_quantize_pass_matches_conv2d_and_its_pairs_bit_for_bit(dtype: torch.dtype, channels_last: bool,

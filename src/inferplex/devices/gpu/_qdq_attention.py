@@ -10,15 +10,19 @@ written, it is two matmuls on copies of Q, K and V, a pass per step and a fake-q
 after each.  :func:`quantized_attentions` finds the chain once the pairs are planned (see
 :mod:`._qdq_pairs`): each pair in it is optional, the scale and the mask too, Q, K^T and V are
 4-D with equal batch and head dims, the key length at most :data:`MAX_KEYS`.
+:func:`quantizing_attentions` then lets the call write its output projection's 8-bit input
+(the int8 matmul's QuantizeLinear after the Transpose and Reshape that join the heads).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
+from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
 from inferplex.devices.gpu._graph import constant as _constant
 from inferplex.devices.gpu._qdq_pairs import (
     PairWalk,
@@ -28,9 +32,10 @@ from inferplex.devices.gpu._qdq_pairs import (
 )
 
 if TYPE_CHECKING:
+    from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["MAX_KEYS", "QuantizedAttention", "quantized_attentions"]
+__all__ = ["MAX_KEYS", "QuantizedAttention", "quantized_attentions", "quantizing_attentions"]
 
 MAX_KEYS = 1024
 """Longest key sequence the fused call takes: a row of scores stays in one program's registers."""
@@ -63,6 +68,9 @@ class QuantizedAttention:
     """The second MatMul's output."""
     absorbed: tuple[ir.Node, ...]
     """The chain's nodes but the second MatMul, which emits the call."""
+    quantizer: ir.Node | None = None
+    """The QuantizeLinear whose 8-bit data the call writes in place of ``output`` (see
+    :func:`quantizing_attentions`), or None."""
 
 
 def quantized_attentions(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
@@ -156,3 +164,72 @@ def _shapes_fit(analysis: Analysis, names: dict[ir.Node, str], first: ir.Node, s
     target = (*query[:3], key_t[3])
     padded = [1] * (4 - len(dims)) + list(dims)
     return all(d in (1, t) for d, t in zip(padded, target, strict=True))
+
+
+
+def quantizing_attentions(analysis: Analysis, names: dict[ir.Node, str],
+                          attentions: dict[str, QuantizedAttention], planned: dict[str, QuantizedMatMul],
+                          pairs: dict[str, QuantizeDequantize], absorbed: set[ir.Node]) -> None:
+    """Where an int8 matmul quantizes an attention's result itself (its ``source``) after a Transpose
+    to (batch, row, head, width) and a Reshape joining the heads (a multi-head attention's output
+    projection), with at most pairs that change nothing between (marked ``identity``), and nothing
+    else reads those values or the QuantizeLinear's data: the attention's call writes that data in
+    the Transpose's order, which the Reshape only views, and the matmul reads it.  The Transpose,
+    the Reshape, the pairs between and the QuantizeLinear join ``absorbed``."""
+    by_output = {attention.output: name for name, attention in attentions.items()}
+    identities = {pair.output: pair for pair in pairs.values() if pair.identity}
+    for name, found in list(planned.items()):
+        data = found.dequantizers[0].inputs[0]
+        quantizer = data.producer() if data is not None else None
+        if found.source is None or data is None or quantizer is None \
+                or quantizer.op_type != "QuantizeLinear" or data.is_graph_output() \
+                or any(use.node is not found.dequantizers[0] for use in data.uses()):
+            continue
+        path = _joined_heads(analysis, names, found.source, quantizer, identities)
+        if path is None or path[0] not in by_output:
+            continue
+        attention_name = by_output[path[0]]
+        attentions[attention_name] = dataclasses.replace(attentions[attention_name], quantizer=quantizer)
+        planned[name] = dataclasses.replace(found, source=None)
+        absorbed.update((*path[1], quantizer))
+
+
+def _joined_heads(analysis: Analysis, names: dict[ir.Node, str], source: ir.Value, quantizer: ir.Node,
+                  identities: dict[ir.Value, QuantizeDequantize]) -> tuple[ir.Value, list[ir.Node]] | None:
+    """(x, the nodes from x to ``source``) where ``source``, which only ``quantizer`` reads, is
+    ``Reshape(Transpose(x, perm=(0, 2, 1, 3)))`` of a 4-D ``x`` of static shape, the Reshape joining
+    the last two dims, with identity pairs between, and each value on the way is read by the next
+    node alone; else None."""
+    steps: list[ir.Node] = []  # from source back to x
+
+    def before_pairs(value: ir.Value) -> ir.Value:
+        while value in identities:
+            pair = identities[value]
+            steps.extend((value.producer(), pair.quantizer))  # type: ignore[arg-type]
+            value = pair.source
+        return value
+
+    reshape = source.producer()
+    if reshape is None or reshape.op_type != "Reshape" or reshape.domain not in _ONNX_DOMAINS \
+            or reshape.inputs[0] is None:
+        return None
+    steps.append(reshape)
+    transpose = before_pairs(reshape.inputs[0]).producer()
+    perm = transpose.attributes.get("perm") if transpose is not None else None
+    if transpose is None or transpose.op_type != "Transpose" or transpose.domain not in _ONNX_DOMAINS \
+            or perm is None or list(perm.value) != [0, 2, 1, 3] or transpose.inputs[0] is None:
+        return None
+    steps.append(transpose)
+    x = before_pairs(transpose.inputs[0])
+    shape = analysis.infos[names[transpose]].input_shapes[0]
+    joined = analysis.infos[names[quantizer]].input_shapes[0]
+    if shape is None or joined is None or len(shape) != 4 or len(joined) != 3 \
+            or not all(isinstance(d, int) for d in (*shape, *joined)) \
+            or tuple(joined) != (shape[0], shape[2], shape[1] * shape[3]):  # type: ignore[operator]
+        return None
+    forward = [*reversed(steps), quantizer]
+    values = [x, *(node.outputs[0] for node in forward[:-1])]
+    if any(value.is_graph_output() or any(use.node is not reader for use in value.uses())
+           for value, reader in zip(values, forward, strict=True)):
+        return None
+    return x, steps

@@ -88,6 +88,10 @@ class QuantizedMatMul:
     """The GELU formula that alone reads ``quantize``'s output, which the call computes from the
     pair's levels by a table (see :func:`~._qdq_gelu.tabled_gelus`), or None: the call then
     gives the formula's output (or its quantizer's 8-bit data), not ``output``."""
+    writes_levels: bool = False
+    """Whether the call writes ``quantize``'s levels (its QuantizeLinear's data), which
+    normalizations read, in place of ``output`` (see
+    :func:`~._residual_layer_norm.level_inputs`)."""
 
 
 @dataclass(frozen=True)

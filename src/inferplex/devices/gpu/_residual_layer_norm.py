@@ -13,6 +13,10 @@ fake-quantizes, the normalization and the matmul's quantizing pass.  The call ma
 writes the fake-quantized value for the float readers and, where an int8 matmul reads the 8-bit
 data, that data too (the matmul then reads it as it is).
 
+:func:`level_inputs` then hands the calls their residual Add's inputs as 8-bit levels where the
+previous normalization and an int8 matmul's last pair make them (the calls dequantize them as they
+load them, and the makers write no float copy).
+
 A QDQ chain's QuantizeLinear must alone read the normalization's output, and each reader of its
 data must be a DequantizeLinear that ends a pair (a float reader) or that a planned int8 matmul
 absorbed; without one, the chain needs the Add.  The Add must add two tensors of one shape and be
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
     from inferplex.devices.gpu._quantized_fusions import QuantizedMatMul
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["ResidualLayerNorm", "residual_layer_norms"]
+__all__ = ["ResidualLayerNorm", "level_inputs", "residual_layer_norms"]
 
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
@@ -68,6 +72,11 @@ class ResidualLayerNorm:
     """The normalization's output: the call binds it to the fake-quantized value where there is a
     QuantizeLinear, which the pairs on it (marked identity) then pass on."""
     absorbed: tuple[ir.Node, ...]
+    levels: tuple[QuantizeDequantize | None, QuantizeDequantize | None] = (None, None)
+    """For ``first`` and ``second``: the pair whose QuantizeLinear's 8-bit data the call reads in
+    place of that value (see :func:`level_inputs`), or None."""
+    writes_value: bool = True
+    """Whether the call writes the fake-quantized value; where nothing reads it, only the data."""
 
 
 def residual_layer_norms(analysis: Analysis, names: dict[ir.Node, str], pairs: dict[str, QuantizeDequantize],
@@ -158,3 +167,74 @@ def _sum_before(analysis: Analysis, names: dict[ir.Node, str], norm: ir.Node, wa
             or None in add.inputs or not same_shapes(analysis, names, add):
         return alone
     return add.inputs[0], add.inputs[1], pair, pair_names[:1], add  # type: ignore[return-value]
+
+
+def level_inputs(analysis: Analysis, norms: dict[str, ResidualLayerNorm], planned: dict[str, QuantizedMatMul],
+                 pairs: dict[str, QuantizeDequantize], absorbed: set[ir.Node]) -> None:
+    """Hand the QDQ normalizations' residual Adds their inputs as 8-bit levels where they can.
+
+    In a ``quantize_static`` transformer layer each normalization's Add reads two values on a pair's
+    grid: the previous normalization's output (through its QuantizeLinear, whose data the next int8
+    matmul reads too) and an int8 matmul's output (through the pair it runs last).  Where such a
+    QuantizeLinear's data is read only by DequantizeLinear nodes whose outputs only planned int8
+    matmuls (reading the data itself) and those Adds read, the call that makes the value writes
+    the data alone (a normalization: ``writes_value`` off; an int8 matmul: its ``writes_levels``)
+    and the normalizations read the levels and dequantize them as they load them (``levels``): the
+    same values, a byte an element read instead of two, and no float copy written.  The
+    DequantizeLinear and QuantizeLinear nodes join ``absorbed``."""
+    # a QDQ normalization's residual Add (the first of its absorbed nodes) -> the normalization
+    takers = {norm.absorbed[0]: name for name, norm in norms.items()
+              if norm.second is not None and norm.quantizer is not None}
+    makers: dict[ir.Node, tuple[str, bool]] = {}  # a QuantizeLinear -> the call that makes its input
+    for name, norm in norms.items():
+        if norm.quantizer is not None and not norm.output.is_graph_output():
+            makers[norm.quantizer] = (name, True)
+    for name, found in planned.items():
+        if found.quantize is not None and found.gelu is None and not found.output.is_graph_output():
+            makers[found.quantize.quantizer] = (name, False)
+    by_output = {pair.output: pair for pair in pairs.values() if pair.identity}
+    # the planned int8 matmuls that read 8-bit data as it is, by their MatMul (or Gemm)
+    matmuls = {node: planned[name] for name, node in analysis.nodes
+               if name in planned and planned[name].source is None}
+    folded = {node for name, node in analysis.nodes if name in analysis.folded}  # a Shape's, say
+    for quantizer, (maker, is_norm) in makers.items():
+        readers = _level_readers(quantizer, takers, by_output, matmuls, folded)
+        if not readers:
+            continue
+        for pair, (norm_name, index) in readers:
+            norm = norms[norm_name]
+            levels = list(norm.levels)
+            levels[index] = pair
+            norms[norm_name] = dataclasses.replace(norm, levels=(levels[0], levels[1]))
+            absorbed.add(pair.output.producer())  # type: ignore[arg-type]
+        absorbed.add(quantizer)
+        if is_norm:
+            norms[maker] = dataclasses.replace(norms[maker], writes_value=False, writes_data=True)
+        else:
+            planned[maker] = dataclasses.replace(planned[maker], writes_levels=True)
+
+
+def _level_readers(quantizer: ir.Node, takers: dict[ir.Node, str],
+                   by_output: dict[ir.Value, QuantizeDequantize], matmuls: dict[ir.Node, QuantizedMatMul],
+                   folded: set[ir.Node]) -> list[tuple[QuantizeDequantize, tuple[str, int]]]:
+    """The (pair, (normalization, input index)) of each residual Add that reads ``quantizer``'s
+    values through an identity pair, where every reader of its data is a DequantizeLinear whose
+    output only such Adds, int8 matmuls reading the data itself and nodes folded at analysis (which
+    read no value when the program runs) read; else []."""
+    data = quantizer.outputs[0]
+    if data.is_graph_output():
+        return []
+    found: list[tuple[QuantizeDequantize, tuple[str, int]]] = []
+    for use in data.uses():
+        dq = use.node
+        value = dq.outputs[0]
+        pair = by_output.get(value)
+        if pair is None or pair.quantizer is not quantizer or value.is_graph_output():
+            return []
+        for reader in value.uses():
+            if reader.node in takers and reader.idx in (0, 1):
+                found.append((pair, (takers[reader.node], reader.idx)))
+            elif reader.node not in folded \
+                    and not (reader.node in matmuls and matmuls[reader.node].dequantizers[0] is dq):
+                return []
+    return found

@@ -306,25 +306,32 @@ class Builder(QuantizedEmitters):
     def _emit_residual_layer_norm(self, name: str, node: ir.Node, found: ResidualLayerNorm) -> None:
         """The residual Add and LayerNormalization (and a QDQ layer's pairs) as one call named after
         the normalization (see :mod:`._residual_layer_norm`); it binds the normalization's output to the
-        fake-quantized value and, where an int8 matmul reads it, the QuantizeLinear's data."""
+        fake-quantized value (where something reads it) and, where an int8 matmul or the next
+        normalization reads it, the QuantizeLinear's data; inputs that a pair's call hands over as
+        levels are read as that pair's data."""
         name, norm = found.norm_name, found.norm
         attribute = norm.attributes.get("epsilon")
         epsilon = float(attribute.value) if attribute is not None else 1e-5
         steps = tuple(None if pair is None else self._fake_quantize_args(pair)
                       for pair in (found.sum_pair, found.output_pair))
         quantize = self._quantize_numbers(found.quantizer) if found.quantizer and found.writes_data else None
-        inputs = (self.arg(found.first), self.arg(found.second), self.arg(norm.inputs[1]),
-                  self.arg(norm.inputs[2]), epsilon)
+        first, second = (self.arg(value if pair is None else pair.quantizer.outputs[0])
+                         for value, pair in zip((found.first, found.second), found.levels, strict=True))
+        inputs = (first, second, self.arg(norm.inputs[1]), self.arg(norm.inputs[2]), epsilon)
         if name in self.fusions.partial_norms:  # a float normalization a DynamicQuantizeLinear reads
             call = self.call(name, norm, layer_norm_with_partials, inputs)
             self.env[found.output] = self.graph.call_function(operator.getitem, (call, 0))
             self.partials[found.output] = self.graph.call_function(operator.getitem, (call, 1))
             return
-        call = self.call(name, norm, residual_layer_norm, (*inputs, *steps, quantize))
+        levels = tuple(None if pair is None else self._fake_quantize_args(pair) for pair in found.levels)
+        args = (*inputs, *steps, quantize, levels, found.writes_value)
+        call = self.call(name, norm, residual_layer_norm, args)
         if quantize is None or found.quantizer is None:
             self.env[found.output] = call
-            return
-        self.bind(name, norm.op_type, call, (found.output, found.quantizer.outputs[0]))
+        elif not found.writes_value:  # the data alone, which the next calls read as levels
+            self.env[found.quantizer.outputs[0]] = call
+        else:
+            self.bind(name, norm.op_type, call, (found.output, found.quantizer.outputs[0]))
 
     def _emit_constant_dequantize(self, name: str, node: ir.Node) -> None:
         """A DequantizeLinear of constants too large to fold at analysis (a big quantized weight)

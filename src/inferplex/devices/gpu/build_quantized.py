@@ -112,6 +112,10 @@ class QuantizedEmitters:
         steps = tuple(None if pair is None else self._fake_quantize_args(pair)
                       for pair in (found.requantize, found.quantize))
         gelu = found.gelu
+        if found.writes_levels and found.quantize is not None:  # the last pair's data, read as levels
+            call = self.call(name, node, quantized_linear, (*args, *steps, None, True))
+            self.env[found.quantize.quantizer.outputs[0]] = call
+            return
         if gelu is None:
             self.env[found.output] = self.call(name, node, quantized_linear, (*args, *steps))
             return
@@ -144,7 +148,9 @@ class QuantizedEmitters:
 
     def _emit_quantized_attention(self, name: str, node: ir.Node, found: QuantizedAttention) -> None:
         """The QDQ attention chain as one call named after its second MatMul; the scale is the
-        constant as the program holds it (rounded to the compute type)."""
+        constant as the program holds it (rounded to the compute type).  Where the call writes an
+        int8 matmul's data (see :func:`~._qdq_attention.quantizing_attentions`) it binds the
+        QuantizeLinear's output to it."""
         factor = None
         if found.factor is not None:
             array = self.analysis.constants[found.factor].reshape(-1)[:1].astype(np.float32)
@@ -154,7 +160,12 @@ class QuantizedEmitters:
         mask = None if found.mask is None else self.arg(found.mask)
         args = (self.arg(found.query), self.arg(found.key_t), self.arg(found.value), mask, factor,
                 found.divide, steps)
-        self.env[found.output] = self.call(name, node, quantized_attention, args)
+        if found.quantizer is None:
+            self.env[found.output] = self.call(name, node, quantized_attention, args)
+            return
+        # the QuantizeLinear's data after the Transpose to (B, S, H, D) and the Reshape joining H and D
+        call = self.call(name, node, quantized_attention, (*args, self._quantize_numbers(found.quantizer)))
+        self.env[found.quantizer.outputs[0]] = self.graph.call_function(torch.flatten, (call, 2))
 
     def _emit_quantized_gelu(self, name: str, node: ir.Node, found: QuantizedGelu) -> None:
         """The QDQ GELU formula as one call named after its last Mul."""

@@ -85,10 +85,15 @@
   on dequantized values (see ``quantized_linear``).  A QDQ attention chain, GELU formula
   and LayerNormalization (with the residual Add before it) with the pairs between their
   steps become one call each (:mod:`._qdq_attention`, :mod:`._qdq_gelu`,
-  :mod:`._residual_layer_norm`); the GELU and the normalization then write the int8
-  matmul's 8-bit input themselves.  A GELU whose input is the last pair of an int8
-  matmul's epilogue runs in that epilogue, as a table of its value at each of the
-  pair's 256 levels (:func:`._qdq_gelu.tabled_gelus`).
+  :mod:`._residual_layer_norm`); the GELU, the normalization and the attention
+  (through the Transpose and Reshape that join its heads,
+  :func:`._qdq_attention.quantizing_attentions`) then write the int8 matmul's 8-bit
+  input themselves.  A GELU whose input is the last pair of an int8 matmul's epilogue
+  runs in that epilogue, as a table of its value at each of the pair's 256 levels
+  (:func:`._qdq_gelu.tabled_gelus`).  A normalization's residual Add reads the previous
+  normalization's output and the output projection's as their pairs' 8-bit levels,
+  which those calls then write in place of their float values
+  (:func:`._residual_layer_norm.level_inputs`).
 * Every other QuantizeLinear -> DequantizeLinear pair of float32 data on one
   constant per-tensor scale and zero point, 8-bit, the quantized data read by
   nothing else (what a QDQ model puts before each Conv, Add or pool), becomes one
@@ -132,7 +137,11 @@ from inferplex.devices.gpu._graph import next_consumer as _next
 from inferplex.devices.gpu._graph import runs as _runs
 from inferplex.devices.gpu._graph import sole_consumer as _sole_consumer
 from inferplex.devices.gpu._norm_fusions import Norm, norm_from
-from inferplex.devices.gpu._qdq_attention import QuantizedAttention, quantized_attentions
+from inferplex.devices.gpu._qdq_attention import (
+    QuantizedAttention,
+    quantized_attentions,
+    quantizing_attentions,
+)
 from inferplex.devices.gpu._qdq_conv import QuantizedConv, level_handoffs, quantized_convs
 from inferplex.devices.gpu._qdq_gelu import QuantizedGelu, quantized_gelus, quantizing_gelus, tabled_gelus
 from inferplex.devices.gpu._qdq_pairs import (
@@ -156,7 +165,7 @@ from inferplex.devices.gpu._quantized_fusions import (
     quantized_matmul,
     row_quantizers,
 )
-from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm, residual_layer_norms
+from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm, level_inputs, residual_layer_norms
 
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
@@ -542,7 +551,11 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
     fusions.absorbed.update(settled_quantizers(fusions.quantized_matmul, fusions.quantize_dequantize,
                                                fusions.absorbed))
     quantizing_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
+    quantizing_attentions(analysis, names, fusions.quantized_attention, fusions.quantized_matmul,
+                          fusions.quantize_dequantize, fusions.absorbed)
     tabled_gelus(fusions.quantized_gelu, fusions.quantized_matmul, fusions.absorbed)
+    level_inputs(analysis, fusions.residual_layer_norm, fusions.quantized_matmul, fusions.quantize_dequantize,
+                 fusions.absorbed)
     fusions.centered_quantizers = centered_quantizers(analysis, names, fusions.dynamic_conv)
     writes, reads, fusions.ranged_convs = level_quantizers(analysis, fusions.dynamic_conv,
                                                            fusions.centered_quantizers)

@@ -106,7 +106,7 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
                      a_scale: torch.Tensor | None = None, a_zero: int = 0,
                      requantize: FakeQuantizeStep | None = None,
                      quantize: FakeQuantizeStep | None = None,
-                     table: torch.Tensor | None = None) -> torch.Tensor:
+                     table: torch.Tensor | None = None, levels: bool = False) -> torch.Tensor:
     """``DequantizeLinear(a) @ DequantizeLinear(weight) (+ bias)`` as one int8 matmul.
 
     ``a``: 8-bit data (..., K); ``weight``: int8 N x K (the matmul's K x N operand transposed)
@@ -128,7 +128,8 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
     (:func:`~._fake_quantize.quantize_dequantize`, the Add), with no pass over the output between.
     With ``table`` (a function's value at each of ``quantize``'s levels, low to high), the call
     gives the table's value at each output's level instead: that function of the fake-quantized
-    output, in the table's type.
+    output, in the table's type; with ``levels``, ``quantize``'s levels themselves (its
+    QuantizeLinear's 8-bit data, int8 or uint8 as its range).
     """
     elements = _out_elements(a, weight)
     mid, last = step_numbers(requantize), step_numbers(quantize)
@@ -136,13 +137,13 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
         if a_scale is not None:
             a = triton_kernels.quantize(a, a_scale, a_zero, torch.int8)
         return triton_kernels.int8_linear(a, weight, correction, None, 1, scales, bias, out_dtype, mid, last,
-                                          table)
+                                          table, levels=levels)
     if a_scale is not None:
         values = torch.round(a.to(torch.float32) / a_scale) + a_zero
         a = values.clamp(-128, 127).to(torch.int8)
     if triton_kernels.usable_compiled(a, elements):  # the quantize above joins its producer's kernel
         return triton_kernels.int8_linear_op(a, weight, correction, None, 1, scales, bias, out_dtype, mid,
-                                             last, table)
+                                             last, table, levels=levels)
     acc = _int8_rows_matmul(a, weight)
     if correction is not None:
         acc = acc + correction
@@ -156,6 +157,8 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
             result = result + bias
     if quantize is None:
         return result
+    if levels:
+        return quantized_levels(result, *quantize).to(torch.int8 if quantize[3] < 0 else torch.uint8)
     if table is None:
         return quantize_dequantize(result, *quantize)
     return table[(quantized_levels(result, *quantize) - quantize[3]).long()]

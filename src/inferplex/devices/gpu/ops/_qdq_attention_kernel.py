@@ -5,7 +5,10 @@ over the row, and the product with V.  Between its loads and its store the chain
 float32 data as ONNX computes it (exact divisions, an accurate exp); float16 and bfloat16 data
 rounded only where it is loaded and stored, the divisions as products by the divisor's float32
 inverse and the exp as ``exp2``; the probabilities' pair hands the product with V its levels, which
-these types hold exactly, and scales the product."""
+these types hold exactly, and scales the product.  With ``LEVELS`` the program stores, in place of
+the result, a QuantizeLinear's 8-bit data of the result as the data's type holds it (1: divided by
+the scale as ONNX divides; 2: where the context's pair has the QuantizeLinear's numbers and
+requantizing its value gives its levels back, those levels)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,13 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._triton_rounding import dequantized, divide, quantized_steps
+from inferplex.devices.gpu.ops._triton_rounding import (
+    dequantized,
+    divide,
+    quantized_level,
+    quantized_steps,
+    to_integer,
+)
 
 _LOG2_E = tl.constexpr(1.4426950408889634)
 
@@ -27,6 +36,7 @@ def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, 
               s3_scale, s3_inverse, s3_zero, s3_low, s3_high,
               s4_scale, s4_inverse, s4_zero, s4_low, s4_high,
               s5_scale, s5_inverse, s5_zero, s5_low, s5_high,
+              q_scale, q_inverse, q_zero, q_low, q_high, LEVELS: tl.constexpr,
               DIVIDE: tl.constexpr, IEEE: tl.constexpr, SCALE: tl.constexpr, ALL_KEYS: tl.constexpr,
               MASK: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr, S3: tl.constexpr,
               S4: tl.constexpr, S5: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr,
@@ -86,7 +96,18 @@ def attention(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, heads, rows, keys, depth, 
         o = tl.dot(p.to(v.dtype), v)
     if S4 and not DIVIDE:
         o = o * s4_scale
-    if S5:
-        o = dequantized(o, s5_scale, s5_inverse, s5_zero, s5_low, s5_high, DIVIDE)
-    tl.store(out_ptr + b * so_b + h * so_h + r[:, None] * so_s + c[None, :] * so_d,
-             o.to(out_ptr.dtype.element_ty), mask=in_rows[:, None] & (c < width)[None, :])
+    if LEVELS == 2:  # the context's pair is the QuantizeLinear: its levels
+        steps = quantized_steps(o, s5_scale, s5_inverse, s5_zero, s5_low, s5_high, DIVIDE)
+        result = to_integer(steps + s5_zero * 1.0).to(out_ptr.dtype.element_ty)
+    else:
+        if S5:
+            o = dequantized(o, s5_scale, s5_inverse, s5_zero, s5_low, s5_high, DIVIDE)
+        if LEVELS == 1:  # the result as the data's type holds it, then QuantizeLinear's numbers
+            stored = o.to(q_ptr.dtype.element_ty).to(tl.float32)
+            level = quantized_level(divide(stored, q_scale, q_inverse), q_zero * 1.0, q_low * 1.0,
+                                    q_high * 1.0)
+            result = to_integer(level).to(out_ptr.dtype.element_ty)
+        else:
+            result = o.to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + b * so_b + h * so_h + r[:, None] * so_s + c[None, :] * so_d, result,
+             mask=in_rows[:, None] & (c < width)[None, :])

@@ -211,7 +211,7 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
            A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
            ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
            MID: tl.constexpr, LAST: tl.constexpr, TABLE: tl.constexpr, X_SCALE: tl.constexpr,
-           DIVIDE: tl.constexpr, TMA: tl.constexpr,
+           LEVELS: tl.constexpr, DIVIDE: tl.constexpr, TMA: tl.constexpr,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     # with TMA, a_ptr and w_ptr are tensor descriptors of the rows and the weight (Hopper's tensor
     # copies; reads past their edges give 0, which adds nothing: past K the weight is 0, past M
@@ -220,7 +220,8 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
     # bias; with LAST, fake-quantized after it (dividing by the scale for float32 output, as ONNX
     # does, or times its inverse, DIVIDE off).  With
     # TABLE, LAST's level (less its low end) picks the stored value in ``table_ptr`` instead: the
-    # value of a function of the fake-quantized output, computed for each of its 256 levels.
+    # value of a function of the fake-quantized output, computed for each of its 256 levels; with
+    # LEVELS, LAST's levels themselves (its QuantizeLinear's 8-bit data).
     # With X_SCALE the scales are the weight's, times the data's at ``x_scale_ptr`` (the model's
     # Mul of the two, in float32).
     pid_m, pid_n = grouped_tile(M, N, BM, BN, GROUP)
@@ -270,6 +271,9 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
     if TABLE:
         steps = quantized_steps(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
         values = tl.load(table_ptr + to_integer(steps + (last_zero - last_low) * 1.0))
+    elif LEVELS:
+        steps = quantized_steps(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
+        values = to_integer(steps + last_zero * 1.0)
     elif LAST:
         values = dequantized(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
     mask = (rows[:, None] < M) & (columns[None, :] < N)

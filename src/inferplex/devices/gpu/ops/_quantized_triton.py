@@ -311,7 +311,7 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
                 zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                 out_dtype: torch.dtype, mid: Sequence[float] | None = None,
                 last: Sequence[float] | None = None, table: torch.Tensor | None = None,
-                x_scale: torch.Tensor | None = None) -> torch.Tensor:
+                x_scale: torch.Tensor | None = None, levels: bool = False) -> torch.Tensor:
     """``((rows(a) @ weight.T + offset * columns) * scales + bias)`` in ``out_dtype``, one kernel.
 
     ``a``: 8-bit data (..., K), uint8 moved down by 128 in the kernel; ``weight``: int8 N x K;
@@ -329,13 +329,17 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
 
     With ``x_scale`` (a one-value float32 tensor: the data's scale) ``scales`` are the weight's and
     the kernel multiplies them by it, in float32.
+
+    With ``levels``, each output is ``last``'s level (its QuantizeLinear's data: int8 where its
+    range starts below 0, else uint8) instead of its value.
     """
     rows = a.reshape(-1, a.shape[-1])
     if rows.stride(-1) != 1:
         rows = rows.contiguous()
     count, depth = rows.shape
     width = weight.shape[0]
-    out = torch.empty((count, width), dtype=out_dtype if table is None else table.dtype, device=a.device)
+    kind = _linear_out_dtype(out_dtype, last, table, levels)
+    out = torch.empty((count, width), dtype=kind, device=a.device)
     if count:
         descriptors = None
         if count <= _SMALL_ROWS:
@@ -359,10 +363,21 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
             A_UINT8=rows.dtype == torch.uint8, COLUMNS=columns is not None, ZERO=zero is not None,
             SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
             MID=mid is not None, LAST=last is not None, TABLE=table is not None,
-            X_SCALE=x_scale is not None, DIVIDE=out_dtype == torch.float32,
+            X_SCALE=x_scale is not None, LEVELS=levels, DIVIDE=out_dtype == torch.float32,
             TMA=descriptors is not None, BM=block_m, BN=block_n, BK=128, GROUP=8, num_warps=warps,
             num_stages=stages)
     return out.reshape(*a.shape[:-1], width)
+
+
+def _linear_out_dtype(out_dtype: torch.dtype, last: Sequence[float] | None, table: torch.Tensor | None,
+                      levels: bool) -> torch.dtype:
+    """The type :func:`int8_linear` writes: the table's, the levels' 8-bit type, or ``out_dtype``."""
+    if table is not None:
+        return table.dtype
+    if levels:
+        assert last is not None  # the levels are those of the last pair
+        return torch.int8 if last[2] < 0 else torch.uint8
+    return out_dtype
 
 
 def _tensor_descriptors(rows: torch.Tensor, weight: torch.Tensor, block_m: int, block_n: int,
@@ -413,10 +428,11 @@ def int8_linear_op(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor 
                    zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                    out_dtype: torch.dtype, mid: list[float] | None = None,
                    last: list[float] | None = None, table: torch.Tensor | None = None,
-                   x_scale: torch.Tensor | None = None) -> torch.Tensor:
+                   x_scale: torch.Tensor | None = None, levels: bool = False) -> torch.Tensor:
     """:func:`int8_linear` as an operator ``torch.compile`` calls as it is (Inductor would otherwise
     write the int32 sums of ``torch._int_mm`` out and read them back for the epilogue)."""
-    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype, mid, last, table, x_scale)
+    return int8_linear(a, weight, columns, zero, shift, scales, bias, out_dtype, mid, last, table, x_scale,
+                       levels)
 
 
 @int8_linear_op.register_fake
@@ -424,8 +440,9 @@ def _int8_linear_shape(a: torch.Tensor, weight: torch.Tensor, columns: torch.Ten
                        zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                        out_dtype: torch.dtype, mid: list[float] | None = None,
                        last: list[float] | None = None, table: torch.Tensor | None = None,
-                       x_scale: torch.Tensor | None = None) -> torch.Tensor:
-    return a.new_empty((*a.shape[:-1], weight.shape[0]), dtype=out_dtype if table is None else table.dtype)
+                       x_scale: torch.Tensor | None = None, levels: bool = False) -> torch.Tensor:
+    kind = _linear_out_dtype(out_dtype, last, table, levels)
+    return a.new_empty((*a.shape[:-1], weight.shape[0]), dtype=kind)
 
 
 def _cdiv(a: int, b: int) -> int:

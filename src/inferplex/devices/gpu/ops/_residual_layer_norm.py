@@ -12,6 +12,9 @@ the last place of ATen's).
 Elsewhere, and under ``torch.compile`` (whose Inductor fuses these ops itself), the ATen ops run
 one by one.  :func:`layer_norm_with_partials` is the float form that also writes the minimum and
 maximum of each program's rows, for the DynamicQuantizeLinear that reads its output.
+Either input may come as a pair's 8-bit levels (the call before hands them over, see
+:func:`~.._residual_layer_norm.level_inputs`), dequantized as they are loaded; where nothing reads
+the float output, the call writes the QuantizeLinear's data alone.
 """
 
 from __future__ import annotations
@@ -38,14 +41,33 @@ _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 def residual_layer_norm(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
                          epsilon: float, sum_step: FakeQuantizeStep | None,
-                         output_step: FakeQuantizeStep | None, quantize: QuantizeStep | None
-                         ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                         output_step: FakeQuantizeStep | None, quantize: QuantizeStep | None,
+                         levels: tuple[FakeQuantizeStep | None, FakeQuantizeStep | None] = (None, None),
+                         value: bool = True) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``LayerNormalization(pair(a + b), weight, bias)`` over the last axis (``b`` None: of ``a``),
     then ``output_step``'s fake-quantize (None: none).  With ``quantize`` (scale, zero point, int8 or
-    uint8), (that value, the QuantizeLinear's 8-bit data of the normalization's output)."""
-    if _kernel_takes(a, b, weight, bias):
-        return _run_kernel(a, b, weight, bias, epsilon, sum_step, output_step, quantize)
-    return separate_calls(a, b, weight, bias, epsilon, sum_step, output_step, quantize)
+    uint8), (that value, the QuantizeLinear's 8-bit data of the normalization's output), or the
+    data alone where ``value`` is False.
+
+    ``levels``: for ``a`` and ``b``, the pair whose 8-bit levels the tensor holds (its value is
+    ``(level - zero) * scale`` in float32, rounded to ``weight``'s type, as the pair's call stores
+    it), or None where it holds values."""
+    if _kernel_takes(a, b, weight, bias, levels):
+        return _run_kernel(a, b, weight, bias, epsilon, sum_step, output_step, quantize, levels=levels,
+                           value=value)
+    kind = _data_type(a, b, weight, levels)
+    first, second = (_values(x, step, kind) for x, step in zip((a, b), levels, strict=True))
+    assert first is not None
+    result = separate_calls(first, second, weight, bias, epsilon, sum_step, output_step, quantize)
+    return result[1] if not value and isinstance(result, tuple) else result
+
+
+def _values(x: torch.Tensor | None, step: FakeQuantizeStep | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """``x``'s values: itself, or where it holds ``step``'s 8-bit levels, those levels' values in
+    ``dtype``, as the pair's call stores them."""
+    if x is None or step is None:
+        return x
+    return ((x.to(torch.int32) - step[2]).to(torch.float32) * step[0]).to(dtype)
 
 
 def layer_norm_with_partials(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor,
@@ -65,12 +87,27 @@ def layer_norm_with_partials(a: torch.Tensor, b: torch.Tensor | None, weight: to
     return out, None
 
 
-def _kernel_takes(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor) -> bool:
-    """Whether the kernel takes these tensors: a float type, rows of at most :data:`_WIDEST`, a
-    scale and bias of the row's width, ``b`` of ``a``'s shape and type, on CUDA with Triton."""
+def _kernel_takes(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
+                  levels: tuple[FakeQuantizeStep | None, FakeQuantizeStep | None] = (None, None)) -> bool:
+    """Whether the kernel takes these tensors: ``weight``'s float type (or 8-bit levels where
+    ``levels`` says), rows of at most :data:`_WIDEST`, a scale and bias of the row's width, ``b`` of
+    ``a``'s shape, on CUDA with Triton."""
     width = a.shape[-1] if a.dim() else 1
-    return a.dtype in _FLOATS and width <= _WIDEST and weight.numel() == width and bias.numel() == width \
-        and (b is None or (b.shape == a.shape and b.dtype == a.dtype)) and triton_kernels.usable(a, a.numel())
+    kind = _data_type(a, b, weight, levels)
+    kinds = [(torch.int8, torch.uint8) if step is not None else (kind,) for step in levels]
+    return kind in _FLOATS and width <= _WIDEST and weight.numel() == width and bias.numel() == width \
+        and a.dtype in kinds[0] and (b is None or (b.shape == a.shape and b.dtype in kinds[1])) \
+        and triton_kernels.usable(a, a.numel())
+
+
+def _data_type(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor,
+               levels: tuple[FakeQuantizeStep | None, FakeQuantizeStep | None]) -> torch.dtype:
+    """The float type of the call's values: ``a``'s, else ``b``'s where ``a`` holds levels, else
+    ``weight``'s."""
+    for x, step in zip((a, b), levels, strict=True):
+        if x is not None and step is None:
+            return x.dtype
+    return weight.dtype
 
 
 def separate_calls(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
@@ -115,33 +152,51 @@ def _programs(a: torch.Tensor, quantized: bool = False) -> int:
     return (rows + step - 1) // step
 
 
+def _one_quantizer(step: FakeQuantizeStep | None, quantize: QuantizeStep | None) -> bool:
+    """Whether the output's pair and the QuantizeLinear have one scale, zero point and range (as
+    ``quantize_static`` writes them: one QuantizeLinear)."""
+    if step is None or quantize is None:
+        return False
+    low, high = (-128, 127) if quantize[2] == torch.int8 else (0, 255)
+    return (step[1], step[2], step[3], step[4]) == (quantize[0], quantize[1], low, high)
+
+
 def _run_kernel(a: torch.Tensor, b: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
                 epsilon: float, sum_step: FakeQuantizeStep | None, output_step: FakeQuantizeStep | None,
-                quantize: QuantizeStep | None, partials: torch.Tensor | None = None
-                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                quantize: QuantizeStep | None, partials: torch.Tensor | None = None,
+                levels: tuple[FakeQuantizeStep | None, FakeQuantizeStep | None] = (None, None),
+                value: bool = True) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    from inferplex.devices.gpu.ops._quantized_kernels import FLOAT_TYPES
     from inferplex.devices.gpu.ops._residual_layer_norm_kernel import layer_norm
 
     a = a if a.is_contiguous() else a.contiguous()
     b = b if b is None or b.is_contiguous() else b.contiguous()
     width = a.shape[-1]
-    out = torch.empty_like(a)
+    kind = _data_type(a, b, weight, levels)
     scale, zero, dtype = quantize if quantize is not None else (1.0, 0, torch.uint8)
-    data = torch.empty_like(a, dtype=dtype) if quantize is not None else out
+    data = torch.empty_like(a, dtype=dtype) if quantize is not None else None
+    out = torch.empty_like(a, dtype=kind) if value or data is None else data
     rows = a.numel() // width if width else 0
     quantized = sum_step is not None or output_step is not None or quantize is not None
     if rows:
         low, high = (-128, 127) if dtype == torch.int8 else (0, 255)
         block = 1 << (width - 1).bit_length()
         step = _rows_per_program(a, quantized)
+        a_levels, b_levels = ((1.0, 0) if pair is None else (pair[1], pair[2]) for pair in levels)
         layer_norm[(_programs(a, quantized),)](
-            a, b if b is not None else a, weight.contiguous(), bias.contiguous(), out, data,
+            a, b if b is not None else a, weight.contiguous(), bias.contiguous(), out,
+            data if data is not None else out,
             partials[0] if partials is not None else out, partials[1] if partials is not None else out,
             rows, width, epsilon,
             *triton_kernels.step_arguments(step_numbers(sum_step)),
             *triton_kernels.step_arguments(step_numbers(output_step)),
-            *triton_kernels.step_arguments([scale, zero, low, high]),
+            *triton_kernels.step_arguments([scale, zero, low, high]), *a_levels, *b_levels,
             ADD=b is not None, SUM=sum_step is not None, OUTPUT=output_step is not None,
-            QUANTIZE=quantize is not None, PARTIALS=partials is not None, DIVIDE=a.dtype == torch.float32,
-            ROWS=step, BLOCK=block,
+            QUANTIZE=quantize is not None, SHARED=_one_quantizer(output_step, quantize),
+            PARTIALS=partials is not None, DIVIDE=kind == torch.float32,
+            ROWS=step, BLOCK=block, A_LEVELS=levels[0] is not None, B_LEVELS=levels[1] is not None,
+            VALUE=value or data is None, KIND=FLOAT_TYPES[kind],
             num_warps=4 if block * step <= 4096 else 8 if block * step <= 16384 else 16)
-    return out if quantize is None else (out, data)
+    if data is None:
+        return out
+    return (out, data) if value else data

@@ -2,8 +2,9 @@
 (imported only where Triton runs): one program a few whole rows, held in registers; the Add, each
 fake-quantize and the normalization in float32 between the loads and the stores (float16 and
 bfloat16 data is rounded only where it is loaded and stored; its quantizers multiply by the scale's
-float32 inverse, float32 data's divide as ONNX does); with PARTIALS the minimum and maximum of each
-program's output written for a DynamicQuantizeLinear."""
+float32 inverse, float32 data's divide as ONNX does); with SHARED (the output's pair and the
+QuantizeLinear of one quantizer) each value's steps computed once for both; with PARTIALS the
+minimum and maximum of each program's output written for a DynamicQuantizeLinear."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._triton_rounding import dequantized, divide, quantized_level, to_integer
+from inferplex.devices.gpu.ops._triton_rounding import (
+    dequantized,
+    divide,
+    quantized_level,
+    quantized_steps,
+    to_integer,
+)
 
 
 @triton.jit
@@ -19,9 +26,14 @@ def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, h
                rows, width, epsilon,
                s_scale, s_inverse, s_zero, s_low, s_high,
                o_scale, o_inverse, o_zero, o_low, o_high,
-               q_scale, q_inverse, q_zero, q_low, q_high,
+               q_scale, q_inverse, q_zero, q_low, q_high, a_scale, a_zero, b_scale, b_zero,
                ADD: tl.constexpr, SUM: tl.constexpr, OUTPUT: tl.constexpr, QUANTIZE: tl.constexpr,
-               PARTIALS: tl.constexpr, DIVIDE: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+               SHARED: tl.constexpr, PARTIALS: tl.constexpr, DIVIDE: tl.constexpr, ROWS: tl.constexpr,
+               BLOCK: tl.constexpr, A_LEVELS: tl.constexpr = False, B_LEVELS: tl.constexpr = False,
+               VALUE: tl.constexpr = True, KIND: tl.constexpr = tl.float32):
+    # with A_LEVELS (B_LEVELS) a (b) is a pair's 8-bit levels, its value (level - zero) * scale in
+    # float32 rounded to KIND, the data's type, as the pair's call stores it; without VALUE only the
+    # QuantizeLinear's data is written
     # ROWS rows a program; with PARTIALS the minimum and maximum of the program's output (NaN where
     # it holds one) at low_ptr and high_ptr, as minmax_partials writes them for the
     # DynamicQuantizeLinear that reads the output
@@ -33,9 +45,14 @@ def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, h
     start = first.to(tl.int64) * width
     a_ptr, b_ptr, out_ptr, data_ptr = a_ptr + start, b_ptr + start, out_ptr + start, data_ptr + start
     offsets = row[:, None] * width + columns[None, :]
-    x = tl.load(a_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
+    # past the row's end the values are 0, as the sums below need: levels read the zero point there
+    x = tl.load(a_ptr + offsets, mask=inside, other=a_zero if A_LEVELS else 0).to(tl.float32)
+    if A_LEVELS:
+        x = libdevice.mul_rn(x - a_zero, a_scale).to(KIND).to(tl.float32)
     if ADD:
-        other = tl.load(b_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
+        other = tl.load(b_ptr + offsets, mask=inside, other=b_zero if B_LEVELS else 0).to(tl.float32)
+        if B_LEVELS:
+            other = libdevice.mul_rn(other - b_zero, b_scale).to(KIND).to(tl.float32)
         x = libdevice.add_rn(x, other)
     if SUM:
         x = dequantized(x, s_scale, s_inverse, s_zero, s_low, s_high, DIVIDE)
@@ -47,9 +64,16 @@ def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, h
     weight = tl.load(weight_ptr + columns, mask=columns < width, other=0.0).to(tl.float32)[None, :]
     shift = tl.load(bias_ptr + columns, mask=columns < width, other=0.0).to(tl.float32)[None, :]
     y = libdevice.fma(weight, libdevice.mul_rn(centered, deviation), shift)
-    value = dequantized(y, o_scale, o_inverse, o_zero, o_low, o_high, DIVIDE) if OUTPUT else y
+    if SHARED:  # the output's pair and the QuantizeLinear are one quantizer: its steps once
+        steps = quantized_steps(y, q_scale, q_inverse, q_zero, q_low, q_high, DIVIDE)
+        value = libdevice.mul_rn(steps, q_scale)
+    elif OUTPUT:
+        value = dequantized(y, o_scale, o_inverse, o_zero, o_low, o_high, DIVIDE)
+    else:
+        value = y
     stored = value.to(out_ptr.dtype.element_ty)
-    tl.store(out_ptr + offsets, stored, mask=inside)
+    if VALUE:
+        tl.store(out_ptr + offsets, stored, mask=inside)
     if PARTIALS:  # of the values as stored, which the quantizer reads
         seen = stored.to(tl.float32)
         nan = tl.max(tl.max((inside & (seen != seen)).to(tl.int32), axis=1), axis=0) > 0
@@ -57,7 +81,10 @@ def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, h
         high = tl.max(tl.max(tl.where(inside, seen, float("-inf")), axis=1), axis=0)
         tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), low))
         tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), high))
-    if QUANTIZE:  # QuantizeLinear's numbers on the normalization's output, rounded half to even
+    if SHARED:  # NaN gives the range's low end, as a clamp of NaN does
+        level = tl.where(y == y, steps + q_zero * 1.0, q_low * 1.0)
+        tl.store(data_ptr + offsets, to_integer(level).to(data_ptr.dtype.element_ty), mask=inside)
+    elif QUANTIZE:  # QuantizeLinear's numbers on the normalization's output, rounded half to even
         ratio = divide(y, q_scale, q_inverse) if DIVIDE else y * q_inverse
         level = quantized_level(ratio, q_zero * 1.0, q_low * 1.0, q_high * 1.0)
         tl.store(data_ptr + offsets, to_integer(level).to(data_ptr.dtype.element_ty), mask=inside)
