@@ -130,6 +130,21 @@ def floats(values: Any) -> ir.Value:
     return value_of(np.asarray(values, np.float32))
 
 
+def ascending(key: ir.Value, bound: int | None = None) -> ir.Value:
+    """The order of the rows by ``key`` (distinct int64 values below ``bound``, by default 2**31 - 1:
+    OpenVINO's CPU holds 64-bit integers in 32 bits, and TopK may order equal keys as it likes),
+    smallest first."""
+    rows = dim(key, 0)
+    top = _INT32_MAX if bound is None else bound
+    padded = step("Concat", [key, ints([top])], {"axis": 0})  # keeps TopK's k above 0
+    order = make_op("TopK", "TopK", [padded, step("Add", [rows, ints([1])])],
+                    {"axis": 0, "largest": 0, "sorted": 1}, None, num_outputs=2)._outputs[1]  # noqa: SLF001
+    return step("Slice", [order, ints([0]), rows, ints([0])])
+
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
 def dim(value: ir.Value, axis: int) -> ir.Value:
     """Dim ``axis`` of ``value`` (negative: from the end) as an int64 tensor of one element."""
     return step("Shape", [value], {"start": axis} if axis == -1 else {"start": axis, "end": axis + 1})

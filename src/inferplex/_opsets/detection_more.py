@@ -26,7 +26,16 @@ from typing import Any, NamedTuple
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, choice, int64, make_op, round_half_away, step, value_of
+from inferplex._opsets.build import (
+    NodeInput,
+    ascending,
+    choice,
+    int64,
+    make_op,
+    round_half_away,
+    step,
+    value_of,
+)
 from inferplex._opsets.build import dim as _dim
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
@@ -224,7 +233,7 @@ def selected_outputs(type_name: str, kept: Selected, grid: Grid, boxes: ir.Value
     rank = _score_rank(score, position)
     rows = _dim(score, 0)
     # each image's boxes by score (ties: class, then box), the first keep_top_k of each image kept
-    order = _ascending(step("Add", [step("Mul", [image, rows]), rank]))
+    order = ascending(step("Add", [step("Mul", [image, rows]), rank]))
     score, image, label, index, where, rank = (step("Gather", [v, order], {"axis": 0})
                                                for v in (score, image, label, index, where, rank))
     image_ids = step("Range", [_ints(0), _scalar(images), _ints(1)])
@@ -245,7 +254,7 @@ def selected_outputs(type_name: str, kept: Selected, grid: Grid, boxes: ir.Value
     elif sort == "classid" and image_classid:
         key = step("Add", [step("Mul", [step("Add", [step("Mul", [image, classes]), label]), rows]), rank])
     if key is not None:
-        order = _ascending(key)
+        order = ascending(key)
         score, image, label, index, where = (step("Gather", [v, order], {"axis": 0})
                                              for v in (score, image, label, index, where))
     corners = step("GatherND", [boxes, where])  # [S, 4]
@@ -277,7 +286,7 @@ def _score_rank(score: ir.Value, position: ir.Value) -> ir.Value:
     the runs of equal scores are numbered and the order made from distinct integers."""
     rows = _dim(score, 0)
     places = step("Range", [_ints(0), _scalar(rows), _ints(1)])
-    by_position = _ascending(position)
+    by_position = ascending(position)
     padded = step("Concat", [step("Gather", [score, by_position], {"axis": 0}), _floats([-np.inf])],
                   {"axis": 0})  # keeps TopK's k above 0
     best = make_op("TopK", "TopK", [padded, step("Add", [rows, _ints([1])])],
@@ -289,7 +298,7 @@ def _score_rank(score: ir.Value, position: ir.Value) -> ir.Value:
     starts = step("Cast", [step("Not", [step("Equal", [values, earlier])])], {"to": _INT64})
     level = step("ScatterElements", [places, order, step("CumSum", [starts, _ints(0)])], {"axis": 0})
     key = step("Min", [step("Add", [step("Mul", [level, rows]), places]), _ints(_INT32_MAX - 1)])
-    exact = _inverse(_ascending(key), places)  # its keys wrong only beyond _EXACT_ROWS, where unused
+    exact = _inverse(ascending(key), places)  # its keys wrong only beyond _EXACT_ROWS, where unused
     small = step("LessOrEqual", [rows, _ints([_EXACT_ROWS])])
     ranked = step("Where", [small, exact, _inverse(order, places)])  # the rows in position order
     return step("ScatterElements", [places, by_position, ranked], {"axis": 0})
@@ -298,15 +307,6 @@ def _score_rank(score: ir.Value, position: ir.Value) -> ir.Value:
 def _inverse(order: ir.Value, places: ir.Value) -> ir.Value:
     """The place of each row in ``order`` (a permutation of ``places``)."""
     return step("ScatterElements", [places, order, places], {"axis": 0})
-
-
-def _ascending(key: ir.Value) -> ir.Value:
-    """The order of the rows by ``key`` (distinct int64 values), smallest first."""
-    rows = _dim(key, 0)
-    padded = step("Concat", [key, _ints([_INT32_MAX])], {"axis": 0})  # keys are below it
-    order = make_op("TopK", "TopK", [padded, step("Add", [rows, _ints([1])])],
-                    {"axis": 0, "largest": 0, "sorted": 1}, None, num_outputs=2)._outputs[1]  # noqa: SLF001
-    return step("Slice", [order, _ints([0]), rows, _ints([0])])
 
 
 _PSROI_MODES = ("average", "bilinear")

@@ -1,6 +1,6 @@
 """The IR builders of the ops OpenVINO's opsets 14 to 16 added (Inverse, STFT, SearchSorted,
 SliceScatter, Col2Im, EmbeddingBagOffsets, EmbeddingBagPacked, SegmentMax, the bitwise shifts,
-ConvertPromoteTypes, ISTFT),
+ConvertPromoteTypes, ISTFT, SparseFillEmptyRows),
 merged into :data:`inferplex.api.ir.ops.BUILDERS`."""
 
 from __future__ import annotations
@@ -51,5 +51,7 @@ RECENT_BUILDERS: dict[str, Callable[[Any], Node]] = {
         op.attrs.get("u64_integer_promotion_target", "f32"), name=op.name),
     "SegmentMax": lambda op: opset.segment_max(op.value(0), op.value(1), _optional(op, 2),
                                                str(op.attrs.get("fill_mode", "ZERO")), name=op.name),
+    "SparseFillEmptyRows": lambda op: opset.sparse_fill_empty_rows(op.value(0), op.value(1), op.value(2),
+                                                                   op.value(3), name=op.name),
 }
 """OpenVINO op type -> the function that builds it."""
