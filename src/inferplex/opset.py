@@ -48,6 +48,7 @@ from inferplex._opsets import proposal as _proposal
 from inferplex._opsets import psroi_deformable as _psroi_deformable
 from inferplex._opsets import recent as _recent
 from inferplex._opsets import recurrent as _recurrent
+from inferplex._opsets import roi_rotated as _roi_rotated
 from inferplex._opsets import sequence_ops as _sequence_ops
 from inferplex._opsets import shapes as _shapes
 from inferplex._opsets import slicing as _slicing
@@ -76,6 +77,7 @@ from inferplex._opsets.proposal import *  # noqa: F403 - re-exported: Proposal
 from inferplex._opsets.psroi_deformable import *  # noqa: F403 - re-exported: DeformablePSROIPooling
 from inferplex._opsets.recent import *  # noqa: F403 - re-exported: unique, eye, grid_sample, bitwise ops
 from inferplex._opsets.recurrent import *  # noqa: F403 - re-exported: LSTM, GRU, RNN sequences and cells
+from inferplex._opsets.roi_rotated import *  # noqa: F403 - re-exported: ROIAlignRotated
 from inferplex._opsets.sequence_ops import *  # noqa: F403 - re-exported: RandomUniform, GatherTree
 from inferplex._opsets.shapes import *  # noqa: F403 - re-exported: broadcast, pad, range, ...
 from inferplex._opsets.slicing import *  # noqa: F403 - re-exported: slice, strided_slice, roll
@@ -124,6 +126,7 @@ __all__ += _matrix_nms.__all__
 __all__ += _psroi_deformable.__all__
 __all__ += _opsets_14_to_16.__all__
 __all__ += _sparse.__all__
+__all__ += _roi_rotated.__all__
 __all__ += _priors.__all__
 __all__ += _colour.__all__
 __all__ += _sequence_ops.__all__
@@ -142,7 +145,8 @@ SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan
                "inverse": 14, "stft": 15, "search_sorted": 15, "slice_scatter": 15, "col2im": 15,
                "segment_max": 16, "embedding_bag_offsets": 15, "embedding_bag_packed": 15,
                "bitwise_left_shift": 15, "bitwise_right_shift": 15,
-               "convert_promote_types": 14, "istft": 16, "sparse_fill_empty_rows": 16}
+               "convert_promote_types": 14, "istft": 16, "sparse_fill_empty_rows": 16,
+               "roi_align_rotated": 15}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

@@ -1,5 +1,5 @@
-"""The IR builders of OpenVINO's detection ops (NonMaxSuppression, ROIAlign, ROIPooling, ReorgYolo,
-RegionYolo, PriorBox, PriorBoxClustered, Proposal, GenerateProposals, DeformablePSROIPooling) and
+"""The IR builders of OpenVINO's detection ops (NonMaxSuppression, ROIAlign, ROIAlignRotated, ROIPooling,
+ReorgYolo, RegionYolo, PriorBox, PriorBoxClustered, Proposal, GenerateProposals, DeformablePSROIPooling) and
 of the colour conversions (NV12 and I420 to RGB and BGR), RandomUniform, GatherTree and CTCLoss,
 merged into :data:`inferplex.api.ir.ops.BUILDERS`.
 
@@ -42,6 +42,13 @@ def _roi_align(op: Any) -> Node:
     return opset.roi_align(op.value(0), op.value(1), op.value(2), int(a["pooled_h"]), int(a["pooled_w"]),
                            int(a["sampling_ratio"]), float(a["spatial_scale"]), str(a["mode"]),
                            str(a.get("aligned_mode", "asymmetric")), name=op.name)
+
+
+def _roi_align_rotated(op: Any) -> Node:
+    a = op.attrs
+    return opset.roi_align_rotated(op.value(0), op.value(1), op.value(2), int(a["pooled_h"]),
+                                   int(a["pooled_w"]), int(a["sampling_ratio"]), float(a["spatial_scale"]),
+                                   bool(a.get("clockwise_mode", False)), name=op.name)
 
 
 def _roi_pooling(op: Any) -> Node:
@@ -99,6 +106,7 @@ def _proposal(op: Any) -> Node:
 DETECTION_BUILDERS: dict[str, Callable[[Any], Node]] = {
     "NonMaxSuppression": _nms,
     "ROIAlign": _roi_align,
+    "ROIAlignRotated": _roi_align_rotated,
     "ROIPooling": _roi_pooling,
     "ReorgYolo": lambda op: opset.reorg_yolo(op.value(0), [int(v) for v in np.atleast_1d(op.attrs["stride"])],
                                              name=op.name),

@@ -14,7 +14,7 @@ inputs in float32, within such steps.
 
 With ``levels`` the call gives, in place of the result, the 8-bit data of the QuantizeLinear that
 reads it after the Transpose to (batch, row, head, width) (an int8 matmul's input): one pass less
-over the activation, and a quarter of the bytes written where the data's type is float16.
+over the activation, and half the bytes written where the data's type is float16.
 """
 
 from __future__ import annotations
@@ -186,6 +186,7 @@ _FLOAT16_SCALES = (2.0**-20, 2.0**7)
 absolute error under half a step; none overflows."""
 
 _FLOAT32_SCALES = (2.0**-100, 2.0**100)
+"""The same for float32, far from its subnormals and its overflow."""
 
 
 @torch.library.custom_op("inferplex::qdq_attention", mutates_args=())
