@@ -41,6 +41,7 @@ from inferplex._opsets import interpolate as _interpolate
 from inferplex._opsets import math as _math
 from inferplex._opsets import matrix_nms as _matrix_nms
 from inferplex._opsets import more as _more
+from inferplex._opsets import nms_rotated as _nms_rotated
 from inferplex._opsets import nn as _nn
 from inferplex._opsets import opsets_14_to_16 as _opsets_14_to_16
 from inferplex._opsets import priors as _priors
@@ -70,6 +71,7 @@ from inferplex._opsets.interpolate import *  # noqa: F403 - re-exported: interpo
 from inferplex._opsets.math import *  # noqa: F403 - re-exported: more element-wise ops and reductions
 from inferplex._opsets.matrix_nms import *  # noqa: F403 - re-exported: MatrixNms
 from inferplex._opsets.more import *  # noqa: F403 - re-exported: element-wise, splits, reductions
+from inferplex._opsets.nms_rotated import *  # noqa: F403 - re-exported: NMSRotated
 from inferplex._opsets.nn import *  # noqa: F403 - re-exported: normalizations, group conv, attention
 from inferplex._opsets.opsets_14_to_16 import *  # noqa: F403 - re-exported: STFT, SearchSorted, Inverse, ...
 from inferplex._opsets.priors import *  # noqa: F403 - re-exported: PriorBox, PriorBoxClustered
@@ -127,6 +129,7 @@ __all__ += _psroi_deformable.__all__
 __all__ += _opsets_14_to_16.__all__
 __all__ += _sparse.__all__
 __all__ += _roi_rotated.__all__
+__all__ += _nms_rotated.__all__
 __all__ += _priors.__all__
 __all__ += _colour.__all__
 __all__ += _sequence_ops.__all__
@@ -146,7 +149,7 @@ SINCE_OPSET = {"slice": 8, "softsign": 9, "is_finite": 10, "is_inf": 10, "is_nan
                "segment_max": 16, "embedding_bag_offsets": 15, "embedding_bag_packed": 15,
                "bitwise_left_shift": 15, "bitwise_right_shift": 15,
                "convert_promote_types": 14, "istft": 16, "sparse_fill_empty_rows": 16,
-               "roi_align_rotated": 15}
+               "roi_align_rotated": 15, "nms_rotated": 13}
 """The functions here that OpenVINO's opsets gained after opset 7, by the opset that added them
 (``inferplex.opset1`` stands for opsets 1 to 7, ``inferplex.opset8`` for opset 8)."""
 

@@ -52,7 +52,7 @@ region's corners before scaling them (``(x + 0.5) * spatial_scale - 0.5`` in hal
 _FLOAT = int(ir.DataType.FLOAT)
 
 
-def _float_scalar(item: NodeInput, what: str) -> ir.Value:
+def threshold(item: NodeInput) -> ir.Value:
     """A threshold as ONNX's NonMaxSuppression takes it: f32 of one element."""
     data = constant_data(item)
     if data is not None:
@@ -94,8 +94,8 @@ def non_max_suppression(boxes: NodeInput, scores: NodeInput, max_output_boxes_pe
                 for v in (box_values, value_of(scores))]
     limit = _ints([0]) if max_output_boxes_per_class is None else step(
         "Reshape", [int64(max_output_boxes_per_class), _ints([1])])
-    iou = _float_scalar(0.0 if iou_threshold is None else iou_threshold, "iou_threshold")
-    least = _float_scalar(0.0 if score_threshold is None else score_threshold, "score_threshold")
+    iou = threshold(0.0 if iou_threshold is None else iou_threshold)
+    least = threshold(0.0 if score_threshold is None else score_threshold)
     fixed = constant_data(limit)
     # OpenVINO's CPU fails on ONNX's NonMaxSuppression of a limit of 0: at least 1, rows dropped after
     positive = fixed is not None and bool(np.all(fixed > 0))
@@ -107,6 +107,16 @@ def non_max_suppression(boxes: NodeInput, scores: NodeInput, max_output_boxes_pe
                               _ints([0])])
         selected = step("Slice", [selected, _ints([0]), rows, _ints([0])])
     picked = step("GatherND", [as_float[1], selected])
+    return selection_outputs("NonMaxSuppression", selected, picked, bool(sort_result_descending), kind,
+                             score_type, name)
+
+
+def selection_outputs(type_name: str, selected: ir.Value, picked: ir.Value, sort_result_descending: bool,
+                      kind: str, score_type: int, name: str | None) -> Node:
+    """OpenVINO's NMS outputs from the ``selected`` boxes [M, 3] (image, class, box; int64, by image,
+    class, then score) and their scores [M] (f32): ``selected_indices`` [M, 3] (``kind``: i32 or
+    i64), ``selected_scores`` [M, 3] (image, class, score; ``score_type``) and ``valid_outputs``,
+    with ``sort_result_descending`` ordered by score over every image and class."""
     if sort_result_descending:  # a last -inf keeps TopK's k above 0 (no box kept)
         count = step("Shape", [picked])
         padded = step("Concat", [picked, value_of(np.array([-np.inf], np.float32))], {"axis": 0})
@@ -115,7 +125,7 @@ def non_max_suppression(boxes: NodeInput, scores: NodeInput, max_output_boxes_pe
         order_index = step("Slice", [order._outputs[1], _ints([0]), count, _ints([0])])  # noqa: SLF001
         selected = step("Gather", [selected, order_index], {"axis": 0})
         picked = step("Gather", [picked, order_index], {"axis": 0})
-    indices = make_op("NonMaxSuppression", "Cast", [selected], {"to": int(to_ir_dtype(kind))}, name)
+    indices = make_op(type_name, "Cast", [selected], {"to": int(to_ir_dtype(kind))}, name)
     where = step("Cast", [step("Slice", [selected, _ints([0]), _ints([2]), _ints([1])])], {"to": _FLOAT})
     scored = step("Concat", [where, step("Unsqueeze", [picked, _ints([1])])], {"axis": 1})
     if score_type != _FLOAT:

@@ -1,7 +1,7 @@
-"""The IR builders of OpenVINO's detection ops (NonMaxSuppression, ROIAlign, ROIAlignRotated, ROIPooling,
-ReorgYolo, RegionYolo, PriorBox, PriorBoxClustered, Proposal, GenerateProposals, DeformablePSROIPooling) and
-of the colour conversions (NV12 and I420 to RGB and BGR), RandomUniform, GatherTree and CTCLoss,
-merged into :data:`inferplex.api.ir.ops.BUILDERS`.
+"""The IR builders of OpenVINO's detection ops (NonMaxSuppression, NMSRotated, ROIAlign, ROIAlignRotated,
+ROIPooling, ReorgYolo, RegionYolo, PriorBox, PriorBoxClustered, Proposal, GenerateProposals,
+DeformablePSROIPooling) and of the colour conversions (NV12 and I420 to RGB and BGR), RandomUniform,
+GatherTree and CTCLoss, merged into :data:`inferplex.api.ir.ops.BUILDERS`.
 
 NonMaxSuppression-1, -3 and -4 read as NMS-5 without soft NMS (their one output is NMS-5's
 first); ROIAlign-3 has no ``aligned_mode`` (asymmetric); Proposal-1's one output is Proposal-4's first.
@@ -35,6 +35,13 @@ def _nms(op: Any) -> Node:
                                      str(a.get("box_encoding", "corner")),
                                      bool(a.get("sort_result_descending", True)),
                                      str(a.get("output_type", "i64")), name=op.name)
+
+
+def _nms_rotated(op: Any) -> Node:
+    a = op.attrs
+    return opset.nms_rotated(op.value(0), op.value(1), op.arg(2), op.arg(3), op.arg(4),
+                             bool(a.get("sort_result_descending", True)), str(a.get("output_type", "i64")),
+                             bool(a.get("clockwise", True)), name=op.name)
 
 
 def _roi_align(op: Any) -> Node:
@@ -105,6 +112,7 @@ def _proposal(op: Any) -> Node:
 
 DETECTION_BUILDERS: dict[str, Callable[[Any], Node]] = {
     "NonMaxSuppression": _nms,
+    "NMSRotated": _nms_rotated,
     "ROIAlign": _roi_align,
     "ROIAlignRotated": _roi_align_rotated,
     "ROIPooling": _roi_pooling,
