@@ -41,7 +41,8 @@ def nms_rotated(boxes: NodeInput, scores: NodeInput, max_output_boxes_per_class:
                 iou_threshold: NodeInput, score_threshold: NodeInput, sort_result_descending: bool = True,
                 output_type: str = "i64", clockwise: bool = True, name: str | None = None) -> Node:
     """Greedy NMS of rotated ``boxes`` [batch, boxes, 5] (centre x, centre y, width, height, angle in
-    radians; counterclockwise unless ``clockwise``) by ``scores`` [batch, classes, boxes]: outputs
+    radians, turning clockwise; with ``clockwise`` off, the other way) by ``scores`` [batch, classes,
+    boxes]: outputs
     ``selected_indices`` [N, 3], ``selected_scores`` [N, 3] and ``valid_outputs``, ordered by score
     over every batch and class with ``sort_result_descending``, else by batch, class, then score."""
     kind = choice(output_type, ("i32", "i64"), "nms_rotated output_type")
@@ -49,10 +50,10 @@ def nms_rotated(boxes: NodeInput, scores: NodeInput, max_output_boxes_per_class:
     _check(box_values, score_values)
     as_float = [v if v.dtype == ir.DataType.FLOAT else step("Cast", [v], {"to": _FLOAT})
                 for v in (box_values, score_values)]
-    over = step("Greater", [_sorted_pairs(_rotated_iou(as_float[0], clockwise), as_float[1]),
-                            threshold(iou_threshold)])  # [B, C, N, N], in score order
     count = _dim(as_float[1], -1)
     order, sorted_scores = _score_order(as_float[1], count)
+    over = step("Greater", [_sorted_pairs(_rotated_iou(as_float[0], clockwise), order, count),
+                            threshold(iou_threshold)])  # [B, C, N, N], in score order
     eligible = step("Greater", [sorted_scores, threshold(score_threshold)])
     kept = _greedy(over, eligible, count)
     limit = step("Reshape", [int64(max_output_boxes_per_class), _ints([1, 1, 1])])
@@ -84,11 +85,10 @@ def _score_order(scores: ir.Value, count: ir.Value) -> tuple[ir.Value, ir.Value]
     return best._outputs[1], best._outputs[0]  # noqa: SLF001
 
 
-def _sorted_pairs(iou: ir.Value, scores: ir.Value) -> ir.Value:
-    """``iou`` [B, N, N] of each image, rows and columns in each class's score order: [B, C, N, N]."""
-    count = _dim(scores, -1)
-    order, _ = _score_order(scores, count)
-    shape = step("Concat", [step("Shape", [scores]), count], {"axis": 0})  # [B, C, N, N]
+def _sorted_pairs(iou: ir.Value, order: ir.Value, count: ir.Value) -> ir.Value:
+    """``iou`` [B, N, N] of each image, rows and columns in each class's score ``order`` [B, C, N]:
+    [B, C, N, N]."""
+    shape = step("Concat", [step("Shape", [order]), count], {"axis": 0})
     every = step("Expand", [step("Unsqueeze", [iou, _ints([1])]), shape])
     rows = step("GatherElements", [every, step("Expand", [step("Unsqueeze", [order, _ints([-1])]), shape])],
                 {"axis": 2})
