@@ -105,3 +105,24 @@ def test_nms_rotated_refusals() -> None:
         opset.nms_rotated(opset.parameter([1, 4, 4], np.float32), scores, 2, 0.5, 0.0)
     with pytest.raises(InputError, match=r"output_type 'i16'"):
         opset.nms_rotated(opset.parameter([1, 4, 5], np.float32), scores, 2, 0.5, 0.0, output_type="i16")
+
+
+SHAPE_CASES = [(1, 100, 1, 100), (2, 700, 3, 600), (2, 50, 3, 600), (2, 50, 3, None), (2, -1, 3, 10)]
+
+
+@pytest.mark.parametrize(("images", "boxes", "classes", "limit"), SHAPE_CASES)
+def test_nms_outputs_shapes_are_openvinos(images: int, boxes: int, classes: int, limit: int | None) -> None:
+    """The selected rows' bound (images x classes x the fewer of the boxes and the limit, where all
+    are known: OpenVINO's ``[..K,3]``) and ``valid_outputs``' [1], for NMSRotated and NMS-9."""
+    def shapes(module: Any) -> list[str]:
+        scores = module.parameter([images, classes, boxes], np.float32)
+        most = module.constant(np.array([limit], np.int64)) if limit is not None \
+            else module.parameter([1], np.int64)
+        iou, least = module.constant(np.float32(0.1)), module.constant(np.float32(0.4))
+        rotated = module.nms_rotated(module.parameter([images, boxes, 5], np.float32), scores, most, iou,
+                                     least)
+        upright = module.non_max_suppression(module.parameter([images, boxes, 4], np.float32), scores, most,
+                                             iou, least)
+        return [str(node.get_output_partial_shape(i)) for node in (rotated, upright) for i in range(3)]
+
+    assert shapes(opset) == shapes(ov_opset13)

@@ -107,16 +107,18 @@ def non_max_suppression(boxes: NodeInput, scores: NodeInput, max_output_boxes_pe
                               _ints([0])])
         selected = step("Slice", [selected, _ints([0]), rows, _ints([0])])
     picked = step("GatherND", [as_float[1], selected])
+    bound = selection_bound(box_values, value_of(scores), max_output_boxes_per_class)
     return selection_outputs("NonMaxSuppression", selected, picked, bool(sort_result_descending), kind,
-                             score_type, name)
+                             score_type, bound, name)
 
 
 def selection_outputs(type_name: str, selected: ir.Value, picked: ir.Value, sort_result_descending: bool,
-                      kind: str, score_type: int, name: str | None) -> Node:
+                      kind: str, score_type: int, bound: int | None, name: str | None) -> Node:
     """OpenVINO's NMS outputs from the ``selected`` boxes [M, 3] (image, class, box; int64, by image,
     class, then score) and their scores [M] (f32): ``selected_indices`` [M, 3] (``kind``: i32 or
-    i64), ``selected_scores`` [M, 3] (image, class, score; ``score_type``) and ``valid_outputs``,
-    with ``sort_result_descending`` ordered by score over every image and class."""
+    i64), ``selected_scores`` [M, 3] (image, class, score; ``score_type``) and ``valid_outputs``
+    [1], with ``sort_result_descending`` ordered by score over every image and class.  ``bound``:
+    the most rows M can have (:func:`selection_bound`), shown as OpenVINO shows it, or None."""
     if sort_result_descending:  # a last -inf keeps TopK's k above 0 (no box kept)
         count = step("Shape", [picked])
         padded = step("Concat", [picked, value_of(np.array([-np.inf], np.float32))], {"axis": 0})
@@ -132,7 +134,21 @@ def selection_outputs(type_name: str, selected: ir.Value, picked: ir.Value, sort
         scored = step("Cast", [scored], {"to": score_type})
     valid = step("Cast", [step("Shape", [selected], {"start": 0, "end": 1})], {"to": int(to_ir_dtype(kind))})
     indices._outputs.extend([scored, valid])  # noqa: SLF001
+    rows = None if bound is None else bound if bound == 0 else f"..{bound}"  # OpenVINO's "..K" range
+    for value, dims in ((indices._outputs[0], [rows, 3]), (scored, [rows, 3]), (valid, [1])):  # noqa: SLF001
+        value.shape = ir.Shape(dims)
     return indices
+
+
+def selection_bound(boxes: ir.Value, scores: ir.Value, limit: NodeInput) -> int | None:
+    """The most boxes an NMS keeps, as OpenVINO bounds its outputs' rows: images x classes x the
+    smaller of the boxes and ``limit`` (a constant; None: 0), where all are known; else None."""
+    count = constant_data(limit) if limit is not None else np.zeros(1, np.int64)
+    dims = [*(boxes.shape or [None, None])[:2], *(scores.shape or [None, None])[1:2]]
+    if count is None or np.size(count) != 1 or not all(isinstance(d, int) for d in dims):
+        return None
+    images, boxes_count, classes = dims
+    return int(images) * int(classes) * min(int(boxes_count), max(int(np.asarray(count).reshape(-1)[0]), 0))
 
 
 def roi_align(data: NodeInput, rois: NodeInput, batch_indices: NodeInput, pooled_h: int, pooled_w: int,

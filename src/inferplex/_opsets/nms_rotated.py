@@ -25,7 +25,7 @@ from inferplex._opsets.build import NodeInput, as_op, choice, int64, make_op, sh
 from inferplex._opsets.build import dim as _dim
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
-from inferplex._opsets.detection import selection_outputs, threshold
+from inferplex._opsets.detection import selection_bound, selection_outputs, threshold
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
 
@@ -64,8 +64,9 @@ def nms_rotated(boxes: NodeInput, scores: NodeInput, max_output_boxes_per_class:
     selected = step("Concat", [step("Slice", [where, _ints([0]), _ints([2]), _ints([1])]),
                                step("Unsqueeze", [box, _ints([1])])], {"axis": 1})
     picked = step("GatherND", [sorted_scores, where])
+    bound = selection_bound(box_values, score_values, max_output_boxes_per_class)
     return selection_outputs("NMSRotated", selected, picked, bool(sort_result_descending), kind,
-                             int(score_values.dtype or ir.DataType.FLOAT), name)
+                             int(score_values.dtype or ir.DataType.FLOAT), bound, name)
 
 
 def _check(boxes: ir.Value, scores: ir.Value) -> None:
