@@ -102,8 +102,9 @@ def test_multiclass_nms_matches_openvino(engine: str, attrs: dict[str, Any], bat
     got, node = _inferplex(build, opset8, feeds, shapes, engine)
     _same(expected, got)
     assert node.get_type_name() == "MulticlassNms"
+    reference = build(ov_opset8, *(ov_opset8.parameter(shape, F32) for shape in shapes))
     assert [str(node.get_output_partial_shape(i)) for i in range(3)] == \
-        ["[?,6]", "[?,1]", "[?]" if dynamic else f"[{batch}]"]
+        [str(reference.get_output_partial_shape(i)) for i in range(3)]
     assert got[2].sum() == len(got[0]) > 0
 
 
@@ -419,3 +420,23 @@ def test_multiclass_nms_and_psroi_pooling_read_from_ir(tmp_path: Path) -> None:
         assert got[index].dtype == want.dtype and got[index].shape == want.shape, index
         np.testing.assert_allclose(got[index], want, rtol=1e-5, atol=1e-5, err_msg=str(index))
     assert expected[1].dtype == np.int32 and all(len(expected[i]) > 0 for i in (0, 3, 6))
+
+
+@pytest.mark.parametrize(("images", "boxes", "classes", "nms_top_k", "keep_top_k", "background"),
+                         [(2, 50, 3, 10, 20, -1), (2, 50, 3, -1, -1, -1), (2, 50, 3, 10, -1, 0),
+                          (2, 50, 3, 100, 500, 1), (1, -1, 3, 10, 20, -1), (2, 50, 3, 0, -1, -1)])
+def test_multiclass_and_matrix_nms_outputs_shapes_are_openvinos(images: int, boxes: int, classes: int,
+                                                                 nms_top_k: int, keep_top_k: int,
+                                                                 background: int) -> None:
+    """The kept rows' bound (the images x each one's classes x its ``nms_top_k`` best boxes, at most
+    ``keep_top_k``, where the shapes give them: OpenVINO's ``[..K,6]``), as OpenVINO shows it."""
+    ov_opset9 = pytest.importorskip("openvino.opset9")
+
+    def shapes(module: Any) -> list[str]:
+        box = module.parameter([images, boxes, 4], np.float32)
+        score = module.parameter([images, classes, boxes], np.float32)
+        nodes = [build(box, score, nms_top_k=nms_top_k, keep_top_k=keep_top_k, background_class=background)
+                 for build in (module.multiclass_nms, module.matrix_nms)]
+        return [str(node.get_output_partial_shape(i)) for node in nodes for i in range(3)]
+
+    assert shapes(opset) == shapes(ov_opset9)

@@ -182,7 +182,8 @@ def _multiclass_nms(boxes: NodeInput, scores: NodeInput, roisnum: NodeInput, sor
         where = step("Concat", [label, box], {"axis": 1})
     known = (box_values if shared else value_of(roisnum)).shape
     kept = Selected(score, image, label, box, index, where)
-    sizes = Grid(images, classes, boxes_per_group, known[0] if known is not None else None)
+    bound = kept_bound(box_values, score_values, top_k, int(keep_top_k)) if shared else None
+    sizes = Grid(images, classes, boxes_per_group, known[0] if known is not None else None, bound)
     return selected_outputs("MulticlassNms", kept, sizes, flat_boxes if shared else as_float[0],
                             int(background_class), int(keep_top_k), sort, bool(sort_result_across_batch),
                             True, kind, out_dtype, name)
@@ -202,13 +203,28 @@ class Selected(NamedTuple):
 
 
 class Grid(NamedTuple):
-    """The op's images, classes and boxes per group (int64 tensors of one element), and the images'
-    count where the input shape gives it (OpenVINO's static dim of the kept counts)."""
+    """The op's images, classes and boxes per group (int64 tensors of one element), the images'
+    count where the input shape gives it (OpenVINO's static dim of the kept counts), and the most
+    rows the op can keep where the shapes give it (:func:`kept_bound`)."""
 
     images: ir.Value
     classes: ir.Value
     boxes_per_group: ir.Value
     known_images: Any
+    bound: int | None = None
+
+
+def kept_bound(boxes: ir.Value, scores: ir.Value, nms_top_k: int, keep_top_k: int) -> int | None:
+    """The most rows MulticlassNms and MatrixNms keep of ``boxes`` [N, M, 4] and ``scores`` [N, C, M]
+    where their dims are known, as OpenVINO bounds their outputs: each image's classes times its
+    ``nms_top_k`` best boxes (-1: every box), at most ``keep_top_k`` (-1: no limit), times the
+    images; else None."""
+    dims = [*(scores.shape or [None, None]), *(boxes.shape or [None, None])[1:2]]
+    if len(dims) != 4 or not all(isinstance(d, int) for d in dims):
+        return None
+    images, classes, _, count = (int(d) for d in dims)
+    per_image = classes * (count if nms_top_k < 0 else min(nms_top_k, count))
+    return images * (per_image if keep_top_k < 0 else min(keep_top_k, per_image))
 
 
 def selected_outputs(type_name: str, kept: Selected, grid: Grid, boxes: ir.Value, background: int,
@@ -269,8 +285,14 @@ def selected_outputs(type_name: str, kept: Selected, grid: Grid, boxes: ir.Value
         {"to": _INT64}), _ints([0])], {"keepdims": 0})
     if isinstance(grid.known_images, int):  # selected_num's static dim, as OpenVINO's
         selected_num = step("Reshape", [selected_num, _ints([grid.known_images])])
+    bounded: int | str | None = None if grid.bound is None else grid.bound if grid.bound == 0 \
+        else f"..{grid.bound}"  # OpenVINO's "..K" range of rows
+    if bounded is not None:
+        outputs._outputs[0].shape = ir.Shape([bounded, 6])  # noqa: SLF001
     outputs._outputs.extend([step("Cast", [index], {"to": index_type}),  # noqa: SLF001
                              step("Cast", [selected_num], {"to": index_type})])
+    if bounded is not None:
+        outputs._outputs[1].shape = ir.Shape([bounded, 1])  # noqa: SLF001
     return outputs
 
 

@@ -23,7 +23,7 @@ from inferplex._opsets.build import NodeInput, choice, make_op, step, value_of
 from inferplex._opsets.build import dim as _dim
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
-from inferplex._opsets.detection_more import Grid, Selected, selected_outputs
+from inferplex._opsets.detection_more import Grid, Selected, kept_bound, selected_outputs
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
 
@@ -103,7 +103,8 @@ def matrix_nms(boxes: NodeInput, scores: NodeInput, sort_result_type: str = "non
     where = step("Concat", [image, box], {"axis": 1})
     known = box_values.shape
     rows = Selected(score, image, label, box, index, where)
-    sizes = Grid(images, classes, boxes_per_group, known[0] if known is not None else None)
+    sizes = Grid(images, classes, boxes_per_group, known[0] if known is not None else None,
+                 kept_bound(box_values, score_values, top_k, int(keep_top_k)))
     return selected_outputs("MatrixNms", rows, sizes, flat_boxes, int(background_class), int(keep_top_k),
                             sort, bool(sort_result_across_batch), False, kind, out_dtype, name)
 
