@@ -287,3 +287,46 @@ def test_results_are_an_ovdict_that_refuses_item_assignment_as_openvino_s_does()
     np.testing.assert_array_equal(results["y"], [0.0, 2.0])
     with pytest.raises(TypeError, match="'OVDict' object does not support item assignment"):
         results["y"] = np.zeros(2, np.float32)  # type: ignore[index]
+
+
+# --- op building: Python's number types, make_constant_node, reported op types ---------------
+
+
+def test_python_float_and_int_build_f32_and_i32_as_openvino_does() -> None:
+    import openvino.opset11 as real_opset
+    from openvino.utils.types import get_element_type as real_element_type
+    from openvino.utils.types import make_constant_node as real_constant
+
+    from inferplex import opset11
+    from inferplex.utils.types import get_element_type, make_constant_node
+
+    def types(module: Any, make: Any) -> list[str]:
+        built = [module.constant(np.array([1.5, 2.5]), dtype=float),
+                 module.constant(np.array([1, 2]), dtype=int), module.parameter([2], dtype=float),
+                 module.parameter([2], dtype=int), make([100], np.int64), make(0.5, float),
+                 make(np.arange(3))]
+        return [node.get_output_element_type(0).get_type_name() for node in built]
+
+    assert types(opset11, make_constant_node) == types(real_opset, real_constant) == \
+        ["f32", "i32", "f32", "i32", "i64", "f32", "i64"]
+    kinds = (float, int, np.float16, bool)
+    assert [real_element_type(t).get_type_name() for t in kinds] == \
+        [get_element_type(t).get_type_name() for t in kinds]
+    named = make_constant_node(3, np.int32, name="limit")
+    assert named.get_friendly_name().startswith("limit/")
+    assert real_constant(3, np.int32, name="limit").friendly_name.startswith("limit/")
+
+
+def test_ops_built_from_several_onnx_ops_report_openvinos_type() -> None:
+    import openvino.opset11 as real_opset
+
+    from inferplex import opset11
+
+    def names(module: Any) -> list[str]:
+        x = module.parameter([2, 3], np.float32)
+        built = [module.gelu(x, "erf"), module.gelu(x, "tanh"),
+                 module.floor_mod(x, module.constant(np.float32(1.5))),
+                 module.floor_mod(module.parameter([2], np.int32), module.constant(np.int32(2)))]
+        return [node.get_type_name() for node in built]
+
+    assert names(opset11) == names(real_opset) == ["Gelu", "Gelu", "FloorMod", "FloorMod"]

@@ -161,17 +161,24 @@ _AUTO_PAD = {"explicit": "NOTSET", "notset": "NOTSET", "same_upper": "SAME_UPPER
 
 
 def parameter(shape: Any, dtype: Any = np.float32, name: str | None = None) -> Parameter:
-    """A model input of ``shape`` (list, string ``"1,3,?,?"``, PartialShape) and element type ``dtype``."""
-    return Parameter(dtype, shape, name=name)
+    """A model input of ``shape`` (list, string ``"1,3,?,?"``, PartialShape) and element type ``dtype``
+    (Python's ``float`` and ``int``: f32 and i32, as OpenVINO's opset functions take them)."""
+    return Parameter(_sized(dtype), shape, name=name)
 
 
 def constant(value: Any, dtype: Any = None, name: str | None = None, **_: Any) -> Constant:
-    """A constant from a numpy array, a list or a number (``dtype``: numpy dtype, ``"f32"``, ov.Type)."""
+    """A constant from a numpy array, a list or a number (``dtype``: numpy dtype, ``"f32"``, ov.Type;
+    Python's ``float`` and ``int``: f32 and i32)."""
     array = np.asarray(value.data if hasattr(value, "data") and not isinstance(value, np.ndarray)
                        else value)
     if dtype is not None:
-        array = array.astype(to_ir_dtype(dtype).numpy())
+        array = array.astype(to_ir_dtype(_sized(dtype)).numpy())
     return Constant(array, name=name)
+
+
+def _sized(dtype: Any) -> Any:
+    """Python's ``float`` and ``int`` as the opset functions take them: f32 and i32."""
+    return "f32" if dtype is float else "i32" if dtype is int else dtype
 
 
 def result(data: NodeInput, name: str | None = None) -> Result:

@@ -106,14 +106,14 @@ def floor_mod(left: NodeInput, right: NodeInput, auto_broadcast: str = "NUMPY",
     ONNX Mod takes fmod=0 for integers only, so floats are ``x - floor(x / y) * y``.
     """
     from inferplex.opset import _binary as binary
-    from inferplex.opset import _value, divide, multiply, subtract
+    from inferplex.opset import _value, divide, multiply
 
     x = _value(left) if hasattr(left, "_outputs") or hasattr(left, "_value") else None
     dtype = x.dtype if x is not None else None
     if dtype is not None and not dtype.is_floating_point():
         return binary("FloorMod", "Mod", left, right, auto_broadcast, name)
     quotient = floor(divide(left, right))
-    return subtract(left, multiply(quotient, right), name=name)
+    return binary("FloorMod", "Sub", left, multiply(quotient, right), auto_broadcast, name)
 
 
 def not_equal(left: NodeInput, right: NodeInput, auto_broadcast: str = "NUMPY",
@@ -159,10 +159,10 @@ def gelu(data: NodeInput, approximation_mode: str = "erf", name: str | None = No
         inner = tanh(_mul(poly, np.array(np.sqrt(2 / np.pi), dtype=dtype)))
     else:
         raise InputError(f"gelu approximation_mode {approximation_mode!r}; accepted: 'erf', 'tanh'")
-    out = _mul(_mul(x, half), _add(inner, np.array(1, dtype=dtype)))
-    if name:
-        out.set_friendly_name(name)
-    return out
+    from inferplex.opset import _binary as binary
+
+    # the last product is the op, as OpenVINO reports it (``get_type_name()`` "Gelu")
+    return binary("Gelu", "Mul", _mul(x, half), _add(inner, np.array(1, dtype=dtype)), "NUMPY", name)
 
 
 def swish(data: NodeInput, beta: NodeInput = None, name: str | None = None) -> Node:
