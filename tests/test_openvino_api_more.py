@@ -330,3 +330,18 @@ def test_ops_built_from_several_onnx_ops_report_openvinos_type() -> None:
         return [node.get_type_name() for node in built]
 
     assert names(opset11) == names(real_opset) == ["Gelu", "Gelu", "FloorMod", "FloorMod"]
+
+
+def test_reductions_refuse_axes_outside_the_rank_when_built_as_openvino_does() -> None:
+    import openvino.opset13 as real_opset
+
+    from inferplex import opset13
+    from inferplex.errors import InputError
+
+    for module, error in ((opset13, InputError), (real_opset, RuntimeError)):
+        with pytest.raises(error, match="out of the tensor rank range"):
+            module.reduce_mean(module.parameter([2, 3], np.float32), np.array([2]))
+        with pytest.raises(error, match="out of the tensor rank range"):
+            module.reduce_logical_or(module.parameter([2], np.bool_), np.array([-2]))
+        summed = module.reduce_sum(module.parameter([2, 3], np.float32), np.array([-2]))
+        assert list(summed.get_output_shape(0)) == [3]

@@ -130,6 +130,20 @@ def floats(values: Any) -> ir.Value:
     return value_of(np.asarray(values, np.float32))
 
 
+def dim_at(value: ir.Value, axis: int) -> Any:
+    """Dim ``axis`` of ``value``'s shape as shape inference knows it (an int, a symbolic dim), or None."""
+    if value.shape is None or not -len(value.shape) <= axis < len(value.shape):
+        return None
+    return value.shape[axis]
+
+
+def settle_shape(built: Node, index: int, dims: Sequence[Any]) -> Node:
+    """``built``'s output ``index`` given ``dims``, as OpenVINO's shape inference gives them, where
+    ONNX's inference of the ops it is built from lost some (None: unknown); ``built`` itself."""
+    built._outputs[index].shape = ir.Shape([d for d in dims])  # noqa: SLF001 - same layer
+    return built
+
+
 def ascending(key: ir.Value, bound: int | None = None) -> ir.Value:
     """The order of the rows by ``key`` (distinct int64 values below ``bound``, by default 2**31 - 1:
     OpenVINO's CPU holds 64-bit integers in 32 bits, and TopK may order equal keys as it likes),

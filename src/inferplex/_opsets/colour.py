@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, make_op, step, value_of
+from inferplex._opsets.build import NodeInput, dim_at, make_op, settle_shape, step, value_of
 from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
@@ -92,7 +92,8 @@ def _nv12(type_name: str, arg: NodeInput, arg_uv: NodeInput, bgr: bool, name: st
     uv = _float(uv)
     u = step("Squeeze", [step("Slice", [uv, _ints([0]), _ints([1]), _ints([3])]), _ints([3])])
     v = step("Squeeze", [step("Slice", [uv, _ints([1]), _ints([2]), _ints([3])]), _ints([3])])
-    return _convert(type_name, _float(y), u, v, h // 2, w // 2, bgr, data.dtype, name)  # type: ignore[arg-type]
+    built = _convert(type_name, _float(y), u, v, h // 2, w // 2, bgr, data.dtype, name)  # type: ignore[arg-type]
+    return settle_shape(built, 0, [dim_at(data, 0), h, w, 3])
 
 
 def _i420(type_name: str, arg: NodeInput, arg_u: NodeInput, arg_v: NodeInput, bgr: bool,
@@ -119,7 +120,8 @@ def _i420(type_name: str, arg: NodeInput, arg_u: NodeInput, arg_v: NodeInput, bg
                 raise InputError(f"{what} takes U and V [N, H / 2, W / 2, 1] for Y [N, H, W, 1] (H and W "
                                  f"even), got {plane.shape} for {data.shape}")
     u, v = (step("Reshape", [_float(p), _ints([0, h // 2, w // 2])]) for p in (u, v))
-    return _convert(type_name, _float(y), u, v, h // 2, w // 2, bgr, data.dtype, name)  # type: ignore[arg-type]
+    built = _convert(type_name, _float(y), u, v, h // 2, w // 2, bgr, data.dtype, name)  # type: ignore[arg-type]
+    return settle_shape(built, 0, [dim_at(data, 0), h, w, 3])
 
 
 def nv12_to_rgb(arg: NodeInput, arg_uv: NodeInput = None, name: str | None = None) -> Node:

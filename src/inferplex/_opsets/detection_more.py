@@ -182,7 +182,7 @@ def _multiclass_nms(boxes: NodeInput, scores: NodeInput, roisnum: NodeInput, sor
         where = step("Concat", [label, box], {"axis": 1})
     known = (box_values if shared else value_of(roisnum)).shape
     kept = Selected(score, image, label, box, index, where)
-    bound = kept_bound(box_values, score_values, top_k, int(keep_top_k)) if shared else None
+    bound = kept_bound(score_values, top_k, int(keep_top_k), None if shared else value_of(roisnum))
     sizes = Grid(images, classes, boxes_per_group, known[0] if known is not None else None, bound)
     return selected_outputs("MulticlassNms", kept, sizes, flat_boxes if shared else as_float[0],
                             int(background_class), int(keep_top_k), sort, bool(sort_result_across_batch),
@@ -214,15 +214,20 @@ class Grid(NamedTuple):
     bound: int | None = None
 
 
-def kept_bound(boxes: ir.Value, scores: ir.Value, nms_top_k: int, keep_top_k: int) -> int | None:
-    """The most rows MulticlassNms and MatrixNms keep of ``boxes`` [N, M, 4] and ``scores`` [N, C, M]
-    where their dims are known, as OpenVINO bounds their outputs: each image's classes times its
-    ``nms_top_k`` best boxes (-1: every box), at most ``keep_top_k`` (-1: no limit), times the
-    images; else None."""
-    dims = [*(scores.shape or [None, None]), *(boxes.shape or [None, None])[1:2]]
-    if len(dims) != 4 or not all(isinstance(d, int) for d in dims):
+def kept_bound(scores: ir.Value, nms_top_k: int, keep_top_k: int,
+               roisnum: ir.Value | None = None) -> int | None:
+    """The most rows MulticlassNms and MatrixNms keep, as OpenVINO bounds their outputs, where the
+    dims are known: each image's classes times its ``nms_top_k`` best boxes (-1: every box), at most
+    ``keep_top_k`` (-1: no limit), times the images.  ``scores`` [N, C, M] (images, classes, boxes),
+    or [C, M] with ``roisnum`` [N]; else None."""
+    if roisnum is None:
+        dims = list(scores.shape or [])
+    else:
+        dims = [*(roisnum.shape or [None])[:1], *(scores.shape or [])]
+    known = [d for d in dims if isinstance(d, int)]
+    if len(dims) != 3 or len(known) != 3:
         return None
-    images, classes, _, count = (int(d) for d in dims)
+    images, classes, count = known
     per_image = classes * (count if nms_top_k < 0 else min(nms_top_k, count))
     return images * (per_image if keep_top_k < 0 else min(keep_top_k, per_image))
 

@@ -10,6 +10,8 @@ without one).  A decoder takes each step's most likely class, drops blanks (and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx_ir as ir
 
@@ -18,9 +20,11 @@ from inferplex._opsets.build import (
     as_op,
     choice,
     constant_data,
+    dim_at,
     int64,
     make_op,
     rank_of,
+    settle_shape,
     step,
     value_of,
 )
@@ -68,7 +72,7 @@ def _offsets_bags(type_name: str, emb_table: NodeInput, indices: NodeInput, offs
                  {"keepdims": 0})
     bag_of = step("Sub", [begun, _ints(1)])
     return _bags(type_name, emb_table, idx, bag_of, step("Shape", [starts]), default_index,
-                 per_sample_weights, name, mean)
+                 per_sample_weights, name, mean, dim_at(starts, 0))
 
 
 def _mean(reduction: str, per_sample_weights: NodeInput, what: str) -> bool:
@@ -86,8 +90,10 @@ def embedding_segments_sum(emb_table: NodeInput, indices: NodeInput, segment_ids
     if num_segments is None:
         raise InputError("embedding_segments_sum needs num_segments (the number of output rows)")
     count = step("Reshape", [int64(num_segments), _ints([1])])
+    fixed = constant_data(num_segments)
+    segments = int(np.asarray(fixed).reshape(-1)[0]) if fixed is not None and np.size(fixed) == 1 else None
     return _bags("EmbeddingSegmentsSum", emb_table, int64(indices), int64(segment_ids), count, default_index,
-                 per_sample_weights, name)
+                 per_sample_weights, name, bags=segments)
 
 
 def embedding_bag_packed_sum(emb_table: NodeInput, indices: NodeInput, per_sample_weights: NodeInput = None,
@@ -117,8 +123,17 @@ def _packed_bags(type_name: str, emb_table: NodeInput, indices: NodeInput, per_s
 
 
 def _bags(type_name: str, emb_table: NodeInput, idx: ir.Value, bag_of: ir.Value, count: ir.Value,
-          default_index: NodeInput, weights: NodeInput, name: str | None, mean: bool = False) -> Node:
+          default_index: NodeInput, weights: NodeInput, name: str | None, mean: bool = False,
+          bags: Any = None) -> Node:
+    """[``count``, the table's row dims]: the bags (``bags``: their number, where known)."""
     table = value_of(emb_table)
+    rows_shape = [bags, *(table.shape[1:] if table.shape is not None else [])]
+    built = _bags_of(type_name, table, idx, bag_of, count, default_index, weights, name, mean)
+    return settle_shape(built, 0, rows_shape) if table.shape is not None else built
+
+
+def _bags_of(type_name: str, table: ir.Value, idx: ir.Value, bag_of: ir.Value, count: ir.Value,
+             default_index: NodeInput, weights: NodeInput, name: str | None, mean: bool) -> Node:
     rank = rank_of(table, type_name)
     rows = step("Gather", [table, idx], {"axis": 0})
     if weights is not None:
@@ -166,7 +181,8 @@ def ctc_greedy_decoder(data: NodeInput, sequence_mask: NodeInput, merge_repeated
     blank = step("Sub", [step("Shape", [x], {"start": 2}), _ints([1])])
     classes, _ = _decode(best, mask, blank, merge_repeated)
     typed = step("Cast", [classes], {"to": int(x.dtype or ir.DataType.FLOAT)})
-    return make_op("CTCGreedyDecoder", "Unsqueeze", [typed, _ints([2, 3])], {}, name)
+    built = make_op("CTCGreedyDecoder", "Unsqueeze", [typed, _ints([2, 3])], {}, name)
+    return settle_shape(built, 0, [dim_at(x, 1), dim_at(x, 0), 1, 1])
 
 
 def ctc_greedy_decoder_seq_len(data: NodeInput, sequence_length: NodeInput, blank_index: NodeInput = None,
@@ -190,7 +206,7 @@ def ctc_greedy_decoder_seq_len(data: NodeInput, sequence_length: NodeInput, blan
     classes, lengths = _decode(best, mask, blank, merge_repeated)
     node = make_op("CTCGreedyDecoderSeqLen", "Cast", [classes], {"to": int(to_ir_dtype(kinds[0]))}, name)
     node._outputs.append(step("Cast", [lengths], {"to": int(to_ir_dtype(kinds[1]))}))  # noqa: SLF001
-    return node
+    return settle_shape(settle_shape(node, 0, [dim_at(x, 0), dim_at(x, 1)]), 1, [dim_at(x, 0)])
 
 
 def _decode(best: ir.Value, mask: ir.Value, blank: ir.Value,

@@ -104,7 +104,7 @@ def matrix_nms(boxes: NodeInput, scores: NodeInput, sort_result_type: str = "non
     known = box_values.shape
     rows = Selected(score, image, label, box, index, where)
     sizes = Grid(images, classes, boxes_per_group, known[0] if known is not None else None,
-                 kept_bound(box_values, score_values, top_k, int(keep_top_k)))
+                 kept_bound(score_values, top_k, int(keep_top_k)))
     return selected_outputs("MatrixNms", rows, sizes, flat_boxes, int(background_class), int(keep_top_k),
                             sort, bool(sort_result_across_batch), False, kind, out_dtype, name)
 

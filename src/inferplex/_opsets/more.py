@@ -330,11 +330,17 @@ def _reduce(type_name: str, op_type: str) -> Any:
         from inferplex.opset import _op, _value
 
         axes = [int(a) for a in np.asarray(getattr(reduction_axes, "data", reduction_axes)).reshape(-1)]
+        data = _value(node)
+        rank = len(data.shape) if data.shape is not None else None
+        outside = [a for a in axes if rank is not None and not -max(rank, 1) <= a < max(rank, 1)]
+        if outside:  # OpenVINO's words, at the node's creation
+            raise InputError(f"{type_name} axis {outside[0]} out of the tensor rank range "
+                             f"[{-max(rank or 0, 1)}, {max(rank or 0, 1) - 1}]")
         attrs: dict[str, Any] = {"keepdims": int(bool(keep_dims))}
         if op_type == "ReduceSum":
-            inputs = [_value(node), _value(np.array(axes, dtype=np.int64))]
+            inputs = [data, _value(np.array(axes, dtype=np.int64))]
         else:
-            inputs, attrs["axes"] = [_value(node)], axes
+            inputs, attrs["axes"] = [data], axes
         return _op(type_name, op_type, inputs, attrs, name)
 
     build.__name__ = type_name.lower()

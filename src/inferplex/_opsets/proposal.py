@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, choice, make_op, step, value_of
+from inferplex._opsets.build import NodeInput, choice, dim_at, make_op, settle_shape, step, value_of
 from inferplex._opsets.build import dim as _dim
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
@@ -273,7 +273,7 @@ def generate_proposals(im_info: NodeInput, anchors: NodeInput, deltas: NodeInput
         outputs = [step("Cast", [v], {"to": int(out_dtype)}) for v in outputs]
     built = make_op("GenerateProposals", "Identity", [outputs[0]], {}, name)
     built._outputs.extend([outputs[1], step("Cast", [per_image], {"to": int(to_ir_dtype(kind))})])  # noqa: SLF001
-    return built
+    return settle_shape(built, 2, [dim_at(info, 0)])  # one count per image
 
 
 def _ranked_nms(boxes: ir.Value, scores: ir.Value, alive: ir.Value | None, pre_nms: int, post_nms: int,

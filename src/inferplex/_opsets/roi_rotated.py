@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, int64, make_op, show, step, value_of
+from inferplex._opsets.build import NodeInput, dim_at, int64, make_op, settle_shape, show, step, value_of
 from inferplex._opsets.build import floats as _floats
 from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node
@@ -112,7 +112,8 @@ def roi_align_rotated(data: NodeInput, rois: NodeInput, batch_indices: NodeInput
     averaged = step("Where", [step("Greater", [count, _floats(0.0)]),
                               step("Div", [summed, step("Max", [count, one])]), _floats(0.0)])
     pooled = step("Transpose", [averaged], {"perm": [0, 3, 1, 2]})
-    return make_op("ROIAlignRotated", "Cast", [pooled], {"to": int(kind)}, name)
+    built = make_op("ROIAlignRotated", "Cast", [pooled], {"to": int(kind)}, name)
+    return settle_shape(built, 0, [dim_at(regions, 0), dim_at(x, 1), pooled_h, pooled_w])
 
 
 def _neighbours(sample: ir.Value, size: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:

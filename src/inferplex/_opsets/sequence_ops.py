@@ -18,7 +18,17 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from inferplex._opsets.build import NodeInput, constant_data, int64, make_op, static_dims, step, value_of
+from inferplex._opsets.build import (
+    NodeInput,
+    constant_data,
+    dim_at,
+    int64,
+    make_op,
+    settle_shape,
+    static_dims,
+    step,
+    value_of,
+)
 from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
@@ -82,7 +92,8 @@ def gather_tree(step_ids: NodeInput, parent_idx: NodeInput, max_seq_len: NodeInp
     traced = step("Concat", [step("Unsqueeze", [v, _ints([0])]) for v in levels], {"axis": 0})
     ended = step("Cast", [step("Equal", [traced, end])], {"to": int(ir.DataType.INT64)})
     finished = step("Greater", [step("CumSum", [ended, _ints(0)], {"exclusive": 1}), _ints(0)])
-    return make_op("GatherTree", "Where", [finished, end, traced], {}, name)
+    built = make_op("GatherTree", "Where", [finished, end, traced], {}, name)
+    return settle_shape(built, 0, [dim_at(ids, i) for i in range(3)])
 
 
 _NEG = -1e30
