@@ -1,7 +1,7 @@
-"""Output shapes of ops inferplex builds from several ONNX ops, as OpenVINO's shape inference gives
-them when the op is built (where ONNX's inference of the parts loses a dim): each op built with
-``inferplex.opsetN`` and ``openvino.opsetN`` on the same inputs, every output's partial shape the
-same."""
+"""Ops inferplex builds from several ONNX ops, as OpenVINO builds them: output shapes as OpenVINO's
+shape inference gives them when the op is built (where ONNX's inference of the parts loses a dim),
+each op built with ``inferplex.opsetN`` and ``openvino.opsetN`` on the same inputs, every output's
+partial shape the same; and computed parameters OpenVINO's builders take."""
 
 from __future__ import annotations
 
@@ -48,3 +48,17 @@ def test_output_shapes_are_openvinos(case: str) -> None:
     assert ours.get_output_size() == theirs.get_output_size()
     assert [str(ours.get_output_partial_shape(i)) for i in range(ours.get_output_size())] == \
         [str(theirs.get_output_partial_shape(i)) for i in range(theirs.get_output_size())]
+
+
+def test_hard_sigmoid_and_selu_take_computed_parameters() -> None:
+    """OpenVINO builds HardSigmoid and Selu of computed alpha, beta and lambda (its CPU then refuses
+    to run them); inferplex builds and runs them, as the formulas give them."""
+    x = (np.random.default_rng(0).standard_normal((2, 5)) * 3).astype(F32)
+    data, alpha, beta = (inferplex.opset13.parameter(shape, F32) for shape in ([2, 5], [], [1]))
+    built = [inferplex.opset13.hard_sigmoid(data, alpha, beta), inferplex.opset13.selu(data, alpha, beta)]
+    assert [node.get_type_name() for node in built] == ["HardSigmoid", "Selu"]
+    compiled = inferplex.Core().compile_model(inferplex.Model(built, [data, alpha, beta]), "CPU")
+    results = compiled([x, np.float32(0.2), np.array([1.05], F32)])
+    np.testing.assert_allclose(results[0], np.clip(0.2 * x + 1.05, 0, 1), rtol=1e-6, atol=1e-7)
+    selu = 1.05 * np.where(x > 0, x, 0.2 * (np.exp(x) - 1))
+    np.testing.assert_allclose(results[1], selu, rtol=1e-6, atol=1e-6)

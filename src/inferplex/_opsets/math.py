@@ -70,17 +70,43 @@ def hsigmoid(data: NodeInput, name: str | None = None) -> Node:
 
 
 def hard_sigmoid(data: NodeInput, alpha: NodeInput, beta: NodeInput, name: str | None = None) -> Node:
-    """``max(0, min(1, alpha * x + beta))``."""
-    attrs = {"alpha": _constant_float(alpha, "hard_sigmoid alpha"),
-             "beta": _constant_float(beta, "hard_sigmoid beta")}
-    return make_op("HardSigmoid", "HardSigmoid", [value_of(data)], attrs, name)
+    """``max(0, min(1, alpha * x + beta))``: ONNX's HardSigmoid where ``alpha`` and ``beta`` are
+    constants, else the same from their tensors (one value each)."""
+    x = value_of(data)
+    numbers = [_constant_number(v) for v in (alpha, beta)]
+    if None not in numbers:
+        return make_op("HardSigmoid", "HardSigmoid", [x], {"alpha": numbers[0], "beta": numbers[1]}, name)
+    a, b = (_scalar_of(v, x, "hard_sigmoid") for v in (alpha, beta))
+    line = step("Add", [step("Mul", [x, a]), b])
+    zero, one = (value_of(np.array(v, (x.dtype or ir.DataType.FLOAT).numpy())) for v in (0, 1))
+    return make_op("HardSigmoid", "Max", [step("Min", [line, one]), zero], {}, name)
 
 
 def selu(data: NodeInput, alpha: NodeInput, lambda_value: NodeInput, name: str | None = None) -> Node:
-    """``lambda * (x if x > 0 else alpha * (exp(x) - 1))``."""
-    attrs = {"alpha": _constant_float(alpha, "selu alpha"),
-             "gamma": _constant_float(lambda_value, "selu lambda")}
-    return make_op("Selu", "Selu", [value_of(data)], attrs, name)
+    """``lambda * (x if x > 0 else alpha * (exp(x) - 1))``: ONNX's Selu where ``alpha`` and
+    ``lambda`` are constants, else the same from their tensors (one value each)."""
+    x = value_of(data)
+    numbers = [_constant_number(v) for v in (alpha, lambda_value)]
+    if None not in numbers:
+        return make_op("Selu", "Selu", [x], {"alpha": numbers[0], "gamma": numbers[1]}, name)
+    a, scale = (_scalar_of(v, x, "selu") for v in (alpha, lambda_value))
+    zero, one = (value_of(np.array(v, (x.dtype or ir.DataType.FLOAT).numpy())) for v in (0, 1))
+    negative = step("Mul", [a, step("Sub", [step("Exp", [x]), one])])
+    return make_op("Selu", "Mul", [scale, step("Where", [step("Greater", [x, zero]), x, negative])], {}, name)
+
+
+def _constant_number(value: NodeInput) -> float | None:
+    """One constant number, or None where ``value`` is computed."""
+    data = constant_data(value)
+    return None if data is None or np.asarray(data).size != 1 else float(np.asarray(data).reshape(-1)[0])
+
+
+def _scalar_of(value: NodeInput, like: ir.Value, what: str) -> ir.Value:
+    """A computed parameter of one value as a scalar of ``like``'s type."""
+    tensor = value_of(value, like.dtype)
+    if tensor.shape is not None and int(np.prod([d if isinstance(d, int) else 1 for d in tensor.shape])) != 1:
+        raise InputError(f"{what} takes alpha and beta of one value each, got {tensor.shape}")
+    return step("Reshape", [tensor, value_of(np.zeros(0, np.int64))])
 
 
 def log_softmax(data: NodeInput, axis: int, name: str | None = None) -> Node:
@@ -183,8 +209,3 @@ def fake_quantize(data: NodeInput, input_low: NodeInput, input_high: NodeInput, 
     return as_op("FakeQuantize", step("Where", [low, ol, clipped]), name)
 
 
-def _constant_float(value: NodeInput, what: str) -> float:
-    data = constant_data(value)
-    if data is None or np.asarray(data).size != 1:
-        raise InputError(f"{what} must be one constant number (ONNX takes it as an attribute)")
-    return float(np.asarray(data).reshape(-1)[0])
