@@ -37,6 +37,10 @@ CASES: dict[str, tuple[int, Callable[[Any], Any]]] = {
                                                _param(m, [1, 240, 320, 1]))),
     "roi_align_rotated": (15, lambda m: m.roi_align_rotated(_param(m, [2, 3, 12, 16]), _param(m, [7, 5]),
                                                             _param(m, [7], I32), 2, 3, 2, 0.5, True)),
+    "space_to_batch": (2, lambda m: m.space_to_batch(_param(m, [1, 2, 2, 3]), np.array([1, 2, 3, 2]),
+                                                     np.array([0, 0, 1, 0]), np.array([0, 0, 0, 1]))),
+    "batch_to_space": (2, lambda m: m.batch_to_space(_param(m, [12, 1, 1, 2]), np.array([1, 2, 3, 2]),
+                                                     np.array([0, 0, 1, 0]), np.array([0, 0, 0, 1]))),
 }
 
 

@@ -19,9 +19,11 @@ from inferplex._opsets.build import (
     NodeInput,
     as_op,
     constant_ints,
+    dim_at,
     like,
     make_op,
     rank_of,
+    settle_shape,
     static_dims,
     step,
     value_of,
@@ -81,7 +83,14 @@ def batch_to_space(data: NodeInput, block_shape: NodeInput, crops_begin: NodeInp
     merged = step("Reshape", [moved, step("Concat", [_ints([-1]), grown], {"axis": 0})])
     full = step("Shape", [merged])
     ends = step("Sub", [full, _ints(end)])
-    return make_op("BatchToSpace", "Slice", [merged, _ints(begin), ends, _ints(list(range(rank)))], {}, name)
+    built = make_op("BatchToSpace", "Slice", [merged, _ints(begin), ends, _ints(list(range(rank)))], {}, name)
+    known = [dim_at(x, axis) for axis in range(rank)]
+    if not all(isinstance(d, int) for d in known):
+        return built
+    batch = int(known[0]) // int(np.prod(blocks))
+    edges = zip(known[1:], blocks[1:], begin[1:], end[1:], strict=True)
+    spatial_dims = [int(d) * b - low - high for d, b, low, high in edges]
+    return settle_shape(built, 0, [batch, *spatial_dims])
 
 
 def space_to_batch(data: NodeInput, block_shape: NodeInput, pads_begin: NodeInput, pads_end: NodeInput,
@@ -102,7 +111,13 @@ def space_to_batch(data: NodeInput, block_shape: NodeInput, pads_begin: NodeInpu
     order = [2 * axis for axis in range(1, rank)] + [0] + [2 * axis - 1 for axis in range(1, rank)]
     moved = step("Transpose", [split], {"perm": order})
     outer = [step("Mul", [parts[0], _ints([int(np.prod(blocks))])]), *parts[1::2]]
-    return make_op("SpaceToBatch", "Reshape", [moved, step("Concat", outer, {"axis": 0})], {}, name)
+    built = make_op("SpaceToBatch", "Reshape", [moved, step("Concat", outer, {"axis": 0})], {}, name)
+    known = [dim_at(x, axis) for axis in range(rank)]
+    if not all(isinstance(d, int) for d in known):
+        return built
+    edges = zip(known[1:], blocks[1:], begin[1:], end[1:], strict=True)
+    spatial_dims = [(int(d) + low + high) // b for d, b, low, high in edges]
+    return settle_shape(built, 0, [int(known[0]) * int(np.prod(blocks)), *spatial_dims])
 
 
 def _per_dim(item: NodeInput, rank: int, function: str, what: str) -> list[int]:
