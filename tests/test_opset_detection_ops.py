@@ -92,8 +92,8 @@ def test_non_max_suppression_forms_and_defaults() -> None:
 
 def test_non_max_suppression_arguments_are_checked() -> None:
     b, s = opset.parameter([1, 4, 4], F32), opset.parameter([1, 1, 4], F32)
-    with pytest.raises(InputError, match="soft NMS"):
-        opset.non_max_suppression(b, s, 3, 0.5, 0.0, 0.5)
+    with pytest.raises(InputError, match="soft NMS"):  # soft NMS takes a constant sigma
+        opset.non_max_suppression(b, s, 3, 0.5, 0.0, opset.parameter([1], F32))
     with pytest.raises(InputError, match="accepted: corner, center"):
         opset.non_max_suppression(b, s, 3, box_encoding="middle")
     with pytest.raises(InputError, match="accepted: i32, i64"):

@@ -34,6 +34,7 @@ from inferplex._opsets.build import (
     value_of,
 )
 from inferplex._opsets.build import ints as _ints
+from inferplex._opsets.soft_nms import soft_selection
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
@@ -83,11 +84,13 @@ def non_max_suppression(boxes: NodeInput, scores: NodeInput, max_output_boxes_pe
             name = rest[2]
     encoding = choice(box_encoding, _ENCODINGS, "non_max_suppression box_encoding")
     kind = choice(output_type, _INDEX_TYPES, "non_max_suppression output_type")
+    sigma = 0.0
     if soft_nms_sigma is not None:
-        sigma = constant_data(soft_nms_sigma)
-        if sigma is None or np.any(np.asarray(sigma) != 0):
-            raise InputError("non_max_suppression with a soft_nms_sigma other than 0 (soft NMS, which lowers "
-                             "the scores of overlapping boxes) has no ONNX equivalent; accepted: None or 0")
+        given = constant_data(soft_nms_sigma)
+        if given is None or np.size(given) != 1:
+            raise InputError("non_max_suppression takes soft_nms_sigma as one constant number (0: hard NMS, "
+                             "above 0: soft NMS)")
+        sigma = float(np.asarray(given).reshape(-1)[0])
     box_values = value_of(boxes)
     score_type = int(box_values.dtype or ir.DataType.FLOAT)
     as_float = [v if v.dtype == ir.DataType.FLOAT else step("Cast", [v], {"to": _FLOAT})
@@ -96,6 +99,11 @@ def non_max_suppression(boxes: NodeInput, scores: NodeInput, max_output_boxes_pe
         "Reshape", [int64(max_output_boxes_per_class), _ints([1])])
     iou = threshold(0.0 if iou_threshold is None else iou_threshold)
     least = threshold(0.0 if score_threshold is None else score_threshold)
+    if sigma > 0:  # soft NMS, which ONNX's NonMaxSuppression has not (see soft_nms)
+        selected, picked = soft_selection(as_float[0], as_float[1], limit, least, sigma, encoding == "center")
+        bound = selection_bound(box_values, value_of(scores), max_output_boxes_per_class)
+        return selection_outputs("NonMaxSuppression", selected, picked, bool(sort_result_descending), kind,
+                                 score_type, bound, name)
     fixed = constant_data(limit)
     # OpenVINO's CPU fails on ONNX's NonMaxSuppression of a limit of 0: at least 1, rows dropped after
     positive = fixed is not None and bool(np.all(fixed > 0))
