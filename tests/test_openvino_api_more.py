@@ -312,6 +312,8 @@ def test_python_float_and_int_build_f32_and_i32_as_openvino_does() -> None:
     kinds = (float, int, np.float16, bool)
     assert [real_element_type(t).get_type_name() for t in kinds] == \
         [get_element_type(t).get_type_name() for t in kinds]
+    with pytest.raises(ov.errors.InputError, match="get_element_type takes a numpy dtype or type"):
+        get_element_type("not a type")
     named = make_constant_node(3, np.int32, name="limit")
     assert named.get_friendly_name().startswith("limit/")
     assert real_constant(3, np.int32, name="limit").friendly_name.startswith("limit/")

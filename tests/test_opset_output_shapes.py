@@ -66,3 +66,12 @@ def test_hard_sigmoid_and_selu_take_computed_parameters() -> None:
     np.testing.assert_allclose(results[0], np.clip(0.2 * x + 1.05, 0, 1), rtol=1e-6, atol=1e-7)
     selu = 1.05 * np.where(x > 0, x, 0.2 * (np.exp(x) - 1))
     np.testing.assert_allclose(results[1], selu, rtol=1e-6, atol=1e-6)
+
+
+def test_computed_parameters_of_more_than_one_value_are_refused() -> None:
+    data = inferplex.opset13.parameter([2, 5], F32)
+    refused = inferplex.errors.InputError
+    with pytest.raises(refused, match=r"hard_sigmoid alpha takes one value, got float\[2\]"):
+        inferplex.opset13.hard_sigmoid(data, inferplex.opset13.parameter([2], F32), np.float32(0.5))
+    with pytest.raises(refused, match=r"selu lambda takes one value"):
+        inferplex.opset13.selu(data, np.float32(1.6), inferplex.opset13.parameter([3], F32))

@@ -17,6 +17,7 @@ from inferplex._opsets.build import (
     is_graph_input,
     like,
     make_op,
+    show,
     step,
     value_of,
 )
@@ -76,7 +77,7 @@ def hard_sigmoid(data: NodeInput, alpha: NodeInput, beta: NodeInput, name: str |
     numbers = [_constant_number(v) for v in (alpha, beta)]
     if None not in numbers:
         return make_op("HardSigmoid", "HardSigmoid", [x], {"alpha": numbers[0], "beta": numbers[1]}, name)
-    a, b = (_scalar_of(v, x, "hard_sigmoid") for v in (alpha, beta))
+    a, b = (_scalar_of(v, x, f"hard_sigmoid {what}") for v, what in ((alpha, "alpha"), (beta, "beta")))
     line = step("Add", [step("Mul", [x, a]), b])
     zero, one = (value_of(np.array(v, (x.dtype or ir.DataType.FLOAT).numpy())) for v in (0, 1))
     return make_op("HardSigmoid", "Max", [step("Min", [line, one]), zero], {}, name)
@@ -89,7 +90,7 @@ def selu(data: NodeInput, alpha: NodeInput, lambda_value: NodeInput, name: str |
     numbers = [_constant_number(v) for v in (alpha, lambda_value)]
     if None not in numbers:
         return make_op("Selu", "Selu", [x], {"alpha": numbers[0], "gamma": numbers[1]}, name)
-    a, scale = (_scalar_of(v, x, "selu") for v in (alpha, lambda_value))
+    a, scale = (_scalar_of(v, x, f"selu {what}") for v, what in ((alpha, "alpha"), (lambda_value, "lambda")))
     zero, one = (value_of(np.array(v, (x.dtype or ir.DataType.FLOAT).numpy())) for v in (0, 1))
     negative = step("Mul", [a, step("Sub", [step("Exp", [x]), one])])
     return make_op("Selu", "Mul", [scale, step("Where", [step("Greater", [x, zero]), x, negative])], {}, name)
@@ -105,7 +106,7 @@ def _scalar_of(value: NodeInput, like: ir.Value, what: str) -> ir.Value:
     """A computed parameter of one value as a scalar of ``like``'s type."""
     tensor = value_of(value, like.dtype)
     if tensor.shape is not None and int(np.prod([d if isinstance(d, int) else 1 for d in tensor.shape])) != 1:
-        raise InputError(f"{what} takes alpha and beta of one value each, got {tensor.shape}")
+        raise InputError(f"{what} takes one value, got {show(tensor)}")
     return step("Reshape", [tensor, value_of(np.zeros(0, np.int64))])
 
 

@@ -5,7 +5,7 @@ two attention matmuls, emitted as one call
 ``quantize_static`` puts a QuantizeLinear -> DequantizeLinear pair after each step of
 ``softmax(Q @ K^T / c + mask) @ V``: MatMul -> pair -> Div (or Mul) -> pair -> [Add mask -> pair]
 -> Softmax -> pair -> MatMul -> pair.  The pairs keep the float chain's fusion
-(:func:`~inferplex.devices.gpu.optimize.scaled_dot_product_attention`) from seeing it; run as
+(:func:`~inferplex.devices.gpu.ops._fused_float.scaled_dot_product_attention`) from seeing it; run as
 written, it is two matmuls on copies of Q, K and V, a pass per step and a fake-quantize pass
 after each.  :func:`quantized_attentions` finds the chain once the pairs are planned (see
 :mod:`._qdq_pairs`): each pair in it is optional, the scale and the mask too, Q, K^T and V are

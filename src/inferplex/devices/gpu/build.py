@@ -16,18 +16,10 @@ from inferplex.devices.gpu._norm_fusions import Norm, layer_norm, rms_norm
 from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm
 from inferplex.devices.gpu.build_quantized import QuantizedEmitters
 from inferplex.devices.gpu.ops import nn
+from inferplex.devices.gpu.ops._fused_float import linear, scaled_dot_product_attention, to_channels_last
 from inferplex.devices.gpu.ops._residual_layer_norm import layer_norm_with_partials, residual_layer_norm
 from inferplex.devices.gpu.ops.control_flow import outer_values
-from inferplex.devices.gpu.optimize import (
-    Attention,
-    ConvRelu,
-    Fusions,
-    WeightCache,
-    fold_conv_bn,
-    linear,
-    scaled_dot_product_attention,
-    to_channels_last,
-)
+from inferplex.devices.gpu.optimize import Attention, ConvRelu, Fusions, WeightCache, fold_conv_bn
 from inferplex.devices.gpu.tensors import VIEWED_NUMPY_DTYPES, numpy_to_torch, torch_to_numpy
 from inferplex.errors import CompileError, ModelError
 

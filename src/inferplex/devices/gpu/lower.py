@@ -48,7 +48,8 @@ from inferplex.devices.gpu._folding import (
 )
 from inferplex.devices.gpu.build import Builder, cast_to, cast_value, keeps_float32
 from inferplex.devices.gpu.ops._common import VALUE_KINDS, value_kind
-from inferplex.devices.gpu.optimize import WeightCache, contiguous, plan_fusions
+from inferplex.devices.gpu.ops._fused_float import contiguous
+from inferplex.devices.gpu.optimize import WeightCache, plan_fusions
 from inferplex.devices.gpu.registry import NodeInfo, find_lowering
 from inferplex.devices.gpu.shapes import ShapeInference
 from inferplex.devices.gpu.support import forget_source_when_collected

@@ -128,7 +128,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx_ir as ir
 import torch
-import torch.nn.functional as F
 
 from inferplex.devices.gpu._activation_fusions import Gelu, gelu_from
 from inferplex.devices.gpu._graph import ONNX_DOMAINS as _ONNX_DOMAINS
@@ -170,8 +169,7 @@ from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm, level_
 if TYPE_CHECKING:
     from inferplex.devices.gpu.lower import Analysis
 
-__all__ = ["Attention", "Fusions", "WeightCache", "fold_conv_bn", "linear", "plan_fusions",
-           "scaled_dot_product_attention", "to_channels_last"]
+__all__ = ["Attention", "Fusions", "WeightCache", "fold_conv_bn", "plan_fusions"]
 
 _FLOAT_KINDS = "f"
 _ATTENTION_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
@@ -578,31 +576,3 @@ def fold_conv_bn(weight: np.ndarray, bias: np.ndarray | None, bn: ir.Node,
     folded_b = (base - mean) * factor + beta
     return folded_w.astype(weight.dtype), folded_b.astype(weight.dtype)
 
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``x @ weight + bias`` as one GEMM with the bias in its epilogue (weight is ONNX's K x N)."""
-    return F.linear(x, weight.t(), bias)
-
-
-def scaled_dot_product_attention(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
-                                 mask: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """``softmax(query @ key_t * scale + mask) @ value`` as one fused call (``key_t``: K transposed).
-
-    The fused CUDA kernels take Q, K and V with a dense last dim only (else torch
-    falls back to its unfused math): a K^T made contiguous as it is gets copied back.
-    """
-    if mask is not None and mask.dtype != query.dtype:
-        mask = mask.to(query.dtype)
-    query, key, value = (x if x.stride(-1) == 1 else x.contiguous()
-                         for x in (query, key_t.transpose(-1, -2), value))
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
-
-
-def to_channels_last(x: torch.Tensor) -> torch.Tensor:
-    """``x`` in NHWC memory order (itself when it already is)."""
-    return x.contiguous(memory_format=torch.channels_last)
-
-
-def contiguous(x: Any) -> Any:
-    """A graph output in plain row-major order, whatever layout the convolutions used."""
-    return x.contiguous() if isinstance(x, torch.Tensor) else x
