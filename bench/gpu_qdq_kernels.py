@@ -125,7 +125,7 @@ def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any
                         *kernels.step_arguments(_PAIR if epilogue else None),
                         A_UINT8=rows.dtype == torch.uint8, COLUMNS=rows.dtype == torch.uint8,
                         ZERO=rows.dtype == torch.uint8, SCALES=True, BIAS=epilogue, EVEN_K=k % 128 == 0,
-                        MID=epilogue, LAST=epilogue, TABLE=False, X_SCALE=False,
+                        MID=epilogue, LAST=epilogue, TABLE=False, X_SCALE=False, LEVELS=False,
                         DIVIDE=False, TMA=tma, BM=128,
                         BN=128, BK=128, GROUP=8, num_warps=warps, num_stages=stages)
                 found[f"{name} {loads} {warps}w{stages}s"] = _graph_us(run)
