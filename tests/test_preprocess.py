@@ -245,7 +245,7 @@ def test_built_model_saves_and_loads(core: ov.Core, tmp_path: object) -> None:
     (lambda p: (p.input().tensor().set_shape([1, 3, 10, 10]),
                 p.input().preprocess().crop([0, 0, 1, 1], [1, 3, 8, 8])), "model takes"),
     (lambda p: (p.input().tensor().set_color_format(ColorFormat.NV12_SINGLE_PLANE),
-                p.input().preprocess().convert_color(ColorFormat.GRAY)), "not built")])
+                p.input().preprocess().convert_color(ColorFormat.RGBX)), "not convertible to RGBX")])
 def test_bad_steps_are_named_at_build(core: ov.Core, configure: object, match: str) -> None:
     ppp = PrePostProcessor(core.read_model(_conv_model()))
     configure(ppp)  # type: ignore[operator]

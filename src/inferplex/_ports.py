@@ -268,6 +268,10 @@ class Port:
         return RTMap(self._value.metadata_props)
 
     @property
+    def rt_info(self) -> MutableMapping[str, str]:
+        return self.get_rt_info()
+
+    @property
     def tensor(self) -> Any:
         """The tensor this port carries: names, element type, shape, byte size (a DescriptorTensor)."""
         from inferplex.api.descriptor import DescriptorTensor

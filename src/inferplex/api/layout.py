@@ -147,6 +147,6 @@ def _letters(body: str) -> list[str]:
 
 def _checked_name(part: str, text: str) -> str:
     if not part or not all(c.isascii() and (c.isalnum() or c == "_") for c in part):
-        raise InputError(f"layout {text!r} has an invalid dimension name {part!r}: names use "
-                         f"English letters, digits and '_'; accepted: {_ACCEPTED}")
+        raise InputError(f"Layout name is invalid: layout {text!r} has the dimension name {part!r}, not "
+                         f"made of English letters, digits and '_'; accepted: {_ACCEPTED}")
     return _canonical(part)

@@ -318,12 +318,20 @@ def _plan_color(track: _Tracker, target: ColorFormat) -> None:
     if source is None:
         raise ModelError("convert_color needs the tensor's colour format: call "
                          "tensor().set_color_format(ColorFormat.BGR) (or another) first")
-    if is_yuv(source) and target in (ColorFormat.RGB, ColorFormat.BGR):
+    if is_yuv(source) and target in (ColorFormat.RGB, ColorFormat.BGR, ColorFormat.GRAY):
         return _plan_yuv(track, source, target)
+    if source in (ColorFormat.RGB, ColorFormat.BGR) and target == ColorFormat.GRAY:
+        why = check_element(track.element, "convert_color to GRAY")
+        if why is not None:
+            raise ModelError(why)
+        track.ops.append(PlannedOp("gray", (track.axis("C", "convert_color"), source == ColorFormat.BGR)))
+        track.color = target
+        return None
     if source not in _COLORS_BUILT or target not in (ColorFormat.RGB, ColorFormat.BGR):
-        raise ModelError(f"convert_color from {source.name} to {target.name} is not built; built: "
+        raise ModelError(f"convert_color: {source.name} is not convertible to {target.name}; accepted: "
                          "RGB, BGR, RGBX, BGRX, NV12_SINGLE_PLANE, NV12_TWO_PLANES, I420_SINGLE_PLANE "
-                         "and I420_THREE_PLANES to RGB or BGR")
+                         "and I420_THREE_PLANES to RGB or BGR, and RGB, BGR and the NV12 and I420 "
+                         "formats to GRAY")
     axis = track.axis("C", "convert_color")
     if source in (ColorFormat.RGBX, ColorFormat.BGRX):
         track.ops.append(PlannedOp("first3", (axis,)))
@@ -334,7 +342,7 @@ def _plan_color(track: _Tracker, target: ColorFormat) -> None:
 
 
 def _plan_yuv(track: _Tracker, source: ColorFormat, target: ColorFormat) -> None:
-    """NV12/I420 to RGB/BGR: the tensor must be NHWC with one channel; on several planes, only
+    """NV12/I420 to RGB/BGR or GRAY: the tensor must be NHWC with one channel; on several planes, only
     element type conversions may come before (they apply to every plane)."""
     names = track.layout.names(4) if track.rank == 4 and not track.layout.empty else []
     if track.rank != 4 or (names and (names[3] != "C" or "H" not in names or "W" not in names)):
@@ -347,7 +355,7 @@ def _plan_yuv(track: _Tracker, source: ColorFormat, target: ColorFormat) -> None
     if len(PLANES[source]) > 1 and any(op.kind != "cast" for op in track.ops):
         raise ModelError(f"a {source.name} tensor has several planes: before convert_color only "
                          "convert_element_type applies to them; move the other steps after convert_color")
-    track.ops.append(PlannedOp("yuv", (source, target == ColorFormat.BGR)))
+    track.ops.append(PlannedOp("yuv", (source, target)))
     track.color = target
 
 

@@ -165,7 +165,7 @@ class TensorFacts:
     """(height, width) from ``set_spatial_*_shape``: ints, or None for dynamic."""
     color: ColorFormat | None = None
     memory_type: str | None = None
-    """From ``set_memory_type``; recorded, not built."""
+    """From ``set_memory_type``: the built input's rt_info holds it; the graph does not change."""
     sub_names: tuple[str, ...] = ()
     """The plane names of a multi-plane colour format, as given (empty: not given)."""
 
@@ -232,7 +232,8 @@ class InputTensorInfo:
     def set_memory_type(self, memory_type: str) -> InputTensorInfo:
         """The memory the tensor lives in (OpenVINO's ``"GPU_SURFACE"`` for remote GPU surfaces).
 
-        Recorded only: the model does not change, and tensors are fed as host arrays."""
+        The built model's input carries it in its rt_info (``memory_type_0``, OpenVINO's key); the
+        graph does not change, and tensors are fed as host arrays."""
         if isinstance(memory_type, bytes):
             memory_type = memory_type.decode()
         if not isinstance(memory_type, str):

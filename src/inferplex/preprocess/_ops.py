@@ -87,9 +87,10 @@ class PlannedOp:
     """One operation: ``kind`` and its arguments (axes may be negative, from the end)."""
 
     kind: str
-    """cast, transpose, resize, sub, div, reverse, first3, crop, pad, yuv (NV12/I420 to RGB/BGR:
-    the format and whether to BGR) or custom (its shape and type are those of the value its function
-    returns: see :func:`custom_result`)."""
+    """cast, transpose, resize, sub, div, reverse, first3, crop, pad, yuv (NV12/I420 to RGB, BGR or
+    GRAY: the two formats), gray (RGB or BGR to GRAY: the channel axis and whether from BGR) or
+    custom (its shape and type are those of the value its function returns: see
+    :func:`custom_result`)."""
     args: tuple[Any, ...] = ()
 
     @property
@@ -101,7 +102,7 @@ class PlannedOp:
             return 18 if self.args[0] in _PILLOW else 11
         if self.kind in ("pad", "yuv"):
             return 11
-        return 10 if self.kind in ("reverse", "first3", "crop") else 1
+        return 10 if self.kind in ("reverse", "first3", "crop", "gray") else 1
 
     def forward(self, shape: PartialShape) -> PartialShape:
         """The shape this op makes from ``shape``."""
@@ -110,15 +111,15 @@ class PlannedOp:
         if self.kind == "pad":
             return padded(shape, self.args[0], self.args[1])
         if self.kind == "yuv":
-            return yuv_forward(self.args[0], shape)
+            return yuv_forward(self.args[0], self.args[1], shape)
         dims, rank = list(shape), len(shape)
         if self.kind == "transpose":
             return PartialShape([dims[p] for p in self.args[0]])
         if self.kind == "resize":
             _, h_axis, w_axis, height, width = self.args
             dims[_axis(h_axis, rank)], dims[_axis(w_axis, rank)] = Dimension(height), Dimension(width)
-        elif self.kind == "first3":
-            dims[_axis(self.args[0], rank)] = Dimension(3)
+        elif self.kind in ("first3", "gray"):
+            dims[_axis(self.args[0], rank)] = Dimension(3 if self.kind == "first3" else 1)
         elif self.kind == "crop":
             dims = [_cropped(d, b, e) for d, b, e in zip(dims, *self.args, strict=True)]
         return PartialShape(dims)
@@ -140,8 +141,8 @@ class PlannedOp:
             return PartialShape(before)
         if self.kind == "resize":
             dims[_axis(self.args[1], rank)] = dims[_axis(self.args[2], rank)] = Dimension()
-        elif self.kind == "first3":
-            dims[_axis(self.args[0], rank)] = Dimension(4)
+        elif self.kind in ("first3", "gray"):
+            dims[_axis(self.args[0], rank)] = Dimension(4 if self.kind == "first3" else 3)
         elif self.kind == "crop":
             raise ModelError("crop needs the input tensor's shape: call "
                              "ppp.input().tensor().set_shape(...) first")
@@ -169,6 +170,8 @@ class PlannedOp:
         if self.kind in ("sub", "div"):
             constant = out.const(_per_channel(self.args, element, shape, self.kind))
             return out.op("Sub" if self.kind == "sub" else "Div", [value, constant], element, result)
+        if self.kind == "gray":
+            return _gray(out, value, element, shape, result, *self.args)
         if self.kind in ("reverse", "first3", "crop"):
             out.need_opset(10, "reversing channels or cropping")
             starts, ends, axes, steps = self._slice()
@@ -205,6 +208,33 @@ class PlannedOp:
         empty = out.const(np.zeros(0, dtype=np.float32)) if out.opset < 13 else None
         return out.op("Resize", [value, empty, empty, sizes], element, result,
                       coordinate_transformation_mode="half_pixel", **attributes)
+
+
+GRAY_WEIGHTS = (0.299, 0.587, 0.114)
+"""OpenVINO's weights of R, G and B in ``convert_color(ColorFormat.GRAY)``."""
+
+
+def _gray(out: Emitter, value: ir.Value, element: Type, shape: PartialShape, result: PartialShape,
+          axis: int, bgr: bool) -> ir.Value:
+    """RGB or BGR to GRAY on the channel ``axis``: the channels weighed by :data:`GRAY_WEIGHTS` and
+    summed in float32 (float64 for f64 data), rounded half to even for u8 data (as OpenVINO's
+    convolution, Round and Convert do)."""
+    rank = len(shape)
+    compute = Type.f64 if element == Type.f64 else Type.f32
+    weights = np.asarray(GRAY_WEIGHTS[::-1] if bgr else GRAY_WEIGHTS, dtype=compute.to_dtype())
+    weights = weights.reshape([3] + [1] * (rank - _axis(axis, rank) - 1))
+    if element != compute:
+        value = out.op("Cast", [value], compute, shape, to=int(compute.data_type))
+    weighed = out.op("Mul", [value, out.const(weights)], compute, shape)
+    if out.opset >= 13:
+        total = out.op("ReduceSum", [weighed, out.ints([axis])], compute, result, keepdims=1)
+    else:
+        total = out.op("ReduceSum", [weighed], compute, result, axes=[axis], keepdims=1)
+    if element == compute:
+        return total
+    if element == Type.u8:
+        total = out.op("Round", [total], compute, result)
+    return out.op("Cast", [total], element, result, to=int(element.data_type))
 
 
 def custom_result(value: ir.Value) -> tuple[Type, PartialShape]:

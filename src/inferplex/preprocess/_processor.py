@@ -19,6 +19,9 @@ from inferplex.preprocess._opset import raise_opset
 
 __all__ = ["PrePostProcessor"]
 
+MEMORY_TYPE_KEY = "memory_type_0"
+"""OpenVINO's rt_info key of a preprocessed input's memory type (``set_memory_type``)."""
+
 
 class PrePostProcessor:
     """OpenVINO's ``PrePostProcessor`` over an ONNX model.
@@ -109,9 +112,10 @@ class PrePostProcessor:
             raise ModelError(f"input {name!r}: after preprocessing the tensor has shape "
                              f"{final_shape}, but the model takes {port.get_partial_shape()}; "
                              "check the tensor's shape and layout, and the resize/crop/pad steps")
+        memory = info.tensor().facts.memory_type
         if not track.ops:  # no ops: the input only takes the tensor's (narrower) shape
             old.shape = ir_shape(shape) if shape.refines(port.get_partial_shape()) else old.shape
-            return self._store_layout(index, layout)
+            return self._store_tensor_facts(index, layout, memory)
         old.name = f"{name}/model_input"
         old.replace_all_uses_with(final, replace_graph_outputs=True)
         for initializer in out.initializers:
@@ -124,12 +128,16 @@ class PrePostProcessor:
         for offset, plane in enumerate(planes[1:], 1):
             graph.inputs.insert(index + offset, plane)
         for offset in range(len(planes)):
-            self._store_layout(index + offset, layout)
+            self._store_tensor_facts(index + offset, layout, memory)
         return None
 
-    def _store_layout(self, index: int, layout: Layout) -> None:
+    def _store_tensor_facts(self, index: int, layout: Layout, memory_type: str | None) -> None:
+        """The built input's layout and, from ``set_memory_type``, its memory type in its rt_info
+        (under OpenVINO's key)."""
         if not layout.empty:
             layout_helpers.set_layout(self._model.inputs[index], layout)
+        if memory_type is not None:
+            self._model.inputs[index].get_rt_info()[MEMORY_TYPE_KEY] = memory_type
 
     def _build_output(self, graph: ir.Graph, index: int, info: OutputInfo, opset: int) -> None:
         port = self._model.outputs[index]

@@ -69,9 +69,10 @@ def _scaled(dim: Dimension, numerator: int, denominator: int) -> Dimension:
     return Dimension(dim.get_length() * numerator // denominator)
 
 
-def yuv_forward(color: ColorFormat, shape: PartialShape) -> PartialShape:
-    """The RGB/BGR image ``[N, H, W, 3]`` made from the tensor ``shape`` (the plane, or the Y plane)."""
-    return _converted_shape(color, shape, (2, 3), 3)
+def yuv_forward(color: ColorFormat, target: ColorFormat, shape: PartialShape) -> PartialShape:
+    """The RGB/BGR image ``[N, H, W, 3]`` (GRAY: ``[N, H, W, 1]``) made from the tensor ``shape`` (the
+    plane, or the Y plane)."""
+    return _converted_shape(color, shape, (2, 3), 1 if target == ColorFormat.GRAY else 3)
 
 
 def yuv_backward(color: ColorFormat, shape: PartialShape) -> PartialShape:
@@ -103,19 +104,23 @@ def plane_shapes(color: ColorFormat, shape: PartialShape) -> list[PartialShape]:
     return [PartialShape(shape)] + [PartialShape([*chroma, Dimension(1)])] * 2
 
 
-def check_element(element: Type) -> str | None:
+def check_element(element: Type, what: str = "NV12/I420 conversion") -> str | None:
     """Why ``element`` cannot be converted, or None."""
     if element in _TYPES:
         return None
-    return (f"NV12/I420 conversion takes u8 or float (f16, f32, f64) planes, got {element}; add "
+    return (f"{what} takes u8 or float (f16, f32, f64) data, got {element}; add "
             "convert_element_type(Type.f32) before convert_color or set the tensor's element type")
 
 
-def emit_yuv(out: Emitter, color: ColorFormat, bgr: bool, planes: list[ir.Value], element: Type,
+def emit_yuv(out: Emitter, color: ColorFormat, target: ColorFormat, planes: list[ir.Value], element: Type,
              result: PartialShape) -> ir.Value:
     """Add the nodes converting ``planes`` (of ``element`` type) to RGB or BGR ``[N, H, W, 3]`` to
-    ``out`` (an Emitter); returns the image, of ``element`` type and ``result`` shape."""
-    return _Yuv(out, element).convert(color, bgr, planes, result)
+    ``out`` (an Emitter); returns the image, of ``element`` type and ``result`` shape.  GRAY is the
+    Y plane as it is (``[N, H, W, 1]``), as OpenVINO takes it."""
+    converter = _Yuv(out, element)
+    if target == ColorFormat.GRAY:
+        return converter.luma(color, planes, result)
+    return converter.convert(color, target == ColorFormat.BGR, planes, result)
 
 
 class _Yuv:
@@ -153,15 +158,24 @@ class _Yuv:
         tall = self.op("Concat", [rows, rows], self.element, axis=2)                    # [N, h, 2, 2w]
         return self.float(self.op("Reshape", [tall, full], self.element))
 
+    def image_rows(self, data: ir.Value) -> ir.Value:
+        """The image's height (two thirds of a single plane's rows), as a one-value i64 tensor."""
+        rows = self.slice(self.op("Shape", [data], Type.i64), self.ints([1]), self.ints([2]), 0, Type.i64)
+        return self.op("Div", [self.op("Mul", [rows, self.ints([2])], Type.i64), self.ints([3])], Type.i64)
+
+    def luma(self, color: ColorFormat, planes: list[ir.Value], result: PartialShape) -> ir.Value:
+        """The Y plane: a single plane's first rows, or the first of several planes."""
+        if not _single(color):
+            return planes[0]
+        return self.out.op("Slice", [planes[0], self.ints([0]), self.image_rows(planes[0]), self.ints([1])],
+                           self.element, result)
+
     def convert(self, color: ColorFormat, bgr: bool, planes: list[ir.Value],
                 result: PartialShape) -> ir.Value:
         element = self.element
         if _single(color):
             data = planes[0]
-            rows = self.slice(self.op("Shape", [data], Type.i64), self.ints([1]), self.ints([2]), 0,
-                              Type.i64)
-            height = self.op("Div", [self.op("Mul", [rows, self.ints([2])], Type.i64), self.ints([3])],
-                             Type.i64)
+            height = self.image_rows(data)
             y = self.slice(data, self.ints([0]), height, 1, element)
             rest = self.slice(data, height, self.ints([_INT64_MAX]), 1, element)        # [N, H/2, W, 1]
             if color == ColorFormat.NV12_SINGLE_PLANE:
