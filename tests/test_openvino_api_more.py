@@ -347,3 +347,14 @@ def test_reductions_refuse_axes_outside_the_rank_when_built_as_openvino_does() -
             module.reduce_logical_or(module.parameter([2], np.bool_), np.array([-2]))
         summed = module.reduce_sum(module.parameter([2, 3], np.float32), np.array([-2]))
         assert list(summed.get_output_shape(0)) == [3]
+
+
+def test_the_compiled_modules_names_are_this_packages_classes() -> None:
+    """Programs name classes through ``openvino._pyopenvino`` (imports, type annotations)."""
+    import inferplex._pyopenvino as compiled_names
+
+    assert compiled_names.Model is ov.Model and compiled_names.Tensor is ov.Tensor
+    x = ov.opset8.parameter([2, 3], np.float32, name="x")
+    model = ov.Model([ov.opset8.relu(x)], [x])
+    assert isinstance(model.input().get_tensor(), compiled_names.DescriptorTensor)
+    assert ov._pyopenvino.Node is ov.Node  # noqa: SLF001 - reached as openvino._pyopenvino is

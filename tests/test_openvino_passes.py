@@ -102,3 +102,38 @@ def test_wrong_passes_and_names_are_refused() -> None:
     manager.register_pass(MakeStateful({"missing": "state_out"}))
     with pytest.raises(InputError, match="no Parameter 'missing'"):
         manager.run_passes(_accumulator(ov, ops))
+
+
+def _foldable(package: Any, opset: Any) -> Any:
+    """``reshape(x * (ones + twos), shape_of(x))`` and the Relu of a random op: the sum and the shape
+    fold, the random op does not."""
+    x = opset.parameter([2, 3], np.float32, name="x")
+    total = opset.add(opset.constant(np.ones((2, 3), np.float32)),
+                      opset.constant(np.full((2, 3), 2, np.float32)))
+    product = opset.reshape(opset.multiply(x, total), opset.shape_of(x), False)
+    noise = package.opset8.random_uniform(opset.constant(np.array([2, 3], np.int64)),
+                                          opset.constant(np.float32(0)), opset.constant(np.float32(1)),
+                                          "f32", 1, 2)
+    return package.Model([product, opset.relu(noise)], [x])
+
+
+def test_constant_folding_computes_constant_ops_once_as_openvino_does() -> None:
+    reference = pytest.importorskip("openvino")
+    reference_passes = pytest.importorskip("openvino.passes")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    kinds = {}
+    for package, passes in ((ov, inferplex_passes), (reference, reference_passes)):
+        model = _foldable(package, package.opset8)
+        before = np.asarray(package.Core().compile_model(model, "CPU")(x)[0])
+        manager = passes.Manager()
+        manager.register_pass(passes.ConstantFolding())
+        manager.run_passes(model)
+        kinds[package.__name__] = sorted(op.get_type_name() for op in model.get_ordered_ops())
+        after = package.Core().compile_model(model, "CPU")(x)
+        np.testing.assert_array_equal(np.asarray(after[0]), before)
+        np.testing.assert_array_equal(before, x * 3)
+        noise = np.asarray(after[1])
+        assert noise.shape == (2, 3) and ((noise >= 0) & (noise < 1)).all()
+    assert "ShapeOf" not in kinds["inferplex"] and kinds["inferplex"].count("Add") == 1
+    assert "RandomUniform" in kinds["inferplex"] and "RandomUniform" in kinds["openvino"]
+    assert kinds["inferplex"].count("Constant") >= 2

@@ -123,3 +123,5 @@ __all__ = [
     "tensor_from_file",
     "utils",
 ]
+
+from inferplex import _pyopenvino  # noqa: E402,F401 - ``openvino._pyopenvino``'s names, for programs that name it

@@ -57,6 +57,7 @@ from inferplex._opsets import sparse as _sparse
 from inferplex._opsets import spectral as _spectral
 from inferplex._opsets.blocks import *  # noqa: F403 - re-exported: GRN, Bucketize, BatchToSpace, adaptive pools
 from inferplex._opsets.build import NodeInput
+from inferplex._opsets.build import int64 as _int64
 from inferplex._opsets.build import is_graph_input as _is_graph_input
 from inferplex._opsets.build import make_op as _op
 from inferplex._opsets.build import value_of as _value
@@ -255,7 +256,8 @@ def max_pool_node(data: NodeInput, strides: Sequence[int], dilations: Sequence[i
     """One ONNX MaxPool: values, and with ``num_outputs=2`` their flat indices."""
     attrs = {"kernel_shape": list(kernel_shape), "strides": list(strides), "dilations": list(dilations),
              "ceil_mode": _ceil(rounding_type), **_pads(pads_begin, pads_end, auto_pad)}
-    return _op("MaxPool", "MaxPool", [_value(data)], attrs, name, num_outputs=num_outputs)
+    node = _op("MaxPool", "MaxPool", [_value(data)], attrs, name, num_outputs=num_outputs)
+    return _torch_ceil(node, rounding_type, attrs, dilations)
 
 
 def avg_pool(data_batch: NodeInput, strides: Sequence[int], pads_begin: Sequence[int],
@@ -264,7 +266,39 @@ def avg_pool(data_batch: NodeInput, strides: Sequence[int], pads_begin: Sequence
     """Average pooling; ``exclude_pad`` leaves padding out of each window's count."""
     attrs = {"kernel_shape": list(kernel_shape), "strides": list(strides), "ceil_mode": _ceil(rounding_type),
              "count_include_pad": 0 if exclude_pad else 1, **_pads(pads_begin, pads_end, auto_pad)}
-    return _op("AvgPool", "AveragePool", [_value(data_batch)], attrs, name)
+    node = _op("AvgPool", "AveragePool", [_value(data_batch)], attrs, name)
+    return _torch_ceil(node, rounding_type, attrs, [1] * len(kernel_shape))
+
+
+def _torch_ceil(node: Node, rounding_type: str, attrs: dict[str, Any], dilations: Sequence[int]) -> Node:
+    """A pool of ``rounding_type`` ``ceil_torch``: ONNX's ``ceil_mode``, less a last window that
+    starts past the input and its begin padding (PyTorch's rule, which OpenVINO's ceil_torch
+    follows), taken off each output with a Slice.  Needs the pooled dims known where one drops."""
+    if str(rounding_type).lower() != "ceil_torch" or "pads" not in attrs:
+        return node
+    source = node._onnx_nodes[0].inputs[0]  # noqa: SLF001
+    if source is None:
+        return node
+    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
+    rank = len(kernel)
+    dims = list(source.shape or [])[-rank:] if source.shape is not None else [None] * rank
+    ends = []
+    for axis, length in enumerate(dims):
+        if not isinstance(length, int):
+            return node  # not known here: ONNX's ceil_mode, which differs only where a window drops
+        span = length + pads[axis] + pads[rank + axis] - (kernel[axis] - 1) * int(dilations[axis]) - 1
+        count = -(-span // strides[axis]) + 1
+        ends.append(count - 1 if (count - 1) * strides[axis] >= length + pads[axis] else count)
+    outputs = node._outputs  # noqa: SLF001
+    if not outputs[0].shape or list(outputs[0].shape)[-rank:] == ends:
+        return node
+    axes = list(builtins.range(-rank, 0))
+    for index, output in enumerate(list(outputs)):
+        bounds = [_value(np.asarray(bound, np.int64)) for bound in ([0] * rank, ends, axes)]
+        sliced = _op("Slice", "Slice", [output, *bounds], {}, None)
+        node._onnx_nodes.extend(sliced._onnx_nodes)  # noqa: SLF001
+        outputs[index] = sliced._outputs[0]  # noqa: SLF001
+    return node
 
 
 def matmul(data_a: NodeInput, data_b: NodeInput, transpose_a: bool, transpose_b: bool,
@@ -299,7 +333,7 @@ def _swap_last(value: ir.Value, label: str, helpers: list[ir.Node]) -> ir.Value:
 
 def reshape(node: NodeInput, output_shape: NodeInput, special_zero: bool, name: str | None = None) -> Node:
     """Reshape to ``output_shape``; with ``special_zero`` a 0 copies the input's dim, else it is 0."""
-    shape = _value(output_shape, dtype=ir.DataType.INT64)
+    shape = _int64(output_shape)
     const = shape.const_value.numpy() if shape.const_value is not None else None
     attrs = {} if special_zero or (const is not None and not (const == 0).any()) else {"allowzero": 1}
     return _op("Reshape", "Reshape", [_value(node), shape], attrs, name)

@@ -1,6 +1,7 @@
 """OpenVINO's ``openvino.passes`` for inferplex models: a pass :class:`Manager` running passes in
 order on a Model, user passes (:class:`ModelPass` with ``run_on_model``), :class:`Serialize`
-(the model as OpenVINO IR) and :class:`MakeStateful` (Parameter/Result pairs as a variable).
+(the model as OpenVINO IR), :class:`ConstantFolding` and :class:`MakeStateful` (Parameter/Result
+pairs as a variable).
 
     manager = Manager()
     manager.register_pass(MakeStateful({"cache_in": "cache_out"}))
@@ -23,7 +24,7 @@ import onnx_ir as ir
 
 from inferplex.errors import InputError, InputTypeError
 
-__all__ = ["MakeStateful", "Manager", "ModelPass", "PassBase", "Serialize", "Version"]
+__all__ = ["ConstantFolding", "MakeStateful", "Manager", "ModelPass", "PassBase", "Serialize", "Version"]
 
 
 class Version(enum.Enum):
@@ -95,6 +96,18 @@ class Serialize(PassBase):
 
         serialize(model, self._xml, self._bin, self._version)
         return False
+
+
+class ConstantFolding(PassBase):
+    """Ops whose inputs are all constants become constants (their values computed once, as the
+    ONNX specification defines each op), as do ``ShapeOf`` and ``Size`` of tensors whose shape is
+    known; ops nothing reads any more go.  Random ops, control flow and the ops whose outputs the
+    model returns stay (see :mod:`inferplex._constant_folding`)."""
+
+    def run_on_model(self, model: Any) -> bool:
+        from inferplex._constant_folding import fold_constants
+
+        return fold_constants(model.ir)
 
 
 class MakeStateful(PassBase):

@@ -61,9 +61,22 @@ def mark_exact_integers(built: Node, what: str) -> None:
         node.metadata_props[EXACT_INTEGERS_KEY] = what
 
 
+def plain_attribute(value: Any) -> Any:
+    """An attribute value with numpy's numbers and arrays (as programs pass strides, masks and
+    axes) as Python's numbers and lists, which ONNX attributes take."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [plain_attribute(item) for item in value]
+    return value
+
+
 def make_op(type_name: str, op_type: str, inputs: Sequence[ir.Value | None], attrs: dict[str, Any],
             name: str | None, num_outputs: int = 1) -> Node:
     """One ONNX node for an OpenVINO op (``None`` for an optional input left out)."""
+    attrs = {key: plain_attribute(value) for key, value in attrs.items()}
     node = ir.node(op_type, list(inputs), attributes=attrs, num_outputs=num_outputs)
     if type_name != op_type:  # the model's op keeps OpenVINO's type name (Convolution for a Conv)
         node.metadata_props[OPENVINO_TYPE_KEY] = type_name
@@ -78,6 +91,7 @@ def make_custom(type_name: str, domain: str, op_type: str, inputs: Sequence[ir.V
                 outputs: Sequence[tuple[ir.DataType, Sequence[int | str | None] | None]]) -> Node:
     """One node of another ONNX domain (which ONNX's inference does not know): its outputs of the
     element types and dims given (None: an unknown rank)."""
+    attrs = {key: plain_attribute(value) for key, value in attrs.items()}
     node = ir.node(op_type, list(inputs), attributes=attrs, domain=domain, num_outputs=len(outputs))
     for value, (dtype, dims) in zip(node.outputs, outputs, strict=True):
         value.type = ir.TensorType(dtype)

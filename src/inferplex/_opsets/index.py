@@ -56,7 +56,7 @@ def scatter_elements_update(data: NodeInput, indices: NodeInput, updates: NodeIn
     if kind not in _ELEMENTS_REDUCTIONS:
         raise InputError(f"scatter_elements_update reduction {reduction!r}: ONNX opset 17's ScatterElements "
                          f"reduces by sum or product only; accepted: {', '.join(_ELEMENTS_REDUCTIONS)}")
-    x, where, new = value_of(data), value_of(indices), value_of(updates)
+    x, where, new = value_of(data), int64(indices), value_of(updates)
     attrs = {"axis": _one_int(axis, "scatter_elements_update axis")}
     if kind != "none" and use_init_val is False:  # start each target from the reduction's identity
         identity = step("Expand", [like(x, 0 if kind == "sum" else 1), step("Shape", [new])])
@@ -106,7 +106,8 @@ def one_hot(indices: NodeInput, depth: NodeInput, on_value: NodeInput, off_value
     """A new ``axis`` of length ``depth`` holding ``on_value`` at each index, ``off_value`` elsewhere.
     A negative index gives all ``off_value`` (``"ignore-negative"``, the default) or counts from
     the end (``"normalize"``); an index past ``depth`` gives all ``off_value``."""
-    mode = str(negative_indices_mode or "ignore-negative").lower()
+    # OpenVINO's enum spells it ignore_negative, its string attribute ignore-negative: both are taken
+    mode = str(negative_indices_mode or "ignore-negative").lower().replace("_", "-")
     if mode not in _NEGATIVE_MODES:
         raise InputError(f"one_hot negative_indices_mode {negative_indices_mode!r}; accepted: "
                          f"{', '.join(_NEGATIVE_MODES)}")

@@ -137,7 +137,8 @@ def _simple_nearest(x: ir.Value, output_shape: NodeInput, axes: list[int]) -> st
 
 
 def _padded(x: ir.Value, pads_begin: Sequence[int] | None, pads_end: Sequence[int] | None) -> ir.Value:
-    begin, end = list(pads_begin or []), list(pads_end or [])
+    begin = [] if pads_begin is None else [int(p) for p in pads_begin]
+    end = [] if pads_end is None else [int(p) for p in pads_end]
     if not any(begin + end):
         return x
     rank = rank_of(x, "interpolate with pads")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from inferplex._opsets.build import as_op, constant_ints, int64, step
 from inferplex.api.nodes import Node, to_ir_dtype
 from inferplex.errors import InputError
 
@@ -167,11 +168,13 @@ def gelu(data: NodeInput, approximation_mode: str = "erf", name: str | None = No
 
 def swish(data: NodeInput, beta: NodeInput = None, name: str | None = None) -> Node:
     """``x * sigmoid(beta * x)`` (beta 1 by default)."""
-    from inferplex.opset import _value, multiply, sigmoid
+    from inferplex.opset import _binary as binary
+    from inferplex.opset import _value, sigmoid
 
     x = _value(data)
     scaled = x if beta is None else _mul(x, beta)
-    return multiply(x, sigmoid(scaled), name=name)
+    # the last product is the op, as OpenVINO reports it (``get_type_name()`` "Swish")
+    return binary("Swish", "Mul", x, sigmoid(scaled), "NUMPY", name)
 
 
 def _mul(left: Any, right: Any) -> Node:
@@ -256,11 +259,40 @@ def _axis_length(value: ir.Value, axis: int, what: str) -> int:
     return length
 
 
-def squeeze(data: NodeInput, axes: NodeInput = None, name: str | None = None) -> Node:
+def squeeze(data: NodeInput, axes: NodeInput = None, allow_axis_skip: bool = False,
+            name: str | None = None) -> Node:
+    """``data`` without the dims of length 1 at ``axes`` (all such dims without axes).  With
+    ``allow_axis_skip`` (opset 15) an axis whose dim is not 1 is kept, not refused: where such a dim
+    is not known when the model is built, the output's rank is known only when it runs."""
     from inferplex.opset import _op, _value
 
-    inputs = [_value(data)] + ([] if axes is None else [_value(_axes(axes))])
+    x = _value(data)
+    if allow_axis_skip and axes is not None:
+        return _squeeze_skipping(x, constant_ints(_axes(axes), "squeeze axes"), name)
+    inputs = [x] + ([] if axes is None else [_value(_axes(axes))])
     return _op("Squeeze", "Squeeze", inputs, {}, name)
+
+
+def _squeeze_skipping(x: ir.Value, axes: list[int], name: str | None) -> Node:
+    from inferplex.opset import _op
+
+    if x.shape is None:
+        raise InputError("squeeze with allow_axis_skip needs the data's rank")
+    dims = list(x.shape)
+    rank = len(dims)
+    places = sorted({axis % rank for axis in axes})
+    if all(isinstance(dims[axis], int) for axis in places):  # which dims are 1 is known now
+        ones = [axis for axis in places if dims[axis] == 1]
+        if not ones:
+            return _op("Squeeze", "Identity", [x], {}, name)
+        return _op("Squeeze", "Squeeze", [x, int64(np.asarray(ones, np.int64))], {}, name)
+    shape = step("Shape", [x])
+    named = np.zeros(rank, dtype=bool)
+    named[places] = True
+    kept = step("Or", [np.logical_not(named), step("Not", [step("Equal", [shape, np.array(1, np.int64)])])])
+    built = as_op("Squeeze", step("Reshape", [x, step("Compress", [shape, kept], {"axis": 0})]), name)
+    built._outputs[0].shape = None  # noqa: SLF001 - the rank depends on the dims at run time
+    return built
 
 
 def unsqueeze(data: NodeInput, axes: NodeInput, name: str | None = None) -> Node:
@@ -363,11 +395,22 @@ def select(cond: NodeInput, then_node: NodeInput, else_node: NodeInput, auto_bro
 
 
 def tile(data: NodeInput, repeats: NodeInput, name: str | None = None) -> Node:
+    """``data`` repeated ``repeats[i]`` times along each axis; fewer repeats than ``data``'s rank
+    repeat its last axes (the others once), more repeat new leading axes of length 1 (OpenVINO's
+    rule)."""
     from inferplex.opset import _op, _value
 
-    return _op("Tile", "Tile", [_value(data), _value(np.asarray(repeats, dtype=np.int64)
-                                                     if isinstance(repeats, (list, tuple)) else repeats,
-                                                     ir.DataType.INT64)], {}, name)
+    x, times = _value(data), int64(repeats)
+    count = times.shape[0] if times.shape is not None and len(times.shape) == 1 else None
+    rank = len(x.shape) if x.shape is not None else None
+    if isinstance(count, int) and rank is not None and count != rank:
+        if count > rank:
+            x = step("Unsqueeze", [x, np.arange(count - rank, dtype=np.int64)])
+        elif times.const_value is not None:
+            times = int64(np.concatenate([np.ones(rank - count, np.int64), times.const_value.numpy()]))
+        else:
+            times = step("Concat", [np.ones(rank - count, np.int64), times], {"axis": 0})
+    return _op("Tile", "Tile", [x, times], {}, name)
 
 
 def topk(data: NodeInput, k: NodeInput, axis: int, mode: str, sort: str, index_element_type: Any = "i32",

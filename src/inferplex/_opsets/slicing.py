@@ -62,7 +62,8 @@ def strided_slice(data: NodeInput, begin: NodeInput, end: NodeInput, strides: No
     element at ``begin[i]`` and drops the axis, ``ellipsis_mask`` stands for the axes not named
     (``...``).  With a mask that has an effect, begin, end and strides must be constant."""
     x = value_of(data)
-    masks = [list(m or []) for m in (begin_mask, end_mask, new_axis_mask, shrink_axis_mask, ellipsis_mask)]
+    masks = [[] if m is None else [int(bit) for bit in m]
+             for m in (begin_mask, end_mask, new_axis_mask, shrink_axis_mask, ellipsis_mask)]
     values = [constant_data(v) for v in (begin, end, strides)]
     if any(v is None for v in values):
         if any(any(m) for m in masks):

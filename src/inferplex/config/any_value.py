@@ -30,6 +30,17 @@ class OVAny(ABC):
     def get(self) -> Any:
         return self.value
 
+    def set(self, value: Any) -> None:
+        """Hold ``value`` instead (OVAny's ``set``)."""
+        self.value = value.value if isinstance(value, OVAny) else value
+
+    def __getitem__(self, key: Any) -> Any:
+        """An item of the list or dict held (``any[0]``, ``any["key"]``)."""
+        return self.value[key]
+
+    def __len__(self) -> int:
+        return len(self.value)
+
     def astype(self, kind: type) -> Any:
         """The value as ``kind`` (``str``, ``int``, ``float``, ``bool``, ``list``)."""
         if kind is list:
