@@ -27,7 +27,7 @@ from inferplex.api.reshape import Dim, parse_shape
 from inferplex.api.types import Type
 from inferplex.errors import InputError, InputIndexError
 
-__all__ = ["LAYOUT_KEY", "RESULT_KEY", "Constant", "Node", "Parameter", "Result", "to_ir_dtype"]
+__all__ = ["LAYOUT_KEY", "RESULT_KEY", "Constant", "Node", "Parameter", "Result", "next_name", "to_ir_dtype"]
 
 LAYOUT_KEY = layout_helpers.LAYOUT_KEY
 
@@ -46,7 +46,8 @@ def to_ir_dtype(dtype: Any) -> ir.DataType:
     return Type(dtype).data_type
 
 
-def _next_name(type_name: str) -> str:
+def next_name(type_name: str) -> str:
+    """A new friendly name for an op of ``type_name`` (``Add_12``)."""
     return f"{type_name}_{next(_ids)}"
 
 
@@ -67,7 +68,7 @@ class Node:
         self._outputs = list(outputs)
         self._onnx_nodes = list(onnx_nodes)
         self._main = self._onnx_nodes[0] if self._onnx_nodes else None  # the node named after the op
-        self._friendly = name or _next_name(type_name)
+        self._friendly = name or next_name(type_name)
         self._rt_info: dict[str, Any] = {}
 
     def get_type_name(self) -> str:
@@ -145,8 +146,18 @@ class Node:
     def __hash__(self) -> int:
         return id(self._identity())
 
+    _made_attributes: dict[str, Any] | None = None
+    """OpenVINO's attributes the op was made with (by :class:`~inferplex.utils.node_factory.NodeFactory`)."""
+
+    def set_made_attributes(self, attributes: dict[str, Any]) -> None:
+        """Record the OpenVINO attributes this op was made with: :meth:`get_attributes` gives them."""
+        self._made_attributes = dict(attributes)
+
     def get_attributes(self) -> dict[str, Any]:
-        """The ONNX node's attributes as Python values (ints, floats, strings, lists, numpy arrays)."""
+        """The OpenVINO attributes the op was made with by a NodeFactory, else the ONNX node's
+        attributes as Python values (ints, floats, strings, lists, numpy arrays)."""
+        if self._made_attributes is not None:
+            return dict(self._made_attributes)
         if self._main is None:
             return {}
         return {name: _attribute_value(attr) for name, attr in self._main.attributes.items()}
@@ -302,7 +313,7 @@ class Parameter(Node):
     _version_id = "opset1"
 
     def __init__(self, element_type: Any, shape: Any = (), name: str | None = None) -> None:
-        value = ir.Value(name=name or _next_name("Parameter"), type=ir.TensorType(to_ir_dtype(element_type)))
+        value = ir.Value(name=name or next_name("Parameter"), type=ir.TensorType(to_ir_dtype(element_type)))
         dims = parse_shape(shape)
         value.shape = None if dims is None else ir.Shape(dims)
         super().__init__("Parameter", [value], name=value.name)
