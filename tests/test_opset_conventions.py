@@ -165,3 +165,51 @@ def test_ovany_reads_items_and_takes_a_new_value() -> None:
     value = inferplex.OVAny("text")
     value.set(2.5)
     assert value == 2.5 and value.value == 2.5
+
+
+F32 = np.float32
+
+
+def _image(o: Any) -> Any:
+    return o.parameter([1, 3, 8, 8], F32)
+
+
+def _rows(o: Any) -> Any:
+    return o.parameter([2, 6], F32)
+
+
+ATTRIBUTE_CASES: dict[str, Callable[[Any], Any]] = {
+    "convolution": lambda o: o.convolution(_image(o), np.ones((4, 3, 3, 3), F32), [2, 2], [1, 1], [1, 1],
+                                           [1, 1]),
+    "group_convolution": lambda o: o.group_convolution(_image(o), np.ones((3, 1, 1, 3, 3), F32), [1, 1],
+                                                       [1, 0], [1, 0], [1, 1]),
+    "max_pool": lambda o: o.max_pool(_image(o), [2, 2], [1, 1], [0, 0], [0, 0], [2, 2]),
+    "avg_pool": lambda o: o.avg_pool(_image(o), [2, 2], [0, 0], [0, 0], [2, 2], True),
+    "topk": lambda o: o.topk(o.parameter([2, 10], F32), 3, 1, "max", "value"),
+    "convert": lambda o: o.convert(_rows(o), np.int32),
+    "softmax": lambda o: o.softmax(_rows(o), 1),
+    "split": lambda o: o.split(_rows(o), 1, 2),
+    "matmul": lambda o: o.matmul(_rows(o), _rows(o), False, True),
+    "clamp": lambda o: o.clamp(_rows(o), -1.0, 1.0),
+    "broadcast": lambda o: o.broadcast(_rows(o), np.array([3, 2, 6], np.int64)),
+    "depth_to_space": lambda o: o.depth_to_space(o.parameter([1, 4, 2, 2], F32), "blocks_first", 2),
+    "convert_promote_types": lambda o: o.convert_promote_types(o.parameter([2], F32),
+                                                               o.parameter([2], np.int8), True),
+}
+
+
+@pytest.mark.parametrize("function", sorted(ATTRIBUTE_CASES))
+def test_get_attributes_of_built_ops_are_openvinos(function: str) -> None:
+    ours, theirs = (ATTRIBUTE_CASES[function](lib.opset15) for lib in (inferplex, openvino))
+    assert ours.get_attributes() == theirs.get_attributes()
+
+
+def test_a_models_view_of_a_built_op_keeps_its_attributes(tmp_path: Any) -> None:
+    x = inferplex.opset15.parameter([2, 10], np.float32, name="x")
+    model = inferplex.Model([inferplex.opset15.topk(x, 3, 1, "min", "value").output(0)], [x])
+    (view,) = [op for op in model.get_ordered_ops() if op.get_type_name() == "TopK"]
+    want = {"axis": 1, "mode": "min", "sort": "value", "index_element_type": "i32", "stable": False}
+    assert view.get_attributes() == want
+    inferplex.save_model(model, str(tmp_path / "topk.onnx"))
+    again = inferplex.Core().read_model(str(tmp_path / "topk.onnx"))
+    assert [op.get_attributes() for op in again.get_ordered_ops() if op.get_type_name() == "TopK"] == [want]

@@ -55,6 +55,7 @@ from inferplex._opsets import shapes as _shapes
 from inferplex._opsets import slicing as _slicing
 from inferplex._opsets import sparse as _sparse
 from inferplex._opsets import spectral as _spectral
+from inferplex._opsets.attributes import recording_attributes as _recording_attributes
 from inferplex._opsets.blocks import *  # noqa: F403 - re-exported: GRN, Bucketize, BatchToSpace, adaptive pools
 from inferplex._opsets.build import NodeInput
 from inferplex._opsets.build import int64 as _int64
@@ -379,3 +380,9 @@ def _binary(type_name: str, op_type: str, left: NodeInput, right: NodeInput, aut
     like = _value(left) if _is_graph_input(left) else _value(right) if _is_graph_input(right) else None
     dtype = like.dtype if like is not None else None
     return _op(type_name, op_type, [_value(left, dtype), _value(right, dtype)], {}, name)
+
+
+# Every op built here records the OpenVINO attributes it was given (``get_attributes()``).
+for _name in __all__:
+    globals()[_name] = _recording_attributes(_name, globals()[_name])
+del _name

@@ -15,6 +15,7 @@ as OpenVINO's nodes do, so a set of visited nodes works in a graph walk.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -27,13 +28,16 @@ from inferplex.api.reshape import Dim, parse_shape
 from inferplex.api.types import Type
 from inferplex.errors import InputError, InputIndexError
 
-__all__ = ["LAYOUT_KEY", "RESULT_KEY", "Constant", "Node", "Parameter", "Result", "next_name", "to_ir_dtype"]
+__all__ = ["ATTRIBUTES_KEY", "LAYOUT_KEY", "RESULT_KEY", "Constant", "Node", "Parameter", "Result",
+           "next_name", "to_ir_dtype"]
 
 LAYOUT_KEY = layout_helpers.LAYOUT_KEY
 
 _FRIENDLY_KEY = "friendly_name"
 _RT_INFO_KEY = "inferplex.rt_info"
 """``meta`` key (in memory, never saved) of a graph input's or initializer's node rt_info."""
+ATTRIBUTES_KEY = "inferplex.openvino_attributes"
+"""ONNX node metadata key of the OpenVINO attributes an op was made with (JSON)."""
 RESULT_KEY = "inferplex.result"
 """``meta`` key of a graph output's :class:`_ResultSlot`: it moves to the new value on a rewire."""
 _ids = itertools.count(1)
@@ -147,19 +151,30 @@ class Node:
         return id(self._identity())
 
     _made_attributes: dict[str, Any] | None = None
-    """OpenVINO's attributes the op was made with (by :class:`~inferplex.utils.node_factory.NodeFactory`)."""
+    """OpenVINO's attributes the op was made with (by an :mod:`inferplex.opset` function or a
+    :class:`~inferplex.utils.node_factory.NodeFactory`)."""
 
     def set_made_attributes(self, attributes: dict[str, Any]) -> None:
-        """Record the OpenVINO attributes this op was made with: :meth:`get_attributes` gives them."""
+        """Record the OpenVINO attributes this op was made with: :meth:`get_attributes` gives them,
+        here and on the model's views of the op (its ONNX node keeps them, as JSON, where they are
+        plain values)."""
         self._made_attributes = dict(attributes)
+        if self._main is not None:
+            try:
+                self._main.metadata_props[ATTRIBUTES_KEY] = json.dumps(self._made_attributes)
+            except (TypeError, ValueError):  # a value JSON does not hold: this object keeps them
+                self._main.metadata_props.pop(ATTRIBUTES_KEY, None)
 
     def get_attributes(self) -> dict[str, Any]:
-        """The OpenVINO attributes the op was made with by a NodeFactory, else the ONNX node's
-        attributes as Python values (ints, floats, strings, lists, numpy arrays)."""
+        """The OpenVINO attributes the op was made with (by an opset function or a NodeFactory),
+        else the ONNX node's attributes as Python values (ints, floats, strings, lists, numpy
+        arrays)."""
         if self._made_attributes is not None:
             return dict(self._made_attributes)
         if self._main is None:
             return {}
+        if ATTRIBUTES_KEY in self._main.metadata_props:
+            return dict(json.loads(self._main.metadata_props[ATTRIBUTES_KEY]))
         return {name: _attribute_value(attr) for name, attr in self._main.attributes.items()}
 
     @property
