@@ -358,3 +358,40 @@ def test_the_compiled_modules_names_are_this_packages_classes() -> None:
     model = ov.Model([ov.opset8.relu(x)], [x])
     assert isinstance(model.input().get_tensor(), compiled_names.DescriptorTensor)
     assert ov._pyopenvino.Node is ov.Node  # noqa: SLF001 - reached as openvino._pyopenvino is
+
+
+def test_node_evaluate_computes_an_op_on_host_tensors() -> None:
+    first, second = np.array([3, 2, 3]), np.array([4, 2, 3])
+    out = np.zeros(3, dtype=np.int64)
+    node = ov.opset13.add(first, second)
+    tensors = [ov.Tensor(array=first, shared_memory=True), ov.Tensor(array=second, shared_memory=True)]
+    output = ov.Tensor(array=out, shared_memory=True)
+    assert node.evaluate([output], tensors) is True
+    np.testing.assert_array_equal(out, first + second)  # written in place, into the shared array
+    values = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    relu_out = ov.Tensor(np.zeros((2, 3), np.float32))
+    assert ov.opset13.relu(ov.opset13.parameter([2, 3], np.float32)).evaluate([relu_out], [ov.Tensor(values)])
+    np.testing.assert_array_equal(relu_out.data, np.maximum(values, 0))
+    # an op built from several ONNX nodes is not evaluated, as OpenVINO answers for such ops
+    composite = ov.opset13.topk(ov.opset13.parameter([2, 3], np.float32), 2, 1, "max", "index")
+    outputs = [ov.Tensor(np.zeros((2, 2), np.float32)), ov.Tensor(np.zeros((2, 2), np.int32))]
+    assert composite.evaluate(outputs, [ov.Tensor(values), ov.Tensor(np.array(2, np.int64))]) is False
+    with pytest.raises(ov.errors.InputError, match="takes 2 input and 1 output tensors, got 1 and 1"):
+        node.evaluate([output], tensors[:1])
+
+
+def test_graph_api_details_openvino_programs_use() -> None:
+    reference = pytest.importorskip("openvino")
+    for lib in (ov, reference):
+        parameter = lib.opset13.parameter([2, 3], np.float32, name="x")
+        assert parameter.element_type == lib.Type.f32
+        relu = lib.opset13.relu(parameter)
+        relu.set_rt_info("test_value", "test_key")
+        assert relu.get_rt_info()["test_key"] == "test_value"
+        add = lib.opset13.add(parameter, parameter)
+        add.set_arguments([lib.opset13.constant(np.ones((2, 3), np.float64)),
+                           lib.opset13.constant(np.ones((2, 3), np.float64))])  # ops, not outputs
+        assert add.input(0).get_element_type() == lib.Type.f64
+        scalar = lib.Layout.scalar()
+        assert scalar == lib.Layout.scalar() and scalar != lib.Layout("NCHW") and not scalar.has_name("N")
+        assert str(scalar) == "**SCALAR**"

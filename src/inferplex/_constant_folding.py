@@ -1,7 +1,7 @@
 """Constant folding of a model's main graph (OpenVINO's ``ConstantFolding`` pass).
 
-Each node whose inputs are all constants is evaluated once, by ONNX's reference evaluator (the
-ops as the ONNX specification defines them), and its outputs become initializers; ``Shape`` and
+Each node whose inputs are all constants is evaluated once, by ONNX Runtime's CPU provider
+(:func:`~inferplex.api.evaluate.run_alone`), and its outputs become initializers; ``Shape`` and
 ``Size`` of a value whose dims are all known become constants too.  Left alone: nodes of other
 domains, nodes with subgraphs (If, Loop, Scan), random ops, and nodes whose outputs the model
 returns.  Constant nodes are taken as initializers first, and nodes nothing reads any longer are
@@ -11,11 +11,10 @@ removed.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnx_ir as ir
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 from onnx_ir.passes.common import LiftConstantsToInitializersPass, RemoveUnusedNodesPass
+
+from inferplex.api.evaluate import run_alone
 
 __all__ = ["fold_constants"]
 
@@ -74,21 +73,6 @@ def _shape_facts(node: ir.Node) -> list[np.ndarray] | None:
 
 
 def _evaluate(node: ir.Node, opset: int) -> list[np.ndarray] | None:
-    names = [f"i{index}" if value is not None else "" for index, value in enumerate(node.inputs)]
-    outputs = [f"o{index}" for index in range(len(node.outputs))]
-    proto = ir.serde.serialize_node(node)
-    del proto.input[:], proto.output[:]
-    proto.input.extend(names)
-    proto.output.extend(outputs)
-    feeds = {name: value.const_value.numpy() for name, value in zip(names, node.inputs, strict=True)
-             if value is not None and value.const_value is not None}
-    try:
-        inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype),
-                                                array.shape) for name, array in feeds.items()]
-        results = [helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None) for name in outputs]
-        graph = helper.make_graph([proto], "fold", inputs, results)
-        proto_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        evaluator = ReferenceEvaluator(proto_model)
-        return [np.asarray(array) for array in evaluator.run(None, feeds)]
-    except Exception:  # noqa: BLE001 - a node the evaluator cannot run (or a type it lacks) stays
-        return None
+    arrays = [None if value is None or value.const_value is None else value.const_value.numpy()
+              for value in node.inputs]
+    return run_alone(node, arrays, opset)

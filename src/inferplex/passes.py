@@ -99,8 +99,8 @@ class Serialize(PassBase):
 
 
 class ConstantFolding(PassBase):
-    """Ops whose inputs are all constants become constants (their values computed once, as the
-    ONNX specification defines each op), as do ``ShapeOf`` and ``Size`` of tensors whose shape is
+    """Ops whose inputs are all constants become constants (their values computed once, on ONNX
+    Runtime's CPU provider), as do ``ShapeOf`` and ``Size`` of tensors whose shape is
     known; ops nothing reads any more go.  Random ops, control flow and the ops whose outputs the
     model returns stay (see :mod:`inferplex._constant_folding`)."""
 

@@ -42,6 +42,11 @@ class Layout:
                              f"accepted: {_ACCEPTED}")
         self._left, self._right, self._dynamic = _parse(layout)
 
+    @classmethod
+    def scalar(cls) -> Layout:
+        """The layout of a tensor of no dimensions (``**SCALAR**``, as OpenVINO writes it)."""
+        return cls(_SCALAR)
+
     @property
     def empty(self) -> bool:
         """True for the layout that names nothing (``[...]``)."""
@@ -77,6 +82,8 @@ class Layout:
         return [*self._left, *[None] * (rank - fixed), *self._right]
 
     def to_string(self) -> str:
+        if not self._dynamic and not self._left:
+            return _SCALAR
         names = ["?" if n is None else n for n in self._left]
         if self._dynamic:
             names.append("...")
@@ -104,6 +111,10 @@ class Layout:
         return f"<Layout: {self.to_string()}>"
 
 
+_SCALAR = "**SCALAR**"
+"""OpenVINO's name of the layout of no dimensions."""
+
+
 def _canonical(name: str) -> str:
     upper = name.strip().upper()
     return _ALIASES.get(upper, upper)
@@ -113,6 +124,8 @@ def _parse(text: str) -> tuple[list[Any], list[Any], bool]:
     body = text.strip()
     if not body:
         return [], [], True
+    if body in (_SCALAR, "[]"):
+        return [], [], False
     if body.startswith("["):
         if not body.endswith("]"):
             raise InputError(f"layout {text!r} opens '[' without closing it; accepted: {_ACCEPTED}")

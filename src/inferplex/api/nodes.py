@@ -112,8 +112,9 @@ class Node:
         return self.get_name()
 
     def set_argument(self, index: int, output: Any) -> None:
-        """Input ``index`` reads ``output`` (``input(index).replace_source_output(output)``)."""
-        self.input(index).replace_source_output(output)
+        """Input ``index`` reads ``output`` (an op's output, or an op of one output:
+        ``input(index).replace_source_output(output)``)."""
+        self.input(index).replace_source_output(output.output(0) if isinstance(output, Node) else output)
 
     def set_arguments(self, outputs: Sequence[Any]) -> None:
         """Each input reads the output given for it, in order."""
@@ -288,6 +289,23 @@ class Node:
         """The element type of the only output; InputError for an op with several outputs."""
         self._check_one_output("get_element_type")
         return self.get_output_element_type(0)
+
+    @property
+    def element_type(self) -> Any:
+        """The element type of the only output (OpenVINO's ``Parameter.element_type``)."""
+        return self.get_element_type()
+
+    def set_rt_info(self, value: Any, key: str) -> None:
+        """``get_rt_info()[key] = value`` (OpenVINO's ``Node.set_rt_info``)."""
+        self.get_rt_info()[key] = value
+
+    def evaluate(self, output_tensors: list[Any], input_tensors: list[Any]) -> bool:
+        """Compute the op on ``input_tensors`` (one per input) into ``output_tensors`` (one per
+        output, written in place), on the CPU; False where it cannot (OpenVINO's
+        ``Node.evaluate``)."""
+        from inferplex.api.evaluate import evaluate_node
+
+        return evaluate_node(self, output_tensors, input_tensors)
 
     @property
     def shape(self) -> Any:
