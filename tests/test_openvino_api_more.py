@@ -378,6 +378,8 @@ def test_node_evaluate_computes_an_op_on_host_tensors() -> None:
     assert composite.evaluate(outputs, [ov.Tensor(values), ov.Tensor(np.array(2, np.int64))]) is False
     with pytest.raises(ov.errors.InputError, match="takes 2 input and 1 output tensors, got 1 and 1"):
         node.evaluate([output], tensors[:1])
+    with pytest.raises(ov.errors.InputError, match="Add input 1 takes i64 data, got a f32 tensor"):
+        node.evaluate([output], [tensors[0], ov.Tensor(second.astype(np.float32))])
 
 
 def test_graph_api_details_openvino_programs_use() -> None:

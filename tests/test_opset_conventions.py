@@ -213,3 +213,27 @@ def test_a_models_view_of_a_built_op_keeps_its_attributes(tmp_path: Any) -> None
     inferplex.save_model(model, str(tmp_path / "topk.onnx"))
     again = inferplex.Core().read_model(str(tmp_path / "topk.onnx"))
     assert [op.get_attributes() for op in again.get_ordered_ops() if op.get_type_name() == "TopK"] == [want]
+
+
+@pytest.mark.parametrize("side", [5, 6, 9])
+def test_ceil_torch_pools_of_dims_known_only_when_run_match_openvino(side: int) -> None:
+    """The pooled sizes come from the input's shape at run time."""
+    image = np.arange(side * side, dtype=np.float32).reshape(1, 1, side, side)
+    results = []
+    for lib in (inferplex, openvino):
+        ops = lib.opset14
+        x = ops.parameter([1, 1, -1, -1], np.float32, name="x")
+        pooled = ops.max_pool(x, [2, 2], [1, 1], [1, 1], [1, 1], [2, 2], "ceil_torch")
+        averaged = ops.avg_pool(x, [2, 2], [1, 1], [2, 2], [2, 2], False, "ceil_torch")
+        model = lib.Model([pooled.output(0), pooled.output(1), averaged.output(0)], [x])
+        compiled = lib.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        outputs = compiled(image)
+        results.append([np.asarray(outputs[index]) for index in range(3)])
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_squeeze_axes_outside_the_rank_are_refused() -> None:
+    refusal = r"squeeze axes \[3\] are outside the data's rank 3; accepted: -3 to 2"
+    with pytest.raises(InputError, match=refusal):
+        inferplex.opset15.squeeze(inferplex.opset15.parameter([2, -1, 3], np.float32), [3], True)

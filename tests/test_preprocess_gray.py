@@ -126,3 +126,13 @@ def test_custom_preprocess_function_hands_the_custom_step_its_nodes_output() -> 
 def test_an_invalid_layout_name_is_refused_in_openvinos_words(text: str) -> None:
     with pytest.raises(InputError, match=r"Layout name is invalid: layout .* English letters, digits"):
         inferplex.Layout(text)
+
+
+def test_gray_of_a_tensor_of_unknown_rank_is_refused() -> None:
+    ops = inferplex.opset13
+    parameter = ops.parameter(inferplex.PartialShape.dynamic(), np.float32, name="x")
+    ppp = PrePostProcessor(inferplex.Model([ops.relu(parameter)], [parameter]))
+    ppp.input().tensor().set_color_format(inferplex.preprocess.ColorFormat.RGB).set_layout(inferplex.Layout("NHWC"))
+    ppp.input().preprocess().convert_color(inferplex.preprocess.ColorFormat.GRAY)
+    with pytest.raises(ModelError, match="convert_color to GRAY needs the tensor's rank"):
+        ppp.build()

@@ -61,6 +61,7 @@ from inferplex._opsets.build import NodeInput
 from inferplex._opsets.build import int64 as _int64
 from inferplex._opsets.build import is_graph_input as _is_graph_input
 from inferplex._opsets.build import make_op as _op
+from inferplex._opsets.build import step as _step
 from inferplex._opsets.build import value_of as _value
 from inferplex._opsets.colour import *  # noqa: F403 - re-exported: NV12 and I420 to RGB and BGR
 from inferplex._opsets.control_flow import *  # noqa: F403 - re-exported: if_op
@@ -274,28 +275,35 @@ def avg_pool(data_batch: NodeInput, strides: Sequence[int], pads_begin: Sequence
 def _torch_ceil(node: Node, rounding_type: str, attrs: dict[str, Any], dilations: Sequence[int]) -> Node:
     """A pool of ``rounding_type`` ``ceil_torch``: ONNX's ``ceil_mode``, less a last window that
     starts past the input and its begin padding (PyTorch's rule, which OpenVINO's ceil_torch
-    follows), taken off each output with a Slice.  Needs the pooled dims known where one drops."""
+    follows), taken off each output with a Slice.  A window starts at ``i * stride`` in the padded
+    input, so at most ``ceil((length + pad_begin) / stride)`` windows start before its end padding:
+    the Slice ends there (worked out here where the length is known, from the tensor's shape where
+    it is not)."""
     if str(rounding_type).lower() != "ceil_torch" or "pads" not in attrs:
         return node
     source = node._onnx_nodes[0].inputs[0]  # noqa: SLF001
-    if source is None:
-        return node
-    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
-    rank = len(kernel)
-    dims = list(source.shape or [])[-rank:] if source.shape is not None else [None] * rank
-    ends = []
-    for axis, length in enumerate(dims):
-        if not isinstance(length, int):
-            return node  # not known here: ONNX's ceil_mode, which differs only where a window drops
-        span = length + pads[axis] + pads[rank + axis] - (kernel[axis] - 1) * int(dilations[axis]) - 1
-        count = -(-span // strides[axis]) + 1
-        ends.append(count - 1 if (count - 1) * strides[axis] >= length + pads[axis] else count)
+    if source is None or source.shape is None:
+        raise InputError("a pool with rounding_type 'ceil_torch' needs its input's rank")
+    strides, pads = attrs["strides"], attrs["pads"]
+    rank = len(attrs["kernel_shape"])
+    dims = list(source.shape)[-rank:]
     outputs = node._outputs  # noqa: SLF001
-    if not outputs[0].shape or list(outputs[0].shape)[-rank:] == ends:
-        return node
+    known = [length for length in dims if isinstance(length, int)]
+    if len(known) == rank:
+        counts = [-(-(length + pads[axis]) // strides[axis]) for axis, length in enumerate(known)]
+        pooled = list(outputs[0].shape)[-rank:] if outputs[0].shape is not None else [None] * rank
+        if all(isinstance(have, int) and have <= end for have, end in zip(pooled, counts, strict=True)):
+            return node  # no window starts in the end padding
+        ends: Any = _value(np.asarray(counts, np.int64))
+    else:
+        lengths = _step("Slice", [_step("Shape", [source]), np.array([-rank], np.int64),
+                                  np.array([len(source.shape)], np.int64)])
+        begun = _step("Add", [lengths, np.asarray(pads[:rank], np.int64)])
+        stride = np.asarray(strides, np.int64)
+        ends = _step("Div", [_step("Add", [begun, stride - 1]), stride])  # a ceiling division
     axes = list(builtins.range(-rank, 0))
     for index, output in enumerate(list(outputs)):
-        bounds = [_value(np.asarray(bound, np.int64)) for bound in ([0] * rank, ends, axes)]
+        bounds = [_value(np.zeros(rank, np.int64)), ends, _value(np.asarray(axes, np.int64))]
         sliced = _op("Slice", "Slice", [output, *bounds], {}, None)
         node._onnx_nodes.extend(sliced._onnx_nodes)  # noqa: SLF001
         outputs[index] = sliced._outputs[0]  # noqa: SLF001

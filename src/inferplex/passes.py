@@ -102,10 +102,10 @@ class ConstantFolding(PassBase):
     """Ops whose inputs are all constants become constants (their values computed once, on ONNX
     Runtime's CPU provider), as do ``ShapeOf`` and ``Size`` of tensors whose shape is
     known; ops nothing reads any more go.  Random ops, control flow and the ops whose outputs the
-    model returns stay (see :mod:`inferplex._constant_folding`)."""
+    model returns stay (see :mod:`inferplex.api.constant_folding`)."""
 
     def run_on_model(self, model: Any) -> bool:
-        from inferplex._constant_folding import fold_constants
+        from inferplex.api.constant_folding import fold_constants
 
         return fold_constants(model.ir)
 

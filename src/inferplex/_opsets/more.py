@@ -280,6 +280,10 @@ def _squeeze_skipping(x: ir.Value, axes: list[int], name: str | None) -> Node:
         raise InputError("squeeze with allow_axis_skip needs the data's rank")
     dims = list(x.shape)
     rank = len(dims)
+    outside = [axis for axis in axes if not -rank <= axis < rank]
+    if outside:
+        raise InputError(f"squeeze axes {outside} are outside the data's rank {rank}; accepted: "
+                         f"-{rank} to {rank - 1}")
     places = sorted({axis % rank for axis in axes})
     if all(isinstance(dims[axis], int) for axis in places):  # which dims are 1 is known now
         ones = [axis for axis in places if dims[axis] == 1]

@@ -33,6 +33,10 @@ def evaluate_node(node: Node, output_tensors: list[Any], input_tensors: list[Any
         raise InputError(f"evaluate: {node.get_type_name()} takes {len(inputs)} input and "
                          f"{node.get_output_size()} output tensors, got {len(input_tensors)} and "
                          f"{len(output_tensors)}")
+    for index, (port, tensor) in enumerate(zip(inputs, input_tensors, strict=True)):
+        if port.get_element_type() != tensor.get_element_type():
+            raise InputError(f"evaluate: {node.get_type_name()} input {index} takes "
+                             f"{port.get_element_type()} data, got a {tensor.get_element_type()} tensor")
     if len(onnx_nodes) != 1 or len(onnx_nodes[0].outputs) != len(output_tensors):
         return False
     arrays = [np.asarray(tensor.data) for tensor in input_tensors]

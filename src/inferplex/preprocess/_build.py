@@ -324,6 +324,9 @@ def _plan_color(track: _Tracker, target: ColorFormat) -> None:
         why = check_element(track.element, "convert_color to GRAY")
         if why is not None:
             raise ModelError(why)
+        if track.rank is None:
+            raise ModelError("convert_color to GRAY needs the tensor's rank: set its shape with "
+                             "tensor().set_shape(...), or give the model an input of known rank")
         track.ops.append(PlannedOp("gray", (track.axis("C", "convert_color"), source == ColorFormat.BGR)))
         track.color = target
         return None
