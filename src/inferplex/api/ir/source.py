@@ -111,9 +111,10 @@ def _reason(error: BaseException) -> str:
 
 def openvino_module(purpose: str = "reading an OpenVINO IR (.xml/.bin)") -> Any:
     """The ``openvino`` package; ModelError naming ``purpose`` where it does not import."""
+    from inferplex._openvino_package import openvino_package
+
     try:
-        import openvino
+        return openvino_package()
     except ImportError as error:
         raise ModelError(f"{purpose} needs the openvino package (pip install openvino), which does not "
                          f"import here ({error}); install it, {_EXPORT_HINT}") from error
-    return openvino

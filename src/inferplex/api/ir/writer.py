@@ -23,6 +23,7 @@ from typing import Any
 import onnx_ir as ir
 
 from inferplex._model import Model
+from inferplex._openvino_package import openvino_running, openvino_submodule
 from inferplex.api.ir.source import openvino_module
 from inferplex.errors import ModelError
 from inferplex.state.variables import (
@@ -48,7 +49,7 @@ def write_ir(model: Model, xml_path: Path, bin_path: Path | None, compress_to_fp
     OpenVINO's ``save_model`` does.  ModelError where OpenVINO cannot hold the model."""
     openvino = openvino_module("writing an OpenVINO IR (.xml/.bin)")
     bin_path = bin_path if bin_path is not None else xml_path.with_suffix(".bin")
-    with tempfile.TemporaryDirectory(prefix="inferplex-ir-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="inferplex-ir-") as scratch, openvino_running():
         ov_model = openvino_model(model, Path(scratch))
         for folder in {xml_path.parent, bin_path.parent}:
             folder.mkdir(parents=True, exist_ok=True)
@@ -65,18 +66,12 @@ def _prepare_as_ovc_does(ov_model: Any, compress_to_fp16: bool) -> None:
     """OpenVINO's ``convert_model`` and ``save_model`` steps on a model its frontend read: weight
     subgraphs folded to constants (so a GroupConvolution's reshaped filters are a constant, as
     the IR's readers expect), quantized weights stored in their low type, f16 compression."""
-    from openvino._offline_transformations import (
-        apply_fused_names_cleanup,
-        apply_moc_transformations,
-        compress_model_transformation,
-        compress_quantize_weights_transformation,
-    )
-
-    apply_moc_transformations(ov_model, cf=False, smart_reshape=True)
-    compress_quantize_weights_transformation(ov_model)
-    apply_fused_names_cleanup(ov_model)
+    transformations = openvino_submodule("_offline_transformations")
+    transformations.apply_moc_transformations(ov_model, cf=False, smart_reshape=True)
+    transformations.compress_quantize_weights_transformation(ov_model)
+    transformations.apply_fused_names_cleanup(ov_model)
     if compress_to_fp16:
-        compress_model_transformation(ov_model)
+        transformations.compress_model_transformation(ov_model)
 
 
 def openvino_model(model: Model, scratch: Path) -> Any:
@@ -211,8 +206,10 @@ def _output(graph: ir.Graph, value: ir.Value | None, name: str) -> str:
 
 def _restore_state(ov_model: Any, ports: list[_StatePort]) -> None:
     """Put OpenVINO's ReadValue and Assign where ``ports`` stand for them in ``ov_model``."""
-    from openvino import Type, op
-    from openvino.op.util import Variable, VariableInfo
+    ov = openvino_module()
+    Type, op = ov.Type, ov.op  # noqa: N806 - OpenVINO's class name
+    util = openvino_submodule("op.util")
+    Variable, VariableInfo = util.Variable, util.VariableInfo  # noqa: N806 - OpenVINO's class names
 
     variables: dict[str, Any] = {}
     for spec in (port.spec for port in ports):
@@ -261,9 +258,7 @@ def _numpy_type(dtype: ir.DataType) -> Any:
 
 
 def _ov_shape(dims: tuple[Any, ...] | None) -> Any:
-    from openvino import PartialShape
-
-    return PartialShape([d if isinstance(d, int) else -1 for d in dims or ()])
+    return openvino_module().PartialShape([d if isinstance(d, int) else -1 for d in dims or ()])
 
 
 # --- rt_info, names, layouts -------------------------------------------------------------------
@@ -279,9 +274,9 @@ def _rt_info_leaves(tree: dict[str, Any], path: tuple[str, ...] = ()) -> Iterato
 
 def _copy_port_details(model: Model, ov_model: Any) -> None:
     """Every tensor name and the layout of the model's inputs and outputs (the frontend keeps one name)."""
-    from openvino import Layout, layout_helpers
-
     from inferplex.api.layout_helpers import get_layout
+
+    ov = openvino_module()
 
     ov_inputs = {name: port for port in ov_model.inputs for name in port.get_names()}
     ov_outputs = {name: port for port in ov_model.outputs for name in port.get_names()}
@@ -294,4 +289,4 @@ def _copy_port_details(model: Model, ov_model: Any) -> None:
             ov_port.get_tensor().add_names(set(names))
             layout = get_layout(port)
             if not layout.empty:
-                layout_helpers.set_layout(ov_port, Layout(layout.to_string()))
+                ov.layout_helpers.set_layout(ov_port, ov.Layout(layout.to_string()))

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from inferplex._openvino_package import openvino_package
+
 if TYPE_CHECKING:
     import openvino
 
@@ -68,7 +70,7 @@ REPORTED = ("ENABLE_CPU_RESERVATION", "CPU_SPARSE_WEIGHTS_DECOMPRESSION_RATE", "
 def available() -> bool:
     """Whether the ``openvino`` package imports here."""
     try:
-        import openvino  # noqa: F401
+        openvino_package()
     except ImportError:
         return False
     return True
@@ -82,16 +84,12 @@ def core() -> openvino.Core:
     """The process's one OpenVINO Core (its CPU plugin keeps one thread pool for every model)."""
     with _core_lock:
         if not _cores:
-            import openvino
-
-            _cores.append(openvino.Core())
+            _cores.append(openvino_package().Core())
         return _cores[0]
 
 
 def openvino_version() -> str:
-    import openvino
-
-    return f"openvino {openvino.__version__.split('-')[0]}"
+    return f"openvino {openvino_package().__version__.split('-')[0]}"
 
 
 def precision_name(value: Any) -> str:
@@ -189,10 +187,9 @@ def optimal_requests(config: Mapping[str, Any]) -> int:
     key = tuple(sorted((k, str(v)) for k, v in ov_config.items()))
     with _optimal_lock:
         if key not in _optimal:
-            import openvino
-
-            parameter = openvino.opset13.parameter([1, 64], openvino.Type.f32)
-            probe = openvino.Model([openvino.opset13.relu(parameter)], [parameter], "probe")
+            ov = openvino_package()
+            parameter = ov.opset13.parameter([1, 64], ov.Type.f32)
+            probe = ov.Model([ov.opset13.relu(parameter)], [parameter], "probe")
             compiled = core().compile_model(probe, "CPU", ov_config)
             _optimal[key] = engine_requests(threading_facts(compiled)["PERFORMANCE_HINT"], config,
                                             int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))

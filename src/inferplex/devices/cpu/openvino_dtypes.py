@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 from onnx_ir import DataType
 
+from inferplex._openvino_package import openvino_package
 from inferplex.api import packed
 
 __all__ = [
@@ -107,13 +108,11 @@ def viewed_input(value: Any, element: Any) -> Any:
     A numpy array of the bits alone would be refused when shared ("precision u8 ... is f8e5m2"):
     the tensor carries the element type with them.
     """
-    import openvino
-
     array = np.ascontiguousarray(value)
     bits = _BITS.get(array.dtype)
     if bits is None:
         return value  # another dtype: OpenVINO names the mismatch
-    return openvino.Tensor(array.view(bits), list(array.shape), element)
+    return openvino_package().Tensor(array.view(bits), list(array.shape), element)
 
 
 def as_openvino_strings(value: Any) -> Any:
@@ -154,11 +153,9 @@ def packed_port(port: Any) -> PackedPort | None:
 
 def pack_input(value: Any, port: PackedPort) -> Any:
     """An ``openvino.Tensor`` of ``port``'s type holding ``value``'s elements, packed."""
-    import openvino
-
     array = np.asarray(value)
     codes = packed.to_codes(array.astype(port.dtype, copy=False), port.bits)
-    return openvino.Tensor(packed.pack(codes, port.bits), list(array.shape), port.element)
+    return openvino_package().Tensor(packed.pack(codes, port.bits), list(array.shape), port.element)
 
 
 def unpack_output(data: np.ndarray, port: PackedPort, shape: tuple[int, ...]) -> np.ndarray:

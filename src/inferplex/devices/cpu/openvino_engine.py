@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx_ir as ir
 
+from inferplex._openvino_package import openvino_submodule
 from inferplex._serialize import serialize_leaving_out
 from inferplex.devices.base import ProfilingRecord
 from inferplex.devices.cpu.openvino_core import (
@@ -362,9 +363,10 @@ def _direct_call() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     (bench/cpu_engines.py).  The compiled method does the run and the output copies alone.
     """
     try:
-        from openvino._pyopenvino import InferRequest, Tensor
+        bindings = openvino_submodule("_pyopenvino")
     except ImportError:
         return None
+    InferRequest, Tensor = bindings.InferRequest, bindings.Tensor  # noqa: N806 - OpenVINO's class names
     infer = getattr(InferRequest, "infer", None)
     signature = "inputs: dict, share_outputs: bool, decode_strings: bool"
     if infer is None or signature not in (infer.__doc__ or ""):

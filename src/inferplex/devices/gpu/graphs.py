@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -232,9 +233,12 @@ def capture_graph(forward: Callable[..., Sequence[torch.Tensor]], tensors: list[
             stream.synchronize()
             graph = torch.cuda.CUDAGraph()
             try:
-                with _workspaces_in_pool(), \
-                        torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
-                    outputs = tuple(forward(*static))
+                with _workspaces_in_pool(), warnings.catch_warnings():
+                    # a forward that launches no kernel (its outputs are inputs or constants) makes an
+                    # empty graph, whose replay does nothing: torch's warning about it is not the user's
+                    warnings.filterwarnings("ignore", message="The CUDA Graph is empty", category=UserWarning)
+                    with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                        outputs = tuple(forward(*static))
             except Exception:  # noqa: BLE001 - an op that syncs with the host
                 stream.synchronize()
                 return None
