@@ -99,7 +99,7 @@ def exit_seconds(exit_timeout: float | None) -> float:
 
 def main() -> None:
     core = ov.Core()
-    gpus = "GPU.0" in core.available_devices
+    gpus = any(d.startswith("GPU") for d in core.available_devices)
     devices = ["CPU"] + [d for d in ("HETERO:GPU.0,CPU", "MULTI:GPU.0,CPU") if gpus]
     print(f"{'device':<20} {'how':<10} {'threads':>14} {'RSS MB':>18}")
     for device in devices:

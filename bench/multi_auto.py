@@ -350,7 +350,7 @@ def _first_inference_here(job: dict[str, Any]) -> None:
 
         auto.compile_member = helper_in_a_process
     core = ov.Core()
-    if any(d.startswith("GPU.") for d in core.available_devices):
+    if any(d.startswith("GPU") for d in core.available_devices):
         try:
             import torch
 
@@ -513,7 +513,7 @@ def main() -> None:
     import inferplex as ov
 
     core = ov.Core()
-    gpus = [d for d in core.available_devices if d.startswith("GPU.")][:2]
+    gpus = [d for d in core.available_devices if d.startswith("GPU")][:2]
     log(f"devices: {core.available_devices}")
     results: dict[str, Any] = {"devices": core.available_devices, "args": vars(args), "models": {}}
     with tempfile.TemporaryDirectory() as folder:

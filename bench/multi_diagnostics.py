@@ -146,7 +146,7 @@ def main() -> None:
     for jobs in (1, 2):
         row(f"MULTI:GPU.0 through a worker process{', 2x requests' if jobs == 2 else ''}", "MULTI:GPU.0",
             {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": "YES"}, jobs)
-    two_gpus = sum(d.startswith("GPU.") for d in core.available_devices) >= 2
+    two_gpus = sum(d.startswith("GPU") for d in core.available_devices) >= 2
     for setting in ("AUTO", "YES", "NO") if two_gpus else ():  # one GPU: these rows are left out
         row(f"MULTI:GPU.0,GPU.1, MULTI_WORKER_PROCESSES={setting}", "MULTI:GPU.0,GPU.1",
             {"DEVICE_PROPERTIES": {"GPU": gpu}, "MULTI_WORKER_PROCESSES": setting})

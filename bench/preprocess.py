@@ -321,7 +321,8 @@ def main() -> int:
     logging.getLogger("onnx_ir.serde").setLevel(logging.ERROR)
     started = time.perf_counter()
     core = ov.Core()
-    devices = [d for d in args.devices.split(",") if d in core.available_devices]
+    listed = core.available_devices  # a lone GPU is listed as "GPU", several as "GPU.0", "GPU.1"
+    devices = [d for d in args.devices.split(",") if d in listed or d.split(".")[0] in listed]
     skipped = sorted(set(args.devices.split(",")) - set(devices))
     source, label = load_model(args.quick)
     frames = np.random.default_rng(0).integers(0, 256, (8, HEIGHT, WIDTH, 3), dtype=np.uint8)

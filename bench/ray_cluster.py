@@ -231,7 +231,7 @@ def run(args: argparse.Namespace) -> bool:
         import inferplex as ov
 
         core = ov.Core()
-        devices = [d for d in core.available_devices if d.startswith("RAY.")]
+        devices = [d for d in core.available_devices if d.startswith("RAY")]
         result["devices"] = devices
         result["object_store"] = _object_store()
         log(f"object store: {result['object_store']}")

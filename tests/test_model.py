@@ -55,7 +55,8 @@ def test_ports_names_shapes_and_types(core: ov.Core) -> None:
     assert x.partial_shape == ov.PartialShape("?,?,4") and x.dims == ("batch", "seq", 4)
     assert idx.get_partial_shape() == ov.PartialShape([-1]) and idx.dims == ("seq",)
     assert x.is_dynamic and model.is_dynamic()
-    assert [str(p.element_type) for p in model.inputs + model.outputs] == ["f32", "i64", "f32", "boolean"]
+    assert [p.element_type.get_type_name() for p in model.inputs + model.outputs] == \
+        ["f32", "i64", "f32", "boolean"]
     assert model.output("mask").element_type == ov.Type.boolean
     assert model.output("mask").element_type.to_dtype() == np.dtype(bool)
     assert idx.get_element_type().to_dtype() == np.int64

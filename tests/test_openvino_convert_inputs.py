@@ -37,7 +37,8 @@ def _conv() -> onnx.ModelProto:
 
 
 def _inputs(model: ov.Model) -> list[tuple[str, str, str]]:
-    return [(p.get_any_name(), str(p.get_partial_shape()), str(p.get_element_type())) for p in model.inputs]
+    return [(p.get_any_name(), str(p.get_partial_shape()), p.get_element_type().get_type_name())
+            for p in model.inputs]
 
 
 @pytest.mark.parametrize(("given", "shape", "element"), [

@@ -88,7 +88,7 @@ def test_an_unreachable_ray_address_is_a_device_error_naming_it() -> None:
         import inferplex as ov
         from inferplex.errors import DeviceError
         core = ov.Core()
-        print("RAY.0" in core.available_devices)  # listed devices skip it (with a warning)
+        print(any(d.startswith("RAY") for d in core.available_devices))  # listed devices skip it (warned)
         for _ in range(2):  # the second time from what the first found, without waiting again
             try:
                 core.get_property("RAY.0", "FULL_DEVICE_NAME")

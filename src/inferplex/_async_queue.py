@@ -266,6 +266,9 @@ class AsyncInferQueue:
     def __len__(self) -> int:
         return len(self._requests)
 
+    def __repr__(self) -> str:
+        return f"<AsyncInferQueue: {len(self._requests)} jobs>"
+
     def __getitem__(self, index: int) -> InferRequest:
         return self._requests[index]
 

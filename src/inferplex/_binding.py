@@ -146,11 +146,11 @@ def convert_input(port: Port, value: Any) -> Any:
         return value
     dtype = port_dtype(port)
     if is_ov_tensor(value):
-        element = value.get_element_type()
-        if dtype is not None and element != port.element_type:
+        element, wanted = value.get_element_type().get_type_name(), port.element_type.get_type_name()
+        if dtype is not None and element != wanted:
             raise InputError(f"input {port.any_name!r}: an ov.Tensor of element type {element} cannot "
-                             f"be set on an input of element type {port.element_type}; give a "
-                             f"{port.element_type} tensor, or a numpy array (converted with a copy)")
+                             f"be set on an input of element type {wanted}; give a "
+                             f"{wanted} tensor, or a numpy array (converted with a copy)")
         return value
     if _is_native(value) and (dtype is None or tensor_dtype(value) == dtype):
         return value
@@ -162,7 +162,7 @@ def convert_input(port: Port, value: Any) -> Any:
             array = array.astype(dtype) if dtype.kind != "O" else np.asarray(value, dtype=object)
     except (TypeError, ValueError, OverflowError) as error:
         raise InputError(f"input {port.any_name!r}: cannot convert {type(value).__name__} "
-                         f"to a {port.element_type} tensor ({error})") from error
+                         f"to a {port.element_type.get_type_name()} tensor ({error})") from error
     return array
 
 

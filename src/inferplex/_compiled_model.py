@@ -18,7 +18,7 @@ import numpy as np
 from inferplex._binding import InferResults
 from inferplex._infer_request import InferRequest
 from inferplex._model import Model
-from inferplex._ports import Port, find_port
+from inferplex._ports import Port, find_port, port_listing
 from inferplex.api.keywords import keyword_aliases
 from inferplex.devices.cache import CompileLedger
 from inferplex.engine import lifecycle
@@ -341,7 +341,7 @@ class CompiledModel:
         self.release()
 
     def __repr__(self) -> str:
-        return f"<CompiledModel {self._model.friendly_name!r} on {self._device_name}>"
+        return f"<CompiledModel:{port_listing(self._inputs, self._outputs)}>"
 
 
 def _output_spec(ports: list[Port]) -> OutputSpec:

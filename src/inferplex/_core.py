@@ -102,8 +102,12 @@ class Core(VirtualSettings):
 
     @property
     def available_devices(self) -> list[str]:
-        """Devices present now, e.g. ``["CPU", "GPU.0", "GPU.1"]``."""
-        return self._registry.available_devices()
+        """Devices present now, as OpenVINO lists them: a family's only device by the family's name
+        (``["CPU", "GPU"]`` with one GPU), several by their full names (``["CPU", "GPU.0", "GPU.1"]``)."""
+        devices = self._registry.available_devices()
+        families = [device.split(".", 1)[0] for device in devices]
+        return [family if families.count(family) == 1 else device
+                for device, family in zip(devices, families, strict=True)]
 
     def get_available_devices(self) -> list[str]:
         return self.available_devices
@@ -349,7 +353,8 @@ class Core(VirtualSettings):
                     self._registry.set_config(family, subset)
             for name, parsed in virtual.items():
                 self._virtual_config[name].update(parsed)
-            self._core_config.update({canonical_key(k): v for k, v in device_name.items()})
+            self._core_config.update({canonical_key(k): parsed.get(canonical_key(k), v)
+                                      for k, v in device_name.items()})
             self._core_config.update(engine)
             self._engine_settings.set("", engine)
             return
@@ -437,8 +442,9 @@ class Core(VirtualSettings):
                 raise PropertyError(f"{device_name} has no property {key!r}; it has: "
                                     f"{', '.join(sorted(self._virtual_keys(device_name)))}")
             return self._unset_virtual_value(device_name, name)
-        if name == "AVAILABLE_DEVICES":
-            return self._registry.plugin(device_name.split(".")[0]).devices()
+        if name == "AVAILABLE_DEVICES":  # the family's device ids, as OpenVINO's plugins give them
+            family = self._registry.plugin(device_name.split(".")[0])
+            return [device.partition(".")[2] for device in family.devices()]
         value = self._registry.device_property(device_name, name)
         if name == "SUPPORTED_PROPERTIES" and isinstance(value, list):
             # set_property takes the engine's keys for the device's compiles; AVAILABLE_DEVICES is the Core's

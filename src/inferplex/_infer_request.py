@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from inferplex._binding import InferResults, keyed_inputs, note_caller_streams
+from inferplex._ports import port_listing
 from inferplex._request_tensors import RequestTensors
 from inferplex._tensor_access import TensorAccess
 from inferplex.devices.base import ProfilingInfo
@@ -77,6 +78,9 @@ class InferRequest(TensorAccess):
     def get_compiled_model(self) -> CompiledModel:
         """The compiled model this request belongs to."""
         return self._compiled
+
+    def __repr__(self) -> str:
+        return f"<InferRequest:{port_listing(self._compiled._inputs, self._compiled._outputs)}>"
 
     def _check_idle(self) -> None:
         if not self._ended.is_set() and self._completing != threading.get_ident():

@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from inferplex._ports import Op, Port, find_port, op_of, source_node
+from inferplex._ports import Op, Port, find_port, op_of, port_listing, source_node
 from inferplex.api.keywords import keyword_aliases
 from inferplex.errors import InputError, InputTypeError, ModelError
 
@@ -349,9 +349,7 @@ class Model:
 
     def __repr__(self) -> str:
         """OpenVINO's form: the name, then one line per input and per output port."""
-        inputs = ",".join(f"\n{port!r}" for port in self.inputs)
-        outputs = ",".join(f"\n{port!r}" for port in self.outputs)
-        return f"<Model: {self._name!r}\ninputs[{inputs}\n]\noutputs[{outputs}\n]>"
+        return f"<Model: {self._name!r}{port_listing(self.inputs, self.outputs)}>"
 
 
 def _constructor_lists(args: list[Any], sinks: Any, parameters: Any, variables: Any, name: str | None

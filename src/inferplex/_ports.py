@@ -28,7 +28,7 @@ from inferplex.api.types import Type
 from inferplex.config.any_value import OVAny
 from inferplex.errors import InputError, InputIndexError
 
-__all__ = ["ElementType", "Input", "Op", "Port", "RTMap", "find_port", "op_of", "source_node"]
+__all__ = ["ElementType", "Input", "Op", "Port", "RTMap", "find_port", "op_of", "port_listing", "source_node"]
 
 _NAMES_KEY = "names"
 """metadata_props key of a value's extra tensor names (OpenVINO tensors have several; ONNX one)."""
@@ -282,9 +282,14 @@ class Port:
         return self.tensor
 
     def __repr__(self) -> str:
-        """OpenVINO's form: ``<ConstOutput: names[A] shape[?,2] type: f32>``."""
+        """OpenVINO's form: ``<Output: names[A] shape[?,2] type: f32>`` for a model's or an op's port,
+        ``<ConstOutput: ...>`` for a compiled model's."""
+        return self.described("Output" if self._live else "ConstOutput")
+
+    def described(self, kind: str) -> str:
+        """``<kind: names[A] shape[?,2] type: f32>``."""
         names = ",".join(sorted(self.names))
-        return f"<ConstOutput: names[{names}] shape{self.partial_shape} type: {self.element_type}>"
+        return f"<{kind}: names[{names}] shape{self.partial_shape} type: {self.element_type.get_type_name()}>"
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Port) and other.kind == self.kind and other.index == self.index
@@ -395,7 +400,8 @@ class Input:
         self._owner._replace_input(self._index, output._value)  # noqa: SLF001
 
     def __repr__(self) -> str:
-        return f"<Input: {self._owner.get_type_name()} input[{self._index}]>"
+        """OpenVINO's form: ``<Input: shape[2,3] type: f32>``."""
+        return f"<Input: shape{self.get_partial_shape()} type: {self.get_element_type().get_type_name()}>"
 
 
 class Op(Node):
@@ -446,6 +452,12 @@ class Op(Node):
 
 class _ConstantOp(Op, Constant):
     """An ONNX ``Constant`` node: OpenVINO's Constant, whose ``get_data`` gives its value."""
+
+
+def port_listing(inputs: Sequence[Port], outputs: Sequence[Port]) -> str:
+    """The ports as OpenVINO's reprs of models, compiled models and requests list them."""
+    listed = [",".join(f"\n{port.described('ConstOutput')}" for port in ports) for ports in (inputs, outputs)]
+    return f"\ninputs[{listed[0]}\n]\noutputs[{listed[1]}\n]"
 
 
 def op_of(node: ir.Node) -> Op:

@@ -30,6 +30,7 @@ from inferplex._opsets.build import (
 )
 from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
+from inferplex.api.types import type_name
 from inferplex.errors import InputError
 
 __all__ = ["adaptive_avg_pool", "adaptive_max_pool", "batch_to_space", "bucketize", "extract_image_patches",
@@ -50,7 +51,7 @@ def bucketize(data: NodeInput, buckets: NodeInput, output_type: str = "i64", wit
               name: str | None = None) -> Node:
     """The index of each element's bucket among the sorted 1-D ``buckets`` boundaries: the number of
     boundaries below it (``with_right_bound``: a boundary belongs to the bucket it ends) or at most it."""
-    kind = str(output_type).lower()
+    kind = type_name(output_type).lower()
     if kind not in _INDEX_TYPES:
         raise InputError(f"bucketize output_type {output_type!r}; accepted: {', '.join(_INDEX_TYPES)}")
     x = value_of(data)
@@ -149,7 +150,7 @@ def adaptive_max_pool(data: NodeInput, output_shape: NodeInput, index_element_ty
                       name: str | None = None) -> Node:
     """Max pooling to ``output_shape`` over :func:`adaptive_avg_pool`'s windows; outputs the maxima
     and their indices in the flattened spatial dims of each channel (the first where several tie)."""
-    kind = str(index_element_type).lower()
+    kind = type_name(index_element_type).lower()
     if kind not in _INDEX_TYPES:
         raise InputError(f"adaptive_max_pool index_element_type {index_element_type!r}; accepted: "
                          f"{', '.join(_INDEX_TYPES)}")

@@ -30,6 +30,7 @@ from inferplex._opsets.build import (
 )
 from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
+from inferplex.api.types import type_name
 from inferplex.errors import InputError
 
 __all__ = ["ctc_greedy_decoder", "ctc_greedy_decoder_seq_len", "embedding_bag_offsets",
@@ -190,7 +191,7 @@ def ctc_greedy_decoder_seq_len(data: NodeInput, sequence_length: NodeInput, blan
                                sequence_length_type: str = "i32", name: str | None = None) -> Node:
     """Greedy CTC decoding of ``data`` [batch, time, classes] over each sequence's first
     ``sequence_length`` steps: outputs the classes kept [batch, time] (-1 after them) and how many."""
-    kinds = [str(t).lower() for t in (classes_index_type, sequence_length_type)]
+    kinds = [type_name(t).lower() for t in (classes_index_type, sequence_length_type)]
     if any(kind not in _INDEX_TYPES for kind in kinds):
         raise InputError(f"ctc_greedy_decoder_seq_len index types {classes_index_type!r}, "
                          f"{sequence_length_type!r}; accepted: {', '.join(_INDEX_TYPES)}")

@@ -46,6 +46,7 @@ from inferplex._opsets.build import (
 )
 from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
+from inferplex.api.types import type_name
 from inferplex.errors import InputError
 
 __all__ = ["bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "eye", "fake_convert", "grid_sample",
@@ -365,7 +366,7 @@ def fake_convert(data: NodeInput, scale: NodeInput, shift: NodeInput = None, des
                  name: str | None = None) -> Node:
     """``(f8(data * scale - shift) + shift) / scale``: ``data`` rounded as if converted to
     ``destination_type`` (f8e4m3 or f8e5m2, nearest value, ties to even, saturating) and back."""
-    kind = str(destination_type).lower()
+    kind = type_name(destination_type).lower()
     if kind not in _F8:
         raise InputError(f"fake_convert destination_type {destination_type!r}; accepted: {', '.join(_F8)}")
     mantissa, smallest, largest = _F8[kind]

@@ -31,6 +31,7 @@ from inferplex._opsets.build import (
 )
 from inferplex._opsets.build import ints as _ints
 from inferplex.api.nodes import Node, to_ir_dtype
+from inferplex.api.types import type_name
 from inferplex.errors import InputError
 
 __all__ = ["ctc_loss", "gather_tree", "random_uniform"]
@@ -45,7 +46,7 @@ def random_uniform(output_shape: NodeInput, min_val: NodeInput, max_val: NodeInp
                    name: str | None = None) -> Node:
     """Uniform random numbers of ``output_type`` and shape ``output_shape`` in [``min_val``,
     ``max_val``); not OpenVINO's values for the same seeds (its random stream is not ONNX's)."""
-    kind = str(output_type).lower()
+    kind = type_name(output_type).lower()
     if kind not in _OUTPUT_TYPES:
         raise InputError(f"random_uniform output_type {output_type!r}; accepted: {', '.join(_OUTPUT_TYPES)}")
     if str(alignment).lower() not in _ALIGNMENTS:

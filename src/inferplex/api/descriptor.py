@@ -114,4 +114,5 @@ class DescriptorTensor:
 
     def __repr__(self) -> str:
         names = ", ".join(sorted(self.names))
-        return f"<DescriptorTensor: names[{names}] shape{self.partial_shape} type: {self.element_type}>"
+        element = self.element_type.get_type_name()
+        return f"<DescriptorTensor: names[{names}] shape{self.partial_shape} type: {element}>"

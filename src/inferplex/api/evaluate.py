@@ -36,7 +36,8 @@ def evaluate_node(node: Node, output_tensors: list[Any], input_tensors: list[Any
     for index, (port, tensor) in enumerate(zip(inputs, input_tensors, strict=True)):
         if port.get_element_type() != tensor.get_element_type():
             raise InputError(f"evaluate: {node.get_type_name()} input {index} takes "
-                             f"{port.get_element_type()} data, got a {tensor.get_element_type()} tensor")
+                             f"{port.get_element_type().get_type_name()} data, got a "
+                             f"{tensor.get_element_type().get_type_name()} tensor")
     if len(onnx_nodes) != 1 or len(onnx_nodes[0].outputs) != len(output_tensors):
         return False
     arrays = [np.asarray(tensor.data) for tensor in input_tensors]

@@ -320,8 +320,12 @@ class Node:
                              f"output(index).get_{'shape' if what == 'shape' else 'element_type'}()")
 
     def __repr__(self) -> str:
-        shapes = ", ".join(repr(o) for o in self.outputs())
-        return f"<{self._type_name}: {self.get_friendly_name()!r} ({shapes})>"
+        """OpenVINO's form: ``<Relu: 'act' ([1,?])>``, each output's shape; a Parameter's element type too."""
+        ports = self.outputs() or [port.get_source_output() for port in self.inputs()]
+        described = [str(port.get_partial_shape()) for port in ports]
+        if self._type_name == "Parameter":
+            described.append(self.get_element_type().c_type_name())
+        return f"<{self._type_name}: {self.get_friendly_name()!r} ({', '.join(described)})>"
 
 
 _ViewedNode = TypeVar("_ViewedNode", bound="Node")

@@ -35,7 +35,7 @@ import onnx
 import onnx_ir as ir
 
 from inferplex.api.shapes import Dimension, PartialShape, Shape, parse_dimension_text, split_shape_text
-from inferplex.api.types import Type
+from inferplex.api.types import type_name
 from inferplex.errors import InputError
 from inferplex.shape_inference import find_conflicts, infer, proto_dims, weightless_copy
 
@@ -209,8 +209,8 @@ def apply_input_types(model: ir.Model, types: Mapping[int, ir.DataType]) -> None
     values = [value for node in graph for value in node.outputs]
     saved = {id(v): (v.type, v.shape) for v in [*graph.inputs, *values]}
     declared = {i: graph.inputs[i].dtype for i in changed}
-    asked = "; ".join(f"input {graph.inputs[i].name!r} of type {Type(t)} (the model declares "
-                      f"{Type(declared[i]) if declared[i] is not None else 'no type'})"
+    asked = "; ".join(f"input {graph.inputs[i].name!r} of type {type_name(t)} (the model declares "
+                      f"{type_name(declared[i]) if declared[i] is not None else 'no type'})"
                       for i, t in changed.items())
     try:
         for index, element in changed.items():

@@ -213,7 +213,7 @@ class Tensor:
         """Byte strides per dimension; sub-byte types (u1, u4, i4, ...) have none, as in OpenVINO."""
         if self._type.get_bitwidth() < 8:
             raise InputError("Could not get strides for types with bitwidths less then 8 bit. "
-                             f"This tensor is {self._type}.")
+                             f"This tensor is {self._type.get_type_name()}.")
         if self._type == Type.string:
             item = self._type.get_size()
             dims = self._array.shape
@@ -298,7 +298,7 @@ class Tensor:
         return array.copy() if copy else array
 
     def __repr__(self) -> str:
-        return f"<Tensor: shape{self.get_shape()} type: {self._type}>"
+        return f"<Tensor: shape{self.get_shape()} type: {self._type.get_type_name()}>"
 
 
 def tensor_owning(array: np.ndarray) -> Tensor:

@@ -15,7 +15,8 @@ Where inferplex differs from OpenVINO, on purpose:
   spellings (``"float32"``), since those are the names ``to_string()`` prints.
 - ``to_dtype()`` gives ml_dtypes' ``bfloat16``/``int4``/... (what onnx-ir and
   ONNX Runtime use) where OpenVINO gives ``float16``/``uint8`` stand-ins.
-- ``str(Type.f32)`` is ``"f32"``; ``repr`` is ``<Type: 'f32'>``.
+- ``str`` and ``repr`` print OpenVINO's form, ``<Type: 'float32'>``; f-strings and ``format``
+  give the short name, ``get_type_name()`` (``"f32"``), where OpenVINO's give ``str``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import onnx_ir as ir
 
 from inferplex.errors import InputError
 
-__all__ = ["Type"]
+__all__ = ["Type", "type_name"]
 
 # OpenVINO's spelling where it differs from onnx-ir's short name.
 _OV_NAMES = {
@@ -36,6 +37,11 @@ _OV_NAMES = {
     ir.DataType.FLOAT8E4M3FN: "f8e4m3",
     ir.DataType.UNDEFINED: "dynamic",
 }
+# How OpenVINO prints a Type (``<Type: 'float32'>``) where it differs from the short name.
+_PRINTED_NAMES = {"f32": "float32", "f64": "double64", "f16": "float16", "bf16": "bfloat16",
+                  "boolean": "char", "nf4": "nfloat4",
+                  **{f"{sign}{bits}": f"{'u' if sign == 'u' else ''}int{bits}_t"
+                     for sign in ("i", "u") for bits in (1, 2, 3, 4, 6, 8, 16, 32, 64)}}
 # The element types OpenVINO names as Type attributes and that ONNX can hold.
 _ATTRIBUTE_NAMES = ("f16", "f32", "f64", "bf16", "i4", "i8", "i16", "i32", "i64", "u2", "u4",
                     "u8", "u16", "u32", "u64", "boolean", "string", "f8e4m3", "f8e5m2", "f4e2m1",
@@ -201,10 +207,25 @@ class Type:
         return hash(("Type", int(self._data_type)))
 
     def __repr__(self) -> str:
-        return f"<Type: '{self.to_string()}'>"
+        name = self.get_type_name()
+        return f"<Type: '{_PRINTED_NAMES.get(name, name)}'>"
 
-    def __str__(self) -> str:
-        return self.to_string()
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        """In f-strings and ``format``, the short name (``f"{Type.f32}"`` is ``"f32"``), as inferplex's
+        messages and OpenVINO's listings (``PrePostProcessor``'s dump, port reprs) write types."""
+        return format(self.get_type_name(), spec)
+
+    def c_type_name(self) -> str:
+        """The element's C type as OpenVINO's op listings print it (``float``, ``int64_t``)."""
+        return {"f32": "float", "f64": "double"}.get(self.get_type_name()) or repr(self)[8:-2]
+
+
+def type_name(value: Any) -> str:
+    """The short name of an element type given as a ``Type``, a numpy dtype or a name (``"f32"``);
+    a name as given."""
+    return value if isinstance(value, str) else Type(value).get_type_name()
 
 
 def _data_type_of(dtype: Any) -> ir.DataType:

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from inferplex._compiled_model import CompiledModel
 from inferplex._ports import Port
+from inferplex.api.types import Type
 from inferplex.config.values import as_text
 from inferplex.errors import InferplexError
 
@@ -43,7 +44,7 @@ def format_bytes(count: Any) -> str:
 def describe_ports(ports: Sequence[Port]) -> dict[str, dict[str, Any]]:
     """``{name: {"shape": [1, 3, 224, 224], "element_type": "f32"}}`` ("?" for dynamic dims)."""
     return {p.any_name: {"shape": [d if isinstance(d, int) else "?" for d in p.dims or []],
-                         "element_type": str(p.element_type)} for p in ports}
+                         "element_type": p.element_type.get_type_name()} for p in ports}
 
 
 def read_optional(compiled: CompiledModel, key: str) -> Any:
@@ -57,7 +58,8 @@ def read_optional(compiled: CompiledModel, key: str) -> Any:
 def print_compiled(out: Console, compiled: CompiledModel, keys: Sequence[str]) -> dict[str, Any]:
     """Print the compiled model's properties among ``keys`` that it has; return them."""
     found = {key: value for key in keys if (value := read_optional(compiled, key)) is not None}
-    out.print("Compiled model: " + ", ".join(f"{k}={as_text(v)}" for k, v in found.items()), soft_wrap=True)
+    shown = {k: v.get_type_name() if isinstance(v, Type) else as_text(v) for k, v in found.items()}
+    out.print("Compiled model: " + ", ".join(f"{k}={v}" for k, v in shown.items()), soft_wrap=True)
     return found
 
 

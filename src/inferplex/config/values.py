@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -227,8 +228,11 @@ Parser = Callable[[Any], Any]
 
 
 def directory(value: Any) -> str:
-    """A directory path (str or os.PathLike) as text; '' means none.  Whether it is safe is checked
-    where it is used (the model cache checks its owner and mode at compile)."""
+    """A directory path (str, os.PathLike, or a ``tempfile.TemporaryDirectory``: its folder) as
+    text; '' means none.  Whether it is safe is checked where it is used (the model cache checks
+    its owner and mode at compile)."""
+    if isinstance(value, tempfile.TemporaryDirectory):  # OpenVINO's docs pass one to CACHE_DIR
+        return str(value.name)
     if isinstance(value, (str, os.PathLike)):
         return os.fspath(value)
-    raise Reject("a directory path (str or pathlib.Path), or '' for none")
+    raise Reject("a directory path (str, pathlib.Path or tempfile.TemporaryDirectory), or '' for none")

@@ -155,7 +155,7 @@ def plan_input(info: InputInfo, port: Any,
                          "as one input: add convert_color(ColorFormat.RGB) (or BGR) to its steps")
     start, before = len(track.ops), track.state()
     track.cast(model_type)
-    track.record(f"convert type ({model_type})", True, start, before)
+    track.record(f"convert type ({model_type.get_type_name()})", True, start, before)
     start, before = len(track.ops), track.state()
     track.transpose_to(model_layout, implicit=True)
     track.record(f"convert layout {model_layout}", True, start, before)
@@ -388,7 +388,7 @@ def plan_output(info: OutputInfo, port: Any) -> _Tracker:
     if facts.element_type is not None:
         start, before = len(track.ops), track.state()
         track.cast(facts.element_type)
-        track.record(f"convert type ({facts.element_type})", True, start, before)
+        track.record(f"convert type ({facts.element_type.get_type_name()})", True, start, before)
     start, before = len(track.ops), track.state()
     track.transpose_to(tensor_layout, implicit=True)
     track.record(f"convert layout {tensor_layout}", True, start, before)

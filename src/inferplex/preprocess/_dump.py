@@ -14,6 +14,7 @@ from typing import Any
 
 from inferplex.api.layout import Layout
 from inferplex.api.shapes import PartialShape
+from inferplex.api.types import type_name
 from inferplex.errors import InputError, ModelError
 from inferplex.preprocess._build import State, color_name, input_planes, plan_input, plan_output
 from inferplex.preprocess._info import InputInfo, OutputInfo
@@ -35,9 +36,13 @@ def _layout(layout: Layout | None) -> str:
     return "<no layout>" if layout is None or layout.empty else str(layout)
 
 
+def _element(element: Any) -> str:
+    return "<no type>" if element is None else type_name(element)
+
+
 def _tensor(shape: PartialShape, state: State) -> str:
     layout, element, color = state
-    text = f"{shape}, {_layout(layout)}, {element}"
+    text = f"{shape}, {_layout(layout)}, {_element(element)}"
     return f"{text}, {color_name(color)}" if color is not None else text
 
 
@@ -65,7 +70,7 @@ def _failed(progress: list[Any], shape: PartialShape | None, model: str, count: 
         layout, element, _ = track.initial
         shown = PartialShape.dynamic() if shape is None else shape
         if shape is not None:
-            lines.append(f"    User's input tensor: {shape}, {_layout(layout)}, {element}")
+            lines.append(f"    User's input tensor: {shape}, {_layout(layout)}, {_element(element)}")
         lines.append(model.format(_layout(track.model_layout)))
         track.raw_ops = list(track.ops)
         steps, last = _steps(track, shown, ("Pre-processing steps", "Implicit pre-processing steps"))
@@ -96,7 +101,8 @@ def _input(port: Any, info: InputInfo) -> list[str]:
     if facts.memory_type is not None:
         head += f" memory type={facts.memory_type}"
     lines = [head + ":"]
-    model = f"    Model's expected tensor: {port.get_partial_shape()}, {{}}, {port.get_element_type()}"
+    model = (f"    Model's expected tensor: {port.get_partial_shape()}, {{}}, "
+             f"{port.get_element_type().get_type_name()}")
     progress: list[Any] = []
     try:
         track, shape, element, layout = plan_input(info, port, progress)
@@ -106,9 +112,9 @@ def _input(port: Any, info: InputInfo) -> list[str]:
     if len(planes) > 1:
         lines.append(f"    {len(planes)} user's tensors expected for each plane:")
         lines += [f"       {i}: {plane + ' ' if facts.sub_names else ''}{plane_shape}, {_layout(layout)}, "
-                  f"{element}" for i, (plane, plane_shape) in enumerate(planes)]
+                  f"{_element(element)}" for i, (plane, plane_shape) in enumerate(planes)]
     else:
-        lines.append(f"    User's input tensor: {shape}, {_layout(layout)}, {element}")
+        lines.append(f"    User's input tensor: {shape}, {_layout(layout)}, {_element(element)}")
     lines.append(model.format(_layout(track.model_layout)))
     steps, _ = _steps(track, shape, ("Pre-processing steps", "Implicit pre-processing steps"))
     return lines + steps
