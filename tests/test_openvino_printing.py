@@ -75,10 +75,11 @@ def test_printed_as_openvino_prints_it(what: str, programs: tuple[dict[str, Any]
     assert repr(shown(ov, ours)) == repr(shown(real, theirs))
 
 
-def test_element_types_print_as_openvino_and_format_by_their_short_name() -> None:
+def test_element_types_print_and_format_as_openvino_and_keep_their_short_name() -> None:
     for name in ("f32", "f64", "f16", "bf16", "i8", "i64", "u1", "u4", "u16", "boolean", "nf4", "string"):
-        assert str(getattr(ov.Type, name)) == str(getattr(real.Type, name)), name
-        assert f"{getattr(ov.Type, name)}" == getattr(ov.Type, name).get_type_name() == name
+        ours, theirs = getattr(ov.Type, name), getattr(real.Type, name)
+        assert str(ours) == str(theirs) and f"{ours}" == f"{theirs}", name
+        assert ours.get_type_name() == theirs.get_type_name() == name
 
 
 def test_a_lone_gpu_is_listed_by_its_family_name(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -88,7 +88,7 @@ def test_type_equality_hash_and_text() -> None:
     assert {ov.Type.f32: 1}[ov.Type("f32")] == 1
     assert ov.Type.f32 != np.float32 and ov.Type.f32 != ov.Type.f16  # as OpenVINO: Types only
     assert repr(ov.Type.f32) == "<Type: 'float32'>" and str(ov.Type.i64) == "<Type: 'int64_t'>"  # OpenVINO's
-    assert f"{ov.Type.i64}" == "i64" and ov.Type.boolean.get_type_name() == "boolean"
+    assert f"{ov.Type.i64}" == "<Type: 'int64_t'>" and ov.Type.boolean.get_type_name() == "boolean"
     assert ov.Type(float) == ov.Type.f64 and ov.Type(int) == ov.Type.i64
 
 

@@ -238,7 +238,7 @@ def _check(port: Port, tensor: Any, symbols: dict[str, tuple[int, str]]) -> list
     dtype = tensor.dtype if type(tensor) is np.ndarray else tensor_dtype(tensor)
     if want is not None and dtype is not None and dtype != want:
         problems.append(f"input {port.any_name!r} has dtype {dtype}; the model takes "
-                        f"{port.element_type} ({want})")
+                        f"{port.element_type.get_type_name()} ({want})")
     expected = port_dims(port)
     if expected is None:
         return problems

@@ -8,23 +8,52 @@ pairs as a variable).
     manager.register_pass(Serialize("model.xml", "model.bin"))
     manager.run_passes(model)
 
-OpenVINO's pattern matching (``Matcher``, ``WrapType``, ``GraphRewrite``) and its graph
-transformations other than these are not here: inferplex's models are ONNX graphs, which
-``Model``'s own editing API (and onnx-ir) changes.
+Pattern matching (:mod:`inferplex.api.patterns`: ``Matcher``, ``WrapType``, ``AnyInput``, ``Or``,
+``Optional`` and the predicates) and the passes that rewrite what it finds: a :class:`MatcherPass`
+(a matcher and a callback that changes the graph and says whether it did), run by the Manager on
+every op of the model in topological order, and :class:`GraphRewrite` and
+:class:`BackwardGraphRewrite` (several matcher passes, each op tried with each in turn until one
+rewrites it; backward: from the Results up).  As in OpenVINO, ops that no longer feed the model
+after a rewrite leave it.  OpenVINO's other graph transformations are not here: inferplex's models
+are ONNX graphs, which ``Model``'s own editing API (and onnx-ir) changes.
 """
 
 from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import onnx_ir as ir
 
+from inferplex.api.nodes import Node
+from inferplex.api.patterns import (
+    AnyInput,
+    Matcher,
+    Optional,
+    Or,
+    Predicate,
+    WrapType,
+    consumers_count,
+    has_static_dim,
+    has_static_dims,
+    has_static_rank,
+    has_static_shape,
+    rank_equals,
+    shape_matches,
+    type_matches,
+    type_matches_any,
+)
 from inferplex.errors import InputError, InputTypeError
 
-__all__ = ["ConstantFolding", "MakeStateful", "Manager", "ModelPass", "PassBase", "Serialize", "Version"]
+__all__ = [
+    "AnyInput", "BackwardGraphRewrite", "ConstantFolding", "GraphRewrite", "MakeStateful", "Manager",
+    "Matcher", "MatcherPass", "ModelPass", "Optional", "Or", "PassBase", "Predicate", "Serialize", "Version",
+    "WrapType", "consumers_count", "has_static_dim", "has_static_dims", "has_static_rank", "has_static_shape",
+    "rank_equals", "shape_matches", "type_matches", "type_matches_any",
+]
 
 
 class Version(enum.Enum):
@@ -64,8 +93,8 @@ class Manager:
 
     def register_pass(self, new_pass: PassBase) -> PassBase:
         if not isinstance(new_pass, PassBase):
-            raise InputTypeError(f"register_pass takes a pass (ModelPass, Serialize, MakeStateful), not "
-                                 f"{type(new_pass).__name__}")
+            raise InputTypeError(f"register_pass takes a pass (ModelPass, MatcherPass, GraphRewrite, "
+                                 f"Serialize, MakeStateful, ...), not {type(new_pass).__name__}")
         self._passes.append(new_pass)
         return new_pass
 
@@ -81,6 +110,148 @@ class Manager:
 
     def __repr__(self) -> str:
         return f"<Manager: {len(self._passes)} passes>"
+
+
+Callback = Callable[[Matcher], bool]
+"""A MatcherPass's callback: it gets the matcher after a match, rewrites, and says whether it did."""
+
+
+class MatcherPass(PassBase):
+    """A pattern and what to do where it matches: ``MatcherPass(matcher, callback)``, or a subclass
+    that calls :meth:`register_matcher` in its ``__init__``.  Run by a Manager (or in a
+    :class:`GraphRewrite`), it tries the pattern on the first output of every op of the model."""
+
+    def __init__(self, matcher: Matcher | None = None, callback: Callback | None = None) -> None:
+        super().__init__()
+        self._matcher: Matcher | None = None
+        self._callback: Callback | None = None
+        self._new_nodes: list[Node] = []
+        self.callback_ran = False
+        """Whether the last :meth:`apply` matched and ran the callback (which may have changed the graph)."""
+        if matcher is not None or callback is not None:
+            self.register_matcher(matcher, callback)  # type: ignore[arg-type]
+
+    def register_matcher(self, matcher: Matcher, callback: Callback) -> None:
+        """Match with ``matcher``; ``callback(matcher) -> bool`` rewrites each match.  The pass takes
+        the matcher's name."""
+        if not isinstance(matcher, Matcher):
+            raise InputTypeError(f"register_matcher takes a Matcher and a callback, got "
+                                 f"{type(matcher).__name__}")
+        if not callable(callback):
+            raise InputTypeError(f"register_matcher takes a callback (matcher) -> bool, got "
+                                 f"{type(callback).__name__}")
+        self._matcher, self._callback = matcher, callback
+        self.set_name(matcher.get_name())
+
+    def register_new_node(self, node: Node) -> Node:
+        """Have the running GraphRewrite try its matchers on ``node`` (a node the callback made) next."""
+        if not isinstance(node, Node):
+            raise InputTypeError(f"register_new_node takes a node, got {type(node).__name__}")
+        self._new_nodes.append(node)
+        return node
+
+    def take_new_nodes(self) -> list[Node]:
+        """The nodes registered since the last call, in order; the list empties."""
+        nodes, self._new_nodes = self._new_nodes, []
+        return nodes
+
+    def apply(self, node: Node) -> bool:
+        """Match the pattern on ``node``'s first output; where it matches, the callback's verdict."""
+        self._new_nodes.clear()
+        self.callback_ran = False
+        if self._matcher is None or self._callback is None or node.get_output_size() == 0:
+            return False
+        matched = self.callback_ran = self._matcher.match(node.output(0))
+        try:
+            return _verdict(self._callback(self._matcher)) if matched else False
+        finally:
+            self._matcher.clear_state()
+
+    def run_on_model(self, model: Any) -> bool:
+        """Apply to every op of the model, in topological order (OpenVINO's Manager runs a
+        MatcherPass so, as a GraphRewrite of one)."""
+        rewrite = GraphRewrite()
+        rewrite.add_matcher(self)
+        return rewrite.run_on_model(model)
+
+
+def _verdict(status: Any) -> bool:
+    if not isinstance(status, bool) and type(status).__name__ != "bool_":
+        raise InputTypeError(f"a MatcherPass callback must return a bool (whether it changed the graph), "
+                             f"got {type(status).__name__}")
+    return bool(status)
+
+
+class GraphRewrite(PassBase):
+    """Matcher passes run together: each op of the model, in topological order, is tried with each
+    pass in the order they were added until one rewrites it; ops a pass registers
+    (``register_new_node``) are tried next."""
+
+    def __init__(self, matcher_pass: MatcherPass | None = None) -> None:
+        super().__init__()
+        self._matchers: list[MatcherPass] = []
+        if matcher_pass is not None:
+            self.add_matcher(matcher_pass)
+
+    def add_matcher(self, matcher_pass: MatcherPass) -> MatcherPass:
+        """Append a MatcherPass to those run; returns it."""
+        if not isinstance(matcher_pass, MatcherPass):
+            raise InputTypeError(f"add_matcher takes a MatcherPass, got {type(matcher_pass).__name__}")
+        self._matchers.append(matcher_pass)
+        return matcher_pass
+
+    def _order(self, ops: list[Any]) -> Iterable[Any]:
+        return ops
+
+    def run_on_model(self, model: Any) -> bool:
+        queue = deque(self._order(model.get_ordered_ops()))
+        rewritten = False
+        while queue:
+            node = queue.popleft()
+            if _in_graph(node, model.ir.graph):
+                rewritten = self._apply(node, queue, model.ir.graph) or rewritten
+        return rewritten
+
+    def _apply(self, node: Any, queue: deque[Any], graph: ir.Graph) -> bool:
+        """Try each matcher pass on ``node`` until one rewrites it."""
+        for matcher_pass in self._matchers:
+            status = matcher_pass.apply(node)
+            queue.extendleft(reversed(matcher_pass.take_new_nodes()))
+            if matcher_pass.callback_ran:
+                _drop_unused(graph)
+            if status:
+                return True
+        return False
+
+
+class BackwardGraphRewrite(GraphRewrite):
+    """A GraphRewrite that visits the ops from the model's Results to its Parameters."""
+
+    def _order(self, ops: list[Any]) -> Iterable[Any]:
+        return reversed(ops)
+
+
+def _in_graph(node: Any, graph: ir.Graph) -> bool:
+    """Whether ``node`` is still part of the model (a rewrite may have dropped it)."""
+    main = node._main  # noqa: SLF001 - the node classes of this package
+    if main is not None:
+        return bool(main.graph is graph)
+    return True
+
+
+def _drop_unused(graph: ir.Graph) -> None:
+    """Remove the ops whose outputs nothing reads and the model does not output (OpenVINO frees
+    them); variables' Assigns stay."""
+    from inferplex.state.variables import STATE_DOMAIN
+
+    dropped = True
+    while dropped:
+        outputs = {id(value) for value in graph.outputs}
+        unused = [node for node in graph if node.domain != STATE_DOMAIN
+                  and all(not value.uses() and id(value) not in outputs for value in node.outputs)]
+        for node in reversed(unused):
+            graph.remove(node, safe=True)
+        dropped = bool(unused)
 
 
 class Serialize(PassBase):

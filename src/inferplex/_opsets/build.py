@@ -14,6 +14,7 @@ import onnx_ir as ir
 
 from inferplex.api.build import OPSET
 from inferplex.api.nodes import Constant, Node
+from inferplex.api.types import Type
 from inferplex.errors import InputError
 
 NodeInput = Any
@@ -186,8 +187,8 @@ def round_half_away(value: ir.Value) -> ir.Value:
 
 def choice(value: Any, accepted: Collection[str], what: str) -> str:
     """``value`` lower-cased where ``accepted`` holds it; else an InputError naming ``what`` (the op
-    and its argument) and what it accepts."""
-    text = str(value).lower()
+    and its argument) and what it accepts.  An element type may be given as a ``Type``."""
+    text = (value.get_type_name() if isinstance(value, Type) else str(value)).lower()
     if text not in accepted:
         raise InputError(f"{what} {value!r}; accepted: {', '.join(accepted)}")
     return text
@@ -258,7 +259,17 @@ def like(value: ir.Value, number: Any) -> ir.Value:
     return value_of(np.asarray(number, dtype=dtype))
 
 
+PATTERN_KEY = "inferplex.pattern"
+"""onnx-ir value ``meta`` key: the value is part of a pattern (``inferplex.passes.AnyInput``,
+``WrapType``, ... or an op built on one), of no element type or shape, so ops built on it are not
+inferred and their outputs are pattern values too."""
+
+
 def _infer(built: Node, node: ir.Node, inputs: Sequence[ir.Value | None], attrs: dict[str, Any]) -> None:
+    if any(value is not None and PATTERN_KEY in value.meta for value in inputs):
+        for output in node.outputs:  # a pattern's op: of any type and shape, as its inputs
+            output.meta[PATTERN_KEY] = True
+        return
     names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
     outs = [f"out{i}" for i in range(len(node.outputs))]
     proto = onnx.helper.make_node(node.op_type, names, outs, **attrs)

@@ -98,7 +98,8 @@ class Tensor:
                              f"{needed} bytes, the array holds {array.nbytes}")
         if partial.is_static and (array.nbytes != needed or array.dtype != element.to_dtype()):
             warnings.warn(f"the array ({array.dtype}, {array.nbytes} bytes) does not match the port "
-                          f"({element}, {needed} bytes); its memory is read as the port's type",
+                          f"({element.get_type_name()}, {needed} bytes); its memory is read as the "
+                          "port's type",
                           RuntimeWarning, stacklevel=3)
         self._view_bytes(array, shape, element)
 
@@ -147,8 +148,8 @@ class Tensor:
         dtype = element.to_dtype()
         needed = _nbytes(element, math.prod(shape))
         if array.nbytes < needed:
-            raise InputError(f"the array holds {array.nbytes} bytes but a {element} tensor of shape "
-                             f"{list(shape)} needs {needed}")
+            raise InputError(f"the array holds {array.nbytes} bytes but a {element.get_type_name()} "
+                             f"tensor of shape {list(shape)} needs {needed}")
         if packed.packed_bits(element):
             self._set(element, _bytes_of(array), shape, owned=False)
             return
@@ -245,7 +246,8 @@ class Tensor:
             raise InputError(f"copy_from takes a Tensor or a numpy array, got "
                              f"{type(source).__name__}")
         if source.element_type != self._type:
-            raise InputError(f"cannot copy a {source.element_type} tensor into a {self._type} "
+            raise InputError(f"cannot copy a {source.element_type.get_type_name()} tensor into a "
+                             f"{self._type.get_type_name()} "
                              "tensor; element types must be equal")
         self.set_shape(source.get_shape())
         self._array[...] = source._array
@@ -273,7 +275,7 @@ class Tensor:
 
     def _check_string(self, what: str) -> None:
         if self._type != Type.string:
-            raise InputError(f"{what} is for string tensors; this tensor is {self._type} "
+            raise InputError(f"{what} is for string tensors; this tensor is {self._type.get_type_name()} "
                              "(use .data)")
 
     def _set_strings(self, values: Any) -> None:
@@ -286,8 +288,8 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if self._dims is not None:  # packed: the element values, unpacked into a new array
             if copy is False:
-                raise ValueError(f"a {self._type} tensor is packed: numpy sees its values only in a "
-                                 "new array (np.array(tensor)); tensor.data views its bytes")
+                raise ValueError(f"a {self._type.get_type_name()} tensor is packed: numpy sees its values "
+                                 "only in a new array (np.array(tensor)); tensor.data views its bytes")
             bits = packed.packed_bits(self._type)
             codes = packed.unpack(self._array, bits, self.get_size())
             values = packed.from_codes(codes, self._type.to_dtype(), self._dims)

@@ -15,8 +15,8 @@ Where inferplex differs from OpenVINO, on purpose:
   spellings (``"float32"``), since those are the names ``to_string()`` prints.
 - ``to_dtype()`` gives ml_dtypes' ``bfloat16``/``int4``/... (what onnx-ir and
   ONNX Runtime use) where OpenVINO gives ``float16``/``uint8`` stand-ins.
-- ``str`` and ``repr`` print OpenVINO's form, ``<Type: 'float32'>``; f-strings and ``format``
-  give the short name, ``get_type_name()`` (``"f32"``), where OpenVINO's give ``str``.
+- ``str``, ``repr`` and f-strings print OpenVINO's form, ``<Type: 'float32'>``; the short name
+  is ``get_type_name()`` (``"f32"``), which inferplex's own messages use.
 """
 
 from __future__ import annotations
@@ -211,11 +211,6 @@ class Type:
         return f"<Type: '{_PRINTED_NAMES.get(name, name)}'>"
 
     __str__ = __repr__
-
-    def __format__(self, spec: str) -> str:
-        """In f-strings and ``format``, the short name (``f"{Type.f32}"`` is ``"f32"``), as inferplex's
-        messages and OpenVINO's listings (``PrePostProcessor``'s dump, port reprs) write types."""
-        return format(self.get_type_name(), spec)
 
     def c_type_name(self) -> str:
         """The element's C type as OpenVINO's op listings print it (``float``, ``int64_t``)."""

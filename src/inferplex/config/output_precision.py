@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from inferplex.api.types import type_name
 from inferplex.config import values
 from inferplex.errors import PropertyError
 
@@ -55,8 +56,9 @@ def lowered_precision(setting: Any, hints: Iterable[tuple[str, Any]]) -> str | N
         return None
     lowered: dict[str, list[str]] = {}
     for device, hint in hints:
-        if hint is not None and str(hint).lower() in _LOWERED:
-            lowered.setdefault(str(hint).lower(), []).append(device)
+        name = None if hint is None else type_name(hint).lower()
+        if name in _LOWERED:
+            lowered.setdefault(name, []).append(device)
     if len(lowered) > 1:
         described = "; ".join(f"{precision} on {', '.join(names)}" for precision, names in lowered.items())
         raise PropertyError(f"{KEY} INFERENCE needs one lowered precision for every device, but the devices "

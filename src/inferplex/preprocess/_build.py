@@ -17,7 +17,7 @@ import onnx_ir as ir
 from inferplex.api import layout_helpers
 from inferplex.api.layout import Layout
 from inferplex.api.shapes import Dimension, PartialShape
-from inferplex.api.types import Type
+from inferplex.api.types import Type, type_name
 from inferplex.errors import InputError, ModelError
 from inferplex.preprocess._enums import ColorFormat, PaddingMode, ResizeAlgorithm
 from inferplex.preprocess._info import InputInfo, OutputInfo, Step
@@ -179,7 +179,7 @@ def describe(step: Step, model_layout: Layout) -> str:
     """OpenVINO's description of a step, as its PrePostProcessor prints it."""
     args = step.args
     if step.name == "convert_element_type":
-        return f"convert type ({args[0] or 'dynamic'})"
+        return f"convert type ({type_name(args[0]) if args[0] else 'dynamic'})"
     if step.name == "convert_layout":
         target = model_layout if args[0] is None else args[0]
         return f"convert layout {target}" if isinstance(target, Layout) else \

@@ -256,7 +256,8 @@ def _per_channel(args: tuple[Any, ...], element: Type, shape: PartialShape, kind
     values, channel_axis = args
     if not element.is_real():
         raise ModelError(f"{'mean' if kind == 'sub' else 'scale'} applies to float tensors; this "
-                         f"one is {element} there: add convert_element_type(Type.f32) before it")
+                         f"one is {element.get_type_name()} there: add convert_element_type(Type.f32) "
+                         "before it")
     array = np.asarray(values, dtype=element.to_dtype())
     if len(values) == 1:
         return array.reshape(())

@@ -79,7 +79,8 @@ def pad_arguments(pads_begin: Any, pads_end: Any, value: Any,
 def check_pad(begin: tuple[int, ...], element: Type, rank: int | None) -> None:
     """ModelError unless the tensor at the pad step is a float one with one pad per dimension."""
     if not element.is_real():
-        raise ModelError(f"pad applies to float tensors (as in OpenVINO); this one is {element} "
+        raise ModelError("pad applies to float tensors (as in OpenVINO); this one is "
+                         f"{element.get_type_name()} "
                          "there: add convert_element_type(Type.f32) before it")
     if rank is not None and len(begin) != rank:
         raise ModelError(f"pad takes one pad per dimension: pads_begin and pads_end have "

@@ -108,7 +108,7 @@ def check_element(element: Type, what: str = "NV12/I420 conversion") -> str | No
     """Why ``element`` cannot be converted, or None."""
     if element in _TYPES:
         return None
-    return (f"{what} takes u8 or float (f16, f32, f64) data, got {element}; add "
+    return (f"{what} takes u8 or float (f16, f32, f64) data, got {element.get_type_name()}; add "
             "convert_element_type(Type.f32) before convert_color or set the tensor's element type")
 
 
