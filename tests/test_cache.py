@@ -178,6 +178,53 @@ def test_virtual_devices_load_their_members_from_cache(tmp_path: Path, device: s
     _check(warm)
 
 
+class _Cipher:
+    """OpenVINO's CACHE_ENCRYPTION_CALLBACKS as a program writes them: ``[encrypt, decrypt]`` (here an
+    XOR with a key, so what the cache holds is unreadable without it), counting the calls."""
+
+    def __init__(self, key: int) -> None:
+        self.key, self.encrypted, self.decrypted = key, 0, 0
+
+    def _xor(self, data: bytes) -> bytes:
+        return (np.frombuffer(data, np.uint8) ^ np.uint8(self.key)).tobytes()
+
+    def encrypt(self, data: bytes) -> bytes:
+        self.encrypted += 1
+        return self._xor(data)
+
+    def decrypt(self, data: bytes) -> bytes:
+        self.decrypted += 1
+        return self._xor(data)
+
+    def callbacks(self) -> dict:
+        return {"CACHE_ENCRYPTION_CALLBACKS": [self.encrypt, self.decrypt]}
+
+
+@pytest.mark.parametrize("device", ["CPU", "AUTO:CPU", "MULTI:CPU"])
+def test_cache_entries_are_written_encrypted_and_read_through_the_callbacks(tmp_path: Path,
+                                                                            device: str) -> None:
+    """As in OpenVINO's docs: CACHE_DIR with CACHE_ENCRYPTION_CALLBACKS caches encrypted programs."""
+    folder = tmp_path / "encrypted"
+    cipher = _Cipher(0x5A)
+    cold = _compile(folder, device, cipher.callbacks())
+    assert cold.get_property("LOADED_FROM_CACHE") is False and cipher.encrypted == 1
+    plain_dir = tmp_path / "plain"
+    _compile(plain_dir, "CPU")  # the same program, cached without the callbacks
+    (encrypted_entry,), (plain_entry,) = _entries(folder), _entries(plain_dir)
+    program = plain_entry.read_bytes()[-256:]  # the end of the cached program, as stored in clear
+    assert program not in encrypted_entry.read_bytes()
+    warm = _compile(folder, device, cipher.callbacks())
+    assert warm.get_property("LOADED_FROM_CACHE") is True and cipher.decrypted == 1
+    _check(cold)
+    _check(warm)
+    # without the callbacks the encrypted entry is not read: a cold compile, and an entry of its own
+    assert _compile(folder, device).get_property("LOADED_FROM_CACHE") is False
+    # with other callbacks (another key) the entry does not import: compiled again, never an error
+    other = _Cipher(0x33)
+    _check(_compile(folder, device, other.callbacks()))
+    assert other.decrypted == 1
+
+
 # --- the GPU device (emulated on torch's CPU) ------------------------------------------
 
 

@@ -256,8 +256,6 @@ def test_export_import_with_encryption_callbacks(tmp_path: Any) -> None:
     np.testing.assert_array_equal(decrypted({"data": x})[0], np.maximum(x, 0))
     with pytest.raises(RuntimeError):
         core.import_model(blob, "CPU")  # not decrypted: not a blob
-    with pytest.raises(ov.errors.PropertyError, match="CACHE_DIR"):
-        core.compile_model(_relu_model(), "CPU", {**config, "CACHE_DIR": str(tmp_path)})
     with pytest.raises(ov.errors.PropertyError, match=r"\[encrypt, decrypt\]"):
         core.compile_model(_relu_model(), "CPU", {"CACHE_ENCRYPTION_CALLBACKS": base64.b64encode})
 

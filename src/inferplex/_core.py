@@ -235,14 +235,11 @@ class Core(VirtualSettings):
         spec = parse_device_string(device_name)
         engine, config = self._engine_for(spec, as_config(config))
         timeline = Timeline(model.friendly_name) if engine.get("ENABLE_TRACE") else None
-        registry = self._registry.scoped()  # its ledger: the programs this compile makes (cache, export)
+        # its ledger: the programs this compile makes (cache, export); its cache entries encrypted as asked
+        registry = self._registry.scoped(engine.get("CACHE_ENCRYPTION_CALLBACKS"))
         if spec.virtual is None:
             device = self._registry.full_name(spec.names[0])
             settings = self._registry.config_for(device, config)
-            if engine.get("CACHE_ENCRYPTION_CALLBACKS") and settings.get("CACHE_DIR"):
-                raise PropertyError("CACHE_ENCRYPTION_CALLBACKS encrypts what export_model writes, but "
-                                    "inferplex's model cache (CACHE_DIR) does not encrypt its files: "
-                                    "set CACHE_DIR to '' for this compile, or leave the callbacks out")
             model = self._in_output_precision(model, engine, [(device, settings)])
             program = registry.compile(stateless_copy(model.ir), device, settings)
             pool = DevicePool(program, profiling=bool(settings.get("ENABLE_PROFILING", False)),

@@ -183,8 +183,8 @@ each request's stages; read them as a Chrome trace with ``get_property("TRACE")`
 ``OUTPUT_PRECISION`` (MODEL, the default: floating outputs in the model's types; INFERENCE: in
 the f16/bf16 the devices are hinted at, see :mod:`.output_precision`) and
 ``CACHE_ENCRYPTION_CALLBACKS`` (OpenVINO's ``[encrypt, decrypt]``: ``export_model`` returns
-``encrypt(blob)`` and ``import_model`` given the same key reads ``decrypt(blob)``; the model cache
-does not encrypt its files, so a compile that has both this key and ``CACHE_DIR`` is refused)."""
+``encrypt(blob)`` and ``import_model`` given the same key reads ``decrypt(blob)``; with
+``CACHE_DIR`` the model cache's entries are written encrypted and read through ``decrypt``)."""
 COMMON_PROPERTIES = _taken_by("registry")
 """Keys every device takes, read by the device registry rather than by plugins: ``CACHE_DIR``
 (the model cache, see :mod:`inferplex.devices.cache`)."""

@@ -298,24 +298,33 @@ class CompileLedger:
         return bool(records) and all(record.loaded for record in records)
 
 
+Encryption = tuple[Callable[[bytes], Any], Callable[[bytes], Any]]
+"""OpenVINO's ``CACHE_ENCRYPTION_CALLBACKS``: ``(encrypt, decrypt)``, each bytes -> bytes."""
+
+
 def compile_through_cache(plugin: DevicePlugin, model: ir.Model, device: str, config: Mapping[str, Any],
-                          cache_dir: str, compile_cold: Callable[[], DeviceProgram]
-                          ) -> tuple[DeviceProgram, bool]:
+                          cache_dir: str, compile_cold: Callable[[], DeviceProgram],
+                          encryption: Encryption | None = None) -> tuple[DeviceProgram, bool]:
     """``(program, loaded from cache)``: the entry's program where a good one exists, else a cold compile.
 
     A program the plugin does not cache (no fingerprint, or ``export_program``
     returns None) is compiled cold each time.  An entry the plugin cannot import
-    is discarded and compiled again.
+    is discarded and compiled again.  With ``encryption`` the entry's program is
+    written as ``encrypt(program)`` and read through ``decrypt`` (the entry's own
+    header, with its checksum of what was written, stays readable); such entries
+    have keys of their own, so compiles with and without the callbacks do not
+    read each other's.
     """
     root = cache_directory(cache_dir)
     fingerprint = plugin.cache_fingerprint(device, config)
     if fingerprint is None:
         return compile_cold(), False
-    key = entry_key(model_digest(model), device, fingerprint, config)
+    key = entry_key(model_digest(model), device, fingerprint, config) + ("-encrypted" if encryption else "")
     payload = _read_entry(root, key, fingerprint)
     if payload is not None:
         try:
-            return plugin.import_program(payload, device, dict(config)), True
+            plain = bytes(encryption[1](payload)) if encryption else payload
+            return plugin.import_program(plain, device, dict(config)), True
         except Exception as error:  # noqa: BLE001 - a bad entry is compiled again, never fatal
             _discard(root / (key + _SUFFIX), f"{type(plugin).__name__}.import_program failed: {error}")
     token = _EXPORTING.set(True)
@@ -329,7 +338,8 @@ def compile_through_cache(plugin: DevicePlugin, model: ir.Model, device: str, co
         _log.warning("inferplex: %s could not export its program for the cache: %s", device, error)
         blob = None
     if blob is not None:
-        _write_entry(root, key, fingerprint, device, bytes(blob))
+        stored = bytes(encryption[0](bytes(blob))) if encryption else bytes(blob)
+        _write_entry(root, key, fingerprint, device, stored)
     return program, False
 
 

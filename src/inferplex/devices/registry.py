@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from inferplex.config.log_level import apply_log_level
 from inferplex.config.schema import COMMON_PROPERTIES, VIRTUAL_ONLY, normalize_config
 from inferplex.devices.base import DevicePlugin, DeviceProgram, MemoryInfo
-from inferplex.devices.cache import CacheRecord, CompileLedger, compile_through_cache
+from inferplex.devices.cache import CacheRecord, CompileLedger, Encryption, compile_through_cache
 from inferplex.errors import CompileError, DeviceNameError, InferplexError, PluginError, PropertyError
 
 if TYPE_CHECKING:
@@ -62,11 +62,14 @@ class DeviceRegistry:
         self._config: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
         self._ledger: CompileLedger | None = None
+        self._encryption: Encryption | None = None
 
-    def scoped(self) -> DeviceRegistry:
-        """A view of this registry (same plugins and settings) whose compiles go to a new :attr:`ledger`."""
+    def scoped(self, encryption: Encryption | None = None) -> DeviceRegistry:
+        """A view of this registry (same plugins and settings) whose compiles go to a new :attr:`ledger`;
+        ``encryption``: the ``(encrypt, decrypt)`` its cache entries are written and read through."""
         view = copy.copy(self)
         view._ledger = CompileLedger()
+        view._encryption = encryption
         return view
 
     @property
@@ -249,12 +252,15 @@ class DeviceRegistry:
         if own_process:
             from inferplex.devices.remote import compile_in_worker_process
 
-            remote = compile_in_worker_process(self, model, full, settings, cache_dir)
+            # the worker reads and writes the cache itself; the callbacks stay in this process
+            remote = compile_in_worker_process(self, model, full, settings,
+                                               "" if self._encryption else cache_dir)
             program: DeviceProgram = remote
             loaded = remote.loaded_from_cache
         elif cache_dir:
             program, loaded = compile_through_cache(plugin, model, full, settings, cache_dir,
-                                                    lambda: self._compile(plugin, model, full, settings))
+                                                    lambda: self._compile(plugin, model, full, settings),
+                                                    self._encryption)
         else:
             program, loaded = self._compile(plugin, model, full, settings), False
         if not isinstance(program, DeviceProgram):
