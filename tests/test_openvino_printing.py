@@ -5,6 +5,7 @@ prints for the same program (skipped where openvino is not installed).
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -114,3 +115,13 @@ def test_cache_dir_takes_a_temporary_directory_object(tmp_path: Path) -> None:
         assert any(Path(folder.name).iterdir())
         assert not any(Path(name).iterdir())
         folder.cleanup()
+
+
+def test_a_model_built_without_a_name_is_named_as_openvino_names_it() -> None:
+    names = []
+    for module in (ov, real):
+        x = module.opset13.parameter([2], np.float32)
+        model = module.Model([module.opset13.relu(x)], [x])
+        names.append((model.get_name(), model.get_friendly_name()))
+    for name, friendly in names:
+        assert re.fullmatch(r"Model\d+", name) and friendly == name, names

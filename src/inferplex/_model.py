@@ -8,6 +8,7 @@ Reading one from a path, bytes or a ModelProto, and saving it, are in
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,9 @@ __all__ = ["Model"]
 
 Dim = int | str | None
 
+
+_UNNAMED = itertools.count()
+"""Numbers the models built without a name: ``Model0``, ``Model1``, ... as OpenVINO names them."""
 
 class Model:
     """An ONNX model ready to query and compile; wraps an ``onnx_ir.Model``.
@@ -57,6 +61,7 @@ class Model:
             sinks, parameters, variables, name = given
             listed = parameters if isinstance(parameters, (list, tuple)) else \
                 ([] if parameters is None else [parameters])
+            name = name or f"Model{next(_UNNAMED)}"  # OpenVINO's names for models built without one
             self.ir = build_model(model, parameters, name, [sink_node(sink) for sink in sinks])
             self._param_sources = [getattr(p, "_outputs", [None])[0] for p in listed]
             if variables:
