@@ -395,3 +395,85 @@ def test_graph_api_details_openvino_programs_use() -> None:
         scalar = lib.Layout.scalar()
         assert scalar == lib.Layout.scalar() and scalar != lib.Layout("NCHW") and not scalar.has_name("N")
         assert str(scalar) == "**SCALAR**"
+
+
+# --- the GPU and NPU property modules ---------------------------------------------------------
+
+_GPU_NPU_KEYS = {
+    "intel_gpu": ["device_total_mem_size", "device_max_alloc_mem_size", "uarch_version",
+                  "execution_units_count", "memory_statistics", "enable_loop_unrolling",
+                  "disable_winograd_convolution"],
+    "intel_gpu.hint": ["queue_throttle", "queue_priority", "host_task_priority", "available_device_mem",
+                       "enable_large_allocations", "enable_lora_operation"],
+    "intel_npu": ["device_alloc_mem_size", "device_total_mem_size", "driver_version", "compiler_version",
+                  "compilation_mode_params", "compiler_type", "compiler_dynamic_quantization", "turbo",
+                  "tiles", "max_tiles", "platform", "bypass_umd_caching", "defer_weights_load",
+                  "disable_idle_memory_prunning", "enable_strides_for", "qdq_optimization",
+                  "qdq_optimization_aggressive", "run_inferences_sequentially"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(_GPU_NPU_KEYS))
+def test_gpu_and_npu_property_keys_are_openvinos(module: str) -> None:
+    import importlib
+
+    ours = importlib.import_module(f"inferplex.properties.{module}")
+    theirs = importlib.import_module(f"openvino.properties.{module}")
+    for name in _GPU_NPU_KEYS[module]:
+        assert getattr(ours, name)() == getattr(theirs, name)(), name
+
+
+def test_gpu_and_npu_property_values_are_openvinos() -> None:
+    from openvino.properties import intel_gpu as real_gpu
+    from openvino.properties import intel_npu as real_npu
+
+    from inferplex.properties import intel_gpu, intel_npu
+
+    for level in ("LOW", "MEDIUM", "HIGH", "DEFAULT"):
+        ours = getattr(intel_gpu.hint.ThrottleLevel, level)
+        theirs = getattr(real_gpu.hint.ThrottleLevel, level)
+        assert (str(ours), int(ours)) == (str(theirs), int(theirs))
+    for kind in ("PLUGIN", "DRIVER", "PREFER_PLUGIN"):
+        ours, theirs = getattr(intel_npu.CompilerType, kind), getattr(real_npu.CompilerType, kind)
+        assert (str(ours), int(ours)) == (str(theirs), int(theirs))
+    assert (intel_gpu.MemoryType.surface, intel_gpu.MemoryType.buffer) == \
+        (real_gpu.MemoryType.surface, real_gpu.MemoryType.buffer)
+    assert intel_gpu.CapabilityGPU.HW_MATMUL == real_gpu.CapabilityGPU.HW_MATMUL
+    with pytest.raises(TypeError):
+        intel_gpu.device_total_mem_size(1)  # read-only, as OpenVINO's
+
+
+def test_the_gpu_answers_openvinos_gpu_facts_and_takes_its_queue_throttle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from inferplex.properties import intel_gpu
+
+    monkeypatch.setenv("INFERPLEX_EMULATED_GPUS", "1")
+    core = ov.Core()
+    assert core.get_property("GPU", intel_gpu.device_total_mem_size) == \
+        core.get_property("GPU", "DEVICE_TOTAL_MEM_SIZE") > 0
+    assert core.get_property("GPU", intel_gpu.execution_units_count) >= 1
+    assert isinstance(core.get_property("GPU", intel_gpu.uarch_version), str)
+    assert isinstance(core.get_property("GPU", intel_gpu.memory_statistics), dict)
+    listed = core.get_property("GPU", "SUPPORTED_PROPERTIES")
+    assert listed[intel_gpu.device_total_mem_size()] == "RO"
+    core.set_property("GPU", dict([intel_gpu.hint.queue_throttle(intel_gpu.hint.ThrottleLevel.LOW)]))
+    assert core.get_property("GPU", intel_gpu.hint.queue_throttle) == intel_gpu.hint.ThrottleLevel.LOW
+    with pytest.raises(ov.errors.PropertyError, match="GPU_ENABLE_LOOP_UNROLLING"):
+        core.set_property("GPU", {intel_gpu.enable_loop_unrolling: True})  # OpenVINO's GPU plugin's alone
+
+
+def test_importing_the_package_gives_its_utils_modules() -> None:
+    """``import openvino`` makes ``openvino.utils.types`` usable; so does ``import inferplex``."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    program = "import inferplex as ov; print(ov.utils.types.get_dtype(ov.Type.f16), " \
+              "ov.utils.data_helpers.OVDict.__name__)"
+    done = subprocess.run([sys.executable, "-c", program],
+                          capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": src})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["float16", "OVDict"]

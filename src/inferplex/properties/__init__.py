@@ -12,7 +12,8 @@ Each property is a callable key string, as in ``openvino.properties``::
     core.get_property("CPU", hints.performance_mode())         # PerformanceMode.THROUGHPUT
 
 Submodules: :mod:`.hint`, :mod:`.streams`, :mod:`.device`, :mod:`.intel_auto`,
-:mod:`.intel_cpu`, :mod:`.log`.  The keys, their accepted values and who takes
+:mod:`.intel_cpu`, :mod:`.intel_gpu` (and its ``hint``), :mod:`.intel_npu`,
+:mod:`.log`.  The keys, their accepted values and who takes
 them are in :mod:`inferplex.config.schema`; this package only names them.
 Values read with ``get_property`` come back typed as OpenVINO returns them
 (see :func:`inferplex.properties._typed.typed_value`).
@@ -24,14 +25,15 @@ import os
 
 import numpy as np
 
-from inferplex.properties import device, hint, intel_auto, intel_cpu, log, streams
+from inferplex.properties import device, hint, intel_auto, intel_cpu, intel_gpu, intel_npu, log, streams
 from inferplex.properties._enums import CacheMode, WorkloadType
 from inferplex.properties._typed import Property
 
 __all__ = ["CacheMode", "Property", "WorkloadType", "auto_batch_timeout", "available_devices",
            "cache_dir", "cache_mode", "compilation_num_threads", "device", "enable_mmap",
            "enable_profiling", "enable_weightless", "execution_devices", "force_tbb_terminate", "hint",
-           "inference_num_threads", "intel_auto", "intel_cpu", "key_cache_group_size",
+           "inference_num_threads", "intel_auto", "intel_cpu", "intel_gpu", "intel_npu",
+           "key_cache_group_size",
            "key_cache_precision", "loaded_from_cache", "log", "max_batch_size", "model_name",
            "num_streams", "optimal_batch_size", "optimal_number_of_infer_requests",
            "range_for_async_infer_requests", "range_for_streams", "streams", "supported_properties",

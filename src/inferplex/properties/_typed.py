@@ -162,6 +162,7 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {
     "PERFORMANCE_HINT": _enum(_enums.PerformanceMode),
     "EXECUTION_MODE_HINT": _enum(_enums.ExecutionMode),
     "MODEL_PRIORITY": _enum(_enums.Priority),
+    "GPU_QUEUE_THROTTLE": _enum(_enums.Priority),
     "SCHEDULING_CORE_TYPE": _enum(_enums.SchedulingCoreType),
     "LOG_LEVEL": _enum(_enums.Level),
     "SCHEDULE_POLICY": _enum(_enums.SchedulePolicy),

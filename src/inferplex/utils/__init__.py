@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from inferplex.errors import InputError
+from inferplex.utils import data_helpers, types  # importing the package gives these, as openvino's does
 
-__all__ = ["replace_node", "replace_output_update_name"]
+__all__ = ["data_helpers", "replace_node", "replace_output_update_name", "types"]
 
 
 def replace_node(target: Any, replacement: Any, outputs_order: Sequence[int] | None = None) -> None:

@@ -148,6 +148,10 @@ def _host_memory() -> MemoryInfo:
     return MemoryInfo(total, free)
 
 
+_OPENVINO_GPU_FACTS = ("GPU_DEVICE_TOTAL_MEM_SIZE", "GPU_DEVICE_MAX_ALLOC_MEM_SIZE", "GPU_UARCH_VERSION",
+                       "GPU_EXECUTION_UNITS_COUNT", "GPU_MEMORY_STATISTICS")
+"""OpenVINO GPU plugin's read-only facts (``properties.intel_gpu``) the GPU device answers."""
+
 class GpuPlugin(DevicePlugin):
     """NVIDIA GPUs (or emulated GPUs on torch's CPU device); see the module docstring."""
 
@@ -208,16 +212,34 @@ class GpuPlugin(DevicePlugin):
         if key == "OPTIMIZATION_CAPABILITIES":
             bf16 = torch_device.type == "cpu" or _torch().cuda.is_bf16_supported()
             return ["FP32", "FP16", *(["BF16"] if bf16 else [])]
-        if key == "DEVICE_TOTAL_MEM_SIZE":
+        if key in ("DEVICE_TOTAL_MEM_SIZE", "GPU_DEVICE_TOTAL_MEM_SIZE", "GPU_DEVICE_MAX_ALLOC_MEM_SIZE"):
             return self.memory(device).total_bytes
+        if key in ("GPU_UARCH_VERSION", "GPU_EXECUTION_UNITS_COUNT", "GPU_MEMORY_STATISTICS"):
+            return self._hardware_fact(key, torch_device)
         if key == "DEVICE_FREE_MEM_SIZE":
             return self.memory(device).free_bytes
         if key == "OPTIMAL_NUMBER_OF_INFER_REQUESTS":
             return self.optimal_number_of_infer_requests(device, {})
         if key == "SUPPORTED_PROPERTIES":
             return (*_WRITABLE, "FULL_DEVICE_NAME", "DEVICE_TOTAL_MEM_SIZE", "DEVICE_FREE_MEM_SIZE",
-                    "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "GIL_BOUND")
+                    "OPTIMAL_NUMBER_OF_INFER_REQUESTS", "GIL_BOUND", *_OPENVINO_GPU_FACTS)
         raise KeyError(key)
+
+    @staticmethod
+    def _hardware_fact(key: str, torch_device: Any) -> Any:
+        """OpenVINO's intel_gpu facts of a CUDA GPU (an emulated GPU: those of torch's CPU device):
+        CUDA's compute capability, the streaming multiprocessors, torch's allocator's bytes."""
+        torch = _torch()
+        cuda = torch_device.type == "cuda"
+        if key == "GPU_UARCH_VERSION":
+            return ".".join(map(str, torch.cuda.get_device_capability(torch_device))) if cuda else "emulated"
+        if key == "GPU_EXECUTION_UNITS_COUNT":
+            return torch.cuda.get_device_properties(torch_device).multi_processor_count if cuda else \
+                torch.get_num_threads()
+        if not cuda:
+            return {}
+        return {"allocated": int(torch.cuda.memory_allocated(torch_device)),
+                "reserved": int(torch.cuda.memory_reserved(torch_device))}
 
     def memory(self, device: str) -> MemoryInfo:
         torch_device = self.torch_device(device)
