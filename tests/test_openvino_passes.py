@@ -137,3 +137,51 @@ def test_constant_folding_computes_constant_ops_once_as_openvino_does() -> None:
     assert "ShapeOf" not in kinds["inferplex"] and kinds["inferplex"].count("Add") == 1
     assert "RandomUniform" in kinds["inferplex"] and "RandomUniform" in kinds["openvino"]
     assert kinds["inferplex"].count("Constant") >= 2
+
+
+# --- VisualizeTree ---------------------------------------------------------------------------
+
+
+def _drawn(package: Any, passes: Any, folder: Path) -> dict[str, Any]:
+    """Draw ``relu(x + c)`` with VisualizeTree, as a program does, on either package."""
+    x = package.opset13.parameter([1, 3], np.float32, name="x")
+    relu = package.opset13.relu(package.opset13.add(x, package.opset13.constant(np.ones((1, 3), np.float32))))
+    model = package.Model([relu], [x], "drawn")
+    manager = passes.Manager()
+    manager.register_pass(passes.VisualizeTree(str(folder / "image.svg")))
+    manager.register_pass(passes.VisualizeTree(str(folder / "only.dot"), dot_only=True))
+    manager.run_passes(model)
+    texts = {path.name: path.read_text() for path in sorted(folder.iterdir()) if path.suffix == ".dot"}
+    return {"files": sorted(texts), "edges": {name: text.count("->") for name, text in texts.items()},
+            "digraph": all(text.lstrip().startswith("digraph") for text in texts.values())}
+
+
+def test_visualize_tree_writes_what_openvino_writes(tmp_path: Path) -> None:
+    real = pytest.importorskip("openvino")
+    real_passes = pytest.importorskip("openvino.passes")
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "theirs").mkdir()
+    ours = _drawn(ov, inferplex_passes, tmp_path / "ours")
+    assert ours == _drawn(real, real_passes, tmp_path / "theirs")
+    assert ours["files"] == ["image.svg.dot", "only.dot"] and ours["edges"]["only.dot"] == 4
+
+
+def test_visualize_tree_draws_each_op_and_takes_a_node_modifier(tmp_path: Path) -> None:
+    x = ops.parameter([2, 2], np.float32, name="x")
+    relu = ops.relu(x)
+    relu.set_friendly_name("act")
+    marked = []
+
+    def modifier(node: Any, attributes: list[str]) -> None:
+        if node.get_type_name() == "Relu":
+            attributes.append("fontcolor=red")
+            marked.append(node.get_friendly_name())
+
+    manager = Manager()
+    manager.register_pass(inferplex_passes.VisualizeTree(tmp_path / "graph.dot", nm=modifier, dot_only=True))
+    manager.run_passes(ov.Model([relu], [x], "drawn"))
+    text = (tmp_path / "graph.dot").read_text()
+    assert marked == ["act"] and 'label="act\\nRelu" fontcolor=red' in text
+    assert "style=dashed color=blue" in text and "color=crimson" in text  # the Parameter, the Result
+    with pytest.raises(InputTypeError, match="file name"):
+        inferplex_passes.VisualizeTree(3)

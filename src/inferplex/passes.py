@@ -1,7 +1,7 @@
 """OpenVINO's ``openvino.passes`` for inferplex models: a pass :class:`Manager` running passes in
 order on a Model, user passes (:class:`ModelPass` with ``run_on_model``), :class:`Serialize`
-(the model as OpenVINO IR), :class:`ConstantFolding` and :class:`MakeStateful` (Parameter/Result
-pairs as a variable).
+(the model as OpenVINO IR), :class:`VisualizeTree` (the model as a Graphviz drawing),
+:class:`ConstantFolding` and :class:`MakeStateful` (Parameter/Result pairs as a variable).
 
     manager = Manager()
     manager.register_pass(MakeStateful({"cache_in": "cache_out"}))
@@ -49,10 +49,32 @@ from inferplex.api.patterns import (
 from inferplex.errors import InputError, InputTypeError
 
 __all__ = [
-    "AnyInput", "BackwardGraphRewrite", "ConstantFolding", "GraphRewrite", "MakeStateful", "Manager",
-    "Matcher", "MatcherPass", "ModelPass", "Optional", "Or", "PassBase", "Predicate", "Serialize", "Version",
-    "WrapType", "consumers_count", "has_static_dim", "has_static_dims", "has_static_rank", "has_static_shape",
-    "rank_equals", "shape_matches", "type_matches", "type_matches_any",
+    "AnyInput",
+    "BackwardGraphRewrite",
+    "ConstantFolding",
+    "GraphRewrite",
+    "MakeStateful",
+    "Manager",
+    "Matcher",
+    "MatcherPass",
+    "ModelPass",
+    "Optional",
+    "Or",
+    "PassBase",
+    "Predicate",
+    "Serialize",
+    "Version",
+    "VisualizeTree",
+    "WrapType",
+    "consumers_count",
+    "has_static_dim",
+    "has_static_dims",
+    "has_static_rank",
+    "has_static_shape",
+    "rank_equals",
+    "shape_matches",
+    "type_matches",
+    "type_matches_any",
 ]
 
 
@@ -266,6 +288,27 @@ class Serialize(PassBase):
         from inferplex._model_io import serialize
 
         serialize(model, self._xml, self._bin, self._version)
+        return False
+
+
+class VisualizeTree(PassBase):
+    """Draw the model as Graphviz does (OpenVINO's ``VisualizeTree``): ``<file_name>.dot``, and
+    ``file_name`` itself (``.svg``, ``.png``) where Graphviz's ``dot`` is installed; ``dot_only``
+    writes the Graphviz text to ``file_name``.  ``nm(node, attributes)`` may append Graphviz
+    attributes to a node's list (see :mod:`inferplex.api.visualize`)."""
+
+    def __init__(self, file_name: str | os.PathLike[str], nm: Callable[[Any, list[str]], Any] | None = None,
+                 dot_only: bool = False) -> None:
+        super().__init__()
+        if not isinstance(file_name, (str, os.PathLike)):
+            raise InputTypeError(f"VisualizeTree takes a file name (str or pathlib.Path), got "
+                                 f"{type(file_name).__name__}")
+        self._file, self._modifier, self._dot_only = file_name, nm, bool(dot_only)
+
+    def run_on_model(self, model: Any) -> bool:
+        from inferplex.api.visualize import write_visualization
+
+        write_visualization(model, self._file, self._modifier, self._dot_only)
         return False
 
 
