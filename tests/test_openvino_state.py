@@ -374,3 +374,78 @@ def test_a_failed_inference_leaves_the_variables_as_they_were() -> None:
         request.infer({"x": X, "shape": bad})
     np.testing.assert_allclose(request.query_state()[0].state.data, 2 * X)
     np.testing.assert_allclose(request.infer({"x": X, "shape": good})["out"], (3 * X).reshape(3, 2))
+
+
+# --- LowLatency2 -------------------------------------------------------------------------------
+
+
+def _recurrent(package: Any, kind: str) -> tuple[Any, str]:
+    """``h = tanh(h + x_t)`` over two time steps in a TensorIterator or a Loop, ``h`` a merged input
+    starting from the model's ``h0``, ``x_t`` sliced (TensorIterator) or ``x`` invariant (Loop)."""
+    opset = package.opset13
+    x = opset.parameter([1, 2, 3], np.float32, name="x")
+    h0 = opset.parameter([1, 3], np.float32, name="h0")
+    if kind == "TensorIterator":
+        step = opset.parameter([1, 1, 3], np.float32, name="step")
+        h = opset.parameter([1, 3], np.float32, name="h")
+        new_h = opset.tanh(opset.add(h, opset.squeeze(step, opset.constant(np.array([1], np.int64)))))
+        result = opset.result(new_h)
+        looped = opset.tensor_iterator()
+        looped.set_function(package.Model([result], [step, h], "body"))
+        looped.set_sliced_input(step, x.output(0), 0, 1, 1, -1, 1)
+    else:
+        whole = opset.parameter([1, 2, 3], np.float32, name="whole")
+        h = opset.parameter([1, 3], np.float32, name="h")
+        new_h = opset.tanh(opset.add(h, opset.reduce_sum(whole, opset.constant(np.array([1], np.int64)))))
+        result = opset.result(new_h)
+        keep_going = opset.result(opset.constant(np.array(True)))
+        looped = opset.loop(opset.constant(np.array(2, np.int64)), opset.constant(np.array(True)))
+        looped.set_function(package.Model([result, keep_going], [whole, h], "body"))
+        looped.set_special_body_ports([-1, 1])
+        looped.set_invariant_input(whole, x.output(0))
+    looped.set_merged_input(h, h0.output(0), result.output(0))
+    model = package.Model([opset.relu(looped.get_iter_value(result.output(0), -1))], [x, h0], "recurrent")
+    return model, looped.get_friendly_name()
+
+
+@pytest.mark.parametrize("use_const_initializer", [True, False])
+@pytest.mark.parametrize("kind", ["TensorIterator", "Loop"])
+def test_low_latency2_carries_a_loops_state_across_inferences_as_openvino(kind: str,
+                                                                        use_const_initializer: bool) -> None:
+    real = pytest.importorskip("openvino")
+    pytest.importorskip("openvino.passes")  # the submodules, imported: package.passes below
+    import inferplex.passes  # noqa: F401
+
+    feeds = {"x": np.full((1, 2, 3), 0.25, np.float32), "h0": np.full((1, 3), 0.5, np.float32)}
+    runs = {}
+    for package in (ov, real):
+        model, loop_name = _recurrent(package, kind)
+        manager = package.passes.Manager()
+        manager.register_pass(package.passes.LowLatency2(use_const_initializer))
+        manager.run_passes(model)
+        request = package.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}) \
+            .create_infer_request()
+        names = [state.name for state in request.query_state()]
+        assert names == [f"{loop_name}/h/variable_1"]  # OpenVINO's name: loop, body Parameter, loop input
+        outputs = [request.infer(feeds)[0].copy() for _ in range(3)]
+        request.reset_state()
+        outputs.append(request.infer(feeds)[0].copy())
+        runs[package.__name__] = outputs
+    for ours, theirs in zip(runs["inferplex"], runs["openvino"], strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(runs["inferplex"][0], runs["inferplex"][1])  # the state moved on
+    np.testing.assert_allclose(runs["inferplex"][3], runs["inferplex"][0])  # reset starts again
+
+
+def test_low_latency2_leaves_a_model_without_merged_inputs_as_it_is() -> None:
+    x = ops.parameter([1, 2, 3], np.float32, name="x")
+    step = ops.parameter([1, 1, 3], np.float32, name="step")
+    result = ops.result(ops.relu(step))
+    looped = ops.tensor_iterator()
+    looped.set_function(ov.Model([result], [step], "body"))
+    looped.set_sliced_input(step, x.output(0), 0, 1, 1, -1, 1)
+    model = ov.Model([looped.get_concatenated_slices(result.output(0), 0, 1, 1, -1, 1)], [x], "sliced")
+    from inferplex.passes import LowLatency2
+
+    assert LowLatency2().run_on_model(model) is False
+    assert ov.Core().compile_model(model, "CPU").create_infer_request().query_state() == []

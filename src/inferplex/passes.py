@@ -53,6 +53,7 @@ __all__ = [
     "BackwardGraphRewrite",
     "ConstantFolding",
     "GraphRewrite",
+    "LowLatency2",
     "MakeStateful",
     "Manager",
     "Matcher",
@@ -289,6 +290,23 @@ class Serialize(PassBase):
 
         serialize(model, self._xml, self._bin, self._version)
         return False
+
+
+class LowLatency2(PassBase):
+    """The values each Loop or TensorIterator carries between iterations (its merged inputs) carried
+    between inferences too, as variables (OpenVINO's ``LowLatency2``): a ``ReadValue`` starts the
+    loop, an ``Assign`` keeps the last iteration's value.  With ``use_const_initializer`` (the
+    default) a variable starts as zeros, else as the starting value the model gives the loop
+    (see :mod:`inferplex.state.low_latency`)."""
+
+    def __init__(self, use_const_initializer: bool = True) -> None:
+        super().__init__()
+        self._use_const_initializer = bool(use_const_initializer)
+
+    def run_on_model(self, model: Any) -> bool:
+        from inferplex.state.low_latency import make_loops_stateful
+
+        return make_loops_stateful(model.ir.graph, self._use_const_initializer)
 
 
 class VisualizeTree(PassBase):

@@ -36,9 +36,12 @@ from inferplex._opsets.control_flow import (
 from inferplex.api.nodes import Node
 from inferplex.errors import InputError
 
-__all__ = ["loop", "tensor_iterator"]
+__all__ = ["loop", "merged_parameter", "tensor_iterator"]
 
 _body_ids = itertools.count(1)
+_MERGED_DOC = "merged input of body Parameter "
+"""``doc_string`` of a body input that stands for a merged input (OpenVINO's back edge), before the
+body Parameter's name: :func:`merged_parameter` reads it (``passes.LowLatency2`` names variables so)."""
 _Slicing = tuple[int, int, int, int, int]
 """``(start, stride, part_size, end, axis)`` of a sliced input or concatenated output."""
 
@@ -183,6 +186,8 @@ class LoopNode(Node):
         for kind, index, value, detail in self._inputs:
             shape = params[index].shape if kind == "merged" else value.shape
             inside = _input(f"{prefix}carried{len(carried)}", value.dtype, shape)
+            if kind == "merged":
+                inside.doc_string = _MERGED_DOC + (self._body.ir.graph.inputs[index].name or str(index))
             carried.append(inside)
             feed = _slice(graph, inside, iteration, detail) if kind == "sliced" else inside
             params[index].replace_all_uses_with(feed, replace_graph_outputs=True)
@@ -231,6 +236,13 @@ class LoopNode(Node):
             raise InputError("a TensorIterator needs sliced inputs (set_sliced_input) whose sliced dims are "
                              f"static and give one iteration count; they give {sorted(map(str, counts))}")
         return value_of(np.asarray(counts.pop(), dtype=np.int64))
+
+
+def merged_parameter(body_input: ir.Value) -> str | None:
+    """The body Parameter's name where ``body_input`` (a Loop body's carried input) stands for a merged
+    input, a value the body updates on each iteration; None for invariant and sliced inputs."""
+    doc = body_input.doc_string or ""
+    return doc[len(_MERGED_DOC):] if doc.startswith(_MERGED_DOC) else None
 
 
 def _slicing(start: int, stride: int, part_size: int, end: int, axis: int, call: str) -> _Slicing:
