@@ -533,3 +533,15 @@ def test_cache_dir_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     os.chown(folder, 12345, 12345)
     with pytest.raises(PropertyError, match=r"owned by another user.*a directory you own"):
         _compile(folder, "CPU")
+
+
+def test_encryption_callbacks_that_fail_are_named(tmp_path: Path) -> None:
+    def broken(data: bytes) -> bytes:
+        raise ValueError("no key")
+
+    with pytest.raises(PropertyError, match="encrypt raised ValueError: no key"):
+        _compile(tmp_path, "CPU", {"CACHE_ENCRYPTION_CALLBACKS": [broken, bytes]})
+    with pytest.raises(PropertyError, match="encrypt returned str"):
+        _compile(tmp_path, "CPU", {"CACHE_ENCRYPTION_CALLBACKS": [lambda data: "text", bytes]})
+    assert _entries(tmp_path) == []  # nothing written
+    _check(_compile(tmp_path, "CPU"))  # the cache still serves a plain compile

@@ -185,3 +185,10 @@ def test_visualize_tree_draws_each_op_and_takes_a_node_modifier(tmp_path: Path) 
     assert "style=dashed color=blue" in text and "color=crimson" in text  # the Parameter, the Result
     with pytest.raises(InputTypeError, match="file name"):
         inferplex_passes.VisualizeTree(3)
+
+
+def test_passes_name_what_they_take() -> None:
+    with pytest.raises(InputTypeError, match="run_passes takes a Model"):
+        Manager().run_passes("model.onnx")
+    with pytest.raises(InputTypeError, match="nm is a function"):
+        inferplex_passes.VisualizeTree("graph.dot", nm="red")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -72,7 +73,8 @@ def _import_beside_alias(full: str) -> None:
 
     Modules of the package imported before the alias came stay the ones used (not imported twice)."""
     installed = importlib.machinery.PathFinder.find_spec(_PACKAGE)
-    folders = tuple(installed.submodule_search_locations or ()) if installed is not None else ()
+    folders = tuple(os.path.join(folder, "") for folder in installed.submodule_search_locations or ()) \
+        if installed is not None else ()
     for name, module in list(sys.modules.items()):
         if _ours(name) and str(getattr(module, "__file__", None) or "").startswith(folders or ("\0",)):
             _modules.setdefault(name, module)

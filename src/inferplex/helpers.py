@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from inferplex.api import packed
-from inferplex.api.types import Type
+from inferplex.api.types import type_name
 from inferplex.errors import InputError
 
 __all__ = ["pack_data", "unpack_data"]
@@ -23,15 +23,8 @@ __all__ = ["pack_data", "unpack_data"]
 _PACKED = {"u1": 1, "u2": 2, "u3": 3, "u4": 4, "i4": 4, "u6": 6, "nf4": 4, "f4e2m1": 4}
 
 
-def _name(element_type: Any) -> str:
-    if isinstance(element_type, str):
-        return element_type
-    getter = getattr(element_type, "get_type_name", None)
-    return str(getter()) if callable(getter) else Type(element_type).get_type_name()
-
-
 def _bits(element_type: Any) -> int:
-    name = _name(element_type)
+    name = type_name(element_type)
     if name not in _PACKED:
         raise InputError(f"pack_data/unpack_data take a sub-byte type ({', '.join(_PACKED)}), got {name}")
     return _PACKED[name]
@@ -41,9 +34,10 @@ def pack_data(array: np.ndarray, element_type: Any) -> np.ndarray:
     """``array``'s values (each fitting ``element_type``) packed into a flat uint8 array."""
     bits = _bits(element_type)
     values = np.asarray(array).reshape(-1)
-    low, high = (-8, 7) if _name(element_type) == "i4" else (0, (1 << bits) - 1)
+    low, high = (-8, 7) if type_name(element_type) == "i4" else (0, (1 << bits) - 1)
     if values.size and (values.min() < low or values.max() > high or not np.all(values == np.round(values))):
-        raise InputError(f"pack_data: values must be integers in [{low}, {high}] for {_name(element_type)}")
+        raise InputError(f"pack_data: values must be integers in [{low}, {high}] for "
+                         f"{type_name(element_type)}")
     return packed.pack(packed.to_codes(values.astype(np.int64), bits), bits, first_high=True)
 
 
@@ -55,7 +49,7 @@ def unpack_data(array: np.ndarray, element_type: Any, shape: Any) -> np.ndarray:
     codes = packed.unpack(np.asarray(array), bits, count, first_high=True)
     if codes.size < count:
         raise InputError(f"unpack_data: {np.asarray(array).nbytes} bytes hold {codes.size} "
-                         f"{_name(element_type)} values, shape {list(dims)} needs {count}")
-    if _name(element_type) == "i4":
+                         f"{type_name(element_type)} values, shape {list(dims)} needs {count}")
+    if type_name(element_type) == "i4":
         return np.where(codes > 7, codes.astype(np.int16) - 16, codes).astype(np.int8).reshape(dims)
     return codes.reshape(dims)

@@ -126,6 +126,11 @@ class Manager:
         self._validate = bool(new_state)
 
     def run_passes(self, model: Any) -> None:
+        from inferplex._model import Model
+
+        if not isinstance(model, Model):
+            raise InputTypeError(f"run_passes takes a Model (ov.Model, or core.read_model's), not "
+                                 f"{type(model).__name__}")
         for each in self._passes:
             changed = each.run_on_model(model)
             if changed and self._validate:
@@ -321,6 +326,9 @@ class VisualizeTree(PassBase):
         if not isinstance(file_name, (str, os.PathLike)):
             raise InputTypeError(f"VisualizeTree takes a file name (str or pathlib.Path), got "
                                  f"{type(file_name).__name__}")
+        if nm is not None and not callable(nm):
+            raise InputTypeError(f"VisualizeTree's nm is a function (node, attributes) -> None, got "
+                                 f"{type(nm).__name__}")
         self._file, self._modifier, self._dot_only = file_name, nm, bool(dot_only)
 
     def run_on_model(self, model: Any) -> bool:

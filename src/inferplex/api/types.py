@@ -214,13 +214,17 @@ class Type:
 
     def c_type_name(self) -> str:
         """The element's C type as OpenVINO's op listings print it (``float``, ``int64_t``)."""
-        return {"f32": "float", "f64": "double"}.get(self.get_type_name()) or repr(self)[8:-2]
+        name = self.get_type_name()
+        return {"f32": "float", "f64": "double"}.get(name) or _PRINTED_NAMES.get(name, name)
 
 
 def type_name(value: Any) -> str:
-    """The short name of an element type given as a ``Type``, a numpy dtype or a name (``"f32"``);
-    a name as given."""
-    return value if isinstance(value, str) else Type(value).get_type_name()
+    """The short name of an element type given as a ``Type`` (inferplex's or openvino's), a numpy
+    dtype or a name (``"f32"``); a name as given."""
+    if isinstance(value, str):
+        return value
+    getter = getattr(value, "get_type_name", None)
+    return str(getter()) if callable(getter) else Type(value).get_type_name()
 
 
 def _data_type_of(dtype: Any) -> ir.DataType:

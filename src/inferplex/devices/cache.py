@@ -338,9 +338,28 @@ def compile_through_cache(plugin: DevicePlugin, model: ir.Model, device: str, co
         _log.warning("inferplex: %s could not export its program for the cache: %s", device, error)
         blob = None
     if blob is not None:
-        stored = bytes(encryption[0](bytes(blob))) if encryption else bytes(blob)
+        try:
+            stored = _encrypted(encryption, bytes(blob))
+        except PropertyError:
+            program.close()  # the compile fails: its program is not handed out
+            raise
         _write_entry(root, key, fingerprint, device, stored)
     return program, False
+
+
+def _encrypted(encryption: Encryption | None, blob: bytes) -> bytes:
+    """``encrypt(blob)``; a PropertyError naming the callback where it raises or returns no bytes."""
+    if encryption is None:
+        return blob
+    try:
+        stored = encryption[0](blob)
+    except Exception as error:  # noqa: BLE001 - the user's callback: named, with what it raised
+        raise PropertyError(f"CACHE_ENCRYPTION_CALLBACKS' encrypt raised {type(error).__name__}: {error}; "
+                            "it takes the cache entry's bytes and returns bytes") from error
+    if not isinstance(stored, (bytes, bytearray, memoryview)):
+        raise PropertyError(f"CACHE_ENCRYPTION_CALLBACKS' encrypt returned {type(stored).__name__}; "
+                            "it takes the cache entry's bytes and returns bytes")
+    return bytes(stored)
 
 
 def export_anew(plugin: DevicePlugin, model: ir.Model, device: str,
