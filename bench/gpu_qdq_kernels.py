@@ -117,16 +117,18 @@ def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any
             for warps, stages in ((4, 4), (8, 3), (4, 3)):
                 def run(rows: Any = rows, sources: Any = sources, tma: bool = loads == "tensor copies",
                         warps: int = warps, stages: int = stages, epilogue: bool = epilogue) -> None:
-                    # the table and the data's scale are not read (TABLE and X_SCALE off)
+                    # the table, the data's scale and the value range are not read (TABLE,
+                    # X_SCALE and GELU_RANGE off)
                     kernels._triton().linear[((m + 127) // 128 * ((n + 127) // 128),)](
-                        *sources, out, columns, zero, scales, bias, scales, scales, m, n, k, rows.stride(0),
-                        weight.stride(0), out.stride(0), 128 if rows.dtype == torch.uint8 else 0,
+                        *sources, out, columns, zero, scales, bias, scales, scales, scales, m, n, k,
+                        rows.stride(0), weight.stride(0), out.stride(0),
+                        128 if rows.dtype == torch.uint8 else 0,
                         *kernels.step_arguments(_PAIR if epilogue else None),
-                        *kernels.step_arguments(_PAIR if epilogue else None),
+                        *kernels.step_arguments(_PAIR if epilogue else None), 0.0, 0.0,
                         A_UINT8=rows.dtype == torch.uint8, COLUMNS=rows.dtype == torch.uint8,
                         ZERO=rows.dtype == torch.uint8, SCALES=True, BIAS=epilogue, EVEN_K=k % 128 == 0,
                         MID=epilogue, LAST=epilogue, TABLE=False, X_SCALE=False, LEVELS=False,
-                        DIVIDE=False, TMA=tma, BM=128,
+                        GELU_RANGE=False, DIVIDE=False, TMA=tma, BM=128,
                         BN=128, BK=128, GROUP=8, num_warps=warps, num_stages=stages)
                 found[f"{name} {loads} {warps}w{stages}s"] = _graph_us(run)
     return found

@@ -36,6 +36,7 @@ from inferplex.devices.gpu._qdq_pairs import quantizer_of as _quantizer
 from inferplex.devices.gpu._qdq_pairs import read_as_by_dequantizers as _read_as_by_dequantizers
 
 if TYPE_CHECKING:
+    from inferplex.devices.gpu._activation_fusions import Gelu
     from inferplex.devices.gpu._qdq_gelu import QuantizedGelu
     from inferplex.devices.gpu._residual_layer_norm import ResidualLayerNorm
     from inferplex.devices.gpu.lower import Analysis
@@ -49,6 +50,7 @@ __all__ = [
     "centered_quantizers",
     "dynamic_conv",
     "dynamic_matmul",
+    "gelu_source",
     "level_quantizers",
     "linear_epilogues",
     "quantized_matmul",
@@ -153,12 +155,20 @@ class DynamicConv:
 @dataclass(frozen=True)
 class RowQuantizer:
     """A DynamicQuantizeLinear whose data only planned dynamic matmuls read, emitted as
-    :func:`~.ops._fused_quantized.dynamic_quantize_rows` (see :func:`row_quantizers`)."""
+    :func:`~.ops._fused_quantized.dynamic_quantize_rows` (see :func:`row_quantizers`), or as
+    :func:`~.ops._gelu_levels.gelu_quantize_rows` where it quantizes a GELU's output."""
 
     input: ir.Value
     """What the call quantizes."""
     data: ir.Value
     """The quantizer's data output: the levels."""
+    gelu: Gelu | None = None
+    """The GELU formula that makes ``input`` and that only this quantizer reads, where a planned
+    dynamic matmul's output only that formula reads: the call then computes the GELU itself from
+    the formula's input (the formula does not run), or None."""
+    matmul: str | None = None
+    """With ``gelu``: the name of that matmul (its MatMulInteger's), whose call records what the
+    quantizer reads of its output (see :mod:`.ops._gelu_levels`)."""
 
 
 _F16_SAFE_DEPTH = 65000
@@ -502,12 +512,14 @@ def _read_only_by(value: ir.Value, nodes: set[ir.Node], index: int) -> bool:
 
 
 def row_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: dict[str, DynamicMatMul],
-                   norms: dict[str, ResidualLayerNorm]) -> tuple[dict[str, RowQuantizer], set[str]]:
+                   norms: dict[str, ResidualLayerNorm], gelus: dict[str, Gelu]
+                   ) -> tuple[dict[str, RowQuantizer], set[str]]:
     """The DynamicQuantizeLinear nodes (by friendly name) whose data only ``planned`` matmuls read,
     as their input 0: they hand those their levels as the int8 matmul reads them; and the float
     normalizations among ``norms`` (by name) whose output such a quantizer reads, whose call
     writes the minimum and maximum of each part of it (the quantizer then skips the pass that
-    finds them)."""
+    finds them).  A quantizer of a GELU formula among ``gelus`` (by the name of its last node) that
+    reads a planned matmul's output takes the formula (see :attr:`RowQuantizer.gelu`)."""
     matmuls = {found.matmul for found in planned.values()}
     found: dict[str, RowQuantizer] = {}
     partial_norms: set[str] = set()
@@ -519,9 +531,27 @@ def row_quantizers(analysis: Analysis, names: dict[ir.Node, str], planned: dict[
         if not list(data.uses()) or not _read_only_by(data, matmuls, 0):
             continue
         source = node.inputs[0]
-        found[name] = RowQuantizer(source, data)
+        formula = gelu_source(names, source, node, gelus, planned)
+        found[name] = RowQuantizer(source, data) if formula is None else RowQuantizer(source, data, *formula)
         producer = source.producer()
         norm = names.get(producer) if producer is not None else None
         if norm is not None and norm in norms and norms[norm].quantizer is None:
             partial_norms.add(norm)
     return found, partial_norms
+
+
+def gelu_source(names: dict[ir.Node, str], source: ir.Value, quantizer: ir.Node, gelus: dict[str, Gelu],
+                planned: dict[str, DynamicMatMul]) -> tuple[Gelu, str] | None:
+    """(the GELU formula among ``gelus`` that makes ``source``, the name of the ``planned`` matmul
+    that makes its input) where only ``quantizer`` reads ``source`` and only the formula reads the
+    matmul's output, else None."""
+    producer = source.producer()
+    formula = gelus.get(names[producer]) if producer is not None and producer in names else None
+    if formula is None or formula.output is not source or not _read_only_by(source, {quantizer}, 0):
+        return None
+    made = formula.input
+    matmul = next((found.matmul_name for found in planned.values() if found.output is made), None)
+    nodes = {*formula.absorbed, producer}
+    if matmul is None or made.is_graph_output() or any(use.node not in nodes for use in made.uses()):
+        return None
+    return formula, matmul

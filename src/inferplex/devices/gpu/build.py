@@ -102,8 +102,8 @@ class Builder(QuantizedEmitters):
         self.fake_quantized: dict[tuple[Any, ...], torch.fx.Node] = {}
         """One fake-quantize call per float value and numbers, whichever pairs end in it."""
         self.value_ranges: dict[ir.Value, torch.fx.Node] = {}
-        """A ranged dynamic convolution's output -> the value range its call records (see
-        :meth:`_emit_dequantized_conv`)."""
+        """A ranged dynamic convolution's or matmul's output -> the value range its call records
+        (see :meth:`_emit_dequantized_conv` and :meth:`_gelu_range`)."""
         self.partials: dict[ir.Value, torch.fx.Node] = {}
         """A float normalization's output -> the partial minima and maxima its call writes for the
         DynamicQuantizeLinear that reads it (see :attr:`Fusions.partial_norms`)."""

@@ -32,6 +32,7 @@ from inferplex.devices.gpu.ops._fused_quantized import (
     quantized_linear,
     quantized_linear_arrays,
 )
+from inferplex.devices.gpu.ops._gelu_levels import band_types, gelu_band, gelu_quantize_rows
 from inferplex.devices.gpu.ops._int8_conv import int8_conv_arrays
 from inferplex.devices.gpu.ops._pooling import fake_quantized_max_pool
 from inferplex.devices.gpu.ops._qdq_attention import quantized_attention
@@ -333,21 +334,26 @@ class QuantizedEmitters:
         self.env[found.output] = self.graph.call_function(operator.getitem, (call, 0))
         self.value_ranges[found.output] = self.graph.call_function(operator.getitem, (call, 1))
 
-    def _range_slot(self, conv_name: str) -> torch.fx.Node:
-        """The fresh value range a ranged convolution (:attr:`Fusions.ranged_convs`) records its
-        output's in: a row of one zeroed block made once per run for all of them."""
+    def _range_slot(self, name: str) -> torch.fx.Node:
+        """The fresh value range a ranged convolution or matmul (:attr:`Fusions.ranged_convs`,
+        :attr:`Fusions.ranged_matmuls`) records its output's in: a row of one zeroed block made once
+        per run for all of them."""
+        ranged = sorted(self.fusions.ranged_convs | self.fusions.ranged_matmuls)
         if self.range_block is None:
-            self.range_block = self.graph.call_function(
-                fresh_value_range, (self.device, len(self.fusions.ranged_convs)))
-        index = sorted(self.fusions.ranged_convs).index(conv_name)
-        return self.graph.call_function(operator.getitem, (self.range_block, index))
+            self.range_block = self.graph.call_function(fresh_value_range, (self.device, len(ranged)))
+        return self.graph.call_function(operator.getitem, (self.range_block, ranged.index(name)))
 
     def _emit_row_quantizer(self, name: str, node: ir.Node, found: RowQuantizer) -> None:
         """A DynamicQuantizeLinear handing its levels to the dynamic matmuls that alone read its
         data (see :func:`~._quantized_fusions.row_quantizers`), from the partial minima and maxima
-        the normalization before wrote where it did."""
-        partials = self.partials.get(found.input)
-        call = self.call(name, node, dynamic_quantize_rows, (self.arg(found.input), partials))
+        the normalization before wrote where it did, or computing the GELU it quantizes."""
+        if found.gelu is not None:
+            formula = found.gelu
+            call = self.call(name, node, gelu_quantize_rows, (self.arg(formula.input), formula.approximate,
+                                                              self.value_ranges.get(formula.input)))
+        else:
+            partials = self.partials.get(found.input)
+            call = self.call(name, node, dynamic_quantize_rows, (self.arg(found.input), partials))
         self.bind(name, node.op_type, call, node.outputs)
 
     def _dynamic_int8_weight(self, found: DynamicConv) -> tuple[Any, ...]:
@@ -421,6 +427,20 @@ class QuantizedEmitters:
         else:
             x_scale = None
         levels = any(found.data is matmul.inputs[0] for found in self.fusions.row_quantizers.values())
+        gelu_range = self._gelu_range(found)
         args = (self.arg(matmul.inputs[0]), zero, weight, sums, scale, bias,
-                self.compute_dtype or torch.float32, x_scale, levels)
+                self.compute_dtype or torch.float32, x_scale, levels, gelu_range)
         self.env[found.output] = self.call(found.matmul_name, matmul, dynamic_quantized_linear, args)
+
+    def _gelu_range(self, found: DynamicMatMul) -> tuple[torch.fx.Node, float, float] | None:
+        """What a ranged dynamic matmul's call records its output's GELU quantizer needs in (its
+        value range, and the band of the GELU that reads it), where the program's type has a band;
+        else None (the quantizer finds the range itself)."""
+        if found.matmul_name not in self.fusions.ranged_matmuls or self.compute_dtype not in band_types():
+            return None
+        approximate = next(quantizer.gelu.approximate for quantizer in self.fusions.row_quantizers.values()
+                           if quantizer.matmul == found.matmul_name and quantizer.gelu is not None)
+        band = gelu_band(self.compute_dtype, approximate)
+        slot = self._range_slot(found.matmul_name)
+        self.value_ranges[found.output] = slot
+        return (slot, band.low, band.high)

@@ -57,7 +57,9 @@
   constant bias Add after the Mul joins the call.  A DynamicQuantizeLinear whose
   data only such calls read hands them its levels as the int8 matmul reads them
   (:func:`~._quantized_fusions.row_quantizers`); the LayerNormalization call whose
-  output it reads writes the partial minima and maxima it needs.
+  output it reads writes the partial minima and maxima it needs.  Where it
+  quantizes a GELU of such a call's output, it computes the GELU itself from
+  what that call records of its output (:mod:`.ops._gelu_levels`).
 * ``Mul(Cast(ConvInteger(x, W)), scale)``, as ``quantize_dynamic`` writes a Conv,
   becomes one float convolution (:func:`~inferplex.devices.gpu.ops._fused_quantized.dynamic_quantized_conv`)
   when W is a constant 8-bit tensor with a constant zero point and the scale one
@@ -285,6 +287,9 @@ class Fusions:
     ranged_convs: set[str] = field(default_factory=set)
     """ConvIntegers whose int8 convolution records the value range of its output for the
     DynamicQuantizeLinear that reads it (see :func:`~._quantized_fusions.level_quantizers`)."""
+    ranged_matmuls: set[str] = field(default_factory=set)
+    """Dynamic matmuls (by their MatMulInteger's name) whose int8 matmul records what a GELU's
+    quantizer reads of its output (see :attr:`~._quantized_fusions.RowQuantizer.gelu`)."""
     row_quantizers: dict[str, RowQuantizer] = field(default_factory=dict)
     """DynamicQuantizeLinear -> what it quantizes for the ``dynamic_matmul`` calls that alone read
     its data, handing them its levels (see :func:`~._quantized_fusions.row_quantizers`)."""
@@ -560,7 +565,14 @@ def plan_fusions(analysis: Analysis, channels_last: bool, cuda: bool = False) ->
     fusions.level_writes.update(writes)
     fusions.level_reads.update(reads)
     fusions.row_quantizers, fusions.partial_norms = row_quantizers(
-        analysis, names, fusions.dynamic_matmul, fusions.residual_layer_norm)
+        analysis, names, fusions.dynamic_matmul, fusions.residual_layer_norm, fusions.gelu)
+    for quantizer in fusions.row_quantizers.values():
+        if quantizer.gelu is not None and quantizer.matmul is not None:  # the quantizer runs the GELU
+            last = quantizer.gelu.output.producer()
+            assert last is not None
+            del fusions.gelu[names[last]]
+            fusions.absorbed.update((*quantizer.gelu.absorbed, last))
+            fusions.ranged_matmuls.add(quantizer.matmul)
     return fusions
 
 

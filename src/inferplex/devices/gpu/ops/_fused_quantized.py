@@ -167,7 +167,8 @@ def quantized_linear(a: torch.Tensor, weight: torch.Tensor, correction: torch.Te
 def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight: torch.Tensor,
                              column_sums: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
                              out_dtype: torch.dtype, x_scale: torch.Tensor | None = None,
-                             levels: bool = False) -> torch.Tensor:
+                             levels: bool = False, gelu_range: tuple[torch.Tensor, float, float] | None = None
+                             ) -> torch.Tensor:
     """``Cast(MatMulInteger(a, weight, zero), float) * scale (+ bias)``, as ``quantize_dynamic``
     writes a MatMul (and the Add of a Gemm's bias).
 
@@ -178,14 +179,16 @@ def dynamic_quantized_linear(a: torch.Tensor, zero: torch.Tensor | None, weight:
     :func:`integer_matmul`; the float32 product (and sum) is the Cast, Mul (and Add)'s up to
     float32 rounding.  With ``x_scale`` (the data's scale, one value) ``scale`` is the weight's and
     the call multiplies them, as the model's Mul of the two does.  With ``levels``, ``a`` comes
-    from :func:`dynamic_quantize_rows`: int8 data are uint8 levels moved down by 128.
+    from :func:`dynamic_quantize_rows`: int8 data are uint8 levels moved down by 128.  With
+    ``gelu_range`` the Triton kernel records what :func:`~._gelu_levels.gelu_quantize_rows` reads
+    of the output (see :func:`~._quantized_triton.int8_linear`); the other forms record nothing.
     """
     shift = 128 if a.dtype == torch.uint8 or levels else 0
     columns = column_sums if shift or zero is not None else None
     elements = _out_elements(a, weight)
     if triton_kernels.usable(a, elements):  # the same numbers in one kernel
         return triton_kernels.int8_linear(a, weight, columns, zero, shift, scale.reshape(-1), bias, out_dtype,
-                                          x_scale=x_scale)
+                                          x_scale=x_scale, gelu_range=gelu_range)
     if triton_kernels.usable_compiled(a, elements):
         return triton_kernels.int8_linear_op(a, weight, columns, zero, shift, scale.reshape(-1), bias,
                                              out_dtype, x_scale=x_scale)

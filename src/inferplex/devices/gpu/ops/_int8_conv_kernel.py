@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from inferplex.devices.gpu.ops._quantized_kernels import grouped_tile, range_parameters, record_range
+from inferplex.devices.gpu.ops._quantized_kernels import grouped_tile, min_max, range_parameters, record_range
 from inferplex.devices.gpu.ops._triton_rounding import (
     divide,
     fake_quantize,
@@ -51,13 +51,6 @@ def quantize_padded(x_ptr, out_ptr, pixels, channels, height, width, padded_heig
                 mask=inside[:, None] & stored, other=0.0).to(tl.float32)
     level = tl.where(inside[:, None], quantized_level(divide(x, scale, inverse), point, -128.0, 127.0), point)
     tl.store(out_ptr + (p * channels)[:, None] + c[None, :], to_integer(level).to(tl.int8), mask=stored)
-
-
-@triton.jit
-def _min_max(a_low, a_high, b_low, b_high):
-    # the minimum and maximum of two pairs, NaN where either holds one
-    return tl.minimum(a_low, b_low, propagate_nan=tl.PropagateNan.ALL), \
-        tl.maximum(a_high, b_high, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
@@ -147,7 +140,7 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
         tl.store(out_ptr + targets, values.to(out_ptr.dtype.element_ty), mask=mask)
         if RANGE:  # the stored values' range, for the DynamicQuantizeLinear that reads them
             lows, highs = tl.reduce((tl.where(mask, values, float("inf")),
-                                     tl.where(mask, values, float("-inf"))), 1, _min_max)
-            low, high = tl.reduce((lows, highs), 0, _min_max)
+                                     tl.where(mask, values, float("-inf"))), 1, min_max)
+            low, high = tl.reduce((lows, highs), 0, min_max)
             nan = ((low != low) | (high != high)).to(tl.int32)
             record_range(range_ptr, low, high, nan)

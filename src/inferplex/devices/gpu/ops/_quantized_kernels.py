@@ -60,15 +60,28 @@ def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
         offsets = start + step + tl.arange(0, BLOCK)
         mask = offsets < count
         x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        lows = tl.where(mask, tl.minimum(lows, x), lows)
-        highs = tl.where(mask, tl.maximum(highs, x), highs)
-        nans = nans | (x != x).to(tl.int32)
+        lows, highs, nans = merge_values(lows, highs, nans, x, mask)
     if RANGE:
         record_range(low_ptr, tl.min(lows, axis=0), tl.max(highs, axis=0), tl.max(nans, axis=0))
     else:
-        nan = tl.max(nans, axis=0) > 0
-        tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.min(lows, axis=0)))
-        tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.max(highs, axis=0)))
+        store_partials(low_ptr, high_ptr, lows, highs, nans)
+
+
+@triton.jit
+def merge_values(lows, highs, nans, x, mask):
+    """Running minima, maxima and NaN flags (blocks of float32, int32) with the values ``x`` where
+    ``mask`` holds."""
+    return (tl.where(mask, tl.minimum(lows, x), lows), tl.where(mask, tl.maximum(highs, x), highs),
+            nans | (x != x).to(tl.int32))
+
+
+@triton.jit
+def store_partials(low_ptr, high_ptr, lows, highs, nans):
+    """This program's minimum and maximum of :func:`merge_values`' running values, NaN where one
+    was NaN (as ``torch.aminmax`` propagates it)."""
+    nan = tl.max(nans, axis=0) > 0
+    tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.min(lows, axis=0)))
+    tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), tl.max(highs, axis=0)))
 
 
 @triton.jit
@@ -83,13 +96,26 @@ def record_range(range_ptr, low, high, nan):
 
 
 @triton.jit
+def min_max(a_low, a_high, b_low, b_high):
+    """The minimum and maximum of two pairs, NaN where either holds one (a ``tl.reduce`` combiner)."""
+    return tl.minimum(a_low, b_low, propagate_nan=tl.PropagateNan.ALL), \
+        tl.maximum(a_high, b_high, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _band_max(a_band, a_high, b_band, b_high):
+    # the larger band flag, and the larger value, NaN where either is
+    return tl.maximum(a_band, b_band), tl.maximum(a_high, b_high, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def range_parameters(range_ptr):
     """DynamicQuantizeLinear's float32 scale and zero point (see :func:`dynamic_parameters`) from a
     value range :func:`record_range` made."""
     nan = tl.load(range_ptr + 2) > 0.0
     low = tl.where(nan, float("nan"), -tl.load(range_ptr))
     high = tl.where(nan, float("nan"), tl.load(range_ptr + 1))
-    return _scale_and_zero(low, high)
+    return scale_and_zero(low, high)
 
 
 @triton.jit
@@ -103,11 +129,13 @@ def dynamic_parameters(low_ptr, high_ptr, parts, PARTS: tl.constexpr):  # noqa: 
     nan = tl.max(((lows != lows) | (highs != highs)).to(tl.int32), axis=0) > 0
     low = tl.where(nan, float("nan"), tl.min(lows, axis=0))
     high = tl.where(nan, float("nan"), tl.max(highs, axis=0))
-    return _scale_and_zero(low, high)
+    return scale_and_zero(low, high)
 
 
 @triton.jit
-def _scale_and_zero(low, high):
+def scale_and_zero(low, high):
+    """DynamicQuantizeLinear's float32 scale and zero point (a float32 integer in [0, 255]) of data
+    whose minimum is ``low`` and maximum ``high``: the range is widened to hold 0."""
     negated_low = tl.maximum(-low, 0.0)
     span = tl.maximum(high, 0.0) + negated_low
     scale = tl.where(span == 0.0, 1.0, libdevice.div_rn(span, 255.0))
@@ -205,13 +233,13 @@ def grouped_tile(rows, columns, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.co
 
 @triton.jit
 def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, table_ptr, x_scale_ptr,  # noqa: N803
-           M, N, K, stride_am, stride_wn, stride_om, shift,
+           range_ptr, M, N, K, stride_am, stride_wn, stride_om, shift,
            mid_scale, mid_inverse, mid_zero, mid_low, mid_high,
-           last_scale, last_inverse, last_zero, last_low, last_high,
+           last_scale, last_inverse, last_zero, last_low, last_high, band_low, band_high,
            A_UINT8: tl.constexpr, COLUMNS: tl.constexpr,
            ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
            MID: tl.constexpr, LAST: tl.constexpr, TABLE: tl.constexpr, X_SCALE: tl.constexpr,
-           LEVELS: tl.constexpr, DIVIDE: tl.constexpr, TMA: tl.constexpr,
+           LEVELS: tl.constexpr, GELU_RANGE: tl.constexpr, DIVIDE: tl.constexpr, TMA: tl.constexpr,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     # with TMA, a_ptr and w_ptr are tensor descriptors of the rows and the weight (Hopper's tensor
     # copies; reads past their edges give 0, which adds nothing: past K the weight is 0, past M
@@ -223,7 +251,10 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
     # value of a function of the fake-quantized output, computed for each of its 256 levels; with
     # LEVELS, LAST's levels themselves (its QuantizeLinear's 8-bit data).
     # With X_SCALE the scales are the weight's, times the data's at ``x_scale_ptr`` (the model's
-    # Mul of the two, in float32).
+    # Mul of the two, in float32).  With GELU_RANGE the stored values' largest, whether one lies
+    # in [band_low, band_high] and whether one is NaN are merged into the value range at range_ptr
+    # (see record_range; the first of its values is 1 where one lies in the band), for the GELU
+    # quantizer that reads this output (see _gelu_levels).
     pid_m, pid_n = grouped_tile(M, N, BM, BN, GROUP)
     rm = (pid_m * BM + tl.arange(0, BM)) % M
     rn = (pid_n * BN + tl.arange(0, BN)) % N
@@ -277,5 +308,12 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
     elif LAST:
         values = dequantized(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
     mask = (rows[:, None] < M) & (columns[None, :] < N)
-    tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :], values.to(out_ptr.dtype.element_ty),
-             mask=mask)
+    stored = values.to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :], stored, mask=mask)
+    if GELU_RANGE:  # one reduction of both: whether a value lies in the band, the largest (NaN kept)
+        stored = stored.to(tl.float32)
+        inside = mask & (stored >= band_low) & (stored <= band_high)
+        bands, highs = tl.reduce((tl.where(inside, 1.0, 0.0), tl.where(mask, stored, float("-inf"))), 1,
+                                 _band_max)
+        band, high = tl.reduce((bands, highs), 0, _band_max)
+        record_range(range_ptr, -band, high, (high != high).to(tl.int32))

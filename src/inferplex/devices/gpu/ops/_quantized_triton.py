@@ -41,9 +41,10 @@ import torch
 
 _log = logging.getLogger("inferplex")
 
-__all__ = ["conv_epilogue", "conv_quantize", "dequantize", "dynamic_quantize", "dynamic_quantize_centered",
-           "dynamic_quantize_rows", "float32_inverse", "int8_linear", "quantize", "quantize_dequantize",
-           "step_arguments", "usable", "usable_compiled"]
+__all__ = ["QUANTIZE_BLOCK", "RANGE_ELEMENTS", "REDUCE_BLOCK", "conv_epilogue", "conv_quantize", "dequantize",
+           "dynamic_quantize", "dynamic_quantize_centered", "dynamic_quantize_rows", "float32_inverse",
+           "int8_linear", "partial_slices", "quantize", "quantize_dequantize", "step_arguments", "usable",
+           "usable_compiled"]
 
 _BLOCK = 2048
 """Elements per program of the elementwise kernels."""
@@ -159,7 +160,7 @@ def dynamic_quantize_centered(x: torch.Tensor,
     return out, scale
 
 
-_REDUCE_BLOCK = 4096
+REDUCE_BLOCK = 4096
 """Elements each step of :func:`_minmax_partials`' loop reads (a slice is a multiple of it)."""
 
 _MAX_PARTS = 512
@@ -169,7 +170,7 @@ every program of the quantizing kernel to reduce them again from L2."""
 PARTIALS_LIMIT = 1024
 """The most partial results :func:`dynamic_quantize_rows` takes from the call before it."""
 
-_QUANTIZE_BLOCK = 8192
+QUANTIZE_BLOCK = 8192
 """Elements per program of the dynamic quantizing kernel (large: each program first reads the
 partial results)."""
 
@@ -197,9 +198,9 @@ def _dynamic_quantize(x: torch.Tensor, centered: bool, dequantized: bool = False
     scale = torch.empty((), dtype=torch.float32, device=x.device)
     zero = torch.empty((), dtype=torch.uint8, device=x.device)
     count, parts = x.numel(), lows.numel()
-    _triton().dynamic_quantize[_elementwise_grid(max(count, 1), _QUANTIZE_BLOCK)](
+    _triton().dynamic_quantize[_elementwise_grid(max(count, 1), QUANTIZE_BLOCK)](
         x, out, lows, highs, scale, zero, count, parts, CENTERED=centered, DEQUANTIZED=dequantized,
-        SHIFTED=shifted, PARTS=max(2, 1 << (parts - 1).bit_length()), BLOCK=_QUANTIZE_BLOCK)
+        SHIFTED=shifted, PARTS=max(2, 1 << (parts - 1).bit_length()), BLOCK=QUANTIZE_BLOCK)
     return out, scale, zero
 
 
@@ -214,13 +215,25 @@ def _minmax_partials(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if count > _MAX_ELEMENTS // 2:  # the slices' offsets would pass 32 bits: ATen over the storage
         low, high = torch.aminmax(x.as_strided((count,), (1,)))
         return low.reshape(1).to(torch.float32), high.reshape(1).to(torch.float32)
-    slices = _cdiv(_cdiv(count, _MAX_PARTS), _REDUCE_BLOCK)
-    per_program = slices * _REDUCE_BLOCK
-    parts = _cdiv(count, per_program)
-    lows = torch.empty(parts, dtype=torch.float32, device=x.device)
-    highs = torch.empty(parts, dtype=torch.float32, device=x.device)
-    _triton().minmax_partials[(parts,)](x, lows, highs, count, per_program, RANGE=False, BLOCK=_REDUCE_BLOCK)
+    lows, highs, per_program = partial_slices(x)
+    _triton().minmax_partials[(lows.numel(),)](x, lows, highs, count, per_program, RANGE=False,
+                                               BLOCK=REDUCE_BLOCK)
     return lows, highs
+
+
+def partial_slices(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Room for the minimum and the maximum of each slice of non-empty ``x`` (at most
+    :data:`_MAX_PARTS` slices, of whole :data:`REDUCE_BLOCK` steps; at most :data:`RANGE_ELEMENTS`
+    elements), and the elements of a slice."""
+    per_program = _slice_length(x.numel())
+    parts = _cdiv(x.numel(), per_program)
+    return (torch.empty(parts, dtype=torch.float32, device=x.device),
+            torch.empty(parts, dtype=torch.float32, device=x.device), per_program)
+
+
+def _slice_length(count: int) -> int:
+    """Elements of each of the (at most :data:`_MAX_PARTS`) slices a range pass reduces."""
+    return _cdiv(_cdiv(count, _MAX_PARTS), REDUCE_BLOCK) * REDUCE_BLOCK
 
 
 RANGE_ELEMENTS = _MAX_ELEMENTS // 2
@@ -235,9 +248,9 @@ def value_range(x: torch.Tensor) -> torch.Tensor:
     count = x.numel()
     assert count <= RANGE_ELEMENTS, "the callers take no larger tensors"
     if count:
-        per_program = _cdiv(_cdiv(count, _MAX_PARTS), _REDUCE_BLOCK) * _REDUCE_BLOCK
+        per_program = _slice_length(count)
         _triton().minmax_partials[(_cdiv(count, per_program),)](x, found, found, count, per_program,
-                                                                RANGE=True, BLOCK=_REDUCE_BLOCK)
+                                                                RANGE=True, BLOCK=REDUCE_BLOCK)
     return found
 
 
@@ -311,7 +324,8 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
                 zero: torch.Tensor | None, shift: int, scales: torch.Tensor, bias: torch.Tensor | None,
                 out_dtype: torch.dtype, mid: Sequence[float] | None = None,
                 last: Sequence[float] | None = None, table: torch.Tensor | None = None,
-                x_scale: torch.Tensor | None = None, levels: bool = False) -> torch.Tensor:
+                x_scale: torch.Tensor | None = None, levels: bool = False,
+                gelu_range: tuple[torch.Tensor, float, float] | None = None) -> torch.Tensor:
     """``((rows(a) @ weight.T + offset * columns) * scales + bias)`` in ``out_dtype``, one kernel.
 
     ``a``: 8-bit data (..., K), uint8 moved down by 128 in the kernel; ``weight``: int8 N x K;
@@ -332,6 +346,11 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
 
     With ``levels``, each output is ``last``'s level (its QuantizeLinear's data: int8 where its
     range starts below 0, else uint8) instead of its value.
+
+    With ``gelu_range`` (a value range of :func:`fresh_value_range`, and the ends of a GELU's band,
+    see :func:`~._gelu_levels.gelu_band`) the kernel merges into that range the largest output,
+    whether an output lies in the band (its first value then is 1) and whether one is NaN, for
+    :func:`~._gelu_levels.gelu_quantize_rows`.
     """
     rows = a.reshape(-1, a.shape[-1])
     if rows.stride(-1) != 1:
@@ -353,17 +372,19 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
                 warps, stages = (4, 4) if rows.dtype == torch.uint8 else (8, 3)
         grid = (_cdiv(count, block_m) * _cdiv(width, block_n),)
         a_source, w_source = descriptors or (rows, weight)
+        value_range, band_low, band_high = gelu_range or (scales, 0.0, 0.0)
         kernels = _triton()
         kernels.linear[grid](
             a_source, w_source, out, columns if columns is not None else scales,
             zero if zero is not None else scales, scales, bias if bias is not None else scales,
             table if table is not None else scales, x_scale if x_scale is not None else scales,
-            count, width, depth, rows.stride(0), weight.stride(0), out.stride(0), shift,
-            *step_arguments(mid), *step_arguments(last),
+            value_range, count, width, depth, rows.stride(0), weight.stride(0), out.stride(0), shift,
+            *step_arguments(mid), *step_arguments(last), band_low, band_high,
             A_UINT8=rows.dtype == torch.uint8, COLUMNS=columns is not None, ZERO=zero is not None,
             SCALES=scales.numel() > 1, BIAS=bias is not None, EVEN_K=depth % 128 == 0,
             MID=mid is not None, LAST=last is not None, TABLE=table is not None,
-            X_SCALE=x_scale is not None, LEVELS=levels, DIVIDE=out_dtype == torch.float32,
+            X_SCALE=x_scale is not None, LEVELS=levels, GELU_RANGE=gelu_range is not None,
+            DIVIDE=out_dtype == torch.float32,
             TMA=descriptors is not None, BM=block_m, BN=block_n, BK=128, GROUP=8, num_warps=warps,
             num_stages=stages)
     return out.reshape(*a.shape[:-1], width)
