@@ -55,6 +55,16 @@ def test_enum_members_print_number_and_order_as_openvinos(ours: Any, path: str) 
         assert (getattr(ours, first) < getattr(ours, second)) == expected
 
 
+@pytest.mark.parametrize("ours, path", ENUMS, ids=[p for _, p in ENUMS])
+def test_enum_entries_list_openvinos_names_first_in_its_order(ours: Any, path: str) -> None:
+    # pybind11's ``__entries``: {name: (member, docstring)}, aliases (DEFAULT) included
+    theirs = getattr(_theirs(path), "__entries")
+    mine = getattr(ours, "__entries")
+    assert list(mine)[:len(theirs)] == list(theirs)
+    for name, (member, doc) in theirs.items():
+        assert (str(mine[name][0]), int(mine[name][0]), mine[name][1]) == (str(member), int(member), doc)
+
+
 def test_enum_members_equal_their_member_and_stored_string_but_no_number() -> None:
     latency = hint.PerformanceMode.LATENCY
     assert latency == hint.PerformanceMode(1) and latency != hint.PerformanceMode.THROUGHPUT

@@ -29,7 +29,20 @@ class Reject(Exception):  # noqa: N818 - a parser's "no", not an error the user 
     """Raised by a value parser; its text says what is accepted."""
 
 
-class OptionEnum(enum.Enum):
+class _OptionEnumType(enum.EnumType):
+    """The metaclass of :class:`OptionEnum`: gives each such enum pybind11's ``__entries``."""
+
+
+def _entries(cls: type[enum.Enum]) -> dict[str, tuple[enum.Enum, None]]:
+    """``{name: (member, docstring)}`` for every name, aliases included, in the order they were
+    written: what pybind11's enums hold as ``__entries`` (their members have no docstrings)."""
+    return {name: (member, None) for name, member in cls.__members__.items()}
+
+
+setattr(_OptionEnumType, "__entries", property(_entries))  # written so: a class body would mangle it
+
+
+class OptionEnum(enum.Enum, metaclass=_OptionEnumType):
     """A property value enum that behaves as OpenVINO's pybind11 enums do, and names its stored string.
 
     Members are written ``NAME = (number, text)``: ``number`` is OpenVINO's
@@ -39,6 +52,7 @@ class OptionEnum(enum.Enum):
     text too, so a value read back compares with the string a config was
     written with; it equals no number (OpenVINO's members equal no int either).
     ``Enum("THROUGHPUT")`` (the text or the name, any case) finds a member.
+    Like pybind11's enums, the class has ``__entries``: ``{name: (member, None)}``.
     """
 
     _text: str

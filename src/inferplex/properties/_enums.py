@@ -112,8 +112,8 @@ class SchedulePolicy(OptionEnum):
 
     ROUND_ROBIN = (0, "ROUND_ROBIN")
     DEVICE_PRIORITY = (1, "DEVICE_PRIORITY")
+    DEFAULT = (1, "DEVICE_PRIORITY")  # OpenVINO's entries first, in its order (``__entries``)
     EARLIEST_FINISH = (2, "EARLIEST_FINISH")
-    DEFAULT = (1, "DEVICE_PRIORITY")
 
 
 class DeviceType(OptionEnum):
