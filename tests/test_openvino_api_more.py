@@ -487,3 +487,23 @@ def test_importing_the_package_gives_its_utils_modules() -> None:
                           env={**__import__("os").environ, "PYTHONPATH": src})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["float16", "OVDict"]
+
+
+@pytest.mark.parametrize("share_inputs", [True, False])
+@pytest.mark.parametrize("share_outputs", [True, False])
+def test_a_compiled_models_own_request_shares_memory_as_openvinos(share_inputs: bool,
+                                                                  share_outputs: bool) -> None:
+    # compiled_model(inputs) runs on a request the model keeps as ``_infer_request``, as OpenVINO's does
+    data = np.arange(-4, 4, dtype=np.float32).reshape(1, 8)
+    found = []
+    for package in (real, ov):
+        parameter = package.opset13.parameter([1, 8], np.float32)
+        model = package.Model([package.opset13.abs(parameter)], [parameter])
+        compiled = package.Core().compile_model(model, "CPU")
+        results = compiled(data, share_inputs=share_inputs, share_outputs=share_outputs)
+        request = compiled._infer_request
+        assert np.array_equal(results[0], np.abs(data))
+        found.append((np.shares_memory(request.get_input_tensor(0).data, data),
+                      np.shares_memory(request.get_output_tensor(0).data, results[0]),
+                      bool(results[0].flags["OWNDATA"])))
+    assert found[1] == found[0] == (share_inputs, share_outputs, not share_outputs)

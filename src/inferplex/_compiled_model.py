@@ -100,7 +100,7 @@ class CompiledModel:
         self._timeline = timeline
         self._expected = _output_spec(self._outputs)
         self._completions = Completions(device_name)
-        self._default_request: InferRequest | None = None
+        self._infer_request: InferRequest | None = None  # OpenVINO's name for it (see _own_request)
         self._state_plan = state_plan(model.ir)  # its variables: fed and kept by each request
         self._lock = threading.Lock()
         # Holds neither self nor anything that refers to it: the model can be collected.
@@ -145,9 +145,9 @@ class CompiledModel:
     def _own_request(self) -> InferRequest:
         """The request ``compiled_model(inputs)`` runs on, made at its first use."""
         with self._lock:
-            if self._default_request is None:
-                self._default_request = self.create_infer_request()
-            return self._default_request
+            if self._infer_request is None:
+                self._infer_request = self.create_infer_request()
+            return self._infer_request
 
     def query_state(self) -> list[VariableState]:
         """The variables of the request ``compiled_model(inputs)`` runs on (``InferRequest.query_state``)."""
