@@ -22,6 +22,12 @@ from inferplex.devices.gpu.ops._triton_rounding import (
 
 
 @triton.jit
+def _low_high(a_low, a_high, b_low, b_high):
+    # the smaller low (a NaN's place left to the high) and the larger high, NaN where either is
+    return tl.minimum(a_low, b_low), tl.maximum(a_high, b_high, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, high_ptr,  # noqa: N803
                rows, width, epsilon,
                s_scale, s_inverse, s_zero, s_low, s_high,
@@ -75,12 +81,12 @@ def layer_norm(a_ptr, b_ptr, weight_ptr, bias_ptr, out_ptr, data_ptr, low_ptr, h
     if VALUE:
         tl.store(out_ptr + offsets, stored, mask=inside)
     if PARTIALS:  # of the values as stored, which the quantizer reads
-        seen = stored.to(tl.float32)
-        nan = tl.max(tl.max((inside & (seen != seen)).to(tl.int32), axis=1), axis=0) > 0
-        low = tl.min(tl.min(tl.where(inside, seen, float("inf")), axis=1), axis=0)
-        high = tl.max(tl.max(tl.where(inside, seen, float("-inf")), axis=1), axis=0)
-        tl.store(low_ptr + tl.program_id(0), tl.where(nan, float("nan"), low))
-        tl.store(high_ptr + tl.program_id(0), tl.where(nan, float("nan"), high))
+        seen = stored.to(tl.float32)  # one reduction of both; a NaN shows in the maximum
+        lows, highs = tl.reduce((tl.where(inside, seen, float("inf")), tl.where(inside, seen, float("-inf"))),
+                                1, _low_high)
+        low, high = tl.reduce((lows, highs), 0, _low_high)
+        tl.store(low_ptr + tl.program_id(0), tl.where(high != high, float("nan"), low))
+        tl.store(high_ptr + tl.program_id(0), high)
     if SHARED:  # NaN gives the range's low end, as a clamp of NaN does
         level = tl.where(y == y, steps + q_zero * 1.0, q_low * 1.0)
         tl.store(data_ptr + offsets, to_integer(level).to(data_ptr.dtype.element_ty), mask=inside)
