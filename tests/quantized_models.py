@@ -75,6 +75,14 @@ def profiled(core: ov.Core, model: onnx.ModelProto, feeds: dict[str, Any],
     return result, records
 
 
+def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
+    """ONNX's DynamicQuantizeLinear in float32 numpy: uint8 levels (as int32), scale and zero point."""
+    low, high = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))
+    scale = np.float32((high - low) / np.float32(255))
+    zero = int(np.clip(np.rint(-low / scale), 0, 255))
+    return np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int32), scale, zero
+
+
 def output_scale(model: onnx.ModelProto) -> float:
     """The scale of the DequantizeLinear that makes the graph output (one quantization step)."""
     last = next(n for n in model.graph.node if n.output[0] == model.graph.output[0].name)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from quantized_models import ort_unfused, profiled, quantized
+from quantized_models import dynamic_quantize_linear, ort_unfused, profiled, quantized
 from torch_export import export_onnx
 
 import inferplex as ov
@@ -73,14 +73,6 @@ def test_dynamic_encoder_block_matches_onnx_runtime(core: ov.Core, tmp_path: Any
     assert len(casts) == 3 and not casts & set(records)
 
 
-def _dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
-    """ONNX's DynamicQuantizeLinear in float32 numpy: uint8 levels, scale and zero point."""
-    low, high = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))
-    scale = np.float32((high - low) / np.float32(255))
-    zero = int(np.clip(np.rint(-low / scale), 0, 255))
-    return np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int32), scale, zero
-
-
 @pytest.mark.gpu
 @cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=["f16", "bf16", "f32"])
@@ -93,7 +85,7 @@ def test_dynamic_rows_are_dynamic_quantize_linear(dtype: torch.dtype, handed: bo
     parts = x.float().reshape(75, -1)  # the minimum and maximum of each of 75 parts, as a call writes them
     partials = torch.stack([parts.amin(dim=1), parts.amax(dim=1)]) if handed else None
     levels, scale, zero = dynamic_quantize_rows(x, partials)
-    want, want_scale, want_zero = _dynamic_quantize_linear(x.float().cpu().numpy())
+    want, want_scale, want_zero = dynamic_quantize_linear(x.float().cpu().numpy())
     assert levels.dtype == torch.int8 and zero.dtype == torch.uint8
     assert float(scale) == want_scale and int(zero) == want_zero
     np.testing.assert_array_equal(levels.cpu().to(torch.int32).numpy() + 128, want)

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from quantized_models import ort_unfused, profiled, quantized
-from test_gpu_dynamic_rows import _dynamic_quantize_linear, _encoder_layer
+from quantized_models import dynamic_quantize_linear, ort_unfused, profiled, quantized
+from test_gpu_dynamic_rows import _encoder_layer
 
 import inferplex as ov
 
@@ -117,7 +117,7 @@ def test_gelu_levels_are_dynamic_quantize_linear_of_the_gelu(dtype: torch.dtype,
     assert int(got_zero) == int(want_zero)
     torch.testing.assert_close(levels, want_levels, rtol=0, atol=0)
     if case != "nan":
-        reference, reference_scale, reference_zero = _dynamic_quantize_linear(
+        reference, reference_scale, reference_zero = dynamic_quantize_linear(
             F.gelu(x, approximate=approximate).float().cpu().numpy())
         assert float(got_scale) == reference_scale and int(got_zero) == reference_zero
         np.testing.assert_array_equal(levels.cpu().to(torch.int32).numpy() + 128, reference)

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from quantized_models import ort_unfused, output_scale, quantized
+from quantized_models import dynamic_quantize_linear, ort_unfused, output_scale, quantized
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -247,14 +247,6 @@ def test_dynamic_resnet_recording_value_ranges_in_the_convolutions_changes_no_va
     np.testing.assert_array_equal(_infer(model, config, x), recorded)
 
 
-def _dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
-    """ONNX's DynamicQuantizeLinear in float32 numpy: uint8 levels, scale and zero point."""
-    low, high = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))
-    scale = np.float32((high - low) / np.float32(255))
-    zero = int(np.clip(np.rint(-low / scale), 0, 255))
-    return np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.int32), scale, zero
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=["f16", "bf16", "f32"])
 @pytest.mark.parametrize("pads", [[1, 1, 1, 1], [2, 0, 1, 3]], ids=["pad1", "asymmetric"])
 def test_dynamic_levels_are_dynamic_quantize_linear_with_pads(dtype: torch.dtype, pads: list[int]) -> None:
@@ -265,7 +257,7 @@ def test_dynamic_levels_are_dynamic_quantize_linear_with_pads(dtype: torch.dtype
     cuda_x = x.cuda().contiguous(memory_format=torch.channels_last)
     assert dynamic_takes(cuda_x, pads)
     levels, scale, zero = quantize_dynamic_padded(cuda_x, pads)
-    want, want_scale, want_zero = _dynamic_quantize_linear(x.float().numpy())
+    want, want_scale, want_zero = dynamic_quantize_linear(x.float().numpy())
     assert levels.dtype == torch.int8 and levels.is_contiguous(memory_format=torch.channels_last)
     assert float(scale) == want_scale and int(zero) == want_zero - 128
     got = levels.cpu().to(torch.int32).numpy() + 128
