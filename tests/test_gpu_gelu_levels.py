@@ -149,3 +149,17 @@ def test_dynamic_feed_forward_on_cuda_matches_onnx_runtime_and_the_gelu_run_on_i
     alone, records = profiled(ov.Core(), model, feeds, config)
     assert gelu in records
     np.testing.assert_array_equal(got, alone)
+
+
+@pytest.mark.gpu
+@cuda
+def test_gelu_levels_of_no_values_are_the_quantizers() -> None:
+    from inferplex.devices.gpu.ops._fused_quantized import dynamic_quantize_rows
+    from inferplex.devices.gpu.ops._gelu_levels import gelu_quantize_rows
+    from inferplex.devices.gpu.ops._quantized_triton import fresh_value_range
+
+    x = torch.empty((0, 768), dtype=torch.float16, device="cuda")
+    levels, scale, zero = gelu_quantize_rows(x, "none", fresh_value_range(torch.device("cuda")))
+    want_levels, want_scale, want_zero = dynamic_quantize_rows(F.gelu(x))
+    assert levels.shape == want_levels.shape == (0, 768) and levels.dtype == want_levels.dtype
+    assert float(scale) == float(want_scale) and int(zero) == int(want_zero)

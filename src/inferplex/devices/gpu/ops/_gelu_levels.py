@@ -87,7 +87,7 @@ def gelu_quantize_rows(x: torch.Tensor, approximate: str, value_range: torch.Ten
     outside ``torch.compile``, for float16 and bfloat16 ``x``, the GELU runs in the quantizing pass;
     elsewhere as ``F.gelu``, then the quantizer."""
     if value_range is None or x.dtype not in band_types() or not triton_kernels.usable(x) \
-            or x.numel() > triton_kernels.RANGE_ELEMENTS:
+            or not 0 < x.numel() <= triton_kernels.RANGE_ELEMENTS:
         return dynamic_quantize_rows(F.gelu(x, approximate=approximate))
     from inferplex.devices.gpu.ops import _gelu_levels_kernel as kernels
 
