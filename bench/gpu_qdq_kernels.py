@@ -22,6 +22,11 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
   float form (a float model's Add and normalization), alone and writing the partial minima and
   maxima a dynamic matmul's quantizer reads.
 
+* ``dynamic feed-forward``: ``quantize_dynamic``'s up projection and the quantizer of its GELU
+  (4096 x 768 -> 3072): the int8 matmul, ``F.gelu``, a range pass and DynamicQuantizeLinear's pass,
+  against the matmul recording what the GELU's quantizer needs and that quantizer computing the
+  GELU itself (``ops/_gelu_levels.py``); the f16 model's ``F.linear`` and ``F.gelu`` the baseline.
+
 ``--tilings`` adds the int8 kernel's tilings (128 x 128 x 128 tiles with 4 or 8 warps, 3 or 4
 stages, for int8 and uint8 rows, with pointer loads and with Hopper's tensor copies) and the
 attention kernel's query rows per program, at sequences of 128, 256 and 512 (the batch smaller in
@@ -232,6 +237,38 @@ def _layer_norm_row() -> dict[str, Any]:
                                                                                           1e-5))}
 
 
+def _dynamic_feed_forward_row() -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    from inferplex.devices.gpu.ops._fused_quantized import dynamic_quantize_rows, dynamic_quantized_linear
+    from inferplex.devices.gpu.ops._gelu_levels import gelu_band, gelu_quantize_rows
+    from inferplex.devices.gpu.ops._quantized_triton import fresh_value_range
+
+    rows, depth, width = BATCH * LENGTH, HEADS * WIDTH, 4 * HEADS * WIDTH
+    levels, _, zero = dynamic_quantize_rows(torch.randn(rows, depth, device="cuda").half())
+    weight = torch.randint(-127, 128, (width, depth), dtype=torch.int8, device="cuda")
+    sums = weight.t().sum(dim=0, dtype=torch.int32).reshape(1, -1)
+    scale = torch.full((width,), 2e-4, device="cuda")
+    bias, x_scale = torch.randn(width, device="cuda") * 0.1, torch.tensor(0.02, device="cuda")
+    band = gelu_band(torch.float16, "none")
+    x16 = torch.randn(rows, depth, device="cuda").half()
+    w16, b16 = (weight.half() * 2e-4), bias.half()
+
+    def matmul(gelu_range: Any = None) -> Any:
+        return dynamic_quantized_linear(levels, zero, weight, sums, scale, bias, torch.float16, x_scale, True,
+                                        gelu_range)
+
+    def recorded() -> Any:
+        value_range = fresh_value_range(torch.device("cuda"))
+        return gelu_quantize_rows(matmul((value_range, band.low, band.high)), "none", value_range)
+
+    return {"shape": f"{rows} x {depth} -> {width}",
+            "f16 linear + F.gelu": _graph_us(lambda: F.gelu(F.linear(x16, w16, b16))),
+            "separate calls": _graph_us(lambda: dynamic_quantize_rows(F.gelu(matmul()))),
+            "recorded, GELU in the quantizer": _graph_us(recorded)}
+
+
 def _print(title: str, rows: list[dict[str, Any]], baseline: str) -> None:
     print(f"\n{title} (µs; ratio: {baseline} / column)")
     for row in rows:
@@ -253,11 +290,13 @@ def main() -> None:
     lengths = (LENGTH, 256, 512) if args.tilings else (LENGTH,)
     results = {"linear": _linear_rows(args.tilings),
                "attention": [_attention_row(args.tilings, length) for length in lengths],
-               "gelu": [_gelu_row()], "layer norm": [_layer_norm_row()]}
+               "gelu": [_gelu_row()], "layer norm": [_layer_norm_row()],
+               "dynamic feed-forward": [_dynamic_feed_forward_row()]}
     _print("int8 linear", results["linear"], "f16 linear")
     _print("attention", results["attention"], "sdpa f16")
     _print("gelu", results["gelu"], "F.gelu f16")
     _print("layer norm", results["layer norm"], "add + F.layer_norm f16")
+    _print("dynamic feed-forward", results["dynamic feed-forward"], "f16 linear + F.gelu")
     write_json("gpu_qdq_kernels.json", {"device": torch.cuda.get_device_name(), **results})
 
 
