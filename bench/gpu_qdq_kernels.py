@@ -28,7 +28,8 @@ BERT-base's shapes (batch 32, sequence 128, hidden 768, 12 heads):
   GELU itself (``ops/_gelu_levels.py``); the f16 model's ``F.linear`` and ``F.gelu`` the baseline.
 
 ``--tilings`` adds the int8 kernel's tilings (128 x 128 x 128 tiles with 4 or 8 warps, 3 or 4
-stages, for int8 and uint8 rows, with pointer loads and with Hopper's tensor copies) and the
+stages, for int8 and uint8 rows, with pointer loads and with Hopper's tensor copies, one program a
+tile or, with tensor copies, 2 or 3 persistent programs a multiprocessor) and the
 attention kernel's query rows per program, at sequences of 128, 256 and 512 (the batch smaller in
 proportion).  Values are random: only the time is measured (the tests
 check the numbers against ONNX Runtime).  JSON goes to
@@ -106,11 +107,14 @@ def _linear_row(m: int, k: int, n: int, tilings: bool) -> dict[str, Any]:
 def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any, zero: Any,
              scales: Any, bias: Any) -> dict[str, float]:
     """The int8 kernel with 128 x 128 x 128 tiles under each warp and stage count, for both row types,
-    with pointer loads and (on GPUs that have them) Hopper's tensor copies."""
+    with pointer loads and (on GPUs that have them) Hopper's tensor copies, one program a tile or
+    persistent programs."""
     import torch
 
     m, k = signed.shape
     n = weight.shape[0]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tiles = (m + 127) // 128 * ((n + 127) // 128)
     out = torch.empty((m, n), dtype=torch.float16, device="cuda")
     found = {}
     for name, rows in (("int8", signed), ("uint8", unsigned), ("int8 with bias and pairs", signed)):
@@ -119,12 +123,17 @@ def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any
         for loads, sources in (("pointers", (rows, weight)), ("tensor copies", descriptors)):
             if sources is None:
                 continue
-            for warps, stages in ((4, 4), (8, 3), (4, 3)):
+            # one program a tile; with tensor copies also 2 and 3 persistent programs a multiprocessor
+            persistent = (2, 3) if loads == "tensor copies" else ()
+            for warps, stages, per_sm in ((4, 4, 0), (8, 3, 0), (4, 3, 0), *((4, 3, p) for p in persistent)):
+                programs = min(tiles, per_sm * sms) if per_sm else tiles
+
                 def run(rows: Any = rows, sources: Any = sources, tma: bool = loads == "tensor copies",
-                        warps: int = warps, stages: int = stages, epilogue: bool = epilogue) -> None:
+                        warps: int = warps, stages: int = stages, epilogue: bool = epilogue,
+                        programs: int = programs) -> None:
                     # the table, the data's scale and the value range are not read (TABLE,
                     # X_SCALE and GELU_RANGE off)
-                    kernels._triton().linear[((m + 127) // 128 * ((n + 127) // 128),)](
+                    kernels._triton().linear[(programs,)](
                         *sources, out, columns, zero, scales, bias, scales, scales, scales, m, n, k,
                         rows.stride(0), weight.stride(0), out.stride(0),
                         128 if rows.dtype == torch.uint8 else 0,
@@ -134,8 +143,10 @@ def _tilings(kernels: Any, signed: Any, unsigned: Any, weight: Any, columns: Any
                         ZERO=rows.dtype == torch.uint8, SCALES=True, BIAS=epilogue, EVEN_K=k % 128 == 0,
                         MID=epilogue, LAST=epilogue, TABLE=False, X_SCALE=False, LEVELS=False,
                         GELU_RANGE=False, DIVIDE=False, TMA=tma, BM=128,
-                        BN=128, BK=128, GROUP=8, num_warps=warps, num_stages=stages)
-                found[f"{name} {loads} {warps}w{stages}s"] = _graph_us(run)
+                        BN=128, BK=128, GROUP=8, FLATTEN=programs < tiles, num_warps=warps,
+                        num_stages=stages)
+                label = f" {per_sm} a multiprocessor" if per_sm else ""
+                found[f"{name} {loads} {warps}w{stages}s{label}"] = _graph_us(run)
     return found
 
 

@@ -80,7 +80,7 @@ def conv(x_ptr, w_ptr, out_ptr, column_ptr, scale_ptr, bias_ptr, other_ptr,  # n
     # ``out_zero`` is the level of 0.0 so moved), in stored_height x stored_width images whose
     # output pixels start at (out_top, out_left): the next Conv's data with its pads.  With RANGE
     # the stored values' minimum and maximum are merged into the value range at ``range_ptr``.
-    pid_m, pid_n = grouped_tile(rows, out_channels, BM, BN, GROUP)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), rows, out_channels, BM, BN, GROUP)
     rm = (pid_m * BM + tl.arange(0, BM)) % rows
     plane = out_height * out_width
     image = rm // plane

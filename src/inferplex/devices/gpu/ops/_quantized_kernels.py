@@ -220,10 +220,10 @@ def conv_quantize(acc_ptr, bias_ptr, other_ptr, out_ptr, count, channels, inner,
 
 
 @triton.jit
-def grouped_tile(rows, columns, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr):  # noqa: N803
-    """The (row, column) tile of a BM x BN tiling of the output this program computes: programs
-    walk GROUP tile rows a column at a time, so those reuse each weight tile from L2."""
-    pid = tl.program_id(0)
+def grouped_tile(pid, rows, columns, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr):  # noqa: N803
+    """The (row, column) tile number ``pid`` is of a BM x BN tiling of the output: tiles go GROUP
+    tile rows a column at a time, so programs working on neighbouring numbers at once reuse each
+    weight tile from L2."""
     blocks_m, blocks_n = tl.cdiv(rows, BM), tl.cdiv(columns, BN)
     group = pid // (GROUP * blocks_n)
     first = group * GROUP
@@ -240,8 +240,12 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
            ZERO: tl.constexpr, SCALES: tl.constexpr, BIAS: tl.constexpr, EVEN_K: tl.constexpr,
            MID: tl.constexpr, LAST: tl.constexpr, TABLE: tl.constexpr, X_SCALE: tl.constexpr,
            LEVELS: tl.constexpr, GELU_RANGE: tl.constexpr, DIVIDE: tl.constexpr, TMA: tl.constexpr,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
-    # with TMA, a_ptr and w_ptr are tensor descriptors of the rows and the weight (Hopper's tensor
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
+           FLATTEN: tl.constexpr):
+    # Program p computes output tiles p, p + programs, p + 2 programs and so on: one where the grid
+    # has a program per tile; where it has fewer (persistent programs), FLATTEN makes the tiles'
+    # steps one loop, pipelined across tiles, so a tile's loads overlap the epilogue before.
+    # With TMA, a_ptr and w_ptr are tensor descriptors of the rows and the weight (Hopper's tensor
     # copies; reads past their edges give 0, which adds nothing: past K the weight is 0, past M
     # or N nothing is stored).  The epilogue, in float32 up to the store: the scales; with MID,
     # fake-quantized (a QuantizeLinear -> DequantizeLinear pair on the matmul's output) before the
@@ -255,65 +259,67 @@ def linear(a_ptr, w_ptr, out_ptr, column_ptr, zero_ptr, scale_ptr, bias_ptr, tab
     # in [band_low, band_high] and whether one is NaN are merged into the value range at range_ptr
     # (see record_range; the first of its values is 1 where one lies in the band), for the GELU
     # quantizer that reads this output (see _gelu_levels).
-    pid_m, pid_n = grouped_tile(M, N, BM, BN, GROUP)
-    rm = (pid_m * BM + tl.arange(0, BM)) % M
-    rn = (pid_n * BN + tl.arange(0, BN)) % N
-    acc = tl.zeros((BM, BN), dtype=tl.int32)
-    if TMA:
-        for k in range(0, tl.cdiv(K, BK)):
-            a = a_ptr.load([pid_m * BM, k * BK])
-            if A_UINT8:
-                a = (a ^ 0x80).to(tl.int8, bitcast=True)
-            acc = tl.dot(a, w_ptr.load([pid_n * BN, k * BK]).T, acc, out_dtype=tl.int32)
-    else:
-        rk = tl.arange(0, BK)
-        a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
-        w_ptrs = w_ptr + rn[None, :] * stride_wn + rk[:, None]
-        for k in range(0, tl.cdiv(K, BK)):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                w = tl.load(w_ptrs)
-            else:
-                inside = rk < K - k * BK
-                a = tl.load(a_ptrs, mask=inside[None, :], other=128 if A_UINT8 else 0)
-                w = tl.load(w_ptrs, mask=inside[:, None], other=0)
-            if A_UINT8:  # uint8 moved down by 128: x ^ 0x80 read as int8
-                a = (a ^ 0x80).to(tl.int8, bitcast=True)
-            acc += tl.dot(a, w)
-            a_ptrs += BK
-            w_ptrs += BK
-    rows = pid_m * BM + tl.arange(0, BM)
-    columns = pid_n * BN + tl.arange(0, BN)
-    if COLUMNS:  # the shift and zero point times each column's sum, exact in int32
-        offset = shift - tl.load(zero_ptr).to(tl.int32) if ZERO else shift
-        acc += offset * tl.load(column_ptr + rn)[None, :]
-    values = acc.to(tl.float32)
-    if SCALES:
-        scales = tl.load(scale_ptr + rn)[None, :].to(tl.float32)
-    else:
-        scales = tl.load(scale_ptr).to(tl.float32)
-    if X_SCALE:
-        scales = libdevice.mul_rn(tl.load(x_scale_ptr).to(tl.float32), scales)
-    values = values * scales
-    if MID:
-        values = dequantized(values, mid_scale, mid_inverse, mid_zero, mid_low, mid_high, DIVIDE)
-    if BIAS:
-        values = values + tl.load(bias_ptr + rn)[None, :].to(tl.float32)
-    if TABLE:
-        steps = quantized_steps(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
-        values = tl.load(table_ptr + to_integer(steps + (last_zero - last_low) * 1.0))
-    elif LEVELS:
-        steps = quantized_steps(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
-        values = to_integer(steps + last_zero * 1.0)
-    elif LAST:
-        values = dequantized(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
-    mask = (rows[:, None] < M) & (columns[None, :] < N)
-    stored = values.to(out_ptr.dtype.element_ty)
-    tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :], stored, mask=mask)
-    if GELU_RANGE:  # one reduction of both: whether a value lies in the band, the largest (NaN kept)
-        stored = stored.to(tl.float32)
-        inside = mask & (stored >= band_low) & (stored <= band_high)
-        bands, highs = tl.reduce((tl.where(inside, 1.0, 0.0), tl.where(mask, stored, float("-inf"))), 1,
-                                 _band_max)
-        band, high = tl.reduce((bands, highs), 0, _band_max)
-        record_range(range_ptr, -band, high, (high != high).to(tl.int32))
+    tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
+        pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, GROUP)
+        rm = (pid_m * BM + tl.arange(0, BM)) % M
+        rn = (pid_n * BN + tl.arange(0, BN)) % N
+        acc = tl.zeros((BM, BN), dtype=tl.int32)
+        if TMA:
+            for k in range(0, tl.cdiv(K, BK)):
+                a = a_ptr.load([pid_m * BM, k * BK])
+                if A_UINT8:
+                    a = (a ^ 0x80).to(tl.int8, bitcast=True)
+                acc = tl.dot(a, w_ptr.load([pid_n * BN, k * BK]).T, acc, out_dtype=tl.int32)
+        else:
+            rk = tl.arange(0, BK)
+            a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
+            w_ptrs = w_ptr + rn[None, :] * stride_wn + rk[:, None]
+            for k in range(0, tl.cdiv(K, BK)):
+                if EVEN_K:
+                    a = tl.load(a_ptrs)
+                    w = tl.load(w_ptrs)
+                else:
+                    inside = rk < K - k * BK
+                    a = tl.load(a_ptrs, mask=inside[None, :], other=128 if A_UINT8 else 0)
+                    w = tl.load(w_ptrs, mask=inside[:, None], other=0)
+                if A_UINT8:  # uint8 moved down by 128: x ^ 0x80 read as int8
+                    a = (a ^ 0x80).to(tl.int8, bitcast=True)
+                acc += tl.dot(a, w)
+                a_ptrs += BK
+                w_ptrs += BK
+        rows = pid_m * BM + tl.arange(0, BM)
+        columns = pid_n * BN + tl.arange(0, BN)
+        if COLUMNS:  # the shift and zero point times each column's sum, exact in int32
+            offset = shift - tl.load(zero_ptr).to(tl.int32) if ZERO else shift
+            acc += offset * tl.load(column_ptr + rn)[None, :]
+        values = acc.to(tl.float32)
+        if SCALES:
+            scales = tl.load(scale_ptr + rn)[None, :].to(tl.float32)
+        else:
+            scales = tl.load(scale_ptr).to(tl.float32)
+        if X_SCALE:
+            scales = libdevice.mul_rn(tl.load(x_scale_ptr).to(tl.float32), scales)
+        values = values * scales
+        if MID:
+            values = dequantized(values, mid_scale, mid_inverse, mid_zero, mid_low, mid_high, DIVIDE)
+        if BIAS:
+            values = values + tl.load(bias_ptr + rn)[None, :].to(tl.float32)
+        if TABLE:
+            steps = quantized_steps(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
+            values = tl.load(table_ptr + to_integer(steps + (last_zero - last_low) * 1.0))
+        elif LEVELS:
+            steps = quantized_steps(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
+            values = to_integer(steps + last_zero * 1.0)
+        elif LAST:
+            values = dequantized(values, last_scale, last_inverse, last_zero, last_low, last_high, DIVIDE)
+        mask = (rows[:, None] < M) & (columns[None, :] < N)
+        stored = values.to(out_ptr.dtype.element_ty)
+        tl.store(out_ptr + rows[:, None] * stride_om + columns[None, :], stored, mask=mask)
+        if GELU_RANGE:  # one reduction of both: whether a value lies in the band, the largest (NaN kept)
+            stored = stored.to(tl.float32)
+            inside = mask & (stored >= band_low) & (stored <= band_high)
+            bands, highs = tl.reduce((tl.where(inside, 1.0, 0.0), tl.where(mask, stored, float("-inf"))), 1,
+                                     _band_max)
+            band, high = tl.reduce((bands, highs), 0, _band_max)
+            record_range(range_ptr, -band, high, (high != high).to(tl.int32))

@@ -370,11 +370,16 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
                 warps, stages = 4, 3
             else:  # 8 warps measured faster for int8 rows; uint8 rows (moved down in the loop) keep 4
                 warps, stages = (4, 4) if rows.dtype == torch.uint8 else (8, 3)
-        grid = (_cdiv(count, block_m) * _cdiv(width, block_n),)
+        tiles = _cdiv(count, block_m) * _cdiv(width, block_n)
+        # persistent programs for the plain epilogue (measured faster); the QDQ pairs, tables and
+        # levels keep a program a tile (a QDQ encoder measured slower persistent)
+        plain = mid is None and last is None and table is None and not levels
+        persistent = descriptors is not None and plain
+        programs = min(tiles, _persistent_programs(a.device)) if persistent else tiles
         a_source, w_source = descriptors or (rows, weight)
         value_range, band_low, band_high = gelu_range or (scales, 0.0, 0.0)
         kernels = _triton()
-        kernels.linear[grid](
+        kernels.linear[(programs,)](
             a_source, w_source, out, columns if columns is not None else scales,
             zero if zero is not None else scales, scales, bias if bias is not None else scales,
             table if table is not None else scales, x_scale if x_scale is not None else scales,
@@ -385,9 +390,22 @@ def int8_linear(a: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor | N
             MID=mid is not None, LAST=last is not None, TABLE=table is not None,
             X_SCALE=x_scale is not None, LEVELS=levels, GELU_RANGE=gelu_range is not None,
             DIVIDE=out_dtype == torch.float32,
-            TMA=descriptors is not None, BM=block_m, BN=block_n, BK=128, GROUP=8, num_warps=warps,
-            num_stages=stages)
+            TMA=descriptors is not None, BM=block_m, BN=block_n, BK=128, GROUP=8, FLATTEN=programs < tiles,
+            num_warps=warps, num_stages=stages)
     return out.reshape(*a.shape[:-1], width)
+
+
+_PERSISTENT_PER_SM = 2
+"""Programs per streaming multiprocessor of :func:`int8_linear`'s kernel with tensor copies and no
+fake-quantize steps in its epilogue, where its output has more tiles: each walks several, pipelined
+across them (two are resident at once; ``bench/RESULTS.md`` has one a tile, two and three per
+multiprocessor compared)."""
+
+
+@functools.cache
+def _persistent_programs(device: torch.device) -> int:
+    """How many programs :func:`int8_linear`'s kernel with tensor copies runs at most on ``device``."""
+    return _PERSISTENT_PER_SM * torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _linear_out_dtype(out_dtype: torch.dtype, last: Sequence[float] | None, table: torch.Tensor | None,
