@@ -111,6 +111,47 @@ def test_int8_linear_with_tensor_copies_matches_pointer_loads(
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("gelu_range", [False, True], ids=["plain", "recording"])
+@pytest.mark.parametrize("rows_type", [torch.int8, torch.uint8])
+def test_int8_linear_in_persistent_programs_matches_a_program_a_tile(
+        monkeypatch: pytest.MonkeyPatch, rows_type: torch.dtype, gelu_range: bool) -> None:
+    """With tensor copies and no pairs in its epilogue, the int8 matmul walks its 512 output tiles
+    in a few programs each (two a multiprocessor): the same outputs and the same value range as a
+    program a tile, bit for bit."""
+    from inferplex.devices.gpu.ops import _quantized_triton as kernels
+    from inferplex.devices.gpu.ops._gelu_levels import gelu_band
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("tensor copies need compute capability 9.0")
+    generator = torch.Generator(device="cuda").manual_seed(5)
+    low, high = (-128, 128) if rows_type == torch.int8 else (0, 256)
+    a = torch.randint(low, high, (8192, 768), device="cuda", generator=generator).to(rows_type)
+    weight = torch.randint(-128, 128, (1000, 768), device="cuda", generator=generator).to(torch.int8)
+    columns = weight.sum(dim=1, dtype=torch.int32).reshape(1, -1)
+    zero = torch.tensor(9, dtype=torch.uint8, device="cuda")
+    scales = torch.rand(1000, device="cuda", generator=generator) * 1e-4
+    bias = torch.randn(1000, device="cuda", generator=generator).half()
+    x_scale = torch.tensor(0.5, device="cuda")
+    band = gelu_band(torch.float16, "none")
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        found = kernels.fresh_value_range(torch.device("cuda"))
+        out = kernels.int8_linear(a, weight, columns, zero, 128, scales, bias, torch.float16, x_scale=x_scale,
+                                  gelu_range=(found, band.low, band.high) if gelu_range else None)
+        return out, found
+
+    got, got_range = run()
+    assert kernels._persistent_programs(a.device) < 512  # fewer programs than tiles
+    monkeypatch.setattr(kernels, "_persistent_programs", lambda device: 1 << 30)
+    want, want_range = run()
+    assert torch.equal(got, want) and torch.equal(got_range, want_range)
+    # and they are the matmul's: uint8 levels (int8 rows: moved down by 128) less the zero point 9
+    levels = a.double() - 9 if rows_type == torch.uint8 else a.double() + 128 - 9
+    exact = levels @ weight.double().T
+    reference = (exact.float() * (scales * 0.5) + bias.float()).half()
+    torch.testing.assert_close(got, reference, rtol=2e-3, atol=2e-3)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("last", [[0.05, -7, -128, 127], [0.03, 131, 0, 255]])
 def test_int8_linear_writing_levels_gives_the_levels_of_its_values(dtype: torch.dtype,

@@ -12,6 +12,7 @@ from triton.language.extra import libdevice
 from inferplex.devices.gpu.ops._quantized_kernels import (
     dynamic_parameters,
     merge_values,
+    no_values,
     scale_and_zero,
     store_partials,
 )
@@ -54,9 +55,7 @@ def gelu_partials(x_ptr, range_ptr, low_ptr, high_ptr, count, per_program,  # no
     unknown, _ = unknown_range(range_ptr, kind, APPROXIMATE)
     if unknown:
         start = tl.program_id(0) * per_program
-        lows = tl.full((BLOCK,), float("inf"), tl.float32)
-        highs = tl.full((BLOCK,), float("-inf"), tl.float32)
-        nans = tl.zeros((BLOCK,), tl.int32)
+        lows, highs, nans = no_values(BLOCK)
         for step in range(0, per_program, BLOCK):
             offsets = start + step + tl.arange(0, BLOCK)
             mask = offsets < count

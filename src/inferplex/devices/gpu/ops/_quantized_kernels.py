@@ -53,9 +53,7 @@ def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
     # the minimum and maximum of one slice of per_program elements; NaN where the slice holds one
     # (as torch.aminmax propagates it); with RANGE merged into the value range at low_ptr instead
     start = tl.program_id(0) * per_program
-    lows = tl.full((BLOCK,), float("inf"), tl.float32)
-    highs = tl.full((BLOCK,), float("-inf"), tl.float32)
-    nans = tl.zeros((BLOCK,), tl.int32)
+    lows, highs, nans = no_values(BLOCK)
     for step in range(0, per_program, BLOCK):
         offsets = start + step + tl.arange(0, BLOCK)
         mask = offsets < count
@@ -65,6 +63,13 @@ def minmax_partials(x_ptr, low_ptr, high_ptr, count, per_program,  # noqa: N803
         record_range(low_ptr, tl.min(lows, axis=0), tl.max(highs, axis=0), tl.max(nans, axis=0))
     else:
         store_partials(low_ptr, high_ptr, lows, highs, nans)
+
+
+@triton.jit
+def no_values(BLOCK: tl.constexpr):  # noqa: N803
+    """Running minima, maxima and NaN flags (see :func:`merge_values`) that have seen no value."""
+    return (tl.full((BLOCK,), float("inf"), tl.float32), tl.full((BLOCK,), float("-inf"), tl.float32),
+            tl.zeros((BLOCK,), tl.int32))
 
 
 @triton.jit
